@@ -1,0 +1,135 @@
+# hetero — the one build entry. See README.md.
+#
+# Sources are found by wildcard: a new file in a room joins the build
+# without editing this file.  Files named *_avx2.c / *_avx512.c are
+# compiled with those instruction sets enabled; everything else targets
+# baseline x86-64, and callers dispatch at run time (model/cpu_features.c).
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= cc
+OPT     ?= -O2
+PKGS    := hwloc OpenCL numa
+TESTPKG := check
+
+DEPS_OK := $(shell pkg-config --exists $(PKGS) $(TESTPKG) && echo yes)
+ifneq ($(DEPS_OK),yes)
+  ifneq ($(filter-out deps help,$(or $(MAKECMDGOALS),all)),)
+    $(info hetero: some dependencies are missing; running tools/install-deps.sh)
+    DEPS_RC := $(shell sh tools/install-deps.sh >&2; echo $$?)
+    ifneq ($(DEPS_RC),0)
+      $(error hetero: missing dependencies (pkg-config: $(PKGS) $(TESTPKG)). Install them with 'sudo sh tools/install-deps.sh' or see README.md)
+    endif
+  endif
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags $(TESTPKG) 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs $(TESTPKG) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS  ?= $(OPT) -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=300 -fPIC -pthread \
+              -fvisibility=hidden $(WARN) -I. -Iinclude -I$(BUILD)/gen $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS  := $(PKG_LIBS) -ldl -lm -pthread
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
+
+LIB_SRC := $(sort $(wildcard runtime/*.c devices/*.c model/*.c partitioner/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CL_SRC  := $(sort $(wildcard kernels_cl/*.cl))
+CL_OBJ  := $(if $(CL_SRC),$(BUILD)/obj/kernels_cl_embed.o)
+TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/hetero-*.c))
+BENCH_SRC := $(wildcard bench/*.c)
+BENCHES := $(patsubst bench/%.c,$(BUILD)/%,$(filter bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC)))
+BENCH_LIB_SRC := $(filter-out bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_BIN := $(BUILD)/hetero-tests
+
+STATIC := $(BUILD)/libhetero.a
+SHARED := $(BUILD)/libhetero.so
+
+.PHONY: all lib tools test asan bench install clean deps cuda fuzz help
+all: lib tools $(BENCHES) cuda
+
+lib: $(STATIC) $(SHARED)
+tools: $(TOOLS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(if $(findstring _avx512,$<),$(AVX512_FLAGS),$(if $(findstring _avx2,$<),$(AVX2_FLAGS))) -MMD -MP -c $< -o $@
+
+# OpenCL C sources are embedded as strings so the library is self-contained.
+$(BUILD)/gen/kernels_cl_embed.c: $(CL_SRC) tools/embed-cl.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed-cl.sh $(CL_SRC) > $@
+$(BUILD)/obj/kernels_cl_embed.o: $(BUILD)/gen/kernels_cl_embed.c
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJ) $(CL_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(SHARED): $(LIB_OBJ) $(CL_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS) $(LDFLAGS)
+
+$(BUILD)/hetero-%: tools/hetero-%.c $(STATIC)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(STATIC)
+	$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+$(BUILD)/bench-%: bench/bench-%.c $(STATIC)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+
+# One test binary: every tests/test_*.c defines `Suite *suite_NAME(void)`;
+# the list of suites is generated so a new file needs no registration.
+$(BUILD)/gen/suites.inc: $(TEST_SRC)
+	@mkdir -p $(dir $@)
+	grep -ho '^Suite \*suite_[a-z0-9_]*(void)' $(TEST_SRC) | sed 's/^Suite \*\(suite_[a-z0-9_]*\)(void)/HX_SUITE(\1)/' > $@
+$(TEST_BIN): tests/main.c $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) -o $@ \
+	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
+
+test: all $(TEST_BIN)
+	HX_TEST_DATA=$(CURDIR)/../shared/data HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
+
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
+
+bench: all
+	$(BUILD)/hetero-bench
+
+# The GGUF reader's fuzz target (libFuzzer), run for FUZZ_SECONDS.
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_SAN)" NO_CUDA=1 build-fuzz/fuzz_gguf
+	mkdir -p build-fuzz/corpus && build-fuzz/fuzz_gguf -max_total_time=$${FUZZ_SECONDS:-60} -max_len=65536 \
+	  build-fuzz/corpus tests/gguf-corpus
+$(BUILD)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(STATIC)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
+
+# The CUDA plugin is optional: built when nvcc is on PATH.
+NVCC := $(if $(NO_CUDA),,$(shell command -v nvcc 2>/dev/null))
+cuda:
+ifeq ($(NVCC),)
+	@echo "hetero: nvcc not found on PATH; skipped the CUDA plugin (libhetero-cuda.so)"
+else
+	@$(if $(wildcard kernels_cu/*.cu),$(MAKE) -f kernels_cu/cuda.mk BUILD=$(BUILD) NVCC=$(NVCC),echo "hetero: no CUDA sources yet")
+endif
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/hetero.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(wildcard $(BUILD)/libhetero-cuda.so),install -m 755 $(BUILD)/libhetero-cuda.so $(DESTDIR)$(PREFIX)/lib/)
+	install -m 755 $(TOOLS) $(BENCHES) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PKGS@|$(PKGS)|' tools/hetero.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hetero.pc
+
+deps:
+	sh tools/install-deps.sh
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz
+
+-include $(LIB_OBJ:.o=.d)

@@ -1,0 +1,266 @@
+/*
+ * hetero — transformer inference across the CPUs, CUDA GPUs and FPGA/OpenCL
+ * devices of one machine.
+ *
+ * This header is the whole public API.  Conventions:
+ *   - every function that can fail returns hx_status; HX_OK is 0;
+ *   - hx_status_str() names a status, hx_last_error() gives the detail of the
+ *     last failure on the calling thread (file, tensor, offset, device);
+ *   - objects come in create/destroy (or open/close) pairs; destroy accepts
+ *     NULL;
+ *   - environment variables HX_* only supply defaults for options that the
+ *     API also takes (see README.md).
+ *
+ * Usage (the runtime alone):
+ *
+ *     hx_runtime *rt;
+ *     hx_runtime_options o = hx_runtime_options_default();
+ *     if (hx_runtime_open(&rt, &o) != HX_OK) { puts(hx_last_error()); ... }
+ *     hx_buffer *x;
+ *     hx_buffer_create(rt, n * sizeof(float), &x);
+ *     ...
+ *     hx_runtime_close(rt);
+ */
+#ifndef HETERO_H
+#define HETERO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define HX_API __attribute__((visibility("default")))
+#else
+#define HX_API
+#endif
+
+#define HX_VERSION_MAJOR 0
+#define HX_VERSION_MINOR 1
+#define HX_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------
+ * Status and errors
+ * ---------------------------------------------------------------------- */
+
+/* X-macro: the one table of status codes, their names and messages. */
+#define HX_STATUS_LIST(X)                                                      \
+    X(HX_OK, 0, "success")                                                     \
+    X(HX_ERR_INVALID_ARG, -1, "invalid argument")                              \
+    X(HX_ERR_NO_MEMORY, -2, "out of memory")                                   \
+    X(HX_ERR_IO, -3, "input/output error")                                     \
+    X(HX_ERR_FORMAT, -4, "malformed file")                                     \
+    X(HX_ERR_UNSUPPORTED, -5, "unsupported")                                   \
+    X(HX_ERR_NOT_FOUND, -6, "not found")                                       \
+    X(HX_ERR_NO_DEVICE, -7, "no capable device")                               \
+    X(HX_ERR_DEVICE, -8, "device failure")                                     \
+    X(HX_ERR_STATE, -9, "invalid state")                                       \
+    X(HX_ERR_RANGE, -10, "out of range")                                       \
+    X(HX_ERR_TASK_FAILED, -11, "a task this depends on failed")
+
+typedef enum {
+#define HX_STATUS_ENUM(name, value, msg) name = value,
+    HX_STATUS_LIST(HX_STATUS_ENUM)
+#undef HX_STATUS_ENUM
+} hx_status;
+
+/* The status's name, e.g. "HX_ERR_FORMAT"; never NULL. */
+HX_API const char *hx_status_str(hx_status s);
+/* A one-line description of the last error on this thread ("" if none). */
+HX_API const char *hx_last_error(void);
+
+/* ------------------------------------------------------------------------
+ * Runtime and devices
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_runtime hx_runtime;
+
+typedef enum {
+    HX_FAMILY_CPU = 0,    /* CPU cores, run by the runtime's own threads   */
+    HX_FAMILY_OPENCL = 1, /* any OpenCL device: GPU, CPU (PoCL) or FPGA     */
+    HX_FAMILY_CUDA = 2,   /* NVIDIA GPUs through the CUDA plugin            */
+    HX_FAMILY_COUNT
+} hx_device_family;
+
+typedef enum {
+    HX_KIND_CPU = 0,
+    HX_KIND_GPU = 1,
+    HX_KIND_FPGA = 2,
+    HX_KIND_ACCELERATOR = 3, /* any other OpenCL accelerator */
+} hx_device_kind;
+
+typedef struct {
+    int index;                 /* position in the runtime's device table */
+    char name[128];
+    char vendor[64];
+    char platform[64];         /* OpenCL platform or "hwloc"/"CUDA"      */
+    char version[64];          /* driver / device version string        */
+    hx_device_family family;
+    hx_device_kind kind;
+    int compute_units;         /* cores, CUs or SMs                      */
+    uint64_t global_mem_bytes;
+    uint64_t local_mem_bytes;  /* per work-group / shared memory         */
+    int unified_memory;        /* shares memory with the host: no copies */
+    int memory_node;           /* 0 = host memory; others own memory     */
+    int numa_node;             /* -1 when unknown                        */
+    int emulated;              /* e.g. PoCL standing in for an FPGA      */
+} hx_device_info;
+
+typedef struct {
+    int packages, numa_nodes, cores, pus;
+    uint64_t l1d_bytes, l2_bytes, l3_bytes; /* per instance, largest seen */
+    uint64_t memory_bytes;
+    int pci_devices, os_devices;
+} hx_topology_info;
+
+typedef struct {
+    /* Devices to open, comma separated names or families ("cpu",
+     * "opencl", "fpga", "cuda", "all"); NULL = HX_DEVICES or "all". */
+    const char *devices;
+    /* CPU worker threads; 0 = HX_THREADS or one per physical core. */
+    int cpu_threads;
+    /* Present PoCL as an emulated FPGA: NULL = HX_FPGA_EMULATION;
+     * "pocl" enables, "" or "off" disables. */
+    const char *fpga_emulation;
+    /* Scheduling policy name; NULL = HX_SCHED or "eager". */
+    const char *sched;
+    /* Pin CPU threads to cores (hwloc); -1 = HX_PIN or on. */
+    int pin_threads;
+} hx_runtime_options;
+
+HX_API hx_runtime_options hx_runtime_options_default(void);
+HX_API hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts);
+HX_API void hx_runtime_close(hx_runtime *rt);
+
+HX_API int hx_runtime_device_count(const hx_runtime *rt);
+HX_API hx_status hx_runtime_device_info(const hx_runtime *rt, int index, hx_device_info *out);
+HX_API hx_status hx_runtime_topology(const hx_runtime *rt, hx_topology_info *out);
+/* Why a family has no device (e.g. "CUDA plugin not found: ..."), or NULL. */
+HX_API const char *hx_runtime_absence_reason(const hx_runtime *rt, hx_device_family f);
+HX_API const char *hx_device_family_str(hx_device_family f);
+HX_API const char *hx_device_kind_str(hx_device_kind k);
+
+/* ------------------------------------------------------------------------
+ * Unified buffers: one logical array that every device can use.
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_buffer hx_buffer;
+
+typedef enum {
+    HX_R = 1,  /* read          */
+    HX_W = 2,  /* write (all)   */
+    HX_RW = 3, /* read & write  */
+} hx_access;
+
+/* Allocates `bytes` of 64-byte-aligned, NUMA-local host storage. */
+HX_API hx_status hx_buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out);
+/* Wraps caller-owned host memory (e.g. a mapped file); not freed by hetero.
+ * Read-only wrappers may only be read by tasks. */
+HX_API hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only,
+                                hx_buffer **out);
+/* Waits for the tasks that use the buffer, then frees it. */
+HX_API void hx_buffer_destroy(hx_buffer *b);
+HX_API size_t hx_buffer_size(const hx_buffer *b);
+/* Makes the host copy valid for `mode` after the tasks submitted so far,
+ * and returns it.  HX_W/HX_RW invalidate device replicas. */
+HX_API hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host);
+HX_API void hx_buffer_release(hx_buffer *b);
+
+/* ------------------------------------------------------------------------
+ * Codelets and tasks
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_task hx_task;
+
+/* What a CPU implementation sees: the team member it runs as, the task's
+ * buffers (host pointers, in the task's order) and its argument block. */
+typedef struct {
+    int ith, nth;            /* this thread's index and the team size */
+    void *const *buffers;
+    const size_t *sizes;
+    const void *args;
+    void (*barrier)(void *team); /* waits for the whole team        */
+    void *team;
+} hx_cpu_call;
+
+/* An OpenCL launch: filled by the codelet from its arguments. */
+#define HX_CL_MAX_ARGS 24
+typedef struct {
+    const char *kernel;     /* kernel name in the codelet's program       */
+    unsigned work_dim;
+    size_t global[3];
+    size_t local[3];        /* 0 = let the driver choose                  */
+    int nargs;
+    struct {
+        int buffer;          /* >= 0: index of the task's buffer          */
+        size_t size;         /* scalar size, or local memory size         */
+        const void *value;   /* scalar value; NULL with buffer < 0 = local */
+    } arg[HX_CL_MAX_ARGS];
+} hx_cl_launch;
+
+typedef struct {
+    const char *name;          /* unique; CUDA implementations are looked up by it */
+    /* CPU: called on every thread of the CPU team; returns 0 or an hx_status. */
+    int (*cpu)(const hx_cpu_call *call);
+    /* OpenCL: the program source (NULL = the embedded kernels_cl program
+     * named `cl_program`) and a function filling the launch. */
+    const char *cl_source;
+    const char *cl_program;
+    int (*cl_launch)(const void *args, const size_t *sizes, hx_cl_launch *out);
+    /* Cost, for performance models: floating-point ops and bytes moved. */
+    double (*flops)(const void *args, const size_t *sizes);
+    double (*bytes)(const void *args, const size_t *sizes);
+} hx_codelet;
+
+#define HX_TASK_MAX_BUFFERS 16
+
+typedef struct {
+    const hx_codelet *codelet;
+    int nbuffers;
+    hx_buffer *buffers[HX_TASK_MAX_BUFFERS];
+    hx_access modes[HX_TASK_MAX_BUFFERS];
+    const void *args;       /* copied at submission */
+    size_t args_size;
+    int device;             /* -1 = scheduler decides; else a device index */
+    int priority;
+} hx_task_desc;
+
+/* Submits a task; dependencies follow from the buffers' access modes in
+ * submission order.  `out` may be NULL (the task is then detached). */
+HX_API hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out);
+/* Waits for the task, returns its status (or HX_ERR_TASK_FAILED if one it
+ * depended on failed) and releases the handle. */
+HX_API hx_status hx_task_wait(hx_task *t);
+/* Waits for every task; returns the first failure since the last call. */
+HX_API hx_status hx_runtime_wait_all(hx_runtime *rt);
+/* The device a finished task ran on (before hx_task_wait releases it). */
+HX_API int hx_task_device(const hx_task *t);
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t tasks_submitted, tasks_done, tasks_failed;
+    uint64_t copies, bytes_copied;   /* between memory nodes */
+    uint64_t zero_copy_uses;          /* buffer uses that needed no copy */
+    uint64_t migrations;
+    double submit_overhead_us;        /* mean per task */
+} hx_runtime_stats;
+
+typedef struct {
+    uint64_t tasks;
+    double busy_seconds;
+    double busy_fraction;  /* since the runtime opened */
+} hx_device_stats;
+
+HX_API void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *out);
+HX_API hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out);
+HX_API void hx_runtime_stats_reset(hx_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HETERO_H */

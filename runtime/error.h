@@ -1,0 +1,20 @@
+/* Internal error reporting: set the thread's last error and return a status. */
+#ifndef HX_RUNTIME_ERROR_H
+#define HX_RUNTIME_ERROR_H
+
+#include "hetero.h"
+
+#if defined(__GNUC__)
+#define HX_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define HX_PRINTF(a, b)
+#endif
+
+/* Records "STATUS_NAME: message" as the calling thread's last error and
+ * returns `s`, so callers can write `return hx_error(HX_ERR_FORMAT, ...)`. */
+hx_status hx_error(hx_status s, const char *fmt, ...) HX_PRINTF(2, 3);
+/* Prepends context ("while loading x.gguf: ") to the current last error. */
+hx_status hx_error_context(hx_status s, const char *fmt, ...) HX_PRINTF(2, 3);
+void hx_error_clear(void);
+
+#endif
