@@ -1,0 +1,86 @@
+/* Devices: what the runtime knows of one, and the ops table through which
+ * it reaches its backend.  The runtime never names a backend: the list of
+ * backends comes from devices/backends.c (hx_device_backends). */
+#ifndef HX_RUNTIME_DEVICE_H
+#define HX_RUNTIME_DEVICE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "hetero.h"
+
+typedef struct hx_device hx_device;
+typedef struct hx_device_ops hx_device_ops;
+
+/* What a backend is given to run one task: the codelet, its argument
+ * block, and for each buffer the handle valid on the device's memory node
+ * (host pointer for host memory; cl_mem, CUDA pointer ... otherwise). */
+typedef struct {
+    const hx_codelet *codelet;
+    const void *args;
+    int nbuffers;
+    void *handles[HX_TASK_MAX_BUFFERS];
+    void *host[HX_TASK_MAX_BUFFERS]; /* host pointers (valid when node is host) */
+    size_t sizes[HX_TASK_MAX_BUFFERS];
+    hx_access modes[HX_TASK_MAX_BUFFERS];
+} hx_exec;
+
+/* Options that discovery needs (resolved from hx_runtime_options + env). */
+typedef struct {
+    int cpu_threads;      /* 0 = one per physical core */
+    int pin_threads;
+    int fpga_emulation;   /* present PoCL as an emulated FPGA */
+    void *topology;       /* hwloc_topology_t, owned by the runtime */
+} hx_discover_options;
+
+struct hx_device_ops {
+    const char *name;          /* "cpu", "opencl", "cuda" */
+    hx_device_family family;
+
+    /* Appends this backend's devices with hx_runtime_add_device().  A
+     * backend with nothing to offer returns HX_OK after recording why with
+     * hx_runtime_set_absence(). */
+    hx_status (*discover)(hx_runtime *rt, const hx_discover_options *opts);
+    void (*destroy)(hx_device *d);
+
+    /* Whether the device has an implementation of the codelet. */
+    int (*can_run)(hx_device *d, const hx_codelet *cl);
+    /* Runs one task to completion on the calling (worker) thread. */
+    hx_status (*run)(hx_device *d, const hx_exec *exec);
+
+    /* A handle on host memory that the device uses in place (unified
+     * devices: cl_mem with CL_MEM_USE_HOST_PTR, registered CUDA memory). */
+    hx_status (*wrap_host)(hx_device *d, void *host, size_t bytes, int read_only, void **handle);
+    /* Device-local memory (devices whose memory_node is not host). */
+    hx_status (*alloc)(hx_device *d, size_t bytes, void **handle);
+    void (*release)(hx_device *d, void *handle); /* frees alloc/wrap handles */
+    hx_status (*copy_in)(hx_device *d, void *handle, const void *host, size_t bytes);
+    hx_status (*copy_out)(hx_device *d, void *host, void *handle, size_t bytes);
+    /* Makes device writes to wrapped host memory visible to the host. */
+    hx_status (*sync_host)(hx_device *d, void *handle, size_t bytes);
+
+    /* Worker hooks (optional): the CPU backend runs a team of threads. */
+    hx_status (*worker_start)(hx_device *d);
+    void (*worker_stop)(hx_device *d);
+};
+
+struct hx_device {
+    hx_device_info info;
+    const hx_device_ops *ops;
+    void *impl;          /* the backend's state */
+    hx_runtime *rt;
+    /* Runtime-owned worker state (runtime/worker.c). */
+    void *worker;
+};
+
+/* Implemented by the runtime, used by backends during discovery. */
+hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info,
+                                const hx_device_ops *ops, void *impl);
+void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Implemented in devices/backends.c: the backends, in discovery order,
+ * ending with NULL. */
+const hx_device_ops *const *hx_device_backends(void);
+
+#endif
