@@ -56,37 +56,44 @@ all: lib tools $(BENCHES) cuda
 lib: $(STATIC) $(SHARED)
 tools: $(TOOLS)
 
+# `make V=1` shows the full commands.
+Q := $(if $(V),,@)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(if $(findstring _avx512,$<),$(AVX512_FLAGS),$(if $(findstring _avx2,$<),$(AVX2_FLAGS))) -MMD -MP -c $< -o $@
+	$(if $(V),,@echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(findstring _avx512,$<),$(AVX512_FLAGS),$(if $(findstring _avx2,$<),$(AVX2_FLAGS))) -MMD -MP -c $< -o $@
 
 # OpenCL C sources are embedded as strings so the library is self-contained.
 $(BUILD)/gen/kernels_cl_embed.c: $(CL_SRC) tools/embed-cl.sh
 	@mkdir -p $(dir $@)
-	sh tools/embed-cl.sh $(CL_SRC) > $@
+	$(Q)sh tools/embed-cl.sh $(CL_SRC) > $@
 $(BUILD)/obj/kernels_cl_embed.o: $(BUILD)/gen/kernels_cl_embed.c
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(STATIC): $(LIB_OBJ) $(CL_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 $(SHARED): $(LIB_OBJ) $(CL_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS) $(LDFLAGS)
+	$(Q)$(CC) -shared -o $@ $^ $(LDLIBS) $(LDFLAGS)
 
 $(BUILD)/hetero-%: tools/hetero-%.c $(STATIC)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 $(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(STATIC)
-	$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 
 # One test binary: every tests/test_*.c defines `Suite *suite_NAME(void)`;
 # the list of suites is generated so a new file needs no registration.
 $(BUILD)/gen/suites.inc: $(TEST_SRC)
 	@mkdir -p $(dir $@)
-	grep -ho '^Suite \*suite_[a-z0-9_]*(void)' $(TEST_SRC) | sed 's/^Suite \*\(suite_[a-z0-9_]*\)(void)/HX_SUITE(\1)/' > $@
+	$(Q)grep -ho '^Suite \*suite_[a-z0-9_]*(void)' $(TEST_SRC) | sed 's/^Suite \*\(suite_[a-z0-9_]*\)(void)/HX_SUITE(\1)/' > $@
 $(TEST_BIN): tests/main.c $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) -o $@ \
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
 test: all $(TEST_BIN)

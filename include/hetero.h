@@ -239,6 +239,19 @@ HX_API hx_status hx_runtime_wait_all(hx_runtime *rt);
 HX_API int hx_task_device(const hx_task *t);
 
 /* ------------------------------------------------------------------------
+ * Built-in codelets (implemented on every device family that can)
+ * ---------------------------------------------------------------------- */
+
+/* "vector_add": buffers x (R), y (R), z (W) of n floats; z = x + y. */
+typedef struct { uint64_t n; } hx_args_vector_add;
+/* "gemm_f32": buffers A (R, M x K), B (R, N x K), C (W, M x N), row-major;
+ * C[m][n] = sum_k A[m][k] * B[n][k]  (B holds weights row by row). */
+typedef struct { uint32_t M, N, K; } hx_args_gemm_f32;
+
+/* A built-in codelet by name, or NULL. */
+HX_API const hx_codelet *hx_codelet_builtin(const char *name);
+
+/* ------------------------------------------------------------------------
  * Statistics
  * ---------------------------------------------------------------------- */
 

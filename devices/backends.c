@@ -1,0 +1,11 @@
+/* The device backends, in discovery order.  A new device family is a new
+ * file in devices/ and one line here. */
+#include "runtime/device.h"
+
+extern const hx_device_ops hx_cpu_ops;
+
+const hx_device_ops *const *hx_device_backends(void)
+{
+    static const hx_device_ops *const list[] = {&hx_cpu_ops, NULL};
+    return list;
+}

@@ -1,0 +1,122 @@
+/* The CPU device: a team of threads pinned to cores through hwloc.  A task
+ * runs on the whole team (each member gets ith/nth), as ggml does, so one
+ * layer's GEMV uses every core. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/threadpool.h"
+#include "runtime/topology.h"
+
+typedef struct {
+    int nthreads;
+    int pin;
+    void *topology;
+    hx_team *team;
+} cpu_state;
+
+typedef struct {
+    const hx_exec *x;
+    hx_team *team;
+    _Atomic int status;
+} cpu_job;
+
+static void cpu_member(void *ctx, int ith, int nth)
+{
+    cpu_job *job = ctx;
+    hx_cpu_call call = {
+        .ith = ith,
+        .nth = nth,
+        .buffers = job->x->handles,
+        .sizes = job->x->sizes,
+        .args = job->x->args,
+        .barrier = hx_team_barrier,
+        .team = job->team,
+    };
+    int rc = job->x->codelet->cpu(&call);
+    if (rc) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&job->status, &expected, rc);
+    }
+}
+
+static hx_status cpu_run(hx_device *d, const hx_exec *x)
+{
+    cpu_state *st = d->impl;
+    cpu_job job = {.x = x, .team = st->team};
+    atomic_init(&job.status, 0);
+    hx_team_run(st->team, cpu_member, &job);
+    int rc = atomic_load(&job.status);
+    if (rc == 0)
+        return HX_OK;
+    hx_status s = rc < 0 ? (hx_status)rc : HX_ERR_DEVICE;
+    if (!hx_last_error()[0])
+        hx_error(s, "CPU implementation of '%s' returned %d", x->codelet->name, rc);
+    return s;
+}
+
+static int cpu_can_run(hx_device *d, const hx_codelet *cl) { return cl->cpu != NULL; }
+
+static hx_status cpu_worker_start(hx_device *d)
+{
+    cpu_state *st = d->impl;
+    hx_status s = hx_team_create(st->nthreads, st->topology, st->pin, &st->team);
+    if (s)
+        return s;
+    return hx_team_pin_self(st->team, 0);
+}
+
+static void cpu_worker_stop(hx_device *d)
+{
+    cpu_state *st = d->impl;
+    hx_team_destroy(st->team);
+    st->team = NULL;
+}
+
+static void cpu_destroy(hx_device *d) { free(d->impl); }
+
+static hx_status cpu_discover(hx_runtime *rt, const hx_discover_options *o);
+
+const hx_device_ops hx_cpu_ops = {
+    .name = "cpu",
+    .family = HX_FAMILY_CPU,
+    .discover = cpu_discover,
+    .destroy = cpu_destroy,
+    .can_run = cpu_can_run,
+    .run = cpu_run,
+    .worker_start = cpu_worker_start,
+    .worker_stop = cpu_worker_stop,
+};
+
+static hx_status cpu_discover(hx_runtime *rt, const hx_discover_options *o)
+{
+    hx_topology_info topo;
+    hx_status s = hx_runtime_topology(rt, &topo);
+    if (s)
+        return s;
+    cpu_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return hx_error(HX_ERR_NO_MEMORY, "CPU device");
+    st->nthreads = o->cpu_threads > 0 ? o->cpu_threads : (topo.cores > 0 ? topo.cores : 1);
+    st->pin = o->pin_threads;
+    st->topology = o->topology;
+    hx_device_info info = {0};
+    snprintf(info.name, sizeof info.name, "%s", hx_topology_cpu_name(o->topology));
+    snprintf(info.vendor, sizeof info.vendor, "%s", "host");
+    snprintf(info.platform, sizeof info.platform, "%s", "hwloc");
+    snprintf(info.version, sizeof info.version, "%d threads%s", st->nthreads, st->pin ? ", pinned" : "");
+    info.family = HX_FAMILY_CPU;
+    info.kind = HX_KIND_CPU;
+    info.compute_units = st->nthreads;
+    info.global_mem_bytes = topo.memory_bytes;
+    info.local_mem_bytes = topo.l2_bytes;
+    info.unified_memory = 1;
+    info.numa_node = hx_topology_cpu_numa(o->topology);
+    s = hx_runtime_add_device(rt, &info, &hx_cpu_ops, st);
+    if (s)
+        free(st);
+    return s;
+}

@@ -1,0 +1,43 @@
+/* Unified buffers: one logical array, a replica per memory node, MSI
+ * coherence (a node is Modified when it holds the only valid copy, Shared
+ * when others hold one too, Invalid otherwise).  Internal. */
+#ifndef HX_RUNTIME_BUFFER_H
+#define HX_RUNTIME_BUFFER_H
+
+#include <pthread.h>
+
+#include "runtime/runtime.h"
+#include "runtime/task.h"
+
+#define HX_MAX_NODES HX_MAX_DEVICES
+
+typedef enum { HX_MSI_INVALID = 0, HX_MSI_SHARED = 1, HX_MSI_MODIFIED = 2 } hx_msi_state;
+
+struct hx_buffer {
+    hx_runtime *rt;
+    void *host;
+    size_t size;
+    int owns_host;   /* 0 for wrapped memory */
+    int numa_alloc;  /* freed with numa_free */
+    int read_only;
+
+    /* Dependency tracking, under rt->lock. */
+    hx_task *last_writer;
+    hx_task **readers;
+    int nreaders, capreaders;
+    int users;       /* submitted tasks not yet completed */
+
+    /* Coherence, under `lock`. */
+    pthread_mutex_t lock;
+    unsigned char valid[HX_MAX_NODES];
+    void *handle[HX_MAX_DEVICES];
+};
+
+/* Makes the buffer usable by device `d` with `mode` and returns the
+ * device's handle; copies from another node when its replica is stale. */
+hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **handle);
+/* After a task on `d` wrote the buffer: `d`'s node becomes the owner. */
+hx_status hx_buffer_written(hx_buffer *b, hx_device *d);
+hx_msi_state hx_buffer_state(hx_buffer *b, int node);
+
+#endif

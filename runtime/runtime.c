@@ -1,0 +1,376 @@
+/* The runtime context: options, discovery, the device table, statistics. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+#include "runtime/topology.h"
+#include "runtime/worker.h"
+
+double hx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+hx_runtime_options hx_runtime_options_default(void)
+{
+    hx_runtime_options o = {0};
+    o.pin_threads = -1;
+    return o;
+}
+
+const char *hx_device_family_str(hx_device_family f)
+{
+    switch (f) {
+    case HX_FAMILY_CPU: return "cpu";
+    case HX_FAMILY_OPENCL: return "opencl";
+    case HX_FAMILY_CUDA: return "cuda";
+    default: return "unknown";
+    }
+}
+
+const char *hx_device_kind_str(hx_device_kind k)
+{
+    switch (k) {
+    case HX_KIND_CPU: return "cpu";
+    case HX_KIND_GPU: return "gpu";
+    case HX_KIND_FPGA: return "fpga";
+    case HX_KIND_ACCELERATOR: return "accelerator";
+    default: return "unknown";
+    }
+}
+
+/* ---- options ---------------------------------------------------------- */
+
+typedef struct {
+    char devices[256];
+    int cpu_threads;
+    int fpga_emulation;
+    char sched[64];
+    int pin;
+} resolved_options;
+
+static const char *env_or(const char *v, const char *env, const char *dflt)
+{
+    if (v)
+        return v;
+    const char *e = getenv(env);
+    return e ? e : dflt;
+}
+
+static hx_status parse_int(const char *name, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return hx_error(HX_ERR_INVALID_ARG, "%s='%s': expected an integer in [%d, %d]", name, s, lo, hi);
+    *out = (int)v;
+    return HX_OK;
+}
+
+static hx_status resolve_options(const hx_runtime_options *o, resolved_options *r)
+{
+    hx_runtime_options dflt = hx_runtime_options_default();
+    if (!o)
+        o = &dflt;
+    snprintf(r->devices, sizeof r->devices, "%s", env_or(o->devices, "HX_DEVICES", "all"));
+    snprintf(r->sched, sizeof r->sched, "%s", env_or(o->sched, "HX_SCHED", "eager"));
+    if (o->cpu_threads < 0 || o->cpu_threads > 1024)
+        return hx_error(HX_ERR_INVALID_ARG, "cpu_threads=%d: expected 0 (automatic) to 1024", o->cpu_threads);
+    r->cpu_threads = o->cpu_threads;
+    const char *e;
+    hx_status s;
+    if (!r->cpu_threads && (e = getenv("HX_THREADS")) && (s = parse_int("HX_THREADS", e, 0, 1024, &r->cpu_threads)))
+        return s;
+    const char *em = env_or(o->fpga_emulation, "HX_FPGA_EMULATION", "");
+    if (!strcmp(em, "pocl"))
+        r->fpga_emulation = 1;
+    else if (!*em || !strcmp(em, "off") || !strcmp(em, "0"))
+        r->fpga_emulation = 0;
+    else
+        return hx_error(HX_ERR_INVALID_ARG, "fpga_emulation='%s': expected 'pocl' or 'off'", em);
+    r->pin = o->pin_threads;
+    if (r->pin < -1 || r->pin > 1)
+        return hx_error(HX_ERR_INVALID_ARG, "pin_threads=%d: expected -1, 0 or 1", r->pin);
+    if (r->pin == -1) {
+        r->pin = 1;
+        if ((e = getenv("HX_PIN")) && (s = parse_int("HX_PIN", e, 0, 1, &r->pin)))
+            return s;
+    }
+    return HX_OK;
+}
+
+/* ---- device selection ------------------------------------------------- */
+
+static const char *const selector_names[] = {"all", "cpu", "opencl", "fpga", "gpu", "cuda", NULL};
+
+static int selector_matches(const char *sel, const hx_device_info *d)
+{
+    if (!strcmp(sel, "all")) return 1;
+    if (!strcmp(sel, "cpu")) return d->family == HX_FAMILY_CPU;
+    if (!strcmp(sel, "opencl")) return d->family == HX_FAMILY_OPENCL;
+    if (!strcmp(sel, "fpga")) return d->kind == HX_KIND_FPGA;
+    if (!strcmp(sel, "gpu")) return d->kind == HX_KIND_GPU;
+    if (!strcmp(sel, "cuda")) return d->family == HX_FAMILY_CUDA;
+    return 0;
+}
+
+static int selector_family(const char *sel, hx_device_family f)
+{
+    if (!strcmp(sel, "all")) return 1;
+    if (!strcmp(sel, "cpu")) return f == HX_FAMILY_CPU;
+    if (!strcmp(sel, "opencl") || !strcmp(sel, "fpga")) return f == HX_FAMILY_OPENCL;
+    if (!strcmp(sel, "gpu")) return f == HX_FAMILY_OPENCL || f == HX_FAMILY_CUDA;
+    if (!strcmp(sel, "cuda")) return f == HX_FAMILY_CUDA;
+    return 0;
+}
+
+/* Splits "cpu, fpga" into tokens, checking each is known. */
+static hx_status split_selectors(char *list, char **tok, int max, int *n)
+{
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        int known = 0;
+        for (int i = 0; selector_names[i]; i++)
+            known |= !strcmp(t, selector_names[i]);
+        if (!known)
+            return hx_error(HX_ERR_INVALID_ARG, "unknown device '%s' (known: all, cpu, opencl, fpga, gpu, cuda)", t);
+        if (*n == max)
+            return hx_error(HX_ERR_INVALID_ARG, "too many device names");
+        tok[(*n)++] = t;
+    }
+    if (*n == 0)
+        return hx_error(HX_ERR_INVALID_ARG, "empty device list");
+    return HX_OK;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info, const hx_device_ops *ops,
+                                void *impl)
+{
+    if (rt->ndevices == HX_MAX_DEVICES)
+        return hx_error(HX_ERR_RANGE, "more than %d devices", HX_MAX_DEVICES);
+    hx_device *d = calloc(1, sizeof *d);
+    if (!d)
+        return hx_error(HX_ERR_NO_MEMORY, "device table");
+    d->info = *info;
+    d->ops = ops;
+    d->impl = impl;
+    d->rt = rt;
+    rt->devices[rt->ndevices++] = d;
+    return HX_OK;
+}
+
+void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt, ...)
+{
+    if (f >= HX_FAMILY_COUNT)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    free(rt->absence[f]);
+    rt->absence[f] = strdup(buf);
+}
+
+static void destroy_device(hx_device *d)
+{
+    if (d->worker)
+        hx_worker_join(d);
+    if (d->ops->destroy)
+        d->ops->destroy(d);
+    free(d);
+}
+
+static hx_status discover(hx_runtime *rt, char **sel, int nsel)
+{
+    const hx_device_ops *const *backends = hx_device_backends();
+    for (int b = 0; backends[b]; b++) {
+        int wanted = 0;
+        for (int i = 0; i < nsel; i++)
+            wanted |= selector_family(sel[i], backends[b]->family);
+        if (!wanted)
+            continue;
+        hx_status s = backends[b]->discover(rt, &rt->discover);
+        if (s)
+            return hx_error_context(s, "discovering %s devices", backends[b]->name);
+    }
+    /* Keep the selected devices; every explicit name must match one. */
+    for (int i = 0; i < nsel; i++) {
+        if (!strcmp(sel[i], "all"))
+            continue;
+        int found = 0;
+        for (int d = 0; d < rt->ndevices; d++)
+            found |= selector_matches(sel[i], &rt->devices[d]->info);
+        if (!found) {
+            const char *why = NULL;
+            for (int f = 0; f < HX_FAMILY_COUNT && !why; f++)
+                if (selector_family(sel[i], (hx_device_family)f))
+                    why = rt->absence[f];
+            return hx_error(HX_ERR_NO_DEVICE, "device '%s' was asked for but none was found%s%s", sel[i],
+                            why ? ": " : "", why ? why : "");
+        }
+    }
+    int kept = 0;
+    for (int d = 0; d < rt->ndevices; d++) {
+        int keep = 0;
+        for (int i = 0; i < nsel; i++)
+            keep |= selector_matches(sel[i], &rt->devices[d]->info);
+        if (keep)
+            rt->devices[kept++] = rt->devices[d];
+        else
+            destroy_device(rt->devices[d]);
+    }
+    rt->ndevices = kept;
+    if (kept == 0)
+        return hx_error(HX_ERR_NO_DEVICE, "no device found");
+    rt->n_memory_nodes = 1;
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_device_info *info = &rt->devices[d]->info;
+        info->index = d;
+        info->memory_node = info->unified_memory ? 0 : rt->n_memory_nodes++;
+    }
+    return HX_OK;
+}
+
+hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
+{
+    if (!out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_open: NULL output");
+    *out = NULL;
+    resolved_options r;
+    hx_status s = resolve_options(opts, &r);
+    if (s)
+        return s;
+    char *sel[16];
+    int nsel;
+    if ((s = split_selectors(r.devices, sel, 16, &nsel)))
+        return s;
+    hx_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return hx_error(HX_ERR_NO_MEMORY, "runtime");
+    pthread_mutex_init(&rt->lock, NULL);
+    pthread_cond_init(&rt->idle, NULL);
+    rt->open_time = hx_now();
+    if ((s = hx_topology_load(&rt->topology, &rt->topo_info)))
+        goto fail;
+    rt->discover = (hx_discover_options){.cpu_threads = r.cpu_threads,
+                                         .pin_threads = r.pin,
+                                         .fpga_emulation = r.fpga_emulation,
+                                         .topology = rt->topology};
+    if ((s = hx_sched_init(&rt->sched, rt, r.sched)))
+        goto fail;
+    if ((s = discover(rt, sel, nsel)))
+        goto fail;
+    for (int d = 0; d < rt->ndevices; d++)
+        if ((s = hx_worker_start(rt->devices[d])))
+            goto fail;
+    *out = rt;
+    return HX_OK;
+fail:
+    hx_runtime_close(rt); /* leaves the last error as it is */
+    return s;
+}
+
+void hx_runtime_close(hx_runtime *rt)
+{
+    if (!rt)
+        return;
+    if (rt->sched.policy) {
+        hx_runtime_wait_all(rt);
+        hx_sched_shutdown(&rt->sched);
+    }
+    for (int d = 0; d < rt->ndevices; d++)
+        destroy_device(rt->devices[d]);
+    hx_sched_deinit(&rt->sched);
+    for (int f = 0; f < HX_FAMILY_COUNT; f++)
+        free(rt->absence[f]);
+    hx_topology_free(rt->topology);
+    pthread_mutex_destroy(&rt->lock);
+    pthread_cond_destroy(&rt->idle);
+    free(rt);
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+int hx_runtime_device_count(const hx_runtime *rt) { return rt ? rt->ndevices : 0; }
+
+hx_status hx_runtime_device_info(const hx_runtime *rt, int index, hx_device_info *out)
+{
+    if (!rt || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_device_info: NULL argument");
+    if (index < 0 || index >= rt->ndevices)
+        return hx_error(HX_ERR_RANGE, "device %d does not exist (%d devices)", index, rt->ndevices);
+    *out = rt->devices[index]->info;
+    return HX_OK;
+}
+
+hx_status hx_runtime_topology(const hx_runtime *rt, hx_topology_info *out)
+{
+    if (!rt || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_topology: NULL argument");
+    *out = rt->topo_info;
+    return HX_OK;
+}
+
+const char *hx_runtime_absence_reason(const hx_runtime *rt, hx_device_family f)
+{
+    return rt && f < HX_FAMILY_COUNT ? rt->absence[f] : NULL;
+}
+
+void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!rt)
+        return;
+    o->tasks_submitted = atomic_load(&rt->stats.submitted);
+    o->tasks_done = atomic_load(&rt->stats.done);
+    o->tasks_failed = atomic_load(&rt->stats.failed);
+    o->copies = atomic_load(&rt->stats.copies);
+    o->bytes_copied = atomic_load(&rt->stats.bytes_copied);
+    o->zero_copy_uses = atomic_load(&rt->stats.zero_copy);
+    o->migrations = atomic_load(&rt->stats.migrations);
+    o->submit_overhead_us =
+        o->tasks_submitted ? (double)atomic_load(&rt->stats.submit_ns) / 1e3 / (double)o->tasks_submitted : 0;
+}
+
+hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out)
+{
+    if (!rt || !out || device < 0 || device >= rt->ndevices)
+        return hx_error(HX_ERR_RANGE, "hx_device_stats_get: no device %d", device);
+    hx_worker *w = rt->devices[device]->worker;
+    out->tasks = w ? atomic_load(&w->tasks) : 0;
+    out->busy_seconds = w ? (double)atomic_load(&w->busy_ns) * 1e-9 : 0;
+    double span = hx_now() - rt->open_time;
+    out->busy_fraction = span > 0 ? out->busy_seconds / span : 0;
+    return HX_OK;
+}
+
+void hx_runtime_stats_reset(hx_runtime *rt)
+{
+    if (!rt)
+        return;
+    atomic_store(&rt->stats.submitted, 0);
+    atomic_store(&rt->stats.done, 0);
+    atomic_store(&rt->stats.failed, 0);
+    atomic_store(&rt->stats.copies, 0);
+    atomic_store(&rt->stats.bytes_copied, 0);
+    atomic_store(&rt->stats.zero_copy, 0);
+    atomic_store(&rt->stats.migrations, 0);
+    atomic_store(&rt->stats.submit_ns, 0);
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_worker *w = rt->devices[d]->worker;
+        if (w) {
+            atomic_store(&w->tasks, 0);
+            atomic_store(&w->busy_ns, 0);
+        }
+    }
+    rt->open_time = hx_now();
+}

@@ -1,0 +1,44 @@
+/* The runtime context: devices, scheduler, statistics.  Internal. */
+#ifndef HX_RUNTIME_RUNTIME_H
+#define HX_RUNTIME_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "runtime/device.h"
+#include "runtime/sched.h"
+
+#define HX_MAX_DEVICES 32
+
+struct hx_runtime {
+    hx_device *devices[HX_MAX_DEVICES];
+    int ndevices;
+    int n_memory_nodes;            /* node 0 is host memory */
+    char *absence[HX_FAMILY_COUNT];
+    void *topology;                /* hwloc_topology_t */
+    hx_topology_info topo_info;
+    hx_discover_options discover;
+
+    /* Task graph state: dependencies are tracked under `lock`. */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;           /* signalled when inflight drops to 0 */
+    uint64_t inflight;             /* submitted, not yet completed        */
+    hx_status first_failure;
+    char first_failure_msg[512];
+
+    hx_sched sched;
+    int stopping;
+
+    double open_time;
+    struct {
+        _Atomic uint64_t submitted, done, failed, copies, bytes_copied, zero_copy, migrations;
+        _Atomic uint64_t submit_ns;
+    } stats;
+};
+
+double hx_now(void); /* monotonic seconds */
+/* Called by the worker when a task ends (runtime/task.c). */
+struct hx_task;
+void hx_task_complete(hx_runtime *rt, struct hx_task *t, hx_status s, const char *msg);
+
+#endif

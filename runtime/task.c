@@ -1,0 +1,259 @@
+/* Task submission and the dependency DAG (sequential consistency: a task
+ * depends on the last writer of each buffer it reads, and on the last
+ * writer and every reader since of each buffer it writes). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/buffer.h"
+#include "runtime/error.h"
+#include "runtime/task.h"
+
+void hx_task_ref(hx_task *t) { atomic_fetch_add(&t->refs, 1); }
+
+void hx_task_unref(hx_task *t)
+{
+    if (atomic_fetch_sub(&t->refs, 1) != 1)
+        return;
+    if (t->desc.args && t->desc.args != (const void *)t->inline_args)
+        free((void *)t->desc.args);
+    free(t->succ);
+    free(t->msg);
+    free(t);
+}
+
+static int any_device_can_run(hx_runtime *rt, const hx_task *t)
+{
+    for (int d = 0; d < rt->ndevices; d++)
+        if (hx_sched_can_run(t, rt->devices[d]))
+            return 1;
+    return 0;
+}
+
+static hx_status validate(hx_runtime *rt, const hx_task_desc *d)
+{
+    if (!rt || !d || !d->codelet)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_task_submit: NULL runtime, descriptor or codelet");
+    const char *name = d->codelet->name ? d->codelet->name : "(unnamed)";
+    if (d->nbuffers < 0 || d->nbuffers > HX_TASK_MAX_BUFFERS)
+        return hx_error(HX_ERR_INVALID_ARG, "task '%s': %d buffers (at most %d)", name, d->nbuffers,
+                        HX_TASK_MAX_BUFFERS);
+    for (int i = 0; i < d->nbuffers; i++) {
+        if (!d->buffers[i] || d->buffers[i]->rt != rt)
+            return hx_error(HX_ERR_INVALID_ARG, "task '%s': buffer %d is NULL or of another runtime",
+                            name, i);
+        if (d->modes[i] != HX_R && d->modes[i] != HX_W && d->modes[i] != HX_RW)
+            return hx_error(HX_ERR_INVALID_ARG, "task '%s': buffer %d has access mode %d", name, i,
+                            (int)d->modes[i]);
+        if ((d->modes[i] & HX_W) && d->buffers[i]->read_only)
+            return hx_error(HX_ERR_INVALID_ARG, "task '%s': buffer %d is read-only", name, i);
+    }
+    if (d->args_size && !d->args)
+        return hx_error(HX_ERR_INVALID_ARG, "task '%s': args_size %zu with NULL args", name,
+                        d->args_size);
+    if (d->device < -1 || d->device >= rt->ndevices)
+        return hx_error(HX_ERR_INVALID_ARG, "task '%s': device %d does not exist (%d devices)", name,
+                        d->device, rt->ndevices);
+    return HX_OK;
+}
+
+/* Makes `t` wait for `pred`; under rt->lock. */
+static hx_status add_edge(hx_task *pred, hx_task *t)
+{
+    if (!pred || pred == t)
+        return HX_OK;
+    /* A finished predecessor imposes nothing, even a failed one: its failure
+     * was reported to its waiters, and a buffer must not stay poisoned
+     * forever.  Only tasks submitted while it was pending inherit it. */
+    if (pred->done)
+        return HX_OK;
+    if (pred->nsucc == pred->capsucc) {
+        int cap = pred->capsucc ? 2 * pred->capsucc : 4;
+        hx_task **s = realloc(pred->succ, (size_t)cap * sizeof *s);
+        if (!s)
+            return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: dependency list");
+        pred->succ = s;
+        pred->capsucc = cap;
+    }
+    pred->succ[pred->nsucc++] = t;
+    atomic_fetch_add(&t->pending, 1);
+    return HX_OK;
+}
+
+static hx_status add_reader(hx_buffer *b, hx_task *t)
+{
+    if (b->nreaders == b->capreaders) {
+        int cap = b->capreaders ? 2 * b->capreaders : 4;
+        hx_task **r = realloc(b->readers, (size_t)cap * sizeof *r);
+        if (!r)
+            return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: reader list");
+        b->readers = r;
+        b->capreaders = cap;
+    }
+    hx_task_ref(t);
+    b->readers[b->nreaders++] = t;
+    return HX_OK;
+}
+
+/* Links `t` into the DAG through its buffers; under rt->lock. */
+static hx_status link_task(hx_task *t)
+{
+    const hx_task_desc *d = &t->desc;
+    hx_status s = HX_OK;
+    for (int i = 0; i < d->nbuffers && s == HX_OK; i++) {
+        hx_buffer *b = d->buffers[i];
+        s = add_edge(b->last_writer, t);
+        if (d->modes[i] & HX_W) {
+            for (int r = 0; r < b->nreaders && s == HX_OK; r++)
+                s = add_edge(b->readers[r], t);
+            for (int r = 0; r < b->nreaders; r++)
+                hx_task_unref(b->readers[r]);
+            b->nreaders = 0;
+            if (b->last_writer)
+                hx_task_unref(b->last_writer);
+            hx_task_ref(t);
+            b->last_writer = t;
+        } else if (s == HX_OK) {
+            s = add_reader(b, t);
+        }
+        b->users++;
+    }
+    return s;
+}
+
+hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+{
+    double t0 = hx_now();
+    if (out)
+        *out = NULL;
+    hx_status s = validate(rt, desc);
+    if (s)
+        return s;
+    hx_task *t = calloc(1, sizeof *t);
+    if (!t)
+        return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: no memory for a task");
+    atomic_init(&t->refs, 1);
+    t->desc = *desc;
+    t->rt = rt;
+    t->device = -1;
+    if (desc->args_size <= sizeof t->inline_args) {
+        if (desc->args_size)
+            memcpy(t->inline_args, desc->args, desc->args_size);
+        t->desc.args = t->inline_args;
+    } else {
+        void *a = malloc(desc->args_size);
+        if (!a) {
+            free(t);
+            return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: %zu bytes of arguments", desc->args_size);
+        }
+        memcpy(a, desc->args, desc->args_size);
+        t->desc.args = a;
+    }
+    if (!any_device_can_run(rt, t)) {
+        hx_task_unref(t);
+        return hx_error(HX_ERR_NO_DEVICE, "task '%s': no %sdevice implements this codelet",
+                        desc->codelet->name ? desc->codelet->name : "(unnamed)",
+                        desc->device >= 0 ? "selected " : "");
+    }
+    atomic_store(&t->refs, out ? 2 : 1);
+    atomic_store(&t->pending, 1);
+    t->t_submit = t0;
+
+    pthread_mutex_lock(&rt->lock);
+    s = link_task(t);
+    rt->inflight++;
+    pthread_mutex_unlock(&rt->lock);
+    atomic_fetch_add(&rt->stats.submitted, 1);
+    /* A failed link still completes through the normal path, as failed. */
+    if (s) {
+        t->dep_failed = 1;
+        t->msg = strdup(hx_last_error());
+    }
+    if (atomic_fetch_sub(&t->pending, 1) == 1)
+        hx_sched_push(&rt->sched, t);
+    if (out)
+        *out = t;
+    atomic_fetch_add(&rt->stats.submit_ns, (uint64_t)((hx_now() - t0) * 1e9));
+    return HX_OK;
+}
+
+void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
+{
+    hx_task *ready[64];
+    int nready = 0;
+    if (s != HX_OK && msg && !t->msg)
+        t->msg = strdup(msg);
+    pthread_mutex_lock(&rt->lock);
+    t->status = s;
+    t->done = 1;
+    int failed = s != HX_OK || t->dep_failed;
+    if (failed && rt->first_failure == HX_OK) {
+        rt->first_failure = s != HX_OK ? s : HX_ERR_TASK_FAILED;
+        snprintf(rt->first_failure_msg, sizeof rt->first_failure_msg, "task '%s': %s",
+                 t->desc.codelet->name, t->msg ? t->msg : "a task it depends on failed");
+    }
+    hx_task **succ = t->succ;
+    int nsucc = t->nsucc;
+    t->succ = NULL;
+    t->nsucc = t->capsucc = 0;
+    for (int i = 0; i < t->desc.nbuffers; i++)
+        t->desc.buffers[i]->users--;
+    rt->inflight--;
+    pthread_cond_broadcast(&rt->idle);
+    pthread_mutex_unlock(&rt->lock);
+
+    atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
+    for (int i = 0; i < nsucc; i++) {
+        if (failed)
+            succ[i]->dep_failed = 1;
+        if (atomic_fetch_sub(&succ[i]->pending, 1) == 1) {
+            if (nready == 64) {
+                for (int k = 0; k < nready; k++)
+                    hx_sched_push(&rt->sched, ready[k]);
+                nready = 0;
+            }
+            ready[nready++] = succ[i];
+        }
+    }
+    free(succ);
+    for (int k = 0; k < nready; k++)
+        hx_sched_push(&rt->sched, ready[k]);
+    hx_task_unref(t);
+}
+
+hx_status hx_task_wait(hx_task *t)
+{
+    if (!t)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_task_wait: NULL task");
+    hx_runtime *rt = t->rt;
+    pthread_mutex_lock(&rt->lock);
+    while (!t->done)
+        pthread_cond_wait(&rt->idle, &rt->lock);
+    pthread_mutex_unlock(&rt->lock);
+    hx_status s = t->status != HX_OK ? t->status : t->dep_failed ? HX_ERR_TASK_FAILED : HX_OK;
+    if (s != HX_OK)
+        hx_error(s, "task '%s': %s", t->desc.codelet->name,
+                 t->msg ? t->msg : "a task it depends on failed");
+    hx_task_unref(t);
+    return s;
+}
+
+int hx_task_device(const hx_task *t) { return t ? t->device : -1; }
+
+hx_status hx_runtime_wait_all(hx_runtime *rt)
+{
+    if (!rt)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_wait_all: NULL runtime");
+    pthread_mutex_lock(&rt->lock);
+    while (rt->inflight > 0)
+        pthread_cond_wait(&rt->idle, &rt->lock);
+    hx_status s = rt->first_failure;
+    char msg[sizeof rt->first_failure_msg];
+    memcpy(msg, rt->first_failure_msg, sizeof msg);
+    rt->first_failure = HX_OK;
+    rt->first_failure_msg[0] = '\0';
+    pthread_mutex_unlock(&rt->lock);
+    if (s != HX_OK)
+        hx_error(s, "%s", msg);
+    return s;
+}

@@ -1,0 +1,325 @@
+/* The task runtime on the CPU device: codelets, DAGs, errors. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/hx_test.h"
+
+static hx_runtime *open_cpu(void)
+{
+    hx_runtime *rt = NULL;
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu";
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    return rt;
+}
+
+static void fill_random(float *x, size_t n, unsigned seed)
+{
+    srand(seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+static hx_buffer *buffer_with(hx_runtime *rt, const float *data, size_t n)
+{
+    hx_buffer *b;
+    void *p;
+    HX_ASSERT_OK(hx_buffer_create(rt, n * sizeof(float), &b));
+    HX_ASSERT_OK(hx_buffer_acquire(b, HX_W, &p));
+    memcpy(p, data, n * sizeof(float));
+    hx_buffer_release(b);
+    return b;
+}
+
+START_TEST(open_describes_the_cpu)
+{
+    hx_runtime *rt = open_cpu();
+    ck_assert_int_eq(hx_runtime_device_count(rt), 1);
+    hx_device_info d;
+    HX_ASSERT_OK(hx_runtime_device_info(rt, 0, &d));
+    ck_assert_int_eq(d.family, HX_FAMILY_CPU);
+    ck_assert_int_ge(d.compute_units, 1);
+    ck_assert_int_eq(d.unified_memory, 1);
+    hx_topology_info t;
+    HX_ASSERT_OK(hx_runtime_topology(rt, &t));
+    ck_assert_int_ge(t.cores, 1);
+    ck_assert_int_ge(t.pus, t.cores);
+    ck_assert_int_ge(t.numa_nodes, 1);
+    ck_assert_uint_gt(t.memory_bytes, 0);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(buffers_are_aligned)
+{
+    hx_runtime *rt = open_cpu();
+    size_t sizes[] = {1, 100, 4096, 1 << 20};
+    for (int i = 0; i < 4; i++) {
+        hx_buffer *b;
+        void *p;
+        HX_ASSERT_OK(hx_buffer_create(rt, sizes[i], &b));
+        HX_ASSERT_OK(hx_buffer_acquire(b, HX_RW, &p));
+        ck_assert_uint_eq((uintptr_t)p % 64, 0);
+        memset(p, 0xab, sizes[i]);
+        hx_buffer_destroy(b);
+    }
+    hx_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(vector_add_matches_host)
+{
+    hx_runtime *rt = open_cpu();
+    const size_t n = 10007;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    fill_random(x, n, 1);
+    fill_random(y, n, 2);
+    hx_buffer *bx = buffer_with(rt, x, n), *by = buffer_with(rt, y, n), *bz;
+    HX_ASSERT_OK(hx_buffer_create(rt, n * 4, &bz));
+    hx_args_vector_add a = {n};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3,
+                      .buffers = {bx, by, bz}, .modes = {HX_R, HX_R, HX_W},
+                      .args = &a, .args_size = sizeof a, .device = -1};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+    float *z;
+    HX_ASSERT_OK(hx_buffer_acquire(bz, HX_R, (void **)&z));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_eq(z[i], x[i] + y[i]);
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(by);
+    hx_buffer_destroy(bz);
+    free(x);
+    free(y);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+static void gemm_reference(const float *A, const float *B, double *C, int M, int N, int K)
+{
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)A[m * K + k] * B[n * K + k];
+            C[m * N + n] = s;
+        }
+}
+
+START_TEST(gemm_f32_matches_reference)
+{
+    hx_runtime *rt = open_cpu();
+    const int shapes[][3] = {{1, 1, 1}, {1, 67, 129}, {7, 33, 64}, {19, 130, 77}};
+    for (int s = 0; s < 4; s++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
+        double *ref = malloc(sizeof(double) * M * N);
+        fill_random(A, (size_t)M * K, 10 + s);
+        fill_random(B, (size_t)N * K, 20 + s);
+        gemm_reference(A, B, ref, M, N, K);
+        hx_buffer *bA = buffer_with(rt, A, (size_t)M * K), *bB = buffer_with(rt, B, (size_t)N * K), *bC;
+        HX_ASSERT_OK(hx_buffer_create(rt, sizeof(float) * M * N, &bC));
+        hx_args_gemm_f32 g = {M, N, K};
+        hx_task_desc d = {.codelet = hx_codelet_builtin("gemm_f32"), .nbuffers = 3,
+                          .buffers = {bA, bB, bC}, .modes = {HX_R, HX_R, HX_W},
+                          .args = &g, .args_size = sizeof g, .device = -1};
+        HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
+        HX_ASSERT_OK(hx_runtime_wait_all(rt));
+        float *C;
+        HX_ASSERT_OK(hx_buffer_acquire(bC, HX_R, (void **)&C));
+        for (int i = 0; i < M * N; i++)
+            ck_assert_msg(fabs(C[i] - ref[i]) <= 1e-5 * K, "shape %d elem %d: %g vs %g", s, i, C[i], ref[i]);
+        hx_buffer_destroy(bA);
+        hx_buffer_destroy(bB);
+        hx_buffer_destroy(bC);
+        free(A);
+        free(B);
+        free(ref);
+    }
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* A chain where each task reads the previous result: any missed edge shows
+ * as a wrong sum, since tasks would run out of order. */
+START_TEST(dependent_chain_is_sequential)
+{
+    hx_runtime *rt = open_cpu();
+    const size_t n = 64;
+    const int steps = 1000;
+    float x[64], acc[64], expect[64];
+    fill_random(x, n, 3);
+    fill_random(acc, n, 4);
+    memcpy(expect, acc, sizeof acc);
+    for (int s = 0; s < steps; s++)
+        for (size_t i = 0; i < n; i++)
+            expect[i] = expect[i] + x[i];
+    hx_buffer *bx = buffer_with(rt, x, n), *b0 = buffer_with(rt, acc, n), *b1;
+    HX_ASSERT_OK(hx_buffer_create(rt, n * 4, &b1));
+    hx_args_vector_add a = {n};
+    for (int s = 0; s < steps; s++) {
+        hx_buffer *in = s % 2 ? b1 : b0, *out = s % 2 ? b0 : b1;
+        hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3,
+                          .buffers = {in, bx, out}, .modes = {HX_R, HX_R, HX_W},
+                          .args = &a, .args_size = sizeof a, .device = -1};
+        HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
+    }
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    float *r;
+    HX_ASSERT_OK(hx_buffer_acquire(steps % 2 ? b1 : b0, HX_R, (void **)&r));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_eq(r[i], expect[i]);
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.tasks_done, steps);
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(b0);
+    hx_buffer_destroy(b1);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+static int failing_cpu(const hx_cpu_call *c) { return c->ith == 0 ? HX_ERR_DEVICE : 0; }
+static const hx_codelet failing = {.name = "always_fails", .cpu = failing_cpu};
+
+/* Holds its device until the test opens the gate, so that tasks submitted
+ * meanwhile are certain to find their predecessors pending. */
+static _Atomic int gate_open;
+static int gate_cpu(const hx_cpu_call *c)
+{
+    while (!atomic_load(&gate_open))
+        ;
+    return 0;
+}
+static const hx_codelet gate = {.name = "gate", .cpu = gate_cpu};
+
+START_TEST(task_error_reaches_submitter_and_dependents)
+{
+    hx_runtime *rt = open_cpu();
+    hx_buffer *b, *c;
+    HX_ASSERT_OK(hx_buffer_create(rt, 256, &b));
+    HX_ASSERT_OK(hx_buffer_create(rt, 256, &c));
+    atomic_store(&gate_open, 0);
+    hx_task_desc g = {.codelet = &gate, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = -1};
+    HX_ASSERT_OK(hx_task_submit(rt, &g, NULL));
+    hx_task_desc d = {.codelet = &failing, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = -1};
+    hx_task *t1, *t2;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t1));
+    hx_args_vector_add a = {64};
+    hx_task_desc d2 = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {b, b, c},
+                       .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = -1};
+    HX_ASSERT_OK(hx_task_submit(rt, &d2, &t2));
+    atomic_store(&gate_open, 1);
+    ck_assert_int_eq(hx_task_wait(t1), HX_ERR_DEVICE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "always_fails"));
+    ck_assert_int_eq(hx_task_wait(t2), HX_ERR_TASK_FAILED);
+    ck_assert_int_eq(hx_runtime_wait_all(rt), HX_ERR_DEVICE);
+    /* The runtime stays usable. */
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    hx_task_desc ok = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {c, c, b},
+                       .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = -1};
+    HX_ASSERT_OK(hx_task_submit(rt, &ok, &t1));
+    HX_ASSERT_OK(hx_task_wait(t1));
+    hx_buffer_destroy(b);
+    hx_buffer_destroy(c);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(bad_options_get_clear_errors)
+{
+    hx_runtime *rt = NULL;
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu,quantum";
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "unknown device 'quantum'"));
+    ck_assert_ptr_null(rt);
+
+    o = hx_runtime_options_default();
+    o.cpu_threads = -3;
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "cpu_threads=-3"));
+
+    o = hx_runtime_options_default();
+    o.devices = "cpu";
+    o.sched = "clairvoyant";
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "unknown scheduling policy 'clairvoyant'"));
+
+    o = hx_runtime_options_default();
+    o.fpga_emulation = "quartus";
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_INVALID_ARG);
+
+    o = hx_runtime_options_default();
+    o.devices = "cuda";
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_NO_DEVICE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "'cuda'"));
+}
+END_TEST
+
+static const hx_codelet opencl_only = {.name = "opencl_only", .cl_source = "__kernel void k(){}"};
+
+START_TEST(bad_requests_leave_runtime_usable)
+{
+    hx_runtime *rt = open_cpu();
+    hx_buffer *b = NULL;
+    ck_assert_int_eq(hx_buffer_create(rt, (size_t)1 << 62, &b), HX_ERR_NO_MEMORY);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "bytes asked"));
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(hx_buffer_create(rt, 0, &b), HX_ERR_INVALID_ARG);
+
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &b));
+    hx_task_desc d = {.codelet = &opencl_only, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = -1};
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_NO_DEVICE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "opencl_only"));
+    d.codelet = hx_codelet_builtin("vector_add");
+    d.device = 5;
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_INVALID_ARG);
+    d.device = -1;
+    d.modes[0] = 0;
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_INVALID_ARG);
+    d.nbuffers = HX_TASK_MAX_BUFFERS + 1;
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_null(hx_codelet_builtin("no_such_codelet"));
+
+    float data[16] = {1};
+    hx_buffer *ro;
+    HX_ASSERT_OK(hx_buffer_wrap(rt, data, sizeof data, 1, &ro));
+    hx_task_desc w = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {b, b, ro},
+                      .modes = {HX_R, HX_R, HX_W}, .device = -1};
+    ck_assert_int_eq(hx_task_submit(rt, &w, NULL), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "read-only"));
+    void *p;
+    ck_assert_int_eq(hx_buffer_acquire(ro, HX_W, &p), HX_ERR_INVALID_ARG);
+    hx_buffer_destroy(ro);
+
+    hx_args_vector_add a = {16};
+    hx_task_desc ok = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {b, b, b},
+                       .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = -1};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &ok, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+    hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+Suite *suite_runtime(void)
+{
+    Suite *s = suite_create("runtime");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, open_describes_the_cpu);
+    tcase_add_test(tc, buffers_are_aligned);
+    tcase_add_test(tc, vector_add_matches_host);
+    tcase_add_test(tc, gemm_f32_matches_reference);
+    tcase_add_test(tc, dependent_chain_is_sequential);
+    tcase_add_test(tc, task_error_reaches_submitter_and_dependents);
+    tcase_add_test(tc, bad_options_get_clear_errors);
+    tcase_add_test(tc, bad_requests_leave_runtime_usable);
+    suite_add_tcase(s, tc);
+    return s;
+}
