@@ -1,0 +1,85 @@
+/* The transformer layer's operations: codelet names, their buffers (in
+ * order, with access modes) and argument blocks.  Every device family that
+ * implements an op implements exactly this contract, so the partitioner can
+ * place any task on any capable device and the tests can compare devices.
+ *
+ * Conventions: activations are F32, row-major, one row per token; weights
+ * are GGUF tensors, row n of a [N][K] matrix holding K contiguous elements
+ * in the tensor's type; a "meta" buffer holds int32 bookkeeping.
+ * Codelets are found with hx_codelet_builtin(name). */
+#ifndef HX_RUNTIME_OPS_H
+#define HX_RUNTIME_OPS_H
+
+#include <stdint.h>
+
+/* "get_rows": table (R, [V][D] of `type`), ids (R, int32 [T]), out (W, f32 [T][D]). */
+typedef struct {
+    uint32_t type, T, D;
+} hx_op_get_rows;
+
+/* "rmsnorm": x (R, [T][D]), w (R, f32 [D]), y (W, [T][D]);
+ * y = x / sqrt(mean(x^2) + eps) * w. */
+typedef struct {
+    uint32_t T, D;
+    float eps;
+} hx_op_rmsnorm;
+
+/* "matmul": W (R, [N][K] of `wtype`), x (R, f32 [T][K]), y (W, f32 [T][N]),
+ * and when has_bias, bias (R, f32 [N]);  y = x W^T (+ bias).
+ * Quantized weights are multiplied against activations quantized to the
+ * type's vec_dot partner (Q8_0 / Q8_K), as llama.cpp does. */
+typedef struct {
+    uint32_t wtype, T, N, K;
+    uint32_t has_bias;
+} hx_op_matmul;
+
+/* "rope": x (RW, f32 [T][H][Dh]), pos (R, int32 [T]).  Rotates the first
+ * n_rot dims of each head: pairs (2i, 2i+1) in normal mode, (i, i+n_rot/2)
+ * in neox mode; theta = pos * freq_scale * base^(-2i/n_rot). */
+typedef struct {
+    uint32_t T, H, Dh, n_rot;
+    float freq_base, freq_scale;
+    uint32_t neox;
+} hx_op_rope;
+
+/* Paged KV cache: per layer one K and one V buffer of n_blocks blocks, each
+ * block_size tokens of [Hkv][Dh] in kv_type (F16 or Q8_0).
+ * The meta buffer of a batch (int32), laid out as:
+ *   [0, T)                 slot of each token: block * block_size + offset
+ *   [T, 2T)                position of each token in its sequence
+ *   [2T, 3T)               batch-local sequence index of each token
+ *   [3T, 3T + S*max_blocks) block table of each of the S sequences        */
+typedef struct {
+    uint32_t T, S, max_blocks, block_size;
+} hx_kv_layout;
+
+static inline uint32_t hx_meta_ints(const hx_kv_layout *l) { return 3 * l->T + l->S * l->max_blocks; }
+
+/* "kv_store": k (R, f32 [T][Hkv][Dh]), v (R, same), k_cache (RW),
+ * v_cache (RW), meta (R). */
+typedef struct {
+    hx_kv_layout kv;
+    uint32_t Hkv, Dh, kv_type;
+} hx_op_kv_store;
+
+/* "attention": q (R, f32 [T][Hq][Dh]), k_cache (R), v_cache (R), meta (R),
+ * out (W, f32 [T][Hq][Dh]).  Token t attends to positions 0..pos[t] of its
+ * sequence (causal); query head h uses KV head h / (Hq / Hkv). */
+typedef struct {
+    hx_kv_layout kv;
+    uint32_t Hq, Hkv, Dh, kv_type;
+    float scale;
+} hx_op_attention;
+
+/* "add": x (RW, f32 [n]), y (R, f32 [n]);  x += y. */
+typedef struct {
+    uint64_t n;
+} hx_op_add;
+
+/* "swiglu": gate (R, f32 [n]), up (R, f32 [n]), out (W, f32 [n]);
+ * out = silu(gate) * up. */
+typedef struct {
+    uint64_t n;
+} hx_op_swiglu;
+
+#endif
