@@ -63,10 +63,12 @@ $(BUILD)/obj/%.o: %.c
 	$(if $(V),,@echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) $(if $(findstring _avx512,$<),$(AVX512_FLAGS),$(if $(findstring _avx2,$<),$(AVX2_FLAGS))) -MMD -MP -c $< -o $@
 
-# OpenCL C sources are embedded as strings so the library is self-contained.
-$(BUILD)/gen/kernels_cl_embed.c: $(CL_SRC) tools/embed-cl.sh
+# OpenCL C sources (and the FPGA bitstream manifest) are embedded as strings
+# so the library is self-contained.
+BITSTREAM_MANIFEST := $(wildcard bitstreams/manifest.txt)
+$(BUILD)/gen/kernels_cl_embed.c: $(CL_SRC) $(BITSTREAM_MANIFEST) tools/embed-cl.sh
 	@mkdir -p $(dir $@)
-	$(Q)sh tools/embed-cl.sh $(CL_SRC) > $@
+	$(Q)sh tools/embed-cl.sh $(CL_SRC) $(BITSTREAM_MANIFEST) > $@
 $(BUILD)/obj/kernels_cl_embed.o: $(BUILD)/gen/kernels_cl_embed.c
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
