@@ -50,7 +50,7 @@ TEST_BIN := $(BUILD)/hetero-tests
 STATIC := $(BUILD)/libhetero.a
 SHARED := $(BUILD)/libhetero.so
 
-.PHONY: all lib tools test asan bench install clean deps cuda fuzz help
+.PHONY: all lib tools test asan bench install clean deps cuda fuzz help bitstreams
 all: lib tools $(BENCHES) cuda
 
 lib: $(STATIC) $(SHARED)
@@ -116,6 +116,11 @@ fuzz:
 	  build-fuzz/corpus tests/gguf-corpus
 $(BUILD)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(STATIC)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
+
+# FPGA bitstreams with Vitis, one platform of bitstreams/manifest.txt at a
+# time; without v++ this prints the commands and fails (bitstreams/README.md).
+bitstreams:
+	sh bitstreams/build.sh "$(TARGET)" "$(PLATFORM)" "$(BUILD)/bitstreams"
 
 # The CUDA plugin is optional: built when nvcc is on PATH.
 NVCC := $(if $(NO_CUDA),,$(shell command -v nvcc 2>/dev/null))
