@@ -45,6 +45,8 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(BUILD)/%,$(filter bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC)))
 BENCH_LIB_SRC := $(filter-out bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Other tests/*.c are helpers the suites share (scalar references ...).
+TEST_HELPERS := $(filter-out tests/main.c $(TEST_SRC),$(sort $(wildcard tests/*.c)))
 TEST_BIN := $(BUILD)/hetero-tests
 
 STATIC := $(BUILD)/libhetero.a
@@ -93,9 +95,9 @@ $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
 $(BUILD)/gen/suites.inc: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	$(Q)grep -ho '^Suite \*suite_[a-z0-9_]*(void)' $(TEST_SRC) | sed 's/^Suite \*\(suite_[a-z0-9_]*\)(void)/HX_SUITE(\1)/' > $@
-$(TEST_BIN): tests/main.c $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
+$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) -o $@ \
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
 test: all $(TEST_BIN)
