@@ -50,7 +50,7 @@ TEST_BIN := $(BUILD)/hetero-tests
 STATIC := $(BUILD)/libhetero.a
 SHARED := $(BUILD)/libhetero.so
 
-.PHONY: all lib tools test asan bench install clean deps cuda fuzz help
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help
 all: lib tools $(BENCHES) cuda
 
 lib: $(STATIC) $(SHARED)
@@ -103,8 +103,12 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
+# Until a model runs, the main job is the runtime's own micro-benchmark.
 bench: all
-	$(BUILD)/hetero-bench
+	$(if $(wildcard bench/hetero-bench.c),$(BUILD)/hetero-bench,$(BUILD)/bench-tasks)
+
+install-check:
+	sh tests/install-check.sh
 
 # The GGUF reader's fuzz target (libFuzzer), run for FUZZ_SECONDS.
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
