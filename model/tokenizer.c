@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/tokenizer_impl.h"
+#include "model/unicode.h"
 #include "runtime/error.h"
 
 static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
@@ -445,29 +446,32 @@ hx_status hx_tokenizer_create(const hx_tokenizer_desc *d, hx_tokenizer **out)
 
 hx_status hx_tokenizer_create_bytes(hx_tokenizer **out)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    char text[HX_TOKENIZER_BYTES_VOCAB][8];
+    char text[256][3];
     const char *tokens[HX_TOKENIZER_BYTES_VOCAB];
+    size_t lens[HX_TOKENIZER_BYTES_VOCAB];
     int32_t types[HX_TOKENIZER_BYTES_VOCAB];
-    strcpy(text[0], "<unk>");
-    strcpy(text[1], "<s>");
-    strcpy(text[2], "</s>");
-    types[0] = HX_TOKEN_TYPE_UNKNOWN;
-    types[1] = types[2] = HX_TOKEN_TYPE_CONTROL;
     for (int b = 0; b < 256; b++) {
-        char *s = text[3 + b];
-        s[0] = '<', s[1] = '0', s[2] = 'x', s[3] = hex[b >> 4], s[4] = hex[b & 15];
-        s[5] = '>', s[6] = '\0';
-        types[3 + b] = HX_TOKEN_TYPE_BYTE;
+        uint8_t u[4];
+        lens[b] = hx_unicode_encode(hx_tokenizer_bpe_byte_cp((uint8_t)b), u);
+        memcpy(text[b], u, lens[b]);
+        tokens[b] = text[b];
+        types[b] = HX_TOKEN_TYPE_NORMAL;
     }
-    for (int i = 0; i < HX_TOKENIZER_BYTES_VOCAB; i++)
-        tokens[i] = text[i];
+    tokens[256] = "<s>";
+    tokens[257] = "</s>";
+    lens[256] = 3;
+    lens[257] = 4;
+    types[256] = types[257] = HX_TOKEN_TYPE_CONTROL;
     hx_tokenizer_desc d = hx_tokenizer_desc_default();
-    d.model = "llama";
+    d.model = "gpt2";
+    d.pre = "qwen2"; /* no merges, so only its lack of space clean-up matters */
     d.n_tokens = HX_TOKENIZER_BYTES_VOCAB;
     d.tokens = tokens;
+    d.token_lens = lens;
     d.types = types;
-    d.add_space_prefix = 0;
+    d.bos = HX_TOKENIZER_BYTES_BOS;
+    d.eos = HX_TOKENIZER_BYTES_EOS;
+    d.add_bos = 1;
     return hx_tokenizer_create(&d, out);
 }
 

@@ -70,10 +70,12 @@ hx_status hx_tokenizer_load(const hx_gguf *g, hx_tokenizer **out);
 /* Frees a tokenizer (NULL is fine); the same as hx_tokenizer_close. */
 void hx_tokenizer_free(hx_tokenizer *t);
 
-/* The byte vocabulary of synthetic models: id 0 "<unk>", 1 "<s>" (BOS),
- * 2 "</s>" (EOS), 3 + b the byte token "<0xXX>" of byte b; a `llama`
- * vocabulary with no space prefix, so any text encodes byte by byte. */
-#define HX_TOKENIZER_BYTES_VOCAB 259
+/* The byte vocabulary of synthetic models: token b (0..255) is byte b,
+ * 256 is BOS "<s>", 257 is EOS "</s>"; a `gpt2` vocabulary without merges,
+ * so any text encodes to its UTF-8 bytes and decodes back unchanged. */
+#define HX_TOKENIZER_BYTES_VOCAB 258
+#define HX_TOKENIZER_BYTES_BOS 256
+#define HX_TOKENIZER_BYTES_EOS 257
 hx_status hx_tokenizer_create_bytes(hx_tokenizer **out);
 /* Writes that vocabulary's tokenizer.ggml.* keys, for synthetic GGUF files. */
 hx_status hx_tokenizer_write_bytes_kv(hx_gguf_writer *w);

@@ -206,31 +206,27 @@ hx_status hx_tokenizer_write_bytes_kv(hx_gguf_writer *w)
         return st;
     const char *text[HX_TOKENIZER_BYTES_VOCAB];
     int32_t types[HX_TOKENIZER_BYTES_VOCAB];
-    float scores[HX_TOKENIZER_BYTES_VOCAB] = {0};
     for (int32_t i = 0; i < HX_TOKENIZER_BYTES_VOCAB; i++) {
         text[i] = hx_tokenizer_text(t, i, NULL);
-        unsigned a = hx_tokenizer_attr(t, i);
-        types[i] = a & HX_TOKEN_ATTR_BYTE      ? HX_TOKEN_TYPE_BYTE
-                   : a & HX_TOKEN_ATTR_UNKNOWN ? HX_TOKEN_TYPE_UNKNOWN
-                                               : HX_TOKEN_TYPE_CONTROL;
+        types[i] = hx_tokenizer_attr(t, i) & HX_TOKEN_ATTR_CONTROL ? HX_TOKEN_TYPE_CONTROL
+                                                                   : HX_TOKEN_TYPE_NORMAL;
     }
-    st = hx_gguf_writer_set_str(w, KEY("model"), "llama");
+    st = hx_gguf_writer_set_str(w, KEY("model"), "gpt2");
+    if (st == HX_OK)
+        st = hx_gguf_writer_set_str(w, KEY("pre"), "qwen2");
     if (st == HX_OK)
         st = hx_gguf_writer_set_arr_str(w, KEY("tokens"), text, HX_TOKENIZER_BYTES_VOCAB);
     if (st == HX_OK)
-        st = hx_gguf_writer_set_arr(w, KEY("scores"), HX_GGUF_FLOAT32, scores,
-                                    HX_TOKENIZER_BYTES_VOCAB);
-    if (st == HX_OK)
         st = hx_gguf_writer_set_arr(w, KEY("token_type"), HX_GGUF_INT32, types,
                                     HX_TOKENIZER_BYTES_VOCAB);
+    if (st == HX_OK) /* llama.cpp wants the key even when there are no merges */
+        st = hx_gguf_writer_set_arr_str(w, KEY("merges"), text, 0);
     if (st == HX_OK)
-        st = hx_gguf_writer_set_u32(w, KEY("unknown_token_id"), 0);
+        st = hx_gguf_writer_set_u32(w, KEY("bos_token_id"), HX_TOKENIZER_BYTES_BOS);
     if (st == HX_OK)
-        st = hx_gguf_writer_set_u32(w, KEY("bos_token_id"), 1);
+        st = hx_gguf_writer_set_u32(w, KEY("eos_token_id"), HX_TOKENIZER_BYTES_EOS);
     if (st == HX_OK)
-        st = hx_gguf_writer_set_u32(w, KEY("eos_token_id"), 2);
-    if (st == HX_OK)
-        st = hx_gguf_writer_set_bool(w, KEY("add_space_prefix"), 0);
+        st = hx_gguf_writer_set_bool(w, KEY("add_bos_token"), 1);
     hx_tokenizer_free(t); /* text[] pointed into it */
     return st;
 }
