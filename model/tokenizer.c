@@ -308,6 +308,45 @@ static int cmp_special(const void *a, const void *b, void *ctx)
     return (x > y) - (x < y);
 }
 
+static int contains_nocase(const char *s, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *s; s++) {
+        size_t i = 0;
+        while (i < n && s[i] && (s[i] | 0x20) == needle[i])
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return 0;
+}
+
+static void set_rstrip(hx_tokenizer *t, const char *text, int on)
+{
+    int32_t id = hx_tokenizer_find(t, text, strlen(text));
+    if (id < 0)
+        return;
+    if (on)
+        t->attr[id] |= HX_TOKEN_ATTR_RSTRIP;
+    else
+        t->attr[id] &= (uint16_t)~HX_TOKEN_ATTR_RSTRIP;
+}
+
+/* llama.cpp's per-model token attributes: Phi-3's special tokens swallow
+ * the white space that follows them, except <unk>, <s> and <|endoftext|>. */
+static void apply_name_rules(hx_tokenizer *t, const char *name)
+{
+    if (!name || !(contains_nocase(name, "phi-3") || contains_nocase(name, "phi3")))
+        return;
+    for (uint32_t i = 0; i < t->n; i++)
+        if (t->attr[i] & (HX_TOKEN_ATTR_CONTROL | HX_TOKEN_ATTR_USER_DEFINED | HX_TOKEN_ATTR_UNKNOWN))
+            t->attr[i] |= HX_TOKEN_ATTR_RSTRIP;
+    set_rstrip(t, "</s>", 1);
+    set_rstrip(t, "<unk>", 0);
+    set_rstrip(t, "<s>", 0);
+    set_rstrip(t, "<|endoftext|>", 0);
+}
+
 static hx_status find_specials(hx_tokenizer *t, const hx_tokenizer_desc *d)
 {
     int32_t eot = -1;
@@ -335,6 +374,7 @@ static hx_status find_specials(hx_tokenizer *t, const hx_tokenizer_desc *d)
         if (ends[i] >= 0)
             t->eog[ends[i]] = 1;
 
+    apply_name_rules(t, d->name);
     t->special = malloc(t->n * sizeof *t->special);
     if (!t->special)
         return hx_error(HX_ERR_NO_MEMORY, "tokenizer: special token list");

@@ -58,6 +58,9 @@ typedef struct {
     int32_t bos, eos, unk, eot, eom, sep, pad;
     /* Flags: -1 = model default. */
     int add_space_prefix, add_bos, add_eos;
+    /* general.name: llama.cpp adjusts special tokens of some models by name
+     * (Phi-3's eat the white space after them).  NULL = none. */
+    const char *name;
 } hx_tokenizer_desc;
 
 /* A desc with every id and flag at its default and nothing else set. */

@@ -94,16 +94,17 @@ static hx_status get_numbers(const hx_gguf *g, const char *key, uint32_t n, int 
 
 static hx_status get_id(const hx_gguf *g, const char *key, int32_t *id)
 {
-    uint32_t v;
-    hx_status st = hx_gguf_get_u32(g, key, &v);
+    int64_t v;
+    hx_status st = hx_gguf_get_i64(g, key, &v);
     if (st == HX_ERR_NOT_FOUND) {
         *id = HX_TOKEN_DEFAULT;
         return HX_OK;
     }
     if (st != HX_OK)
         return hx_error_context(st, "tokenizer");
-    /* Out of range means "keep the default" to llama.cpp as well. */
-    *id = v > (uint32_t)INT32_MAX ? HX_TOKEN_DEFAULT : (int32_t)v;
+    /* A negative id says "none"; one past the vocabulary keeps the default,
+     * as in llama.cpp (hx_tokenizer_create checks the range). */
+    *id = v < 0 ? -1 : v > INT32_MAX ? HX_TOKEN_DEFAULT : (int32_t)v;
     return HX_OK;
 }
 
@@ -122,7 +123,7 @@ hx_status hx_tokenizer_load(const hx_gguf *g, hx_tokenizer **out)
     if (!g || !out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_load: NULL argument");
     *out = NULL;
-    char model[64], pre[64];
+    char model[64], pre[64], name[256];
     hx_tokenizer_desc d = hx_tokenizer_desc_default();
     uint64_t ntok = 0, nmerge = 0;
     const char **tokens = NULL, **merges = NULL;
@@ -133,6 +134,8 @@ hx_status hx_tokenizer_load(const hx_gguf *g, hx_tokenizer **out)
     hx_status st = get_name(g, KEY("model"), model, sizeof model, 1);
     if (st == HX_OK)
         st = get_name(g, KEY("pre"), pre, sizeof pre, 0);
+    if (st == HX_OK && get_name(g, "general.name", name, sizeof name, 0) != HX_OK)
+        name[0] = '\0'; /* only a hint; a long or odd name is no error */
     if (st == HX_OK && strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0)
         st = hx_error(HX_ERR_UNSUPPORTED, "tokenizer model '%s' (supported: llama, gpt2)", model);
     if (st == HX_OK)
@@ -161,6 +164,7 @@ hx_status hx_tokenizer_load(const hx_gguf *g, hx_tokenizer **out)
     if (st == HX_OK) {
         d.model = model;
         d.pre = pre;
+        d.name = name;
         d.n_tokens = (uint32_t)ntok;
         d.tokens = tokens;
         d.token_lens = tlen;

@@ -736,6 +736,59 @@ START_TEST(spm_from_arrays)
 }
 END_TEST
 
+/* Phi-3's special tokens eat the white space after them (llama.cpp sets
+ * that by model name); <s> does not. */
+START_TEST(phi3_rstrip)
+{
+    const char *toks[] = {"<unk>", "<s>", "</s>", "<|user|>", "\xE2\x96\x81", "h", "i", "hi",
+                          "\xE2\x96\x81hi", "\xE2\x96\x81\xE2\x96\x81"};
+    float scores[] = {0, 0, 0, 0, -1, -1, -1, -1, -0.5f, -2};
+    int32_t types[] = {2, 3, 3, 3, 1, 1, 1, 1, 1, 1};
+    hx_tokenizer_desc d = hx_tokenizer_desc_default();
+    d.model = "llama";
+    d.n_tokens = 10;
+    d.tokens = toks;
+    d.scores = scores;
+    d.types = types;
+    hx_tokenizer *t;
+    int32_t ids[16];
+    HX_ASSERT_OK(hx_tokenizer_create(&d, &t));
+    size_t n = encode_str(t, "<|user|>  hi", 0, 1, ids);
+    assert_ids(ids, n, (int32_t[]){3, 9, 8}, 3, "no rstrip");
+    hx_tokenizer_close(t);
+
+    d.name = "Phi-3-mini-4k-instruct";
+    HX_ASSERT_OK(hx_tokenizer_create(&d, &t));
+    n = encode_str(t, "<|user|>  hi</s> \n hi<s> hi", 0, 1, ids);
+    assert_ids(ids, n, (int32_t[]){3, 8, 2, 8, 1, 4, 8}, 7, "phi-3 rstrip");
+    hx_tokenizer_close(t);
+}
+END_TEST
+
+/* Special ids from GGUF: negative = none, past the vocabulary = default. */
+START_TEST(gguf_special_ids)
+{
+    char tmp[4096];
+    temp_file(tmp, sizeof tmp, "", 0);
+    hx_gguf_writer *w;
+    HX_ASSERT_OK(hx_gguf_writer_create(&w));
+    HX_ASSERT_OK(hx_tokenizer_write_bytes_kv(w));
+    HX_ASSERT_OK(hx_gguf_writer_set_i32(w, "tokenizer.ggml.bos_token_id", -1));
+    HX_ASSERT_OK(hx_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 99999));
+    HX_ASSERT_OK(hx_gguf_writer_write(w, tmp));
+    hx_gguf_writer_free(w);
+    hx_tokenizer *t;
+    HX_ASSERT_OK(hx_tokenizer_open(tmp, &t));
+    unlink(tmp);
+    ck_assert_int_eq(hx_tokenizer_bos(t), -1);
+    ck_assert_int_eq(hx_tokenizer_eos(t), 11); /* gpt2's default */
+    int32_t ids[4];
+    size_t n;
+    ck_assert_int_eq(hx_tokenizer_encode(t, "x", 1, 1, 0, ids, 4, &n), HX_ERR_UNSUPPORTED);
+    hx_tokenizer_close(t);
+}
+END_TEST
+
 /* Merge ranks, and LLaMA 3's "ignore merges" for whole-word tokens. */
 START_TEST(bpe_from_arrays)
 {
@@ -889,6 +942,8 @@ Suite *suite_tokenizer(void)
     tcase_add_test(core, bytes_vocab_through_gguf);
     tcase_add_test(core, spm_from_arrays);
     tcase_add_test(core, bpe_from_arrays);
+    tcase_add_test(core, phi3_rstrip);
+    tcase_add_test(core, gguf_special_ids);
     tcase_add_test(core, pre_tokenizers);
     tcase_add_test(core, unicode_classes);
     suite_add_tcase(s, core);
