@@ -406,7 +406,6 @@ static hx_status measure_pieces(hx_tokenizer *t)
     char *buf = malloc(3 * (size_t)t->max_len + 4);
     if (!buf)
         return hx_error(HX_ERR_NO_MEMORY, "tokenizer: piece buffer");
-    t->max_piece = 3 * t->max_len + 4;
     uint32_t most = 1;
     for (uint32_t i = 0; i < t->n; i++) {
         size_t n = hx_tokenizer_piece(t, (int32_t)i, 1, 0, buf);

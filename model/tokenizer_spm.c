@@ -102,6 +102,8 @@ static hx_status emit(session *s, const symbol *sym, hx_tokvec *out)
         return hx_tokenizer_push(out, id);
     for (size_t i = 0; i < sym->n; i++) {
         uint8_t b = (uint8_t)p[i];
+        /* llama.cpp throws when a byte has no token; <unk> keeps the text
+         * encodable with such vocabularies (e.g. without <0xXX> tokens). */
         id = s->t->byte_token[b] >= 0 ? s->t->byte_token[b] : s->t->unk;
         if (id < 0)
             return hx_error(HX_ERR_UNSUPPORTED,
