@@ -384,6 +384,49 @@ HX_API void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *out);
 HX_API hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out);
 HX_API void hx_runtime_stats_reset(hx_runtime *rt);
 
+/* ------------------------------------------------------------------------
+ * Tokenizer: text <-> token ids, as llama.cpp computes them, from a GGUF
+ * file's tokenizer.ggml.* metadata (`llama` and `gpt2` vocabularies).
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_tokenizer hx_tokenizer;
+
+/* Reads the vocabulary of a GGUF file (weights are not needed). */
+HX_API hx_status hx_tokenizer_open(const char *gguf_path, hx_tokenizer **out);
+HX_API void hx_tokenizer_close(hx_tokenizer *tok);
+
+/* Tokenizes `len` bytes of text (need not be NUL-terminated nor valid
+ * UTF-8).  add_bos: prepend the BOS token (HX_ERR_UNSUPPORTED if the model
+ * has none).  parse_special: text spelling a control token (e.g. "<s>")
+ * becomes that token; otherwise it is tokenized as plain text.  *n gets the
+ * number of ids; if it exceeds `cap` the call returns HX_ERR_RANGE, writes
+ * nothing, and *n is the capacity needed (ids may be NULL when cap is 0). */
+HX_API hx_status hx_tokenizer_encode(const hx_tokenizer *tok, const char *text, size_t len,
+                                     int add_bos, int parse_special, int32_t *ids, size_t cap,
+                                     size_t *n);
+
+/* The bytes token `id` stands for (a piece may be part of a UTF-8
+ * character).  special: render control/unknown tokens (e.g. "</s>"); else
+ * they are empty.  Writes *len bytes and a NUL; HX_ERR_RANGE when cap <=
+ * *len, with *len the length needed. */
+HX_API hx_status hx_tokenizer_token_to_piece(const hx_tokenizer *tok, int32_t id, int special,
+                                             char *buf, size_t cap, size_t *len);
+
+/* Text of a token sequence, as valid UTF-8 (bytes that form no character
+ * become U+FFFD).  remove_special: drop a leading BOS / trailing EOS the
+ * model adds by itself; unparse_special: render control tokens' text.
+ * Same buffer contract as hx_tokenizer_token_to_piece. */
+HX_API hx_status hx_tokenizer_decode(const hx_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                     int remove_special, int unparse_special, char *buf,
+                                     size_t cap, size_t *len);
+
+HX_API int32_t hx_tokenizer_vocab_size(const hx_tokenizer *tok);
+/* Special ids, -1 when the model has none. */
+HX_API int32_t hx_tokenizer_bos(const hx_tokenizer *tok);
+HX_API int32_t hx_tokenizer_eos(const hx_tokenizer *tok);
+/* Whether `id` ends generation (EOS, EOT, <|im_end|>...). */
+HX_API int hx_tokenizer_is_eog(const hx_tokenizer *tok, int32_t id);
+
 #ifdef __cplusplus
 }
 #endif
