@@ -96,8 +96,10 @@ $(TEST_BIN): tests/main.c $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/gen/suites.
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
+# Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
+HX_TEST_DATA ?= $(CURDIR)/../shared/data
 test: all $(TEST_BIN)
-	HX_TEST_DATA=$(CURDIR)/../shared/data HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
+	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:

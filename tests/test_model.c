@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include "model/synthetic.h"
+#include "model/tokenizer.h"
 #include "tests/hx_test.h"
 
 #define N_POS 64
+#define NV HX_TOKENIZER_BYTES_VOCAB
 
 static char tmpdir[64];
 
@@ -43,9 +45,9 @@ static void write_model(const hx_synthetic_config *c, const char *type, char *pa
 static void test_tokens(int32_t *ids, int n, unsigned seed)
 {
     srand(seed);
-    ids[0] = 1; /* BOS */
+    ids[0] = 256; /* BOS of the byte vocabulary */
     for (int i = 1; i < n; i++)
-        ids[i] = 3 + rand() % 256;
+        ids[i] = rand() % 256;
 }
 
 static char *token_list(const int32_t *ids, int n)
@@ -93,7 +95,9 @@ static comparison compare(const float *a, const float *ref, int n_pos, int n_voc
     return c;
 }
 
-/* hetero-run --tokens --logits against ref_llama.py on the same file. */
+/* hetero-run --tokens --logits against ref_llama.py on the same file.  The
+ * KV cache is kept in the weights' precision for F32 files (the F16 cache
+ * alone would cost ~1e-4), in F16 otherwise (hetero's default). */
 static comparison against_reference(const hx_synthetic_config *c, const char *type)
 {
     char model[256], out[300], ref[300], cmd[4096];
@@ -103,21 +107,32 @@ static comparison against_reference(const hx_synthetic_config *c, const char *ty
     char *list = token_list(ids, N_POS);
     snprintf(out, sizeof out, "%s/hetero.f32", tmpdir);
     snprintf(ref, sizeof ref, "%s/ref.f32", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/hetero-run -m %s --tokens %s --logits %s 2>%s/run.log", hx_test_build_dir(),
-             model, list, out, tmpdir);
+    snprintf(cmd, sizeof cmd, "%s/hetero-run -m %s --tokens %s --logits %s --kv-type %s 2>%s/run.log",
+             hx_test_build_dir(), model, list, out, strcmp(type, "f32") ? "f16" : "f32", tmpdir);
     ck_assert_msg(system(cmd) == 0, "hetero-run failed: %s", cmd);
-    snprintf(cmd, sizeof cmd, "python3 tests/ref_llama.py %s --tokens %s --out %s", model, list, ref);
+    int quantized = strcmp(type, "f32") && strcmp(type, "f16");
+    snprintf(cmd, sizeof cmd, "python3 tests/ref_llama.py %s --tokens %s --out %s%s >/dev/null", model, list, ref,
+             quantized ? " --dequantized" : "");
     ck_assert_msg(system(cmd) == 0,
                   "the reference failed (pip install -r tests/requirements.txt installs what it needs): %s", cmd);
     free(list);
-    float *a = read_floats(out, (size_t)N_POS * 259), *r = read_floats(ref, (size_t)N_POS * 259);
-    comparison cmp = compare(a, r, N_POS, 259);
+    float *a = read_floats(out, (size_t)N_POS * NV), *r = read_floats(ref, (size_t)N_POS * NV);
+    comparison cmp = compare(a, r, N_POS, NV);
     free(a);
     free(r);
     fprintf(stderr, "  %-6s %-5s rel L2 %.3g, argmax mismatches %d/%d\n", c->name, type, cmp.rel_l2,
             cmp.argmax_mismatch, N_POS);
     return cmp;
 }
+
+/* The reference itself is checked against a second, loop-based
+ * implementation before anything is compared with it. */
+START_TEST(reference_passes_its_self_test)
+{
+    ck_assert_msg(system("python3 tests/ref_llama_selftest.py >/dev/null") == 0,
+                  "tests/ref_llama_selftest.py failed (pip install -r tests/requirements.txt)");
+}
+END_TEST
 
 START_TEST(f32_matches_reference)
 {
@@ -195,14 +210,14 @@ static float *logits_in_chunks(hx_model *m, const int32_t *ids, int n, int chunk
 {
     hx_session *s;
     HX_ASSERT_OK(hx_session_open(m, &s));
-    float *all = malloc(sizeof(float) * 259 * (size_t)n);
+    float *all = malloc(sizeof(float) * NV * (size_t)n);
     for (int off = 0; off < n; off += chunk) {
         int c = n - off < chunk ? n - off : chunk;
         HX_ASSERT_OK(hx_session_eval(s, ids + off, (size_t)c, 1));
         for (int i = 0; i < c; i++) {
             const float *l = hx_session_logits(s, i);
             ck_assert_ptr_nonnull(l);
-            memcpy(all + (size_t)(off + i) * 259, l, sizeof(float) * 259);
+            memcpy(all + (size_t)(off + i) * NV, l, sizeof(float) * NV);
         }
     }
     ck_assert_uint_eq(hx_session_position(s), (unsigned)n);
@@ -223,7 +238,7 @@ START_TEST(batching_does_not_change_logits)
     const int chunks[] = {1, 5, 16, 17};
     for (int k = 0; k < 4; k++) {
         float *c = logits_in_chunks(l.m, ids, N_POS, chunks[k]);
-        comparison cmp = compare(c, whole, N_POS, 259);
+        comparison cmp = compare(c, whole, N_POS, NV);
         ck_assert_msg(cmp.rel_l2 <= 1e-6, "chunks of %d: rel L2 %g", chunks[k], cmp.rel_l2);
         ck_assert_int_eq(cmp.argmax_mismatch, 0);
         free(c);
@@ -266,7 +281,7 @@ START_TEST(interleaved_sequences_match_solo_runs)
         for (int i = 0; i < pre; i++) {
             const float *got = hx_session_logits(s[k], i);
             ck_assert_ptr_nonnull(got);
-            comparison c = compare(got, solo[k] + (size_t)i * 259, 1, 259);
+            comparison c = compare(got, solo[k] + (size_t)i * NV, 1, NV);
             ck_assert_msg(c.rel_l2 <= 1e-6, "session %d position %d: rel L2 %g", k, i, c.rel_l2);
         }
     for (int i = pre; i < LEN; i++) {
@@ -276,7 +291,7 @@ START_TEST(interleaved_sequences_match_solo_runs)
         hx_batch d = {n, tok, who, NULL};
         HX_ASSERT_OK(hx_batch_eval(l.m, &d));
         for (int k = 0; k < NS; k++) {
-            comparison c = compare(hx_session_logits(s[k], -1), solo[k] + (size_t)i * 259, 1, 259);
+            comparison c = compare(hx_session_logits(s[k], -1), solo[k] + (size_t)i * NV, 1, NV);
             ck_assert_msg(c.rel_l2 <= 1e-6, "decode: session %d position %d: rel L2 %g", k, i, c.rel_l2);
         }
     }
@@ -300,7 +315,7 @@ START_TEST(q8_0_kv_cache_stays_close)
     test_tokens(ids, N_POS, 5);
     loaded a = load(path, "f16", 64), b = load(path, "q8_0", 64);
     float *fa = logits_in_chunks(a.m, ids, N_POS, N_POS), *fb = logits_in_chunks(b.m, ids, N_POS, N_POS);
-    comparison c = compare(fb, fa, N_POS, 259);
+    comparison c = compare(fb, fa, N_POS, NV);
     fprintf(stderr, "  q8_0 KV vs f16 KV: rel L2 %.3g, argmax mismatches %d\n", c.rel_l2, c.argmax_mismatch);
     ck_assert_msg(c.rel_l2 <= 1e-2, "q8_0 KV: rel L2 %g", c.rel_l2);
     free(fa);
@@ -329,10 +344,10 @@ START_TEST(bad_evaluations_lose_nothing)
     int32_t ids[40];
     test_tokens(ids, 40, 3);
     HX_ASSERT_OK(hx_session_eval(s, ids, 10, 0));
-    float keep[259];
+    float keep[NV];
     memcpy(keep, hx_session_logits(s, -1), sizeof keep);
 
-    int32_t bad = 259;
+    int32_t bad = NV;
     ck_assert_int_eq(hx_session_eval(s, &bad, 1, 0), HX_ERR_RANGE);
     ck_assert_ptr_nonnull(strstr(hx_last_error(), "vocabulary"));
     ck_assert_uint_eq(hx_session_position(s), 10);
@@ -369,6 +384,7 @@ Suite *suite_model(void)
     Suite *s = suite_create("model");
     TCase *ref = tcase_create("reference");
     tcase_set_timeout(ref, 300);
+    tcase_add_test(ref, reference_passes_its_self_test);
     tcase_add_test(ref, f32_matches_reference);
     tcase_add_test(ref, f16_matches_reference);
     tcase_add_test(ref, quantized_match_dequantized_reference);

@@ -69,7 +69,7 @@ static int synthetic_path(const char *preset, const char *type, char *path, size
     if (stat(path, &st) == 0)
         return 0;
     fprintf(stderr, "hetero-run: writing the embedded '%s' model (%s) to %s\n", preset, type, path);
-    char tmp[600];
+    char tmp[800];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     if (hx_model_write_synthetic(tmp, preset, type, 1234) != HX_OK) {
         fprintf(stderr, "hetero-run: %s\n", hx_last_error());
@@ -126,7 +126,7 @@ static int parse(int argc, char **argv, args *a)
         }
 #undef OPT
     }
-    if (a->n_predict < 0 || a->threads < 0 || a->batch < 0) {
+    if (a->n_predict < -1 || a->threads < 0 || a->batch < 0) {
         fprintf(stderr, "hetero-run: -n, -t and -b take non-negative numbers\n");
         return -1;
     }
