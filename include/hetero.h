@@ -302,6 +302,15 @@ HX_API hx_status hx_model_info_get(const hx_model *m, hx_model_info *out);
 HX_API hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type,
                                           uint64_t seed);
 
+/* Rewrites a GGUF model with its 2-D weights in `type` (llama-quantize's
+ * convention: "Q4_K", "q8_0", "F16"...), keeping every metadata key and the
+ * 1-D tensors.  A matrix whose rows are not whole blocks of `type` keeps
+ * its type.  `report`, when not NULL, is called once per tensor. */
+typedef void (*hx_quantize_report)(void *user, const char *tensor, const char *from_type,
+                                   const char *to_type, uint64_t from_bytes, uint64_t to_bytes);
+HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, const char *type,
+                                   hx_quantize_report report, void *user);
+
 /* Tokenization with the model's own vocabulary (see hx_tokenizer_*). */
 HX_API hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_bos,
                                    int32_t *ids, size_t cap, size_t *n);
