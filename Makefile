@@ -52,7 +52,7 @@ TEST_BIN := $(BUILD)/hetero-tests
 STATIC := $(BUILD)/libhetero.a
 SHARED := $(BUILD)/libhetero.so
 
-.PHONY: all lib tools test asan bench install clean deps cuda fuzz help bitstreams
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams
 all: lib tools $(BENCHES) cuda
 
 lib: $(STATIC) $(SHARED)
@@ -100,15 +100,21 @@ $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BU
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
+# Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
+HX_TEST_DATA ?= $(CURDIR)/../shared/data
 test: all $(TEST_BIN)
-	HX_TEST_DATA=$(CURDIR)/../shared/data HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
+	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
+# Until a model runs, the main job is the runtime's own micro-benchmark.
 bench: all
-	$(BUILD)/hetero-bench
+	$(if $(wildcard bench/hetero-bench.c),$(BUILD)/hetero-bench,$(BUILD)/bench-tasks)
+
+install-check:
+	sh tests/install-check.sh
 
 # The GGUF reader's fuzz target (libFuzzer), run for FUZZ_SECONDS.
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined

@@ -2,9 +2,8 @@
  * (kernels_cl/<program>.cl) with the launch geometry, and its cost. */
 #include <string.h>
 
-#include "devices/cl_launch.h"
+#include "devices/codelets_ops.h"
 #include "devices/cpu_kernels.h"
-#include "devices/op_cost.h"
 
 static int vector_add_cl(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
@@ -61,23 +60,6 @@ static const hx_codelet builtin[] = {
      .flops = vector_add_flops, .bytes = vector_add_bytes},
     {.name = "gemm_f32", .cpu = hx_cpu_gemm_f32, .cl_program = "basic", .cl_launch = gemm_f32_cl,
      .flops = gemm_f32_flops, .bytes = gemm_f32_bytes},
-    /* The layer ops of runtime/ops.h (CPU implementations: .cpu). */
-    {.name = "get_rows", .cl_program = "get_rows", .cl_launch = hx_cl_launch_get_rows,
-     .flops = hx_op_cost_get_rows_flops, .bytes = hx_op_cost_get_rows_bytes},
-    {.name = "rmsnorm", .cl_program = "rmsnorm", .cl_launch = hx_cl_launch_rmsnorm,
-     .flops = hx_op_cost_rmsnorm_flops, .bytes = hx_op_cost_rmsnorm_bytes},
-    {.name = "matmul", .cl_program = "matmul", .cl_launch = hx_cl_launch_matmul,
-     .flops = hx_op_cost_matmul_flops, .bytes = hx_op_cost_matmul_bytes},
-    {.name = "rope", .cl_program = "rope", .cl_launch = hx_cl_launch_rope,
-     .flops = hx_op_cost_rope_flops, .bytes = hx_op_cost_rope_bytes},
-    {.name = "kv_store", .cl_program = "kv_store", .cl_launch = hx_cl_launch_kv_store,
-     .flops = hx_op_cost_kv_store_flops, .bytes = hx_op_cost_kv_store_bytes},
-    {.name = "attention", .cl_program = "attention", .cl_launch = hx_cl_launch_attention,
-     .flops = hx_op_cost_attention_flops, .bytes = hx_op_cost_attention_bytes},
-    {.name = "add", .cl_program = "elementwise", .cl_launch = hx_cl_launch_add,
-     .flops = hx_op_cost_add_flops, .bytes = hx_op_cost_add_bytes},
-    {.name = "swiglu", .cl_program = "elementwise", .cl_launch = hx_cl_launch_swiglu,
-     .flops = hx_op_cost_swiglu_flops, .bytes = hx_op_cost_swiglu_bytes},
 };
 
 const hx_codelet *hx_codelet_builtin(const char *name)
@@ -87,5 +69,8 @@ const hx_codelet *hx_codelet_builtin(const char *name)
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (!strcmp(builtin[i].name, name))
             return &builtin[i];
+    for (const hx_codelet *c = hx_codelets_ops; c->name; c++)
+        if (!strcmp(c->name, name))
+            return c;
     return NULL;
 }

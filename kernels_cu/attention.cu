@@ -1,0 +1,229 @@
+/* The paged KV cache on the GPU: "kv_store" writes a batch's K and V rows
+ * into their slots, "attention" reads them back through each sequence's
+ * block table (layout in runtime/ops.h).  F16 and Q8_0 caches.
+ *
+ * Attention: one thread block per (token, query head).  Its warps take the
+ * visible positions in turn, each keeping an online softmax (running max,
+ * sum and weighted V) with the head spread over its lanes (element
+ * lane + 32 i), and the warps' partial results are merged at the end.
+ * Every index read from meta is checked before use. */
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels_cu/common.cuh"
+
+#define ATT_WARPS 8
+
+/* ---- kv_store ----------------------------------------------------------- */
+
+/* blockIdx.y: 0 stores K, 1 stores V.  One thread per element (F16) or per
+ * 32-element block (Q8_0, quantized as the CPU does: d = amax / 127). */
+__global__ void k_kv_store(const float *__restrict__ k, const float *__restrict__ v, uint8_t *__restrict__ kc,
+                           uint8_t *__restrict__ vc, const int32_t *__restrict__ slots, uint64_t nslots, uint32_t T,
+                           uint32_t E, uint32_t q8, unsigned *flag)
+{
+    const float *src = blockIdx.y ? v : k;
+    uint8_t *dst = blockIdx.y ? vc : kc;
+    uint64_t per = q8 ? E / 32 : E, total = (uint64_t)T * per;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint32_t t = (uint32_t)(i / per);
+        uint64_t u = i % per;
+        int32_t slot = slots[t];
+        if (slot < 0 || (uint64_t)slot >= nslots) {
+            if (u == 0)
+                atomicOr(flag, HX_CU_BAD_KV_SLOT);
+            continue;
+        }
+        const float *x = src + (uint64_t)t * E;
+        if (!q8) {
+            ((uint16_t *)dst)[(uint64_t)slot * E + u] = hx_dq_f32_to_f16(x[u]);
+            continue;
+        }
+        x += u * 32;
+        float amax = 0.0f;
+        for (int e = 0; e < 32; e++)
+            amax = fmaxf(amax, fabsf(x[e]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t *b = dst + (uint64_t)slot * (E / 32) * 34 + u * 34;
+        uint16_t dh = hx_dq_f32_to_f16(d);
+        b[0] = (uint8_t)(dh & 0xff);
+        b[1] = (uint8_t)(dh >> 8);
+        for (int e = 0; e < 32; e++)
+            b[2 + e] = (uint8_t)(int8_t)roundf(x[e] * id);
+    }
+}
+
+HX_CU_LAUNCHER(hx_cu_kv_store)
+{
+    if (!args)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "kv_store: no arguments");
+    const hx_op_kv_store *a = (const hx_op_kv_store *)args;
+    char msg[256];
+    uint64_t nslots = 0;
+    if (hx_oc_kv_store(a, sizes, n, &nslots, msg, sizeof msg))
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "%s", msg);
+    if (!a->kv.T)
+        return HX_OK;
+    uint32_t E = a->Hkv * a->Dh, q8 = a->kv_type == HX_TYPE_Q8_0;
+    uint64_t total = (uint64_t)a->kv.T * (q8 ? E / 32 : E);
+    dim3 grid(hx_cu_blocks(total, 256, c), 2);
+    k_kv_store<<<grid, 256, 0, c->stream>>>((const float *)bufs[0], (const float *)bufs[1], (uint8_t *)bufs[2],
+                                            (uint8_t *)bufs[3], (const int32_t *)bufs[4], nslots, a->kv.T, E, q8,
+                                            c->flag_dev);
+    HX_CU_LAUNCHED("kv_store");
+    return HX_OK;
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Element lane + 32 i of the head that starts at `row` (Q8_0: its blocks). */
+template <bool Q8>
+__device__ __forceinline__ float kv_elem(const uint8_t *row, uint32_t lane, int i)
+{
+    if (Q8) {
+        const uint8_t *b = row + (uint64_t)i * 34;
+        return hx_dq_f16_to_f32(hx_dq_load_u16(b)) * (float)(int8_t)b[2 + lane];
+    }
+    return hx_dq_f16_to_f32(hx_dq_load_u16(row + 2 * ((uint64_t)lane + 32u * (uint32_t)i)));
+}
+
+template <int NI, bool Q8>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attention(const float *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
+                const int32_t *__restrict__ meta, float *__restrict__ out, uint32_t T, uint32_t S, uint32_t max_blocks,
+                uint32_t bs, uint32_t Hq, uint32_t Hkv, uint32_t Dh, float scale, uint64_t nslots, uint64_t rb,
+                unsigned *flag)
+{
+    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
+    __shared__ float sm_acc[ATT_WARPS][NI * 32];
+    __shared__ int sm_bad;
+
+    uint32_t t = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
+    uint32_t lane = threadIdx.x & 31, w = threadIdx.x / 32;
+    float *o = out + ((uint64_t)t * Hq + h) * Dh;
+    int32_t pos = meta[T + t], seq = meta[2 * (uint64_t)T + t];
+    if (threadIdx.x == 0)
+        sm_bad = 0;
+    __syncthreads();
+    if (seq < 0 || (uint32_t)seq >= S || pos < 0 || (uint64_t)pos / bs >= max_blocks) {
+        if (threadIdx.x == 0)
+            atomicOr(flag, HX_CU_BAD_KV_META);
+        for (uint32_t e = threadIdx.x; e < Dh; e += blockDim.x)
+            o[e] = 0.0f;
+        return;
+    }
+    const int32_t *table = meta + 3 * (uint64_t)T + (uint64_t)seq * max_blocks;
+    /* Byte offset of this KV head inside a cache row. */
+    uint64_t head_off = Q8 ? (uint64_t)hk * (Dh / 32) * 34 : (uint64_t)hk * Dh * 2;
+
+    float qv[NI], acc[NI];
+    const float *qh = q + ((uint64_t)t * Hq + h) * Dh;
+#pragma unroll
+    for (int i = 0; i < NI; i++) {
+        uint32_t e = lane + 32u * i;
+        qv[i] = e < Dh ? qh[e] * scale : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (uint32_t j = w; j <= (uint32_t)pos; j += ATT_WARPS) {
+        int32_t blk = table[j / bs];
+        uint64_t slot = (uint64_t)blk * bs + j % bs;
+        if (blk < 0 || slot >= nslots) {
+            if (lane == 0) {
+                atomicOr(flag, HX_CU_BAD_KV_META);
+                sm_bad = 1;
+            }
+            break;
+        }
+        const uint8_t *kr = kc + slot * rb + head_off, *vr = vc + slot * rb + head_off;
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NI; i++)
+            if (lane + 32u * i < Dh)
+                dot += qv[i] * kv_elem<Q8>(kr, lane, i);
+        float s = warp_sum(dot);
+        float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+        l = l * corr + p;
+#pragma unroll
+        for (int i = 0; i < NI; i++)
+            acc[i] = acc[i] * corr + (lane + 32u * i < Dh ? p * kv_elem<Q8>(vr, lane, i) : 0.0f);
+        m = mn;
+    }
+#pragma unroll
+    for (int i = 0; i < NI; i++)
+        sm_acc[w][lane + 32 * i] = acc[i];
+    if (lane == 0) {
+        sm_m[w] = m;
+        sm_l[w] = l;
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int i = 0; i < ATT_WARPS; i++)
+        M = fmaxf(M, sm_m[i]);
+    float L = 0.0f, f[ATT_WARPS];
+    for (int i = 0; i < ATT_WARPS; i++) {
+        f[i] = sm_l[i] > 0.0f ? expf(sm_m[i] - M) : 0.0f;
+        L += sm_l[i] * f[i];
+    }
+    for (uint32_t e = threadIdx.x; e < Dh; e += blockDim.x) {
+        float r = 0.0f;
+        for (int i = 0; i < ATT_WARPS; i++)
+            r += sm_acc[i][e] * f[i];
+        o[e] = sm_bad || L <= 0.0f ? 0.0f : r / L;
+    }
+}
+
+template <bool Q8>
+static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *const *b, uint64_t nslots, uint64_t rb)
+{
+    unsigned blocks = a->kv.T * a->Hq;
+#define HX_ATT_CASE(ni)                                                                                           \
+    case ni:                                                                                                      \
+        k_attention<ni, Q8><<<blocks, ATT_WARPS * 32, 0, c->stream>>>(                                            \
+            (const float *)b[0], (const uint8_t *)b[1], (const uint8_t *)b[2], (const int32_t *)b[3], (float *)b[4], \
+            a->kv.T, a->kv.S, a->kv.max_blocks, a->kv.block_size, a->Hq, a->Hkv, a->Dh, a->scale, nslots, rb,     \
+            c->flag_dev);                                                                                         \
+        break;
+    switch ((a->Dh + 31) / 32) {
+        HX_ATT_CASE(1)
+        HX_ATT_CASE(2)
+        HX_ATT_CASE(3)
+        HX_ATT_CASE(4)
+        HX_ATT_CASE(5)
+        HX_ATT_CASE(6)
+        HX_ATT_CASE(7)
+        HX_ATT_CASE(8)
+    }
+#undef HX_ATT_CASE
+}
+
+HX_CU_LAUNCHER(hx_cu_attention)
+{
+    if (!args)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "attention: no arguments");
+    const hx_op_attention *a = (const hx_op_attention *)args;
+    char msg[256];
+    uint64_t nslots = 0;
+    if (hx_oc_attention(a, sizes, n, &nslots, msg, sizeof msg))
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "%s", msg);
+    if (!a->kv.T)
+        return HX_OK;
+    if ((uint64_t)a->kv.T * a->Hq > 0x7fffffffu)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "attention: T * Hq above 2^31-1");
+    uint64_t rb = hx_dq_row_bytes(a->kv_type, (uint64_t)a->Hkv * a->Dh);
+    if (a->kv_type == HX_TYPE_Q8_0)
+        launch_attention<true>(c, a, bufs, nslots, rb);
+    else
+        launch_attention<false>(c, a, bufs, nslots, rb);
+    HX_CU_LAUNCHED("attention");
+    return HX_OK;
+}

@@ -1,0 +1,202 @@
+/* Checks that a task's argument block fits its buffers before anything is
+ * launched on the GPU, where a bad size would read out of bounds instead of
+ * failing.  Host code only; shared by the plugin and the host tests.
+ * Each check returns 0, or 1 after writing the reason into msg.  Index
+ * buffers (token ids, KV slots, block tables) are checked by the kernels
+ * themselves, since their contents live on the device. */
+#ifndef HX_KERNELS_CU_OP_CHECK_H
+#define HX_KERNELS_CU_OP_CHECK_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels_cu/dequant_tile.h"
+#include "runtime/ops.h"
+
+/* Dimensions handed to cuBLAS and to grid sizes must fit an int. */
+#define HX_OC_DIM_MAX 0x7fffffffu
+/* The attention kernel keeps a head's accumulator in registers. */
+#define HX_OC_ATTN_DH_MAX 256u
+
+static inline int hx_oc_fail(char *msg, size_t len, const char *op, const char *why)
+{
+    snprintf(msg, len, "%s: %s", op, why);
+    return 1;
+}
+
+/* a * b * c <= have, without overflowing. */
+static inline int hx_oc_fits(uint64_t a, uint64_t b, uint64_t c, uint64_t have)
+{
+    if (!a || !b || !c)
+        return 1;
+    if (a > UINT64_MAX / b)
+        return 0;
+    uint64_t p = a * b;
+    if (p > UINT64_MAX / c)
+        return 0;
+    return p * c <= have;
+}
+
+static inline int hx_oc_buffers(int n, int want, char *msg, size_t len, const char *op)
+{
+    if (n == want)
+        return 0;
+    snprintf(msg, len, "%s: %d buffers given, %d expected", op, n, want);
+    return 1;
+}
+
+static inline int hx_oc_size(uint64_t a, uint64_t b, uint64_t c, size_t have, char *msg, size_t len,
+                             const char *op, const char *buf)
+{
+    if (hx_oc_fits(a, b, c, have))
+        return 0;
+    snprintf(msg, len, "%s: buffer '%s' holds %zu bytes, fewer than its arguments need", op, buf, have);
+    return 1;
+}
+
+static inline int hx_oc_matmul(const hx_op_matmul *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "matmul";
+    if (a->has_bias > 1)
+        return hx_oc_fail(msg, len, op, "has_bias must be 0 or 1");
+    if (hx_oc_buffers(n, 3 + (int)a->has_bias, msg, len, op))
+        return 1;
+    if (!hx_dq_supported(a->wtype))
+        return hx_oc_fail(msg, len, op, "weight type not implemented on CUDA");
+    if (a->T > HX_OC_DIM_MAX || a->N > HX_OC_DIM_MAX || a->K > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    uint64_t rb = hx_dq_row_bytes(a->wtype, a->K);
+    if (!rb)
+        return hx_oc_fail(msg, len, op, "K is not a positive multiple of the weight type's block");
+    return hx_oc_size(a->N, rb, 1, s[0], msg, len, op, "W") || hx_oc_size(a->T, a->K, 4, s[1], msg, len, op, "x") ||
+           hx_oc_size(a->T, a->N, 4, s[2], msg, len, op, "y") ||
+           (a->has_bias && hx_oc_size(a->N, 4, 1, s[3], msg, len, op, "bias"));
+}
+
+static inline int hx_oc_rmsnorm(const hx_op_rmsnorm *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "rmsnorm";
+    if (hx_oc_buffers(n, 3, msg, len, op))
+        return 1;
+    if (a->T > HX_OC_DIM_MAX || a->D > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    if (!(a->eps >= 0.0f) || isinf(a->eps))
+        return hx_oc_fail(msg, len, op, "eps must be finite and not negative");
+    return hx_oc_size(a->T, a->D, 4, s[0], msg, len, op, "x") || hx_oc_size(a->D, 4, 1, s[1], msg, len, op, "w") ||
+           hx_oc_size(a->T, a->D, 4, s[2], msg, len, op, "y");
+}
+
+static inline int hx_oc_rope(const hx_op_rope *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "rope";
+    if (hx_oc_buffers(n, 2, msg, len, op))
+        return 1;
+    if (a->T > HX_OC_DIM_MAX || a->H > HX_OC_DIM_MAX || a->Dh > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    if (a->n_rot % 2 || a->n_rot > a->Dh)
+        return hx_oc_fail(msg, len, op, "n_rot must be even and at most Dh");
+    if (a->neox > 1)
+        return hx_oc_fail(msg, len, op, "neox must be 0 or 1");
+    if (!(a->freq_base > 0.0f) || isinf(a->freq_base) || !isfinite(a->freq_scale))
+        return hx_oc_fail(msg, len, op, "freq_base must be positive and finite, freq_scale finite");
+    return hx_oc_size((uint64_t)a->T * a->H, a->Dh, 4, s[0], msg, len, op, "x") ||
+           hx_oc_size(a->T, 4, 1, s[1], msg, len, op, "pos");
+}
+
+/* The KV layout shared by kv_store and attention; *slots receives how many
+ * token slots both caches hold. */
+static inline int hx_oc_kv(const hx_kv_layout *l, uint32_t heads, uint32_t Dh, uint32_t kv_type, size_t kc,
+                           size_t vc, size_t meta, uint64_t *slots, char *msg, size_t len, const char *op)
+{
+    if (kv_type != HX_TYPE_F16 && kv_type != HX_TYPE_Q8_0)
+        return hx_oc_fail(msg, len, op, "kv_type must be F16 or Q8_0");
+    if (!heads || !Dh || heads > 65535 || Dh > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "bad head count or head size");
+    if (kv_type == HX_TYPE_Q8_0 && Dh % 32)
+        return hx_oc_fail(msg, len, op, "a Q8_0 cache needs a head size that is a multiple of 32");
+    if (!l->block_size || l->T > HX_OC_DIM_MAX || l->S > HX_OC_DIM_MAX || l->max_blocks > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "bad KV layout (block_size 0 or a count above 2^31-1)");
+    if (l->T && (!l->S || !l->max_blocks))
+        return hx_oc_fail(msg, len, op, "tokens without sequences or block tables");
+    uint64_t rb = hx_dq_row_bytes(kv_type, (uint64_t)heads * Dh);
+    if (!rb)
+        return hx_oc_fail(msg, len, op, "the KV row is not a whole number of blocks");
+    uint64_t ints = 3 * (uint64_t)l->T + (uint64_t)l->S * l->max_blocks;
+    if (hx_oc_size(ints, 4, 1, meta, msg, len, op, "meta"))
+        return 1;
+    uint64_t ks = kc / rb, vs = vc / rb;
+    *slots = ks < vs ? ks : vs;
+    if (!*slots && l->T)
+        return hx_oc_fail(msg, len, op, "the caches hold no token slot");
+    return 0;
+}
+
+static inline int hx_oc_kv_store(const hx_op_kv_store *a, const size_t *s, int n, uint64_t *slots, char *msg,
+                                 size_t len)
+{
+    const char *op = "kv_store";
+    if (hx_oc_buffers(n, 5, msg, len, op))
+        return 1;
+    if (hx_oc_kv(&a->kv, a->Hkv, a->Dh, a->kv_type, s[2], s[3], s[4], slots, msg, len, op))
+        return 1;
+    return hx_oc_size((uint64_t)a->kv.T * a->Hkv, a->Dh, 4, s[0], msg, len, op, "k") ||
+           hx_oc_size((uint64_t)a->kv.T * a->Hkv, a->Dh, 4, s[1], msg, len, op, "v");
+}
+
+static inline int hx_oc_attention(const hx_op_attention *a, const size_t *s, int n, uint64_t *slots, char *msg,
+                                  size_t len)
+{
+    const char *op = "attention";
+    if (hx_oc_buffers(n, 5, msg, len, op))
+        return 1;
+    if (!a->Hq || !a->Hkv || a->Hq % a->Hkv || a->Hq > 65535)
+        return hx_oc_fail(msg, len, op, "Hq must be a positive multiple of Hkv");
+    if (a->Dh > HX_OC_ATTN_DH_MAX)
+        return hx_oc_fail(msg, len, op, "head size above 256 is not implemented on CUDA");
+    if (!isfinite(a->scale))
+        return hx_oc_fail(msg, len, op, "scale must be finite");
+    if (hx_oc_kv(&a->kv, a->Hkv, a->Dh, a->kv_type, s[1], s[2], s[3], slots, msg, len, op))
+        return 1;
+    return hx_oc_size((uint64_t)a->kv.T * a->Hq, a->Dh, 4, s[0], msg, len, op, "q") ||
+           hx_oc_size((uint64_t)a->kv.T * a->Hq, a->Dh, 4, s[4], msg, len, op, "out");
+}
+
+static inline int hx_oc_add(const hx_op_add *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "add";
+    if (hx_oc_buffers(n, 2, msg, len, op))
+        return 1;
+    return hx_oc_size(a->n, 4, 1, s[0], msg, len, op, "x") || hx_oc_size(a->n, 4, 1, s[1], msg, len, op, "y");
+}
+
+static inline int hx_oc_swiglu(const hx_op_swiglu *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "swiglu";
+    if (hx_oc_buffers(n, 3, msg, len, op))
+        return 1;
+    return hx_oc_size(a->n, 4, 1, s[0], msg, len, op, "gate") || hx_oc_size(a->n, 4, 1, s[1], msg, len, op, "up") ||
+           hx_oc_size(a->n, 4, 1, s[2], msg, len, op, "out");
+}
+
+/* *rows receives how many rows the table holds. */
+static inline int hx_oc_get_rows(const hx_op_get_rows *a, const size_t *s, int n, uint64_t *rows, char *msg,
+                                 size_t len)
+{
+    const char *op = "get_rows";
+    if (hx_oc_buffers(n, 3, msg, len, op))
+        return 1;
+    if (!hx_dq_supported(a->type))
+        return hx_oc_fail(msg, len, op, "table type not implemented on CUDA");
+    if (a->T > HX_OC_DIM_MAX || a->D > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    uint64_t rb = hx_dq_row_bytes(a->type, a->D);
+    if (!rb)
+        return hx_oc_fail(msg, len, op, "D is not a positive multiple of the table type's block");
+    *rows = s[0] / rb;
+    if (!*rows && a->T)
+        return hx_oc_fail(msg, len, op, "the table holds no row");
+    return hx_oc_size(a->T, 4, 1, s[1], msg, len, op, "ids") || hx_oc_size(a->T, a->D, 4, s[2], msg, len, op, "out");
+}
+
+#endif
