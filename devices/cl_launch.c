@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "devices/cl_launch.h"
+#include "devices/opencl.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 
@@ -86,6 +87,7 @@ int hx_cl_launch_get_rows(const void *args, const size_t *sizes, hx_cl_launch *l
     arg_value(l, &a->T, 4);
     arg_value(l, &a->D, 4);
     arg_value(l, &sizes[0], 8);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }
 
@@ -167,8 +169,8 @@ int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l)
 static int check_kv(const char *op, const hx_kv_layout *kv, uint32_t kv_type, uint32_t Hkv, uint32_t Dh,
                     const size_t *sizes, int meta)
 {
-    if (kv_type != T_F16 && kv_type != T_Q8_0)
-        return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: KV type %u (the OpenCL kernels take F16 and Q8_0)", op,
+    if (kv_type != T_F32 && kv_type != T_F16 && kv_type != T_Q8_0)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: KV type %u (the OpenCL kernels take F32, F16 and Q8_0)", op,
                              kv_type);
     REQUIRE(Hkv > 0 && Dh > 0, "%s: Hkv=%u, Dh=%u", op, Hkv, Dh);
     REQUIRE(kv_type != T_Q8_0 || Dh % 32 == 0, "%s: a Q8_0 cache needs Dh (%u) a multiple of 32", op, Dh);
@@ -187,7 +189,8 @@ int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l
     REQUIRE_BUFFER("kv_store", sizes, 0, "k", (uint64_t)a->kv.T * a->Hkv, a->Dh, 4);
     REQUIRE_BUFFER("kv_store", sizes, 1, "v", (uint64_t)a->kv.T * a->Hkv, a->Dh, 4);
     int q8 = a->kv_type == T_Q8_0;
-    *l = (hx_cl_launch){.kernel = q8 ? "kv_store_q8_0" : "kv_store_f16", .work_dim = 3,
+    *l = (hx_cl_launch){.kernel = q8 ? "kv_store_q8_0" : a->kv_type == T_F32 ? "kv_store_f32" : "kv_store_f16",
+                        .work_dim = 3,
                         .global = {q8 ? a->Dh / 32 : round_up(a->Dh, 32), a->Hkv, a->kv.T},
                         .local = {q8 ? 1 : 32, 1, 1}};
     for (int i = 0; i < 5; i++)
@@ -197,6 +200,7 @@ int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l
     arg_value(l, &a->Dh, 4);
     arg_value(l, &sizes[2], 8);
     arg_value(l, &sizes[3], 8);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }
 
@@ -212,15 +216,19 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
                              HX_CL_ATTENTION_DH_MAX);
     REQUIRE_BUFFER("attention", sizes, 0, "q", (uint64_t)a->kv.T * a->Hq, a->Dh, 4);
     REQUIRE_BUFFER("attention", sizes, 4, "out", (uint64_t)a->kv.T * a->Hq, a->Dh, 4);
+    static const char *const kernels[][3] = {
+        {"attention_prefill_f32", "attention_prefill_f16", "attention_prefill_q8_0"},
+        {"attention_decode_f32", "attention_decode_f16", "attention_decode_q8_0"},
+    };
     uint32_t rep = a->Hq / a->Hkv;
-    int q8 = a->kv_type == T_Q8_0;
+    int type = a->kv_type == T_F32 ? 0 : a->kv_type == T_F16 ? 1 : 2;
     /* One token per sequence is a decode step: split each query's keys over
      * the work-group.  Otherwise tile the queries (prefill, mixed batches). */
     if (a->kv.T <= a->kv.S && rep <= 64)
-        *l = (hx_cl_launch){.kernel = q8 ? "attention_decode_q8_0" : "attention_decode_f16", .work_dim = 2,
-                            .global = {(size_t)64 * a->kv.T, a->Hkv}, .local = {64, 1}};
+        *l = (hx_cl_launch){.kernel = kernels[1][type], .work_dim = 2, .global = {(size_t)64 * a->kv.T, a->Hkv},
+                            .local = {64, 1}};
     else
-        *l = (hx_cl_launch){.kernel = q8 ? "attention_prefill_q8_0" : "attention_prefill_f16", .work_dim = 2,
+        *l = (hx_cl_launch){.kernel = kernels[0][type], .work_dim = 2,
                             .global = {round_up((size_t)a->kv.T * rep, 16) / 16 * 64, a->Hkv}, .local = {64, 1}};
     for (int i = 0; i < 5; i++)
         arg_buffer(l, i);
@@ -234,6 +242,7 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     arg_value(l, &a->scale, 4);
     arg_value(l, &sizes[1], 8);
     arg_value(l, &sizes[2], 8);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }
 

@@ -12,6 +12,18 @@
 
 #include "runtime/device.h"
 
+/* ---- launch conventions ------------------------------------------------ */
+
+/* A launch argument (hx_cl_launch.arg[].buffer) that is the device's status
+ * word: a __global uint the kernel ORs HX_OPENCL_BAD_* bits into when its
+ * input is bad (kernels cannot return an error).  The backend zeroes it
+ * before the launch and fails the task with HX_ERR_RANGE if a bit is set.
+ * kernels_cl/common.cl defines the same bits. */
+#define HX_OPENCL_ARG_STATUS HX_TASK_MAX_BUFFERS
+#define HX_OPENCL_BAD_INDEX 1u /* an index outside its table            */
+#define HX_OPENCL_BAD_SLOT 2u  /* a KV slot outside the cache           */
+#define HX_OPENCL_BAD_META 4u  /* KV metadata: sequence, position or block out of range */
+
 /* ---- errors (devices/opencl_error.c) ---------------------------------- */
 
 /* "CL_INVALID_WORK_GROUP_SIZE" for -54; "CL_UNKNOWN_ERROR" if unknown. */
@@ -99,6 +111,7 @@ typedef struct hx_opencl_device {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
+    cl_mem status;            /* the kernels' status word (HX_OPENCL_ARG_STATUS) */
     cl_device_type type;
     int fpga;                 /* presented as an FPGA                    */
     int fpga_hardware;        /* programs come from a bitstream          */
@@ -119,6 +132,10 @@ typedef struct hx_opencl_device {
 
 /* Whether `d` offers the codelet (building its program on first use). */
 int hx_opencl_program_offers(hx_opencl_device *d, const hx_codelet *cl);
+/* Whether the codelet's program on `d` has kernel `name` (and, on an FPGA,
+ * its bitstream does).  A program that failed to build answers yes, so the
+ * task fails with the build log. */
+int hx_opencl_program_has_kernel(hx_opencl_device *d, const hx_codelet *cl, const char *name);
 /* The kernel `name` of the codelet's program, ready for arguments. */
 hx_status hx_opencl_program_kernel(hx_opencl_device *d, const hx_codelet *cl, const char *name,
                                    cl_kernel *out);

@@ -1,5 +1,5 @@
-/* attention over the paged KV cache (runtime/ops.h), K and V in F16 or
- * Q8_0, grouped-query (query head h reads KV head h / (Hq / Hkv)).
+/* attention over the paged KV cache (runtime/ops.h), K and V in F32, F16
+ * or Q8_0, grouped-query (query head h reads KV head h / (Hq / Hkv)).
  *
  * prefill: a work-group per 16 (token, query head) rows of one KV head,
  *   looping over 16-key tiles of K and V staged in local memory, with an
@@ -9,7 +9,8 @@
  * decode: a work-group per (token, KV head); its 64 items split into
  *   (query head, key range) pairs, each with its own online softmax, then
  *   the partial results are merged through local memory.
- * Rows whose metadata points outside the batch or the cache come out NaN. */
+ * Rows whose metadata points outside the batch or the cache come out NaN
+ * and set HX_BAD_META in the status word. */
 #include "common.cl"
 
 #define ATT_WG 64
@@ -22,8 +23,9 @@
     __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \
         __global float *out, const uint T, const uint S, const uint max_blocks, const uint block_size, \
         const uint Hq, const uint Hkv, const uint Dh, const float scale, const ulong k_bytes,       \
-        const ulong v_bytes
+        const ulong v_bytes, __global uint *status
 
+#define F32_KV_ROW ((ulong)Dh * 4)
 #define F16_KV_ROW ((ulong)Dh * 2)
 #define Q8_0_KV_ROW ((ulong)(Dh / HX_QK) * HX_Q8_0_BYTES)
 
@@ -44,8 +46,10 @@
             const uint t = R / rep;                                                                 \
             seq = meta[2 * T + t];                                                                  \
             pos = meta[T + t];                                                                      \
-            if (seq < 0 || (uint)seq >= S || pos < 0 || (ulong)pos >= (ulong)max_blocks * block_size) \
+            if (seq < 0 || (uint)seq >= S || pos < 0 || (ulong)pos >= (ulong)max_blocks * block_size) { \
                 seq = -2;                                                                           \
+                atomic_or(status, HX_BAD_META);                                                     \
+            }                                                                                       \
         }                                                                                           \
         RowSeq[lid] = seq;                                                                          \
         RowPos[lid] = pos;                                                                          \
@@ -82,10 +86,13 @@
         for (uint k = 0; k < DH_MAX / 4; k++)                                                       \
             acc[k] = 0.0f;                                                                          \
         for (uint j0 = 0; j0 < nkeys; j0 += ATT_KEYS) {                                             \
-            if (lid < ATT_KEYS)                                                                     \
+            if (lid < ATT_KEYS) {                                                                   \
                 Slots[lid] = j0 + lid < nkeys                                                       \
                                  ? hx_kv_slot(meta, T, max_blocks, block_size, seq, j0 + lid, n_slots) \
                                  : -1;                                                              \
+                if (j0 + lid < nkeys && Slots[lid] < 0)                                             \
+                    atomic_or(status, HX_BAD_META);                                                 \
+            }                                                                                       \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
             for (uint e = lid; e < ATT_KEYS * Dh; e += ATT_WG) {                                    \
                 const uint c = e / Dh, d = e % Dh;                                                  \
@@ -169,6 +176,8 @@
     const ulong n_slots = min(k_bytes, v_bytes) / (Hkv * (ROW_BYTES));                              \
     const int seq = meta[2 * T + t], pos = meta[T + t];                                             \
     const int valid = seq >= 0 && (uint)seq < S && pos >= 0 && (ulong)pos < (ulong)max_blocks * block_size; \
+    if (!valid && lid == 0)                                                                         \
+        atomic_or(status, HX_BAD_META);                                                             \
     const uint nkeys = valid ? (uint)pos + 1 : 0, chunk = (nkeys + nsplit - 1) / nsplit;            \
     const uint j_begin = min(nkeys, split * chunk), j_end = min(nkeys, j_begin + chunk);            \
     __global const float *qv = q + ((ulong)t * Hq + g * rep + hh) * Dh;                             \
@@ -177,8 +186,10 @@
         acc[d] = 0.0f;                                                                              \
     for (uint j = active ? j_begin : j_end; j < j_end; j++) {                                       \
         const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);        \
-        if (slot < 0)                                                                               \
+        if (slot < 0) {                                                                             \
+            atomic_or(status, HX_BAD_META);                                                         \
             continue;                                                                               \
+        }                                                                                           \
         const ulong row = (ulong)slot * Hkv + g;                                                    \
         float s = 0.0f;                                                                             \
         for (uint d = 0; d < Dh; d++)                                                               \
@@ -222,9 +233,13 @@
     }
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_prefill_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention_prefill_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_f32) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_f16) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))

@@ -12,6 +12,12 @@
  * Every block is an even number of bytes, so the halves are aligned for
  * vload_half (which needs no cl_khr_fp16). */
 
+/* Bits of the status word a kernel reports bad input through (the
+ * backend's HX_OPENCL_BAD_*, devices/opencl.h). */
+#define HX_BAD_INDEX 1u
+#define HX_BAD_SLOT 2u
+#define HX_BAD_META 4u
+
 #define HX_QK 32
 #define HX_QK_K 256
 #define HX_Q8_0_BYTES 34
@@ -77,6 +83,11 @@ int hx_kv_slot(__global const int *meta, uint T, uint max_blocks, uint block_siz
 }
 
 /* Element d of KV row `row` (= slot * Hkv + head). */
+float hx_kv_f32(__global const uchar *cache, ulong row, uint Dh, uint d)
+{
+    return ((__global const float *)cache)[row * Dh + d];
+}
+
 float hx_kv_f16(__global const uchar *cache, ulong row, uint Dh, uint d)
 {
     return vload_half(row * Dh + d, (__global const half *)cache);

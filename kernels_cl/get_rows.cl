@@ -1,13 +1,12 @@
 /* get_rows: out[t] = table[ids[t]] as F32 (runtime/ops.h).  An id outside
- * the table gives a row of NaN: the kernel cannot report an error, and a
- * NaN row is impossible to mistake for a token. */
+ * the table is reported through the status word and gives a row of NaN. */
 #include "common.cl"
 
 #define GR_WG 32
 
 #define HX_GET_ROWS_PARAMS                                                                          \
     __global const uchar *table, __global const int *ids, __global float *out, const uint T, const uint D, \
-        const ulong table_bytes
+        const ulong table_bytes, __global uint *status
 
 #define HX_GET_ROWS(ROW_BYTES, LOAD)                                                                \
     const uint d = get_global_id(0), t = get_global_id(1);                                          \
@@ -19,6 +18,8 @@
     if (id >= 0 && (ulong)id < table_bytes / row_bytes) {                                           \
         __global const uchar *row = table + (ulong)id * row_bytes;                                  \
         v = (LOAD);                                                                                 \
+    } else if (d == 0) {                                                                            \
+        atomic_or(status, HX_BAD_INDEX);                                                            \
     }                                                                                               \
     out[(ulong)t * D + d] = v;
 

@@ -271,6 +271,10 @@ static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t 
         hx_ref_quantize_q8_0(src, dst, Dh);
         return;
     }
+    if (kv_type == HX_REF_F32) {
+        memcpy(dst, src, 4 * (size_t)Dh);
+        return;
+    }
     for (uint32_t d = 0; d < Dh; d++)
         put_f16(dst + 2 * d, src[d]);
 }
