@@ -51,12 +51,6 @@ static inline __m512i nibbles2x32(const uint8_t *p, const uint8_t *q)
     return _mm512_and_si512(sh, _mm512_set1_epi8(0x0f));
 }
 
-/* 64-bit mask of the fifth bits of two Q5 blocks (block p low, q high). */
-static inline __mmask64 q5_high2(const uint8_t *p, const uint8_t *q)
-{
-    return _cvtu64_mask64((uint64_t)hx_ld32(p) | ((uint64_t)hx_ld32(q) << 32));
-}
-
 static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 /* ---- plain types -------------------------------------------------------- */
