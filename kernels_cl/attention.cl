@@ -29,7 +29,21 @@
 #define F16_KV_ROW ((ulong)Dh * 2)
 #define Q8_0_KV_ROW ((ulong)(Dh / HX_QK) * HX_Q8_0_BYTES)
 
-#define HX_ATTENTION_PREFILL(ROW_BYTES, LOAD)                                                       \
+/* Loads the K or V rows of the tile's keys into KVs, 8 elements at a time
+ * (and the last Dh % 8 one by one); keys without a slot read as zeros. */
+#define HX_ATTENTION_TILE(CACHE, LOAD, LOAD8)                                                       \
+    for (uint e = lid; e < ATT_KEYS * (Dh / 8); e += ATT_WG) {                                      \
+        const uint c = e / (Dh / 8), d0 = e % (Dh / 8) * 8;                                         \
+        const int s = Slots[c];                                                                     \
+        vstore8(s >= 0 ? LOAD8(CACHE, (ulong)s * Hkv + g, Dh, d0) : (float8)(0.0f), 0, &KVs[c][d0]); \
+    }                                                                                               \
+    for (uint e = lid; e < ATT_KEYS * (Dh % 8); e += ATT_WG) {                                      \
+        const uint c = e / (Dh % 8), d = Dh / 8 * 8 + e % (Dh % 8);                                 \
+        const int s = Slots[c];                                                                     \
+        KVs[c][d] = s >= 0 ? LOAD(CACHE, (ulong)s * Hkv + g, Dh, d) : 0.0f;                         \
+    }
+
+#define HX_ATTENTION_PREFILL(ROW_BYTES, LOAD, LOAD8)                                               \
     __local float Qs[ATT_ROWS][DH_MAX];                                                             \
     __local float KVs[ATT_KEYS][DH_MAX];                                                            \
     __local float P[ATT_ROWS][ATT_KEYS];                                                            \
@@ -60,7 +74,8 @@
         Qs[r][d] = R < nrows ? q[((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh + d] : 0.0f;      \
     }                                                                                               \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
-    const uint my_row = lid / 4, lane = lid % 4;                                                    \
+    /* Accumulators: item (my_row, lane) owns dims lane * dq .. + dq - 1. */                       \
+    const uint my_row = lid / 4, lane = lid % 4, dq = (Dh + 3) / 4, base = lane * dq;               \
     float acc[DH_MAX / 4];                                                                          \
     for (uint it = 0; it < ATT_ROWS; it++) {                                                        \
         if (lid == 0) {                                                                             \
@@ -94,20 +109,19 @@
                     atomic_or(status, HX_BAD_META);                                                 \
             }                                                                                       \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-            for (uint e = lid; e < ATT_KEYS * Dh; e += ATT_WG) {                                    \
-                const uint c = e / Dh, d = e % Dh;                                                  \
-                const int s = Slots[c];                                                             \
-                KVs[c][d] = s >= 0 ? LOAD(kc, (ulong)s * Hkv + g, Dh, d) : 0.0f;                    \
-            }                                                                                       \
+            HX_ATTENTION_TILE(kc, LOAD, LOAD8)                                                      \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
             for (uint e = lid; e < ATT_ROWS * ATT_KEYS; e += ATT_WG) {                              \
                 const uint r = e / ATT_KEYS, c = e % ATT_KEYS;                                      \
                 float sc = -INFINITY;                                                               \
                 if (!Done[r] && RowSeq[r] == seq && (int)(j0 + c) <= RowPos[r] && Slots[c] >= 0) {  \
-                    float dot = 0.0f;                                                               \
-                    for (uint d = 0; d < Dh; d++)                                                   \
-                        dot += Qs[r][d] * KVs[c][d];                                                \
-                    sc = dot * scale;                                                               \
+                    float8 v8 = (float8)(0.0f);                                                     \
+                    for (uint d = 0; d < Dh / 8; d++)                                               \
+                        v8 += vload8(d, &Qs[r][0]) * vload8(d, &KVs[c][0]);                         \
+                    float qk = dot(v8.lo, (float4)(1.0f)) + dot(v8.hi, (float4)(1.0f));             \
+                    for (uint d = Dh / 8 * 8; d < Dh; d++)                                          \
+                        qk += Qs[r][d] * KVs[c][d];                                                 \
+                    sc = qk * scale;                                                                \
                 }                                                                                   \
                 P[r][c] = sc;                                                                       \
             }                                                                                       \
@@ -127,22 +141,23 @@
                 Ms[lid] = mx;                                                                       \
                 Alpha[lid] = alpha;                                                                 \
             }                                                                                       \
-            for (uint e = lid; e < ATT_KEYS * Dh; e += ATT_WG) {                                    \
-                const uint c = e / Dh, d = e % Dh;                                                  \
-                const int s = Slots[c];                                                             \
-                KVs[c][d] = s >= 0 ? LOAD(vc, (ulong)s * Hkv + g, Dh, d) : 0.0f;                    \
-            }                                                                                       \
+            HX_ATTENTION_TILE(vc, LOAD, LOAD8)                                                      \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-            if (mine) {                                                                             \
+            if (mine && dq % 8 == 0) {                                                              \
                 const float a = Alpha[my_row];                                                      \
-                for (uint k = 0; k < DH_MAX / 4; k++) {                                             \
-                    const uint d = lane + 4 * k;                                                    \
-                    if (d < Dh) {                                                                   \
-                        float v = acc[k] * a;                                                       \
-                        for (uint c = 0; c < ATT_KEYS; c++)                                         \
-                            v += P[my_row][c] * KVs[c][d];                                          \
-                        acc[k] = v;                                                                 \
-                    }                                                                               \
+                for (uint k = 0; k < dq; k += 8) {                                                  \
+                    float8 v = vload8(0, acc + k) * a;                                              \
+                    for (uint c = 0; c < ATT_KEYS; c++)                                             \
+                        v += P[my_row][c] * vload8(0, &KVs[c][base + k]);                           \
+                    vstore8(v, 0, acc + k);                                                         \
+                }                                                                                   \
+            } else if (mine) {                                                                      \
+                const float a = Alpha[my_row];                                                      \
+                for (uint k = 0; k < dq && base + k < Dh; k++) {                                    \
+                    float v = acc[k] * a;                                                           \
+                    for (uint c = 0; c < ATT_KEYS; c++)                                             \
+                        v += P[my_row][c] * KVs[c][base + k];                                       \
+                    acc[k] = v;                                                                     \
                 }                                                                                   \
             }                                                                                       \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
@@ -151,9 +166,8 @@
             const uint R = row0 + my_row;                                                           \
             const float L = Ls[my_row];                                                             \
             __global float *o = out + ((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh;             \
-            for (uint k = 0; k < DH_MAX / 4; k++)                                                   \
-                if (lane + 4 * k < Dh)                                                              \
-                    o[lane + 4 * k] = L > 0.0f ? acc[k] / L : NAN;                                  \
+            for (uint k = 0; k < dq && base + k < Dh; k++)                                          \
+                o[base + k] = L > 0.0f ? acc[k] / L : NAN;                                          \
         }                                                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                                               \
         if (lid < ATT_ROWS && RowSeq[lid] == seq)                                                   \
@@ -167,7 +181,7 @@
             o[d] = NAN;                                                                             \
     }
 
-#define HX_ATTENTION_DECODE(ROW_BYTES, LOAD)                                                        \
+#define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPY)                                                  \
     __local float Mloc[ATT_WG], Lloc[ATT_WG], Mh[ATT_WG], Lh[ATT_WG];                               \
     __local float Buf[ATT_WG][DEC_CHUNK];                                                           \
     const uint lid = get_local_id(0), t = get_group_id(0), g = get_group_id(1);                     \
@@ -191,14 +205,10 @@
             continue;                                                                               \
         }                                                                                           \
         const ulong row = (ulong)slot * Hkv + g;                                                    \
-        float s = 0.0f;                                                                             \
-        for (uint d = 0; d < Dh; d++)                                                               \
-            s += qv[d] * LOAD(kc, row, Dh, d);                                                      \
-        s *= scale;                                                                                 \
+        const float s = DOT(kc, row, Dh, qv) * scale;                                               \
         const float mn = fmax(m, s), corr = exp(m - mn), p = exp(s - mn);                           \
         l = l * corr + p;                                                                           \
-        for (uint d = 0; d < Dh; d++)                                                               \
-            acc[d] = acc[d] * corr + p * LOAD(vc, row, Dh, d);                                      \
+        AXPY(vc, row, Dh, p, corr, acc);                                                            \
         m = mn;                                                                                     \
     }                                                                                               \
     Mloc[lid] = active ? m : -INFINITY;                                                             \
@@ -233,14 +243,14 @@
     }
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_prefill_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32) }
+void attention_prefill_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32, hx_kv8_f32) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_prefill_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16) }
+void attention_prefill_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16, hx_kv8_f16) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0) }
+void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_f32) }
+void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_f16) }
+void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_q8_0) }
+void attention_decode_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0) }

@@ -97,3 +97,88 @@ float hx_kv_q8_0(__global const uchar *cache, ulong row, uint Dh, uint d)
 {
     return hx_q8_0(cache + row * (Dh / HX_QK) * HX_Q8_0_BYTES, d);
 }
+
+/* Elements d0 .. d0+7 of a KV row (d0 a multiple of 8, d0 + 8 <= Dh). */
+float8 hx_kv8_f32(__global const uchar *cache, ulong row, uint Dh, uint d0)
+{
+    return vload8(0, (__global const float *)cache + row * Dh + d0);
+}
+
+float8 hx_kv8_f16(__global const uchar *cache, ulong row, uint Dh, uint d0)
+{
+    return vload_half8(0, (__global const half *)cache + row * Dh + d0);
+}
+
+float8 hx_kv8_q8_0(__global const uchar *cache, ulong row, uint Dh, uint d0)
+{
+    __global const uchar *b = cache + row * (Dh / HX_QK) * HX_Q8_0_BYTES + (d0 / HX_QK) * HX_Q8_0_BYTES;
+    return hx_half(b) * convert_float8(vload8(0, (__global const char *)(b + 2) + d0 % HX_QK));
+}
+
+/* Whole KV rows against a query (dot) and into an accumulator (acc = acc *
+ * corr + p * row): Q8_0 rows decode their scale once per 32 elements. */
+float hx_kv_dot_f32(__global const uchar *cache, ulong row, uint Dh, __global const float *q)
+{
+    __global const float *k = (__global const float *)cache + row * Dh;
+    float s = 0.0f;
+    for (uint d = 0; d < Dh; d++)
+        s += q[d] * k[d];
+    return s;
+}
+
+float hx_kv_dot_f16(__global const uchar *cache, ulong row, uint Dh, __global const float *q)
+{
+    __global const half *k = (__global const half *)cache + row * Dh;
+    float8 v = (float8)(0.0f);
+    uint d = 0;
+    for (; d + 8 <= Dh; d += 8)
+        v += vload8(0, q + d) * vload_half8(0, k + d);
+    float s = dot(v.lo, (float4)(1.0f)) + dot(v.hi, (float4)(1.0f));
+    for (; d < Dh; d++)
+        s += q[d] * vload_half(d, k);
+    return s;
+}
+
+float hx_kv_dot_q8_0(__global const uchar *cache, ulong row, uint Dh, __global const float *q)
+{
+    __global const uchar *b = cache + row * (Dh / HX_QK) * HX_Q8_0_BYTES;
+    float s = 0.0f;
+    for (uint blk = 0; blk < Dh / HX_QK; blk++, b += HX_Q8_0_BYTES, q += HX_QK) {
+        __global const char *k = (__global const char *)(b + 2);
+        float8 t = (float8)(0.0f);
+        for (uint i = 0; i < HX_QK; i += 8)
+            t += vload8(0, q + i) * convert_float8(vload8(0, k + i));
+        s += hx_half(b) * (dot(t.lo, (float4)(1.0f)) + dot(t.hi, (float4)(1.0f)));
+    }
+    return s;
+}
+
+void hx_kv_axpy_f32(__global const uchar *cache, ulong row, uint Dh, float p, float corr, float *acc)
+{
+    __global const float *v = (__global const float *)cache + row * Dh;
+    for (uint d = 0; d < Dh; d++)
+        acc[d] = acc[d] * corr + p * v[d];
+}
+
+void hx_kv_axpy_f16(__global const uchar *cache, ulong row, uint Dh, float p, float corr, float *acc)
+{
+    __global const half *v = (__global const half *)cache + row * Dh;
+    uint d = 0;
+    for (; d + 8 <= Dh; d += 8)
+        vstore8(vload8(0, acc + d) * corr + p * vload_half8(0, v + d), 0, acc + d);
+    for (; d < Dh; d++)
+        acc[d] = acc[d] * corr + p * vload_half(d, v);
+}
+
+void hx_kv_axpy_q8_0(__global const uchar *cache, ulong row, uint Dh, float p, float corr, float *acc)
+{
+    __global const uchar *b = cache + row * (Dh / HX_QK) * HX_Q8_0_BYTES;
+    for (uint blk = 0; blk < Dh / HX_QK; blk++, b += HX_Q8_0_BYTES) {
+        __global const char *v = (__global const char *)(b + 2);
+        const float pd = p * hx_half(b);
+        for (uint i = 0; i < HX_QK; i += 8) {
+            float *a = acc + blk * HX_QK + i;
+            vstore8(vload8(0, a) * corr + pd * convert_float8(vload8(0, v + i)), 0, a);
+        }
+    }
+}

@@ -482,6 +482,11 @@ START_TEST(attention_prefill_matches_reference)
     check_attention(rt, &narrow, &seed, "Dh 40, block 7");
     att_case q8wide = {HX_REF_Q8_0, 8, 8, 128, 16, 1, {70}, {20}, 0};
     check_attention(rt, &q8wide, &seed, "q8_0 Dh 128");
+    /* Head sizes off the kernels' 8-wide vectors. */
+    att_case tail = {HX_REF_F16, 4, 2, 20, 16, 2, {40, 19}, {33, 19}, 1};
+    check_attention(rt, &tail, &seed, "Dh 20");
+    att_case tail32 = {HX_REF_F32, 3, 1, 36, 8, 1, {25}, {25}, 0};
+    check_attention(rt, &tail32, &seed, "f32 Dh 36");
     hx_runtime_close(rt);
 }
 END_TEST
@@ -501,6 +506,8 @@ START_TEST(attention_decode_matches_reference)
         }
     att_case odd = {HX_REF_F16, 6, 2, 40, 3, 3, {10, 1, 52}, {1, 1, 1}, 0};
     check_attention(rt, &odd, &seed, "Dh 40, block 3");
+    att_case tail = {HX_REF_F16, 4, 4, 20, 16, 2, {33, 70}, {1, 1}, 0};
+    check_attention(rt, &tail, &seed, "Dh 20");
     att_case wide = {HX_REF_Q8_0, 32, 4, 128, 16, 2, {129, 64}, {1, 1}, 0};
     check_attention(rt, &wide, &seed, "Dh 128, 8 heads per KV head");
     hx_runtime_close(rt);
