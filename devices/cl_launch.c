@@ -126,13 +126,11 @@ int hx_cl_launch_matmul(const void *args, const size_t *sizes, hx_cl_launch *l)
     REQUIRE_BUFFER("matmul", sizes, 2, "y", a->T, a->N, 4);
     if (a->has_bias)
         REQUIRE_BUFFER("matmul", sizes, 3, "bias", a->N, 4, 1);
+    /* A work-item per output row; for T > 1 each covers 8 tokens
+     * (MM_WG and MM_TT of kernels_cl/matmul.cl). */
     int tiled = a->T > 1;
-    const char *name = kernels[t - types][tiled];
-    if (tiled)
-        *l = (hx_cl_launch){.kernel = name, .work_dim = 2, .global = {round_up(a->N, 16), round_up(a->T, 16)},
-                            .local = {16, 16}};
-    else
-        *l = (hx_cl_launch){.kernel = name, .work_dim = 1, .global = {(size_t)64 * a->N * a->T}, .local = {64}};
+    *l = (hx_cl_launch){.kernel = kernels[t - types][tiled], .work_dim = 2,
+                        .global = {a->T ? round_up(a->N, 64) : 0, tiled ? (a->T + 7) / 8 : 1}, .local = {64, 1}};
     for (int i = 0; i < 3; i++)
         arg_buffer(l, i);
     arg_buffer(l, a->has_bias ? 3 : 1); /* read only when has_bias */
