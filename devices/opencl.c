@@ -163,6 +163,28 @@ static hx_status check_status(hx_opencl_device *d, const char *kernel, const cha
                     bits & HX_OPENCL_BAD_META ? "KV metadata (sequence, position or block) out of range" : "");
 }
 
+/* A driver may back CL_MEM_USE_HOST_PTR memory with a copy of its own (GPUs
+ * sharing host memory do for pointers off their alignment); OpenCL only
+ * promises it sees host writes made through a map.  The runtime writes
+ * host memory directly, so each input is mapped for writing and unmapped
+ * before the kernel: nothing on a zero-copy device, a copy otherwise.
+ * CPU devices run on host memory itself and skip this. */
+static hx_status refresh_inputs(hx_opencl_device *d, const hx_exec *x)
+{
+    for (int i = 0; i < x->nbuffers; i++) {
+        if (!(x->modes[i] & HX_R))
+            continue;
+        cl_int err;
+        void *p = clEnqueueMapBuffer(d->queue, (cl_mem)x->handles[i], CL_FALSE, CL_MAP_WRITE, 0, x->sizes[i], 0,
+                                     NULL, NULL, &err);
+        if (err == CL_SUCCESS)
+            err = clEnqueueUnmapMemObject(d->queue, (cl_mem)x->handles[i], p, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return hx_opencl_error(err, "refreshing buffer %d on %s", i, d->device_name);
+    }
+    return HX_OK;
+}
+
 static hx_status ocl_run(hx_device *dev, const hx_exec *x)
 {
     hx_opencl_device *d = dev->impl;
@@ -200,6 +222,8 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x)
         if (err != CL_SUCCESS)
             return hx_opencl_error(err, "argument %d of kernel '%s' (codelet '%s')", i, l.kernel, name);
     }
+    if (d->refresh_inputs && (s = refresh_inputs(d, x)))
+        return s;
     static const cl_uint zero = 0;
     cl_int err = status ? clEnqueueWriteBuffer(d->queue, d->status, CL_FALSE, 0, sizeof zero, &zero, 0, NULL, NULL)
                         : CL_SUCCESS;
@@ -408,6 +432,7 @@ static hx_status add_device(hx_runtime *rt, const hx_discover_options *o, cl_pla
     info.global_mem_bytes = gmem;
     info.local_mem_bytes = lmem;
     info.unified_memory = unified || (type & CL_DEVICE_TYPE_CPU);
+    d->refresh_inputs = info.unified_memory && !(type & CL_DEVICE_TYPE_CPU);
     info.numa_node = device_numa(dev, type, o->topology);
 
     cl_int err;

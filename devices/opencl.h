@@ -114,6 +114,7 @@ typedef struct hx_opencl_device {
     cl_mem status;            /* the kernels' status word (HX_OPENCL_ARG_STATUS) */
     cl_device_type type;
     int fpga;                 /* presented as an FPGA                    */
+    int refresh_inputs;       /* map wrapped inputs before each kernel   */
     int fpga_hardware;        /* programs come from a bitstream          */
     char device_name[256], driver_version[128], device_version[128];
     const hx_opencl_manifest_platform *bitstream; /* FPGA: what it holds */
