@@ -496,6 +496,23 @@ static hx_status ocl_discover(hx_runtime *rt, const hx_discover_options *o)
     return HX_OK;
 }
 
+hx_status hx_opencl_use_bitstream(hx_device *dev, const char *path)
+{
+    if (!dev || dev->ops != &hx_opencl_ops || !path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_opencl_use_bitstream: not an OpenCL device, or no path");
+    hx_opencl_device *d = dev->impl;
+    if (!d->fpga)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_opencl_use_bitstream: %s is not an FPGA", d->device_name);
+    if (strlen(path) >= sizeof d->xclbin_path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_opencl_use_bitstream: path too long");
+    pthread_mutex_lock(&d->lock);
+    hx_opencl_program_release_all(d);
+    d->fpga_hardware = 1;
+    strcpy(d->xclbin_path, path);
+    pthread_mutex_unlock(&d->lock);
+    return HX_OK;
+}
+
 const hx_device_ops hx_opencl_ops = {
     .name = "opencl",
     .family = HX_FAMILY_OPENCL,

@@ -170,4 +170,9 @@ void hx_opencl_cache_write(uint64_t key, const unsigned char *bin, size_t size);
 
 extern const hx_device_ops hx_opencl_ops;
 
+/* Makes an FPGA device (emulated or not) take its programs from the
+ * bitstream at `path`, as a card does, dropping those it built; for tests
+ * and tools that check a bitstream.  Call while the device is idle. */
+hx_status hx_opencl_use_bitstream(hx_device *dev, const char *path);
+
 #endif
