@@ -173,6 +173,9 @@ def cases():
                                                array(ARRAY, [array(BOOL, [True, False])])])),
              ("k.deep", ARRAY, nested(16))]
     case("ok-every-type.gguf", build(kvs=every).buf, OK, "")
+    empties = [("k.no_strings", ARRAY, array(STRING, [])), ("k.no_arrays", ARRAY, array(ARRAY, [])),
+               ("k.empty_inside", ARRAY, array(ARRAY, [array(STRING, []), array(ARRAY, [])]))]
+    case("ok-empty-arrays.gguf", build(kvs=empties, tensors=[]).buf, OK, "")
 
     # Truncated in every section.
     case("trunc-magic.gguf", b[:2], FMT, "magic at offset 0 is 'GG', expected 'GGUF'")
@@ -328,7 +331,24 @@ def cases():
     case("version-0.gguf", build(version=0).buf, UNS, "GGUF version 0 at offset 4 is not supported")
     case("big-endian.gguf", build(version=0x03000000).buf, UNS,
          "big-endian GGUF file (version 3 byte-swapped at offset 4)")
+    # Inputs the fuzzer found, kept verbatim (see FUZZ_FINDS).
+    for name, hexdata, status, fragment in FUZZ_FINDS:
+        case(name, bytes.fromhex(hexdata), status, fragment)
     return out
+
+
+# Each was a sanitizer report in `make fuzz` before its fix.
+FUZZ_FINDS = [
+    # An empty array of arrays: its element table was a NULL pointer plus 0.
+    ("fuzz-empty-nested-table.gguf",
+     "47475546030000000000000000000000010000000000000006000000000000006b2e6465657009000000090000000000"
+     "000000000000090000000100000000000000090000000100000000000000090000000100000000000000090000000100"
+     "000000000000090000000100000000000000090000000100000000000000090000000100000000000000090000000100"
+     "000000000000090000000100000000000000090000000100000000000000090000000100000000000000090000000100"
+     "000000000000090000000100000069677a00000000090000000100000000000000090000000100000000000000050000"
+     "00010000000000000007000000000000000000",
+     "HX_OK", ""),
+]
 
 
 def main():
