@@ -112,6 +112,80 @@ static void quant_bf16(const float *x, void *vy, int64_t n)
     }
 }
 
+/* ---- activation quantizers (the scalar ones' bits, for finite input) ---- */
+
+/* Q8_0 / Q8_1: d = amax/127, q = round half away from zero (as roundf). */
+INLINE void quant8(const float *x, uint8_t *y, int64_t n, const int WITH_SUM)
+{
+    const size_t B = WITH_SUM ? sizeof(hx_block_q8_1) : sizeof(hx_block_q8_0);
+    const size_t QS = WITH_SUM ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), half = _mm512_set1_ps(0.5f);
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += B) {
+        const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+        const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        memcpy(y, &dh, 2);
+        __m512i q[2];
+        for (int k = 0; k < 2; k++) {
+            const __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v[k], _mm512_set1_ps(id)), lo), hi);
+            __m512i i = _mm512_cvttps_epi32(t);
+            const __m512 f = _mm512_sub_ps(t, _mm512_cvtepi32_ps(i)); /* exact */
+            i = _mm512_mask_add_epi32(i, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), i, one);
+            i = _mm512_mask_sub_epi32(i, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), i, one);
+            q[k] = i;
+            _mm_storeu_si128((__m128i *)(y + QS + 16 * k), _mm512_cvtepi32_epi8(i));
+        }
+        if (WITH_SUM) {
+            const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
+            const uint16_t sh = _cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
+            memcpy(y + offsetof(hx_block_q8_1, s), &sh, 2);
+        }
+    }
+}
+
+static void quant_q8_0(const float *x, void *y, int64_t n) { quant8(x, y, n, 0); }
+static void quant_q8_1(const float *x, void *y, int64_t n) { quant8(x, y, n, 1); }
+
+/* Q8_K: scale from the element of largest magnitude (the first, with its
+ * sign), q = round half to even of x * -127/max, block sums of 16. */
+static void quant_q8_K(const float *x, void *vy, int64_t n)
+{
+    uint8_t *y = vy;
+    for (int64_t b = 0; b < n / HX_QK_K; b++, x += HX_QK_K, y += sizeof(hx_block_q8_K)) {
+        __m512 m = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+        const float amax = _mm512_reduce_max_ps(m);
+        float d = 0;
+        int16_t bsums[16] = {0};
+        if (amax == 0) {
+            memset(y + offsetof(hx_block_q8_K, qs), 0, HX_QK_K);
+        } else {
+            int first = 0;
+            for (int k = 0; k < 16; k++) {
+                const __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+                if (e) {
+                    first = 16 * k + __builtin_ctz(e);
+                    break;
+                }
+            }
+            const float iscale = -127.0f / x[first];
+            for (int k = 0; k < 16; k++) {
+                /* the default rounding mode rounds to nearest even */
+                __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), _mm512_set1_ps(iscale)));
+                q = _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-128));
+                _mm_storeu_si128((__m128i *)(y + offsetof(hx_block_q8_K, qs) + 16 * k), _mm512_cvtepi32_epi8(q));
+                bsums[k] = (int16_t)_mm512_reduce_add_epi32(q);
+            }
+            d = 1.0f / iscale;
+        }
+        memcpy(y + offsetof(hx_block_q8_K, d), &d, sizeof d);
+        memcpy(y + offsetof(hx_block_q8_K, bsums), bsums, sizeof bsums);
+    }
+}
+
 #define PLAIN_DOT(name, LOAD16, MLOAD16)                                                  \
     static void name(int64_t n, float *s, const void *vx, const void *vy)                 \
     {                                                                                     \
@@ -562,7 +636,9 @@ const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_1] = {NULL, NULL, dot_q4_1, dot4_q4_1},
     [HX_TYPE_Q5_0] = {NULL, NULL, dot_q5_0, dot4_q5_0},
     [HX_TYPE_Q5_1] = {NULL, NULL, dot_q5_1, dot4_q5_1},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, NULL, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_1] = {NULL, quant_q8_1, NULL, NULL},
+    [HX_TYPE_Q8_K] = {NULL, quant_q8_K, NULL, NULL},
     [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
     [HX_TYPE_Q5_K] = {NULL, NULL, dot_q5_K, dot4_q5_K},
     [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},

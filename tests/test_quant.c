@@ -788,6 +788,62 @@ START_TEST(test_quantize_roundtrip)
 }
 END_TEST
 
+/* Rounding of the 8-bit quantizers at halves, by hand: Q8_0/Q8_1 round
+ * half away from zero (roundf, as ggml), Q8_K half to even, and Q8_K's
+ * scale comes from the first element of largest magnitude, with its sign. */
+START_TEST(test_quantize_ties)
+{
+    float x[256] = {0};
+    const float v[10] = {127.0f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 126.5f, 0.49999997f, -126.5f, 3.4999998f};
+    const int8_t want0[10] = {127, 1, -1, 2, 3, -3, 127, 0, -127, 3};
+    memcpy(x, v, sizeof v); /* amax 127: d = 1, the quants are the values rounded */
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        uint8_t q[sizeof(hx_block_q8_1) * 8];
+        hx_quant_ops_get_level(HX_TYPE_Q8_0, l)->quantize_row(x, q, 32);
+        ck_assert_uint_eq(get16(q), 0x3c00);
+        for (int j = 0; j < 10; j++)
+            ck_assert_msg((int8_t)q[2 + j] == want0[j], "q8_0 at %s: %g -> %d, want %d", hx_cpu_simd_name(l), v[j],
+                          (int8_t)q[2 + j], want0[j]);
+        hx_quant_ops_get_level(HX_TYPE_Q8_1, l)->quantize_row(x, q, 32);
+        ck_assert_uint_eq(get16(q + 2), hx_fp32_to_fp16(127 + 1 - 1 + 2 + 3 - 3 + 127 + 0 - 127 + 3)); /* s = d*sum */
+        for (int j = 0; j < 10; j++)
+            ck_assert_int_eq((int8_t)q[4 + j], want0[j]);
+    }
+    /* Q8_K: max -127 first, so iscale = 1 and d = 1 */
+    const float k[8] = {-127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 126.5f, 127.0f};
+    const int8_t wantk[8] = {-127, 0, 2, 2, 0, -2, 126, 127};
+    memset(x, 0, sizeof x);
+    memcpy(x, k, sizeof k);
+    x[200] = -3.5f; /* group 12: -4 */
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        uint8_t q[sizeof(hx_block_q8_K)];
+        hx_quant_ops_get_level(HX_TYPE_Q8_K, l)->quantize_row(x, q, 256);
+        float d;
+        memcpy(&d, q, 4);
+        ck_assert_float_eq(d, 1.0f);
+        for (int j = 0; j < 8; j++)
+            ck_assert_msg((int8_t)q[4 + j] == wantk[j], "q8_K at %s: %g -> %d, want %d", hx_cpu_simd_name(l), k[j],
+                          (int8_t)q[4 + j], wantk[j]);
+        ck_assert_int_eq((int8_t)q[4 + 200], -4);
+        ck_assert_int_eq((int16_t)get16(q + 260), -127 + 0 + 2 + 2 + 0 - 2 + 126 + 127);
+        ck_assert_int_eq((int16_t)get16(q + 260 + 2 * 12), -4);
+    }
+    /* a tie of magnitudes: the first (+50) sets the sign, so d < 0 */
+    memset(x, 0, sizeof x);
+    x[3] = 50.0f;
+    x[10] = -50.0f;
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        uint8_t q[sizeof(hx_block_q8_K)];
+        hx_quant_ops_get_level(HX_TYPE_Q8_K, l)->quantize_row(x, q, 256);
+        float d;
+        memcpy(&d, q, 4);
+        ck_assert(d < 0);
+        ck_assert_int_eq((int8_t)q[4 + 3], -127);
+        ck_assert_int_eq((int8_t)q[4 + 10], 127);
+    }
+}
+END_TEST
+
 /* Q8_K's block sums are the sums of its quants; Q8_1's s is d*sum(q). */
 START_TEST(test_activation_sums)
 {
@@ -947,6 +1003,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_vec_dot);
     tcase_add_test(tc, test_vec_dot4);
     tcase_add_test(tc, test_quantize_roundtrip);
+    tcase_add_test(tc, test_quantize_ties);
     tcase_add_test(tc, test_activation_sums);
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_gguf_py_reference);
