@@ -234,7 +234,7 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
 }
 
 /* Element-wise products summed in four accumulators of eight lanes. */
-#define PLAIN_DOT(name, LOAD8, ELEM)                                              \
+#define PLAIN_DOT(name, LOAD8, ELEM, ELEM_BYTES)                                              \
     static void name(int64_t n, float *s, const void *vx, const void *vy)         \
     {                                                                             \
         const uint8_t *x = vx;                                                    \
@@ -242,9 +242,13 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), \
                          _mm256_setzero_ps()};                                    \
         int64_t i = 0;                                                            \
-        for (; i + 32 <= n; i += 32)                                              \
+        for (; i + 32 <= n; i += 32) {                                            \
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + ELEM_BYTES * i), _MM_HINT_T0); \
+            if (ELEM_BYTES == 4)                                                  \
+                _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + 64 + ELEM_BYTES * i), _MM_HINT_T0); \
             for (int k = 0; k < 4; k++)                                           \
                 acc[k] = _mm256_fmadd_ps(LOAD8(i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]); \
+        }                                                                         \
         for (; i + 8 <= n; i += 8)                                                \
             acc[0] = _mm256_fmadd_ps(LOAD8(i), _mm256_loadu_ps(y + i), acc[0]);   \
         float sum = hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
@@ -261,9 +265,9 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * (i)))), 16))
 #define EL_BF16(i) hx_bf16_to_fp32(hx_ld16(x + 2 * (i)))
 
-PLAIN_DOT(dot_f32, LD_F32, EL_F32)
-PLAIN_DOT(dot_f16, LD_F16, EL_F16)
-PLAIN_DOT(dot_bf16, LD_BF16, EL_BF16)
+PLAIN_DOT(dot_f32, LD_F32, EL_F32, 4)
+PLAIN_DOT(dot_f16, LD_F16, EL_F16, 2)
+PLAIN_DOT(dot_bf16, LD_BF16, EL_BF16, 2)
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
@@ -393,6 +397,7 @@ static inline __m256 blk_q5_1(const uint8_t *x, const uint8_t *y, __m256 acc)
         float mins = 0;                                                          \
         int64_t i = 0;                                                           \
         for (; i + 2 <= nb; i += 2, x += 2 * (BX), y += 2 * (BY)) {              \
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH), _MM_HINT_T0);    \
             acc0 = BLK(x, y, acc0);                                              \
             acc1 = BLK(x + (BX), y + (BY), acc1);                                \
             if (MINS)                                                            \
@@ -517,6 +522,8 @@ static void dot_q4_K(int64_t n, float *s, const void *vx, const void *vy)
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += sizeof(hx_block_q8_K)) {
+        for (int k = 0; k < (int)sizeof(hx_block_q4_K); k += 64)
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -543,6 +550,8 @@ static void dot_q5_K(int64_t n, float *s, const void *vx, const void *vy)
     const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += sizeof(hx_block_q8_K)) {
+        for (int k = 0; k < (int)sizeof(hx_block_q5_K); k += 64)
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -575,6 +584,8 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
     /* even sub-block scales to the low 128-bit lane, odd ones to the high */
     const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        for (int k = 0; k < (int)sizeof(hx_block_q6_K); k += 64)
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
         const __m128i scb = _mm_loadu_si128((const __m128i *)(x + offsetof(hx_block_q6_K, scales)));
         const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));

@@ -24,6 +24,16 @@
  * into each caller is what turns those into immediates. */
 #define INLINE static inline __attribute__((always_inline))
 
+/* Asks for the weight bytes HX_QUANT_PREFETCH ahead of [p, p + len): a
+ * decode GEMV streams the weights once, and the hardware prefetcher alone
+ * leaves a core well short of its share of memory bandwidth. */
+INLINE void prefetch_ahead(const uint8_t *p, const int len)
+{
+#pragma GCC unroll 8
+    for (int k = 0; k < len; k += 64)
+        _mm_prefetch((const char *)(p + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
+}
+
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(hx_ld16(p)); }
 
 /* [s[2i] x 8 | s[2i+1] x 8]: the scales of blocks 2i, 2i+1 for one zmm. */
@@ -186,7 +196,7 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-#define PLAIN_DOT(name, LOAD16, MLOAD16)                                                  \
+#define PLAIN_DOT(name, LOAD16, MLOAD16, ELEM_BYTES)                                                  \
     static void name(int64_t n, float *s, const void *vx, const void *vy)                 \
     {                                                                                     \
         const uint8_t *x = vx;                                                            \
@@ -194,9 +204,11 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
         __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),   \
                          _mm512_setzero_ps()};                                            \
         int64_t i = 0;                                                                    \
-        for (; i + 64 <= n; i += 64)                                                      \
+        for (; i + 64 <= n; i += 64) {                                                    \
+            prefetch_ahead(x + (ELEM_BYTES) * i, 64 * (ELEM_BYTES));               \
             for (int k = 0; k < 4; k++)                                                   \
                 acc[k] = _mm512_fmadd_ps(LOAD16(i + 16 * k), _mm512_loadu_ps(y + i + 16 * k), acc[k]); \
+        }                                                                                 \
         for (; i < n; i += 16) {                                                          \
             const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);  \
             acc[0] = _mm512_fmadd_ps(MLOAD16(m, i), _mm512_maskz_loadu_ps(m, y + i), acc[0]); \
@@ -211,9 +223,9 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
 #define LD_BF16(i) bf16x16(_mm256_loadu_si256((const __m256i *)(x + 2 * (i))))
 #define ML_BF16(m, i) bf16x16(_mm256_maskz_loadu_epi16(m, x + 2 * (i)))
 
-PLAIN_DOT(dot_f32, LD_F32, ML_F32)
-PLAIN_DOT(dot_f16, LD_F16, ML_F16)
-PLAIN_DOT(dot_bf16, LD_BF16, ML_BF16)
+PLAIN_DOT(dot_f32, LD_F32, ML_F32, 4)
+PLAIN_DOT(dot_f16, LD_F16, ML_F16, 2)
+PLAIN_DOT(dot_bf16, LD_BF16, ML_BF16, 2)
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
@@ -324,6 +336,9 @@ INLINE void group32(const uint8_t *x, const size_t bx, const uint8_t *y, const i
                            __m256 *accm)
 {
     __m256 dy, sy = _mm256_setzero_ps(), s8[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        prefetch_ahead(x + r * bx, 8 * B);
     fields8(y, A, 0, MINS ? 2 : -1, &dy, &sy);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -421,6 +436,7 @@ static inline void q8_0_group(const uint8_t *x, const uint8_t *y, __m512 acc[2])
 {
     const size_t B = sizeof(hx_block_q8_0);
     __m256 dx, dy;
+    prefetch_ahead(x, 8 * (int)B);
     fields8(x, (int)B, 0, -1, &dx, NULL);
     fields8(y, (int)B, 0, -1, &dy, NULL);
     const __m256 s8 = _mm256_mul_ps(dx, dy);
@@ -505,6 +521,7 @@ INLINE void dot_k4(int64_t n, float *s, const uint8_t *x, const uint8_t *y, cons
     __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += B, y += sizeof(hx_block_q8_K)) {
         uint64_t sc, m;
+        prefetch_ahead(x, (int)B);
         hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
         const __m512i isum = k4_block_sum(x + qs, five ? x + offsetof(hx_block_q5_K, qh) : NULL,
                                           (const int8_t *)(y + offsetof(hx_block_q8_K, qs)), sc);
@@ -538,6 +555,7 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
     const uint8_t *x = vx, *y = vy;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        prefetch_ahead(x, (int)sizeof(hx_block_q6_K));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + offsetof(hx_block_q6_K, scales))));
         const __m512i scz = _mm512_castsi256_si512(sc16);
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
