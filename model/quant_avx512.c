@@ -4,12 +4,16 @@
  *
  * The 32-element block types are walked eight blocks at a time: the eight
  * f16 scales of weights and activations are pulled out of the blocks with
- * a few 64-byte loads and word permutes, converted at once, and applied to
- * pairs of blocks held in one zmm.  That keeps per-block scalar work (the
- * bottleneck of a one-block-at-a-time loop) off the decode hot path.
- * Quants are multiplied with VNNI (vpdpbusd: u8 x s8 summed into int32,
- * no saturation) or, for the K-quants, maddubs + vpdpwssd so the sub-block
- * scale is applied inside the integer sum.
+ * a few 64-byte loads and word permutes and converted at once, which keeps
+ * per-block scalar work (the bottleneck of a block-at-a-time loop) off the
+ * decode hot path.  The 4/5-bit types then hold one block per 128-bit lane
+ * (its low-nibble half against the activations' first 16, its high half
+ * against the last 16), gathered with inserts from memory rather than
+ * cross-lane permutes, which all queue on one port; Q8_0 holds two blocks
+ * per zmm.  Quants are multiplied with VNNI (vpdpbusd: u8 x s8 summed into
+ * int32, no saturation) or, for the K-quants, maddubs + vpdpwssd so the
+ * sub-block scale is applied inside the integer sum.  vec_dot4 of the
+ * 4/5-bit types shares the activation side between its four rows.
  *
  * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
 #include <immintrin.h>
