@@ -660,6 +660,55 @@ START_TEST(test_vec_dot4)
 }
 END_TEST
 
+/* Rows that end exactly where their allocation ends: under AddressSanitizer
+ * any read past a row (a vector load running over the last block) fails. */
+START_TEST(test_row_bounds)
+{
+    uint64_t s = 0xb0b;
+    for (size_t ti = 0; ti < N_ALL_TYPES; ti++) {
+        const hx_type t = all_types[ti];
+        const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+        /* whole groups of eight blocks end the row too (8, 16) */
+        static const int64_t counts[] = {1, 8, 9, 16};
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            const int64_t nb = counts[ci];
+            const int64_t n = block_len(t) == 1 ? 7 * nb : nb * block_len(t);
+            const size_t rb = row_bytes(t, n);
+            uint8_t *tmp = alloc_bytes(4 * rb);
+            fill_random(t, tmp, 4 * n, &s); /* four rows of n, contiguous */
+            uint8_t *x = malloc(4 * rb);
+            ck_assert_ptr_nonnull(x);
+            memcpy(x, tmp, 4 * rb);
+            float *out = malloc(sizeof(float) * (size_t)n);
+            ck_assert_ptr_nonnull(out);
+            uint8_t *y = NULL;
+            if (ref->vec_dot) {
+                uint8_t *a = make_activation(ref->vec_dot_type, n, &s, 0);
+                const size_t ab = row_bytes(ref->vec_dot_type, n);
+                y = malloc(ab);
+                ck_assert_ptr_nonnull(y);
+                memcpy(y, a, ab);
+                free(a);
+            }
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                o->dequantize_row(x + 3 * rb, out, n);
+                if (o->vec_dot) {
+                    float d, d4[4];
+                    o->vec_dot(n, &d, x + 3 * rb, y);
+                    o->vec_dot4(n, d4, x, rb, y);
+                    ck_assert(isfinite(d) && isfinite(d4[3]));
+                }
+            }
+            free(tmp);
+            free(x);
+            free(y);
+            free(out);
+        }
+    }
+}
+END_TEST
+
 /* ---- quantizers --------------------------------------------------------- */
 
 /* Bounds of one block's error, from what the block stores. */
@@ -1002,6 +1051,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_dequantize_exact);
     tcase_add_test(tc, test_vec_dot);
     tcase_add_test(tc, test_vec_dot4);
+    tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
     tcase_add_test(tc, test_quantize_ties);
     tcase_add_test(tc, test_activation_sums);
