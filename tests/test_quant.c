@@ -960,6 +960,14 @@ START_TEST(test_dispatch)
     }
     ck_assert_int_eq(hx_quant_set_level((hx_simd_level)7), HX_ERR_INVALID_ARG);
     HX_ASSERT_OK(hx_quant_set_level(saved));
+    /* every type the type table calls computable has kernels */
+    for (uint32_t t = 0; t < HX_TYPE_COUNT; t++) {
+        const hx_type_traits *tr = hx_type_get(t);
+        if (tr && tr->computable) {
+            const hx_quant_ops *o = hx_quant_ops_get((hx_type)t);
+            ck_assert_msg(o && o->vec_dot, "%s is computable but has no kernels", tr->name);
+        }
+    }
     ck_assert_ptr_null(hx_quant_ops_get(HX_TYPE_Q2_K));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)5));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)999));
