@@ -45,12 +45,14 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(BUILD)/%,$(filter bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC)))
 BENCH_LIB_SRC := $(filter-out bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
+# Other tests/*.c are helpers the suites share (scalar references ...).
+TEST_HELPERS := $(filter-out tests/main.c $(TEST_SRC),$(sort $(wildcard tests/*.c)))
 TEST_BIN := $(BUILD)/hetero-tests
 
 STATIC := $(BUILD)/libhetero.a
 SHARED := $(BUILD)/libhetero.so
 
-.PHONY: all lib tools test asan bench install clean deps cuda fuzz help
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams
 all: lib tools $(BENCHES) cuda
 
 lib: $(STATIC) $(SHARED)
@@ -63,10 +65,12 @@ $(BUILD)/obj/%.o: %.c
 	$(if $(V),,@echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) $(if $(findstring _avx512,$<),$(AVX512_FLAGS),$(if $(findstring _avx2,$<),$(AVX2_FLAGS))) -MMD -MP -c $< -o $@
 
-# OpenCL C sources are embedded as strings so the library is self-contained.
-$(BUILD)/gen/kernels_cl_embed.c: $(CL_SRC) tools/embed-cl.sh
+# OpenCL C sources (and the FPGA bitstream manifest) are embedded as strings
+# so the library is self-contained.
+BITSTREAM_MANIFEST := $(wildcard bitstreams/manifest.txt)
+$(BUILD)/gen/kernels_cl_embed.c: $(CL_SRC) $(BITSTREAM_MANIFEST) tools/embed-cl.sh
 	@mkdir -p $(dir $@)
-	$(Q)sh tools/embed-cl.sh $(CL_SRC) > $@
+	$(Q)sh tools/embed-cl.sh $(CL_SRC) $(BITSTREAM_MANIFEST) > $@
 $(BUILD)/obj/kernels_cl_embed.o: $(BUILD)/gen/kernels_cl_embed.c
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -91,20 +95,26 @@ $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
 $(BUILD)/gen/suites.inc: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	$(Q)grep -ho '^Suite \*suite_[a-z0-9_]*(void)' $(TEST_SRC) | sed 's/^Suite \*\(suite_[a-z0-9_]*\)(void)/HX_SUITE(\1)/' > $@
-$(TEST_BIN): tests/main.c $(TEST_SRC) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
+$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) -o $@ \
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
+# Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
+HX_TEST_DATA ?= $(CURDIR)/../shared/data
 test: all $(TEST_BIN)
-	HX_TEST_DATA=$(CURDIR)/../shared/data HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
+	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
+# Until a model runs, the main job is the runtime's own micro-benchmark.
 bench: all
-	$(BUILD)/hetero-bench
+	$(if $(wildcard bench/hetero-bench.c),$(BUILD)/hetero-bench,$(BUILD)/bench-tasks)
+
+install-check:
+	sh tests/install-check.sh
 
 # The GGUF reader's fuzz target (libFuzzer), run for FUZZ_SECONDS.
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
@@ -114,6 +124,11 @@ fuzz:
 	  build-fuzz/corpus tests/gguf-corpus
 $(BUILD)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(STATIC)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
+
+# FPGA bitstreams with Vitis, one platform of bitstreams/manifest.txt at a
+# time; without v++ this prints the commands and fails (bitstreams/README.md).
+bitstreams:
+	sh bitstreams/build.sh "$(TARGET)" "$(PLATFORM)" "$(BUILD)/bitstreams"
 
 # The CUDA plugin is optional: built when nvcc is on PATH.
 NVCC := $(if $(NO_CUDA),,$(shell command -v nvcc 2>/dev/null))

@@ -2,6 +2,7 @@
  * (kernels_cl/<program>.cl) with the launch geometry, and its cost. */
 #include <string.h>
 
+#include "devices/codelets_ops.h"
 #include "devices/cpu_kernels.h"
 
 static int vector_add_cl(const void *args, const size_t *sizes, hx_cl_launch *l)
@@ -68,5 +69,8 @@ const hx_codelet *hx_codelet_builtin(const char *name)
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (!strcmp(builtin[i].name, name))
             return &builtin[i];
+    for (const hx_codelet *c = hx_codelets_ops; c->name; c++)
+        if (!strcmp(c->name, name))
+            return c;
     return NULL;
 }

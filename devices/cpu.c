@@ -16,11 +16,14 @@ typedef struct {
     int pin;
     void *topology;
     hx_team *team;
+    void *scratch; /* grows to the largest need seen; used by one task at a time */
+    size_t scratch_size;
 } cpu_state;
 
 typedef struct {
     const hx_exec *x;
     hx_team *team;
+    void *scratch;
     _Atomic int status;
 } cpu_job;
 
@@ -35,6 +38,7 @@ static void cpu_member(void *ctx, int ith, int nth)
         .args = job->x->args,
         .barrier = hx_team_barrier,
         .team = job->team,
+        .scratch = job->scratch,
     };
     int rc = job->x->codelet->cpu(&call);
     if (rc) {
@@ -46,7 +50,17 @@ static void cpu_member(void *ctx, int ith, int nth)
 static hx_status cpu_run(hx_device *d, const hx_exec *x)
 {
     cpu_state *st = d->impl;
-    cpu_job job = {.x = x, .team = st->team};
+    const hx_codelet *cl = x->codelet;
+    size_t need = cl->cpu_scratch ? cl->cpu_scratch(x->args, x->sizes, st->nthreads) : 0;
+    if (need > st->scratch_size) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, need) != 0)
+            return hx_error(HX_ERR_NO_MEMORY, "CPU scratch of %zu bytes for '%s'", need, cl->name);
+        free(st->scratch);
+        st->scratch = p;
+        st->scratch_size = need;
+    }
+    cpu_job job = {.x = x, .team = st->team, .scratch = st->scratch};
     atomic_init(&job.status, 0);
     hx_team_run(st->team, cpu_member, &job);
     int rc = atomic_load(&job.status);
@@ -76,7 +90,12 @@ static void cpu_worker_stop(hx_device *d)
     st->team = NULL;
 }
 
-static void cpu_destroy(hx_device *d) { free(d->impl); }
+static void cpu_destroy(hx_device *d)
+{
+    cpu_state *st = d->impl;
+    free(st->scratch);
+    free(st);
+}
 
 static hx_status cpu_discover(hx_runtime *rt, const hx_discover_options *o);
 

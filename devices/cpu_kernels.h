@@ -15,4 +15,16 @@ static inline void hx_cpu_split(uint64_t n, int ith, int nth, uint64_t *lo, uint
 int hx_cpu_vector_add(const hx_cpu_call *c);
 int hx_cpu_gemm_f32(const hx_cpu_call *c);
 
+/* The transformer layer's operations (runtime/ops.h). */
+int hx_cpu_get_rows(const hx_cpu_call *c);
+int hx_cpu_rmsnorm(const hx_cpu_call *c);
+int hx_cpu_matmul(const hx_cpu_call *c);
+size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth);
+int hx_cpu_rope(const hx_cpu_call *c);
+int hx_cpu_kv_store(const hx_cpu_call *c);
+int hx_cpu_attention(const hx_cpu_call *c);
+size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth);
+int hx_cpu_add(const hx_cpu_call *c);
+int hx_cpu_swiglu(const hx_cpu_call *c);
+
 #endif

@@ -183,6 +183,7 @@ typedef struct {
     const void *args;
     void (*barrier)(void *team); /* waits for the whole team        */
     void *team;
+    void *scratch;           /* cpu_scratch() bytes shared by the team, 64-byte aligned */
 } hx_cpu_call;
 
 /* An OpenCL launch: filled by the codelet from its arguments. */
@@ -204,6 +205,8 @@ typedef struct {
     const char *name;          /* unique; CUDA implementations are looked up by it */
     /* CPU: called on every thread of the CPU team; returns 0 or an hx_status. */
     int (*cpu)(const hx_cpu_call *call);
+    /* Scratch memory the CPU implementation needs for a team of nth (NULL: none). */
+    size_t (*cpu_scratch)(const void *args, const size_t *sizes, int nth);
     /* OpenCL: the program source (NULL = the embedded kernels_cl program
      * named `cl_program`) and a function filling the launch. */
     const char *cl_source;
@@ -252,6 +255,123 @@ typedef struct { uint32_t M, N, K; } hx_args_gemm_f32;
 HX_API const hx_codelet *hx_codelet_builtin(const char *name);
 
 /* ------------------------------------------------------------------------
+ * Models, sessions and generation
+ *
+ *     hx_model *m;   hx_model_load(rt, "model.gguf", NULL, &m);
+ *     hx_session *s; hx_session_open(m, NULL, &s);
+ *     int32_t ids[256]; size_t n;
+ *     hx_model_tokenize(m, "Hello", 5, 1, ids, 256, &n);
+ *     hx_session_eval(s, ids, n, 0);          // prefill
+ *     const float *logits = hx_session_logits(s, -1);
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_model hx_model;
+typedef struct hx_session hx_session;
+
+typedef struct {
+    /* KV cache: element type "f16" (default) or "q8_0"; NULL = HX_KV_TYPE. */
+    const char *kv_type;
+    /* Tokens the KV pool holds across all sessions (0 = the model's
+     * context_length, at most 4096, as llama.cpp's default context). */
+    uint32_t kv_tokens;
+    /* Tokens per KV block (0 = 16). */
+    uint32_t kv_block;
+    /* Largest number of tokens one evaluation takes (0 = 512). */
+    uint32_t max_batch;
+} hx_model_options;
+
+typedef struct {
+    char arch[32];           /* "llama", "mistral", "qwen2"                  */
+    char name[128];          /* general.name, or the file name              */
+    char ftype[16];          /* type of most weights: "f16", "q4_K"...       */
+    uint64_t n_params, file_bytes;
+    uint32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim;
+} hx_model_info;
+
+HX_API hx_model_options hx_model_options_default(void);
+/* Maps a GGUF file; weights are used in place, never copied. */
+HX_API hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts,
+                               hx_model **out);
+HX_API void hx_model_free(hx_model *m);
+HX_API hx_status hx_model_info_get(const hx_model *m, hx_model_info *out);
+
+/* Writes hetero's built-in synthetic model: a deterministic LLaMA with
+ * seeded random weights and a byte-level vocabulary.  preset: "tiny"
+ * (~15M parameters) or "small" (~110M); type: "f32", "f16", "q8_0",
+ * "q4_0", "q4_K"... for the 2-D weights. */
+HX_API hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type,
+                                          uint64_t seed);
+
+/* Rewrites a GGUF model with its 2-D weights in `type` (llama-quantize's
+ * convention: "Q4_K", "q8_0", "F16"...), keeping every metadata key and the
+ * 1-D tensors.  A matrix whose rows are not whole blocks of `type` keeps
+ * its type.  `report`, when not NULL, is called once per tensor. */
+typedef void (*hx_quantize_report)(void *user, const char *tensor, const char *from_type,
+                                   const char *to_type, uint64_t from_bytes, uint64_t to_bytes);
+HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, const char *type,
+                                   hx_quantize_report report, void *user);
+
+/* Tokenization with the model's own vocabulary (see hx_tokenizer_*). */
+HX_API hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_bos,
+                                   int32_t *ids, size_t cap, size_t *n);
+HX_API hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size_t cap,
+                                         size_t *len);
+HX_API int hx_model_is_eog(const hx_model *m, int32_t id);
+
+/* A session is one sequence: its KV blocks and its position. */
+HX_API hx_status hx_session_open(hx_model *m, hx_session **out);
+HX_API void hx_session_close(hx_session *s);
+/* Tokens in the session's context so far. */
+HX_API uint32_t hx_session_position(const hx_session *s);
+/* Evaluates n tokens at the session's position (in chunks of max_batch).
+ * logits_all: keep the logits of every token, else of the last one only. */
+HX_API hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all);
+/* Logits of the i-th token of the last evaluation (-1 = its last token), or
+ * NULL if they were not kept.  Valid until the next evaluation. */
+HX_API const float *hx_session_logits(const hx_session *s, int i);
+
+/* One evaluation over several sessions: their tokens share one pass over
+ * the weights, as llama_batch does.  Entry i appends tokens[i] to
+ * sessions[i] at that session's next position; logits are kept for the
+ * entries with want_logits[i] (NULL = each session's last entry). */
+typedef struct {
+    size_t n;
+    const int32_t *tokens;
+    hx_session *const *sessions;
+    const uint8_t *want_logits;
+} hx_batch;
+
+HX_API hx_status hx_batch_eval(hx_model *m, const hx_batch *b);
+
+typedef struct {
+    float temperature;    /* 0 = greedy */
+    int32_t top_k;        /* 0 = off */
+    float top_p;          /* 1 = off */
+    float min_p;          /* 0 = off */
+    float repeat_penalty; /* 1 = off */
+    int32_t repeat_last_n;
+    uint64_t seed;
+} hx_sampling;
+
+HX_API hx_sampling hx_sampling_default(void);
+
+/* Called for each generated token with its text piece (may be an empty
+ * string while a multi-byte character is incomplete); return non-zero to
+ * stop. */
+typedef int (*hx_token_callback)(void *user, int32_t token, const char *piece);
+
+typedef struct {
+    uint32_t prompt_tokens, generated_tokens;
+    double prefill_seconds, decode_seconds;
+} hx_generation_stats;
+
+/* Evaluates the prompt, then samples up to n_predict tokens (stopping at an
+ * end-of-generation token), calling `cb` for each. */
+HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
+                                     uint32_t n_predict, const hx_sampling *sampling,
+                                     hx_token_callback cb, void *user, hx_generation_stats *stats);
+
+/* ------------------------------------------------------------------------
  * Statistics
  * ---------------------------------------------------------------------- */
 
@@ -272,6 +392,49 @@ typedef struct {
 HX_API void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *out);
 HX_API hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out);
 HX_API void hx_runtime_stats_reset(hx_runtime *rt);
+
+/* ------------------------------------------------------------------------
+ * Tokenizer: text <-> token ids, as llama.cpp computes them, from a GGUF
+ * file's tokenizer.ggml.* metadata (`llama` and `gpt2` vocabularies).
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_tokenizer hx_tokenizer;
+
+/* Reads the vocabulary of a GGUF file (weights are not needed). */
+HX_API hx_status hx_tokenizer_open(const char *gguf_path, hx_tokenizer **out);
+HX_API void hx_tokenizer_close(hx_tokenizer *tok);
+
+/* Tokenizes `len` bytes of text (need not be NUL-terminated nor valid
+ * UTF-8).  add_bos: prepend the BOS token (HX_ERR_UNSUPPORTED if the model
+ * has none).  parse_special: text spelling a control token (e.g. "<s>")
+ * becomes that token; otherwise it is tokenized as plain text.  *n gets the
+ * number of ids; if it exceeds `cap` the call returns HX_ERR_RANGE, writes
+ * nothing, and *n is the capacity needed (ids may be NULL when cap is 0). */
+HX_API hx_status hx_tokenizer_encode(const hx_tokenizer *tok, const char *text, size_t len,
+                                     int add_bos, int parse_special, int32_t *ids, size_t cap,
+                                     size_t *n);
+
+/* The bytes token `id` stands for (a piece may be part of a UTF-8
+ * character).  special: render control/unknown tokens (e.g. "</s>"); else
+ * they are empty.  Writes *len bytes and a NUL; HX_ERR_RANGE when cap <=
+ * *len, with *len the length needed. */
+HX_API hx_status hx_tokenizer_token_to_piece(const hx_tokenizer *tok, int32_t id, int special,
+                                             char *buf, size_t cap, size_t *len);
+
+/* Text of a token sequence, as valid UTF-8 (bytes that form no character
+ * become U+FFFD).  remove_special: drop a leading BOS / trailing EOS the
+ * model adds by itself; unparse_special: render control tokens' text.
+ * Same buffer contract as hx_tokenizer_token_to_piece. */
+HX_API hx_status hx_tokenizer_decode(const hx_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                     int remove_special, int unparse_special, char *buf,
+                                     size_t cap, size_t *len);
+
+HX_API int32_t hx_tokenizer_vocab_size(const hx_tokenizer *tok);
+/* Special ids, -1 when the model has none. */
+HX_API int32_t hx_tokenizer_bos(const hx_tokenizer *tok);
+HX_API int32_t hx_tokenizer_eos(const hx_tokenizer *tok);
+/* Whether `id` ends generation (EOS, EOT, <|im_end|>...). */
+HX_API int hx_tokenizer_is_eog(const hx_tokenizer *tok, int32_t id);
 
 #ifdef __cplusplus
 }

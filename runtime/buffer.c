@@ -85,8 +85,11 @@ static void wait_unused(hx_buffer *b)
 {
     hx_runtime *rt = b->rt;
     pthread_mutex_lock(&rt->lock);
-    while (b->users > 0)
+    while (b->users > 0) {
+        rt->waiters++;
         pthread_cond_wait(&rt->idle, &rt->lock);
+        rt->waiters--;
+    }
     pthread_mutex_unlock(&rt->lock);
 }
 

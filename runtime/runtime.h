@@ -21,7 +21,9 @@ struct hx_runtime {
 
     /* Task graph state: dependencies are tracked under `lock`. */
     pthread_mutex_t lock;
-    pthread_cond_t idle;           /* signalled when inflight drops to 0 */
+    pthread_cond_t idle;           /* a waited-for task, buffer or the whole runtime went idle */
+    int waiters;                   /* blocked on a task or buffer               */
+    int idle_waiters;              /* blocked until inflight == 0 (wait_all)    */
     uint64_t inflight;             /* submitted, not yet completed        */
     hx_status first_failure;
     char first_failure_msg[512];

@@ -199,7 +199,10 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
     for (int i = 0; i < t->desc.nbuffers; i++)
         t->desc.buffers[i]->users--;
     rt->inflight--;
-    pthread_cond_broadcast(&rt->idle);
+    /* Wake only those whose condition may now hold: a futex call per task
+     * would cost more than an empty task. */
+    if (rt->waiters || (rt->idle_waiters && rt->inflight == 0))
+        pthread_cond_broadcast(&rt->idle);
     pthread_mutex_unlock(&rt->lock);
 
     atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
@@ -227,8 +230,11 @@ hx_status hx_task_wait(hx_task *t)
         return hx_error(HX_ERR_INVALID_ARG, "hx_task_wait: NULL task");
     hx_runtime *rt = t->rt;
     pthread_mutex_lock(&rt->lock);
-    while (!t->done)
+    while (!t->done) {
+        rt->waiters++;
         pthread_cond_wait(&rt->idle, &rt->lock);
+        rt->waiters--;
+    }
     pthread_mutex_unlock(&rt->lock);
     hx_status s = t->status != HX_OK ? t->status : t->dep_failed ? HX_ERR_TASK_FAILED : HX_OK;
     if (s != HX_OK)
@@ -245,8 +251,11 @@ hx_status hx_runtime_wait_all(hx_runtime *rt)
     if (!rt)
         return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_wait_all: NULL runtime");
     pthread_mutex_lock(&rt->lock);
-    while (rt->inflight > 0)
+    while (rt->inflight > 0) {
+        rt->idle_waiters++;
         pthread_cond_wait(&rt->idle, &rt->lock);
+        rt->idle_waiters--;
+    }
     hx_status s = rt->first_failure;
     char msg[sizeof rt->first_failure_msg];
     memcpy(msg, rt->first_failure_msg, sizeof msg);

@@ -2,6 +2,7 @@
 #include <hwloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/error.h"
 #include "runtime/topology.h"
@@ -52,6 +53,10 @@ hx_status hx_topology_load(void **out, hx_topology_info *info)
     info->os_devices = count(t, HWLOC_OBJ_OS_DEVICE);
     hwloc_obj_t root = hwloc_get_root_obj(t);
     info->memory_bytes = root ? root->total_memory : 0;
+    /* Some virtual machines hot-add memory that no NUMA node lists. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page > info->memory_bytes)
+        info->memory_bytes = (uint64_t)pages * (uint64_t)page;
     if (info->cores == 0)
         info->cores = info->pus;
     *out = t;

@@ -1,0 +1,295 @@
+/* CPU implementations of the transformer layer's operations (runtime/ops.h).
+ * Each runs on the whole CPU team: member ith of nth takes its share of
+ * rows, and the quantized dot products come from model/quant.h with the
+ * best SIMD level the processor has. */
+#include <math.h>
+#include <string.h>
+
+#include "devices/cpu_kernels.h"
+#include "model/quant.h"
+#include "runtime/ops.h"
+
+#define ALIGN64(n) (((n) + 63) & ~(size_t)63)
+
+/* ---- get_rows ------------------------------------------------------------ */
+
+int hx_cpu_get_rows(const hx_cpu_call *c)
+{
+    const hx_op_get_rows *a = c->args;
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->type);
+    size_t row = hx_type_row_size((hx_type)a->type, a->D);
+    if (!q || !row)
+        return HX_ERR_UNSUPPORTED;
+    const uint8_t *table = c->buffers[0];
+    const int32_t *ids = c->buffers[1];
+    float *out = c->buffers[2];
+    uint64_t V = c->sizes[0] / row, lo, hi;
+    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++) {
+        if (ids[t] < 0 || (uint64_t)ids[t] >= V)
+            return HX_ERR_RANGE;
+        q->dequantize_row(table + (uint64_t)ids[t] * row, out + t * a->D, a->D);
+    }
+    return 0;
+}
+
+/* ---- rmsnorm ------------------------------------------------------------- */
+
+int hx_cpu_rmsnorm(const hx_cpu_call *c)
+{
+    const hx_op_rmsnorm *a = c->args;
+    const float *x = c->buffers[0], *w = c->buffers[1];
+    float *y = c->buffers[2];
+    uint64_t lo, hi;
+    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++) {
+        const float *xr = x + t * a->D;
+        float *yr = y + t * a->D;
+        double ss = 0;
+        for (uint32_t i = 0; i < a->D; i++)
+            ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / a->D + a->eps));
+        for (uint32_t i = 0; i < a->D; i++)
+            yr[i] = xr[i] * scale * w[i];
+    }
+    return 0;
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+/* Activations quantized once into scratch, shared by the team: T rows of
+ * the weight type's vec_dot partner. */
+static size_t act_row_size(const hx_op_matmul *a)
+{
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
+    return q ? hx_type_row_size(q->vec_dot_type, a->K) : 0;
+}
+
+size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth)
+{
+    const hx_op_matmul *a = args;
+    return ALIGN64(act_row_size(a) * a->T);
+}
+
+int hx_cpu_matmul(const hx_cpu_call *c)
+{
+    const hx_op_matmul *a = c->args;
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
+    size_t wrow = hx_type_row_size((hx_type)a->wtype, a->K);
+    size_t arow = act_row_size(a);
+    if (!q || !q->vec_dot || !wrow || !arow)
+        return HX_ERR_UNSUPPORTED;
+    if (c->sizes[0] < wrow * a->N)
+        return HX_ERR_RANGE;
+    const uint8_t *W = c->buffers[0];
+    const float *x = c->buffers[1];
+    float *y = c->buffers[2];
+    const float *bias = a->has_bias ? c->buffers[3] : NULL;
+    uint8_t *xq = c->scratch;
+    const hx_quant_ops *aq = hx_quant_ops_get(q->vec_dot_type);
+
+    uint64_t lo, hi;
+    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++)
+        aq->quantize_row(x + t * a->K, xq + t * arow, a->K);
+    c->barrier(c->team);
+
+    /* Output columns are split in multiples of 4 so vec_dot4 reads four
+     * weight rows per pass; each group of rows meets every activation row
+     * while it is still in cache. */
+    uint64_t groups = (a->N + 3) / 4, glo, ghi;
+    hx_cpu_split(groups, c->ith, c->nth, &glo, &ghi);
+    uint64_t n0 = glo * 4, n1 = ghi * 4 < a->N ? ghi * 4 : a->N;
+    for (uint64_t n = n0; n < n1; n += 4) {
+        const uint8_t *wr = W + n * wrow;
+        if (n + 4 <= n1) {
+            for (uint32_t t = 0; t < a->T; t++) {
+                float s[4];
+                q->vec_dot4(a->K, s, wr, wrow, xq + (uint64_t)t * arow);
+                float *yr = y + (uint64_t)t * a->N + n;
+                for (int r = 0; r < 4; r++)
+                    yr[r] = bias ? s[r] + bias[n + r] : s[r];
+            }
+        } else {
+            for (uint64_t k = n; k < n1; k++)
+                for (uint32_t t = 0; t < a->T; t++) {
+                    float s;
+                    q->vec_dot(a->K, &s, W + k * wrow, xq + (uint64_t)t * arow);
+                    y[(uint64_t)t * a->N + k] = bias ? s + bias[k] : s;
+                }
+        }
+    }
+    return 0;
+}
+
+/* ---- rope ---------------------------------------------------------------- */
+
+int hx_cpu_rope(const hx_cpu_call *c)
+{
+    const hx_op_rope *a = c->args;
+    float *x = c->buffers[0];
+    const int32_t *pos = c->buffers[1];
+    if (a->n_rot > a->Dh || a->n_rot % 2 || a->n_rot > 1024)
+        return HX_ERR_INVALID_ARG;
+    const uint32_t half = a->n_rot / 2;
+    double inv_freq[512];
+    for (uint32_t i = 0; i < half; i++)
+        inv_freq[i] = pow((double)a->freq_base, -2.0 * i / a->n_rot);
+    uint64_t lo, hi;
+    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++) {
+        float cs[512], sn[512];
+        for (uint32_t i = 0; i < half; i++) {
+            double th = (double)pos[t] * a->freq_scale * inv_freq[i];
+            cs[i] = (float)cos(th);
+            sn[i] = (float)sin(th);
+        }
+        for (uint32_t h = 0; h < a->H; h++) {
+            float *v = x + (t * a->H + h) * a->Dh;
+            for (uint32_t i = 0; i < half; i++) {
+                uint32_t i0 = a->neox ? i : 2 * i, i1 = a->neox ? i + half : 2 * i + 1;
+                float x0 = v[i0], x1 = v[i1];
+                v[i0] = x0 * cs[i] - x1 * sn[i];
+                v[i1] = x0 * sn[i] + x1 * cs[i];
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- paged KV cache ------------------------------------------------------ */
+
+static int32_t token_slot(const int32_t *meta, uint32_t t) { return meta[t]; }
+static int32_t token_pos(const hx_kv_layout *l, const int32_t *meta, uint32_t t) { return meta[l->T + t]; }
+static int32_t token_seq(const hx_kv_layout *l, const int32_t *meta, uint32_t t) { return meta[2 * l->T + t]; }
+static const int32_t *seq_blocks(const hx_kv_layout *l, const int32_t *meta, int32_t s)
+{
+    return meta + 3 * l->T + (uint64_t)s * l->max_blocks;
+}
+
+int hx_cpu_kv_store(const hx_cpu_call *c)
+{
+    const hx_op_kv_store *a = c->args;
+    const uint64_t row = (uint64_t)a->Hkv * a->Dh;
+    const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, row);
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
+    if (!q || !rbytes)
+        return HX_ERR_UNSUPPORTED;
+    const float *k = c->buffers[0], *v = c->buffers[1];
+    uint8_t *kc = c->buffers[2], *vc = c->buffers[3];
+    const int32_t *meta = c->buffers[4];
+    const uint64_t slots = c->sizes[2] / rbytes;
+    uint64_t lo, hi;
+    hx_cpu_split(a->kv.T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++) {
+        int32_t s = token_slot(meta, (uint32_t)t);
+        if (s < 0 || (uint64_t)s >= slots)
+            return HX_ERR_RANGE;
+        q->quantize_row(k + t * row, kc + (uint64_t)s * rbytes, (int64_t)row);
+        q->quantize_row(v + t * row, vc + (uint64_t)s * rbytes, (int64_t)row);
+    }
+    return 0;
+}
+
+/* Per thread: the scores of one (token, head) over its context, the query
+ * quantized to the K rows' dot partner, and one dequantized V row. */
+static size_t attn_thread_bytes(const hx_op_attention *a)
+{
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
+    size_t qrow = q ? hx_type_row_size(q->vec_dot_type, a->Dh) : 0;
+    uint64_t ctx = (uint64_t)a->kv.max_blocks * a->kv.block_size;
+    return ALIGN64(ctx * sizeof(float)) + ALIGN64(qrow) + ALIGN64(a->Dh * sizeof(float));
+}
+
+size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth)
+{
+    return attn_thread_bytes(args) * (size_t)nth;
+}
+
+int hx_cpu_attention(const hx_cpu_call *c)
+{
+    const hx_op_attention *a = c->args;
+    const hx_kv_layout *l = &a->kv;
+    const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type);
+    if (!kq || !kq->vec_dot || a->Hkv == 0 || a->Hq % a->Hkv)
+        return HX_ERR_INVALID_ARG;
+    const hx_quant_ops *qq = hx_quant_ops_get(kq->vec_dot_type);
+    const uint64_t kvrow = (uint64_t)a->Hkv * a->Dh;
+    const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, kvrow);
+    const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
+    if (!rbytes || !hbytes || hbytes * a->Hkv != rbytes)
+        return HX_ERR_INVALID_ARG; /* rows must split into whole blocks per head */
+    const float *qv = c->buffers[0];
+    const uint8_t *kc = c->buffers[1], *vc = c->buffers[2];
+    const int32_t *meta = c->buffers[3];
+    float *out = c->buffers[4];
+    const uint64_t slots = c->sizes[1] / rbytes;
+    const uint32_t group = a->Hq / a->Hkv;
+
+    uint8_t *mine = (uint8_t *)c->scratch + attn_thread_bytes(a) * (size_t)c->ith;
+    float *score = (float *)mine;
+    uint8_t *qrow = mine + ALIGN64((uint64_t)l->max_blocks * l->block_size * sizeof(float));
+    float *vrow = (float *)(qrow + ALIGN64(hx_type_row_size(kq->vec_dot_type, a->Dh)));
+
+    uint64_t lo, hi;
+    hx_cpu_split((uint64_t)l->T * a->Hq, c->ith, c->nth, &lo, &hi);
+    for (uint64_t th = lo; th < hi; th++) {
+        uint32_t t = (uint32_t)(th / a->Hq), h = (uint32_t)(th % a->Hq), kvh = h / group;
+        int32_t pos = token_pos(l, meta, t), seq = token_seq(l, meta, t);
+        if (pos < 0 || seq < 0 || (uint32_t)seq >= l->S ||
+            (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size)
+            return HX_ERR_RANGE;
+        const int32_t *blocks = seq_blocks(l, meta, seq);
+        qq->quantize_row(qv + ((uint64_t)t * a->Hq + h) * a->Dh, qrow, a->Dh);
+        float mx = -INFINITY;
+        for (int32_t p = 0; p <= pos; p++) {
+            int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
+            if (slot < 0 || (uint64_t)slot >= slots)
+                return HX_ERR_RANGE;
+            kq->vec_dot(a->Dh, &score[p], kc + (uint64_t)slot * rbytes + kvh * hbytes, qrow);
+            score[p] *= a->scale;
+            if (score[p] > mx)
+                mx = score[p];
+        }
+        double sum = 0;
+        for (int32_t p = 0; p <= pos; p++)
+            sum += score[p] = expf(score[p] - mx);
+        float *o = out + ((uint64_t)t * a->Hq + h) * a->Dh;
+        memset(o, 0, a->Dh * sizeof(float));
+        const float inv = (float)(1.0 / sum);
+        for (int32_t p = 0; p <= pos; p++) {
+            int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
+            kq->dequantize_row(vc + (uint64_t)slot * rbytes + kvh * hbytes, vrow, a->Dh);
+            const float w = score[p] * inv;
+            for (uint32_t i = 0; i < a->Dh; i++)
+                o[i] += w * vrow[i];
+        }
+    }
+    return 0;
+}
+
+/* ---- element-wise -------------------------------------------------------- */
+
+int hx_cpu_add(const hx_cpu_call *c)
+{
+    const hx_op_add *a = c->args;
+    float *x = c->buffers[0];
+    const float *y = c->buffers[1];
+    uint64_t lo, hi;
+    hx_cpu_split(a->n, c->ith, c->nth, &lo, &hi);
+    for (uint64_t i = lo; i < hi; i++)
+        x[i] += y[i];
+    return 0;
+}
+
+int hx_cpu_swiglu(const hx_cpu_call *c)
+{
+    const hx_op_swiglu *a = c->args;
+    const float *g = c->buffers[0], *u = c->buffers[1];
+    float *o = c->buffers[2];
+    uint64_t lo, hi;
+    hx_cpu_split(a->n, c->ith, c->nth, &lo, &hi);
+    for (uint64_t i = lo; i < hi; i++)
+        o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    return 0;
+}

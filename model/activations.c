@@ -1,0 +1,56 @@
+/* The activation buffers of an evaluation, sized for max_batch tokens;
+ * the meta and logits buffers grow on demand (their size depends on the
+ * batch's sequences and on how many logits are kept). */
+#include "model/model.h"
+#include "runtime/error.h"
+
+hx_status hx_model_act_alloc(hx_model *m);
+void hx_model_act_free(hx_model *m);
+hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
+
+hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes)
+{
+    size_t have = *b ? hx_buffer_size(*b) : 0;
+    if (have >= bytes)
+        return HX_OK;
+    /* Grow geometrically so a slowly growing context reallocates rarely. */
+    size_t want = 2 * have > bytes ? 2 * have : bytes;
+    hx_buffer_destroy(*b);
+    *b = NULL;
+    return hx_buffer_create(m->rt, want, b);
+}
+
+hx_status hx_model_act_alloc(hx_model *m)
+{
+    hx_activations *a = &m->act;
+    const hx_model_info *in = &m->info;
+    const size_t B = m->opts.max_batch, f = sizeof(float);
+    const size_t D = in->n_embd, Dkv = (size_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    a->max_batch = (uint32_t)B;
+    struct {
+        hx_buffer **b;
+        size_t bytes;
+    } list[] = {
+        {&a->x, B * D * f},   {&a->xn, B * D * f},  {&a->q, B * D * f},       {&a->k, B * Dkv * f},
+        {&a->v, B * Dkv * f}, {&a->att, B * D * f}, {&a->o, B * D * f},       {&a->g, B * F * f},
+        {&a->u, B * F * f},   {&a->h, B * F * f},   {&a->ids, B * 4},         {&a->out_rows, B * 4}, {&a->pos, B * 4},
+        {&a->xo, B * D * f},  {&a->meta, (3 * B + 64) * 4}, {&a->logits, (size_t)in->n_vocab * f},
+    };
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        hx_status s = hx_buffer_create(m->rt, list[i].bytes, list[i].b);
+        if (s)
+            return hx_error_context(s, "activation buffers for a batch of %zu", B);
+    }
+    return HX_OK;
+}
+
+void hx_model_act_free(hx_model *m)
+{
+    hx_activations *a = &m->act;
+    hx_buffer **all[] = {&a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->o, &a->g,
+                         &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        hx_buffer_destroy(*all[i]);
+        *all[i] = NULL;
+    }
+}

@@ -1,0 +1,319 @@
+/* Loading a LLaMA-family model from a GGUF file: hyper-parameters by
+ * architecture, every weight checked for type and shape, wrapped in place. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "model/quant.h"
+#include "model/tokenizer.h"
+#include "runtime/error.h"
+
+static const char *const known_archs[] = {"llama", "mistral", "qwen2", NULL};
+
+hx_model_options hx_model_options_default(void)
+{
+    hx_model_options o = {0};
+    return o;
+}
+
+static hx_status get_u32(const hx_gguf *g, const char *arch, const char *key, uint32_t *out, int required)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    hx_status s = hx_gguf_get_u32(g, k, out);
+    if (s == HX_ERR_NOT_FOUND && !required)
+        return HX_OK;
+    return s ? hx_error_context(s, "model metadata") : HX_OK;
+}
+
+static hx_status get_f32(const hx_gguf *g, const char *arch, const char *key, float *out)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    hx_status s = hx_gguf_get_f32(g, k, out);
+    return s == HX_ERR_NOT_FOUND ? HX_OK : s;
+}
+
+static hx_status read_hparams(hx_model *m)
+{
+    const hx_gguf *g = m->gguf;
+    hx_model_info *in = &m->info;
+    const char *arch;
+    uint64_t len;
+    hx_status s = hx_gguf_get_str(g, "general.architecture", &arch, &len);
+    if (s)
+        return hx_error_context(s, "general.architecture");
+    if (len >= sizeof in->arch)
+        len = sizeof in->arch - 1;
+    memcpy(in->arch, arch, len);
+    in->arch[len] = '\0';
+    int known = 0;
+    for (int i = 0; known_archs[i]; i++)
+        known |= !strcmp(in->arch, known_archs[i]);
+    if (!known)
+        return hx_error(HX_ERR_UNSUPPORTED, "architecture '%s' (hetero runs llama, mistral, qwen2)", in->arch);
+    const char *name;
+    if (hx_gguf_get_str(g, "general.name", &name, &len) == HX_OK) {
+        if (len >= sizeof in->name)
+            len = sizeof in->name - 1;
+        memcpy(in->name, name, len);
+        in->name[len] = '\0';
+    }
+    const char *a = in->arch;
+    if ((s = get_u32(g, a, "embedding_length", &in->n_embd, 1)) ||
+        (s = get_u32(g, a, "block_count", &in->n_layer, 1)) ||
+        (s = get_u32(g, a, "attention.head_count", &in->n_head, 1)) ||
+        (s = get_u32(g, a, "feed_forward_length", &in->n_ff, 1)))
+        return s;
+    in->n_head_kv = in->n_head;
+    in->n_ctx_train = 2048;
+    if ((s = get_u32(g, a, "attention.head_count_kv", &in->n_head_kv, 0)) ||
+        (s = get_u32(g, a, "context_length", &in->n_ctx_train, 0)))
+        return s;
+    if (in->n_head == 0 || in->n_head_kv == 0 || in->n_embd % in->n_head || in->n_head % in->n_head_kv ||
+        in->n_layer == 0 || in->n_layer > 1024 || in->n_embd > 65536)
+        return hx_error(HX_ERR_FORMAT, "impossible shape: n_embd %u, n_layer %u, n_head %u, n_head_kv %u",
+                        in->n_embd, in->n_layer, in->n_head, in->n_head_kv);
+    in->head_dim = in->n_embd / in->n_head;
+    hx_model_hparams *hp = &m->hp;
+    hp->eps = 1e-5f;
+    hp->rope_base = 10000.0f;
+    hp->rope_scale = 1.0f;
+    hp->n_rot = in->head_dim;
+    if ((s = get_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->eps)) ||
+        (s = get_f32(g, a, "rope.freq_base", &hp->rope_base)) ||
+        (s = get_u32(g, a, "rope.dimension_count", &hp->n_rot, 0)))
+        return hx_error_context(s, "model metadata");
+    char k[128];
+    snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+    const char *st;
+    if (hx_gguf_get_str(g, k, &st, &len) == HX_OK && len == 6 && !memcmp(st, "linear", 6)) {
+        float factor = 1.0f;
+        if ((s = get_f32(g, a, "rope.scaling.factor", &factor)))
+            return s;
+        if (factor > 0)
+            hp->rope_scale = 1.0f / factor;
+    }
+    if (hp->n_rot > in->head_dim || hp->n_rot % 2)
+        return hx_error(HX_ERR_FORMAT, "rope.dimension_count %u with head_dim %u", hp->n_rot, in->head_dim);
+    hp->rope_neox = !strcmp(a, "qwen2");
+    return HX_OK;
+}
+
+/* Finds a tensor, checks its type has kernels and its shape is [ne1][ne0]
+ * (ne1 = 1 for vectors), and wraps it. */
+static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne0, uint64_t ne1, int required)
+{
+    const hx_gguf_tensor *t = hx_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required)
+            return HX_OK;
+        return hx_error(HX_ERR_FORMAT, "tensor '%s' is missing", name);
+    }
+    uint64_t got1 = t->n_dims > 1 ? t->ne[1] : 1;
+    if (t->ne[0] != ne0 || got1 != ne1 || (t->n_dims > 2 && t->ne[2] != 1))
+        return hx_error(HX_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
+                        (unsigned long long)t->ne[0], (unsigned long long)got1,
+                        (unsigned long long)ne0, (unsigned long long)ne1);
+    hx_status s = hx_quant_row_check(t->type, (int64_t)ne0);
+    if (s)
+        return hx_error_context(s, "tensor '%s'", name);
+    if (ne1 == 1 && t->type != HX_TYPE_F32)
+        return hx_error(HX_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", name,
+                        hx_type_name(t->type));
+    w->type = t->type;
+    w->ne0 = ne0;
+    w->ne1 = ne1;
+    s = hx_buffer_wrap(m->rt, (void *)t->data, t->size, 1, &w->buf);
+    return s ? hx_error_context(s, "tensor '%s'", name) : HX_OK;
+}
+
+static hx_status load_weights(hx_model *m)
+{
+    const hx_model_info *in = &m->info;
+    const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    hx_status s;
+    const hx_gguf_tensor *te = hx_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!te)
+        return hx_error(HX_ERR_FORMAT, "tensor 'token_embd.weight' is missing");
+    in = &m->info;
+    m->info.n_vocab = (uint32_t)(te->n_dims > 1 ? te->ne[1] : 0);
+    if ((s = weight(m, &m->tok_embd, "token_embd.weight", D, in->n_vocab, 1)) ||
+        (s = weight(m, &m->out_norm, "output_norm.weight", D, 1, 1)) ||
+        (s = weight(m, &m->output, "output.weight", D, in->n_vocab, 0)))
+        return s;
+    if (!m->output.buf)
+        m->output = m->tok_embd; /* tied embeddings: the same buffer, not a copy */
+    m->layers = calloc(in->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return hx_error(HX_ERR_NO_MEMORY, "layer table");
+    int bias = !strcmp(in->arch, "qwen2");
+    for (uint32_t l = 0; l < in->n_layer; l++) {
+        hx_layer_weights *L = &m->layers[l];
+        char n[96];
+#define W(field, suffix, ne0, ne1, req)                                                      \
+    snprintf(n, sizeof n, "blk.%u.%s", l, suffix);                                           \
+    if ((s = weight(m, &L->field, n, ne0, ne1, req)))                                        \
+        return s;
+        W(attn_norm, "attn_norm.weight", D, 1, 1)
+        W(wq, "attn_q.weight", D, D, 1)
+        W(wk, "attn_k.weight", D, Dkv, 1)
+        W(wv, "attn_v.weight", D, Dkv, 1)
+        W(wo, "attn_output.weight", D, D, 1)
+        W(bq, "attn_q.bias", D, 1, bias)
+        W(bk, "attn_k.bias", Dkv, 1, bias)
+        W(bv, "attn_v.bias", Dkv, 1, bias)
+        W(ffn_norm, "ffn_norm.weight", D, 1, 1)
+        W(w_gate, "ffn_gate.weight", D, F, 1)
+        W(w_up, "ffn_up.weight", D, F, 1)
+        W(w_down, "ffn_down.weight", F, D, 1)
+#undef W
+    }
+    return HX_OK;
+}
+
+/* Parameter count and the type most weight bytes are in (llama.cpp's
+ * "ftype" as people know it). */
+static void summarize(hx_model *m)
+{
+    uint64_t bytes_by_type[HX_TYPE_COUNT] = {0};
+    m->info.n_params = 0;
+    for (uint64_t i = 0; i < hx_gguf_tensor_count(m->gguf); i++) {
+        const hx_gguf_tensor *t = hx_gguf_tensor_at(m->gguf, i);
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n *= t->ne[d];
+        m->info.n_params += n;
+        if (t->n_dims >= 2 && t->type < HX_TYPE_COUNT)
+            bytes_by_type[t->type] += t->size;
+    }
+    int best = HX_TYPE_F32;
+    for (int t = 0; t < HX_TYPE_COUNT; t++)
+        if (bytes_by_type[t] > bytes_by_type[best])
+            best = t;
+    snprintf(m->info.ftype, sizeof m->info.ftype, "%s", hx_type_name((uint32_t)best));
+    size_t size;
+    hx_gguf_data(m->gguf, &size);
+    m->info.file_bytes = size;
+}
+
+static hx_status resolve_options(hx_model *m, const hx_model_options *o)
+{
+    m->opts = o ? *o : hx_model_options_default();
+    const char *kv = m->opts.kv_type ? m->opts.kv_type : getenv("HX_KV_TYPE");
+    if (!kv)
+        kv = "f16";
+    if (!hx_type_from_name(kv, &m->kv_type) ||
+        (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 && m->kv_type != HX_TYPE_F32))
+        return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0 or f32", kv);
+    m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
+    if (!m->opts.kv_block)
+        m->opts.kv_block = 16;
+    if (!m->opts.max_batch)
+        m->opts.max_batch = 512;
+    if (!m->opts.kv_tokens) {
+        uint32_t ctx = m->info.n_ctx_train < 4096 ? m->info.n_ctx_train : 4096;
+        m->opts.kv_tokens = ctx;
+    }
+    if (m->opts.kv_block > 4096 || m->opts.max_batch > 65536)
+        return hx_error(HX_ERR_INVALID_ARG, "kv_block %u / max_batch %u out of range", m->opts.kv_block,
+                        m->opts.max_batch);
+    return HX_OK;
+}
+
+hx_status hx_model_act_alloc(hx_model *m); /* model/activations.c */
+void hx_model_act_free(hx_model *m);
+
+hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts, hx_model **out)
+{
+    if (!rt || !path || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_load: NULL argument");
+    *out = NULL;
+    hx_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return hx_error(HX_ERR_NO_MEMORY, "model");
+    m->rt = rt;
+    pthread_mutex_init(&m->eval_lock, NULL);
+    hx_status s = hx_gguf_open(path, &m->gguf);
+    if (s == HX_OK && (s = read_hparams(m)) == HX_OK && (s = load_weights(m)) == HX_OK &&
+        (s = resolve_options(m, opts)) == HX_OK) {
+        summarize(m);
+        s = hx_tokenizer_load(m->gguf, &m->tok);
+        if (s == HX_OK && hx_tokenizer_vocab_size(m->tok) > (int32_t)m->info.n_vocab)
+            s = hx_error(HX_ERR_FORMAT, "the vocabulary has %d tokens but token_embd only %u rows",
+                         hx_tokenizer_vocab_size(m->tok), m->info.n_vocab);
+        if (s == HX_OK)
+            s = hx_kv_pool_create(rt, m->kv_type, m->info.n_layer, m->info.n_head_kv, m->info.head_dim,
+                                  m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+        if (s == HX_OK)
+            s = hx_model_act_alloc(m);
+    }
+    if (s) {
+        hx_error_context(s, "loading %s", path);
+        hx_model_free(m);
+        return s;
+    }
+    if (!m->info.name[0]) {
+        const char *base = strrchr(path, '/');
+        snprintf(m->info.name, sizeof m->info.name, "%s", base ? base + 1 : path);
+    }
+    *out = m;
+    return HX_OK;
+}
+
+static void unwrap(hx_weight *w)
+{
+    hx_buffer_destroy(w->buf);
+    w->buf = NULL;
+}
+
+void hx_model_free(hx_model *m)
+{
+    if (!m)
+        return;
+    hx_model_act_free(m);
+    hx_kv_pool_free(m->kv);
+    if (m->output.buf == m->tok_embd.buf)
+        m->output.buf = NULL;
+    unwrap(&m->tok_embd);
+    unwrap(&m->out_norm);
+    unwrap(&m->output);
+    for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++) {
+        hx_layer_weights *L = &m->layers[l];
+        hx_weight *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv,
+                            &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            unwrap(all[i]);
+    }
+    free(m->layers);
+    hx_tokenizer_free(m->tok);
+    hx_gguf_close(m->gguf);
+    pthread_mutex_destroy(&m->eval_lock);
+    free(m);
+}
+
+hx_status hx_model_info_get(const hx_model *m, hx_model_info *out)
+{
+    if (!m || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_info_get: NULL argument");
+    *out = m->info;
+    return HX_OK;
+}
+
+hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_bos, int32_t *ids,
+                            size_t cap, size_t *n)
+{
+    if (!m)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_tokenize: NULL model");
+    return hx_tokenizer_encode(m->tok, text, len, add_bos, 0, ids, cap, n);
+}
+
+hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size_t cap, size_t *len)
+{
+    if (!m)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_token_to_piece: NULL model");
+    return hx_tokenizer_token_to_piece(m->tok, id, 0, buf, cap, len);
+}
+
+int hx_model_is_eog(const hx_model *m, int32_t id) { return m && hx_tokenizer_is_eog(m->tok, id); }

@@ -1,0 +1,56 @@
+/* A loaded model: hyper-parameters, weights wrapped as read-only unified
+ * buffers over the mapped GGUF file, the tokenizer, the KV pool, and the
+ * activation buffers one evaluation uses.  Internal. */
+#ifndef HX_MODEL_MODEL_H
+#define HX_MODEL_MODEL_H
+
+#include <pthread.h>
+
+#include "hetero.h"
+#include "model/gguf.h"
+#include "model/kv_cache.h"
+#include "model/types.h"
+
+struct hx_tokenizer;
+
+typedef struct {
+    hx_buffer *buf;      /* NULL when the tensor is absent (optional ones) */
+    hx_type type;
+    uint64_t ne0, ne1;   /* row length, rows */
+} hx_weight;
+
+typedef struct {
+    hx_weight attn_norm, wq, wk, wv, bq, bk, bv, wo;
+    hx_weight ffn_norm, w_gate, w_up, w_down;
+} hx_layer_weights;
+
+typedef struct {
+    float eps, rope_base, rope_scale; /* rope_scale multiplies positions */
+    uint32_t n_rot;
+    int rope_neox;
+} hx_model_hparams;
+
+/* The activations of one evaluation of up to max_batch tokens. */
+typedef struct {
+    uint32_t max_batch;
+    hx_buffer *x, *xn, *q, *k, *v, *att, *o, *g, *u, *h;
+    hx_buffer *ids, *pos, *meta, *out_rows, *xo, *logits;
+    uint32_t meta_ints;  /* capacity of `meta` */
+} hx_activations;
+
+struct hx_model {
+    hx_runtime *rt;
+    hx_gguf *gguf;
+    hx_model_info info;
+    hx_model_hparams hp;
+    hx_model_options opts;
+    hx_type kv_type;
+    hx_weight tok_embd, out_norm, output;
+    hx_layer_weights *layers;
+    struct hx_tokenizer *tok;
+    hx_kv_pool *kv;
+    hx_activations act;
+    pthread_mutex_t eval_lock; /* one evaluation at a time */
+};
+
+#endif

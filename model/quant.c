@@ -1,0 +1,97 @@
+/* Choosing kernels: one table per SIMD level, each entry the best kernel at
+ * or below that level, built once; the current level is the CPU's best
+ * unless HX_SIMD or hx_quant_set_level lowers it. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "model/quant_impl.h"
+#include "runtime/error.h"
+
+static const hx_type dot_type[HX_TYPE_COUNT] = {
+    [HX_TYPE_F32] = HX_TYPE_F32,   [HX_TYPE_F16] = HX_TYPE_F32,   [HX_TYPE_BF16] = HX_TYPE_F32,
+    [HX_TYPE_Q4_0] = HX_TYPE_Q8_0, [HX_TYPE_Q4_1] = HX_TYPE_Q8_1, [HX_TYPE_Q5_0] = HX_TYPE_Q8_0,
+    [HX_TYPE_Q5_1] = HX_TYPE_Q8_1, [HX_TYPE_Q8_0] = HX_TYPE_Q8_0, [HX_TYPE_Q8_1] = HX_TYPE_Q8_1,
+    [HX_TYPE_Q4_K] = HX_TYPE_Q8_K, [HX_TYPE_Q5_K] = HX_TYPE_Q8_K, [HX_TYPE_Q6_K] = HX_TYPE_Q8_K,
+    [HX_TYPE_Q8_K] = HX_TYPE_Q8_K,
+};
+
+static hx_quant_ops tables[HX_SIMD_COUNT][HX_TYPE_COUNT];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static _Atomic int current_level;
+
+static void build_tables(void)
+{
+    const hx_quant_kernels *levels[HX_SIMD_COUNT] = {hx_quant_scalar_kernels, hx_quant_avx2_kernels,
+                                                     hx_quant_avx512_kernels};
+    for (int l = 0; l < HX_SIMD_COUNT; l++) {
+        for (int t = 0; t < HX_TYPE_COUNT; t++) {
+            hx_quant_ops *o = &tables[l][t];
+            o->type = (hx_type)t;
+            o->vec_dot_type = dot_type[t];
+            o->level = (hx_simd_level)l;
+            for (int k = 0; k <= l; k++) { /* higher levels override lower ones */
+                const hx_quant_kernels *q = &levels[k][t];
+                if (q->dequantize_row)
+                    o->dequantize_row = q->dequantize_row;
+                if (q->quantize_row)
+                    o->quantize_row = q->quantize_row;
+                if (q->vec_dot)
+                    o->vec_dot = q->vec_dot;
+                if (q->vec_dot4)
+                    o->vec_dot4 = q->vec_dot4;
+            }
+        }
+    }
+    hx_simd_level level = hx_cpu_simd_max(), want;
+    const char *env = getenv("HX_SIMD");
+    if (env && hx_cpu_simd_from_name(env, &want) && want < level)
+        level = want;
+    atomic_store(&current_level, (int)level);
+}
+
+const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level)
+{
+    pthread_once(&tables_once, build_tables);
+    if ((unsigned)t >= HX_TYPE_COUNT || (unsigned)level >= HX_SIMD_COUNT || level > hx_cpu_simd_max())
+        return NULL;
+    const hx_quant_ops *o = &tables[level][t];
+    return o->dequantize_row ? o : NULL;
+}
+
+const hx_quant_ops *hx_quant_ops_get(hx_type t)
+{
+    pthread_once(&tables_once, build_tables);
+    return hx_quant_ops_get_level(t, (hx_simd_level)atomic_load(&current_level));
+}
+
+hx_status hx_quant_set_level(hx_simd_level level)
+{
+    pthread_once(&tables_once, build_tables);
+    if ((unsigned)level >= HX_SIMD_COUNT)
+        return hx_error(HX_ERR_INVALID_ARG, "SIMD level %d does not exist", (int)level);
+    if (level > hx_cpu_simd_max())
+        return hx_error(HX_ERR_UNSUPPORTED, "this CPU cannot run %s kernels (best: %s)",
+                        hx_cpu_simd_name(level), hx_cpu_simd_name(hx_cpu_simd_max()));
+    atomic_store(&current_level, (int)level);
+    return HX_OK;
+}
+
+hx_simd_level hx_quant_level(void)
+{
+    pthread_once(&tables_once, build_tables);
+    return (hx_simd_level)atomic_load(&current_level);
+}
+
+hx_status hx_quant_row_check(hx_type t, int64_t n)
+{
+    const hx_type_traits *tr = hx_type_get((uint32_t)t);
+    if (!tr)
+        return hx_error(HX_ERR_INVALID_ARG, "tensor type %d does not exist", (int)t);
+    if (!hx_quant_ops_get_level(t, HX_SIMD_SCALAR))
+        return hx_error(HX_ERR_UNSUPPORTED, "no CPU kernels for tensor type %s", tr->name);
+    if (n <= 0 || n % tr->block_size)
+        return hx_error(HX_ERR_INVALID_ARG, "a %s row of %lld elements is not whole blocks of %u", tr->name,
+                        (long long)n, tr->block_size);
+    return HX_OK;
+}

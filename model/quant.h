@@ -1,0 +1,194 @@
+/* Tensor arithmetic on the CPU: GGUF's block layouts, (de)quantization and
+ * dot products, with scalar, AVX2 and AVX-512 kernels chosen at run time.
+ *
+ * Block layouts are byte-for-byte those of ggml (ggml-common.h), so rows
+ * mapped from a GGUF file are used in place.  Kernels take rows as plain
+ * byte pointers and read every field with unaligned loads: a row inside a
+ * GGUF mapping may start at any offset.  Rows hetero lays out itself are
+ * 64-byte aligned, which the kernels exploit only through the cache.
+ *
+ * Activations: a weight row of type T is dotted with an activation row of
+ * type ops->vec_dot_type, as llama.cpp does:
+ *   F32, F16, BF16           -> F32 (exact f32 activations, no rounding)
+ *   Q4_0, Q5_0, Q8_0         -> Q8_0
+ *   Q4_1, Q5_1               -> Q8_1 (its `s` field carries d*sum(q), which
+ *                               the weights' min needs: one multiply a block)
+ *   Q4_K, Q5_K, Q6_K         -> Q8_K
+ * The activation row is produced by hx_quant_ops_get(vec_dot_type)->quantize_row.
+ *
+ * Row lengths `n` count elements and must be multiples of the type's block
+ * size (hx_type_get(t)->block_size); callers check with hx_quant_row_check. */
+#ifndef HX_MODEL_QUANT_H
+#define HX_MODEL_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hetero.h"
+#include "model/types.h"
+
+#define HX_QK 32    /* elements per block of Q4_0 .. Q8_1 */
+#define HX_QK_K 256 /* elements per super-block of the K-quants */
+#define HX_K_SCALE_SIZE 12
+
+typedef uint16_t hx_half; /* IEEE binary16, as stored */
+typedef uint16_t hx_bf16; /* bfloat16, as stored      */
+
+/* ---- block layouts (ggml's, field for field) ---------------------------- */
+
+/* x = d * (q - 8); q[j] in the low nibble of qs[j], q[j+16] in the high. */
+typedef struct {
+    hx_half d;
+    uint8_t qs[HX_QK / 2];
+} hx_block_q4_0;
+
+/* x = d * q + m */
+typedef struct {
+    hx_half d, m;
+    uint8_t qs[HX_QK / 2];
+} hx_block_q4_1;
+
+/* x = d * (q - 16); bit j of the little-endian qh word is q[j]'s fifth bit. */
+typedef struct {
+    hx_half d;
+    uint8_t qh[4];
+    uint8_t qs[HX_QK / 2];
+} hx_block_q5_0;
+
+typedef struct {
+    hx_half d, m;
+    uint8_t qh[4];
+    uint8_t qs[HX_QK / 2];
+} hx_block_q5_1;
+
+typedef struct {
+    hx_half d;
+    int8_t qs[HX_QK];
+} hx_block_q8_0;
+
+/* Activations for Q4_1/Q5_1: s = d * sum(qs), rounded to f16. */
+typedef struct {
+    hx_half d, s;
+    int8_t qs[HX_QK];
+} hx_block_q8_1;
+
+/* Eight sub-blocks of 32: x = d*sc[j]*q - dmin*m[j] with 6-bit sc, m packed
+ * in `scales` (see hx_quant_k4_scales); qs[32c + l] holds element 64c + l
+ * in its low nibble and element 64c + 32 + l in its high nibble. */
+typedef struct {
+    hx_half d, dmin;
+    uint8_t scales[HX_K_SCALE_SIZE];
+    uint8_t qs[HX_QK_K / 2];
+} hx_block_q4_K;
+
+/* As Q4_K plus a fifth bit: bit 2c of qh[l] for element 64c + l, bit
+ * 2c+1 for element 64c + 32 + l. */
+typedef struct {
+    hx_half d, dmin;
+    uint8_t scales[HX_K_SCALE_SIZE];
+    uint8_t qh[HX_QK_K / 8];
+    uint8_t qs[HX_QK_K / 2];
+} hx_block_q5_K;
+
+/* Sixteen sub-blocks of 16: x = d * scales[e/16] * (q - 32), q 6 bits. In
+ * each half h of 128: element 128h + 32k + l (k = 0..3, l = 0..31) has its
+ * low 4 bits in ql[64h + l + 32(k&1)] (low nibble for k < 2, high for
+ * k >= 2) and its top 2 bits in bits 2k..2k+1 of qh[32h + l]. */
+typedef struct {
+    uint8_t ql[HX_QK_K / 2];
+    uint8_t qh[HX_QK_K / 4];
+    int8_t scales[HX_QK_K / 16];
+    hx_half d;
+} hx_block_q6_K;
+
+/* Activations for the K-quants: bsums[g] = sum of qs[16g .. 16g+15]. */
+typedef struct {
+    float d;
+    int8_t qs[HX_QK_K];
+    int16_t bsums[HX_QK_K / 16];
+} hx_block_q8_K;
+
+/* ---- scalar conversions (exact; round to nearest even) ------------------ */
+
+float hx_fp16_to_fp32(hx_half h);
+/* NaN stays NaN (quiet, top payload bits kept) as F16C does; overflow
+ * gives infinity; subnormals are rounded, not flushed. */
+hx_half hx_fp32_to_fp16(float f);
+float hx_bf16_to_fp32(hx_bf16 h);
+hx_bf16 hx_fp32_to_bf16(float f);
+
+/* The K-quants' 6-bit scale and min of sub-block j (0..7). */
+void hx_quant_k4_scale_min(const uint8_t scales[HX_K_SCALE_SIZE], int j, uint8_t *sc, uint8_t *m);
+
+/* ---- CPU features and SIMD levels --------------------------------------- */
+
+typedef enum {
+    HX_SIMD_SCALAR = 0,
+    HX_SIMD_AVX2 = 1,   /* AVX2 + FMA + F16C                              */
+    HX_SIMD_AVX512 = 2, /* AVX-512 F, BW, VL, DQ, VNNI (+ AVX2, FMA, F16C) */
+    HX_SIMD_COUNT
+} hx_simd_level;
+
+enum {
+    HX_CPU_AVX = 1u << 0,
+    HX_CPU_AVX2 = 1u << 1,
+    HX_CPU_FMA = 1u << 2,
+    HX_CPU_F16C = 1u << 3,
+    HX_CPU_AVX512F = 1u << 4,
+    HX_CPU_AVX512BW = 1u << 5,
+    HX_CPU_AVX512VL = 1u << 6,
+    HX_CPU_AVX512DQ = 1u << 7,
+    HX_CPU_AVX512VNNI = 1u << 8,
+    HX_CPU_AVX512BF16 = 1u << 9,
+    HX_CPU_AVXVNNI = 1u << 10,
+    HX_CPU_OS_YMM = 1u << 11, /* the OS saves ymm state (XCR0)         */
+    HX_CPU_OS_ZMM = 1u << 12, /* the OS saves zmm and opmask state     */
+};
+
+/* HX_CPU_* bits of this CPU (cpuid + xgetbv); computed once. */
+uint32_t hx_cpu_features(void);
+/* The best level this CPU and OS run. */
+hx_simd_level hx_cpu_simd_max(void);
+const char *hx_cpu_simd_name(hx_simd_level l); /* "scalar", "avx2", "avx512" */
+int hx_cpu_simd_from_name(const char *name, hx_simd_level *out);
+
+/* ---- per-type kernels --------------------------------------------------- */
+
+/* x: n elements of the type, y: n floats. */
+typedef void (*hx_dequantize_row_fn)(const void *x, float *y, int64_t n);
+/* x: n floats, y: n elements of the type. */
+typedef void (*hx_quantize_row_fn)(const float *x, void *y, int64_t n);
+/* *s = dot(weight row x, activation row y of vec_dot_type), n elements. */
+typedef void (*hx_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+/* s[r] = dot(row r, y) for the 4 weight rows at x + r*x_stride (bytes). */
+typedef void (*hx_vec_dot4_fn)(int64_t n, float *s, const void *x, size_t x_stride,
+                               const void *y);
+
+typedef struct {
+    hx_type type;
+    hx_type vec_dot_type;                /* the activation type vec_dot takes */
+    hx_dequantize_row_fn dequantize_row; /* every type listed above          */
+    hx_quantize_row_fn quantize_row;     /* weights and activations; F32 copies */
+    hx_vec_dot_fn vec_dot;               /* NULL for activation-only types  */
+    hx_vec_dot4_fn vec_dot4;             /* NULL where vec_dot is NULL      */
+    hx_simd_level level;                 /* the level these ops were chosen for */
+} hx_quant_ops;
+
+/* The kernels of type t at the current level, or NULL if hetero has none
+ * for t.  The current level is the best the CPU runs, lowered by HX_SIMD
+ * (scalar|avx2|avx512) or hx_quant_set_level.  Entries a level does not
+ * specialise fall back to the next lower level's. */
+const hx_quant_ops *hx_quant_ops_get(hx_type t);
+/* The kernels of a given level, or NULL if t has none or the CPU cannot
+ * run that level (for tests and benchmarks). */
+const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level);
+/* Forces the level hx_quant_ops_get uses; HX_ERR_UNSUPPORTED if the CPU
+ * cannot run it.  Process-wide: meant for start-up, tests and benches. */
+hx_status hx_quant_set_level(hx_simd_level level);
+hx_simd_level hx_quant_level(void);
+
+/* HX_OK if a row of n elements of t has kernels and whole blocks; else an
+ * error naming the type (HX_ERR_UNSUPPORTED / HX_ERR_INVALID_ARG). */
+hx_status hx_quant_row_check(hx_type t, int64_t n);
+
+#endif

@@ -1,0 +1,520 @@
+/* AVX2 + FMA + F16C kernels.  Compiled with those instruction sets; run
+ * only after hx_cpu_simd_max() says the CPU and OS support them.
+ *
+ * Dequantization gives the scalar reference's bits: same integer quants,
+ * converted exactly, multiplied by the same float scale, min subtracted
+ * with a separate instruction (never fused).  Dot products sum exact
+ * integer block sums, scaled in float lanes: they differ from the scalar
+ * sums only in the order of float additions.
+ *
+ * The Q8_0 x Q8_0 dot flips activation signs (maddubs takes one unsigned
+ * operand), so activation quants must lie in -127..127, as
+ * quantize_row makes them. */
+#include <immintrin.h>
+
+#include "model/quant_impl.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+static inline float h2f(const uint8_t *p) { return _cvtsh_ss(hx_ld16(p)); }
+
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 bytes at p, zero-extended, as floats. */
+static inline __m256 u8x8_ps(const __m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+/* 32 quants [low nibbles | high nibbles] of 16 packed bytes. */
+static inline __m256i nibbles32(const uint8_t *p)
+{
+    const __m128i x = _mm_loadu_si128((const __m128i *)p);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* 0x10 in byte j where bit j of qh is set (the Q5 fifth bits). */
+static inline __m256i q5_high(uint32_t qh)
+{
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)qh),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* Sum over pairs of u8 * s8 products into 8 int32 lanes. */
+static inline __m256i dot_u8s8(__m256i u, __m256i s)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* Writes 32 floats (q - off) * d from 32 unsigned byte quants. */
+static inline void store32_offset(float *y, __m256i q, int off, float d)
+{
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m256i vo = _mm256_set1_epi32(off);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(part[k]), vo);
+        _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(v), vd));
+    }
+}
+
+/* Writes 32 floats q * d + m (Q4_1/Q5_1 order: multiply, then add). */
+static inline void store32_affine(float *y, __m256i q, float d, float m)
+{
+    const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++)
+        _mm256_storeu_ps(y + 8 * k, _mm256_add_ps(_mm256_mul_ps(u8x8_ps(part[k]), vd), vm));
+}
+
+/* Writes 32 floats d * q - m (the K-quants' order). */
+static inline void store32_kq(float *y, __m256i q, float d, float m)
+{
+    const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++)
+        _mm256_storeu_ps(y + 8 * k, _mm256_sub_ps(_mm256_mul_ps(vd, u8x8_ps(part[k])), vm));
+}
+
+/* ---- plain types -------------------------------------------------------- */
+
+static void dequant_f16(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 2 * i))));
+    for (; i < n; i++)
+        y[i] = h2f(x + 2 * i);
+}
+
+static void dequant_bf16(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++)
+        y[i] = hx_bf16_to_fp32(hx_ld16(x + 2 * i));
+}
+
+static void quant_f16(const float *x, void *vy, int64_t n)
+{
+    uint8_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) {
+        const uint16_t h = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+        memcpy(y + 2 * i, &h, 2);
+    }
+}
+
+/* Element-wise products summed in four accumulators of eight lanes. */
+#define PLAIN_DOT(name, LOAD8, ELEM)                                              \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)         \
+    {                                                                             \
+        const uint8_t *x = vx;                                                    \
+        const float *y = vy;                                                      \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), \
+                         _mm256_setzero_ps()};                                    \
+        int64_t i = 0;                                                            \
+        for (; i + 32 <= n; i += 32)                                              \
+            for (int k = 0; k < 4; k++)                                           \
+                acc[k] = _mm256_fmadd_ps(LOAD8(i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]); \
+        for (; i + 8 <= n; i += 8)                                                \
+            acc[0] = _mm256_fmadd_ps(LOAD8(i), _mm256_loadu_ps(y + i), acc[0]);   \
+        float sum = hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
+        for (; i < n; i++)                                                        \
+            sum += ELEM(i) * y[i];                                                \
+        *s = sum;                                                                 \
+    }
+
+#define LD_F32(i) _mm256_loadu_ps((const float *)(const void *)(x + 4 * (i)))
+#define EL_F32(i) hx_ldf(x + 4 * (i))
+#define LD_F16(i) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 2 * (i))))
+#define EL_F16(i) h2f(x + 2 * (i))
+#define LD_BF16(i) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * (i)))), 16))
+#define EL_BF16(i) hx_bf16_to_fp32(hx_ld16(x + 2 * (i)))
+
+PLAIN_DOT(dot_f32, LD_F32, EL_F32)
+PLAIN_DOT(dot_f16, LD_F16, EL_F16)
+PLAIN_DOT(dot_bf16, LD_BF16, EL_BF16)
+
+/* ---- 32-element blocks -------------------------------------------------- */
+
+static void dequant_q4_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q4_0), y += HX_QK)
+        store32_offset(y, nibbles32(x + offsetof(hx_block_q4_0, qs)), 8, h2f(x));
+}
+
+static void dequant_q4_1(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q4_1), y += HX_QK)
+        store32_affine(y, nibbles32(x + offsetof(hx_block_q4_1, qs)), h2f(x), h2f(x + 2));
+}
+
+static void dequant_q5_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q5_0), y += HX_QK) {
+        const __m256i q = _mm256_or_si256(nibbles32(x + offsetof(hx_block_q5_0, qs)),
+                                          q5_high(hx_ld32(x + offsetof(hx_block_q5_0, qh))));
+        store32_offset(y, q, 16, h2f(x));
+    }
+}
+
+static void dequant_q5_1(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q5_1), y += HX_QK) {
+        const __m256i q = _mm256_or_si256(nibbles32(x + offsetof(hx_block_q5_1, qs)),
+                                          q5_high(hx_ld32(x + offsetof(hx_block_q5_1, qh))));
+        store32_affine(y, q, h2f(x), h2f(x + 2));
+    }
+}
+
+/* Writes 32 floats (float)q * d from 32 signed byte quants. */
+static inline void store32_s8(float *y, const uint8_t *q, float d)
+{
+    const __m256 vd = _mm256_set1_ps(d);
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8 * k)));
+        _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(v), vd));
+    }
+}
+
+static void dequant_q8_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q8_0), y += HX_QK)
+        store32_s8(y, x + offsetof(hx_block_q8_0, qs), h2f(x));
+}
+
+static void dequant_q8_1(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q8_1), y += HX_QK)
+        store32_s8(y, x + offsetof(hx_block_q8_1, qs), h2f(x));
+}
+
+static void dequant_q8_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q8_K), y += HX_QK_K)
+        for (int k = 0; k < 8; k++)
+            store32_s8(y + 32 * k, x + offsetof(hx_block_q8_K, qs) + 32 * k, hx_ldf(x));
+}
+
+/* One block's contribution, added to acc: the exact integer dot of the
+ * quants, as floats, times the product of the two scales. */
+static inline __m256 blk_q4_0(const uint8_t *x, const uint8_t *y, __m256 acc)
+{
+    const __m256i q = nibbles32(x + offsetof(hx_block_q4_0, qs));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_0, qs)));
+    /* (q - 8)·a as q·a - 8·a in 16-bit pair sums: no sign tricks */
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    return _mm256_fmadd_ps(v, _mm256_set1_ps(h2f(x) * h2f(y)), acc);
+}
+
+static inline __m256 blk_q5_0(const uint8_t *x, const uint8_t *y, __m256 acc)
+{
+    const __m256i q = _mm256_or_si256(nibbles32(x + offsetof(hx_block_q5_0, qs)),
+                                      q5_high(hx_ld32(x + offsetof(hx_block_q5_0, qh))));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_0, qs)));
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(16), a));
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    return _mm256_fmadd_ps(v, _mm256_set1_ps(h2f(x) * h2f(y)), acc);
+}
+
+static inline __m256 blk_q8_0(const uint8_t *x, const uint8_t *y, __m256 acc)
+{
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q8_0, qs)));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_0, qs)));
+    /* |w| is the unsigned operand, a takes w's sign */
+    const __m256 v = _mm256_cvtepi32_ps(dot_u8s8(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)));
+    return _mm256_fmadd_ps(v, _mm256_set1_ps(h2f(x) * h2f(y)), acc);
+}
+
+/* Q4_1/Q5_1 against Q8_1: the min's share, m * s, is added in the caller. */
+static inline __m256 blk_q4_1(const uint8_t *x, const uint8_t *y, __m256 acc)
+{
+    const __m256i q = nibbles32(x + offsetof(hx_block_q4_1, qs));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_1, qs)));
+    const __m256 v = _mm256_cvtepi32_ps(dot_u8s8(q, a));
+    return _mm256_fmadd_ps(v, _mm256_set1_ps(h2f(x) * h2f(y)), acc);
+}
+
+static inline __m256 blk_q5_1(const uint8_t *x, const uint8_t *y, __m256 acc)
+{
+    const __m256i q = _mm256_or_si256(nibbles32(x + offsetof(hx_block_q5_1, qs)),
+                                      q5_high(hx_ld32(x + offsetof(hx_block_q5_1, qh))));
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_1, qs)));
+    const __m256 v = _mm256_cvtepi32_ps(dot_u8s8(q, a));
+    return _mm256_fmadd_ps(v, _mm256_set1_ps(h2f(x) * h2f(y)), acc);
+}
+
+/* A dot over 32-blocks, two blocks a step into two accumulators so the
+ * multiply-add latency overlaps; MINS adds m_x * s_y per block (Q8_1). */
+#define DOT32(name, BLK, BX, BY, MINS)                                           \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)        \
+    {                                                                            \
+        const uint8_t *x = vx, *y = vy;                                          \
+        const int64_t nb = n / HX_QK;                                            \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();           \
+        float mins = 0;                                                          \
+        int64_t i = 0;                                                           \
+        for (; i + 2 <= nb; i += 2, x += 2 * (BX), y += 2 * (BY)) {              \
+            acc0 = BLK(x, y, acc0);                                              \
+            acc1 = BLK(x + (BX), y + (BY), acc1);                                \
+            if (MINS)                                                            \
+                mins += h2f(x + 2) * h2f(y + 2) + h2f(x + (BX) + 2) * h2f(y + (BY) + 2); \
+        }                                                                        \
+        if (i < nb) {                                                            \
+            acc0 = BLK(x, y, acc0);                                              \
+            if (MINS)                                                            \
+                mins += h2f(x + 2) * h2f(y + 2);                                 \
+        }                                                                        \
+        *s = hsum8(_mm256_add_ps(acc0, acc1)) + mins;                            \
+    }
+
+DOT32(dot_q4_0, blk_q4_0, sizeof(hx_block_q4_0), sizeof(hx_block_q8_0), 0)
+DOT32(dot_q5_0, blk_q5_0, sizeof(hx_block_q5_0), sizeof(hx_block_q8_0), 0)
+DOT32(dot_q8_0, blk_q8_0, sizeof(hx_block_q8_0), sizeof(hx_block_q8_0), 0)
+DOT32(dot_q4_1, blk_q4_1, sizeof(hx_block_q4_1), sizeof(hx_block_q8_1), 1)
+DOT32(dot_q5_1, blk_q5_1, sizeof(hx_block_q5_1), sizeof(hx_block_q8_1), 1)
+
+/* ---- K-quants ----------------------------------------------------------- */
+
+static void dequant_q4_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += HX_QK_K) {
+        const float d = h2f(x), dmin = h2f(x + 2);
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
+        for (int c = 0; c < 4; c++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q4_K, qs) + 32 * c));
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * c + h;
+                const __m256i q = _mm256_and_si256(h ? _mm256_srli_epi16(b, 4) : b, low);
+                store32_kq(y + 32 * j, q, d * (float)(uint8_t)(sc >> (8 * j)), dmin * (float)(uint8_t)(m >> (8 * j)));
+            }
+        }
+    }
+}
+
+static void dequant_q5_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += HX_QK_K) {
+        const float d = h2f(x), dmin = h2f(x + 2);
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q5_K, qh)));
+        for (int c = 0; c < 4; c++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q5_K, qs) + 32 * c));
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * c + h;
+                const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+                const __m256i q = _mm256_or_si256(_mm256_and_si256(h ? _mm256_srli_epi16(b, 4) : b, low),
+                                                  _mm256_slli_epi16(hb, 4));
+                store32_kq(y + 32 * j, q, d * (float)(uint8_t)(sc >> (8 * j)), dmin * (float)(uint8_t)(m >> (8 * j)));
+            }
+        }
+    }
+}
+
+/* The four 32-quant groups (0..63) of half h of a Q6_K super-block. */
+static inline void q6_groups(const uint8_t *x, int h, __m256i q[4])
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q6_K, ql) + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q6_K, ql) + 64 * h + 32));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q6_K, qh) + 32 * h));
+    const __m256i lo[4] = {_mm256_and_si256(l0, low), _mm256_and_si256(l1, low),
+                           _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+                           _mm256_and_si256(_mm256_srli_epi16(l1, 4), low)};
+    for (int k = 0; k < 4; k++) {
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), three);
+        q[k] = _mm256_or_si256(lo[k], _mm256_slli_epi16(hi, 4));
+    }
+}
+
+static void dequant_q6_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += HX_QK_K) {
+        const float d = h2f(x + offsetof(hx_block_q6_K, d));
+        const int8_t *sc = (const int8_t *)(x + offsetof(hx_block_q6_K, scales));
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_groups(x, h, q);
+            for (int k = 0; k < 4; k++) {
+                const int e = 128 * h + 32 * k; /* first element; sub-blocks e/16, e/16+1 */
+                const __m128i lo = _mm256_castsi256_si128(q[k]), hi = _mm256_extracti128_si256(q[k], 1);
+                const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+                for (int p = 0; p < 4; p++) {
+                    const __m256 ds = _mm256_set1_ps(d * (float)sc[e / 16 + p / 2]);
+                    const __m256i v = _mm256_sub_epi32(_mm256_cvtepu8_epi32(part[p]), _mm256_set1_epi32(32));
+                    _mm256_storeu_ps(y + e + 8 * p, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(v)));
+                }
+            }
+        }
+    }
+}
+
+/* 16-bit lanes of the sub-block scales: scale of sub-block j in every
+ * word of the result (j = 0..7 of an 8-byte scale word). */
+static inline __m256i k4_scale16(__m256i sc16, int j)
+{
+    const __m256i ctrl = _mm256_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8)));
+    return _mm256_shuffle_epi8(sc16, ctrl);
+}
+
+/* sum_j m[j] * (bsums[2j] + bsums[2j+1]) in 8 int32 lanes. */
+static inline __m256i k4_min_lanes(const uint8_t *y, uint64_t m)
+{
+    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_K, bsums)));
+    return _mm256_madd_epi16(bs, m16);
+}
+
+static void dot_q4_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += sizeof(hx_block_q8_K)) {
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q4_K, qs) + 32 * c));
+            const __m256i qlo = _mm256_and_si256(b, low), qhi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+            const __m256i plo = _mm256_maddubs_epi16(qlo, _mm256_loadu_si256((const __m256i *)(a + 64 * c)));
+            const __m256i phi = _mm256_maddubs_epi16(qhi, _mm256_loadu_si256((const __m256i *)(a + 64 * c + 32)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, k4_scale16(sc16, 2 * c)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, k4_scale16(sc16, 2 * c + 1)));
+        }
+        const float dy = hx_ldf(y);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * h2f(x)), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_lanes(y, m)), _mm256_set1_ps(dy * h2f(x + 2)), accm);
+    }
+    *s = hsum8(_mm256_sub_ps(acc, accm));
+}
+
+static void dot_q5_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += sizeof(hx_block_q8_K)) {
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q5_K, qh)));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q5_K, qs) + 32 * c));
+            const __m256i hlo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+            const __m256i hhi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+            const __m256i qlo = _mm256_or_si256(_mm256_and_si256(b, low), _mm256_slli_epi16(hlo, 4));
+            const __m256i qhi =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low), _mm256_slli_epi16(hhi, 4));
+            const __m256i plo = _mm256_maddubs_epi16(qlo, _mm256_loadu_si256((const __m256i *)(a + 64 * c)));
+            const __m256i phi = _mm256_maddubs_epi16(qhi, _mm256_loadu_si256((const __m256i *)(a + 64 * c + 32)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, k4_scale16(sc16, 2 * c)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, k4_scale16(sc16, 2 * c + 1)));
+        }
+        const float dy = hx_ldf(y);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dy * h2f(x)), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_lanes(y, m)), _mm256_set1_ps(dy * h2f(x + 2)), accm);
+    }
+    *s = hsum8(_mm256_sub_ps(acc, accm));
+}
+
+static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    __m256 acc = _mm256_setzero_ps();
+    /* even sub-block scales to the low 128-bit lane, odd ones to the high */
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        const __m128i scb = _mm_loadu_si128((const __m128i *)(x + offsetof(hx_block_q6_K, scales)));
+        const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_groups(x, h, q);
+            for (int k = 0; k < 4; k++) {
+                const int p = 4 * h + k; /* sub-blocks 2p (low lane) and 2p+1 (high lane) */
+                const __m256i scv = _mm256_shuffle_epi8(sc_pairs, _mm256_set1_epi16((short)((2 * p) | ((2 * p + 1) << 8))));
+                const __m256i prod = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(a + 32 * p)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, scv));
+            }
+        }
+        /* the quants' offset of 32: subtract 32 * sum_g sc[g] * bsums[g] */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(scb);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_K, bsums)));
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(hx_ldf(y) * h2f(x + offsetof(hx_block_q6_K, d))),
+                              acc);
+    }
+    *s = hsum8(acc);
+}
+
+HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
+HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
+HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
+HX_QUANT_DOT4_OF(dot4_q4_0, dot_q4_0)
+HX_QUANT_DOT4_OF(dot4_q4_1, dot_q4_1)
+HX_QUANT_DOT4_OF(dot4_q5_0, dot_q5_0)
+HX_QUANT_DOT4_OF(dot4_q5_1, dot_q5_1)
+HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
+HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
+HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
+HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
+
+const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32},
+    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16},
+    [HX_TYPE_BF16] = {dequant_bf16, NULL, dot_bf16, dot4_bf16},
+    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0},
+    [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1},
+    [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0},
+    [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, NULL, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_1] = {dequant_q8_1, NULL, NULL, NULL},
+    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
+    [HX_TYPE_Q5_K] = {dequant_q5_K, NULL, dot_q5_K, dot4_q5_K},
+    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},
+    [HX_TYPE_Q8_K] = {dequant_q8_K, NULL, NULL, NULL},
+};

@@ -1,0 +1,569 @@
+/* AVX-512 (F, BW, VL, DQ, VNNI) kernels.  Compiled with those instruction
+ * sets; run only after hx_cpu_simd_max() says the CPU and OS support them.
+ * What this level does not specialise comes from the AVX2 level.
+ *
+ * The 32-element block types are walked eight blocks at a time: the eight
+ * f16 scales of weights and activations are pulled out of the blocks with
+ * a few 64-byte loads and word permutes, converted at once, and applied to
+ * pairs of blocks held in one zmm.  That keeps per-block scalar work (the
+ * bottleneck of a one-block-at-a-time loop) off the decode hot path.
+ * Quants are multiplied with VNNI (vpdpbusd: u8 x s8 summed into int32,
+ * no saturation) or, for the K-quants, maddubs + vpdpwssd so the sub-block
+ * scale is applied inside the integer sum.
+ *
+ * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
+#include <immintrin.h>
+
+#include "model/quant_impl.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* Kernel pieces take their layout as constant arguments: inlining them
+ * into each caller is what turns those into immediates. */
+#define INLINE static inline __attribute__((always_inline))
+
+static inline float h2f(const uint8_t *p) { return _cvtsh_ss(hx_ld16(p)); }
+
+/* [s[2i] x 8 | s[2i+1] x 8]: the scales of blocks 2i, 2i+1 for one zmm. */
+static inline __m512 pair_scale(__m256 s8, int i)
+{
+    const __m512i idx = _mm512_set_epi32(2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1,
+                                         2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i);
+    return _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(s8));
+}
+
+/* 32 bytes at p and 32 at q in one zmm. */
+static inline __m512i load2x32(const uint8_t *p, const uint8_t *q)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                              _mm256_loadu_si256((const __m256i *)q), 1);
+}
+
+/* The 64 4-bit quants of two 32-blocks whose 16 packed bytes are at p and
+ * q: [lo(p) hi(p) lo(q) hi(q)], each 16 bytes. */
+static inline __m512i nibbles2x32(const uint8_t *p, const uint8_t *q)
+{
+    const __m256i pq = _mm256_loadu2_m128i((const __m128i *)q, (const __m128i *)p);
+    const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), _mm512_castsi256_si512(pq));
+    const __m512i sh = _mm512_mask_srli_epi16(dup, 0xff00ff00u, dup, 4);
+    return _mm512_and_si512(sh, _mm512_set1_epi8(0x0f));
+}
+
+static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* ---- plain types -------------------------------------------------------- */
+
+static void dequant_f16(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + 2 * i))));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + 2 * i)));
+    }
+}
+
+static inline __m512 bf16x16(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
+
+static void dequant_bf16(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, bf16x16(_mm256_loadu_si256((const __m256i *)(x + 2 * i))));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, bf16x16(_mm256_maskz_loadu_epi16(m, x + 2 * i)));
+    }
+}
+
+static void quant_f16(const float *x, void *vy, int64_t n)
+{
+    uint8_t *y = vy;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + 2 * i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(y + 2 * i, m, h);
+    }
+}
+
+static void quant_bf16(const float *x, void *vy, int64_t n)
+{
+    uint8_t *y = vy;
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i));
+        /* round to nearest even; NaNs keep their top bits and turn quiet */
+        const __m512i rounded = _mm512_srli_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(_mm512_srli_epi32(u, 16), one)), 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                      _mm512_set1_epi32(0x7f800000));
+        const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+        const __m512i r = _mm512_mask_mov_epi32(rounded, nan, quiet);
+        _mm256_mask_storeu_epi16(y + 2 * i, m, _mm512_cvtepi32_epi16(r));
+    }
+}
+
+#define PLAIN_DOT(name, LOAD16, MLOAD16)                                                  \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)                 \
+    {                                                                                     \
+        const uint8_t *x = vx;                                                            \
+        const float *y = vy;                                                              \
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),   \
+                         _mm512_setzero_ps()};                                            \
+        int64_t i = 0;                                                                    \
+        for (; i + 64 <= n; i += 64)                                                      \
+            for (int k = 0; k < 4; k++)                                                   \
+                acc[k] = _mm512_fmadd_ps(LOAD16(i + 16 * k), _mm512_loadu_ps(y + i + 16 * k), acc[k]); \
+        for (; i < n; i += 16) {                                                          \
+            const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);  \
+            acc[0] = _mm512_fmadd_ps(MLOAD16(m, i), _mm512_maskz_loadu_ps(m, y + i), acc[0]); \
+        }                                                                                 \
+        *s = hsum16(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))); \
+    }
+
+#define LD_F32(i) _mm512_loadu_ps(x + 4 * (i))
+#define ML_F32(m, i) _mm512_maskz_loadu_ps(m, x + 4 * (i))
+#define LD_F16(i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + 2 * (i))))
+#define ML_F16(m, i) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + 2 * (i)))
+#define LD_BF16(i) bf16x16(_mm256_loadu_si256((const __m256i *)(x + 2 * (i))))
+#define ML_BF16(m, i) bf16x16(_mm256_maskz_loadu_epi16(m, x + 2 * (i)))
+
+PLAIN_DOT(dot_f32, LD_F32, ML_F32)
+PLAIN_DOT(dot_f16, LD_F16, ML_F16)
+PLAIN_DOT(dot_bf16, LD_BF16, ML_BF16)
+
+/* ---- 32-element blocks -------------------------------------------------- */
+
+/* Writes 64 floats (q - off) * d for a zmm of two blocks' quants, one
+ * scale per block. */
+static inline void store64_offset(float *y, __m512i q, int off, float d0, float d1)
+{
+    const __m512i vo = _mm512_set1_epi32(off);
+    const __m128i part[4] = {_mm512_extracti32x4_epi32(q, 0), _mm512_extracti32x4_epi32(q, 1),
+                             _mm512_extracti32x4_epi32(q, 2), _mm512_extracti32x4_epi32(q, 3)};
+    for (int k = 0; k < 4; k++) {
+        const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(part[k]), vo);
+        _mm512_storeu_ps(y + 16 * k, _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(k < 2 ? d0 : d1)));
+    }
+}
+
+static void dequant_q4_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    const int64_t nb = n / HX_QK;
+    const size_t B = sizeof(hx_block_q4_0);
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2, x += 2 * B, y += 2 * HX_QK)
+        store64_offset(y, nibbles2x32(x + 2, x + B + 2), 8, h2f(x), h2f(x + B));
+    if (i < nb)
+        hx_quant_avx2_kernels[HX_TYPE_Q4_0].dequantize_row(x, y, HX_QK);
+}
+
+static void dequant_q8_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q8_0), y += HX_QK) {
+        const __m512 d = _mm512_set1_ps(h2f(x));
+        for (int k = 0; k < 2; k++) {
+            const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x + 2 + 16 * k)));
+            _mm512_storeu_ps(y + 16 * k, _mm512_mul_ps(_mm512_cvtepi32_ps(v), d));
+        }
+    }
+}
+
+/* Four runs of 16 bytes, at p + first + k*S (k = 0..3), as the four
+ * 128-bit lanes of a zmm.  Inserts from memory cost a load and a uop any
+ * vector port takes, where a cross-lane permute would queue on one port. */
+INLINE __m512i runs4x16(const uint8_t *p, const int S, const int first)
+{
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + first)));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + first + S)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + first + 2 * S)), 2);
+    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + first + 3 * S)), 3);
+}
+
+/* The f16 fields at p + k*S + F0 (k = 0..7, into *a) and, if F1 >= 0, at
+ * p + k*S + F1 (into *b), as floats: one word permute per 64-byte window
+ * of consecutive blocks, the last window pulled back inside [p, p + 8*S).
+ * S, F0, F1 are compile-time constants; the loop unrolls into constants. */
+INLINE void fields8(const uint8_t *p, const int S, const int F0, const int F1, __m256 *a, __m256 *b)
+{
+    const int reach = (F1 > F0 ? F1 : F0) + 2; /* bytes of block k a window must hold */
+    const int per = (64 - reach) / S + 1;
+    /* word k and word 8+k: block k's two fields */
+    const __m512i blk = _mm512_set_epi64(0, 0, 0, 0, 0x0007000600050004ll, 0x0003000200010000ll,
+                                         0x0007000600050004ll, 0x0003000200010000ll);
+    const int f1 = F1 >= 0 ? F1 : F0;
+    const __m512i fld = _mm512_set_epi64(0, 0, 0, 0, 0x0001000100010001ll * (f1 / 2), 0x0001000100010001ll * (f1 / 2),
+                                         0x0001000100010001ll * (F0 / 2), 0x0001000100010001ll * (F0 / 2));
+    const __m512i base = _mm512_add_epi16(_mm512_mullo_epi16(blk, _mm512_set1_epi16((short)(S / 2))), fld);
+    __m512i r = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int w = 0; w < 8; w++) {
+        const int k0 = w * per, k1 = k0 + per < 8 ? k0 + per : 8;
+        if (k0 >= 8)
+            break;
+        const int start = k0 * S < 8 * S - 64 ? k0 * S : 8 * S - 64;
+        const uint32_t m8 = ((1u << k1) - 1) & ~((1u << k0) - 1);
+        const __mmask32 m = (__mmask32)(m8 | (m8 << 8));
+        r = _mm512_mask_permutexvar_epi16(r, m, _mm512_sub_epi16(base, _mm512_set1_epi16((short)(start / 2))),
+                                          _mm512_loadu_si512(p + start));
+    }
+    *a = _mm256_cvtph_ps(_mm512_castsi512_si128(r));
+    if (F1 >= 0)
+        *b = _mm256_cvtph_ps(_mm512_extracti32x4_epi32(r, 1));
+}
+
+/* The fifth bits of blocks 4h..4h+3 of a Q5 group as byte masks over the
+ * lanes of runs4x16: low halves (elements 0..15) and high halves. */
+INLINE void q5_masks(const uint8_t *x, const int B, const int QH, const int h, __mmask64 *lo, __mmask64 *hi)
+{
+    uint64_t l = 0, u = 0;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *q = x + (4 * h + k) * B + QH;
+        l |= (uint64_t)hx_ld16(q) << (16 * k);
+        u |= (uint64_t)hx_ld16(q + 2) << (16 * k);
+    }
+    *lo = _cvtu64_mask64(l);
+    *hi = _cvtu64_mask64(u);
+}
+
+/* Eight 32-blocks of a 4/5-bit type in each of R weight rows (bx bytes
+ * apart) against eight Q8_0/Q8_1 blocks, one block per 128-bit lane, into
+ * acc[2r], acc[2r+1] (and accm[r] for the Q8_1 min term).  B, QS, QH (-1:
+ * none): weight block size and offsets; A, AQ: activation block size and
+ * quant offset; OFF: the weights' zero point (8 or 16), or 0 with MINS for
+ * the types with a min.  All compile-time constants.  With R = 4 the
+ * activation side (loads, scales, OFF*sum(a)) is shared by the rows. */
+INLINE void group32(const uint8_t *x, const size_t bx, const uint8_t *y, const int R, const int B, const int QS,
+                           const int QH, const int A, const int AQ, const int OFF, const int MINS, __m512 *acc,
+                           __m256 *accm)
+{
+    __m256 dy, sy = _mm256_setzero_ps(), s8[4];
+    fields8(y, A, 0, MINS ? 2 : -1, &dy, &sy);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        __m256 dx, mx = _mm256_setzero_ps();
+        fields8(x + r * bx, B, 0, MINS ? 2 : -1, &dx, &mx);
+        s8[r] = _mm256_mul_ps(dx, dy);
+        if (MINS)
+            accm[r] = _mm256_fmadd_ps(mx, sy, accm[r]);
+    }
+    const __m512i low = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i alo = runs4x16(y, A, 4 * h * A + AQ), ahi = runs4x16(y, A, 4 * h * A + AQ + 16);
+        __m512i u = _mm512_setzero_si512();
+        if (OFF) { /* (q - OFF)·a = q·a - OFF·a */
+            const __m512i o = _mm512_set1_epi8((char)OFF);
+            u = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(u, o, alo), o, ahi);
+        }
+        /* lane k holds block 4h+k: its scale in all four floats */
+        const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2, 4 * h + 2,
+                                             4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h, 4 * h, 4 * h, 4 * h);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xr = x + r * bx;
+            const __m512i qz = runs4x16(xr, B, 4 * h * B + QS);
+            __m512i qlo = _mm512_and_si512(qz, low), qhi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+            if (QH >= 0) {
+                __mmask64 klo, khi;
+                q5_masks(xr, B, QH, h, &klo, &khi);
+                qlo = _mm512_mask_add_epi8(qlo, klo, qlo, _mm512_set1_epi8(16));
+                qhi = _mm512_mask_add_epi8(qhi, khi, qhi, _mm512_set1_epi8(16));
+            }
+            __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo, alo), qhi, ahi);
+            if (OFF)
+                t = _mm512_sub_epi32(t, u);
+            acc[2 * r + h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
+                                             _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(s8[r])), acc[2 * r + h]);
+        }
+    }
+}
+
+#define DOT32_GROUPED(name, name4, T, B, QS, QH, A, AQ, OFF, MINS)                                           \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)                                    \
+    {                                                                                                        \
+        const uint8_t *x = vx, *y = vy;                                                                      \
+        const int64_t nb = n / HX_QK;                                                                        \
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};                                          \
+        __m256 accm[1] = {_mm256_setzero_ps()};                                                              \
+        int64_t i = 0;                                                                                       \
+        for (; i + 8 <= nb; i += 8)                                                                          \
+            group32(x + i * (B), 0, y + i * (A), 1, B, QS, QH, A, AQ, OFF, MINS, acc, accm);                 \
+        float rest = 0;                                                                                      \
+        if (i < nb)                                                                                          \
+            hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + i * (B), y + i * (A));             \
+        *s = hsum16(_mm512_add_ps(acc[0], acc[1])) + hsum16(_mm512_zextps256_ps512(accm[0])) + rest;         \
+    }                                                                                                        \
+    static void name4(int64_t n, float *s, const void *vx, size_t bx, const void *vy)                        \
+    {                                                                                                        \
+        const uint8_t *x = vx, *y = vy;                                                                      \
+        const int64_t nb = n / HX_QK;                                                                        \
+        __m512 acc[8];                                                                                       \
+        __m256 accm[4];                                                                                      \
+        for (int r = 0; r < 4; r++) {                                                                        \
+            acc[2 * r] = acc[2 * r + 1] = _mm512_setzero_ps();                                               \
+            accm[r] = _mm256_setzero_ps();                                                                   \
+        }                                                                                                    \
+        int64_t i = 0;                                                                                       \
+        for (; i + 8 <= nb; i += 8)                                                                          \
+            group32(x + i * (B), bx, y + i * (A), 4, B, QS, QH, A, AQ, OFF, MINS, acc, accm);                \
+        for (int r = 0; r < 4; r++) {                                                                        \
+            float rest = 0;                                                                                  \
+            if (i < nb)                                                                                      \
+                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * (B), y + i * (A)); \
+            s[r] = hsum16(_mm512_add_ps(acc[2 * r], acc[2 * r + 1])) + hsum16(_mm512_zextps256_ps512(accm[r])) + rest; \
+        }                                                                                                    \
+    }
+
+DOT32_GROUPED(dot_q4_0, dot4_q4_0, HX_TYPE_Q4_0, 18, 2, -1, 34, 2, 8, 0)
+DOT32_GROUPED(dot_q5_0, dot4_q5_0, HX_TYPE_Q5_0, 22, 6, 2, 34, 2, 16, 0)
+DOT32_GROUPED(dot_q4_1, dot4_q4_1, HX_TYPE_Q4_1, 20, 4, -1, 36, 4, 0, 1)
+DOT32_GROUPED(dot_q5_1, dot4_q5_1, HX_TYPE_Q5_1, 24, 8, 4, 36, 4, 0, 1)
+
+_Static_assert(sizeof(hx_block_q4_0) == 18 && offsetof(hx_block_q4_0, qs) == 2, "q4_0 layout");
+_Static_assert(sizeof(hx_block_q5_0) == 22 && offsetof(hx_block_q5_0, qh) == 2 && offsetof(hx_block_q5_0, qs) == 6,
+               "q5_0 layout");
+_Static_assert(sizeof(hx_block_q4_1) == 20 && offsetof(hx_block_q4_1, m) == 2 && offsetof(hx_block_q4_1, qs) == 4,
+               "q4_1 layout");
+_Static_assert(sizeof(hx_block_q5_1) == 24 && offsetof(hx_block_q5_1, qh) == 4 && offsetof(hx_block_q5_1, qs) == 8,
+               "q5_1 layout");
+_Static_assert(sizeof(hx_block_q8_0) == 34 && offsetof(hx_block_q8_0, qs) == 2, "q8_0 layout");
+_Static_assert(sizeof(hx_block_q8_1) == 36 && offsetof(hx_block_q8_1, s) == 2 && offsetof(hx_block_q8_1, qs) == 4,
+               "q8_1 layout");
+
+static inline void q8_0_group(const uint8_t *x, const uint8_t *y, __m512 acc[2])
+{
+    const size_t B = sizeof(hx_block_q8_0);
+    __m256 dx, dy;
+    fields8(x, (int)B, 0, -1, &dx, NULL);
+    fields8(y, (int)B, 0, -1, &dy, NULL);
+    const __m256 s8 = _mm256_mul_ps(dx, dy);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *xb = x + 2 * i * B, *yb = y + 2 * i * B;
+        const __m512i w = load2x32(xb + 2, xb + B + 2);
+        const __m512i a = load2x32(yb + 2, yb + B + 2);
+        /* |w| is the unsigned operand; a takes w's sign */
+        const __m512i as = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(w), _mm512_setzero_si512(), a);
+        const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), as);
+        acc[i & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), pair_scale(s8, i), acc[i & 1]);
+    }
+}
+
+static void dot_q8_0(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    const int64_t nb = n / HX_QK;
+    const size_t B = sizeof(hx_block_q8_0);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8)
+        q8_0_group(x + i * B, y + i * B, acc);
+    float rest = 0;
+    if (i < nb)
+        hx_quant_avx2_kernels[HX_TYPE_Q8_0].vec_dot((nb - i) * HX_QK, &rest, x + i * B, y + i * B);
+    *s = hsum16(_mm512_add_ps(acc[0], acc[1])) + rest;
+}
+
+/* ---- K-quants ----------------------------------------------------------- */
+
+/* Sub-block scales as 16-bit words, [sc[j] x 16 | sc[j+1] x 16], from the
+ * eight scales broadcast to every 128-bit lane as words. */
+static inline __m512i k4_scale_pair(__m512i sc16, int j)
+{
+    const __m512i ctrl = _mm512_inserti64x4(_mm512_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8))),
+                                            _mm256_set1_epi16((short)((2 * j + 2) | ((2 * j + 3) << 8))), 1);
+    return _mm512_shuffle_epi8(sc16, ctrl);
+}
+
+/* sum_j m[j] * (bsums[2j] + bsums[2j+1]) in 8 int32 lanes. */
+static inline __m256i k4_min_lanes(const uint8_t *y, uint64_t m)
+{
+    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_K, bsums))), m16);
+}
+
+/* One Q4_K/Q5_K super-block against its Q8_K block: int32 lanes of
+ * sum_j sc[j] * (q·a over sub-block j). */
+INLINE __m512i k4_block_sum(const uint8_t *qs, const uint8_t *qh, const int8_t *a, uint64_t sc)
+{
+    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    /* Q5_K: [qh | qh], so one byte test per chunk gives the fifth bits of
+     * both sub-blocks (bit 2c for the low half, 2c+1 for the high) */
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+    __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m512i q = _mm512_and_si512(
+            _mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1), low);
+        if (qh) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * c))),
+                                                   _mm256_set1_epi8((char)(2 << (2 * c))), 1);
+            q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(hh, bit), q, _mm512_set1_epi8(16));
+        }
+        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a + 64 * c));
+        isum = _mm512_dpwssd_epi32(isum, p, k4_scale_pair(sc16, 2 * c));
+    }
+    return isum;
+}
+
+INLINE void dot_k4(int64_t n, float *s, const uint8_t *x, const uint8_t *y, const int five)
+{
+    const size_t B = five ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
+    const size_t qs = five ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += B, y += sizeof(hx_block_q8_K)) {
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
+        const __m512i isum = k4_block_sum(x + qs, five ? x + offsetof(hx_block_q5_K, qh) : NULL,
+                                          (const int8_t *)(y + offsetof(hx_block_q8_K, qs)), sc);
+        const float dy = hx_ldf(y);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy * h2f(x)), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_lanes(y, m)), _mm256_set1_ps(dy * h2f(x + 2)), accm);
+    }
+    *s = hsum16(acc) - hsum16(_mm512_zextps256_ps512(accm));
+}
+
+static void dot_q4_K(int64_t n, float *s, const void *x, const void *y) { dot_k4(n, s, x, y, 0); }
+static void dot_q5_K(int64_t n, float *s, const void *x, const void *y) { dot_k4(n, s, x, y, 1); }
+
+/* The 128 six-bit quants of half h of a Q6_K super-block as two zmm:
+ * q[0] = elements 0..63 of the half, q[1] = elements 64..127. */
+static inline void q6_half(const uint8_t *x, int h, __m512i q[2])
+{
+    const __m512i ql = _mm512_loadu_si512(x + offsetof(hx_block_q6_K, ql) + 64 * h);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q6_K, qh) + 32 * h));
+    /* [qh | qh >> 2]: bits 0-1 / 2-3 for elements 0..63, 4-5 / 6-7 for 64..127 */
+    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+    const __m512i c30 = _mm512_set1_epi8(0x30), low = _mm512_set1_epi8(0x0f);
+    const __m512i h01 = _mm512_and_si512(_mm512_slli_epi16(hh, 4), c30);
+    const __m512i h23 = _mm512_and_si512(hh, c30);
+    q[0] = _mm512_ternarylogic_epi32(ql, low, h01, 0xea); /* (ql & 0x0f) | h01 */
+    q[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), low, h23, 0xea);
+}
+
+static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + offsetof(hx_block_q6_K, scales))));
+        const __m512i scz = _mm512_castsi256_si512(sc16);
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i q[2];
+            q6_half(x, h, q);
+#pragma GCC unroll 2
+            for (int g = 0; g < 2; g++) {
+                const int sb = 8 * h + 4 * g; /* the zmm's 128-bit lanes hold sub-blocks sb .. sb+3 */
+                const __m512i idx = _mm512_set_epi64(
+                    0x0001000100010001ll * (sb + 3), 0x0001000100010001ll * (sb + 3), 0x0001000100010001ll * (sb + 2),
+                    0x0001000100010001ll * (sb + 2), 0x0001000100010001ll * (sb + 1), 0x0001000100010001ll * (sb + 1),
+                    0x0001000100010001ll * sb, 0x0001000100010001ll * sb);
+                const __m512i p = _mm512_maddubs_epi16(q[g], _mm512_loadu_si512(a + 128 * h + 64 * g));
+                isum = _mm512_dpwssd_epi32(isum, p, _mm512_permutexvar_epi16(idx, scz));
+            }
+        }
+        /* the quants' offset of 32: subtract 32 * sum_g sc[g] * bsums[g] */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(y + offsetof(hx_block_q8_K, bsums)));
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+        isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(off));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                              _mm512_set1_ps(hx_ldf(y) * h2f(x + offsetof(hx_block_q6_K, d))), acc);
+    }
+    *s = hsum16(acc);
+}
+
+/* Writes 64 floats d*q - m for sub-blocks j, j+1 held as [q_j | q_j+1]. */
+static inline void store64_kq(float *y, __m512i q, float d0, float m0, float d1, float m1)
+{
+    const __m128i part[4] = {_mm512_extracti32x4_epi32(q, 0), _mm512_extracti32x4_epi32(q, 1),
+                             _mm512_extracti32x4_epi32(q, 2), _mm512_extracti32x4_epi32(q, 3)};
+    for (int k = 0; k < 4; k++) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(part[k]));
+        const __m512 d = _mm512_set1_ps(k < 2 ? d0 : d1), m = _mm512_set1_ps(k < 2 ? m0 : m1);
+        _mm512_storeu_ps(y + 16 * k, _mm512_sub_ps(_mm512_mul_ps(d, v), m));
+    }
+}
+
+static void dequant_q4_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += HX_QK_K) {
+        const float d = h2f(x), dmin = h2f(x + 2);
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
+        for (int c = 0; c < 4; c++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q4_K, qs) + 32 * c));
+            const __m512i q = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1), low);
+            const int j = 2 * c;
+            store64_kq(y + 64 * c, q, d * (float)(uint8_t)(sc >> (8 * j)), dmin * (float)(uint8_t)(m >> (8 * j)),
+                       d * (float)(uint8_t)(sc >> (8 * j + 8)), dmin * (float)(uint8_t)(m >> (8 * j + 8)));
+        }
+    }
+}
+
+static void dequant_q6_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += HX_QK_K) {
+        const float d = h2f(x + offsetof(hx_block_q6_K, d));
+        const int8_t *sc = (const int8_t *)(x + offsetof(hx_block_q6_K, scales));
+        for (int h = 0; h < 2; h++) {
+            __m512i q[2];
+            q6_half(x, h, q);
+            for (int g = 0; g < 2; g++) {
+                const int e = 128 * h + 64 * g;
+                const __m128i part[4] = {_mm512_extracti32x4_epi32(q[g], 0), _mm512_extracti32x4_epi32(q[g], 1),
+                                         _mm512_extracti32x4_epi32(q[g], 2), _mm512_extracti32x4_epi32(q[g], 3)};
+                for (int k = 0; k < 4; k++) {
+                    const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(part[k]), _mm512_set1_epi32(32));
+                    const __m512 ds = _mm512_set1_ps(d * (float)sc[e / 16 + k]);
+                    _mm512_storeu_ps(y + e + 16 * k, _mm512_mul_ps(ds, _mm512_cvtepi32_ps(v)));
+                }
+            }
+        }
+    }
+}
+
+HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
+HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
+HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
+HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
+HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
+HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
+HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
+
+const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32},
+    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16},
+    [HX_TYPE_BF16] = {dequant_bf16, quant_bf16, dot_bf16, dot4_bf16},
+    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0},
+    [HX_TYPE_Q4_1] = {NULL, NULL, dot_q4_1, dot4_q4_1},
+    [HX_TYPE_Q5_0] = {NULL, NULL, dot_q5_0, dot4_q5_0},
+    [HX_TYPE_Q5_1] = {NULL, NULL, dot_q5_1, dot4_q5_1},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, NULL, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
+    [HX_TYPE_Q5_K] = {NULL, NULL, dot_q5_K, dot4_q5_K},
+    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},
+};

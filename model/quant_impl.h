@@ -1,0 +1,84 @@
+/* What the quant_*.c files share: per-level kernel tables and field loads.
+ * Not for callers outside model/quant*.c: they use model/quant.h. */
+#ifndef HX_MODEL_QUANT_IMPL_H
+#define HX_MODEL_QUANT_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "model/quant.h"
+
+/* One level's kernels per type; NULL entries fall back to a lower level.
+ * The tables are plain data so that reading them runs no code compiled
+ * for an instruction set the CPU may lack. */
+typedef struct {
+    hx_dequantize_row_fn dequantize_row;
+    hx_quantize_row_fn quantize_row;
+    hx_vec_dot_fn vec_dot;
+    hx_vec_dot4_fn vec_dot4;
+} hx_quant_kernels;
+
+extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];
+extern const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT];
+extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
+
+/* Weight quantizers (round to nearest, as ggml's reference quantizers). */
+void hx_quant_quantize_f32(const float *x, void *y, int64_t n);
+void hx_quant_quantize_f16(const float *x, void *y, int64_t n);
+void hx_quant_quantize_bf16(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q4_0(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q4_1(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q5_0(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q5_1(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q8_0(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q8_1(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q4_K(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q5_K(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q6_K(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q8_K(const float *x, void *y, int64_t n);
+
+/* Unaligned little-endian field loads (x86 is little-endian, as GGUF). */
+static inline uint16_t hx_ld16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline uint32_t hx_ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline float hx_ldf(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The unpacked 6-bit scales (bytes 0..7) and mins (bytes 8..15) of a
+ * Q4_K/Q5_K super-block, as two little-endian words of eight bytes. */
+static inline void hx_quant_k4_unpack(const uint8_t *scales, uint64_t *sc, uint64_t *m)
+{
+    const uint32_t w0 = hx_ld32(scales), w1 = hx_ld32(scales + 4), w2 = hx_ld32(scales + 8);
+    /* sub-blocks 0..3 keep 6 bits in bytes 0..3 (scales) and 4..7 (mins);
+     * sub-blocks 4..7 take 4 bits from bytes 8..11 and their top 2 bits
+     * from the spare bits 6..7 of bytes 0..3 / 4..7. */
+    const uint32_t sc_lo = w0 & 0x3f3f3f3fu, m_lo = w1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (w2 & 0x0f0f0f0fu) | (((w0 >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
+    *sc = (uint64_t)sc_lo | ((uint64_t)sc_hi << 32);
+    *m = (uint64_t)m_lo | ((uint64_t)m_hi << 32);
+}
+
+/* A vec_dot4 made of four vec_dots, for types without a fused one. */
+#define HX_QUANT_DOT4_OF(name, dot)                                                   \
+    static void name(int64_t n, float *s, const void *x, size_t x_stride, const void *y) \
+    {                                                                                 \
+        for (int r = 0; r < 4; r++)                                                   \
+            dot(n, s + r, (const uint8_t *)x + (size_t)r * x_stride, y);              \
+    }
+
+#endif

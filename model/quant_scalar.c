@@ -1,0 +1,416 @@
+/* The scalar reference: dequantization and dot products of every type,
+ * written straight from the block layouts.  The SIMD levels must give the
+ * same bits when dequantizing (the arithmetic below is ggml's: an integer
+ * quant converted to float, times the scale, minus the min, no fused
+ * multiply-add), and the same dot products up to float summation order. */
+#include <stddef.h>
+
+#include "model/quant_impl.h"
+
+#define H(p) hx_fp16_to_fp32(hx_ld16(p))
+
+/* ---- plain types -------------------------------------------------------- */
+
+static void dequant_f32(const void *vx, float *y, int64_t n)
+{
+    memcpy(y, vx, (size_t)n * sizeof(float));
+}
+
+static void dequant_f16(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = H(x + 2 * i);
+}
+
+static void dequant_bf16(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = hx_bf16_to_fp32(hx_ld16(x + 2 * i));
+}
+
+/* Plain dots accumulate in double: the reference should be the accurate one. */
+static void dot_f32(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx;
+    const float *y = vy;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)hx_ldf(x + 4 * i) * y[i];
+    *s = (float)sum;
+}
+
+static void dot_f16(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx;
+    const float *y = vy;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)H(x + 2 * i) * y[i];
+    *s = (float)sum;
+}
+
+static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx;
+    const float *y = vy;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)hx_bf16_to_fp32(hx_ld16(x + 2 * i)) * y[i];
+    *s = (float)sum;
+}
+
+/* ---- 32-element blocks -------------------------------------------------- */
+
+static void dequant_q4_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q4_0), y += HX_QK) {
+        const float d = H(x + offsetof(hx_block_q4_0, d));
+        const uint8_t *qs = x + offsetof(hx_block_q4_0, qs);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)((qs[j] & 0xf) - 8) * d;
+            y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void dequant_q4_1(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q4_1), y += HX_QK) {
+        const float d = H(x + offsetof(hx_block_q4_1, d));
+        const float m = H(x + offsetof(hx_block_q4_1, m));
+        const uint8_t *qs = x + offsetof(hx_block_q4_1, qs);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(qs[j] & 0xf) * d + m;
+            y[j + 16] = (float)(qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+/* The five-bit quant j (0..31) of a Q5 block. */
+static inline int q5_at(const uint8_t *qs, uint32_t qh, int j)
+{
+    const int lo = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
+    return lo | (int)(((qh >> j) & 1u) << 4);
+}
+
+static void dequant_q5_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q5_0), y += HX_QK) {
+        const float d = H(x + offsetof(hx_block_q5_0, d));
+        const uint32_t qh = hx_ld32(x + offsetof(hx_block_q5_0, qh));
+        const uint8_t *qs = x + offsetof(hx_block_q5_0, qs);
+        for (int j = 0; j < HX_QK; j++)
+            y[j] = (float)(q5_at(qs, qh, j) - 16) * d;
+    }
+}
+
+static void dequant_q5_1(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q5_1), y += HX_QK) {
+        const float d = H(x + offsetof(hx_block_q5_1, d));
+        const float m = H(x + offsetof(hx_block_q5_1, m));
+        const uint32_t qh = hx_ld32(x + offsetof(hx_block_q5_1, qh));
+        const uint8_t *qs = x + offsetof(hx_block_q5_1, qs);
+        for (int j = 0; j < HX_QK; j++)
+            y[j] = (float)q5_at(qs, qh, j) * d + m;
+    }
+}
+
+static void dequant_q8_0(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q8_0), y += HX_QK) {
+        const float d = H(x + offsetof(hx_block_q8_0, d));
+        const int8_t *qs = (const int8_t *)(x + offsetof(hx_block_q8_0, qs));
+        for (int j = 0; j < HX_QK; j++)
+            y[j] = (float)qs[j] * d;
+    }
+}
+
+static void dequant_q8_1(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q8_1), y += HX_QK) {
+        const float d = H(x + offsetof(hx_block_q8_1, d));
+        const int8_t *qs = (const int8_t *)(x + offsetof(hx_block_q8_1, qs));
+        for (int j = 0; j < HX_QK; j++)
+            y[j] = (float)qs[j] * d;
+    }
+}
+
+static void dot_q4_0(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q4_0), y += sizeof(hx_block_q8_0)) {
+        const uint8_t *qs = x + offsetof(hx_block_q4_0, qs);
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_0, qs));
+        int isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += ((qs[j] & 0xf) - 8) * a[j] + ((qs[j] >> 4) - 8) * a[j + 16];
+        sum += (float)isum * (H(x + offsetof(hx_block_q4_0, d)) * H(y + offsetof(hx_block_q8_0, d)));
+    }
+    *s = sum;
+}
+
+static void dot_q4_1(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q4_1), y += sizeof(hx_block_q8_1)) {
+        const uint8_t *qs = x + offsetof(hx_block_q4_1, qs);
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_1, qs));
+        int isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += (qs[j] & 0xf) * a[j] + (qs[j] >> 4) * a[j + 16];
+        sum += (float)isum * (H(x + offsetof(hx_block_q4_1, d)) * H(y + offsetof(hx_block_q8_1, d))) +
+               H(x + offsetof(hx_block_q4_1, m)) * H(y + offsetof(hx_block_q8_1, s));
+    }
+    *s = sum;
+}
+
+static void dot_q5_0(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q5_0), y += sizeof(hx_block_q8_0)) {
+        const uint8_t *qs = x + offsetof(hx_block_q5_0, qs);
+        const uint32_t qh = hx_ld32(x + offsetof(hx_block_q5_0, qh));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_0, qs));
+        int isum = 0;
+        for (int j = 0; j < HX_QK; j++)
+            isum += (q5_at(qs, qh, j) - 16) * a[j];
+        sum += (float)isum * (H(x + offsetof(hx_block_q5_0, d)) * H(y + offsetof(hx_block_q8_0, d)));
+    }
+    *s = sum;
+}
+
+static void dot_q5_1(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q5_1), y += sizeof(hx_block_q8_1)) {
+        const uint8_t *qs = x + offsetof(hx_block_q5_1, qs);
+        const uint32_t qh = hx_ld32(x + offsetof(hx_block_q5_1, qh));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_1, qs));
+        int isum = 0;
+        for (int j = 0; j < HX_QK; j++)
+            isum += q5_at(qs, qh, j) * a[j];
+        sum += (float)isum * (H(x + offsetof(hx_block_q5_1, d)) * H(y + offsetof(hx_block_q8_1, d))) +
+               H(x + offsetof(hx_block_q5_1, m)) * H(y + offsetof(hx_block_q8_1, s));
+    }
+    *s = sum;
+}
+
+static void dot_q8_0(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK; i++, x += sizeof(hx_block_q8_0), y += sizeof(hx_block_q8_0)) {
+        const int8_t *w = (const int8_t *)(x + offsetof(hx_block_q8_0, qs));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_0, qs));
+        int isum = 0;
+        for (int j = 0; j < HX_QK; j++)
+            isum += w[j] * a[j];
+        sum += (float)isum * (H(x + offsetof(hx_block_q8_0, d)) * H(y + offsetof(hx_block_q8_0, d)));
+    }
+    *s = sum;
+}
+
+/* ---- K-quants ----------------------------------------------------------- */
+
+/* Quant e (0..255) of a Q4_K / Q5_K super-block, without the fifth bit. */
+static inline int k4_nibble(const uint8_t *qs, int e)
+{
+    const uint8_t b = qs[32 * (e / 64) + e % 32];
+    return (e % 64) < 32 ? b & 0xf : b >> 4;
+}
+
+/* The fifth bit of element e of a Q5_K super-block. */
+static inline int k5_high(const uint8_t *qh, int e)
+{
+    return (qh[e % 32] >> (e / 32)) & 1;
+}
+
+/* The six-bit quant e (0..255) of a Q6_K super-block, 0..63. */
+static inline int q6_at(const uint8_t *b, int e)
+{
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = b[offsetof(hx_block_q6_K, ql) + 64 * h + l + 32 * (k & 1)];
+    const uint8_t hi = b[offsetof(hx_block_q6_K, qh) + 32 * h + l];
+    return (k < 2 ? lo & 0xf : lo >> 4) | (((hi >> (2 * k)) & 3) << 4);
+}
+
+static void dequant_q4_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += HX_QK_K) {
+        const float d = H(x + offsetof(hx_block_q4_K, d));
+        const float dmin = H(x + offsetof(hx_block_q4_K, dmin));
+        const uint8_t *qs = x + offsetof(hx_block_q4_K, qs);
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
+        for (int j = 0; j < 8; j++) {
+            const float dj = d * (float)(uint8_t)(sc >> (8 * j));
+            const float mj = dmin * (float)(uint8_t)(m >> (8 * j));
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = dj * (float)k4_nibble(qs, 32 * j + l) - mj;
+        }
+    }
+}
+
+static void dequant_q5_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += HX_QK_K) {
+        const float d = H(x + offsetof(hx_block_q5_K, d));
+        const float dmin = H(x + offsetof(hx_block_q5_K, dmin));
+        const uint8_t *qs = x + offsetof(hx_block_q5_K, qs);
+        const uint8_t *qh = x + offsetof(hx_block_q5_K, qh);
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
+        for (int j = 0; j < 8; j++) {
+            const float dj = d * (float)(uint8_t)(sc >> (8 * j));
+            const float mj = dmin * (float)(uint8_t)(m >> (8 * j));
+            for (int l = 0; l < 32; l++) {
+                const int e = 32 * j + l;
+                y[e] = dj * (float)(k4_nibble(qs, e) | (k5_high(qh, e) << 4)) - mj;
+            }
+        }
+    }
+}
+
+static void dequant_q6_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += HX_QK_K) {
+        const float d = H(x + offsetof(hx_block_q6_K, d));
+        const int8_t *sc = (const int8_t *)(x + offsetof(hx_block_q6_K, scales));
+        for (int e = 0; e < HX_QK_K; e++)
+            y[e] = d * (float)sc[e / 16] * (float)(q6_at(x, e) - 32);
+    }
+}
+
+static void dequant_q8_K(const void *vx, float *y, int64_t n)
+{
+    const uint8_t *x = vx;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q8_K), y += HX_QK_K) {
+        const float d = hx_ldf(x + offsetof(hx_block_q8_K, d));
+        const int8_t *qs = (const int8_t *)(x + offsetof(hx_block_q8_K, qs));
+        for (int j = 0; j < HX_QK_K; j++)
+            y[j] = (float)qs[j] * d;
+    }
+}
+
+/* The K-quants' min term: sum over sub-blocks of m[j] * (sum of the
+ * activations of sub-block j), read from the Q8_K block's bsums. */
+static int k4_min_sum(const uint8_t *y, uint64_t m)
+{
+    const uint8_t *bs = y + offsetof(hx_block_q8_K, bsums);
+    int sum = 0;
+    for (int j = 0; j < 8; j++)
+        sum += (int)(uint8_t)(m >> (8 * j)) * ((int16_t)hx_ld16(bs + 4 * j) + (int16_t)hx_ld16(bs + 4 * j + 2));
+    return sum;
+}
+
+static void dot_q4_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += sizeof(hx_block_q8_K)) {
+        const uint8_t *qs = x + offsetof(hx_block_q4_K, qs);
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
+        int isum = 0;
+        for (int j = 0; j < 8; j++) {
+            int sub = 0;
+            for (int l = 0; l < 32; l++)
+                sub += k4_nibble(qs, 32 * j + l) * a[32 * j + l];
+            isum += (int)(uint8_t)(sc >> (8 * j)) * sub;
+        }
+        const float dy = hx_ldf(y + offsetof(hx_block_q8_K, d));
+        sum += dy * H(x + offsetof(hx_block_q4_K, d)) * (float)isum -
+               dy * H(x + offsetof(hx_block_q4_K, dmin)) * (float)k4_min_sum(y, m);
+    }
+    *s = sum;
+}
+
+static void dot_q5_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += sizeof(hx_block_q8_K)) {
+        const uint8_t *qs = x + offsetof(hx_block_q5_K, qs);
+        const uint8_t *qh = x + offsetof(hx_block_q5_K, qh);
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        uint64_t sc, m;
+        hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
+        int isum = 0;
+        for (int j = 0; j < 8; j++) {
+            int sub = 0;
+            for (int l = 0; l < 32; l++) {
+                const int e = 32 * j + l;
+                sub += (k4_nibble(qs, e) | (k5_high(qh, e) << 4)) * a[e];
+            }
+            isum += (int)(uint8_t)(sc >> (8 * j)) * sub;
+        }
+        const float dy = hx_ldf(y + offsetof(hx_block_q8_K, d));
+        sum += dy * H(x + offsetof(hx_block_q5_K, d)) * (float)isum -
+               dy * H(x + offsetof(hx_block_q5_K, dmin)) * (float)k4_min_sum(y, m);
+    }
+    *s = sum;
+}
+
+static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
+{
+    const uint8_t *x = vx, *y = vy;
+    float sum = 0;
+    for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        const int8_t *sc = (const int8_t *)(x + offsetof(hx_block_q6_K, scales));
+        const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int sub = 0;
+            for (int l = 0; l < 16; l++)
+                sub += (q6_at(x, 16 * g + l) - 32) * a[16 * g + l];
+            isum += sc[g] * sub;
+        }
+        sum += hx_ldf(y + offsetof(hx_block_q8_K, d)) * H(x + offsetof(hx_block_q6_K, d)) * (float)isum;
+    }
+    *s = sum;
+}
+
+HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
+HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
+HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
+HX_QUANT_DOT4_OF(dot4_q4_0, dot_q4_0)
+HX_QUANT_DOT4_OF(dot4_q4_1, dot_q4_1)
+HX_QUANT_DOT4_OF(dot4_q5_0, dot_q5_0)
+HX_QUANT_DOT4_OF(dot4_q5_1, dot_q5_1)
+HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
+HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
+HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
+HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
+
+const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_F32] = {dequant_f32, hx_quant_quantize_f32, dot_f32, dot4_f32},
+    [HX_TYPE_F16] = {dequant_f16, hx_quant_quantize_f16, dot_f16, dot4_f16},
+    [HX_TYPE_BF16] = {dequant_bf16, hx_quant_quantize_bf16, dot_bf16, dot4_bf16},
+    [HX_TYPE_Q4_0] = {dequant_q4_0, hx_quant_quantize_q4_0, dot_q4_0, dot4_q4_0},
+    [HX_TYPE_Q4_1] = {dequant_q4_1, hx_quant_quantize_q4_1, dot_q4_1, dot4_q4_1},
+    [HX_TYPE_Q5_0] = {dequant_q5_0, hx_quant_quantize_q5_0, dot_q5_0, dot4_q5_0},
+    [HX_TYPE_Q5_1] = {dequant_q5_1, hx_quant_quantize_q5_1, dot_q5_1, dot4_q5_1},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, hx_quant_quantize_q8_0, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_1] = {dequant_q8_1, hx_quant_quantize_q8_1, NULL, NULL},
+    [HX_TYPE_Q4_K] = {dequant_q4_K, hx_quant_quantize_q4_K, dot_q4_K, dot4_q4_K},
+    [HX_TYPE_Q5_K] = {dequant_q5_K, hx_quant_quantize_q5_K, dot_q5_K, dot4_q5_K},
+    [HX_TYPE_Q6_K] = {dequant_q6_K, hx_quant_quantize_q6_K, dot_q6_K, dot4_q6_K},
+    [HX_TYPE_Q8_K] = {dequant_q8_K, hx_quant_quantize_q8_K, NULL, NULL},
+};

@@ -1,0 +1,64 @@
+/* Sessions: open, close, logits of the last evaluation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/session.h"
+#include "runtime/error.h"
+
+hx_status hx_session_open(hx_model *m, hx_session **out)
+{
+    if (!m || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_session_open: NULL argument");
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return hx_error(HX_ERR_NO_MEMORY, "session");
+    (*out)->m = m;
+    return HX_OK;
+}
+
+void hx_session_close(hx_session *s)
+{
+    if (!s)
+        return;
+    hx_kv_seq_release(s->m->kv, &s->seq);
+    free(s->logits);
+    free(s->logit_row);
+    free(s);
+}
+
+uint32_t hx_session_position(const hx_session *s) { return s ? s->pos : 0; }
+
+hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits)
+{
+    size_t V = s->m->info.n_vocab;
+    if (n_logits > s->cap_logits) {
+        float *l = realloc(s->logits, sizeof *l * V * n_logits);
+        if (!l)
+            return hx_error(HX_ERR_NO_MEMORY, "logits of %u tokens", n_logits);
+        s->logits = l;
+        s->cap_logits = n_logits;
+    }
+    if (n_tokens > s->cap_last) {
+        int32_t *r = realloc(s->logit_row, sizeof *r * n_tokens);
+        if (!r)
+            return hx_error(HX_ERR_NO_MEMORY, "logits table");
+        s->logit_row = r;
+        s->cap_last = n_tokens;
+    }
+    memset(s->logit_row, 0xff, sizeof *s->logit_row * n_tokens);
+    s->n_last = n_tokens;
+    s->n_logits = 0;
+    s->n_filled = 0;
+    return HX_OK;
+}
+
+const float *hx_session_logits(const hx_session *s, int i)
+{
+    if (!s || s->n_last == 0)
+        return NULL;
+    if (i < 0)
+        i += (int)s->n_last;
+    if (i < 0 || (uint32_t)i >= s->n_last || s->logit_row[i] < 0)
+        return NULL;
+    return s->logits + (size_t)s->logit_row[i] * s->m->info.n_vocab;
+}

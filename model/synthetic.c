@@ -1,0 +1,211 @@
+/* The embedded default model: a deterministic LLaMA with seeded random
+ * weights and a byte-level vocabulary, written as a GGUF file, so that the
+ * tools and benchmarks run on a fresh machine with no download.
+ *
+ * Scales follow common initialisations (GPT-2's): N(0, 1/fan_in) for the
+ * input projections, further divided by sqrt(2 * n_layer) for the matrices
+ * that feed the residual stream, so activations stay O(1) through depth;
+ * the output matrix is scaled up so next-token distributions are peaked,
+ * as a trained model's are (flat ones would make every argmax a near-tie). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gguf.h"
+#include "model/quant.h"
+#include "model/synthetic.h"
+#include "model/tokenizer.h"
+#include "runtime/error.h"
+
+static const hx_synthetic_config presets[] = {
+    {"tiny", 512, 5, 8, 4, 1536, 2048, "llama", 0},
+    {"small", 768, 12, 12, 12, 2816, 2048, "llama", 0},
+};
+
+const hx_synthetic_config *hx_synthetic_preset(const char *name)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (name && !strcmp(presets[i].name, name))
+            return &presets[i];
+    return NULL;
+}
+
+/* splitmix64: tiny, seedable, and the same on every platform. */
+typedef struct {
+    uint64_t s;
+    int have;
+    double spare;
+} rng;
+
+static uint64_t next_u64(rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform(rng *r) { return ((next_u64(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+static double normal(rng *r)
+{
+    if (r->have) {
+        r->have = 0;
+        return r->spare;
+    }
+    double u = uniform(r), v = uniform(r), m = sqrt(-2.0 * log(u));
+    r->spare = m * sin(2 * M_PI * v);
+    r->have = 1;
+    return m * cos(2 * M_PI * v);
+}
+
+typedef struct {
+    hx_gguf_writer *w;
+    void **blobs;
+    size_t n, cap;
+    rng r;
+    hx_type type;
+} writer;
+
+static hx_status keep(writer *wr, void *p)
+{
+    if (wr->n == wr->cap) {
+        size_t cap = wr->cap ? 2 * wr->cap : 64;
+        void **b = realloc(wr->blobs, cap * sizeof *b);
+        if (!b)
+            return hx_error(HX_ERR_NO_MEMORY, "synthetic model");
+        wr->blobs = b;
+        wr->cap = cap;
+    }
+    wr->blobs[wr->n++] = p;
+    return HX_OK;
+}
+
+/* A [rows][cols] tensor of N(mean, sd) values, stored in `type`. */
+static hx_status tensor(writer *wr, const char *name, uint64_t cols, uint64_t rows, double mean, double sd,
+                        hx_type type)
+{
+    size_t row_bytes = hx_type_row_size(type, cols);
+    const hx_quant_ops *q = hx_quant_ops_get(type);
+    if (!row_bytes || !q || !q->quantize_row)
+        return hx_error(HX_ERR_UNSUPPORTED, "synthetic model: no quantizer for %s rows of %llu", hx_type_name(type),
+                        (unsigned long long)cols);
+    uint8_t *data = malloc(row_bytes * rows);
+    float *row = malloc(sizeof *row * cols);
+    hx_status s = data && row ? keep(wr, data) : hx_error(HX_ERR_NO_MEMORY, "tensor %s", name);
+    if (s) {
+        free(data);
+        free(row);
+        return s;
+    }
+    for (uint64_t i = 0; i < rows; i++) {
+        for (uint64_t j = 0; j < cols; j++)
+            row[j] = (float)(mean + sd * normal(&wr->r));
+        q->quantize_row(row, data + i * row_bytes, (int64_t)cols);
+    }
+    free(row);
+    uint64_t ne[2] = {cols, rows};
+    return hx_gguf_writer_add_tensor(wr->w, name, type, rows == 1 ? 1 : 2, ne, data);
+}
+
+static hx_status write_all(writer *wr, const hx_synthetic_config *c, const char *type_name)
+{
+    hx_gguf_writer *w = wr->w;
+    const uint64_t D = c->n_embd, Dkv = (uint64_t)c->n_embd / c->n_head * c->n_head_kv, F = c->n_ff;
+    const uint64_t V = HX_TOKENIZER_BYTES_VOCAB;
+    const double in = 1.0 / sqrt((double)D), res = in / sqrt(2.0 * c->n_layer);
+    const char *arch = c->arch ? c->arch : "llama";
+    const int qwen2 = !strcmp(arch, "qwen2");
+    char name[64], key[96];
+    hx_status s;
+    snprintf(name, sizeof name, "hetero-synthetic-%s-%s", c->name, type_name);
+    if ((s = hx_gguf_writer_set_str(w, "general.architecture", arch)) ||
+        (s = hx_gguf_writer_set_str(w, "general.name", name)))
+        return s;
+    const struct {
+        const char *key;
+        uint32_t v;
+    } u[] = {
+        {"context_length", c->n_ctx},          {"embedding_length", c->n_embd},
+        {"block_count", c->n_layer},           {"feed_forward_length", c->n_ff},
+        {"attention.head_count", c->n_head},   {"attention.head_count_kv", c->n_head_kv},
+        {"rope.dimension_count", c->n_embd / c->n_head},
+    };
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, u[i].key);
+        if ((s = hx_gguf_writer_set_u32(w, key, u[i].v)))
+            return s;
+    }
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    if ((s = hx_gguf_writer_set_f32(w, key, qwen2 ? 1000000.0f : 10000.0f)))
+        return s;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    if ((s = hx_gguf_writer_set_f32(w, key, qwen2 ? 1e-6f : 1e-5f)) || (s = hx_tokenizer_write_bytes_kv(w)))
+        return s;
+    if ((s = tensor(wr, "token_embd.weight", D, V, 0, 1, wr->type)))
+        return s;
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const struct {
+            const char *n;
+            uint64_t cols, rows;
+            double mean, sd;
+            int vec;
+        } t[] = {
+            {"attn_norm.weight", D, 1, 1, 0.1, 1},  {"attn_q.weight", D, D, 0, in, 0},
+            {"attn_k.weight", D, Dkv, 0, in, 0},    {"attn_v.weight", D, Dkv, 0, in, 0},
+            {"attn_output.weight", D, D, 0, res, 0}, {"ffn_norm.weight", D, 1, 1, 0.1, 1},
+            {"ffn_gate.weight", D, F, 0, in, 0},    {"ffn_up.weight", D, F, 0, in, 0},
+            {"ffn_down.weight", F, D, 0, res * sqrt((double)D / F), 0},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s", l, t[i].n);
+            if ((s = tensor(wr, name, t[i].cols, t[i].rows, t[i].mean, t[i].sd,
+                            t[i].vec ? HX_TYPE_F32 : wr->type)))
+                return s;
+        }
+        const struct {
+            const char *n;
+            uint64_t len;
+        } bias[] = {{"attn_q.bias", D}, {"attn_k.bias", Dkv}, {"attn_v.bias", Dkv}};
+        for (size_t i = 0; qwen2 && i < 3; i++) {
+            snprintf(name, sizeof name, "blk.%u.%s", l, bias[i].n);
+            if ((s = tensor(wr, name, bias[i].len, 1, 0, 0.5, HX_TYPE_F32)))
+                return s;
+        }
+    }
+    if ((s = tensor(wr, "output_norm.weight", D, 1, 1, 0.1, HX_TYPE_F32)))
+        return s;
+    return c->tied ? HX_OK : tensor(wr, "output.weight", D, V, 0, 4.0 * in, wr->type);
+}
+
+hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, const char *type, uint64_t seed)
+{
+    hx_type t;
+    if (!path || !c || !type)
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: NULL argument");
+    if (!hx_type_from_name(type, &t))
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: unknown type '%s'", type);
+    if (c->n_head == 0 || c->n_head_kv == 0 || c->n_embd % c->n_head || c->n_head % c->n_head_kv ||
+        c->n_layer == 0)
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model '%s': impossible shape", c->name);
+    writer wr = {.r = {.s = seed}, .type = t};
+    hx_status s = hx_gguf_writer_create(&wr.w);
+    if (s == HX_OK)
+        s = write_all(&wr, c, type);
+    if (s == HX_OK)
+        s = hx_gguf_writer_write(wr.w, path);
+    hx_gguf_writer_free(wr.w);
+    for (size_t i = 0; i < wr.n; i++)
+        free(wr.blobs[i]);
+    free(wr.blobs);
+    return s;
+}
+
+hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed)
+{
+    const hx_synthetic_config *c = hx_synthetic_preset(preset);
+    if (!c)
+        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset ? preset : "");
+    return hx_synthetic_write(path, c, type, seed);
+}

@@ -1,0 +1,607 @@
+/* The OpenCL backend on PoCL: discovery, FPGA emulation, kernels against
+ * the CPU and a scalar reference, zero-copy buffers, mixed DAGs, build
+ * errors, the program cache and the bitstream manifest.  A machine without
+ * an OpenCL device fails this suite: it must never pass by skipping. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "devices/opencl.h"
+#include "runtime/runtime.h"
+#include "tests/cl_test.h"
+
+START_TEST(discovery_finds_pocl)
+{
+    hx_runtime *rt = hx_cl_test_open("all", 0);
+    int i = hx_cl_test_device(rt);
+    hx_device_info d;
+    HX_ASSERT_OK(hx_runtime_device_info(rt, i, &d));
+    ck_assert_int_eq(d.family, HX_FAMILY_OPENCL);
+    ck_assert_int_eq(d.kind, HX_KIND_CPU);
+    ck_assert_int_eq(d.emulated, 0);
+    ck_assert_msg(strstr(d.platform, "Portable") || strstr(d.platform, "PoCL"), "platform '%s'", d.platform);
+    ck_assert_int_ge(d.compute_units, 1);
+    ck_assert_uint_gt(d.global_mem_bytes, 0);
+    ck_assert_uint_gt(d.local_mem_bytes, 0);
+    ck_assert_int_eq(d.unified_memory, 1);
+    ck_assert_int_eq(d.memory_node, 0);
+    ck_assert_int_ge(d.numa_node, 0);
+    ck_assert_ptr_nonnull(strstr(d.version, "OpenCL"));
+    ck_assert_ptr_null(hx_runtime_absence_reason(rt, HX_FAMILY_OPENCL));
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* With no ICD registered the family is absent, with its reason, and the
+ * runtime opens on the CPU.  The ICD loader reads OCL_ICD_VENDORS once per
+ * process, so this only holds in a forked test. */
+START_TEST(no_platform_is_an_absence_not_a_failure)
+{
+    const char *fork = getenv("CK_FORK");
+    if (fork && !strcmp(fork, "no"))
+        return;
+    char empty[300];
+    snprintf(empty, sizeof empty, "%s/no-icd", hx_cl_test_cache);
+    ck_assert_int_eq(mkdir(empty, 0700), 0);
+    setenv("OCL_ICD_VENDORS", empty, 1);
+    hx_runtime *rt = hx_cl_test_open("all", 0);
+    ck_assert_int_eq(hx_runtime_device_count(rt), 1);
+    const char *why = hx_runtime_absence_reason(rt, HX_FAMILY_OPENCL);
+    ck_assert_ptr_nonnull(why);
+    ck_assert_msg(strstr(why, "no OpenCL platform"), "%s", why);
+    hx_runtime_close(rt);
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "opencl";
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_NO_DEVICE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "CL_PLATFORM_NOT_FOUND_KHR"));
+}
+END_TEST
+
+static void assert_emulated_fpga(hx_runtime *rt)
+{
+    int found = 0;
+    for (int i = 0; i < hx_runtime_device_count(rt); i++) {
+        hx_device_info d;
+        HX_ASSERT_OK(hx_runtime_device_info(rt, i, &d));
+        if (d.kind != HX_KIND_FPGA)
+            continue;
+        found++;
+        ck_assert_int_eq(d.family, HX_FAMILY_OPENCL);
+        ck_assert_int_eq(d.emulated, 1);
+        ck_assert_ptr_nonnull(strstr(d.name, "emulation"));
+    }
+    ck_assert_int_eq(found, 1);
+}
+
+START_TEST(fpga_emulation_by_option_and_environment)
+{
+    hx_runtime *rt = hx_cl_test_open("fpga", 1);
+    ck_assert_int_eq(hx_runtime_device_count(rt), 1);
+    assert_emulated_fpga(rt);
+    hx_runtime_close(rt);
+
+    setenv("HX_FPGA_EMULATION", "pocl", 1);
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu,fpga";
+    o.cpu_threads = 1;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    unsetenv("HX_FPGA_EMULATION");
+    ck_assert_int_eq(hx_runtime_device_count(rt), 2);
+    assert_emulated_fpga(rt);
+    hx_runtime_close(rt);
+
+    /* Without emulation there is no FPGA to ask for. */
+    o.fpga_emulation = "off";
+    o.devices = "fpga";
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_NO_DEVICE);
+}
+END_TEST
+
+static void run_vector_add(hx_runtime *rt, int dev, size_t n, unsigned seed)
+{
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    hx_cl_test_random(x, n, seed);
+    hx_cl_test_random(y, n, seed + 1);
+    hx_buffer *bx = hx_cl_test_buffer(rt, x, n * 4), *by = hx_cl_test_buffer(rt, y, n * 4), *bz;
+    HX_ASSERT_OK(hx_buffer_create(rt, n * 4, &bz));
+    hx_args_vector_add a = {n};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {bx, by, bz},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = dev};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+    float *z;
+    HX_ASSERT_OK(hx_buffer_acquire(bz, HX_R, (void **)&z));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(z[i] == x[i] + y[i], "device %d, n %zu, element %zu: %g vs %g", dev, n, i, z[i], x[i] + y[i]);
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(by);
+    hx_buffer_destroy(bz);
+    free(x);
+    free(y);
+}
+
+START_TEST(vector_add_on_opencl_and_cpu)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt), cpu = hx_cl_test_cpu(rt);
+    const size_t sizes[] = {1, 7, 1000, 100003};
+    for (int s = 0; s < 4; s++) {
+        run_vector_add(rt, cl, sizes[s], 10 + s);
+        run_vector_add(rt, cpu, sizes[s], 10 + s);
+    }
+    hx_runtime_close(rt);
+}
+END_TEST
+
+static void gemm_reference(const float *A, const float *B, double *C, int M, int N, int K)
+{
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)A[(size_t)m * K + k] * B[(size_t)n * K + k];
+            C[(size_t)m * N + n] = s;
+        }
+}
+
+static float *run_gemm(hx_runtime *rt, int dev, const float *A, const float *B, int M, int N, int K)
+{
+    hx_buffer *bA = hx_cl_test_buffer(rt, A, sizeof(float) * M * K);
+    hx_buffer *bB = hx_cl_test_buffer(rt, B, sizeof(float) * N * K), *bC;
+    HX_ASSERT_OK(hx_buffer_create(rt, sizeof(float) * M * N, &bC));
+    hx_args_gemm_f32 g = {M, N, K};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("gemm_f32"), .nbuffers = 3, .buffers = {bA, bB, bC},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &g, .args_size = sizeof g, .device = dev};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+    float *C, *out = malloc(sizeof(float) * M * N);
+    HX_ASSERT_OK(hx_buffer_acquire(bC, HX_R, (void **)&C));
+    memcpy(out, C, sizeof(float) * M * N);
+    hx_buffer_destroy(bA);
+    hx_buffer_destroy(bB);
+    hx_buffer_destroy(bC);
+    return out;
+}
+
+START_TEST(gemm_on_opencl_matches_cpu_and_reference)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt), cpu = hx_cl_test_cpu(rt);
+    const int shapes[][3] = {{1, 1, 1}, {1, 67, 129}, {7, 33, 64}, {19, 130, 77}, {33, 17, 300}};
+    for (int s = 0; s < 5; s++) {
+        int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
+        double *ref = malloc(sizeof(double) * M * N);
+        hx_cl_test_random(A, (size_t)M * K, 20 + s);
+        hx_cl_test_random(B, (size_t)N * K, 30 + s);
+        gemm_reference(A, B, ref, M, N, K);
+        float *c_cl = run_gemm(rt, cl, A, B, M, N, K), *c_cpu = run_gemm(rt, cpu, A, B, M, N, K);
+        for (int i = 0; i < M * N; i++) {
+            ck_assert_msg(fabs(c_cl[i] - ref[i]) <= 1e-5 * K, "shape %d elem %d: opencl %g vs %g", s, i, c_cl[i],
+                          ref[i]);
+            ck_assert_msg(fabs(c_cl[i] - c_cpu[i]) <= 2e-5 * K, "shape %d elem %d: opencl %g vs cpu %g", s, i,
+                          c_cl[i], c_cpu[i]);
+        }
+        free(A);
+        free(B);
+        free(ref);
+        free(c_cl);
+        free(c_cpu);
+    }
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* PoCL shares host memory: a buffer written on it and read on the CPU and
+ * by the host must never be copied. */
+START_TEST(unified_buffers_are_never_copied)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt), cpu = hx_cl_test_cpu(rt);
+    const size_t n = 4099;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    hx_cl_test_random(x, n, 40);
+    hx_cl_test_random(y, n, 41);
+    hx_buffer *bx = hx_cl_test_buffer(rt, x, n * 4), *by = hx_cl_test_buffer(rt, y, n * 4), *bz, *bw;
+    HX_ASSERT_OK(hx_buffer_create(rt, n * 4, &bz));
+    HX_ASSERT_OK(hx_buffer_create(rt, n * 4, &bw));
+    hx_runtime_stats_reset(rt);
+    hx_args_vector_add a = {n};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {bx, by, bz},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = cl};
+    hx_task *t1, *t2;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t1));
+    hx_task_desc e = d;
+    e.buffers[0] = bz; /* w = z + y on the CPU */
+    e.buffers[2] = bw;
+    e.device = cpu;
+    HX_ASSERT_OK(hx_task_submit(rt, &e, &t2));
+    HX_ASSERT_OK(hx_task_wait(t1));
+    HX_ASSERT_OK(hx_task_wait(t2));
+    float *z, *w;
+    HX_ASSERT_OK(hx_buffer_acquire(bz, HX_R, (void **)&z));
+    HX_ASSERT_OK(hx_buffer_acquire(bw, HX_R, (void **)&w));
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_float_eq(z[i], x[i] + y[i]);
+        ck_assert_float_eq(w[i], (x[i] + y[i]) + y[i]);
+    }
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.copies, 0);
+    ck_assert_uint_eq(st.bytes_copied, 0);
+    ck_assert_uint_ge(st.zero_copy_uses, 3);
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(by);
+    hx_buffer_destroy(bz);
+    hx_buffer_destroy(bw);
+    free(x);
+    free(y);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* 1000 tasks, each reading the previous one's output, alternating between
+ * the CPU and PoCL (pinned), then placed by eager: a missed dependency or a
+ * stale replica shows as a wrong sum. */
+static void run_chain(hx_runtime *rt, int pin_a, int pin_b)
+{
+    const size_t n = 257;
+    const int steps = 1000;
+    float x[257], acc[257], expect[257];
+    hx_cl_test_random(x, n, 50);
+    hx_cl_test_random(acc, n, 51);
+    memcpy(expect, acc, sizeof acc);
+    for (int s = 0; s < steps; s++)
+        for (size_t i = 0; i < n; i++)
+            expect[i] = expect[i] + x[i];
+    hx_buffer *bx = hx_cl_test_buffer(rt, x, sizeof x), *b0 = hx_cl_test_buffer(rt, acc, sizeof acc), *b1;
+    HX_ASSERT_OK(hx_buffer_create(rt, sizeof acc, &b1));
+    hx_args_vector_add a = {n};
+    for (int s = 0; s < steps; s++) {
+        hx_buffer *in = s % 2 ? b1 : b0, *out = s % 2 ? b0 : b1;
+        hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {in, bx, out},
+                          .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a,
+                          .device = s % 2 ? pin_b : pin_a};
+        HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
+    }
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    float *r;
+    HX_ASSERT_OK(hx_buffer_acquire(steps % 2 ? b1 : b0, HX_R, (void **)&r));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(r[i] == expect[i], "element %zu: %g vs %g", i, r[i], expect[i]);
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(b0);
+    hx_buffer_destroy(b1);
+}
+
+START_TEST(dag_of_1000_tasks_over_cpu_and_opencl)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt), cpu = hx_cl_test_cpu(rt);
+    run_chain(rt, cpu, cl);
+    hx_device_stats sc, so;
+    HX_ASSERT_OK(hx_device_stats_get(rt, cpu, &sc));
+    HX_ASSERT_OK(hx_device_stats_get(rt, cl, &so));
+    ck_assert_uint_eq(sc.tasks, 500);
+    ck_assert_uint_eq(so.tasks, 500);
+    hx_runtime_stats_reset(rt);
+    run_chain(rt, -1, -1);
+    HX_ASSERT_OK(hx_device_stats_get(rt, cpu, &sc));
+    HX_ASSERT_OK(hx_device_stats_get(rt, cl, &so));
+    ck_assert_uint_eq(sc.tasks + so.tasks, 1000);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* A user codelet whose kernel has a syntax error. */
+static int broken_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    *l = (hx_cl_launch){.kernel = "broken", .work_dim = 1, .global = {16}, .nargs = 1};
+    l->arg[0].buffer = 0;
+    return 0;
+}
+static const hx_codelet broken = {
+    .name = "broken",
+    .cl_source = "__kernel void broken(__global float *x)\n{\n    x[get_global_id(0)] = undeclared_thing;\n}\n",
+    .cl_launch = broken_launch,
+};
+
+START_TEST(build_failure_reports_the_log)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt);
+    hx_buffer *b;
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &b));
+    for (int round = 0; round < 2; round++) { /* the failure is remembered, not rebuilt */
+        hx_task_desc d = {.codelet = &broken, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = -1};
+        hx_task *t;
+        HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+        ck_assert_int_eq(hx_task_wait(t), HX_ERR_DEVICE);
+        const char *e = hx_last_error();
+        ck_assert_msg(strstr(e, "CL_BUILD_PROGRAM_FAILURE"), "%s", e);
+        ck_assert_msg(strstr(e, "build log"), "%s", e);
+        ck_assert_msg(strstr(e, "undeclared_thing"), "%s", e);
+        ck_assert_int_eq(hx_runtime_wait_all(rt), HX_ERR_DEVICE);
+    }
+    /* The runtime and the device stay usable. */
+    run_vector_add(rt, cl, 1001, 60);
+    hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* A launch the device refuses: the message names the OpenCL error. */
+static int bad_group_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    *l = (hx_cl_launch){.kernel = "gemm_f32", .work_dim = 2, .global = {16, 16}, .local = {8, 8}, .nargs = 6};
+    static const uint32_t one = 1;
+    for (int i = 0; i < 3; i++)
+        l->arg[i].buffer = 0;
+    for (int i = 3; i < 6; i++) {
+        l->arg[i].buffer = -1;
+        l->arg[i].size = sizeof one;
+        l->arg[i].value = &one;
+    }
+    return 0;
+}
+static const hx_codelet bad_group = {.name = "gemm_f32_bad_group", .cl_program = "basic",
+                                     .cl_launch = bad_group_launch};
+
+static int bad_args_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    return (int)HX_ERR_RANGE;
+}
+static const hx_codelet bad_args = {.name = "vector_add_refused", .cl_program = "basic",
+                                    .cl_launch = bad_args_launch};
+
+START_TEST(opencl_errors_are_named)
+{
+    hx_runtime *rt = hx_cl_test_open("opencl", 0);
+    hx_buffer *b;
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &b));
+    hx_task_desc d = {.codelet = &bad_group, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = -1};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    ck_assert_int_eq(hx_task_wait(t), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "CL_INVALID_WORK_GROUP_SIZE"), "%s", hx_last_error());
+    d.codelet = &bad_args;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    ck_assert_int_eq(hx_task_wait(t), HX_ERR_RANGE);
+    ck_assert_int_eq(hx_runtime_wait_all(rt), HX_ERR_INVALID_ARG);
+    ck_assert_str_eq(hx_opencl_error_name(-54), "CL_INVALID_WORK_GROUP_SIZE");
+    ck_assert_str_eq(hx_opencl_error_name(-1001), "CL_PLATFORM_NOT_FOUND_KHR");
+    ck_assert_str_eq(hx_opencl_error_name(-9999), "CL_UNKNOWN_ERROR");
+    ck_assert_int_eq(hx_opencl_error_status(CL_OUT_OF_HOST_MEMORY), HX_ERR_NO_MEMORY);
+    hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* A codelet whose kernel the emulated bitstream lacks is not offered. */
+static int scale_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    *l = (hx_cl_launch){.kernel = "scale", .work_dim = 1, .global = {sizes[0] / 4}, .nargs = 1};
+    l->arg[0].buffer = 0;
+    return 0;
+}
+static const hx_codelet scale = {
+    .name = "scale",
+    .cl_source = "__kernel void scale(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n",
+    .cl_launch = scale_launch,
+};
+
+START_TEST(emulated_fpga_offers_only_the_bitstream)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,fpga", 1);
+    int fpga = hx_cl_test_device(rt);
+    hx_buffer *b;
+    float v[16];
+    hx_cl_test_random(v, 16, 70);
+    b = hx_cl_test_buffer(rt, v, sizeof v);
+    hx_task_desc d = {.codelet = &scale, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = fpga};
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_NO_DEVICE);
+    run_vector_add(rt, fpga, 333, 71);
+    hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+
+    /* The same source on plain PoCL runs. */
+    rt = hx_cl_test_open("opencl", 0);
+    b = hx_cl_test_buffer(rt, v, sizeof v);
+    d.buffers[0] = b;
+    d.device = 0;
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+    float *r;
+    HX_ASSERT_OK(hx_buffer_acquire(b, HX_R, (void **)&r));
+    for (int i = 0; i < 16; i++)
+        ck_assert_float_eq(r[i], 2 * v[i]);
+    hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* ---- program cache ----------------------------------------------------- */
+
+START_TEST(second_open_builds_nothing)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/second-open", hx_cl_test_cache);
+    setenv("HX_CACHE_DIR", dir, 1);
+    hx_runtime *rt = hx_cl_test_open("opencl", 0);
+    run_vector_add(rt, 0, 100, 80);
+    ck_assert_uint_eq(hx_opencl_program_builds(rt), 1);
+    ck_assert_uint_eq(hx_opencl_program_cache_loads(rt), 0);
+    hx_runtime_close(rt);
+
+    rt = hx_cl_test_open("opencl", 0);
+    run_vector_add(rt, 0, 100, 81);
+    float *g = run_gemm(rt, 0, (float[]){1, 2, 3, 4}, (float[]){5, 6, 7, 8}, 2, 2, 2);
+    ck_assert_float_eq(g[0], 17);
+    ck_assert_float_eq(g[3], 53);
+    free(g);
+    ck_assert_uint_eq(hx_opencl_program_builds(rt), 0);
+    ck_assert_uint_eq(hx_opencl_program_cache_loads(rt), 1);
+    hx_runtime_close(rt);
+
+    /* Off means off: every open compiles. */
+    setenv("HX_CACHE_DIR", "off", 1);
+    rt = hx_cl_test_open("opencl", 0);
+    run_vector_add(rt, 0, 10, 82);
+    ck_assert_uint_eq(hx_opencl_program_builds(rt), 1);
+    hx_runtime_close(rt);
+    setenv("HX_CACHE_DIR", hx_cl_test_cache, 1);
+}
+END_TEST
+
+START_TEST(damaged_cache_entries_are_rebuilt)
+{
+    char dir[300], cmd[700];
+    snprintf(dir, sizeof dir, "%s/damaged", hx_cl_test_cache);
+    setenv("HX_CACHE_DIR", dir, 1);
+    hx_runtime *rt = hx_cl_test_open("opencl", 0);
+    run_vector_add(rt, 0, 50, 90);
+    hx_runtime_close(rt);
+    /* Truncate every cached binary. */
+    snprintf(cmd, sizeof cmd, "for f in '%s'/cl/*.bin; do head -c 40 \"$f\" > \"$f.x\" && mv \"$f.x\" \"$f\"; done",
+             dir);
+    ck_assert_int_eq(system(cmd), 0);
+    rt = hx_cl_test_open("opencl", 0);
+    run_vector_add(rt, 0, 50, 91);
+    ck_assert_uint_eq(hx_opencl_program_builds(rt), 1);
+    hx_runtime_close(rt);
+    setenv("HX_CACHE_DIR", hx_cl_test_cache, 1);
+}
+END_TEST
+
+START_TEST(cache_directory_follows_the_environment)
+{
+    char buf[512];
+    setenv("HX_CACHE_DIR", "/x/y", 1);
+    ck_assert_str_eq(hx_opencl_cache_dir(buf, sizeof buf), "/x/y/cl");
+    unsetenv("HX_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    ck_assert_str_eq(hx_opencl_cache_dir(buf, sizeof buf), "/xdg/hetero/cl");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/someone", 1);
+    ck_assert_str_eq(hx_opencl_cache_dir(buf, sizeof buf), "/home/someone/.cache/hetero/cl");
+    setenv("HX_CACHE_DIR", "off", 1);
+    ck_assert_ptr_null(hx_opencl_cache_dir(buf, sizeof buf));
+    setenv("HX_CACHE_DIR", hx_cl_test_cache, 1);
+}
+END_TEST
+
+/* ---- bitstream manifest ------------------------------------------------ */
+
+START_TEST(manifest_is_consistent)
+{
+    hx_opencl_manifest *m;
+    HX_ASSERT_OK(hx_opencl_manifest_parse(hx_bitstream_manifest, &m));
+    ck_assert_int_ge(m->nplatforms, 2);
+    ck_assert_ptr_nonnull(hx_opencl_manifest_find(m, HX_OPENCL_EMULATION_PLATFORM));
+    static char names[256][HX_OPENCL_NAME_MAX];
+    for (int p = 0; p < m->nplatforms; p++) {
+        const hx_opencl_manifest_platform *pl = &m->platforms[p];
+        for (int q = 0; q < p; q++)
+            ck_assert_str_ne(pl->name, m->platforms[q].name);
+        char expect[300];
+        snprintf(expect, sizeof expect, "hetero-%s.xclbin", pl->name);
+        ck_assert_str_eq(pl->xclbin, expect);
+        ck_assert_int_ge(pl->nkernels, 1);
+        for (int k = 0; k < pl->nkernels; k++) {
+            const char *src = hx_opencl_program_source(pl->kernels[k].program);
+            ck_assert_msg(src, "%s: kernel %s names program '%s', which kernels_cl/ lacks", pl->name,
+                          pl->kernels[k].name, pl->kernels[k].program);
+            char *full = hx_opencl_program_expand(src);
+            ck_assert_ptr_nonnull(full);
+            int n = hx_opencl_program_scan(full, names, 256), found = 0;
+            free(full);
+            for (int i = 0; i < n && i < 256; i++)
+                found |= !strcmp(names[i], pl->kernels[k].name);
+            ck_assert_msg(found, "%s: kernel %s is not defined in kernels_cl/%s.cl", pl->name, pl->kernels[k].name,
+                          pl->kernels[k].program);
+        }
+    }
+    hx_opencl_manifest_free(m);
+}
+END_TEST
+
+START_TEST(manifest_errors_name_the_line)
+{
+    static const struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"kernel a basic\n", "line 1: kernel 'a' before any platform"},
+        {"# c\nplatform p p.xclbin\nkernel a\n", "line 3: expected 'kernel <name> <program>'"},
+        {"platform p p.xclbin\nplatform p q.xclbin\n", "line 2: platform 'p' listed twice"},
+        {"platform p p.xclbin\nkernel a b\nkernel a b\n", "line 3: kernel 'a' listed twice"},
+        {"bitstream x y\n", "line 1: unknown directive 'bitstream'"},
+        {"platform p p$.xclbin\n", "line 1: xclbin file 'p$.xclbin'"},
+        {"platform p p.xclbin extra\n", "line 1: expected 'platform"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hx_opencl_manifest *m = (void *)1;
+        ck_assert_int_eq(hx_opencl_manifest_parse(bad[i].text, &m), HX_ERR_FORMAT);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(hx_last_error(), bad[i].expect), "case %zu: %s", i, hx_last_error());
+    }
+    hx_opencl_manifest *m;
+    HX_ASSERT_OK(hx_opencl_manifest_parse("platform a a.xclbin # note\n\n  kernel k1 basic\nkernel k2 basic", &m));
+    ck_assert_int_eq(m->nplatforms, 1);
+    ck_assert_int_eq(m->platforms[0].nkernels, 2);
+    ck_assert(hx_opencl_manifest_has_kernel(hx_opencl_manifest_find(m, "a_device_name"), "k2"));
+    ck_assert(!hx_opencl_manifest_has_kernel(&m->platforms[0], "k3"));
+    hx_opencl_manifest_free(m);
+}
+END_TEST
+
+START_TEST(kernel_scan_and_includes)
+{
+    char names[8][HX_OPENCL_NAME_MAX];
+    const char *src = "// __kernel void not_me(void)\n"
+                      "/* kernel void nor_me() */\n"
+                      "#define K __kernel void macro_kernel()\n"
+                      "__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void first(__global float *x) {}\n"
+                      "kernel void\nsecond(global int *y) {}\n"
+                      "void helper(void) {}\n";
+    ck_assert_int_eq(hx_opencl_program_scan(src, names, 8), 2);
+    ck_assert_str_eq(names[0], "first");
+    ck_assert_str_eq(names[1], "second");
+    char *full = hx_opencl_program_expand("#include \"basic.cl\"\n__kernel void mine() {}\n");
+    ck_assert_ptr_nonnull(full);
+    ck_assert_int_eq(hx_opencl_program_scan(full, names, 8), 3);
+    ck_assert_str_eq(names[2], "mine");
+    free(full);
+    ck_assert_ptr_null(hx_opencl_program_expand("#include \"no_such_file.cl\"\n"));
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "no_such_file"));
+}
+END_TEST
+
+Suite *suite_opencl(void)
+{
+    Suite *s = suite_create("opencl");
+    TCase *tc = tcase_create("pocl");
+    tcase_set_timeout(tc, 300);
+    tcase_add_unchecked_fixture(tc, hx_cl_test_cache_setup, hx_cl_test_cache_teardown);
+    tcase_add_test(tc, discovery_finds_pocl);
+    tcase_add_test(tc, no_platform_is_an_absence_not_a_failure);
+    tcase_add_test(tc, fpga_emulation_by_option_and_environment);
+    tcase_add_test(tc, vector_add_on_opencl_and_cpu);
+    tcase_add_test(tc, gemm_on_opencl_matches_cpu_and_reference);
+    tcase_add_test(tc, unified_buffers_are_never_copied);
+    tcase_add_test(tc, dag_of_1000_tasks_over_cpu_and_opencl);
+    tcase_add_test(tc, build_failure_reports_the_log);
+    tcase_add_test(tc, opencl_errors_are_named);
+    tcase_add_test(tc, emulated_fpga_offers_only_the_bitstream);
+    tcase_add_test(tc, second_open_builds_nothing);
+    tcase_add_test(tc, damaged_cache_entries_are_rebuilt);
+    tcase_add_test(tc, cache_directory_follows_the_environment);
+    tcase_add_test(tc, manifest_is_consistent);
+    tcase_add_test(tc, manifest_errors_name_the_line);
+    tcase_add_test(tc, kernel_scan_and_includes);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,955 @@
+/* Suite quant: tensor types' arithmetic (model/quant.h).
+ *
+ * What is checked, and against what:
+ *  - block layouts: struct sizes equal the GGUF type table;
+ *  - known answers: hand-built blocks whose values follow from the format
+ *    description alone, through the scalar reference and every SIMD level;
+ *  - dequantization: every SIMD level equals the scalar reference bit for
+ *    bit on random blocks (random bytes, finite f16 scales), 1..64 blocks,
+ *    unaligned source and destination;
+ *  - dot products: every level within DOT_TOL * (sum |w_i a_i| + sum |m_b s_b|)
+ *    of the scalar reference (the quants' integer sums are exact; only the
+ *    float scaling and summation order differ), and the scalar reference
+ *    within the same bound (plus the f16 rounding of Q8_1's s) of a double
+ *    dot of the dequantized rows;
+ *  - quantizers: quantize -> dequantize error per element within the
+ *    format's bound (derived below per type) and RMS error within measured
+ *    quality bounds; SIMD quantizers equal the scalar ones bit for bit;
+ *  - an independent reference: gguf-py's numpy (de)quantizers (llama.cpp's
+ *    own Python package), when python3 with gguf is installed. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/quant.h"
+#include "tests/hx_test.h"
+
+/* Relative bound on |dot - reference| against sum |w_i a_i| + sum |m_b s_b|:
+ * float32 summation of at most a few thousand block terms, eps 2^-24. */
+#define DOT_TOL 1e-5
+
+static const hx_type weight_types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q4_0,
+                                       HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0,
+                                       HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+#define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+static const hx_type all_types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q4_0, HX_TYPE_Q4_1,
+                                    HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q8_1, HX_TYPE_Q4_K,
+                                    HX_TYPE_Q5_K, HX_TYPE_Q6_K, HX_TYPE_Q8_K};
+#define N_ALL_TYPES (sizeof all_types / sizeof all_types[0])
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static float rng_unit(uint64_t *s) { return (float)((rng_next(s) >> 40) * (1.0 / 16777216.0)); }
+
+/* Roughly normal (sum of four uniforms), scaled. */
+static float rng_normal(uint64_t *s, float sigma)
+{
+    return sigma * (rng_unit(s) + rng_unit(s) + rng_unit(s) + rng_unit(s) - 2.0f) * 1.7320508f;
+}
+
+/* A finite f16 with biased exponent in [emin, emax], random sign and mantissa. */
+static hx_half rand_half(uint64_t *s, int emin, int emax)
+{
+    const uint64_t r = rng_next(s);
+    const int e = emin + (int)((r >> 20) % (uint64_t)(emax - emin + 1));
+    return (hx_half)(((r >> 40) & 0x8000u) | ((unsigned)e << 10) | (r & 0x3ffu));
+}
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static size_t row_bytes(hx_type t, int64_t n) { return hx_type_row_size(t, (uint64_t)n); }
+static int64_t block_len(hx_type t) { return hx_type_get(t)->block_size; }
+
+/* Random bytes, then every scale field made a finite f16 (exponents 5..20,
+ * about 2^-10..2^5) so products stay finite. */
+static void fill_random(hx_type t, uint8_t *p, int64_t n, uint64_t *s)
+{
+    const size_t bytes = row_bytes(t, n);
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(rng_next(s) >> 56);
+    const size_t B = hx_type_get(t)->type_size;
+    const int64_t nb = n / block_len(t);
+    switch (t) {
+    case HX_TYPE_F32:
+        for (int64_t i = 0; i < n; i++) {
+            const float f = rng_normal(s, 2.0f);
+            memcpy(p + 4 * i, &f, 4);
+        }
+        break;
+    case HX_TYPE_F16:
+        for (int64_t i = 0; i < n; i++)
+            put16(p + 2 * i, rand_half(s, 0, 30));
+        break;
+    case HX_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) /* exponents 100..150 */
+            put16(p + 2 * i, (uint16_t)((rng_next(s) & 0x807f) | ((100 + rng_next(s) % 51) << 7)));
+        break;
+    case HX_TYPE_Q4_0:
+    case HX_TYPE_Q5_0:
+    case HX_TYPE_Q8_0:
+        for (int64_t b = 0; b < nb; b++)
+            put16(p + b * B, rand_half(s, 5, 20));
+        break;
+    case HX_TYPE_Q4_1:
+    case HX_TYPE_Q5_1:
+    case HX_TYPE_Q8_1:
+    case HX_TYPE_Q4_K:
+    case HX_TYPE_Q5_K:
+        for (int64_t b = 0; b < nb; b++) {
+            put16(p + b * B, rand_half(s, 5, 20));
+            put16(p + b * B + 2, rand_half(s, 5, 20));
+        }
+        break;
+    case HX_TYPE_Q6_K:
+        for (int64_t b = 0; b < nb; b++)
+            put16(p + b * B + offsetof(hx_block_q6_K, d), rand_half(s, 5, 20));
+        break;
+    case HX_TYPE_Q8_K:
+        for (int64_t b = 0; b < nb; b++) {
+            const float d = rng_normal(s, 0.01f);
+            memcpy(p + b * B, &d, 4);
+        }
+        break;
+    default:
+        ck_abort_msg("no random filler for %s", hx_type_name(t));
+    }
+}
+
+/* Memory with room for an offset, freed by the caller. */
+static uint8_t *alloc_bytes(size_t n)
+{
+    uint8_t *p = aligned_alloc(64, (n + 64 + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static hx_simd_level max_level(void) { return hx_cpu_simd_max(); }
+
+/* ---- layouts ------------------------------------------------------------ */
+
+START_TEST(test_layouts)
+{
+    const struct {
+        hx_type t;
+        size_t size, block;
+    } want[] = {
+        {HX_TYPE_Q4_0, sizeof(hx_block_q4_0), HX_QK},  {HX_TYPE_Q4_1, sizeof(hx_block_q4_1), HX_QK},
+        {HX_TYPE_Q5_0, sizeof(hx_block_q5_0), HX_QK},  {HX_TYPE_Q5_1, sizeof(hx_block_q5_1), HX_QK},
+        {HX_TYPE_Q8_0, sizeof(hx_block_q8_0), HX_QK},  {HX_TYPE_Q8_1, sizeof(hx_block_q8_1), HX_QK},
+        {HX_TYPE_Q4_K, sizeof(hx_block_q4_K), HX_QK_K}, {HX_TYPE_Q5_K, sizeof(hx_block_q5_K), HX_QK_K},
+        {HX_TYPE_Q6_K, sizeof(hx_block_q6_K), HX_QK_K}, {HX_TYPE_Q8_K, sizeof(hx_block_q8_K), HX_QK_K},
+        {HX_TYPE_F16, sizeof(hx_half), 1},              {HX_TYPE_BF16, sizeof(hx_bf16), 1},
+        {HX_TYPE_F32, sizeof(float), 1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const hx_type_traits *tr = hx_type_get(want[i].t);
+        ck_assert_ptr_nonnull(tr);
+        ck_assert_uint_eq(tr->type_size, want[i].size);
+        ck_assert_uint_eq(tr->block_size, want[i].block);
+    }
+    /* ggml's byte sizes, independently of our structs */
+    ck_assert_uint_eq(sizeof(hx_block_q4_K), 2 + 2 + 12 + 128);
+    ck_assert_uint_eq(sizeof(hx_block_q5_K), 2 + 2 + 12 + 32 + 128);
+    ck_assert_uint_eq(sizeof(hx_block_q6_K), 128 + 64 + 16 + 2);
+    ck_assert_uint_eq(sizeof(hx_block_q8_K), 4 + 256 + 32);
+    ck_assert_uint_eq(offsetof(hx_block_q6_K, d), 208);
+    ck_assert_uint_eq(offsetof(hx_block_q8_K, bsums), 260);
+}
+END_TEST
+
+/* ---- f16 / bf16 --------------------------------------------------------- */
+
+START_TEST(test_fp16_known)
+{
+    const struct {
+        float f;
+        hx_half h;
+    } exact[] = {{1.0f, 0x3c00}, {-2.0f, 0xc000}, {0.5f, 0x3800}, {65504.0f, 0x7bff},
+                 {6.103515625e-05f, 0x0400}, /* smallest normal 2^-14 */
+                 {5.9604644775390625e-08f, 0x0001}, /* smallest subnormal 2^-24 */
+                 {0.0f, 0x0000}, {-0.0f, 0x8000}, {INFINITY, 0x7c00}, {-INFINITY, 0xfc00}};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        ck_assert_uint_eq(hx_fp32_to_fp16(exact[i].f), exact[i].h);
+        const float back = hx_fp16_to_fp32(exact[i].h);
+        ck_assert_mem_eq(&back, &exact[i].f, sizeof back);
+    }
+    /* rounding: ties to even, overflow, subnormal rounding */
+    ck_assert_uint_eq(hx_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);            /* tie -> even */
+    ck_assert_uint_eq(hx_fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);        /* tie -> even */
+    ck_assert_uint_eq(hx_fp32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above tie */
+    ck_assert_uint_eq(hx_fp32_to_fp16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(hx_fp32_to_fp16(65520.0f), 0x7c00);
+    ck_assert_uint_eq(hx_fp32_to_fp16(1e10f), 0x7c00);
+    ck_assert_uint_eq(hx_fp32_to_fp16(0x1p-25f), 0x0000);          /* tie between 0 and 2^-24 */
+    ck_assert_uint_eq(hx_fp32_to_fp16(0x1p-25f + 0x1p-40f), 0x0001);
+    ck_assert_uint_eq(hx_fp32_to_fp16(3 * 0x1p-25f), 0x0002);      /* 1.5 units -> 2 (even) */
+    ck_assert_uint_eq(hx_fp32_to_fp16(-1023 * 0x1p-24f), 0x83ff);  /* largest subnormal */
+    ck_assert_uint_eq(hx_fp32_to_fp16(2047 * 0x1p-25f), 0x0400);   /* rounds up to normal */
+    ck_assert(isnan(hx_fp16_to_fp32(0x7e00)) && isnan(hx_fp16_to_fp32(0x7c01)));
+    ck_assert_uint_eq(hx_fp32_to_fp16(NAN) & 0x7e00, 0x7e00);
+    /* every finite f16 survives f16 -> f32 -> f16 */
+    for (uint32_t h = 0; h < 65536; h++) {
+        if ((h & 0x7c00) == 0x7c00)
+            continue;
+        ck_assert_uint_eq(hx_fp32_to_fp16(hx_fp16_to_fp32((hx_half)h)), h);
+    }
+    /* bf16 */
+    ck_assert_float_eq(hx_bf16_to_fp32(0x3f80), 1.0f);
+    ck_assert_float_eq(hx_bf16_to_fp32(0xc040), -3.0f);
+    ck_assert_uint_eq(hx_fp32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(hx_fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);            /* tie -> even */
+    ck_assert_uint_eq(hx_fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);        /* tie -> even */
+    ck_assert_uint_eq(hx_fp32_to_bf16(-INFINITY), 0xff80);
+    ck_assert_uint_eq(hx_fp32_to_bf16(NAN) & 0x7fc0, 0x7fc0);
+}
+END_TEST
+
+/* Every SIMD row conversion gives the scalar bits, over all 65536 f16
+ * patterns (NaNs included) and random f32 patterns of every class. */
+START_TEST(test_fp16_rows)
+{
+    enum { N = 65536 + 7 };
+    uint8_t *h = alloc_bytes(2 * N), *h2 = alloc_bytes(2 * N);
+    float *f = (float *)(void *)alloc_bytes(4 * N), *f2 = (float *)(void *)alloc_bytes(4 * N);
+    uint64_t s = 0x1234;
+    for (int i = 0; i < N; i++)
+        put16(h + 2 * i, (uint16_t)i);
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        for (int t = 0; t < 2; t++) {
+            const hx_type ty = t ? HX_TYPE_BF16 : HX_TYPE_F16;
+            const hx_quant_ops *ref = hx_quant_ops_get_level(ty, HX_SIMD_SCALAR), *o = hx_quant_ops_get_level(ty, l);
+            ck_assert_ptr_nonnull(o);
+            ref->dequantize_row(h, f, N);
+            o->dequantize_row(h, f2, N);
+            ck_assert_msg(memcmp(f, f2, 4 * N) == 0, "%s dequantize differs at %s", hx_type_name(ty),
+                          hx_cpu_simd_name(l));
+            for (int i = 0; i < N; i++) {
+                uint32_t u = (uint32_t)(rng_next(&s) >> 32);
+                if (i % 4 == 1) /* near the f16 range: subnormals, overflow, ties */
+                    u = (u & 0x80000000u) | (0x33000000u + (u % 0x14800000u));
+                memcpy(f + i, &u, 4);
+            }
+            ref->quantize_row(f, h2, N);
+            uint8_t *h3 = alloc_bytes(2 * N);
+            o->quantize_row(f, h3, N);
+            ck_assert_msg(memcmp(h2, h3, 2 * N) == 0, "%s quantize differs at %s", hx_type_name(ty),
+                          hx_cpu_simd_name(l));
+            free(h3);
+        }
+    }
+    free(h);
+    free(h2);
+    free(f);
+    free(f2);
+}
+END_TEST
+
+/* ---- known answers ------------------------------------------------------ */
+
+/* One hand-built block per type and the values the format says it holds. */
+typedef struct {
+    hx_type t;
+    uint8_t block[300];
+    float want[256];
+    int n;
+} known_block;
+
+static void known_q4_0(known_block *k)
+{
+    k->t = HX_TYPE_Q4_0, k->n = 32;
+    put16(k->block, 0x3800); /* d = 0.5 */
+    for (int j = 0; j < 16; j++) {
+        k->block[2 + j] = (uint8_t)(j | ((15 - j) << 4));
+        k->want[j] = (float)(j - 8) * 0.5f;
+        k->want[16 + j] = (float)(7 - j) * 0.5f;
+    }
+}
+
+static void known_q4_1(known_block *k)
+{
+    k->t = HX_TYPE_Q4_1, k->n = 32;
+    put16(k->block, 0x3c00);     /* d = 1 */
+    put16(k->block + 2, 0xc000); /* m = -2 */
+    for (int j = 0; j < 16; j++) {
+        k->block[4 + j] = (uint8_t)(j | ((15 - j) << 4));
+        k->want[j] = (float)(j - 2);
+        k->want[16 + j] = (float)(13 - j);
+    }
+}
+
+static void known_q5_0(known_block *k)
+{
+    k->t = HX_TYPE_Q5_0, k->n = 32;
+    put16(k->block, 0x3c00); /* d = 1 */
+    const uint32_t qh = 0x80000001u; /* fifth bits of elements 0 and 31 */
+    memcpy(k->block + 2, &qh, 4);
+    for (int j = 0; j < 16; j++) {
+        k->block[6 + j] = (uint8_t)(0xf0 | j);
+        k->want[j] = j == 0 ? 0.0f : (float)(j - 16);
+        k->want[16 + j] = j == 15 ? 15.0f : -1.0f;
+    }
+}
+
+static void known_q5_1(known_block *k)
+{
+    k->t = HX_TYPE_Q5_1, k->n = 32;
+    put16(k->block, 0x3800);     /* d = 0.5 */
+    put16(k->block + 2, 0x3c00); /* m = 1 */
+    const uint32_t qh = 0x00010000u; /* fifth bit of element 16 */
+    memcpy(k->block + 4, &qh, 4);
+    for (int j = 0; j < 16; j++) {
+        k->block[8 + j] = 0x21;
+        k->want[j] = 1.5f;
+        k->want[16 + j] = j == 0 ? 10.0f : 2.0f;
+    }
+}
+
+static void known_q8_0(known_block *k)
+{
+    k->t = HX_TYPE_Q8_0, k->n = 32;
+    put16(k->block, 0x3400); /* d = 0.25 */
+    for (int j = 0; j < 32; j++) {
+        k->block[2 + j] = (uint8_t)(int8_t)(j - 16);
+        k->want[j] = (float)(j - 16) * 0.25f;
+    }
+}
+
+/* Sub-block scales 1,2,3,4,5,6,7,63 and mins 0,1,2,3,60,5,6,7 packed by
+ * hand: bytes 0-3 scales 0-3 plus bits 4-5 of scales 4-7 in bits 6-7,
+ * bytes 4-7 mins 0-3 plus bits 4-5 of mins 4-7, bytes 8-11 the low four
+ * bits of scales 4-7 (low nibble) and mins 4-7 (high nibble). */
+static const uint8_t k4_scales[12] = {1, 2, 3, 4 | (3 << 6), 0 | (3 << 6), 1, 2, 3,
+                                      5 | (12 << 4), 6 | (5 << 4), 7 | (6 << 4), 15 | (7 << 4)};
+static const int k4_sc[8] = {1, 2, 3, 4, 5, 6, 7, 63}, k4_m[8] = {0, 1, 2, 3, 60, 5, 6, 7};
+
+static void known_q4_K(known_block *k)
+{
+    k->t = HX_TYPE_Q4_K, k->n = 256;
+    put16(k->block, 0x3c00);     /* d = 1 */
+    put16(k->block + 2, 0x3800); /* dmin = 0.5 */
+    memcpy(k->block + 4, k4_scales, 12);
+    uint8_t *qs = k->block + 16;
+    memset(qs, 0x5a, 128); /* low nibbles 10 (sub-blocks 0,2,4,6), high 5 */
+    qs[3] = 0x0f;          /* element 3 -> 15, element 35 -> 0 */
+    qs[127] = 0xf0;        /* element 223 -> 0, element 255 -> 15 */
+    for (int e = 0; e < 256; e++) {
+        const int j = e / 32;
+        int q = j % 2 ? 5 : 10;
+        if (e == 3 || e == 255)
+            q = 15;
+        if (e == 35 || e == 223)
+            q = 0;
+        k->want[e] = (float)(k4_sc[j] * q) - 0.5f * (float)k4_m[j];
+    }
+}
+
+static void known_q5_K(known_block *k)
+{
+    k->t = HX_TYPE_Q5_K, k->n = 256;
+    put16(k->block, 0x3c00);
+    put16(k->block + 2, 0x3800);
+    memcpy(k->block + 4, k4_scales, 12);
+    uint8_t *qh = k->block + 16, *qs = k->block + 48;
+    memset(qh, 0, 32);
+    memset(qs, 0x5a, 128);
+    qh[0] = 0x01;  /* element 0 (bit 0) */
+    qh[5] = 0x0c;  /* elements 69 (bit 2) and 101 (bit 3) */
+    qh[31] = 0x80; /* element 255 (bit 7) */
+    for (int e = 0; e < 256; e++) {
+        const int j = e / 32;
+        int q = j % 2 ? 5 : 10;
+        if (e == 0 || e == 69 || e == 101 || e == 255)
+            q += 16;
+        k->want[e] = (float)(k4_sc[j] * q) - 0.5f * (float)k4_m[j];
+    }
+}
+
+static void known_q6_K(known_block *k)
+{
+    k->t = HX_TYPE_Q6_K, k->n = 256;
+    uint8_t *ql = k->block, *qh = k->block + 128;
+    int8_t *sc = (int8_t *)(k->block + 192);
+    memset(k->block, 0, 210);
+    put16(k->block + 208, 0x3c00); /* d = 1 */
+    for (int g = 0; g < 16; g++)
+        sc[g] = (int8_t)(g - 8);
+    ql[0] = 0xa5;      /* element 0 low bits 5, element 64 low bits 10 */
+    qh[0] = 0xe4;      /* top bits: element 0 -> 0, 32 -> 1, 64 -> 2, 96 -> 3 */
+    ql[64 + 33] = 0xf0; /* element 128+96+1 = 225 -> 15, element 161 -> 0 */
+    for (int e = 0; e < 256; e++)
+        k->want[e] = (float)(-32 * (e / 16 - 8));
+    k->want[0] = (float)((5 - 32) * -8);
+    k->want[32] = (float)((16 - 32) * -6);
+    k->want[64] = (float)((42 - 32) * -4);
+    k->want[96] = (float)((48 - 32) * -2);
+    k->want[225] = (float)((15 - 32) * 6);
+}
+
+static void known_q8_1(known_block *k)
+{
+    k->t = HX_TYPE_Q8_1, k->n = 32;
+    put16(k->block, 0x3400);     /* d = 0.25 */
+    put16(k->block + 2, 0xd000); /* s = -32: not used by dequantization */
+    for (int j = 0; j < 32; j++) {
+        k->block[4 + j] = (uint8_t)(int8_t)(15 - j);
+        k->want[j] = (float)(15 - j) * 0.25f;
+    }
+}
+
+static void known_q8_K(known_block *k)
+{
+    k->t = HX_TYPE_Q8_K, k->n = 256;
+    const float d = 0.125f;
+    memcpy(k->block, &d, 4);
+    for (int j = 0; j < 256; j++) {
+        k->block[4 + j] = (uint8_t)(int8_t)(j - 128);
+        k->want[j] = (float)(j - 128) * 0.125f;
+    }
+}
+
+static void known_plain(known_block *k, hx_type t)
+{
+    static const float v[4] = {1.0f, 2.0f, -3.0f, 0.5f};
+    static const uint16_t h[4] = {0x3c00, 0x4000, 0xc200, 0x3800}, b[4] = {0x3f80, 0x4000, 0xc040, 0x3f00};
+    k->t = t, k->n = 4;
+    for (int i = 0; i < 4; i++) {
+        if (t == HX_TYPE_F32)
+            memcpy(k->block + 4 * i, &v[i], 4);
+        else
+            put16(k->block + 2 * i, t == HX_TYPE_F16 ? h[i] : b[i]);
+        k->want[i] = v[i];
+    }
+}
+
+/* An activation row of n elements whose every quant is 1 and scale 1, so
+ * dot(w, it) is the plain sum of w's values. */
+static void ones_activation(hx_type t, uint8_t *y, int64_t n)
+{
+    const size_t B = hx_type_get(t)->type_size;
+    for (int64_t b = 0; b < n / block_len(t); b++) {
+        uint8_t *p = y + b * B;
+        if (t == HX_TYPE_F32) {
+            const float one = 1;
+            memcpy(p, &one, 4);
+        } else if (t == HX_TYPE_Q8_0) {
+            put16(p, 0x3c00);
+            memset(p + 2, 1, 32);
+        } else if (t == HX_TYPE_Q8_1) {
+            put16(p, 0x3c00);
+            put16(p + 2, 0x5000); /* s = 32 */
+            memset(p + 4, 1, 32);
+        } else if (t == HX_TYPE_Q8_K) {
+            const float one = 1;
+            memcpy(p, &one, 4);
+            memset(p + 4, 1, 256);
+            for (int g = 0; g < 16; g++)
+                put16(p + 260 + 2 * g, 16);
+        }
+    }
+}
+
+START_TEST(test_known_answers)
+{
+    known_block k[13];
+    memset(k, 0, sizeof k);
+    known_q4_0(&k[0]), known_q4_1(&k[1]), known_q5_0(&k[2]), known_q5_1(&k[3]), known_q8_0(&k[4]);
+    known_q4_K(&k[5]), known_q5_K(&k[6]), known_q6_K(&k[7]), known_q8_K(&k[8]);
+    known_plain(&k[9], HX_TYPE_F32), known_plain(&k[10], HX_TYPE_F16), known_plain(&k[11], HX_TYPE_BF16);
+    known_q8_1(&k[12]);
+    int nk = 13;
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        for (int i = 0; i < nk; i++) {
+            const hx_quant_ops *o = hx_quant_ops_get_level(k[i].t, l);
+            ck_assert_ptr_nonnull(o);
+            float got[256];
+            o->dequantize_row(k[i].block, got, k[i].n);
+            for (int e = 0; e < k[i].n; e++)
+                ck_assert_msg(got[e] == k[i].want[e], "%s %s element %d: %g, want %g", hx_type_name(k[i].t),
+                              hx_cpu_simd_name(l), e, got[e], k[i].want[e]);
+            if (!o->vec_dot)
+                continue;
+            /* dot with all-ones activations is the sum of the values;
+             * the F32 activation row is four ones */
+            uint8_t act[300];
+            float ones[4] = {1, 1, 1, 1};
+            ones_activation(o->vec_dot_type, act, k[i].n);
+            float want = 0, s = 0;
+            for (int e = 0; e < k[i].n; e++)
+                want += k[i].want[e];
+            o->vec_dot(k[i].n, &s, k[i].block, o->vec_dot_type == HX_TYPE_F32 ? (void *)ones : (void *)act);
+            ck_assert_msg(s == want, "%s %s dot %g, want %g", hx_type_name(k[i].t), hx_cpu_simd_name(l), s, want);
+        }
+    }
+    /* the scale unpacking on its own */
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        hx_quant_k4_scale_min(k4_scales, j, &sc, &m);
+        ck_assert_int_eq(sc, k4_sc[j]);
+        ck_assert_int_eq(m, k4_m[j]);
+    }
+}
+END_TEST
+
+/* ---- SIMD against scalar ------------------------------------------------ */
+
+static const int block_counts[] = {1, 3, 8, 9, 17, 64};
+#define N_COUNTS (sizeof block_counts / sizeof block_counts[0])
+
+START_TEST(test_dequantize_exact)
+{
+    uint64_t s = 0xfeed;
+    for (size_t ti = 0; ti < N_ALL_TYPES; ti++) {
+        const hx_type t = all_types[ti];
+        const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+        ck_assert_ptr_nonnull(ref);
+        for (size_t ci = 0; ci < N_COUNTS; ci++) {
+            /* plain types: an odd element count, to reach the tails */
+            const int64_t n = block_len(t) == 1 ? block_counts[ci] * 37 : block_counts[ci] * block_len(t);
+            const size_t bytes = row_bytes(t, n);
+            uint8_t *buf = alloc_bytes(bytes + 64);
+            float *want = (float *)(void *)alloc_bytes(4 * (size_t)n + 64);
+            float *got = (float *)(void *)alloc_bytes(4 * (size_t)n + 64);
+            const size_t off = (ci * 7 + 1) % 64; /* unaligned rows */
+            fill_random(t, buf + off, n, &s);
+            ref->dequantize_row(buf + off, want, n);
+            for (hx_simd_level l = HX_SIMD_AVX2; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                ck_assert_ptr_nonnull(o);
+                o->dequantize_row(buf + off, got + 1, n); /* unaligned destination */
+                ck_assert_msg(memcmp(want, got + 1, 4 * (size_t)n) == 0, "%s dequantize at %s differs (%lld elements)",
+                              hx_type_name(t), hx_cpu_simd_name(l), (long long)n);
+            }
+            free(buf);
+            free(want);
+            free(got);
+        }
+    }
+}
+END_TEST
+
+/* Random floats quantized to the activation type t; returns the row. */
+static uint8_t *make_activation(hx_type t, int64_t n, uint64_t *s, size_t off)
+{
+    float *f = malloc(4 * (size_t)n);
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = rng_normal(s, 1.0f) + (i % 97 == 0 ? 4.0f : 0.0f);
+    uint8_t *y = alloc_bytes(row_bytes(t, n) + 64);
+    hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->quantize_row(f, y + off, n);
+    free(f);
+    return y;
+}
+
+/* sum |w_i a_i| + sum over blocks |m_b * s_b| of a weight row against its
+ * activation row, and the exact (double) dot of the dequantized rows. */
+static void dot_scale(hx_type t, const uint8_t *x, const uint8_t *y, int64_t n, double *mag, double *exact,
+                      double *min_mag)
+{
+    const hx_quant_ops *o = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+    const hx_quant_ops *a = hx_quant_ops_get_level(o->vec_dot_type, HX_SIMD_SCALAR);
+    float *w = malloc(4 * (size_t)n), *v = malloc(4 * (size_t)n);
+    ck_assert(w && v);
+    o->dequantize_row(x, w, n);
+    a->dequantize_row(y, v, n);
+    double m = 0, e = 0, mm = 0;
+    for (int64_t i = 0; i < n; i++) {
+        m += fabs((double)w[i] * v[i]);
+        e += (double)w[i] * v[i];
+    }
+    if (o->vec_dot_type == HX_TYPE_Q8_1) { /* the min times the activations' sum */
+        const size_t B = hx_type_get(t)->type_size;
+        for (int64_t b = 0; b < n / HX_QK; b++) {
+            double sum = 0;
+            for (int j = 0; j < HX_QK; j++)
+                sum += v[b * HX_QK + j];
+            mm += fabs(hx_fp16_to_fp32(get16(x + b * B + 2)) * sum);
+        }
+    }
+    *mag = m;
+    *exact = e;
+    *min_mag = mm;
+    free(w);
+    free(v);
+}
+
+START_TEST(test_vec_dot)
+{
+    uint64_t s = 0xd07;
+    for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        const hx_type t = weight_types[ti];
+        const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+        for (size_t ci = 0; ci < N_COUNTS; ci++) {
+            const int64_t n = block_len(t) == 1 ? block_counts[ci] * 37 : block_counts[ci] * block_len(t);
+            const size_t xo = (ci * 13 + 3) % 64, yo = ref->vec_dot_type == HX_TYPE_F32 ? 4 * (ci % 4) : (ci * 5) % 64;
+            uint8_t *x = alloc_bytes(row_bytes(t, n) + 64);
+            fill_random(t, x + xo, n, &s);
+            uint8_t *y = make_activation(ref->vec_dot_type, n, &s, yo);
+            double mag, exact, min_mag;
+            dot_scale(t, x + xo, y + yo, n, &mag, &exact, &min_mag);
+            const double tol = DOT_TOL * (mag + min_mag) + 1e-30;
+            float want;
+            ref->vec_dot(n, &want, x + xo, y + yo);
+            /* the reference against exact arithmetic; Q8_1 stores its
+             * activation sum as f16, so the min term may be off by 2^-11 */
+            ck_assert_msg(fabs(want - exact) <= tol + 0x1p-10 * min_mag, "%s scalar dot %.9g, exact %.9g (tol %.3g)",
+                          hx_type_name(t), want, exact, tol);
+            for (hx_simd_level l = HX_SIMD_AVX2; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                float got = NAN;
+                o->vec_dot(n, &got, x + xo, y + yo);
+                ck_assert_msg(fabs((double)got - want) <= tol, "%s dot at %s: %.9g, scalar %.9g (tol %.3g, n %lld)",
+                              hx_type_name(t), hx_cpu_simd_name(l), got, want, tol, (long long)n);
+            }
+            free(x);
+            free(y);
+        }
+    }
+}
+END_TEST
+
+/* The four-row dot equals four one-row dots, at every level. */
+START_TEST(test_vec_dot4)
+{
+    uint64_t s = 0x4444;
+    for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        const hx_type t = weight_types[ti];
+        for (size_t ci = 0; ci < N_COUNTS; ci += 2) {
+            const int64_t n = block_len(t) == 1 ? block_counts[ci] * 37 : block_counts[ci] * block_len(t);
+            const size_t rb = row_bytes(t, n), stride = rb + 3; /* rows not aligned to each other */
+            uint8_t *x = alloc_bytes(4 * stride + 64);
+            for (int r = 0; r < 4; r++)
+                fill_random(t, x + 1 + r * stride, n, &s);
+            const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
+            uint8_t *y = make_activation(at, n, &s, at == HX_TYPE_F32 ? 0 : 5);
+            const uint8_t *yr = y + (at == HX_TYPE_F32 ? 0 : 5);
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                float four[4] = {NAN, NAN, NAN, NAN};
+                o->vec_dot4(n, four, x + 1, stride, yr);
+                for (int r = 0; r < 4; r++) {
+                    float one;
+                    o->vec_dot(n, &one, x + 1 + r * stride, yr);
+                    double mag, exact, min_mag;
+                    dot_scale(t, x + 1 + r * stride, yr, n, &mag, &exact, &min_mag);
+                    ck_assert_msg(fabs((double)four[r] - one) <= DOT_TOL * (mag + min_mag) + 1e-30,
+                                  "%s dot4 row %d at %s: %.9g vs %.9g", hx_type_name(t), r, hx_cpu_simd_name(l),
+                                  four[r], one);
+                }
+            }
+            free(x);
+            free(y);
+        }
+    }
+}
+END_TEST
+
+/* ---- quantizers --------------------------------------------------------- */
+
+/* Bounds of one block's error, from what the block stores. */
+static double block_bound(hx_type t, const uint8_t *b, const float *x, int e)
+{
+    float amax = 0;
+    const int bl = (int)block_len(t);
+    for (int i = 0; i < bl; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    const double d = fabs(hx_fp16_to_fp32(get16(b)));
+    switch (t) {
+    case HX_TYPE_F16: /* half an ulp: 2^-11 relative, 2^-25 absolute below 2^-14 */
+        return fmax(fabs(x[0]) * 0x1p-11, 0x1p-25);
+    case HX_TYPE_BF16:
+        return fabs(x[0]) * 0x1p-8;
+    case HX_TYPE_Q8_0:
+    case HX_TYPE_Q8_1: /* half a step of amax/127, plus the f16 rounding of d times 127 */
+        return amax / 127.0 * (0.5 + 127 * 0x1p-11) * 1.0001;
+    case HX_TYPE_Q8_K: /* d kept in f32 */
+        return amax / 127.0 * 0.5 * 1.0001;
+    case HX_TYPE_Q4_0: /* |d| = amax/8; the top end clamps to q=15: one whole step */
+    case HX_TYPE_Q5_0: /* |d| = amax/16; likewise at q=31 */
+        return (t == HX_TYPE_Q4_0 ? amax / 8.0 : amax / 16.0) * (1 + 16 * 0x1p-11) * 1.0001;
+    case HX_TYPE_Q4_1:
+    case HX_TYPE_Q5_1: { /* half a step, plus f16 rounding of d (x15/31) and of the min */
+        const double m = fabs(hx_fp16_to_fp32(get16(b + 2)));
+        const double q = t == HX_TYPE_Q4_1 ? 15 : 31;
+        return d * (0.5 + q * 0x1p-11) * 1.0001 + m * 0x1p-11;
+    }
+    case HX_TYPE_Q4_K:
+    case HX_TYPE_Q5_K: {
+        /* one step of the sub-block's scale (half for rounding, and the
+         * least-squares grid may leave the extremes up to half a step
+         * outside, clamped), plus what 6-bit scales and mins lose: a scale
+         * may be 1/126 of the largest off, which stretches the grid by
+         * nmax/126 steps at most, and a min 1/126 of the largest min */
+        const double dmin = fabs(hx_fp16_to_fp32(get16(b + 2)));
+        uint8_t sc, m;
+        hx_quant_k4_scale_min(b + 4, e / 32, &sc, &m);
+        const double nmax = t == HX_TYPE_Q4_K ? 15 : 31;
+        return d * sc + d * 63 * nmax / 126 + dmin * 63 / 126 + 1e-6 * amax;
+    }
+    case HX_TYPE_Q6_K: {
+        const double d6 = fabs(hx_fp16_to_fp32(get16(b + 208)));
+        const int sc = abs((int8_t)b[192 + e / 16]);
+        /* half a step, plus the clamp at +31 (one step) and the 8-bit
+         * rounding of the sub-block scale (half of d over 32 steps) */
+        return d6 * sc * 1.0 + d6 * 16.5 + 1e-6 * amax;
+    }
+    default:
+        return 0;
+    }
+}
+
+START_TEST(test_quantize_roundtrip)
+{
+    /* RMS error over RMS value on normal data: limits 1.25x what these
+     * quantizers (ggml's reference algorithms) give on it: f16 0.00021,
+     * bf16 0.0016, q8_0/q8_1 0.0051, q4_0 0.083, q4_1 0.077, q5_0 0.040,
+     * q5_1 0.037, q4_K 0.070, q5_K 0.035, q6_K 0.017, q8_K 0.0063 */
+    const struct {
+        hx_type t;
+        double rms;
+    } types[] = {{HX_TYPE_F16, 0.00027}, {HX_TYPE_BF16, 0.002}, {HX_TYPE_Q8_0, 0.0064}, {HX_TYPE_Q8_1, 0.0064},
+                 {HX_TYPE_Q4_0, 0.104},  {HX_TYPE_Q4_1, 0.096}, {HX_TYPE_Q5_0, 0.050},  {HX_TYPE_Q5_1, 0.046},
+                 {HX_TYPE_Q4_K, 0.087},  {HX_TYPE_Q5_K, 0.043}, {HX_TYPE_Q6_K, 0.021},  {HX_TYPE_Q8_K, 0.0079}};
+    const int64_t n = 17 * 256;
+    uint64_t s = 0x9e37;
+    float *x = malloc(4 * (size_t)n), *y = malloc(4 * (size_t)n);
+    ck_assert(x && y);
+    for (int dist = 0; dist < 3; dist++) {
+        /* normal; normal with outliers; positive-skewed (mins matter) */
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = rng_normal(&s, 0.02f);
+            if (dist == 1 && i % 61 == 0)
+                x[i] *= 12;
+            if (dist == 2)
+                x[i] = fabsf(x[i]) + 0.01f;
+        }
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const hx_type t = types[ti].t;
+            const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+            const size_t B = hx_type_get(t)->type_size, bl = (size_t)block_len(t);
+            uint8_t *q = alloc_bytes(row_bytes(t, n) + 64), *q2 = alloc_bytes(row_bytes(t, n) + 64);
+            ref->quantize_row(x, q + 1, n);
+            for (hx_simd_level l = HX_SIMD_AVX2; l <= max_level(); l++) {
+                hx_quant_ops_get_level(t, l)->quantize_row(x, q2, n);
+                ck_assert_msg(memcmp(q + 1, q2, row_bytes(t, n)) == 0, "%s quantize at %s differs",
+                              hx_type_name(t), hx_cpu_simd_name(l));
+            }
+            ref->dequantize_row(q + 1, y, n);
+            double se = 0, sx = 0, worst = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t b = i / (int64_t)bl;
+                const double err = fabs((double)y[i] - x[i]);
+                const double bound = block_bound(t, q + 1 + b * B, x + b * bl + (bl == 1 ? 0 : 0), (int)(i % (int64_t)bl));
+                ck_assert_msg(err <= bound, "%s (data %d) element %lld: %g -> %g, error %g > bound %g",
+                              hx_type_name(t), dist, (long long)i, x[i], y[i], err, bound);
+                se += err * err;
+                sx += (double)x[i] * x[i];
+                worst = fmax(worst, err / bound);
+            }
+            if (getenv("HX_QUANT_VERBOSE"))
+                fprintf(stderr, "%s data %d: relative RMS error %.5f, worst error/bound %.3f\n", hx_type_name(t), dist,
+                        sqrt(se / sx), worst);
+            if (dist == 0)
+                ck_assert_msg(sqrt(se / sx) <= types[ti].rms, "%s: relative RMS error %.4f > %.4f", hx_type_name(t),
+                              sqrt(se / sx), types[ti].rms);
+            free(q);
+            free(q2);
+        }
+    }
+    /* all-zero blocks quantize to zeros and back */
+    memset(x, 0, 4 * 512);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const hx_quant_ops *ref = hx_quant_ops_get_level(types[ti].t, HX_SIMD_SCALAR);
+        uint8_t *q = alloc_bytes(row_bytes(types[ti].t, 512));
+        ref->quantize_row(x, q, 512);
+        ref->dequantize_row(q, y, 512);
+        for (int i = 0; i < 512; i++)
+            ck_assert_msg(y[i] == 0, "%s: zero row gives %g", hx_type_name(types[ti].t), y[i]);
+        free(q);
+    }
+    free(x);
+    free(y);
+}
+END_TEST
+
+/* Q8_K's block sums are the sums of its quants; Q8_1's s is d*sum(q). */
+START_TEST(test_activation_sums)
+{
+    uint64_t s = 0xabc;
+    const int64_t n = 3 * 256;
+    float x[3 * 256];
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_normal(&s, 3.0f);
+    uint8_t k[3 * sizeof(hx_block_q8_K)], o[24 * sizeof(hx_block_q8_1)];
+    hx_quant_ops_get(HX_TYPE_Q8_K)->quantize_row(x, k, n);
+    for (int b = 0; b < 3; b++) {
+        const uint8_t *p = k + b * sizeof(hx_block_q8_K);
+        for (int g = 0; g < 16; g++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++)
+                sum += (int8_t)p[4 + 16 * g + l];
+            ck_assert_int_eq((int16_t)get16(p + 260 + 2 * g), sum);
+        }
+    }
+    hx_quant_ops_get(HX_TYPE_Q8_1)->quantize_row(x, o, n);
+    for (int b = 0; b < 24; b++) {
+        const uint8_t *p = o + b * sizeof(hx_block_q8_1);
+        int sum = 0;
+        float amax = 0;
+        for (int l = 0; l < 32; l++) {
+            sum += (int8_t)p[4 + l];
+            amax = fmaxf(amax, fabsf(x[32 * b + l]));
+        }
+        /* s is made from d before d is rounded to f16 */
+        ck_assert_uint_eq(get16(p + 2), hx_fp32_to_fp16((float)sum * (amax / 127.0f)));
+    }
+}
+END_TEST
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+START_TEST(test_dispatch)
+{
+    const hx_simd_level top = max_level(), saved = hx_quant_level();
+    const uint32_t f = hx_cpu_features();
+    if (top >= HX_SIMD_AVX2)
+        ck_assert((f & (HX_CPU_AVX2 | HX_CPU_FMA | HX_CPU_F16C | HX_CPU_OS_YMM)) ==
+                  (HX_CPU_AVX2 | HX_CPU_FMA | HX_CPU_F16C | HX_CPU_OS_YMM));
+    if (top >= HX_SIMD_AVX512)
+        ck_assert((f & (HX_CPU_AVX512F | HX_CPU_AVX512BW | HX_CPU_AVX512VL | HX_CPU_AVX512VNNI | HX_CPU_OS_ZMM)) ==
+                  (HX_CPU_AVX512F | HX_CPU_AVX512BW | HX_CPU_AVX512VL | HX_CPU_AVX512VNNI | HX_CPU_OS_ZMM));
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= top; l++) {
+        HX_ASSERT_OK(hx_quant_set_level(l));
+        ck_assert_int_eq(hx_quant_level(), l);
+        for (size_t ti = 0; ti < N_ALL_TYPES; ti++) {
+            const hx_quant_ops *o = hx_quant_ops_get(all_types[ti]);
+            ck_assert_ptr_nonnull(o);
+            ck_assert_int_eq(o->level, l);
+            ck_assert_int_eq(o->type, all_types[ti]);
+            ck_assert_ptr_nonnull(o->dequantize_row);
+            ck_assert_ptr_nonnull(o->quantize_row);
+            ck_assert((o->vec_dot == NULL) == (o->vec_dot4 == NULL));
+        }
+        hx_simd_level back;
+        ck_assert(hx_cpu_simd_from_name(hx_cpu_simd_name(l), &back) && back == l);
+    }
+    if (top < HX_SIMD_AVX512) {
+        ck_assert_int_eq(hx_quant_set_level(HX_SIMD_AVX512), HX_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(hx_quant_ops_get_level(HX_TYPE_Q4_0, HX_SIMD_AVX512));
+    }
+    ck_assert_int_eq(hx_quant_set_level((hx_simd_level)7), HX_ERR_INVALID_ARG);
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+    ck_assert_ptr_null(hx_quant_ops_get(HX_TYPE_Q2_K));
+    ck_assert_ptr_null(hx_quant_ops_get((hx_type)5));
+    ck_assert_ptr_null(hx_quant_ops_get((hx_type)999));
+    ck_assert_int_eq(hx_quant_ops_get(HX_TYPE_Q4_1)->vec_dot_type, HX_TYPE_Q8_1);
+    ck_assert_int_eq(hx_quant_ops_get(HX_TYPE_Q6_K)->vec_dot_type, HX_TYPE_Q8_K);
+    ck_assert_int_eq(hx_quant_ops_get(HX_TYPE_F16)->vec_dot_type, HX_TYPE_F32);
+    HX_ASSERT_OK(hx_quant_row_check(HX_TYPE_Q4_K, 512));
+    HX_ASSERT_OK(hx_quant_row_check(HX_TYPE_F16, 3));
+    ck_assert_int_eq(hx_quant_row_check(HX_TYPE_Q4_K, 100), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_quant_row_check(HX_TYPE_Q8_0, 0), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_quant_row_check(HX_TYPE_Q2_K, 256), HX_ERR_UNSUPPORTED);
+    ck_assert_int_eq(hx_quant_row_check((hx_type)4, 32), HX_ERR_INVALID_ARG);
+    ck_assert(strstr(hx_last_error(), "4") != NULL);
+}
+END_TEST
+
+/* ---- gguf-py as an independent reference -------------------------------- */
+
+static int have_gguf_py(void)
+{
+    return system("python3 -c 'import gguf, numpy' >/dev/null 2>&1") == 0;
+}
+
+static void write_file(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+START_TEST(test_gguf_py_reference)
+{
+    if (!have_gguf_py()) {
+        fprintf(stderr, "quant: python3 with gguf and numpy not found; skipped the gguf-py cross-check\n");
+        return;
+    }
+    char dir[] = "/tmp/hx-quant-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    uint64_t s = 0x5eed;
+    const int64_t n = 32 * 256;
+    float *x = malloc(4 * (size_t)n), *y = malloc(4 * (size_t)n);
+    ck_assert(x && y);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_normal(&s, 0.05f) + (i % 53 == 0 ? 0.3f : 0.0f);
+    write_file(dir, "input.f32", x, 4 * (size_t)n);
+    static const hx_type ts[] = {HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0,
+                                 HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        const hx_quant_ops *o = hx_quant_ops_get(ts[i]);
+        const size_t bytes = row_bytes(ts[i], n);
+        uint8_t *q = alloc_bytes(bytes);
+        char name[64];
+        /* our quantization of the input, and its dequantization */
+        o->quantize_row(x, q, n);
+        snprintf(name, sizeof name, "%s.quant", hx_type_name(ts[i]));
+        write_file(dir, name, q, bytes);
+        /* random blocks (finite scales) and their dequantization */
+        fill_random(ts[i], q, n, &s);
+        o->dequantize_row(q, y, n);
+        snprintf(name, sizeof name, "%s.blocks", hx_type_name(ts[i]));
+        write_file(dir, name, q, bytes);
+        snprintf(name, sizeof name, "%s.deq", hx_type_name(ts[i]));
+        write_file(dir, name, y, 4 * (size_t)n);
+        free(q);
+    }
+    free(x);
+    free(y);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 tests/quant_ref.py %s 1>&2", dir);
+    const int rc = system(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_msg(rc == 0, "tests/quant_ref.py disagrees with hetero (see its output)");
+}
+END_TEST
+
+Suite *suite_quant(void)
+{
+    Suite *s = suite_create("quant");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_layouts);
+    tcase_add_test(tc, test_fp16_known);
+    tcase_add_test(tc, test_fp16_rows);
+    tcase_add_test(tc, test_known_answers);
+    tcase_add_test(tc, test_dequantize_exact);
+    tcase_add_test(tc, test_vec_dot);
+    tcase_add_test(tc, test_vec_dot4);
+    tcase_add_test(tc, test_quantize_roundtrip);
+    tcase_add_test(tc, test_activation_sums);
+    tcase_add_test(tc, test_dispatch);
+    tcase_add_test(tc, test_gguf_py_reference);
+    suite_add_tcase(s, tc);
+    return s;
+}

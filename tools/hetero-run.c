@@ -1,0 +1,255 @@
+/* hetero-run: text in, text out.
+ *   hetero-run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n N] [--logits FILE] ...
+ * Without -m it runs the embedded synthetic model (written once to the
+ * cache directory). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hetero.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: hetero-run [options]\n"
+          "  -m FILE            GGUF model (default: the embedded synthetic 'tiny' model)\n"
+          "  --synthetic P[:T]  embedded model preset P (tiny, small) in type T (default tiny:f16)\n"
+          "  -p TEXT            prompt (default \"Once upon a time\")\n"
+          "  --tokens LIST      evaluate these token ids (comma separated) instead of a prompt\n"
+          "  --logits FILE      write the logits of every evaluated position (float32 LE [n][n_vocab])\n"
+          "  -n N               tokens to generate (default 64; 0 with --tokens)\n"
+          "  -t N               CPU threads (default: one per core)\n"
+          "  -b N               largest batch per evaluation (default 512)\n"
+          "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
+          "  --kv-type T        KV cache type: f16 (default), q8_0, f32\n"
+          "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --seed N   sampling\n"
+          "  --no-bos           do not prepend BOS to the prompt\n",
+          f);
+}
+
+static int parse_tokens(const char *s, int32_t **out, size_t *n)
+{
+    size_t cap = 16;
+    *n = 0;
+    *out = malloc(cap * sizeof **out);
+    while (*out && *s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > INT32_MAX)
+            return -1;
+        if (*n == cap && !(*out = realloc(*out, (cap *= 2) * sizeof **out)))
+            return -1;
+        (*out)[(*n)++] = (int32_t)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return *out && *n ? 0 : -1;
+}
+
+/* The embedded model lives in $XDG_CACHE_HOME/hetero/models (or ~/.cache). */
+static int synthetic_path(const char *preset, const char *type, char *path, size_t cap)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[512];
+    if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/hetero", xdg);
+    else
+        snprintf(dir, sizeof dir, "%s/.cache/hetero", home && *home ? home : "/tmp");
+    mkdir(dir, 0755);
+    size_t l = strlen(dir);
+    snprintf(dir + l, sizeof dir - l, "/models");
+    mkdir(dir, 0755);
+    snprintf(path, cap, "%s/synthetic-%s-%s.gguf", dir, preset, type);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return 0;
+    fprintf(stderr, "hetero-run: writing the embedded '%s' model (%s) to %s\n", preset, type, path);
+    char tmp[800];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    if (hx_model_write_synthetic(tmp, preset, type, 1234) != HX_OK) {
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+        remove(tmp);
+        return -1;
+    }
+    return rename(tmp, path);
+}
+
+/* Peak and current resident memory, split into anonymous memory (what
+ * hetero allocated) and file pages (the mapped model), from /proc. */
+static void print_memory(const char *model)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return;
+    char line[256];
+    long hwm = -1, anon = -1, file = -1;
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "VmHWM: %ld", &hwm);
+        sscanf(line, "RssAnon: %ld", &anon);
+        sscanf(line, "RssFile: %ld", &file);
+    }
+    fclose(f);
+    struct stat st;
+    double size = stat(model, &st) == 0 ? st.st_size / 1048576.0 : 0;
+    fprintf(stderr, "hetero-run: memory: peak RSS %.1f MiB (now %.1f MiB allocated + %.1f MiB of mapped files); "
+                    "model file %.1f MiB\n",
+            hwm / 1024.0, anon / 1024.0, file / 1024.0, size);
+}
+
+static int print_piece(void *user, int32_t token, const char *piece)
+{
+    fputs(piece, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+typedef struct {
+    const char *model, *prompt, *tokens, *logits, *devices, *kv_type;
+    char synthetic[64];
+    int n_predict, threads, batch, bos;
+    hx_sampling sampling;
+} args;
+
+static int parse(int argc, char **argv, args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name) (!strcmp(o, name) && v && ++i)
+        if (OPT("-m")) a->model = v;
+        else if (OPT("--synthetic")) snprintf(a->synthetic, sizeof a->synthetic, "%s", v);
+        else if (OPT("-p")) a->prompt = v;
+        else if (OPT("--tokens")) a->tokens = v;
+        else if (OPT("--logits")) a->logits = v;
+        else if (OPT("-n")) a->n_predict = atoi(v);
+        else if (OPT("-t")) a->threads = atoi(v);
+        else if (OPT("-b")) a->batch = atoi(v);
+        else if (OPT("--devices")) a->devices = v;
+        else if (OPT("--kv-type")) a->kv_type = v;
+        else if (OPT("--temp")) a->sampling.temperature = strtof(v, NULL);
+        else if (OPT("--top-k")) a->sampling.top_k = atoi(v);
+        else if (OPT("--top-p")) a->sampling.top_p = strtof(v, NULL);
+        else if (OPT("--min-p")) a->sampling.min_p = strtof(v, NULL);
+        else if (OPT("--repeat-penalty")) a->sampling.repeat_penalty = strtof(v, NULL);
+        else if (OPT("--seed")) a->sampling.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(o, "--no-bos")) a->bos = 0;
+        else if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else {
+            fprintf(stderr, "hetero-run: unknown or incomplete option '%s'\n", o);
+            usage(stderr);
+            return -1;
+        }
+#undef OPT
+    }
+    if (a->n_predict < -1 || a->threads < 0 || a->batch < 0) {
+        fprintf(stderr, "hetero-run: -n, -t and -b take non-negative numbers\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int write_logits(const char *path, hx_session *s, size_t n, uint32_t n_vocab)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "hetero-run: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const float *l = hx_session_logits(s, (int)i);
+        if (!l || fwrite(l, sizeof *l, n_vocab, f) != n_vocab) {
+            fclose(f);
+            fprintf(stderr, "hetero-run: writing %s failed\n", path);
+            return -1;
+        }
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    args a = {.n_predict = -1, .bos = 1, .sampling = hx_sampling_default()};
+    snprintf(a.synthetic, sizeof a.synthetic, "tiny:f16");
+    if (parse(argc, argv, &a))
+        return 2;
+    char path[700];
+    if (!a.model) {
+        char preset[64], *type = strchr(a.synthetic, ':');
+        snprintf(preset, sizeof preset, "%.*s", type ? (int)(type - a.synthetic) : (int)strlen(a.synthetic),
+                 a.synthetic);
+        if (synthetic_path(preset, type ? type + 1 : "f16", path, sizeof path))
+            return 1;
+        a.model = path;
+    }
+    hx_runtime_options ro = hx_runtime_options_default();
+    ro.devices = a.devices;
+    ro.cpu_threads = a.threads;
+    hx_runtime *rt = NULL;
+    hx_model *m = NULL;
+    hx_session *s = NULL;
+    int32_t *ids = NULL;
+    int rc = 1;
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_type = a.kv_type;
+    mo.max_batch = (uint32_t)a.batch;
+    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m) || hx_session_open(m, &s))
+        goto fail;
+    hx_model_info info;
+    hx_model_info_get(m, &info);
+    fprintf(stderr, "hetero-run: %s (%s, %s, %.1fM parameters, %u layers)\n", info.name, info.arch, info.ftype,
+            info.n_params / 1e6, info.n_layer);
+    if (a.tokens) {
+        size_t n;
+        if (parse_tokens(a.tokens, &ids, &n)) {
+            fprintf(stderr, "hetero-run: --tokens takes comma-separated non-negative ids\n");
+            goto out;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (hx_session_eval(s, ids, n, a.logits != NULL))
+            goto fail;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (a.logits && write_logits(a.logits, s, n, info.n_vocab))
+            goto out;
+        fprintf(stderr, "hetero-run: evaluated %zu tokens in %.3f s (%.1f tokens/s)%s%s\n", n, sec, n / sec,
+                a.logits ? ", logits in " : "", a.logits ? a.logits : "");
+        rc = 0;
+        goto out;
+    }
+    const char *prompt = a.prompt ? a.prompt : "Once upon a time";
+    size_t n, len = strlen(prompt);
+    hx_model_tokenize(m, prompt, len, a.bos, NULL, 0, &n);
+    ids = malloc((n ? n : 1) * sizeof *ids);
+    if (!ids || hx_model_tokenize(m, prompt, len, a.bos, ids, n, &n))
+        goto fail;
+    fputs(prompt, stdout);
+    hx_generation_stats gs;
+    if (hx_session_generate(s, ids, n, a.n_predict < 0 ? 64 : (uint32_t)a.n_predict, &a.sampling, print_piece,
+                            NULL, &gs))
+        goto fail;
+    putchar('\n');
+    fprintf(stderr, "hetero-run: prefill %u tokens in %.3f s (%.1f tokens/s), decode %u tokens in %.3f s "
+                    "(%.1f tokens/s)\n",
+            gs.prompt_tokens, gs.prefill_seconds, gs.prompt_tokens / (gs.prefill_seconds + 1e-12),
+            gs.generated_tokens, gs.decode_seconds,
+            gs.generated_tokens > 1 ? (gs.generated_tokens - 1) / (gs.decode_seconds + 1e-12) : 0.0);
+    print_memory(a.model);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+out:
+    free(ids);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    return rc;
+}
