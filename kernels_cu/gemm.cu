@@ -184,7 +184,7 @@ __global__ void k_gemv_generic(uint32_t type, const uint8_t *__restrict__ W, uin
         }
     } else {
         for (uint32_t k = lane; k < K; k += 32)
-            acc += hx_dq_elem(type, row, k) * x[k];
+            acc += hx_dq_plain_elem(type, row, k) * x[k];
     }
     gemv_store(acc, y, bias, n);
 }
@@ -408,17 +408,19 @@ static int launch_dequant(hx_cuda_ctx *c, uint32_t type, const uint8_t *W, uint6
 {
     uint64_t total = (uint64_t)rows * (K / HX_DQ_GROUP);
     unsigned blocks = hx_cu_blocks(total, 256, c);
-    int wide = aligned(W, 2); /* blocks of 34 and 18 bytes keep 2-byte alignment */
-    if (type == HX_TYPE_Q8_0 && wide)
-        k_dequant_tile<HX_TYPE_Q8_0, true><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
-    else if (type == HX_TYPE_Q8_0)
-        k_dequant_tile<HX_TYPE_Q8_0, false><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
-    else if (type == HX_TYPE_Q4_0 && wide)
-        k_dequant_tile<HX_TYPE_Q4_0, true><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
-    else if (type == HX_TYPE_Q4_0)
-        k_dequant_tile<HX_TYPE_Q4_0, false><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
-    else
-        k_dequant_tile<HX_TYPE_Q4_K, false><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
+    bool wide = aligned(W, 2); /* blocks of 34 and 18 bytes keep 2-byte alignment */
+#define HX_TILE(T, WIDE) k_dequant_tile<T, WIDE><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile)
+    switch (type) {
+    case HX_TYPE_Q8_0: wide ? HX_TILE(HX_TYPE_Q8_0, true) : HX_TILE(HX_TYPE_Q8_0, false); break;
+    case HX_TYPE_Q4_0: wide ? HX_TILE(HX_TYPE_Q4_0, true) : HX_TILE(HX_TYPE_Q4_0, false); break;
+    case HX_TYPE_Q4_1: HX_TILE(HX_TYPE_Q4_1, false); break;
+    case HX_TYPE_Q5_0: HX_TILE(HX_TYPE_Q5_0, false); break;
+    case HX_TYPE_Q5_1: HX_TILE(HX_TYPE_Q5_1, false); break;
+    case HX_TYPE_Q4_K: HX_TILE(HX_TYPE_Q4_K, false); break;
+    case HX_TYPE_Q5_K: HX_TILE(HX_TYPE_Q5_K, false); break;
+    default: HX_TILE(HX_TYPE_Q6_K, false); break;
+    }
+#undef HX_TILE
     HX_CU_LAUNCHED("weight dequantization");
     return HX_OK;
 }
