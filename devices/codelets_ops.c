@@ -96,6 +96,7 @@ const hx_codelet hx_codelets_ops[] = {
      .bytes = rmsnorm_bytes},
     {.name = "matmul",
      .cpu = hx_cpu_matmul,
+     .cpu_prepare = hx_cpu_matmul_prepare,
      .cpu_scratch = hx_cpu_matmul_scratch,
      .cl_program = "matmul",
      .cl_launch = hx_cl_launch_matmul,
