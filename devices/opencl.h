@@ -89,10 +89,12 @@ typedef struct {
     const char *program_name;  /* embedded program, or NULL            */
     const char *user_source;   /* codelet's own source, or NULL        */
     char *text;                /* the source with includes resolved    */
-    cl_program program;        /* NULL when the build failed          */
+    cl_program program;        /* NULL until built, or if that failed */
+    int built;                 /* a build was tried                   */
     hx_status status;
     char *error;               /* why it failed (with the build log)  */
-    char (*kernel_names)[HX_OPENCL_NAME_MAX];
+    char (*kernel_names)[HX_OPENCL_NAME_MAX]; /* the program's, or before the
+                                                 build, the source's */
     int nkernel_names;
     hx_opencl_kernel *kernels; /* created on first use                 */
     int nkernels, capkernels;
@@ -131,7 +133,8 @@ typedef struct hx_opencl_device {
     _Atomic uint64_t cache_loads; /* programs loaded from the disk cache  */
 } hx_opencl_device;
 
-/* Whether `d` offers the codelet (building its program on first use). */
+/* Whether `d` offers the codelet (judged from its source: programs are
+ * built by the device's worker, on their first task). */
 int hx_opencl_program_offers(hx_opencl_device *d, const hx_codelet *cl);
 /* Whether the codelet's program on `d` has kernel `name` (and, on an FPGA,
  * its bitstream does).  A program that failed to build answers yes, so the

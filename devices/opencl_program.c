@@ -1,4 +1,5 @@
-/* OpenCL programs: each codelet's program is built once per device and
+/* OpenCL programs: each codelet's program is built once per device (by the
+ * device's worker, on its first task: never under a scheduler lock) and
  * kept, with its kernels.  Built binaries go to the disk cache, so a later
  * runtime loads instead of compiling.  An FPGA runs only what its bitstream
  * holds: on hardware the program is the bitstream itself; under emulation
@@ -418,9 +419,28 @@ static hx_opencl_program *program_slot(hx_opencl_device *d)
     return p;
 }
 
-/* The program of a codelet, built now if it never was; -1 when there is
- * nothing to build.  Called with d->lock held. */
-static int program_for(hx_opencl_device *d, const hx_codelet *cl)
+/* Kernel names of an entry not built yet: scanned from its source, or on
+ * an FPGA card those its bitstream's manifest lists. */
+static void expected_kernels(hx_opencl_device *d, hx_opencl_program *p)
+{
+    int n = d->fpga_hardware ? (d->bitstream ? d->bitstream->nkernels : 0) : hx_opencl_program_scan(p->text, NULL, 0);
+    p->kernel_names = calloc((size_t)(n ? n : 1), sizeof *p->kernel_names);
+    if (!p->kernel_names)
+        return;
+    if (!d->fpga_hardware) {
+        p->nkernel_names = hx_opencl_program_scan(p->text, p->kernel_names, n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        strcpy(p->kernel_names[i], d->bitstream->kernels[i].name);
+    p->nkernel_names = n;
+}
+
+/* The program entry of a codelet: found, or created with its source
+ * expanded and its kernel names known, but not built (that waits for the
+ * first task, on the device's worker).  -1 when there is no source.
+ * Called with d->lock held. */
+static int program_entry(hx_opencl_device *d, const hx_codelet *cl)
 {
     const char *name = d->fpga_hardware ? NULL : cl->cl_source ? NULL : cl->cl_program;
     const char *user = d->fpga_hardware ? NULL : cl->cl_source;
@@ -438,24 +458,36 @@ static int program_for(hx_opencl_device *d, const hx_codelet *cl)
         return -1;
     p->program_name = name;
     p->user_source = user;
-    char what[160];
-    if (d->fpga_hardware) {
-        hx_status s = build_bitstream(d, p);
-        if (s)
-            record_failure(p, s);
-        else
-            list_kernels(p, NULL);
+    if (!d->fpga_hardware && !(p->text = hx_opencl_program_expand(text))) {
+        record_failure(p, hx_error_context(HX_ERR_FORMAT, name ? "program '%s'" : "the OpenCL source of codelet '%s'",
+                                           name ? name : cl->name ? cl->name : "(unnamed)"));
+        p->built = 1;
     } else {
-        snprintf(what, sizeof what, name ? "program '%s'" : "the OpenCL source of codelet '%s'",
-                 name ? name : cl->name ? cl->name : "(unnamed)");
-        hx_status s = (p->text = hx_opencl_program_expand(text)) ? build_from_source(d, p, what)
-                                                                   : hx_error_context(HX_ERR_FORMAT, "%s", what);
-        if (s)
-            record_failure(p, s);
-        else
-            list_kernels(p, p->text);
+        expected_kernels(d, p);
     }
     return d->nprograms++;
+}
+
+/* Builds an entry's program if it never was.  Only the device's worker
+ * calls this, on its first task of the program: a cold build takes PoCL
+ * seconds, and no scheduler lock is held meanwhile.  d->lock held. */
+static void program_build(hx_opencl_device *d, hx_opencl_program *p, const hx_codelet *cl)
+{
+    if (p->built)
+        return;
+    p->built = 1;
+    char what[160];
+    snprintf(what, sizeof what, p->program_name ? "program '%s'" : "the OpenCL source of codelet '%s'",
+             p->program_name ? p->program_name : cl->name ? cl->name : "(unnamed)");
+    hx_status s = d->fpga_hardware ? build_bitstream(d, p) : build_from_source(d, p, what);
+    if (s) {
+        record_failure(p, s);
+        return;
+    }
+    free(p->kernel_names);
+    p->kernel_names = NULL;
+    p->nkernel_names = 0;
+    list_kernels(p, p->text);
 }
 
 /* The kernels a codelet may launch, by the naming rule, among `names`;
@@ -505,18 +537,19 @@ static int decide(hx_opencl_device *d, const hx_codelet *cl, int *program)
         return 0;
     if (d->fpga_hardware && !d->xclbin_path[0])
         return 0;
-    *program = program_for(d, cl);
+    *program = program_entry(d, cl);
     if (*program < 0)
         return 0;
     hx_opencl_program *p = &d->programs[*program];
     /* A program that does not build is offered anyway: the task then fails
      * with the build log.  Routing it elsewhere would hide the bug (and let
-     * a test suite pass on a device that builds nothing). */
-    if (!p->program)
+     * a test suite pass on a device that builds nothing).  Kernel names
+     * that the scan cannot see (made by macros) are left to the build. */
+    if (p->status != HX_OK || p->nkernel_names == 0)
         return 1;
     int mine[KERNELS_PER_PROGRAM_MAX];
     int n = p->nkernel_names < KERNELS_PER_PROGRAM_MAX ? p->nkernel_names : KERNELS_PER_PROGRAM_MAX;
-    return codelet_kernels(cl, p->kernel_names, n, mine) > 0 && n > 0;
+    return codelet_kernels(cl, p->kernel_names, n, mine) > 0;
 }
 
 static hx_opencl_verdict *verdict_for(hx_opencl_device *d, const hx_codelet *cl)
@@ -557,11 +590,13 @@ int hx_opencl_program_has_kernel(hx_opencl_device *d, const hx_codelet *cl, cons
     pthread_mutex_lock(&d->lock);
     hx_opencl_verdict *v = verdict_for(d, cl);
     int has = v && v->offered && v->program >= 0;
-    if (has && d->programs[v->program].program) {
+    if (has) {
         const hx_opencl_program *p = &d->programs[v->program];
-        has = 0;
-        for (int i = 0; i < p->nkernel_names && !has; i++)
-            has = !strcmp(p->kernel_names[i], name);
+        if (p->status == HX_OK && (p->built || p->nkernel_names > 0)) {
+            has = 0;
+            for (int i = 0; i < p->nkernel_names && !has; i++)
+                has = !strcmp(p->kernel_names[i], name);
+        }
     }
     if (has && d->fpga)
         has = hx_opencl_manifest_has_kernel(d->bitstream, name);
@@ -578,6 +613,7 @@ static hx_status kernel_locked(hx_opencl_device *d, const hx_codelet *cl, const 
         return hx_error(HX_ERR_UNSUPPORTED, "codelet '%s' has no OpenCL implementation for %s",
                         cl->name ? cl->name : "(unnamed)", d->device_name);
     hx_opencl_program *p = &d->programs[v->program];
+    program_build(d, p, cl);
     if (!p->program)
         return hx_error(p->status, "%s", p->error ? p->error : "program failed to build");
     if (d->fpga && !hx_opencl_manifest_has_kernel(d->bitstream, name))
