@@ -74,8 +74,13 @@ static hx_status cpu_run(hx_device *d, const hx_exec *x)
     if (rc == 0)
         return HX_OK;
     hx_status s = rc < 0 ? (hx_status)rc : HX_ERR_DEVICE;
-    if (!hx_last_error()[0])
-        hx_error(s, "CPU implementation of '%s' failed: %s", cl->name, hx_status_str(s));
+    /* Shares run on other threads, whose error text does not reach this
+     * one: the status says what went wrong. */
+    hx_error(s, "CPU implementation of '%s' failed: %s", cl->name,
+             s == HX_ERR_RANGE ? "an index outside its table (a token id, or KV metadata: slot, position, sequence or block)"
+             : s == HX_ERR_UNSUPPORTED ? "a type or shape it does not handle"
+             : s == HX_ERR_INVALID_ARG ? "impossible arguments"
+                                       : hx_status_str(s));
     return s;
 }
 

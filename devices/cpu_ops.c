@@ -24,13 +24,19 @@ int hx_cpu_get_rows(const hx_cpu_call *c)
     const int32_t *ids = c->buffers[1];
     float *out = c->buffers[2];
     uint64_t V = c->sizes[0] / row, lo, hi;
+    int rc = 0;
     hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
     for (uint64_t t = lo; t < hi; t++) {
-        if (ids[t] < 0 || (uint64_t)ids[t] >= V)
-            return HX_ERR_RANGE;
+        if (ids[t] < 0 || (uint64_t)ids[t] >= V) {
+            /* As on every device: the row is NaN and the task fails. */
+            for (uint32_t i = 0; i < a->D; i++)
+                out[t * a->D + i] = NAN;
+            rc = HX_ERR_RANGE;
+            continue;
+        }
         q->dequantize_row(table + (uint64_t)ids[t] * row, out + t * a->D, a->D);
     }
-    return 0;
+    return rc;
 }
 
 /* ---- rmsnorm ------------------------------------------------------------- */
@@ -242,20 +248,31 @@ int hx_cpu_attention(const hx_cpu_call *c)
     float *vrow = (float *)(qrow + ALIGN64(hx_type_row_size(kq->vec_dot_type, a->Dh)));
 
     uint64_t lo, hi;
+    int rc = 0;
     hx_cpu_split((uint64_t)l->T * a->Hq, c->ith, c->nth, &lo, &hi);
     for (uint64_t th = lo; th < hi; th++) {
         uint32_t t = (uint32_t)(th / a->Hq), h = (uint32_t)(th % a->Hq), kvh = h / group;
         int32_t pos = token_pos(l, meta, t), seq = token_seq(l, meta, t);
-        if (pos < 0 || seq < 0 || (uint32_t)seq >= l->S ||
-            (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size)
-            return HX_ERR_RANGE;
-        const int32_t *blocks = seq_blocks(l, meta, seq);
+        float *o = out + ((uint64_t)t * a->Hq + h) * a->Dh;
+        /* Bad metadata, as on every device: a NaN row and a failed task,
+         * and no read outside the cache. */
+        int bad = pos < 0 || seq < 0 || (uint32_t)seq >= l->S ||
+                  (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size;
+        const int32_t *blocks = bad ? NULL : seq_blocks(l, meta, seq);
+        for (int32_t p = 0; !bad && p <= pos; p += (int32_t)l->block_size) {
+            int32_t b = blocks[p / l->block_size];
+            bad = b < 0 || (uint64_t)b * l->block_size >= slots;
+        }
+        if (bad) {
+            for (uint32_t i = 0; i < a->Dh; i++)
+                o[i] = NAN;
+            rc = HX_ERR_RANGE;
+            continue;
+        }
         qq->quantize_row(qv + ((uint64_t)t * a->Hq + h) * a->Dh, qrow, a->Dh);
         float mx = -INFINITY;
         for (int32_t p = 0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
-            if (slot < 0 || (uint64_t)slot >= slots)
-                return HX_ERR_RANGE;
             kq->vec_dot(a->Dh, &score[p], kc + (uint64_t)slot * rbytes + kvh * hbytes, qrow);
             score[p] *= a->scale;
             if (score[p] > mx)
@@ -264,7 +281,6 @@ int hx_cpu_attention(const hx_cpu_call *c)
         double sum = 0;
         for (int32_t p = 0; p <= pos; p++)
             sum += score[p] = expf(score[p] - mx);
-        float *o = out + ((uint64_t)t * a->Hq + h) * a->Dh;
         memset(o, 0, a->Dh * sizeof(float));
         const float inv = (float)(1.0 / sum);
         for (int32_t p = 0; p <= pos; p++) {
@@ -275,7 +291,7 @@ int hx_cpu_attention(const hx_cpu_call *c)
                 o[i] += w * vrow[i];
         }
     }
-    return 0;
+    return rc;
 }
 
 /* ---- element-wise -------------------------------------------------------- */

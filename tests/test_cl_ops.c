@@ -21,10 +21,29 @@
 #define NMSE_ROPE 1e-9
 #define NMSE_ATTENTION 1e-10
 
+/* The same checks run on the CPU device (suite cpu_ops): every op on
+ * every device against one reference.  On the CPU, quantized weights meet
+ * activations quantized to Q8_0/Q8_K, and a Q8_0 KV cache meets a query
+ * quantized to Q8_0, as in llama.cpp: rounding to 8 bits with one scale per
+ * block costs ~1e-5 NMSE over many outputs, up to ~2e-4 for a single dot
+ * product with cancellation, so those cases are held to 1e-3. */
+static const char *target = "opencl";
+
+static void target_cpu(void) { target = "cpu"; }
+static int on_cpu(void) { return !strcmp(target, "cpu"); }
+
+static double matmul_bound(uint32_t type)
+{
+    return on_cpu() && type != HX_REF_F32 && type != HX_REF_F16 ? 1e-3 : NMSE_ACCUM;
+}
+
+static double attention_bound(uint32_t kv_type) { return on_cpu() && kv_type == HX_REF_Q8_0 ? 1e-3 : NMSE_ATTENTION; }
+
 static hx_runtime *open_opencl(void)
 {
-    hx_runtime *rt = hx_cl_test_open("opencl", 0);
-    hx_cl_test_device(rt);
+    hx_runtime *rt = hx_cl_test_open(target, 0);
+    if (!on_cpu())
+        hx_cl_test_device(rt);
     return rt;
 }
 
@@ -175,7 +194,7 @@ static void check_matmul(hx_runtime *rt, uint32_t type, uint32_t T, uint32_t N, 
     HX_ASSERT_OK(run(rt, "matmul", &a, sizeof a, bias ? 4 : 3, b, (hx_access[]){HX_R, HX_R, HX_W, HX_R}));
     read_back(b[2], y, 4ull * T * N);
     double e = hx_ref_nmse(y, ref, (size_t)T * N);
-    ck_assert_msg(e <= NMSE_ACCUM, "type %u T %u N %u K %u bias %d: nmse %g", type, T, N, K, bias, e);
+    ck_assert_msg(e <= matmul_bound(type), "type %u T %u N %u K %u bias %d: nmse %g", type, T, N, K, bias, e);
     destroy_all(b, 4);
     free(W);
     free(x);
@@ -453,7 +472,7 @@ static void check_attention(hx_runtime *rt, const att_case *c, unsigned *seed, c
     hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
     float *out = attention_run(rt, &o, HX_OK);
     double e = hx_ref_nmse(out, ref, o.q_floats);
-    ck_assert_msg(e <= NMSE_ATTENTION, "%s: type %u Hq %u Hkv %u Dh %u bs %u S %u T %u: nmse %g", what, c->kv_type,
+    ck_assert_msg(e <= attention_bound(c->kv_type), "%s: type %u Hq %u Hkv %u Dh %u bs %u S %u T %u: nmse %g", what, c->kv_type,
                   c->Hq, c->Hkv, c->Dh, c->block_size, c->S, o.a.kv.T, e);
     free(ref);
     free(out);
@@ -773,6 +792,24 @@ Suite *suite_cl_ops(void)
     tcase_add_test(tc, partial_bitstream_splits_by_kernel);
     tcase_add_test(tc, elementwise_ops_match_reference);
     tcase_add_test(tc, bad_arguments_are_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+Suite *suite_cpu_ops(void)
+{
+    Suite *s = suite_create("cpu_ops");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, target_cpu, NULL);
+    tcase_add_test(tc, get_rows_matches_reference);
+    tcase_add_test(tc, rmsnorm_matches_reference);
+    tcase_add_test(tc, matmul_matches_reference);
+    tcase_add_test(tc, rope_matches_reference);
+    tcase_add_test(tc, attention_prefill_matches_reference);
+    tcase_add_test(tc, attention_decode_matches_reference);
+    tcase_add_test(tc, attention_bad_metadata_gives_nan_rows);
+    tcase_add_test(tc, elementwise_ops_match_reference);
     suite_add_tcase(s, tc);
     return s;
 }
