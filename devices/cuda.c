@@ -182,6 +182,15 @@ static int cuda_can_run(hx_device *d, const hx_codelet *cl)
     return cl && cl->name && cd->lib->p->kernel_find(cl->name) != NULL;
 }
 
+/* Lets the scheduler keep tasks the kernels do not cover (a weight type or
+ * head size they lack) on other devices instead of failing them here. */
+static int cuda_can_run_args(hx_device *d, const hx_codelet *cl, const void *args, const size_t *sizes)
+{
+    cuda_dev *cd = d->impl;
+    const hx_cuda_plugin *p = cd->lib->p;
+    return cl && cl->name && (!p->covers || p->covers(cl->name, args));
+}
+
 static hx_status cuda_run(hx_device *d, const hx_exec *x)
 {
     cuda_dev *cd = d->impl;
@@ -287,6 +296,7 @@ const hx_device_ops hx_cuda_ops = {
     .discover = cuda_discover,
     .destroy = cuda_destroy,
     .can_run = cuda_can_run,
+    .can_run_args = cuda_can_run_args,
     .run = cuda_run,
     .wrap_host = cuda_wrap_host,
     .alloc = cuda_alloc,

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels_cu/dequant_tile.h"
 #include "runtime/ops.h"
@@ -197,6 +198,33 @@ static inline int hx_oc_get_rows(const hx_op_get_rows *a, const size_t *s, int n
     if (!*rows && a->T)
         return hx_oc_fail(msg, len, op, "the table holds no row");
     return hx_oc_size(a->T, 4, 1, s[1], msg, len, op, "ids") || hx_oc_size(a->T, a->D, 4, s[2], msg, len, op, "out");
+}
+
+/* Whether the CUDA kernels cover a task whose arguments are valid: the
+ * weight or table type, the KV cache type, the head size.  Invalid
+ * arguments are not judged here (they fail when the task runs). */
+static inline int hx_oc_kv_covered(uint32_t kv_type, uint32_t Dh)
+{
+    return kv_type == HX_TYPE_F16 || kv_type == HX_TYPE_F32 || (kv_type == HX_TYPE_Q8_0 && Dh % 32 == 0);
+}
+
+static inline int hx_oc_covers(const char *name, const void *args)
+{
+    if (!name || !args)
+        return 1;
+    if (!strcmp(name, "matmul"))
+        return hx_dq_supported(((const hx_op_matmul *)args)->wtype);
+    if (!strcmp(name, "get_rows"))
+        return hx_dq_supported(((const hx_op_get_rows *)args)->type);
+    if (!strcmp(name, "kv_store")) {
+        const hx_op_kv_store *a = (const hx_op_kv_store *)args;
+        return hx_oc_kv_covered(a->kv_type, a->Dh);
+    }
+    if (!strcmp(name, "attention")) {
+        const hx_op_attention *a = (const hx_op_attention *)args;
+        return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX;
+    }
+    return 1;
 }
 
 #endif

@@ -415,6 +415,11 @@ static const hx_cuda_kernel *plugin_kernel_find(const char *name)
     return NULL;
 }
 
+static int plugin_covers(const char *name, const void *args)
+{
+    return plugin_kernel_find(name) != NULL && hx_oc_covers(name, args);
+}
+
 /* ---- measurement -------------------------------------------------------- */
 
 static int bench_run(hx_cuda_ctx *c, uint32_t type, uint32_t T, uint32_t N, uint32_t K, int iters, void *W,
@@ -506,6 +511,7 @@ static const hx_cuda_plugin g_plugin = {
     (int)(sizeof kernels / sizeof kernels[0]),
     plugin_kernel_find,
     plugin_bench_cublas_gemm,
+    plugin_covers,
 };
 
 extern "C" __attribute__((visibility("default"))) const hx_cuda_plugin *hx_cuda_plugin_v1(void)

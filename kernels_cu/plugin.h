@@ -118,6 +118,12 @@ typedef struct hx_cuda_plugin {
      * accumulation; mean seconds per product over `iters` after a warm-up. */
     int (*bench_cublas_gemm)(hx_cuda_ctx *c, uint32_t type, uint32_t T, uint32_t N, uint32_t K, int iters,
                              double *seconds);
+
+    /* -- coverage (appended) -- */
+    /* Whether the named kernel handles these (valid) arguments: weight and
+     * table types, KV cache type, head size.  1 for a kernel that takes
+     * whatever is valid, 0 for an unknown name. */
+    int (*covers)(const char *name, const void *args);
 } hx_cuda_plugin;
 
 typedef const hx_cuda_plugin *(*hx_cuda_plugin_entry)(void);

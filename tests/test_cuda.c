@@ -681,6 +681,36 @@ START_TEST(small_op_checks)
 }
 END_TEST
 
+START_TEST(coverage_follows_types_and_head_size)
+{
+    hx_op_matmul mm = {.wtype = HX_TYPE_Q6_K, .T = 1, .N = 1, .K = 256};
+    ck_assert(hx_oc_covers("matmul", &mm));
+    mm.wtype = HX_TYPE_IQ2_XXS;
+    ck_assert(!hx_oc_covers("matmul", &mm));
+    hx_op_get_rows gr = {.type = HX_TYPE_Q5_K, .T = 1, .D = 256};
+    ck_assert(hx_oc_covers("get_rows", &gr));
+    gr.type = HX_TYPE_Q2_K;
+    ck_assert(!hx_oc_covers("get_rows", &gr));
+    hx_op_attention at = {.Hq = 4, .Hkv = 2, .Dh = 128, .kv_type = HX_TYPE_Q8_0};
+    ck_assert(hx_oc_covers("attention", &at));
+    at.Dh = 80; /* Q8_0 blocks would straddle heads */
+    ck_assert(!hx_oc_covers("attention", &at));
+    at.kv_type = HX_TYPE_F16;
+    ck_assert(hx_oc_covers("attention", &at));
+    at.Dh = 512;
+    ck_assert(!hx_oc_covers("attention", &at));
+    at.Dh = 128;
+    at.kv_type = HX_TYPE_Q4_0;
+    ck_assert(!hx_oc_covers("attention", &at));
+    hx_op_kv_store ks = {.Hkv = 2, .Dh = 512, .kv_type = HX_TYPE_F32};
+    ck_assert(hx_oc_covers("kv_store", &ks)); /* storing has no head-size limit */
+    ks.kv_type = HX_TYPE_Q4_0;
+    ck_assert(!hx_oc_covers("kv_store", &ks));
+    hx_op_rmsnorm rn = {.T = 1, .D = 7};
+    ck_assert(hx_oc_covers("rmsnorm", &rn));
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
     Suite *s = suite_create("cuda");
@@ -711,6 +741,7 @@ Suite *suite_cuda(void)
     tcase_add_test(checks, matmul_check_refuses_short_buffers);
     tcase_add_test(checks, kv_checks_refuse_bad_layouts);
     tcase_add_test(checks, small_op_checks);
+    tcase_add_test(checks, coverage_follows_types_and_head_size);
     suite_add_tcase(s, checks);
     return s;
 }
