@@ -1,7 +1,9 @@
 /* The scheduler front: one lock, a condition per device, the policy
  * behind a vtable, the devices in service, and the per-device queues that
  * the static, ws and dmda policies share. */
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/error.h"
 #include "runtime/perfmodel.h"
@@ -135,29 +137,52 @@ void hx_sched_push(hx_sched *s, hx_task *t)
     pthread_mutex_unlock(&s->lock);
 }
 
-static void account_done(hx_sched_dev *dv, const hx_sched_done *done)
+static int cmp_float(const void *a, const void *b)
 {
-    dv->running = 0;
-    dv->running_calibrating = 0;
-    if (!done || !done->valid)
-        return;
-    /* A device that runs slower than its model says (contention, an
-     * injected slowdown not yet learnt) has a longer backlog than the sum
-     * of estimates: the ratio corrects it until the model catches up. */
-    if (done->expected > 0 && done->actual > 0) {
-        double r = done->actual / done->expected;
-        if (r > 100)
-            r = 100;
-        dv->slowness = 0.8 * dv->slowness + 0.2 * r;
-    }
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
 }
 
-hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d, const hx_sched_done *done)
+void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done)
+{
+    hx_sched_dev *dv = &s->dev[d];
+    pthread_mutex_lock(&s->lock);
+    dv->running = 0;
+    dv->running_calibrating = 0;
+    /* A device that runs slower than its model says (contention, an
+     * injected slowdown not yet learnt) has a longer backlog than the sum
+     * of its estimates: the median of the last ratios corrects it until the
+     * model catches up, and one hiccup moves nothing. */
+    if (done && done->valid && done->expected > 0 && done->actual > 0) {
+        double r = done->actual / done->expected;
+        dv->ratios[dv->nratio++ % HX_SLOWNESS_WINDOW] = (float)(r > 1e3 ? 1e3 : r);
+        /* Not before the window is full: the first tasks of a device run
+         * cold (page faults, sleeping threads). */
+        if (dv->nratio >= HX_SLOWNESS_WINDOW) {
+            float v[HX_SLOWNESS_WINDOW];
+            memcpy(v, dv->ratios, sizeof v);
+            qsort(v, HX_SLOWNESS_WINDOW, sizeof *v, cmp_float);
+            dv->slowness = v[HX_SLOWNESS_WINDOW / 2];
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int others_queued(const hx_sched *s, int me)
+{
+    for (int d = 0; d < s->rt->ndevices; d++)
+        if (d != me && s->dev[d].depth)
+            return 1;
+    return 0;
+}
+
+hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
 {
     int i = d->info.index;
     hx_sched_dev *dv = &s->dev[i];
     pthread_mutex_lock(&s->lock);
-    account_done(dv, done);
+    dv->running = 0;
+    dv->running_calibrating = 0;
     hx_task *t;
     for (;;) {
         if (s->doomed) {
@@ -169,7 +194,18 @@ hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d, const hx_sched_done *done)
         if ((t = s->policy->pop(s, d)) || s->rt->stopping)
             break;
         dv->sleeping = 1;
-        pthread_cond_wait(&dv->cond, &s->lock);
+        if (s->policy->rebalances && others_queued(s, i)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (long)(HX_REBALANCE_S * 1e9);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&dv->cond, &s->lock, &ts);
+        } else {
+            pthread_cond_wait(&dv->cond, &s->lock);
+        }
         dv->sleeping = 0;
     }
     if (t && !t->doomed) {
@@ -221,9 +257,11 @@ double hx_sched_backlog(const hx_sched *s, int d, double now)
     const hx_sched_dev *dv = &s->dev[d];
     double b = dv->queued_expected * dv->slowness;
     if (dv->running) {
+        /* A task that overran its estimate is expected to run about as
+         * long again as it overran: a stuck device's backlog keeps growing,
+         * so the others take its queue. */
         double left = dv->running_expected * dv->slowness - (now - dv->running_start);
-        if (left > 0)
-            b += left;
+        b += left > 0 ? left : -left;
     }
     return b;
 }

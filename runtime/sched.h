@@ -14,6 +14,8 @@
 #include "hetero.h"
 
 #define HX_MAX_DEVICES 32
+#define HX_REBALANCE_S 1e-3
+#define HX_SLOWNESS_WINDOW 7
 
 struct hx_task;
 struct hx_device;
@@ -23,6 +25,9 @@ typedef struct hx_sched hx_sched;
 typedef struct {
     const char *name;
     int uses_perfmodel;  /* record and consult the performance models */
+    int rebalances;      /* an idle device looks again every HX_REBALANCE_S
+                            while others hold queued tasks (their predictions
+                            go stale while it sleeps) */
     hx_status (*init)(hx_sched *s);
     void (*deinit)(hx_sched *s);
     /* Called with s->lock held, for a task some device in service may run.
@@ -45,6 +50,8 @@ typedef struct {
     int running;                 /* a popped task has not finished yet    */
     double running_expected, running_start;
     double slowness;             /* recent actual / expected time (1 = as predicted) */
+    float ratios[HX_SLOWNESS_WINDOW]; /* the last ratios; slowness is their median */
+    int nratio;
     int calibrating;             /* queued tasks sent to measure an unknown cost */
     int running_calibrating;     /* the running task is one of them */
 } hx_sched_dev;
@@ -70,9 +77,11 @@ typedef struct {
 hx_status hx_sched_init(hx_sched *s, hx_runtime *rt, const char *policy);
 void hx_sched_deinit(hx_sched *s);
 void hx_sched_push(hx_sched *s, struct hx_task *t);
-/* Accounts for the worker's previous task (`done`, may be NULL), then
- * blocks until a task for `d` is available or the runtime stops (NULL). */
-struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d, const hx_sched_done *done);
+/* Blocks until a task for `d` is available or the runtime stops (NULL). */
+struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d);
+/* The worker of `d` finished its task (before completing it, so that the
+ * successors it makes ready see the device free). */
+void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done);
 void hx_sched_shutdown(hx_sched *s);
 
 /* Devices that have an implementation of the codelet. */

@@ -113,16 +113,17 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     hx_worker *w = d->worker;
     const int me = d->info.index;
     const char *name = t->desc.codelet->name ? t->desc.codelet->name : "(unnamed)";
+    char err[320];
+    snprintf(err, sizeof err, "%s", hx_last_error()[0] ? hx_last_error() : hx_status_str(s));
     char what[640];
-    snprintf(what, sizeof what, "on device %d (%s): %s", me, d->info.name,
-             hx_last_error()[0] ? hx_last_error() : hx_status_str(s));
+    snprintf(what, sizeof what, "on device %d (%s): %s", me, d->info.name, err);
     atomic_fetch_add(&w->failures, 1);
     int device_fault = s == HX_ERR_DEVICE;
     if (device_fault)
         w->consecutive_failures++;
     char head[96];
-    snprintf(head, sizeof head, "task '%.60s' ", name);
-    set_last_failure(w, head, what, "");
+    snprintf(head, sizeof head, "task '%.60s': ", name);
+    set_last_failure(w, head, err, "");
 
     /* Put the buffers back as the task found them, where possible. */
     int intact = 1;
@@ -141,7 +142,7 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
         atomic_fetch_add(&rt->stats.devices_retired, 1);
         char why[96];
         snprintf(why, sizeof why, "retired after %d consecutive failures; the last: ", w->consecutive_failures);
-        set_last_failure(w, why, head, what);
+        set_last_failure(w, why, head, err);
         hx_trace_mark(rt, HX_TRACE_RETIRE, me, NULL);
     }
 
@@ -161,11 +162,10 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     hx_task_complete(rt, t, s, NULL);
 }
 
-static void execute(hx_device *d, hx_task *t, hx_sched_done *done)
+static void execute(hx_device *d, hx_task *t)
 {
     hx_runtime *rt = d->rt;
     hx_worker *w = d->worker;
-    done->valid = 0;
     if (t->doomed) {
         remember(t, "no device in service can run it");
         hx_task_complete(rt, t, HX_ERR_NO_DEVICE, NULL);
@@ -215,7 +215,8 @@ static void execute(hx_device *d, hx_task *t, hx_sched_done *done)
     w->consecutive_failures = 0;
     if (rt->sched.pm) {
         hx_perfmodel_record(rt->sched.pm, t->desc.codelet, d->info.index, flops, bytes, t1 - t0);
-        *done = (hx_sched_done){1, t->expected, t1 - t0};
+        hx_sched_done done = {1, t->expected, t1 - t0};
+        hx_sched_finished(&rt->sched, d->info.index, &done);
     }
     hx_task_complete(rt, t, HX_OK, NULL);
 }
@@ -224,9 +225,8 @@ static void *worker_main(void *arg)
 {
     hx_device *d = arg;
     hx_sched_set_current(d->info.index);
-    hx_sched_done done = {0};
-    for (hx_task *t; (t = hx_sched_pop_wait(&d->rt->sched, d, &done));)
-        execute(d, t, &done);
+    for (hx_task *t; (t = hx_sched_pop_wait(&d->rt->sched, d));)
+        execute(d, t);
     if (d->ops->worker_stop)
         d->ops->worker_stop(d);
     return NULL;
