@@ -183,14 +183,17 @@ static hx_pm_entry *find(hx_perfmodel *pm, const hx_codelet *cl, int dev, int cr
     return e;
 }
 
-void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
-                         double seconds)
+static void record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes, double seconds,
+                   int skip_cold)
 {
     if (!pm || dev < 0 || dev >= pm->ndev || !(seconds >= 0) || !isfinite(seconds))
         return;
     pthread_mutex_lock(&pm->lock);
     hx_pm_entry *e = find(pm, cl, dev, 1);
-    hx_pm_bucket *b = e ? hx_pm_bucket_get(e, hx_pm_bucket_key(flops + bytes), 1) : NULL;
+    int cold = skip_cold && e && !e->warm;
+    if (e)
+        e->warm = 1;
+    hx_pm_bucket *b = e && !cold ? hx_pm_bucket_get(e, hx_pm_bucket_key(flops + bytes), 1) : NULL;
     if (b) {
         uint32_t before = b->w;
         hx_pm_bucket_add(b, flops, bytes, seconds);
@@ -200,6 +203,18 @@ void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double
             e->reg_state = 0;
     }
     pthread_mutex_unlock(&pm->lock);
+}
+
+void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                         double seconds)
+{
+    record(pm, cl, dev, flops, bytes, seconds, 0);
+}
+
+void hx_perfmodel_record_run(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                             double seconds)
+{
+    record(pm, cl, dev, flops, bytes, seconds, 1);
 }
 
 int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
@@ -222,6 +237,14 @@ int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, doubl
                 double t = e->ra + e->rb * flops + e->rc * bytes;
                 *seconds = t > 1e-7 ? t : 1e-7;
                 how = 2;
+            } else if (b && b->w > 0) {
+                /* A few samples: the most favourable one.  Enough to stop
+                 * sending tasks to a device far too slow for them, and
+                 * optimistic enough that a close call gets measured again. */
+                double med, lo;
+                hx_pm_bucket_stats(b, &med, NULL, &lo, NULL);
+                *seconds = lo;
+                how = 3;
             }
         }
     }

@@ -28,7 +28,12 @@ hx_status hx_perfmodel_save(hx_perfmodel *pm);
 
 void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
                          double seconds);
-/* 1: from the size's history, 2: from the regression, 0: unknown. */
+/* A measured run: the first one of a codelet on a device in this process
+ * (program build, cold caches) is not recorded. */
+void hx_perfmodel_record_run(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                             double seconds);
+/* 1: from the size's history (median), 2: from the regression, 3: from the
+ * size's first samples (the smallest), 0: unknown. */
 int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
                           double *seconds);
 /* From now on, device `dev`'s measurements are not its own (injection). */

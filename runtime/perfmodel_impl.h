@@ -23,6 +23,7 @@ typedef struct {
     int dev;                   /* device index, -1 when not bound */
     int tainted;               /* measured under injection: never saved */
     int dirty;                 /* measured since loaded */
+    int warm;                  /* ran once in this process (the first run is not recorded) */
     hx_pm_bucket *b;           /* sorted by key */
     int nb, capb;
     int reg_state;             /* 0 to fit, 1 valid, 2 not enough data */

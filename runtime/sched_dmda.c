@@ -70,7 +70,8 @@ static int dmda_push(hx_sched *s, hx_task *t)
                 explore = d;
             continue;
         }
-        double fin = now + hx_sched_backlog(s, d, now) + transfer_time(s, t, d) + exec;
+        /* Relative to now: the tie margin is a fraction of the wait. */
+        double fin = hx_sched_backlog(s, d, now) + transfer_time(s, t, d) + exec;
         int pref = (t->desc.prefer >> d) & 1;
         int better = best < 0 || fin < best_fin * (1 - HX_TIE) ||
                      (fin <= best_fin * (1 + HX_TIE) && (pref > best_pref || (pref == best_pref && fin < best_fin)));

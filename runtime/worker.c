@@ -214,7 +214,7 @@ static void execute(hx_device *d, hx_task *t)
         free(saved[i]);
     w->consecutive_failures = 0;
     if (rt->sched.pm) {
-        hx_perfmodel_record(rt->sched.pm, t->desc.codelet, d->info.index, flops, bytes, t1 - t0);
+        hx_perfmodel_record_run(rt->sched.pm, t->desc.codelet, d->info.index, flops, bytes, t1 - t0);
         hx_sched_done done = {1, t->expected, t1 - t0};
         hx_sched_finished(&rt->sched, d->info.index, &done);
     }

@@ -45,7 +45,9 @@ START_TEST(median_ignores_outliers)
     ck_assert_int_eq(hx_perfmodel_estimate(pm, &mm, 0, 1e6, 1e5, &est), 0);
     hx_perfmodel_record(pm, &mm, 0, 1e6, 1e5, 1e-3);
     hx_perfmodel_record(pm, &mm, 0, 1e6, 1e5, 1.1e-3);
-    ck_assert_int_eq(hx_perfmodel_estimate(pm, &mm, 0, 1e6, 1e5, &est), 0); /* not calibrated yet */
+    /* Not calibrated yet: the most favourable sample stands in. */
+    ck_assert_int_eq(hx_perfmodel_estimate(pm, &mm, 0, 1e6, 1e5, &est), 3);
+    ck_assert_double_eq_tol(est, 1e-3, 1e-9);
     hx_perfmodel_record(pm, &mm, 0, 1e6, 1e5, 0.1); /* 100x */
     ck_assert_int_eq(hx_perfmodel_estimate(pm, &mm, 0, 1e6, 1e5, &est), 1);
     ck_assert_double_eq_tol(est, 1.1e-3, 1e-9);
@@ -57,6 +59,12 @@ START_TEST(median_ignores_outliers)
     /* Same size, other device or codelet: separate models. */
     ck_assert_int_eq(hx_perfmodel_estimate(pm, &mm, 1, 1e6, 1e5, &est), 0);
     ck_assert_int_eq(hx_perfmodel_estimate(pm, &other, 0, 1e6, 1e5, &est), 0);
+    /* The first run of a codelet on a device is not a measurement. */
+    hx_perfmodel_record_run(pm, &other, 1, 1e6, 1e5, 5);
+    ck_assert_int_eq(hx_perfmodel_estimate(pm, &other, 1, 1e6, 1e5, &est), 0);
+    hx_perfmodel_record_run(pm, &other, 1, 1e6, 1e5, 1e-3);
+    ck_assert_int_eq(hx_perfmodel_estimate(pm, &other, 1, 1e6, 1e5, &est), 3);
+    ck_assert_double_eq_tol(est, 1e-3, 1e-9);
     /* Bad input is ignored, not stored. */
     hx_perfmodel_record(pm, &mm, 5, 1e6, 1e5, 1e-3);
     hx_perfmodel_record(pm, &mm, 0, 1e6, 1e5, NAN);
