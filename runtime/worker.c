@@ -113,9 +113,9 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     hx_worker *w = d->worker;
     const int me = d->info.index;
     const char *name = t->desc.codelet->name ? t->desc.codelet->name : "(unnamed)";
-    char err[320];
+    char err[1024];
     snprintf(err, sizeof err, "%s", hx_last_error()[0] ? hx_last_error() : hx_status_str(s));
-    char what[640];
+    char what[1280];
     snprintf(what, sizeof what, "on device %d (%s): %s", me, d->info.name, err);
     atomic_fetch_add(&w->failures, 1);
     int device_fault = s == HX_ERR_DEVICE;
