@@ -476,7 +476,8 @@ HX_API hx_status hx_device_inject(hx_runtime *rt, int device, const hx_injection
 /* Records every task (codelet, device, start, end), copy (bytes, nodes)
  * and migration from now on; hx_runtime_trace_stop writes them to `path`
  * as Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev): one
- * process per device, "X" events for tasks and copies. */
+ * process per device, "X" events for tasks and copies.  A trace still
+ * recording at hx_runtime_close is written then. */
 HX_API hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path);
 HX_API hx_status hx_runtime_trace_stop(hx_runtime *rt);
 
