@@ -219,23 +219,23 @@ size_t hx_model_plan_size(hx_model *m)
         hx_error(HX_ERR_INVALID_ARG, "hx_model_plan_size: NULL model");
         return 0;
     }
-    const struct hx_plan *p;
+    const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
     hx_status s = hx_plan_get_locked(m, &p);
     pthread_mutex_unlock(&m->eval_lock);
-    return s == HX_OK ? p->n : 0;
+    return s == HX_OK && p ? p->n : 0;
 }
 
 hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out)
 {
     if (!m || !out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_model_plan_get: NULL argument");
-    const struct hx_plan *p;
+    const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
     hx_status s = hx_plan_get_locked(m, &p);
     pthread_mutex_unlock(&m->eval_lock);
-    if (s)
-        return s;
+    if (s || !p)
+        return s ? s : hx_error(HX_ERR_STATE, "no partition plan");
     if (i >= p->n)
         return hx_error(HX_ERR_RANGE, "hx_model_plan_get: task %zu of %zu", i, p->n);
     const hx_plan_entry *e = &p->e[i];

@@ -39,13 +39,18 @@ const char *hx_perfmodel_default_dir(char *buf, size_t size)
     return n > 0 && (size_t)n < size ? buf : NULL;
 }
 
+/* The host's name, with nothing that would make it a path. */
 static void host_name(char *out, size_t size)
 {
-    char h[256] = "";
-    if (gethostname(h, sizeof h - 1) != 0 || !h[0])
-        snprintf(h, sizeof h, "localhost");
+    char h[256];
+    if (gethostname(h, sizeof h) != 0)
+        h[0] = '\0';
     h[sizeof h - 1] = '\0';
-    snprintf(out, size, "%s", h);
+    if (!h[0])
+        strcpy(h, "localhost");
+    size_t n = strnlen(h, size - 1);
+    memcpy(out, h, n);
+    out[n] = '\0';
     for (char *p = out; *p; p++)
         if (*p == '/')
             *p = '_';
@@ -152,7 +157,7 @@ static void load_file(hx_perfmodel *pm, const char *path)
 
 static int host_dir(const hx_perfmodel *pm, char *out, size_t size)
 {
-    char host[128];
+    char host[256];
     host_name(host, sizeof host);
     int n = snprintf(out, size, "%s/%s", pm->dir, host);
     return n > 0 && (size_t)n < size ? 0 : -1;
@@ -160,7 +165,7 @@ static int host_dir(const hx_perfmodel *pm, char *out, size_t size)
 
 hx_status hx_pm_load(hx_perfmodel *pm)
 {
-    char dir[768];
+    char dir[800];
     if (host_dir(pm, dir, sizeof dir))
         return HX_OK;
     DIR *d = opendir(dir);
@@ -230,7 +235,7 @@ hx_status hx_perfmodel_save(hx_perfmodel *pm)
 {
     if (!pm || !pm->dir[0])
         return HX_OK;
-    char dir[768];
+    char dir[800];
     pthread_mutex_lock(&pm->lock);
     hx_status s = HX_OK;
     if (host_dir(pm, dir, sizeof dir) || mkdirs(dir)) {

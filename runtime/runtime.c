@@ -309,11 +309,8 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
         goto fail;
     if (r.inject[0] && (s = hx_inject_apply_spec(rt, r.inject)))
         goto fail;
-    if (r.trace[0]) {
-        if ((s = hx_runtime_trace_start(rt, r.trace)))
-            goto fail;
-        rt->trace_at_close = 1;
-    }
+    if (r.trace[0] && (s = hx_runtime_trace_start(rt, r.trace)))
+        goto fail;
     *out = rt;
     return HX_OK;
 fail:
@@ -327,7 +324,9 @@ void hx_runtime_close(hx_runtime *rt)
         return;
     if (rt->sched.policy) {
         hx_runtime_wait_all(rt);
-        if (rt->trace_at_close && atomic_load(&rt->trace.on) && hx_runtime_trace_stop(rt))
+        /* A trace still recording (the `trace` option, or never stopped)
+         * is written now. */
+        if (atomic_load(&rt->trace.on) && hx_runtime_trace_stop(rt))
             fprintf(stderr, "hetero: %s\n", hx_last_error()); /* nobody else can hear of it */
         hx_sched_shutdown(&rt->sched);
     }

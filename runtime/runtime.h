@@ -38,7 +38,6 @@ struct hx_runtime {
     } stats;
     _Atomic uint64_t next_task_id;
     hx_trace trace;
-    int trace_at_close;            /* started by the `trace` option */
 };
 
 double hx_now(void); /* monotonic seconds */

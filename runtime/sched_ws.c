@@ -33,20 +33,26 @@ static hx_task *ws_pop(hx_sched *s, hx_device *dev)
         hx_sched_dequeue(s, t);
         return t;
     }
+    /* The newest task this device may run, from the longest queue that
+     * holds one. */
     uint32_t bit = 1u << me;
+    hx_task *best = NULL;
     int victim = -1;
-    for (int v = 0; v < s->rt->ndevices; v++)
-        if (v != me && s->dev[v].depth && (victim < 0 || s->dev[v].depth > s->dev[victim].depth))
-            victim = v;
-    if (victim < 0)
+    for (int v = 0; v < s->rt->ndevices; v++) {
+        if (v == me || !s->dev[v].depth || (victim >= 0 && s->dev[v].depth <= s->dev[victim].depth))
+            continue;
+        for (t = s->dev[v].tail; t; t = t->prev)
+            if (hx_sched_eligible(s, t) & bit) {
+                best = t;
+                victim = v;
+                break;
+            }
+    }
+    if (!best)
         return NULL;
-    for (t = s->dev[victim].tail; t; t = t->prev)
-        if (hx_sched_eligible(s, t) & bit) {
-            hx_sched_dequeue(s, t);
-            hx_sched_note_migration(s, t, victim, me, "stolen");
-            return t;
-        }
-    return NULL;
+    hx_sched_dequeue(s, best);
+    hx_sched_note_migration(s, best, victim, me, "stolen");
+    return best;
 }
 
 const hx_sched_policy hx_sched_ws = {
