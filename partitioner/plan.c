@@ -161,7 +161,7 @@ static void sink(void *user, int layer, hx_task_class cls, const hx_task_desc *d
     e->bytes = d->codelet->bytes ? d->codelet->bytes(d->args, sizes) : 0;
 
     hx_runtime *rt = b->rt;
-    uint32_t capable = hx_sched_capable(rt, d->codelet);
+    uint32_t capable = hx_sched_capable(rt, d);
     if (b->strategy == HX_PARTITION_AUTO) {
         say(e, "the scheduler decides");
         return;

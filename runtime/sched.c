@@ -25,12 +25,24 @@ static uint32_t all_devices(const hx_runtime *rt)
     return rt->ndevices >= 32 ? 0xffffffffu : (1u << rt->ndevices) - 1;
 }
 
-uint32_t hx_sched_capable(hx_runtime *rt, const hx_codelet *cl)
+uint32_t hx_sched_capable(hx_runtime *rt, const hx_task_desc *t)
 {
+    size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
+    int have_sizes = 0;
     uint32_t m = 0;
-    for (int d = 0; d < rt->ndevices; d++)
-        if (rt->devices[d]->ops->can_run(rt->devices[d], cl))
-            m |= 1u << d;
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_device *dev = rt->devices[d];
+        if (!dev->ops->can_run(dev, t->codelet))
+            continue;
+        if (dev->ops->can_run_args) {
+            for (int i = 0; !have_sizes && i < t->nbuffers; i++)
+                sizes[i] = hx_buffer_size(t->buffers[i]);
+            have_sizes = 1;
+            if (!dev->ops->can_run_args(dev, t->codelet, t->args, sizes))
+                continue;
+        }
+        m |= 1u << d;
+    }
     return m;
 }
 

@@ -84,8 +84,9 @@ struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d);
 void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done);
 void hx_sched_shutdown(hx_sched *s);
 
-/* Devices that have an implementation of the codelet. */
-uint32_t hx_sched_capable(hx_runtime *rt, const hx_codelet *cl);
+/* Devices that have an implementation of the task's codelet for its
+ * arguments (a kernel for its weight type, a bitstream holding it...). */
+uint32_t hx_sched_capable(hx_runtime *rt, const hx_task_desc *t);
 /* Devices that may run `t` now: capable, in service, not failed by it,
  * and the pinned one only when it is pinned. */
 uint32_t hx_sched_eligible(const hx_sched *s, const struct hx_task *t);

@@ -164,7 +164,7 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
     }
     t->flops = -1;
     t->queued_on = -1;
-    t->capable = hx_sched_capable(rt, desc->codelet);
+    t->capable = hx_sched_capable(rt, &t->desc);
     if (!hx_sched_eligible(&rt->sched, t)) {
         const char *name = desc->codelet->name ? desc->codelet->name : "(unnamed)";
         uint32_t capable = t->capable;
@@ -219,7 +219,7 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
     t->nsucc = t->capsucc = 0;
     for (int i = 0; i < t->desc.nbuffers; i++)
         t->desc.buffers[i]->users--;
-    /* Counted before the runtime can look idle: wait_all's caller reads it. */
+    /* Counted before inflight drops, so wait_all's caller sees it. */
     atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
     rt->inflight--;
     /* Wake only those whose condition may now hold: a futex call per task
