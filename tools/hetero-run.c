@@ -27,6 +27,7 @@ static void usage(FILE *f)
           "  --sched P          scheduling policy: eager, static, ws, dmda\n"
           "  --partition S      partition strategy: affinity, layers, auto\n"
           "  --plan             print where each task of a layer goes and why, then exit\n"
+          "  --stats            print each device's tasks, busy time and failures at the end\n"
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, f32\n"
@@ -117,7 +118,7 @@ typedef struct {
     const char *model, *prompt, *tokens, *logits, *devices, *kv_type;
     const char *sched, *partition, *trace, *inject;
     char synthetic[64];
-    int n_predict, threads, batch, bos, plan;
+    int n_predict, threads, batch, bos, plan, stats;
     hx_sampling sampling;
 } args;
 
@@ -142,6 +143,7 @@ static int parse(int argc, char **argv, args *a)
         else if (OPT("--trace")) a->trace = v;
         else if (OPT("--inject")) a->inject = v;
         else if (!strcmp(o, "--plan")) a->plan = 1;
+        else if (!strcmp(o, "--stats")) a->stats = 1;
         else if (OPT("--temp")) a->sampling.temperature = strtof(v, NULL);
         else if (OPT("--top-k")) a->sampling.top_k = atoi(v);
         else if (OPT("--top-p")) a->sampling.top_p = strtof(v, NULL);
@@ -197,6 +199,25 @@ static void print_plan(hx_runtime *rt, hx_model *m, const char *partition, uint3
             snprintf(where, sizeof where, "scheduler");
         printf("  %-10s %-10s -> %-15s (%s)  %.3g flop, %.3g B\n", t.op, t.task_class, where, t.reason, t.flops,
                t.bytes);
+    }
+}
+
+static void print_stats(hx_runtime *rt)
+{
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    fprintf(stderr, "hetero-run: %llu tasks, %llu failed, %llu retries, %llu migrations, %llu bytes copied, %u devices retired\n",
+            (unsigned long long)st.tasks_done, (unsigned long long)st.tasks_failed, (unsigned long long)st.retries,
+            (unsigned long long)st.migrations, (unsigned long long)st.bytes_copied, st.devices_retired);
+    for (int d = 0; d < hx_runtime_device_count(rt); d++) {
+        hx_device_info in;
+        hx_device_stats ds;
+        if (hx_runtime_device_info(rt, d, &in) || hx_device_stats_get(rt, d, &ds))
+            continue;
+        fprintf(stderr, "  dev %d %-5s %8llu tasks  busy %5.1f%%  %7.0f tasks/s  %6.2f GFLOP/s  %llu failures%s%s\n", d,
+                hx_device_kind_str(in.kind), (unsigned long long)ds.tasks, 100 * ds.busy_fraction,
+                ds.tasks_per_second, ds.flops_per_second * 1e-9, (unsigned long long)ds.failures,
+                ds.retired ? "  RETIRED: " : "", ds.retired ? ds.last_failure : "");
     }
 }
 
@@ -304,6 +325,8 @@ int main(int argc, char **argv)
 fail:
     fprintf(stderr, "hetero-run: %s\n", hx_last_error());
 out:
+    if (a.stats && rt)
+        print_stats(rt);
     if (a.trace && rt && hx_runtime_trace_stop(rt) == HX_OK)
         fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);
