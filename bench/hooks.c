@@ -1,0 +1,58 @@
+/* Where runtime features that include/hetero.h does not offer yet plug
+ * into the benchmark: slowdown injection, tracing and the simulator.
+ * Until the runtime has them, asking for one is an error that says so;
+ * a benchmark that ignored --inject would report numbers for a machine
+ * the user did not ask about.
+ *
+ * When the runtime gains them:
+ *   - injection: set the runtime option (or HX_INJECT's API twin) from
+ *     `inject` in hxb_hooks_options and drop the check below; every row
+ *     already carries its injection spec and is compared with the rows of
+ *     the same test without it;
+ *   - tracing: hand `p->trace` to the trace API around one generated token
+ *     (run.c, after the measured repetitions of the first tg test) and the
+ *     --plot directory gets timeline.svg from it (timeline.c reads Chrome
+ *     trace files already: see --timeline);
+ *   - the simulator: open the runtime on the described machine instead of
+ *     this one; the rest of the run is the same. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+const char *hxb_hooks_default_policy(void)
+{
+    const char *e = getenv("HX_SCHED");
+    return e && *e ? e : "eager";
+}
+
+int hxb_hooks_options(hx_runtime_options *o, const char *inject, char *err, size_t cap)
+{
+    if (inject && *inject) {
+        snprintf(err, cap, "--inject '%s': injection not supported by this build", inject);
+        return -1;
+    }
+    return 0;
+}
+
+int hxb_hooks_check(const hxb_params *p, char *err, size_t cap)
+{
+    const char *env = getenv("HX_INJECT");
+    if (env && *env) {
+        snprintf(err, cap, "HX_INJECT='%s' is set but injection not supported by this build", env);
+        return -1;
+    }
+    for (int i = 0; i < p->injects.n; i++)
+        if (hxb_hooks_options(&(hx_runtime_options){0}, p->injects.item[i], err, cap))
+            return -1;
+    if (p->trace) {
+        snprintf(err, cap, "--trace '%s': tracing not supported by this build (the runtime has no trace API "
+                           "yet; --timeline draws an existing Chrome trace)", p->trace);
+        return -1;
+    }
+    if (p->sim) {
+        snprintf(err, cap, "--sim '%s': the simulator is not part of this build yet", p->sim);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,288 @@
+/* The run: every configuration is opened once before anything is measured,
+ * so a misspelt policy or an absent device fails in a second rather than
+ * after minutes of measurements; then every combination is measured.  A
+ * runtime is opened per (devices, policy, injection, threads) and each model
+ * loaded per batch limit, the only option a loaded model fixes. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+
+typedef struct {
+    int d, s, i, t; /* devices, sched, inject, threads indices */
+} config;
+
+static const char *policy_name(const hxb_params *p, int s)
+{
+    return *p->scheds.item[s] ? p->scheds.item[s] : hxb_hooks_default_policy();
+}
+
+static int open_runtime(const hxb_params *p, config c, hx_runtime **rt)
+{
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = p->devices.item[c.d];
+    o.sched = *p->scheds.item[c.s] ? p->scheds.item[c.s] : NULL;
+    o.cpu_threads = p->threads.v[c.t];
+    o.fpga_emulation = p->fpga_emulation ? p->fpga_emulation : "off";
+    char err[512];
+    if (hxb_hooks_options(&o, p->injects.item[c.i], err, sizeof err)) {
+        fprintf(stderr, "hetero-bench: %s\n", err);
+        return -1;
+    }
+    hx_status st = hx_runtime_open(rt, &o);
+    if (st == HX_OK)
+        return 0;
+    /* The runtime's message names the value at fault; the options say
+     * which configuration of the lists it was. */
+    char t[32] = "";
+    if (p->threads.v[c.t])
+        snprintf(t, sizeof t, " -t %d", p->threads.v[c.t]);
+    fprintf(stderr, "hetero-bench: --devices '%s' --sched '%s'%s: %s: %s%s\n", p->devices.item[c.d],
+            policy_name(p, c.s), t, hx_status_str(st), hx_last_error(),
+            st == HX_ERR_NO_DEVICE && strstr(p->devices.item[c.d], "fpga") && !p->fpga_emulation
+                ? " (to emulate an FPGA with PoCL, pass --fpga-emulation pocl)"
+                : "");
+    return -1;
+}
+
+static void device_label(const hx_device_info *d, char *buf, size_t cap)
+{
+    const char *l = "cpu";
+    if (d->family == HX_FAMILY_CUDA) l = "cuda";
+    else if (d->family == HX_FAMILY_OPENCL)
+        l = d->kind == HX_KIND_FPGA ? "fpga" : d->kind == HX_KIND_GPU ? "cl-gpu"
+          : d->kind == HX_KIND_CPU ? "cl-cpu" : "cl-acc";
+    snprintf(buf, cap, "%s", l);
+}
+
+static void describe_devices(hx_runtime *rt, const char *set, hxb_row *row)
+{
+    int n = hx_runtime_device_count(rt), emulated = 0;
+    row->threads = 0;
+    row->ndev = n < HXB_MAX_DEVICES ? n : HXB_MAX_DEVICES;
+    for (int d = 0; d < row->ndev; d++) {
+        hx_device_info info;
+        if (hx_runtime_device_info(rt, d, &info) != HX_OK)
+            continue;
+        device_label(&info, row->dev[d].label, sizeof row->dev[d].label);
+        snprintf(row->dev[d].name, sizeof row->dev[d].name, "%s", info.name);
+        row->dev[d].emulated = info.emulated;
+        emulated |= info.emulated;
+        if (info.family == HX_FAMILY_CPU && !row->threads)
+            row->threads = info.compute_units;
+    }
+    snprintf(row->devices, sizeof row->devices, "%s%s", set, emulated ? "[pocl]" : "");
+}
+
+static int build_tests(const hxb_params *p, hxb_results *r)
+{
+    r->tests = calloc((size_t)(p->prompts.n + p->gens.n * p->seqs.n), sizeof *r->tests);
+    if (!r->tests)
+        return -1;
+    for (int i = 0; i < p->prompts.n; i++)
+        if (p->prompts.v[i] > 0) {
+            hxb_test *t = &r->tests[r->ntests++];
+            *t = (hxb_test){HXB_PP, p->prompts.v[i], 1, ""};
+            snprintf(t->name, sizeof t->name, "pp%d", t->n);
+        }
+    for (int i = 0; i < p->gens.n; i++)
+        for (int k = 0; k < p->seqs.n && p->gens.v[i] > 0; k++) {
+            hxb_test *t = &r->tests[r->ntests++];
+            *t = (hxb_test){HXB_TG, p->gens.v[i], p->seqs.v[k], ""};
+            snprintf(t->name, sizeof t->name, p->seqs.v[k] > 1 ? "tg%dx%d" : "tg%d", t->n, t->seqs);
+        }
+    return 0;
+}
+
+static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results *r, hxb_model *md)
+{
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_type = p->kv_type;
+    hx_model *m;
+    hx_status st = hx_model_load(rt, md->path, &mo, &m);
+    if (st) {
+        fprintf(stderr, "hetero-bench: model '%s': %s: %s\n", md->path, hx_status_str(st), hx_last_error());
+        return -1;
+    }
+    hx_model_info in;
+    hx_model_info_get(m, &in);
+    snprintf(md->name, sizeof md->name, "%s", in.name);
+    snprintf(md->arch, sizeof md->arch, "%s", in.arch);
+    snprintf(md->type, sizeof md->type, "%s", in.ftype);
+    md->params = in.n_params;
+    md->bytes = in.file_bytes;
+    md->n_vocab = in.n_vocab;
+    md->n_ctx = in.n_ctx_train;
+    hx_model_free(m);
+    for (int t = 0; t < r->ntests; t++)
+        if ((uint32_t)r->tests[t].n > md->n_ctx) {
+            fprintf(stderr, "hetero-bench: %s needs %d positions but model '%s' has a context of %u\n",
+                    r->tests[t].name, r->tests[t].n, md->name, md->n_ctx);
+            return -1;
+        }
+    return 0;
+}
+
+static void machine(hx_runtime *rt, hxb_results *r)
+{
+    hx_topology_info topo;
+    hx_device_info d;
+    if (hx_runtime_topology(rt, &topo) == HX_OK)
+        r->cores = topo.cores, r->memory_bytes = topo.memory_bytes;
+    for (int i = 0; i < hx_runtime_device_count(rt); i++)
+        if (hx_runtime_device_info(rt, i, &d) == HX_OK && d.family == HX_FAMILY_CPU) {
+            snprintf(r->cpu, sizeof r->cpu, "%s", d.name);
+            break;
+        }
+    time_t now = time(NULL);
+    strftime(r->started, sizeof r->started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+}
+
+/* Every device set and every policy opens, every model loads and fits. */
+static int preflight(const hxb_params *p, hxb_results *r)
+{
+    char err[512];
+    if (hxb_hooks_check(p, err, sizeof err)) {
+        fprintf(stderr, "hetero-bench: %s\n", err);
+        return -1;
+    }
+    for (int d = 0; d < p->devices.n; d++)
+        for (int s = 0; s < (d ? 1 : p->scheds.n); s++) {
+            hx_runtime *rt;
+            if (open_runtime(p, (config){d, s, 0, 0}, &rt))
+                return -1;
+            if (d == 0 && s == 0) {
+                machine(rt, r);
+                for (int m = 0; m < r->nmodels; m++)
+                    if (describe_model(rt, p, r, &r->models[m])) {
+                        hx_runtime_close(rt);
+                        return -1;
+                    }
+            }
+            hx_runtime_close(rt);
+        }
+    return 0;
+}
+
+static hxb_row *new_row(hxb_results *r)
+{
+    if (r->nrows == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        hxb_row *rows = realloc(r->rows, sizeof *rows * (size_t)cap);
+        if (!rows)
+            return NULL;
+        r->rows = rows, r->cap = cap;
+    }
+    hxb_row *row = &r->rows[r->nrows++];
+    memset(row, 0, sizeof *row);
+    return row;
+}
+
+static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, int total)
+{
+    hx_runtime *rt;
+    if (open_runtime(p, c, &rt))
+        return -1;
+    hxb_row proto = {.devices_i = c.d, .sched_i = c.s, .inject_i = c.i, .threads_i = c.t};
+    describe_devices(rt, p->devices.item[c.d], &proto);
+    if (!proto.threads)
+        proto.threads = p->threads.v[c.t];
+    snprintf(proto.sched, sizeof proto.sched, "%s", policy_name(p, c.s));
+    snprintf(proto.inject, sizeof proto.inject, "%s", p->injects.item[c.i]);
+    int rc = 0;
+    for (int mi = 0; mi < r->nmodels && !rc; mi++)
+        for (int b = 0; b < p->batches.n && !rc; b++) {
+            hx_model_options mo = hx_model_options_default();
+            mo.kv_type = p->kv_type;
+            mo.max_batch = (uint32_t)p->batches.v[b];
+            hx_model *m;
+            hx_status st = hx_model_load(rt, r->models[mi].path, &mo, &m);
+            if (st) {
+                fprintf(stderr, "hetero-bench: model '%s': %s\n", r->models[mi].path, hx_last_error());
+                rc = -1;
+                break;
+            }
+            for (int t = 0; t < r->ntests && !rc; t++) {
+                hxb_row *row = new_row(r);
+                if (!row) {
+                    fprintf(stderr, "hetero-bench: out of memory\n");
+                    rc = -1;
+                    break;
+                }
+                *row = proto;
+                row->model = mi, row->test = t, row->batch_i = b;
+                row->batch = p->batches.v[b];
+                row->t = r->tests[t];
+                if (p->progress)
+                    fprintf(stderr, "hetero-bench: [%d/%d] %s, %s, %s, %d threads, batch %d: %s\n", ++*done, total,
+                            r->models[mi].name, row->devices, row->sched, row->threads, row->batch, row->t.name);
+                if ((st = hxb_measure(rt, m, &r->models[mi], &row->t, p, row))) {
+                    fprintf(stderr, "hetero-bench: %s on '%s' (devices %s, policy %s): %s: %s\n", row->t.name,
+                            r->models[mi].name, row->devices, row->sched, hx_status_str(st), hx_last_error());
+                    rc = -1;
+                }
+            }
+            hx_model_free(m);
+        }
+    hx_runtime_close(rt);
+    return rc;
+}
+
+int hxb_run_all(const hxb_params *p, hxb_results *r)
+{
+    if (build_tests(p, r) || preflight(p, r))
+        return -1;
+    int total = p->devices.n * p->scheds.n * p->injects.n * p->threads.n * r->nmodels * p->batches.n * r->ntests;
+    int done = 0;
+    for (int d = 0; d < p->devices.n; d++)
+        for (int s = 0; s < p->scheds.n; s++)
+            for (int i = 0; i < p->injects.n; i++)
+                for (int t = 0; t < p->threads.n; t++)
+                    if (run_config(p, r, (config){d, s, i, t}, &done, total))
+                        return -1;
+    hxb_results_sort(r);
+    return 0;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const hxb_row *x = a, *y = b;
+    const int kx[] = {x->model, x->test, x->threads_i, x->batch_i, x->devices_i, x->sched_i, x->inject_i};
+    const int ky[] = {y->model, y->test, y->threads_i, y->batch_i, y->devices_i, y->sched_i, y->inject_i};
+    for (size_t i = 0; i < sizeof kx / sizeof kx[0]; i++)
+        if (kx[i] != ky[i])
+            return kx[i] < ky[i] ? -1 : 1;
+    return 0;
+}
+
+void hxb_results_sort(hxb_results *r)
+{
+    if (r->nrows)
+        qsort(r->rows, (size_t)r->nrows, sizeof *r->rows, row_cmp);
+}
+
+int hxb_results_reference(const hxb_results *r, int row)
+{
+    const hxb_row *x = &r->rows[row];
+    int ref = -1, group = 0;
+    for (int i = 0; i < r->nrows; i++) {
+        const hxb_row *y = &r->rows[i];
+        if (y->model != x->model || y->test != x->test)
+            continue;
+        group++;
+        if (!y->threads_i && !y->batch_i && !y->devices_i && !y->sched_i && !y->inject_i)
+            ref = i;
+    }
+    return group > 1 ? ref : -1;
+}
+
+void hxb_results_free(hxb_results *r)
+{
+    for (int i = 0; i < r->nrows; i++)
+        free(r->rows[i].samples_ns);
+    free(r->rows);
+    free(r->tests);
+    free(r->models);
+    memset(r, 0, sizeof *r);
+}

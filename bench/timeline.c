@@ -1,0 +1,293 @@
+/* A Chrome trace (the Trace Event Format chrome://tracing and Perfetto
+ * read) drawn as a timeline: a lane per process/thread (one per device
+ * worker in hetero's traces), a box per complete ("X") or begin/end
+ * ("B"/"E") event, coloured by event name, a time axis in microseconds.
+ * When the trace marks tokens (events of category "token"), only the last
+ * token is drawn: the walk of one token through the devices. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+#define MAX_LANES 64
+#define MAX_NAMES 256
+#define MAX_OPEN 64
+
+typedef struct {
+    char id[64], label[96];
+    int sort_pid;
+    double sort_tid;
+    int open_n;
+    double open_ts[MAX_OPEN];
+    int open_name[MAX_OPEN];
+} lane;
+
+typedef struct {
+    int lane, name;
+    double t0, t1;
+} box;
+
+typedef struct {
+    lane lanes[MAX_LANES];
+    int nlanes;
+    char *names[MAX_NAMES];
+    double name_time[MAX_NAMES];
+    int nnames;
+    box *boxes;
+    int nboxes, cap;
+    double w0, w1; /* the window drawn, µs */
+} timeline;
+
+static void id_of(const hxb_json *v, char *buf, size_t cap)
+{
+    if (v && v->type == HXB_JNUM) snprintf(buf, cap, "%.0f", v->num);
+    else snprintf(buf, cap, "%s", hxb_json_str(v, "0"));
+}
+
+static int lane_of(timeline *t, const hxb_json *e)
+{
+    char pid[32], tid[32], id[64];
+    id_of(hxb_json_get(e, "pid"), pid, sizeof pid);
+    id_of(hxb_json_get(e, "tid"), tid, sizeof tid);
+    snprintf(id, sizeof id, "%s/%s", pid, tid);
+    for (int i = 0; i < t->nlanes; i++)
+        if (!strcmp(t->lanes[i].id, id))
+            return i;
+    if (t->nlanes == MAX_LANES)
+        return -1;
+    lane *l = &t->lanes[t->nlanes];
+    memset(l, 0, sizeof *l);
+    snprintf(l->id, sizeof l->id, "%s", id);
+    snprintf(l->label, sizeof l->label, "pid %s tid %s", pid, tid);
+    l->sort_pid = atoi(pid);
+    l->sort_tid = atof(tid);
+    return t->nlanes++;
+}
+
+static int name_of(timeline *t, const char *name)
+{
+    for (int i = 0; i < t->nnames; i++)
+        if (!strcmp(t->names[i], name))
+            return i;
+    if (t->nnames == MAX_NAMES)
+        return MAX_NAMES - 1; /* the rest share the last colour */
+    t->names[t->nnames] = strdup(name);
+    return t->names[t->nnames] ? t->nnames++ : -1;
+}
+
+static int add_box(timeline *t, int lane, int name, double t0, double t1)
+{
+    if (t->nboxes == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 256;
+        box *b = realloc(t->boxes, sizeof *b * (size_t)cap);
+        if (!b)
+            return -1;
+        t->boxes = b, t->cap = cap;
+    }
+    t->boxes[t->nboxes++] = (box){lane, name, t0, t1 > t0 ? t1 : t0};
+    return 0;
+}
+
+static int collect(timeline *t, const hxb_json *events, char *err, size_t cap)
+{
+    double token0 = 0, token1 = -1;
+    for (const hxb_json *e = events->child; e; e = e->next) {
+        const char *ph = hxb_json_str(hxb_json_get(e, "ph"), "");
+        const char *name = hxb_json_str(hxb_json_get(e, "name"), "?");
+        double ts = hxb_json_num(hxb_json_get(e, "ts"), 0);
+        if (e->type != HXB_JOBJ)
+            continue;
+        if (!strcmp(ph, "M")) {
+            const char *label = hxb_json_str(hxb_json_get(hxb_json_get(e, "args"), "name"), NULL);
+            int l = lane_of(t, e);
+            if (label && l >= 0 && (!strcmp(name, "thread_name") || !strcmp(name, "process_name")))
+                snprintf(t->lanes[l].label, sizeof t->lanes[l].label, "%s", label);
+            continue;
+        }
+        if (!strcmp(hxb_json_str(hxb_json_get(e, "cat"), ""), "token") && !strcmp(ph, "X")) {
+            if (ts >= token0)
+                token0 = ts, token1 = ts + hxb_json_num(hxb_json_get(e, "dur"), 0);
+            continue;
+        }
+        int l = lane_of(t, e);
+        if (l < 0)
+            continue;
+        lane *ln = &t->lanes[l];
+        if (!strcmp(ph, "X") || !strcmp(ph, "i") || !strcmp(ph, "I")) {
+            int n = name_of(t, name);
+            if (n < 0 || add_box(t, l, n, ts, ts + hxb_json_num(hxb_json_get(e, "dur"), 0)))
+                goto oom;
+        } else if (!strcmp(ph, "B") && ln->open_n < MAX_OPEN) {
+            if ((ln->open_name[ln->open_n] = name_of(t, name)) < 0)
+                goto oom;
+            ln->open_ts[ln->open_n++] = ts;
+        } else if (!strcmp(ph, "E") && ln->open_n > 0) {
+            ln->open_n--;
+            if (add_box(t, l, ln->open_name[ln->open_n], ln->open_ts[ln->open_n], ts))
+                goto oom;
+        }
+    }
+    if (!t->nboxes) {
+        snprintf(err, cap, "no events to draw (expected \"ph\": \"X\" or \"B\"/\"E\" events)");
+        return -1;
+    }
+    t->w0 = 1e300, t->w1 = -1e300;
+    for (int i = 0; i < t->nboxes; i++) {
+        if (t->boxes[i].t0 < t->w0) t->w0 = t->boxes[i].t0;
+        if (t->boxes[i].t1 > t->w1) t->w1 = t->boxes[i].t1;
+    }
+    if (token1 > token0)
+        t->w0 = token0, t->w1 = token1;
+    if (t->w1 <= t->w0)
+        t->w1 = t->w0 + 1;
+    for (int i = 0; i < t->nboxes; i++) {
+        box *b = &t->boxes[i];
+        double a = b->t0 > t->w0 ? b->t0 : t->w0, z = b->t1 < t->w1 ? b->t1 : t->w1;
+        if (z > a)
+            t->name_time[b->name] += z - a;
+    }
+    return 0;
+oom:
+    snprintf(err, cap, "out of memory");
+    return -1;
+}
+
+static int lane_cmp(const void *a, const void *b)
+{
+    const lane *x = a, *y = b;
+    if (x->sort_pid != y->sort_pid)
+        return x->sort_pid < y->sort_pid ? -1 : 1;
+    return x->sort_tid < y->sort_tid ? -1 : x->sort_tid > y->sort_tid;
+}
+
+static void draw(FILE *f, timeline *t, const char *title)
+{
+    /* Lanes in pid/tid order; boxes follow their lane by its id. */
+    int order[MAX_LANES];
+    lane sorted[MAX_LANES];
+    memcpy(sorted, t->lanes, sizeof(lane) * (size_t)t->nlanes);
+    qsort(sorted, (size_t)t->nlanes, sizeof *sorted, lane_cmp);
+    for (int i = 0; i < t->nlanes; i++)
+        for (int j = 0; j < t->nlanes; j++)
+            if (!strcmp(t->lanes[i].id, sorted[j].id))
+                order[i] = j;
+    const double left = 210, top = 70, lane_h = 30, plot_w = 960;
+    int nleg = t->nnames < 16 ? t->nnames : 16;
+    int w = (int)(left + plot_w + 30), h = (int)(top + t->nlanes * lane_h + 40 + 18 * ((nleg + 2) / 3) + 10);
+    double span = t->w1 - t->w0, scale = plot_w / span;
+    hxb_svg_begin(f, w, h);
+    hxb_svg_text(f, w / 2.0, 24, "middle", 16, "#000", "%s", title);
+    hxb_svg_text(f, w / 2.0, 44, "middle", 12, "#333", "%.1f \u00b5s from the first event drawn", span);
+    double step = hxb_svg_nice_step(span, 8);
+    for (double x = 0; x <= span + 1e-9; x += step) {
+        double px = left + x * scale;
+        hxb_svg_line(f, px, top - 6, px, top + t->nlanes * lane_h, "#e0e0e0", 1);
+        hxb_svg_text(f, px, top - 10, "middle", 10, "#333", "%g", x);
+    }
+    for (int i = 0; i < t->nlanes; i++) {
+        double y = top + i * lane_h;
+        hxb_svg_rect(f, left, y + 1, plot_w, lane_h - 2, i % 2 ? "#f7f7f7" : "#eef2f7", NULL);
+        hxb_svg_text(f, left - 8, y + lane_h / 2 + 4, "end", 12, "#000", "%.28s", sorted[i].label);
+    }
+    for (int i = 0; i < t->nboxes; i++) {
+        const box *b = &t->boxes[i];
+        if (b->t1 < t->w0 || b->t0 > t->w1)
+            continue;
+        double a = b->t0 > t->w0 ? b->t0 : t->w0, z = b->t1 < t->w1 ? b->t1 : t->w1;
+        double x = left + (a - t->w0) * scale, bw = (z - a) * scale < 1 ? 1 : (z - a) * scale;
+        double y = top + order[b->lane] * lane_h + 4;
+        char tip[300];
+        snprintf(tip, sizeof tip, "%s: %.1f \u00b5s at +%.1f \u00b5s", t->names[b->name], b->t1 - b->t0,
+                 b->t0 - t->w0);
+        hxb_svg_rect(f, x, y, bw, lane_h - 8, hxb_svg_color(b->name), tip);
+        size_t len = strlen(t->names[b->name]);
+        if (bw > 7.0 * (double)len + 6)
+            hxb_svg_text(f, x + bw / 2, y + lane_h / 2, "middle", 11, "#fff", "%s", t->names[b->name]);
+    }
+    /* The legend: the names that took the most time, three per line. */
+    int shown[16], n = 0;
+    for (int k = 0; k < nleg; k++) {
+        int best = -1;
+        for (int i = 0; i < t->nnames; i++) {
+            int used = 0;
+            for (int j = 0; j < n; j++)
+                used |= shown[j] == i;
+            if (!used && (best < 0 || t->name_time[i] > t->name_time[best]))
+                best = i;
+        }
+        shown[n++] = best;
+        double x = left + (k % 3) * 320, y = top + t->nlanes * lane_h + 30 + 18 * (k / 3);
+        hxb_svg_rect(f, x, y - 10, 12, 12, hxb_svg_color(best), NULL);
+        hxb_svg_text(f, x + 18, y, "start", 12, "#000", "%.30s  %.1f \u00b5s", t->names[best], t->name_time[best]);
+    }
+    hxb_svg_end(f);
+}
+
+static char *read_all(const char *path, size_t *len, char *err, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, cap, "%s", strerror(errno));
+        return NULL;
+    }
+    size_t n = 0, size = 1 << 16;
+    char *buf = malloc(size);
+    while (buf) {
+        n += fread(buf + n, 1, size - n, f);
+        if (n < size)
+            break;
+        char *b = realloc(buf, size *= 2);
+        if (!b)
+            free(buf);
+        buf = b;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        snprintf(err, cap, bad ? "read error" : "out of memory");
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+int hxb_timeline_write(const char *trace_path, const char *svg_path, char *err, size_t cap)
+{
+    size_t len;
+    char *text = read_all(trace_path, &len, err, cap);
+    if (!text)
+        return -1;
+    hxb_json *root = hxb_json_parse(text, len, err, cap);
+    free(text);
+    if (!root)
+        return -1;
+    const hxb_json *events = root->type == HXB_JARR ? root : hxb_json_get(root, "traceEvents");
+    timeline *t = calloc(1, sizeof *t);
+    int rc = -1;
+    if (!t)
+        snprintf(err, cap, "out of memory");
+    else if (!events || events->type != HXB_JARR)
+        snprintf(err, cap, "not a Chrome trace: no \"traceEvents\" array");
+    else if (collect(t, events, err, cap) == 0) {
+        FILE *f = fopen(svg_path, "w");
+        if (!f) {
+            snprintf(err, cap, "cannot write %s: %s", svg_path, strerror(errno));
+        } else {
+            const char *slash = strrchr(trace_path, '/');
+            draw(f, t, slash ? slash + 1 : trace_path);
+            rc = fclose(f) ? -1 : 0;
+            if (rc)
+                snprintf(err, cap, "writing %s failed", svg_path);
+        }
+    }
+    if (t) {
+        for (int i = 0; i < t->nnames; i++)
+            free(t->names[i]);
+        free(t->boxes);
+        free(t);
+    }
+    hxb_json_free(root);
+    return rc;
+}
