@@ -150,6 +150,7 @@ void hxb_svg_text(FILE *f, double x, double y, const char *anchor, int size, con
 void hxb_svg_rect(FILE *f, double x, double y, double w, double h, const char *fill, const char *title);
 void hxb_svg_line(FILE *f, double x1, double y1, double x2, double y2, const char *stroke, double width);
 const char *hxb_svg_color(int i);
+const char *hxb_svg_ink(int i);
 double hxb_svg_nice_step(double max, int ticks);
 
 /* chart.c: bars of tokens/s with error bars, one chart per test. */

@@ -29,11 +29,11 @@ void hxb_fmt_config(char *buf, size_t cap, const hxb_results *r, const hxb_row *
         batch |= r->rows[i].batch_i > 0;
         inject |= r->rows[i].inject_i > 0 || r->rows[i].inject[0];
     }
-    size_t n = (size_t)snprintf(buf, cap, "%s %s", row->devices, row->sched);
+    size_t n = (size_t)snprintf(buf, cap, "devices %s, policy %s", row->devices, row->sched);
     if (inject && n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, " %s", row->inject[0] ? row->inject : "no-inject");
+        n += (size_t)snprintf(buf + n, cap - n, ", inject %s", row->inject[0] ? row->inject : "none");
     if (threads && n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, " t%d", row->threads);
+        n += (size_t)snprintf(buf + n, cap - n, ", %d threads", row->threads);
     if (batch && n < cap)
-        snprintf(buf + n, cap - n, " b%d", row->batch);
+        snprintf(buf + n, cap - n, ", batch %d", row->batch);
 }

@@ -94,8 +94,10 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
     double ns;
     hx_status st = HX_OK;
     if (t->kind == HXB_PP) {
-        if (!(ids = malloc(sizeof *ids * (size_t)t->n)))
+        if (!(ids = malloc(sizeof *ids * (size_t)t->n))) {
+            fprintf(stderr, "hetero-bench: out of memory\n");
             return HX_ERR_NO_MEMORY;
+        }
         fill_tokens(ids, t->n, md->n_vocab, 1234);
     }
     /* The warm-up pages in the weights and sizes the activations; like
@@ -105,8 +107,10 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
     row->reps = p->reps;
     row->samples_ns = calloc((size_t)p->reps, sizeof *row->samples_ns);
     double *ts = calloc((size_t)p->reps, sizeof *ts);
-    if (!row->samples_ns || !ts)
+    if (!row->samples_ns || !ts) {
+        fprintf(stderr, "hetero-bench: out of memory\n");
         st = HX_ERR_NO_MEMORY;
+    }
     hxb_stats_peak_rss_reset();
     hx_runtime_stats_reset(rt);
     for (int r = 0; r < p->reps && st == HX_OK; r++) {

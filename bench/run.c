@@ -38,8 +38,8 @@ static int open_runtime(const hxb_params *p, config c, hx_runtime **rt)
     char t[32] = "";
     if (p->threads.v[c.t])
         snprintf(t, sizeof t, " -t %d", p->threads.v[c.t]);
-    fprintf(stderr, "hetero-bench: --devices '%s' --sched '%s'%s: %s: %s%s\n", p->devices.item[c.d],
-            policy_name(p, c.s), t, hx_status_str(st), hx_last_error(),
+    fprintf(stderr, "hetero-bench: --devices '%s' --sched '%s'%s: %s%s\n", p->devices.item[c.d],
+            policy_name(p, c.s), t, hx_last_error(),
             st == HX_ERR_NO_DEVICE && strstr(p->devices.item[c.d], "fpga") && !p->fpga_emulation
                 ? " (to emulate an FPGA with PoCL, pass --fpga-emulation pocl)"
                 : "");
@@ -102,7 +102,7 @@ static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results
     hx_model *m;
     hx_status st = hx_model_load(rt, md->path, &mo, &m);
     if (st) {
-        fprintf(stderr, "hetero-bench: model '%s': %s: %s\n", md->path, hx_status_str(st), hx_last_error());
+        fprintf(stderr, "hetero-bench: model '%s': %s\n", md->path, hx_last_error());
         return -1;
     }
     hx_model_info in;
@@ -218,8 +218,8 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
                     fprintf(stderr, "hetero-bench: [%d/%d] %s, %s, %s, %d threads, batch %d: %s\n", ++*done, total,
                             r->models[mi].name, row->devices, row->sched, row->threads, row->batch, row->t.name);
                 if ((st = hxb_measure(rt, m, &r->models[mi], &row->t, p, row))) {
-                    fprintf(stderr, "hetero-bench: %s on '%s' (devices %s, policy %s): %s: %s\n", row->t.name,
-                            r->models[mi].name, row->devices, row->sched, hx_status_str(st), hx_last_error());
+                    fprintf(stderr, "hetero-bench: %s on '%s' (devices %s, policy %s): %s\n", row->t.name,
+                            r->models[mi].name, row->devices, row->sched, hx_last_error());
                     rc = -1;
                 }
             }

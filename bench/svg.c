@@ -73,6 +73,13 @@ const char *hxb_svg_color(int i)
     return c[(unsigned)i % (sizeof c / sizeof c[0])];
 }
 
+/* Text drawn on a box of colour i: black on the light ones. */
+const char *hxb_svg_ink(int i)
+{
+    static const char light[] = {0, 1, 0, 0, 1, 0, 1, 0, 1, 0};
+    return light[(unsigned)i % sizeof light] ? "#000" : "#fff";
+}
+
 /* A round tick step (1, 2 or 5 times a power of ten) giving about
  * `ticks` ticks up to max. */
 double hxb_svg_nice_step(double max, int ticks)

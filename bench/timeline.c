@@ -37,6 +37,7 @@ typedef struct {
     box *boxes;
     int nboxes, cap;
     double w0, w1; /* the window drawn, µs */
+    int token;     /* the window is a token event's */
 } timeline;
 
 static void id_of(const hxb_json *v, char *buf, size_t cap)
@@ -91,7 +92,8 @@ static int add_box(timeline *t, int lane, int name, double t0, double t1)
 
 static int collect(timeline *t, const hxb_json *events, char *err, size_t cap)
 {
-    double token0 = 0, token1 = -1;
+    double token0 = 0, token1 = 0;
+    int have_token = 0;
     for (const hxb_json *e = events->child; e; e = e->next) {
         const char *ph = hxb_json_str(hxb_json_get(e, "ph"), "");
         const char *name = hxb_json_str(hxb_json_get(e, "name"), "?");
@@ -106,8 +108,8 @@ static int collect(timeline *t, const hxb_json *events, char *err, size_t cap)
             continue;
         }
         if (!strcmp(hxb_json_str(hxb_json_get(e, "cat"), ""), "token") && !strcmp(ph, "X")) {
-            if (ts >= token0)
-                token0 = ts, token1 = ts + hxb_json_num(hxb_json_get(e, "dur"), 0);
+            if (!have_token || ts >= token0)
+                token0 = ts, token1 = ts + hxb_json_num(hxb_json_get(e, "dur"), 0), have_token = 1;
             continue;
         }
         int l = lane_of(t, e);
@@ -137,8 +139,8 @@ static int collect(timeline *t, const hxb_json *events, char *err, size_t cap)
         if (t->boxes[i].t0 < t->w0) t->w0 = t->boxes[i].t0;
         if (t->boxes[i].t1 > t->w1) t->w1 = t->boxes[i].t1;
     }
-    if (token1 > token0)
-        t->w0 = token0, t->w1 = token1;
+    if (have_token && token1 > token0)
+        t->w0 = token0, t->w1 = token1, t->token = 1;
     if (t->w1 <= t->w0)
         t->w1 = t->w0 + 1;
     for (int i = 0; i < t->nboxes; i++) {
@@ -161,7 +163,7 @@ static int lane_cmp(const void *a, const void *b)
     return x->sort_tid < y->sort_tid ? -1 : x->sort_tid > y->sort_tid;
 }
 
-static void draw(FILE *f, timeline *t, const char *title)
+static void draw(FILE *f, timeline *t, const char *title, int token)
 {
     /* Lanes in pid/tid order; boxes follow their lane by its id. */
     int order[MAX_LANES];
@@ -177,8 +179,10 @@ static void draw(FILE *f, timeline *t, const char *title)
     int w = (int)(left + plot_w + 30), h = (int)(top + t->nlanes * lane_h + 40 + 18 * ((nleg + 2) / 3) + 10);
     double span = t->w1 - t->w0, scale = plot_w / span;
     hxb_svg_begin(f, w, h);
-    hxb_svg_text(f, w / 2.0, 24, "middle", 16, "#000", "%s", title);
-    hxb_svg_text(f, w / 2.0, 44, "middle", 12, "#333", "%.1f \u00b5s from the first event drawn", span);
+    hxb_svg_text(f, w / 2.0, 24, "middle", 16, "#000", "%s%s", token ? "one token through the devices: " : "",
+                 title);
+    hxb_svg_text(f, w / 2.0, 44, "middle", 12, "#333", "%.1f \u00b5s%s; time in \u00b5s", span,
+                 token ? " (the trace's last \"token\" event)" : " (the whole trace)");
     double step = hxb_svg_nice_step(span, 8);
     for (double x = 0; x <= span + 1e-9; x += step) {
         double px = left + x * scale;
@@ -203,7 +207,8 @@ static void draw(FILE *f, timeline *t, const char *title)
         hxb_svg_rect(f, x, y, bw, lane_h - 8, hxb_svg_color(b->name), tip);
         size_t len = strlen(t->names[b->name]);
         if (bw > 7.0 * (double)len + 6)
-            hxb_svg_text(f, x + bw / 2, y + lane_h / 2, "middle", 11, "#fff", "%s", t->names[b->name]);
+            hxb_svg_text(f, x + bw / 2, y + lane_h / 2, "middle", 11, hxb_svg_ink(b->name), "%s",
+                         t->names[b->name]);
     }
     /* The legend: the names that took the most time, three per line. */
     int shown[16], n = 0;
@@ -276,7 +281,7 @@ int hxb_timeline_write(const char *trace_path, const char *svg_path, char *err, 
             snprintf(err, cap, "cannot write %s: %s", svg_path, strerror(errno));
         } else {
             const char *slash = strrchr(trace_path, '/');
-            draw(f, t, slash ? slash + 1 : trace_path);
+            draw(f, t, slash ? slash + 1 : trace_path, t->token);
             rc = fclose(f) ? -1 : 0;
             if (rc)
                 snprintf(err, cap, "writing %s failed", svg_path);
