@@ -271,8 +271,8 @@ typedef struct hx_session hx_session;
 typedef struct {
     /* KV cache: element type "f16" (default) or "q8_0"; NULL = HX_KV_TYPE. */
     const char *kv_type;
-    /* Tokens the KV pool holds across all sessions (0 = context_length of
-     * the model, at most 4096, times 4 sessions). */
+    /* Tokens the KV pool holds across all sessions (0 = the model's
+     * context_length, at most 4096, as llama.cpp's default context). */
     uint32_t kv_tokens;
     /* Tokens per KV block (0 = 16). */
     uint32_t kv_block;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/gguf_internal.h"
 #include "runtime/error.h"
@@ -459,10 +460,22 @@ hx_status hx_gguf_writer_write(hx_gguf_writer *w, const char *path)
         free(head.p);
         return s;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    /* Written beside the target and renamed over it: a reader never sees a
+     * half-written file, and rewriting a file that is mapped (the tensor
+     * data may point into it) leaves the mapping intact. */
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp) {
         free(head.p);
-        return hx_error(HX_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+        return hx_error(HX_ERR_NO_MEMORY, "hx_gguf_writer_write");
+    }
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        int e = errno;
+        free(head.p);
+        free(tmp);
+        return hx_error(HX_ERR_IO, "cannot create '%s': %s", path, strerror(e));
     }
     int ok = fwrite(head.p, 1, head.len, f) == head.len;
     free(head.p);
@@ -474,9 +487,15 @@ hx_status hx_gguf_writer_write(hx_gguf_writer *w, const char *path)
         ok = 0;
         e = errno;
     }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        e = errno;
+    }
     if (!ok) {
-        remove(path);
+        remove(tmp);
+        free(tmp);
         return hx_error(HX_ERR_IO, "cannot write '%s': %s", path, strerror(e));
     }
+    free(tmp);
     return HX_OK;
 }

@@ -214,7 +214,7 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
         m->opts.max_batch = 512;
     if (!m->opts.kv_tokens) {
         uint32_t ctx = m->info.n_ctx_train < 4096 ? m->info.n_ctx_train : 4096;
-        m->opts.kv_tokens = 4 * ctx;
+        m->opts.kv_tokens = ctx;
     }
     if (m->opts.kv_block > 4096 || m->opts.max_batch > 65536)
         return hx_error(HX_ERR_INVALID_ARG, "kv_block %u / max_batch %u out of range", m->opts.kv_block,

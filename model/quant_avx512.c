@@ -20,6 +20,10 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
+/* Kernel pieces take their layout as constant arguments: inlining them
+ * into each caller is what turns those into immediates. */
+#define INLINE static inline __attribute__((always_inline))
+
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(hx_ld16(p)); }
 
 /* [s[2i] x 8 | s[2i+1] x 8]: the scales of blocks 2i, 2i+1 for one zmm. */
@@ -45,12 +49,6 @@ static inline __m512i nibbles2x32(const uint8_t *p, const uint8_t *q)
     const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), _mm512_castsi256_si512(pq));
     const __m512i sh = _mm512_mask_srli_epi16(dup, 0xff00ff00u, dup, 4);
     return _mm512_and_si512(sh, _mm512_set1_epi8(0x0f));
-}
-
-/* 64-bit mask of the fifth bits of two Q5 blocks (block p low, q high). */
-static inline __mmask64 q5_high2(const uint8_t *p, const uint8_t *q)
-{
-    return _cvtu64_mask64((uint64_t)hx_ld32(p) | ((uint64_t)hx_ld32(q) << 32));
 }
 
 static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
@@ -185,7 +183,7 @@ static void dequant_q8_0(const void *vx, float *y, int64_t n)
 /* Four runs of 16 bytes, at p + first + k*S (k = 0..3), as the four
  * 128-bit lanes of a zmm.  Inserts from memory cost a load and a uop any
  * vector port takes, where a cross-lane permute would queue on one port. */
-static inline __m512i runs4x16(const uint8_t *p, const int S, const int first)
+INLINE __m512i runs4x16(const uint8_t *p, const int S, const int first)
 {
     __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + first)));
     z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + first + S)), 1);
@@ -197,14 +195,15 @@ static inline __m512i runs4x16(const uint8_t *p, const int S, const int first)
  * p + k*S + F1 (into *b), as floats: one word permute per 64-byte window
  * of consecutive blocks, the last window pulled back inside [p, p + 8*S).
  * S, F0, F1 are compile-time constants; the loop unrolls into constants. */
-static inline void fields8(const uint8_t *p, const int S, const int F0, const int F1, __m256 *a, __m256 *b)
+INLINE void fields8(const uint8_t *p, const int S, const int F0, const int F1, __m256 *a, __m256 *b)
 {
     const int reach = (F1 > F0 ? F1 : F0) + 2; /* bytes of block k a window must hold */
     const int per = (64 - reach) / S + 1;
-    const __m512i blk = _mm512_set_epi64(0, 0, 0x0007000600050004ll, 0x0003000200010000ll, 0, 0,
+    /* word k and word 8+k: block k's two fields */
+    const __m512i blk = _mm512_set_epi64(0, 0, 0, 0, 0x0007000600050004ll, 0x0003000200010000ll,
                                          0x0007000600050004ll, 0x0003000200010000ll);
     const int f1 = F1 >= 0 ? F1 : F0;
-    const __m512i fld = _mm512_set_epi64(0, 0, 0x0001000100010001ll * (f1 / 2), 0x0001000100010001ll * (f1 / 2), 0, 0,
+    const __m512i fld = _mm512_set_epi64(0, 0, 0, 0, 0x0001000100010001ll * (f1 / 2), 0x0001000100010001ll * (f1 / 2),
                                          0x0001000100010001ll * (F0 / 2), 0x0001000100010001ll * (F0 / 2));
     const __m512i base = _mm512_add_epi16(_mm512_mullo_epi16(blk, _mm512_set1_epi16((short)(S / 2))), fld);
     __m512i r = _mm512_setzero_si512();
@@ -226,7 +225,7 @@ static inline void fields8(const uint8_t *p, const int S, const int F0, const in
 
 /* The fifth bits of blocks 4h..4h+3 of a Q5 group as byte masks over the
  * lanes of runs4x16: low halves (elements 0..15) and high halves. */
-static inline void q5_masks(const uint8_t *x, const int B, const int QH, const int h, __mmask64 *lo, __mmask64 *hi)
+INLINE void q5_masks(const uint8_t *x, const int B, const int QH, const int h, __mmask64 *lo, __mmask64 *hi)
 {
     uint64_t l = 0, u = 0;
 #pragma GCC unroll 4
@@ -246,7 +245,7 @@ static inline void q5_masks(const uint8_t *x, const int B, const int QH, const i
  * quant offset; OFF: the weights' zero point (8 or 16), or 0 with MINS for
  * the types with a min.  All compile-time constants.  With R = 4 the
  * activation side (loads, scales, OFF*sum(a)) is shared by the rows. */
-static inline void group32(const uint8_t *x, const size_t bx, const uint8_t *y, const int R, const int B, const int QS,
+INLINE void group32(const uint8_t *x, const size_t bx, const uint8_t *y, const int R, const int B, const int QS,
                            const int QH, const int A, const int AQ, const int OFF, const int MINS, __m512 *acc,
                            __m256 *accm)
 {
@@ -399,7 +398,7 @@ static inline __m256i k4_min_lanes(const uint8_t *y, uint64_t m)
 
 /* One Q4_K/Q5_K super-block against its Q8_K block: int32 lanes of
  * sum_j sc[j] * (q·a over sub-block j). */
-static inline __m512i k4_block_sum(const uint8_t *qs, const uint8_t *qh, const int8_t *a, uint64_t sc)
+INLINE __m512i k4_block_sum(const uint8_t *qs, const uint8_t *qh, const int8_t *a, uint64_t sc)
 {
     const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
     const __m512i low = _mm512_set1_epi8(0x0f);
@@ -424,7 +423,7 @@ static inline __m512i k4_block_sum(const uint8_t *qs, const uint8_t *qh, const i
     return isum;
 }
 
-static void dot_k4(int64_t n, float *s, const uint8_t *x, const uint8_t *y, int five)
+INLINE void dot_k4(int64_t n, float *s, const uint8_t *x, const uint8_t *y, const int five)
 {
     const size_t B = five ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
     const size_t qs = five ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);

@@ -696,6 +696,10 @@ static double block_bound(hx_type t, const uint8_t *b, const float *x, int e)
          * outside, clamped), plus what 6-bit scales and mins lose: a scale
          * may be 1/126 of the largest off, which stretches the grid by
          * nmax/126 steps at most, and a min 1/126 of the largest min */
+        const double dmin = fabs(hx_fp16_to_fp32(get16(b + 2)));
+        uint8_t sc, m;
+        hx_quant_k4_scale_min(b + 4, e / 32, &sc, &m);
+        const double nmax = t == HX_TYPE_Q4_K ? 15 : 31;
         return d * sc + d * 63 * nmax / 126 + dmin * 63 / 126 + 1e-6 * amax;
     }
     case HX_TYPE_Q6_K: {

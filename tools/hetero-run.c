@@ -79,6 +79,28 @@ static int synthetic_path(const char *preset, const char *type, char *path, size
     return rename(tmp, path);
 }
 
+/* Peak and current resident memory, split into anonymous memory (what
+ * hetero allocated) and file pages (the mapped model), from /proc. */
+static void print_memory(const char *model)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return;
+    char line[256];
+    long hwm = -1, anon = -1, file = -1;
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "VmHWM: %ld", &hwm);
+        sscanf(line, "RssAnon: %ld", &anon);
+        sscanf(line, "RssFile: %ld", &file);
+    }
+    fclose(f);
+    struct stat st;
+    double size = stat(model, &st) == 0 ? st.st_size / 1048576.0 : 0;
+    fprintf(stderr, "hetero-run: memory: peak RSS %.1f MiB (now %.1f MiB allocated + %.1f MiB of mapped files); "
+                    "model file %.1f MiB\n",
+            hwm / 1024.0, anon / 1024.0, file / 1024.0, size);
+}
+
 static int print_piece(void *user, int32_t token, const char *piece)
 {
     fputs(piece, stdout);
@@ -219,6 +241,7 @@ int main(int argc, char **argv)
             gs.prompt_tokens, gs.prefill_seconds, gs.prompt_tokens / (gs.prefill_seconds + 1e-12),
             gs.generated_tokens, gs.decode_seconds,
             gs.generated_tokens > 1 ? (gs.generated_tokens - 1) / (gs.decode_seconds + 1e-12) : 0.0);
+    print_memory(a.model);
     rc = 0;
     goto out;
 fail:
