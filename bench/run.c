@@ -165,6 +165,20 @@ static int preflight(const hxb_params *p, hxb_results *r)
     return 0;
 }
 
+/* The default KV pool holds one context; sequences generated together
+ * need one each (in whole blocks of 16), as llama-bench sizes its context
+ * to the test.  0 keeps the default. */
+static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
+{
+    uint64_t need = 0, dflt = md->n_ctx < 4096 ? md->n_ctx : 4096;
+    for (int t = 0; t < r->ntests; t++) {
+        uint64_t n = (uint64_t)r->tests[t].seqs * (((uint64_t)r->tests[t].n + 15) / 16 * 16);
+        if (n > need)
+            need = n;
+    }
+    return need > dflt && need <= UINT32_MAX ? (uint32_t)need : 0;
+}
+
 static hxb_row *new_row(hxb_results *r)
 {
     if (r->nrows == r->cap) {
@@ -196,6 +210,7 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
             hx_model_options mo = hx_model_options_default();
             mo.kv_type = p->kv_type;
             mo.max_batch = (uint32_t)p->batches.v[b];
+            mo.kv_tokens = kv_tokens(r, &r->models[mi]);
             hx_model *m;
             hx_status st = hx_model_load(rt, r->models[mi].path, &mo, &m);
             if (st) {
