@@ -1,5 +1,7 @@
 /* hwloc topology: sockets, NUMA nodes, cores, caches, PCI and OS devices. */
+#include <dlfcn.h>
 #include <hwloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,8 +27,16 @@ static int count(hwloc_topology_t t, hwloc_obj_type_t type)
     return n < 0 ? 0 : n;
 }
 
+/* hwloc's PCI component dlcloses libpciaccess after each load, taking the
+ * library's static allocations with it: LeakSanitizer then reports them
+ * as leaks of an unknown module in every program that opens a runtime.
+ * Keeping the library loaded keeps them reachable. */
+static void keep_pciaccess(void) { dlopen("libpciaccess.so.0", RTLD_NOW | RTLD_NODELETE); }
+
 hx_status hx_topology_load(void **out, hx_topology_info *info)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, keep_pciaccess);
     hwloc_topology_t t;
     *out = NULL;
     if (hwloc_topology_init(&t) != 0)
