@@ -114,6 +114,8 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
 /* run.c: checks every configuration, then measures every combination. */
 int hxb_run_all(const hxb_params *p, hxb_results *r);
 void hxb_results_free(hxb_results *r);
+/* Records one generated token of the first configuration into p->trace. */
+int hxb_run_trace(const hxb_params *p, hxb_results *r);
 /* Sorts the rows so that the rows compared with each other are adjacent. */
 void hxb_results_sort(hxb_results *r);
 /* The row this one is compared with (same model, test, threads, batch;
@@ -130,6 +132,10 @@ double hxb_stats_now_ns(void);
 int hxb_hooks_options(hx_runtime_options *o, const char *inject, char *err, size_t cap);
 int hxb_hooks_check(const hxb_params *p, char *err, size_t cap);
 const char *hxb_hooks_default_policy(void);
+int hxb_hooks_trace_supported(void);
+/* Records what the runtime does between start and stop as a Chrome trace. */
+int hxb_hooks_trace_start(hx_runtime *rt, const char *path, char *err, size_t cap);
+int hxb_hooks_trace_stop(hx_runtime *rt, char *err, size_t cap);
 
 /* report_*.c: the three output formats. */
 void hxb_report_md(FILE *f, const hxb_results *r);

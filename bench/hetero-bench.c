@@ -44,12 +44,12 @@ static int write_plots(const hxb_params *p, const hxb_results *r)
     return hxb_chart_write(p->plot, r);
 }
 
-static int draw_timeline(const hxb_params *p)
+static int draw_timeline(const hxb_params *p, const char *trace)
 {
     char path[1100], err[512];
     snprintf(path, sizeof path, "%s/timeline.svg", p->plot);
-    if (hxb_timeline_write(p->timeline, path, err, sizeof err)) {
-        fprintf(stderr, "hetero-bench: --timeline '%s': %s\n", p->timeline, err);
+    if (hxb_timeline_write(trace, path, err, sizeof err)) {
+        fprintf(stderr, "hetero-bench: %s '%s': %s\n", p->timeline ? "--timeline" : "--trace", trace, err);
         return -1;
     }
     fprintf(stderr, "hetero-bench: wrote %s\n", path);
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (p.timeline) {
-        rc = draw_timeline(&p) ? 1 : 0;
+        rc = draw_timeline(&p, p.timeline) ? 1 : 0;
         hxb_args_free(&p);
         return rc;
     }
@@ -87,6 +87,8 @@ int main(int argc, char **argv)
             rc = 1;
         }
         if (p.plot && write_plots(&p, &r))
+            rc = 1;
+        if (p.trace && (hxb_run_trace(&p, &r) || (p.plot && draw_timeline(&p, p.trace))))
             rc = 1;
     }
     hxb_results_free(&r);

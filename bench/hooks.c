@@ -6,15 +6,16 @@
  *
  * When the runtime gains them:
  *   - injection: set the runtime option (or HX_INJECT's API twin) from
- *     `inject` in hxb_hooks_options and drop the check below; every row
- *     already carries its injection spec and is compared with the rows of
- *     the same test without it;
- *   - tracing: hand `p->trace` to the trace API around one generated token
- *     (run.c, after the measured repetitions of the first tg test) and the
- *     --plot directory gets timeline.svg from it (timeline.c reads Chrome
- *     trace files already: see --timeline);
+ *     `inject` in hxb_hooks_options and drop its error; every row already
+ *     carries its injection spec and is compared with the first
+ *     configuration's row of the same model and test;
+ *   - tracing: start and stop the runtime's trace in hxb_hooks_trace_start
+ *     and hxb_hooks_trace_stop and return 1 from hxb_hooks_trace_supported;
+ *     run.c already records one generated token between them after the
+ *     measurements, and with --plot timeline.c draws the file;
  *   - the simulator: open the runtime on the described machine instead of
- *     this one; the rest of the run is the same. */
+ *     this one (hxb_hooks_options); the rest of the run is the same.
+ */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,7 @@ int hxb_hooks_check(const hxb_params *p, char *err, size_t cap)
     for (int i = 0; i < p->injects.n; i++)
         if (hxb_hooks_options(&(hx_runtime_options){0}, p->injects.item[i], err, cap))
             return -1;
-    if (p->trace) {
+    if (p->trace && !hxb_hooks_trace_supported()) {
         snprintf(err, cap, "--trace '%s': tracing not supported by this build (the runtime has no trace API "
                            "yet; --timeline draws an existing Chrome trace)", p->trace);
         return -1;
@@ -56,3 +57,13 @@ int hxb_hooks_check(const hxb_params *p, char *err, size_t cap)
     }
     return 0;
 }
+
+int hxb_hooks_trace_supported(void) { return 0; }
+
+int hxb_hooks_trace_start(hx_runtime *rt, const char *path, char *err, size_t cap)
+{
+    snprintf(err, cap, "--trace '%s': tracing not supported by this build", path);
+    return -1;
+}
+
+int hxb_hooks_trace_stop(hx_runtime *rt, char *err, size_t cap) { return 0; }

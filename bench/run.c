@@ -260,6 +260,39 @@ int hxb_run_all(const hxb_params *p, hxb_results *r)
     return 0;
 }
 
+/* The trace holds one token after a warm-up one, so the timeline shows
+ * the steady state of generation, not the first touch of the weights. */
+int hxb_run_trace(const hxb_params *p, hxb_results *r)
+{
+    hx_runtime *rt;
+    hx_model *m = NULL;
+    hx_session *s = NULL;
+    char err[512] = "";
+    if (open_runtime(p, (config){0, 0, 0, 0}, &rt))
+        return -1;
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_type = p->kv_type;
+    mo.max_batch = (uint32_t)p->batches.v[0];
+    int32_t tok[2] = {1 % (int32_t)r->models[0].n_vocab, 2 % (int32_t)r->models[0].n_vocab};
+    int rc = -1;
+    if (hx_model_load(rt, r->models[0].path, &mo, &m) || hx_session_open(m, &s) || hx_session_eval(s, tok, 1, 0)) {
+        snprintf(err, sizeof err, "%s", hx_last_error());
+    } else if (hxb_hooks_trace_start(rt, p->trace, err, sizeof err) == 0) {
+        hx_status st = hx_session_eval(s, tok + 1, 1, 0);
+        rc = hxb_hooks_trace_stop(rt, err, sizeof err);
+        if (st) {
+            snprintf(err, sizeof err, "%s", hx_last_error());
+            rc = -1;
+        }
+    }
+    if (rc)
+        fprintf(stderr, "hetero-bench: tracing one token: %s\n", err);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    return rc;
+}
+
 static int row_cmp(const void *a, const void *b)
 {
     const hxb_row *x = a, *y = b;
