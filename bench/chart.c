@@ -53,12 +53,12 @@ static void draw(FILE *f, const hxb_results *r, int test, configs *cf)
     double bar = 560.0 / (nmodels * nc);
     bar = bar > 70 ? 70 : bar < 18 ? 18 : bar;
     double group = nc * bar + 24 < 210 ? 210 : nc * bar + 24;
-    const double left = 70, top = 50, plot_h = 300;
-    int w = (int)(left + nmodels * group + 30), legend_y = (int)(top + plot_h + 50);
+    const double left = 70, top = 66, plot_h = 300;
+    double plot_w = nmodels * group < 440 ? 440 : nmodels * group;
+    double x0 = left + (plot_w - nmodels * group) / 2; /* groups centred */
+    int w = (int)(left + plot_w + 20), legend_y = (int)(top + plot_h + 50);
     int h = legend_y + 18 * cf->n + 16;
-    if (w < 520)
-        w = 520;
-    double step = hxb_svg_nice_step(ymax * 1.1, 6), ytop = step;
+    double step = hxb_svg_nice_step(ymax * 1.1, 8), ytop = step;
     while (ytop < ymax * 1.08)
         ytop += step;
     const hxb_test *t = &r->tests[test];
@@ -66,9 +66,16 @@ static void draw(FILE *f, const hxb_results *r, int test, configs *cf)
     hxb_svg_begin(f, w, h);
     hxb_svg_text(f, w / 2.0, 24, "middle", 16, "#000", "%s: tokens/s, mean \u00b1 std of %d runs", t->name,
                  r->nrows ? r->rows[0].reps : 0);
+    if (t->kind == HXB_PP)
+        hxb_svg_text(f, w / 2.0, 44, "middle", 12, "#333", "a prompt of %d tokens in one evaluation", t->n);
+    else if (t->seqs > 1)
+        hxb_svg_text(f, w / 2.0, 44, "middle", 12, "#333", "%d tokens generated one at a time in each of %d "
+                     "sequences decoded together", t->n, t->seqs);
+    else
+        hxb_svg_text(f, w / 2.0, 44, "middle", 12, "#333", "%d tokens generated one at a time", t->n);
     for (double y = 0; y <= ytop + step / 2; y += step) {
         double py = top + plot_h - y / ytop * plot_h;
-        hxb_svg_line(f, left, py, w - 20, py, y ? "#e0e0e0" : "#000", 1);
+        hxb_svg_line(f, left, py, left + plot_w, py, y ? "#e0e0e0" : "#000", 1);
         hxb_svg_text(f, left - 6, py + 4, "end", 11, "#333", "%g", y);
     }
     hxb_svg_text(f, 16, top + plot_h / 2, "middle", 12, "#333", "t/s");
@@ -77,7 +84,7 @@ static void draw(FILE *f, const hxb_results *r, int test, configs *cf)
         if (row->test != test)
             continue;
         int g = model_slot[row->model];
-        double x = left + g * group + (group - nc * bar) / 2 + cfg[i] * bar;
+        double x = x0 + g * group + (group - nc * bar) / 2 + cfg[i] * bar;
         double y = top + plot_h - row->avg_ts / ytop * plot_h;
         char title[LABEL + 64];
         snprintf(title, sizeof title, "%s: %.2f \u00b1 %.2f t/s", cf->label[cfg[i]], row->avg_ts, row->stddev_ts);
@@ -93,7 +100,7 @@ static void draw(FILE *f, const hxb_results *r, int test, configs *cf)
     }
     for (int m = 0; m < r->nmodels; m++)
         if (model_slot[m] >= 0)
-            hxb_svg_text(f, left + model_slot[m] * group + group / 2, top + plot_h + 20, "middle", 12, "#000",
+            hxb_svg_text(f, x0 + model_slot[m] * group + group / 2, top + plot_h + 20, "middle", 12, "#000",
                          "%.32s", r->models[m].name);
     for (int c = 0; c < cf->n; c++) {
         hxb_svg_rect(f, left, legend_y + 18 * c - 10, 12, 12, hxb_svg_color(c), NULL);

@@ -33,7 +33,7 @@ void hxb_fmt_config(char *buf, size_t cap, const hxb_results *r, const hxb_row *
     if (inject && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, ", inject %s", row->inject[0] ? row->inject : "none");
     if (threads && n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, ", %d threads", row->threads);
+        n += (size_t)snprintf(buf + n, cap - n, ", %d thread%s", row->threads, row->threads == 1 ? "" : "s");
     if (batch && n < cap)
         snprintf(buf + n, cap - n, ", batch %d", row->batch);
 }
