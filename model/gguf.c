@@ -214,7 +214,8 @@ static hx_status take_array(parser *p, int depth, array_info *a)
                         " bytes per element, only %" U64 " bytes left", p->what, start, n,
                         hx_gguf_vtype_names[et], min, left(p));
     uint64_t slots = et == HX_GGUF_ARRAY ? 2 * n : n;
-    s = reserve((void **)&g->table, &g->table_cap, g->table_len + slots, sizeof *g->table);
+    /* At least one entry, so that an empty table is a real pointer. */
+    s = reserve((void **)&g->table, &g->table_cap, g->table_len + (slots ? slots : 1), sizeof *g->table);
     if (s)
         return s;
     uint64_t base = g->table_len;
@@ -456,9 +457,6 @@ static hx_status check_header(parser *p, uint64_t *n_tensors, uint64_t *n_kv)
     if (*n_kv > left(p) / MIN_KV_SIZE)
         return hx_error(HX_ERR_FORMAT, "header at offset 16: key-value count %" U64 " cannot fit in the %" U64
                         " bytes left (each takes at least %u)", *n_kv, left(p), MIN_KV_SIZE);
-    if (*n_tensors > left(p) / MIN_TENSOR_SIZE)
-        return hx_error(HX_ERR_FORMAT, "header at offset 8: tensor count %" U64 " cannot fit in the %" U64
-                        " bytes left (each takes at least %u)", *n_tensors, left(p), MIN_TENSOR_SIZE);
     return HX_OK;
 }
 
@@ -477,6 +475,8 @@ static hx_status parse(hx_gguf *g)
         if ((s = take_kv(&p, i, &g->kv[i])))
             return s;
     }
+    /* Checked only here so that a file cut inside its key-values reports
+     * where, rather than that its tensor count cannot fit. */
     if (n_tensors > left(&p) / MIN_TENSOR_SIZE)
         return hx_error(HX_ERR_FORMAT, "header at offset 8: tensor count %" U64 " cannot fit in the %" U64
                         " bytes left after the key-values at offset %" U64 " (each takes at least %u)",

@@ -13,7 +13,14 @@
  * big-endian files), HX_ERR_IO when the file cannot be opened or mapped.
  * Accessors: HX_ERR_INVALID_ARG for NULL arguments, HX_ERR_NOT_FOUND for an
  * absent key, HX_ERR_FORMAT for a value of the wrong type or out of range
- * for the requested type, HX_ERR_RANGE for an array index >= n. */
+ * for the requested type, HX_ERR_RANGE for an array index >= n.
+ *
+ * Beyond the format's letter, the reader also refuses: key and tensor names
+ * holding a NUL byte (they are handed out as C strings), duplicate keys or
+ * tensor names, tensors whose data overlap (gaps are fine), general.alignment
+ * of a type other than uint32.  A file without tensors may end before the
+ * padding of its data section, as llama.cpp's vocabulary files do.  An open
+ * hx_gguf is never modified, so threads may read it concurrently. */
 #ifndef HX_MODEL_GGUF_H
 #define HX_MODEL_GGUF_H
 

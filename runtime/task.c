@@ -198,6 +198,8 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
     t->nsucc = t->capsucc = 0;
     for (int i = 0; i < t->desc.nbuffers; i++)
         t->desc.buffers[i]->users--;
+    /* Counted before inflight drops, so wait_all's caller sees it. */
+    atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
     rt->inflight--;
     /* Wake only those whose condition may now hold: a futex call per task
      * would cost more than an empty task. */
@@ -205,7 +207,6 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         pthread_cond_broadcast(&rt->idle);
     pthread_mutex_unlock(&rt->lock);
 
-    atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
     for (int i = 0; i < nsucc; i++) {
         if (failed)
             succ[i]->dep_failed = 1;

@@ -27,16 +27,16 @@ static int count(hwloc_topology_t t, hwloc_obj_type_t type)
     return n < 0 ? 0 : n;
 }
 
-/* hwloc's PCI component dlcloses libpciaccess after each load, taking the
- * library's static allocations with it: LeakSanitizer then reports them
- * as leaks of an unknown module in every program that opens a runtime.
- * Keeping the library loaded keeps them reachable. */
-static void keep_pciaccess(void) { dlopen("libpciaccess.so.0", RTLD_NOW | RTLD_NODELETE); }
+/* hwloc's PCI plugin dlopens libpciaccess for each topology load and
+ * dlcloses it after, re-initialising it at every hx_runtime_open and
+ * stranding its static allocations (LeakSanitizer reports them as leaks of
+ * an unknown module).  Pinning the library once avoids both. */
+static void pin_pciaccess(void) { dlopen("libpciaccess.so.0", RTLD_NOW | RTLD_NODELETE); }
 
 hx_status hx_topology_load(void **out, hx_topology_info *info)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, keep_pciaccess);
+    pthread_once(&once, pin_pciaccess);
     hwloc_topology_t t;
     *out = NULL;
     if (hwloc_topology_init(&t) != 0)

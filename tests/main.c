@@ -1,6 +1,5 @@
 /* The test runner: every suite of tests/test_*.c, one summary.
  * HX_TEST_SUITE=name runs only the suites whose name contains it. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,11 +11,6 @@
 
 int main(void)
 {
-    /* hwloc's PCI plugin is dlclose'd after each topology load, taking
-     * libpciaccess's static allocations out of LeakSanitizer's sight (they
-     * show as leaks from an unknown module).  Keeping it loaded keeps them
-     * reachable, so every leak LSan reports is ours. */
-    dlopen("libpciaccess.so.0", RTLD_NOW | RTLD_NODELETE);
     const char *only = getenv("HX_TEST_SUITE");
     SRunner *sr = NULL;
 #define HX_SUITE(fn)                                     \
