@@ -179,7 +179,8 @@ const hxb_json *hxb_json_get(const hxb_json *obj, const char *key);
 double hxb_json_num(const hxb_json *v, double dflt);
 const char *hxb_json_str(const hxb_json *v, const char *dflt);
 
-/* timeline.c: a Chrome trace drawn as one lane per device/thread. */
-int hxb_timeline_write(const char *trace_path, const char *svg_path, char *err, size_t cap);
+/* timeline.c: a Chrome trace drawn as one lane per device/thread; the
+ * title names what was traced (NULL: the file's name). */
+int hxb_timeline_write(const char *trace_path, const char *svg_path, const char *title, char *err, size_t cap);
 
 #endif

@@ -44,11 +44,11 @@ static int write_plots(const hxb_params *p, const hxb_results *r)
     return hxb_chart_write(p->plot, r);
 }
 
-static int draw_timeline(const hxb_params *p, const char *trace)
+static int draw_timeline(const hxb_params *p, const char *trace, const char *title)
 {
     char path[1100], err[512];
     snprintf(path, sizeof path, "%s/timeline.svg", p->plot);
-    if (hxb_timeline_write(trace, path, err, sizeof err)) {
+    if (hxb_timeline_write(trace, path, title, err, sizeof err)) {
         fprintf(stderr, "hetero-bench: %s '%s': %s\n", p->timeline ? "--timeline" : "--trace", trace, err);
         return -1;
     }
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (p.timeline) {
-        rc = draw_timeline(&p, p.timeline) ? 1 : 0;
+        rc = draw_timeline(&p, p.timeline, NULL) ? 1 : 0;
         hxb_args_free(&p);
         return rc;
     }
@@ -88,8 +88,15 @@ int main(int argc, char **argv)
         }
         if (p.plot && write_plots(&p, &r))
             rc = 1;
-        if (p.trace && (hxb_run_trace(&p, &r) || (p.plot && draw_timeline(&p, p.trace))))
+        if (p.trace && hxb_run_trace(&p, &r))
             rc = 1;
+        else if (p.trace && p.plot) {
+            char title[400];
+            snprintf(title, sizeof title, "one generated token: %s, devices %s, policy %s", r.models[0].name,
+                     p.devices.item[0], *p.scheds.item[0] ? p.scheds.item[0] : hxb_hooks_default_policy());
+            if (draw_timeline(&p, p.trace, title))
+                rc = 1;
+        }
     }
     hxb_results_free(&r);
     hxb_args_free(&p);
