@@ -30,7 +30,7 @@ const char *hxb_hooks_default_policy(void)
 int hxb_hooks_options(hx_runtime_options *o, const char *inject, char *err, size_t cap)
 {
     if (inject && *inject) {
-        snprintf(err, cap, "--inject '%s': injection not supported by this build", inject);
+        snprintf(err, cap, "--inject/HX_INJECT '%s': injection not supported by this build", inject);
         return -1;
     }
     return 0;
@@ -38,11 +38,6 @@ int hxb_hooks_options(hx_runtime_options *o, const char *inject, char *err, size
 
 int hxb_hooks_check(const hxb_params *p, char *err, size_t cap)
 {
-    const char *env = getenv("HX_INJECT");
-    if (env && *env) {
-        snprintf(err, cap, "HX_INJECT='%s' is set but injection not supported by this build", env);
-        return -1;
-    }
     for (int i = 0; i < p->injects.n; i++)
         if (hxb_hooks_options(&(hx_runtime_options){0}, p->injects.item[i], err, cap))
             return -1;
