@@ -3,7 +3,8 @@
  * normalized mean squared error of each and a bound; then GEMM speed of
  * the plugin's path beside cuBLAS's own GEMM on the same shapes.
  *
- *   build/bench-cuda-ops [--allow-absent] [--no-perf]
+ *   build/bench-cuda-ops [--allow-absent] [--no-perf] [--perf-n N]
+ *   build/bench-cuda-ops --compare A.f32 B.f32 BOUND   (NMSE of B against A)
  *
  * Exit status: 0 all within bounds, 1 a failure, 2 no CUDA device (0 with
  * --allow-absent).  When the CPU backend implements an op (its built-in
@@ -28,7 +29,8 @@
 #include "runtime/ops.h"
 
 static hx_runtime *rt;
-static int gpu = -1, cpu = -1, failures;
+static int gpu = -1, cpu = -1, failures, resident_checks;
+static uint32_t perf_n = 4096; /* N = K of the speed table */
 
 /* ---- random data -------------------------------------------------------- */
 
@@ -81,14 +83,19 @@ static uint8_t *make_weights(uint32_t type, uint32_t N, uint32_t K)
                 float v = rndf() * 0.05f;
                 put16(row + 2 * k, type == HX_TYPE_F16 ? hx_dq_f32_to_f16(v) : hx_dq_f32_to_bf16(v));
             }
-        else if (type == HX_TYPE_Q8_0 || type == HX_TYPE_Q4_0)
-            for (uint32_t b = 0; b < K / 32; b++)
-                put16(row + b * hx_dq_block_bytes(type), rnd_scale(0));
-        else /* Q4_K */
-            for (uint32_t b = 0; b < K / 256; b++) {
-                put16(row + b * 144, rnd_scale(1));
-                put16(row + b * 144 + 2, rnd_scale(1));
+        else {
+            /* The F16 fields of each block: scale first, then min/dmin. */
+            uint32_t bb = hx_dq_block_bytes(type), be = hx_dq_block_elems(type);
+            uint32_t d_at = type == HX_TYPE_Q6_K ? 208 : 0;
+            int has_min = type == HX_TYPE_Q4_1 || type == HX_TYPE_Q5_1 || type == HX_TYPE_Q4_K ||
+                          type == HX_TYPE_Q5_K;
+            int kq = be == 256 && type != HX_TYPE_Q6_K;
+            for (uint32_t b = 0; b < K / be; b++) {
+                put16(row + b * bb + d_at, rnd_scale(kq));
+                if (has_min)
+                    put16(row + b * bb + 2, rnd_scale(kq));
             }
+        }
     }
     return w;
 }
@@ -174,7 +181,7 @@ static void report(const char *op, const char *what, double err, double bound)
 {
     int ok = err <= bound;
     failures += !ok;
-    printf("  %-10s %-34s nmse %-10.3g bound %-8.0e %s\n", op, what, err, bound, ok ? "ok" : "FAIL");
+    printf("  %-10s %-38s nmse %-10.3g bound %-8.0e %s\n", op, what, err, bound, ok ? "ok" : "FAIL");
 }
 
 /* Runs the op on the GPU (and on the CPU when it can), compares output
@@ -257,6 +264,7 @@ static void check_matmul(uint32_t type, uint32_t T, uint32_t N, uint32_t K, int 
         uint64_t limit = sizeof(float) * ((uint64_t)T * K + (uint64_t)T * N);
         int ok = moved <= limit;
         failures += !ok;
+        resident_checks += ok;
         if (!ok)
             printf("  %-10s %-34s FAIL: second run copied %llu bytes (activations are %llu): weights re-uploaded\n",
                    "matmul", what, (unsigned long long)moved, (unsigned long long)limit);
@@ -444,6 +452,8 @@ static void store_row(uint32_t kv_type, const float *x, uint32_t E, uint8_t *dst
     if (kv_type == HX_TYPE_F16)
         for (uint32_t e = 0; e < E; e++)
             put16(dst + 2 * e, hx_dq_f32_to_f16(x[e]));
+    else if (kv_type == HX_TYPE_F32)
+        memcpy(dst, x, 4 * (size_t)E);
     else
         for (uint32_t g = 0; g < E / 32; g++)
             quantize_q8_0(x + 32 * g, dst + 34 * g);
@@ -565,7 +575,9 @@ static void check_kv(uint32_t kv_type, uint32_t Hq, uint32_t Hkv, uint32_t Dh)
     hx_buffer *ab[5] = {bq, bkc, bvc, bm, bo};
     hx_access am[5] = {HX_R, HX_R, HX_R, HX_R, HX_W};
     hx_op_attention aa = {.kv = l, .Hq = Hq, .Hkv = Hkv, .Dh = Dh, .kv_type = kv_type, .scale = scale};
-    check_op("attention", what, ab, am, 5, &aa, sizeof aa, 4, (size_t)T * Hq * Dh, ref, 1e-9, 1e-6, NULL, NULL);
+    /* The CPU dots Q8_0 keys with queries quantized to Q8_0, as llama.cpp does. */
+    check_op("attention", what, ab, am, 5, &aa, sizeof aa, 4, (size_t)T * Hq * Dh, ref, 1e-9,
+             kv_type == HX_TYPE_Q8_0 ? 1e-4 : 1e-6, NULL, NULL);
     /* A block number outside the cache in the table: HX_ERR_RANGE. */
     if (hx_buffer_acquire(bm, HX_W, &pp) == HX_OK) {
         ((int32_t *)pp)[3 * T + max_blocks] = (int32_t)nblocks + 5;
@@ -647,18 +659,78 @@ static double time_matmul(const hx_cuda_plugin *p, hx_cuda_ctx *c, const hx_cuda
     return (double)ms * 1e-3 / iters;
 }
 
+/* The fallback paths that aligned runtime buffers never take: weights and
+ * activations at odd offsets (a tensor wrapped in place from a file). */
+static void check_unaligned(const hx_cuda_plugin *p, hx_cuda_ctx *c)
+{
+    const struct { uint32_t type, T, woff, xoff; } cases[] = {
+        {HX_TYPE_Q8_0, 1, 1, 0}, {HX_TYPE_Q8_0, 5, 1, 0}, {HX_TYPE_Q4_0, 1, 0, 4}, {HX_TYPE_Q4_0, 6, 3, 0},
+        {HX_TYPE_Q4_K, 1, 2, 0}, {HX_TYPE_F16, 1, 2, 0},  {HX_TYPE_BF16, 1, 0, 4}, {HX_TYPE_F32, 1, 4, 4},
+    };
+    const uint32_t N = 300, K = 512;
+    const hx_cuda_kernel *k = p->kernel_find("matmul");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t type = cases[i].type, T = cases[i].T;
+        uint64_t rb = hx_dq_row_bytes(type, K), wb = rb * N;
+        uint8_t *w = make_weights(type, N, K);
+        float *x = malloc(4 * (size_t)T * K), *y = malloc(4 * (size_t)T * N), *row = malloc(4 * K);
+        double *ref = calloc((size_t)T * N, 8);
+        fill(x, (size_t)T * K, 1.0f);
+        for (uint32_t n = 0; n < N; n++) {
+            decode_row(type, w + n * rb, K, row);
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t kk = 0; kk < K; kk++)
+                    ref[(size_t)t * N + n] += (double)row[kk] * x[(size_t)t * K + kk];
+        }
+        void *W = NULL, *X = NULL, *Y = NULL;
+        int s = p->mem_alloc(c, wb + 16, &W);
+        s = s ? s : p->mem_alloc(c, 4 * (size_t)T * K + 16, &X);
+        s = s ? s : p->mem_alloc(c, 4 * (size_t)T * N, &Y);
+        uint8_t *Wo = (uint8_t *)W + cases[i].woff, *Xo = (uint8_t *)X + cases[i].xoff;
+        s = s ? s : p->copy(c, Wo, w, wb, HX_CUDA_COPY_H2D, 0);
+        s = s ? s : p->copy(c, Xo, x, 4 * (size_t)T * K, HX_CUDA_COPY_H2D, 0);
+        hx_op_matmul a = {.wtype = type, .T = T, .N = N, .K = K};
+        void *bufs[3] = {Wo, Xo, Y};
+        size_t sizes[3] = {wb, 4 * (size_t)T * K, 4 * (size_t)T * N};
+        s = s ? s : k->launch(c, &a, bufs, sizes, 3);
+        s = s ? s : p->synchronize(c);
+        s = s ? s : p->copy(c, y, Y, 4 * (size_t)T * N, HX_CUDA_COPY_D2H, 0);
+        char what[64];
+        snprintf(what, sizeof what, "%s T=%u W+%u x+%u (plugin)", hx_type_name(type), T, cases[i].woff,
+                 cases[i].xoff);
+        if (s) {
+            printf("  %-10s %-34s FAIL: %s\n", "matmul", what, p->last_error());
+            failures++;
+        } else {
+            report("matmul", what, nmse(y, ref, (size_t)T * N), T > 1 ? 1e-5 : 1e-9);
+        }
+        if (W)
+            p->mem_free(c, W);
+        if (X)
+            p->mem_free(c, X);
+        if (Y)
+            p->mem_free(c, Y);
+        free(w);
+        free(x);
+        free(y);
+        free(row);
+        free(ref);
+    }
+}
+
 static void perf(void)
 {
     const hx_cuda_plugin *p = plugin_open();
     if (!p)
         return;
-    printf("\nGEMM speed (plugin %s), device-resident data, mean of timed repeats:\n", p->build);
+    printf("\nPlugin-level checks and GEMM speed (plugin %s):\n", p->build);
     hx_cuda_ctx *c = NULL;
     hx_cuda_event *e0 = NULL, *e1 = NULL;
     void *W = NULL, *X = NULL, *Y = NULL, *M = NULL;
-    const uint32_t N = 4096, K = 4096, Tmax = 512;
+    const uint32_t N = perf_n, K = perf_n, Tmax = 512;
     const hx_cuda_kernel *k = p->kernel_find("matmul");
     PCHECK(p->context_create(0, &c));
+    check_unaligned(p, c);
     PCHECK(p->event_create(c, &e0));
     PCHECK(p->event_create(c, &e1));
     PCHECK(p->mem_alloc(c, (size_t)N * K * 4, &W));
@@ -668,10 +740,12 @@ static void perf(void)
     fill(x, (size_t)Tmax * K, 1.0f);
     PCHECK(p->copy(c, X, x, (size_t)Tmax * K * 4, HX_CUDA_COPY_H2D, 0));
     free(x);
+    printf("\n  GEMM speed, device-resident data, mean of timed repeats:\n");
     printf("  %-6s %-5s %-14s %-12s %-14s %s\n", "type", "T", "N x K", "ours", "cuBLAS f16", "note");
-    const uint32_t types[] = {HX_TYPE_F16, HX_TYPE_BF16, HX_TYPE_F32, HX_TYPE_Q8_0, HX_TYPE_Q4_0, HX_TYPE_Q4_K};
+    const uint32_t types[] = {HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_F32,  HX_TYPE_Q8_0,
+                              HX_TYPE_Q4_0, HX_TYPE_Q4_K, HX_TYPE_Q5_0, HX_TYPE_Q6_K};
     const uint32_t Ts[] = {1, 16, 512};
-    for (int ti = 0; ti < 6; ti++) {
+    for (int ti = 0; ti < 8; ti++) {
         uint32_t type = types[ti];
         uint64_t wb = hx_dq_row_bytes(type, K) * N;
         uint8_t *w = make_weights(type, N, K);
@@ -694,7 +768,9 @@ static void perf(void)
             char note[64] = "";
             if (T == 1)
                 snprintf(note, sizeof note, "weights read at %.0f GB/s", wb / sec * 1e-9);
-            printf("  %-6s %-5u %-14s %6.1f TF/s  %6.1f TF/s    %s\n", hx_type_name(type), T, "4096 x 4096",
+            char shape[32];
+            snprintf(shape, sizeof shape, "%u x %u", N, K);
+            printf("  %-6s %-5u %-14s %7.2f TF/s %7.2f TF/s    %s\n", hx_type_name(type), T, shape,
                    fl / sec * 1e-12, ref > 0 ? fl / ref * 1e-12 : 0.0, note);
         }
     }
@@ -719,7 +795,7 @@ static void perf(void)
             bad |= run_on(gpu, cl, bufs, modes, 3, &a, sizeof a) != HX_OK;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double us = ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) * 1e-3) / reps;
-        printf("  q4_0 decode 4096 x 4096 as a runtime task (submit, copies, run, wait): %.1f us%s\n", us,
+        printf("  q4_0 decode %u x %u as a runtime task (submit, copies, run, wait): %.1f us%s\n", N, K, us,
                bad ? " (FAILED)" : "");
         failures += bad;
         for (int i = 0; i < 3; i++)
@@ -752,7 +828,7 @@ static void perf(void)
             PCHECK(p->synchronize(c));
             int ok = 1;
             for (size_t i = 0; i < n; i++)
-                ok &= m[i] == 2.0f * (float)(i % 1000);
+                ok &= m[i] == (float)(i % 1000) + (float)((n + i) % 1000);
             printf("  managed memory add (prefetched%s): %s\n", pr.concurrent_managed ? "" : " not supported",
                    ok ? "ok" : "FAIL");
             failures += !ok;
@@ -774,16 +850,55 @@ out:
     }
 }
 
+/* --compare A B BOUND: NMSE of float32 file B against A (two hetero-run
+ * --logits outputs of the same tokens on different devices). */
+static int compare_files(const char *a, const char *b, double bound)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    if (!fa || !fb) {
+        fprintf(stderr, "bench-cuda-ops: cannot open %s\n", !fa ? a : b);
+        if (fa)
+            fclose(fa);
+        if (fb)
+            fclose(fb);
+        return 1;
+    }
+    double num = 0, den = 0, maxd = 0;
+    size_t n = 0;
+    float x, y;
+    int ra, rb;
+    while ((ra = (int)fread(&x, 4, 1, fa)) == 1 && (rb = (int)fread(&y, 4, 1, fb)) == 1) {
+        double e = (double)y - x;
+        num += e * e;
+        den += (double)x * x;
+        maxd = fabs(e) > maxd ? fabs(e) : maxd;
+        n++;
+    }
+    int same_len = ra == 0 && fread(&y, 4, 1, fb) == 0;
+    fclose(fa);
+    fclose(fb);
+    double err = den > 0 ? num / den : num;
+    int ok = same_len && n > 0 && err <= bound && isfinite(err);
+    printf("  %s vs %s: %zu values, nmse %.3g, max |diff| %.3g (bound %.0e)%s: %s\n", b, a, n, err, maxd, bound,
+           same_len ? "" : ", LENGTHS DIFFER", ok ? "ok" : "FAIL");
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--compare"))
+        return compare_files(argv[2], argv[3], atof(argv[4]));
     int allow_absent = 0, do_perf = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--allow-absent"))
             allow_absent = 1;
         else if (!strcmp(argv[i], "--no-perf"))
             do_perf = 0;
+        else if (!strcmp(argv[i], "--perf-n") && i + 1 < argc && atoi(argv[i + 1]) >= 256 &&
+                 atoi(argv[i + 1]) % 256 == 0)
+            perf_n = (uint32_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--allow-absent] [--no-perf]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--allow-absent] [--no-perf] [--perf-n N (multiple of 256)]\n", argv[0]);
             return 1;
         }
     }
@@ -811,8 +926,9 @@ int main(int argc, char **argv)
         return allow_absent ? 0 : 2;
     }
     printf("\nOps against the scalar host reference (nmse = sum (got-ref)^2 / sum ref^2):\n");
-    const uint32_t types[] = {HX_TYPE_F32, HX_TYPE_F16, HX_TYPE_BF16, HX_TYPE_Q8_0, HX_TYPE_Q4_0, HX_TYPE_Q4_K};
-    for (int t = 0; t < 6; t++) {
+    const uint32_t types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q8_0, HX_TYPE_Q4_0, HX_TYPE_Q4_1,
+                              HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+    for (int t = 0; t < 11; t++) {
         check_matmul(types[t], 1, 1000, 768, 0);
         check_matmul(types[t], 1, 2048, 4096, 1);
         check_matmul(types[t], 7, 520, 1024, 0);
@@ -830,6 +946,10 @@ int main(int argc, char **argv)
     check_kv(HX_TYPE_F16, 4, 4, 80);
     check_kv(HX_TYPE_Q8_0, 8, 2, 64);
     check_kv(HX_TYPE_F16, 2, 1, 256);
+    check_kv(HX_TYPE_F32, 8, 4, 64);
+    printf("  %-10s %-34s %s\n", "matmul", "weights resident on a second run",
+           resident_checks ? "ok" : "FAIL (never checked)");
+    failures += !resident_checks;
     if (do_perf)
         perf();
     hx_runtime_close(rt);

@@ -3,7 +3,8 @@
  * matrix larger than the last-level cache, 1 and 2 threads, in GB/s of
  * weight bytes read.  Next to it, the memory read bandwidth this program
  * measures with a plain streaming read-sum over the same size.  Median of
- * several repetitions.
+ * several repetitions.  The last column is the compute ceiling: the same
+ * GEMV over 1 MiB of rows that stay in cache.
  *
  *   bench-quant [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...]
  *
@@ -199,8 +200,9 @@ int main(int argc, char **argv)
     const double bw1 = mem_bandwidth(buf, bytes, 1, reps), bw2 = mem_bandwidth(buf, bytes, 2, reps);
     printf("memory read bandwidth (%s streaming read-sum, %zu MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n\n",
            top >= HX_SIMD_AVX512 ? "AVX-512" : "SSE2", mib, bw1, bw2);
-    printf("| type | level  | bytes/weight | 1T dot GB/s | 1T dot4 GB/s | 2T dot GB/s | 2T dot4 GB/s | 2T vs mem |\n");
-    printf("|------|--------|-------------:|------------:|-------------:|------------:|-------------:|----------:|\n");
+    printf("(scalar rows: the first 32 MiB of the matrix)\n\n");
+    printf("| type | level  | bytes/weight | 1T dot GB/s | 1T dot4 GB/s | 2T dot GB/s | 2T dot4 GB/s | 2T vs mem | 1T hot dot4 |\n");
+    printf("|------|--------|-------------:|------------:|-------------:|------------:|-------------:|----------:|------------:|\n");
 
     static const hx_type types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q8_0,
                                     HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1,
@@ -211,7 +213,7 @@ int main(int argc, char **argv)
         if (only && !strstr(only, hx_type_name(t)))
             continue;
         const size_t rb = hx_type_row_size(t, (uint64_t)n);
-        const int64_t rows = (int64_t)(bytes / rb);
+        const int64_t rows = (int64_t)(bytes / rb), scalar_rows = (int64_t)((32u << 20) / rb);
         /* one quantized row of random values, repeated: the memory traffic
          * is what is measured, not the values */
         const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
@@ -225,20 +227,29 @@ int main(int argc, char **argv)
             return 1;
         for (hx_simd_level l = HX_SIMD_SCALAR; l <= top; l++) {
             const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
-            /* the scalar level is slow; fewer repetitions keep the run short */
+            /* the scalar level is compute-bound far below memory speed: a
+             * slice of the matrix and fewer repetitions keep the run short */
             const int r = l == HX_SIMD_SCALAR ? (reps < 3 ? reps : 3) : reps;
-            const double d1 = gemv_bandwidth(o, buf, rb, rows, n, act, out, 1, 0, r);
-            const double d2 = gemv_bandwidth(o, buf, rb, rows, n, act, out, 2, 0, r);
+            const int64_t nr = l == HX_SIMD_SCALAR && rows > scalar_rows ? scalar_rows : rows;
+            const double d1 = gemv_bandwidth(o, buf, rb, nr, n, act, out, 1, 0, r);
+            const double d2 = gemv_bandwidth(o, buf, rb, nr, n, act, out, 2, 0, r);
             if (l == HX_SIMD_SCALAR) {
-                printf("| %-4s | %-6s | %12.4f | %11.2f | %12s | %11.2f | %12s | %8.0f%% |\n", hx_type_name(t),
-                       hx_cpu_simd_name(l), (double)rb / (double)n, d1, "-", d2, "-", 100 * d2 / bw2);
+                printf("| %-4s | %-6s | %12.4f | %11.2f | %12s | %11.2f | %12s | %8.0f%% | %11s |\n", hx_type_name(t),
+                       hx_cpu_simd_name(l), (double)rb / (double)n, d1, "-", d2, "-", 100 * d2 / bw2, "-");
                 continue;
             }
             const double q1 = gemv_bandwidth(o, buf, rb, rows, n, act, out, 1, 1, r);
             const double q2 = gemv_bandwidth(o, buf, rb, rows, n, act, out, 2, 1, r);
             const double best2 = d2 > q2 ? d2 : q2;
-            printf("| %-4s | %-6s | %12.4f | %11.2f | %12.2f | %11.2f | %12.2f | %8.0f%% |\n", hx_type_name(t),
-                   hx_cpu_simd_name(l), (double)rb / (double)n, d1, q1, d2, q2, 100 * best2 / bw2);
+            /* the compute ceiling: the same GEMV over 1 MiB that stays in
+             * cache, run many times */
+            const int64_t hot = (int64_t)((1u << 20) / rb) / 4 * 4;
+            double th[31];
+            for (int k = 0; k < 31; k++)
+                th[k] = gemv_bandwidth(o, buf, rb, hot, n, act, out, 1, 1, 1);
+            const double h1 = median(th, 31);
+            printf("| %-4s | %-6s | %12.4f | %11.2f | %12.2f | %11.2f | %12.2f | %8.0f%% | %11.2f |\n", hx_type_name(t),
+                   hx_cpu_simd_name(l), (double)rb / (double)n, d1, q1, d2, q2, 100 * best2 / bw2, h1);
         }
         fflush(stdout);
     }

@@ -2,8 +2,9 @@
  *   1. submitting and running an empty task on the CPU device (µs);
  *   2. METG (Task Bench, SC20): the smallest task granularity at which the
  *      runtime keeps the cores at least 50% busy with useful work.
- * Each task does `g` µs of arithmetic on every member of the CPU team; the
- * efficiency is useful core-time / (wall time x team size).
+ * Each task carries `g` µs of arithmetic per CPU thread, cut into the
+ * shares the CPU device hands out; the efficiency is useful core-time /
+ * (wall time x threads).
  *   bench-tasks [-t THREADS] [-n TASKS] [-r REPS] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +42,15 @@ static double spin(long iters)
     return x;
 }
 
-typedef struct { long iters; } work_args;
+typedef struct {
+    long iters;  /* per thread */
+    int threads;
+} work_args;
 
 static int work_cpu(const hx_cpu_call *c)
 {
     const work_args *a = c->args;
-    sink = spin(a->iters);
+    sink = spin(a->iters * a->threads / c->nth);
     return 0;
 }
 
@@ -129,13 +133,13 @@ int main(int argc, char **argv)
 
     /* 2. METG: dependent chain of tasks of granularity g on every member. */
     double ipu = iters_per_us();
-    printf("METG (task = g us of arithmetic on each of %d threads; chain of dependent tasks)\n", nth);
+    printf("METG (task = g us of arithmetic per thread, %d threads; chain of dependent tasks)\n", nth);
     printf("  %10s %12s %12s\n", "g (us)", "efficiency", "wall/task us");
     double metg = -1;
     const double grains[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
     for (size_t k = 0; k < sizeof grains / sizeof grains[0]; k++) {
         double g = grains[k];
-        work_args a = {(long)(g * ipu)};
+        work_args a = {(long)(g * ipu), nth};
         int n = (int)(200000.0 / (g + 20));
         if (n > ntasks) n = ntasks;
         if (n < 20) n = 20;

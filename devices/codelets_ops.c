@@ -1,6 +1,7 @@
-/* The transformer layer's codelets (runtime/ops.h): CPU functions and
- * costs.  Other families attach their implementations by name (OpenCL
- * launches in devices/codelets_cl_ops.c, CUDA kernels in the plugin). */
+/* The transformer layer's codelets (runtime/ops.h): CPU functions,
+ * OpenCL programs and launches (kernels_cl/<program>.cl, devices/cl_launch.c)
+ * and costs.  CUDA kernels are attached by name in the plugin. */
+#include "devices/cl_launch.h"
 #include "devices/codelets_ops.h"
 #include "devices/cpu_kernels.h"
 #include "model/types.h"
@@ -81,15 +82,56 @@ static double swiglu_flops(const void *p, const size_t *s) { return 6.0 * ((cons
 static double swiglu_bytes(const void *p, const size_t *s) { return 12.0 * ((const hx_op_swiglu *)p)->n; }
 
 const hx_codelet hx_codelets_ops[] = {
-    {.name = "get_rows", .cpu = hx_cpu_get_rows, .flops = get_rows_flops, .bytes = get_rows_bytes},
-    {.name = "rmsnorm", .cpu = hx_cpu_rmsnorm, .flops = rmsnorm_flops, .bytes = rmsnorm_bytes},
-    {.name = "matmul", .cpu = hx_cpu_matmul, .cpu_scratch = hx_cpu_matmul_scratch,
-     .flops = matmul_flops, .bytes = matmul_bytes},
-    {.name = "rope", .cpu = hx_cpu_rope, .flops = rope_flops, .bytes = rope_bytes},
-    {.name = "kv_store", .cpu = hx_cpu_kv_store, .flops = kv_store_flops, .bytes = kv_store_bytes},
-    {.name = "attention", .cpu = hx_cpu_attention, .cpu_scratch = hx_cpu_attention_scratch,
-     .flops = attention_flops, .bytes = attention_bytes},
-    {.name = "add", .cpu = hx_cpu_add, .flops = add_flops, .bytes = add_bytes},
-    {.name = "swiglu", .cpu = hx_cpu_swiglu, .flops = swiglu_flops, .bytes = swiglu_bytes},
+    {.name = "get_rows",
+     .cpu = hx_cpu_get_rows,
+     .cl_program = "get_rows",
+     .cl_launch = hx_cl_launch_get_rows,
+     .flops = get_rows_flops,
+     .bytes = get_rows_bytes},
+    {.name = "rmsnorm",
+     .cpu = hx_cpu_rmsnorm,
+     .cl_program = "rmsnorm",
+     .cl_launch = hx_cl_launch_rmsnorm,
+     .flops = rmsnorm_flops,
+     .bytes = rmsnorm_bytes},
+    {.name = "matmul",
+     .cpu = hx_cpu_matmul,
+     .cpu_prepare = hx_cpu_matmul_prepare,
+     .cpu_scratch = hx_cpu_matmul_scratch,
+     .cl_program = "matmul",
+     .cl_launch = hx_cl_launch_matmul,
+     .flops = matmul_flops,
+     .bytes = matmul_bytes},
+    {.name = "rope",
+     .cpu = hx_cpu_rope,
+     .cl_program = "rope",
+     .cl_launch = hx_cl_launch_rope,
+     .flops = rope_flops,
+     .bytes = rope_bytes},
+    {.name = "kv_store",
+     .cpu = hx_cpu_kv_store,
+     .cl_program = "kv_store",
+     .cl_launch = hx_cl_launch_kv_store,
+     .flops = kv_store_flops,
+     .bytes = kv_store_bytes},
+    {.name = "attention",
+     .cpu = hx_cpu_attention,
+     .cpu_scratch = hx_cpu_attention_scratch,
+     .cl_program = "attention",
+     .cl_launch = hx_cl_launch_attention,
+     .flops = attention_flops,
+     .bytes = attention_bytes},
+    {.name = "add",
+     .cpu = hx_cpu_add,
+     .cl_program = "elementwise",
+     .cl_launch = hx_cl_launch_add,
+     .flops = add_flops,
+     .bytes = add_bytes},
+    {.name = "swiglu",
+     .cpu = hx_cpu_swiglu,
+     .cl_program = "elementwise",
+     .cl_launch = hx_cl_launch_swiglu,
+     .flops = swiglu_flops,
+     .bytes = swiglu_bytes},
     {.name = NULL},
 };

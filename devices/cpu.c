@@ -1,5 +1,5 @@
-/* The CPU device: a team of threads pinned to cores through hwloc.  A task
- * runs on the whole team (each member gets ith/nth), as ggml does, so one
+/* The CPU device: a team of threads (pinned to cores through hwloc when
+ * asked).  A task runs on the whole team, cut into shares, so one
  * layer's GEMV uses every core. */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,12 +22,12 @@ typedef struct {
 
 typedef struct {
     const hx_exec *x;
-    hx_team *team;
+    int (*fn)(const hx_cpu_call *);
     void *scratch;
     _Atomic int status;
 } cpu_job;
 
-static void cpu_member(void *ctx, int ith, int nth)
+static void cpu_share(void *ctx, int ith, int nth)
 {
     cpu_job *job = ctx;
     hx_cpu_call call = {
@@ -36,22 +36,25 @@ static void cpu_member(void *ctx, int ith, int nth)
         .buffers = job->x->handles,
         .sizes = job->x->sizes,
         .args = job->x->args,
-        .barrier = hx_team_barrier,
-        .team = job->team,
         .scratch = job->scratch,
     };
-    int rc = job->x->codelet->cpu(&call);
+    int rc = job->fn(&call);
     if (rc) {
         int expected = 0;
         atomic_compare_exchange_strong(&job->status, &expected, rc);
     }
 }
 
+/* More shares than threads, so that a thread slowed by another process on
+ * its core leaves its work to the others instead of holding them up. */
+static int shares(const cpu_state *st) { return 4 * st->nthreads; }
+
 static hx_status cpu_run(hx_device *d, const hx_exec *x)
 {
     cpu_state *st = d->impl;
     const hx_codelet *cl = x->codelet;
-    size_t need = cl->cpu_scratch ? cl->cpu_scratch(x->args, x->sizes, st->nthreads) : 0;
+    const int nth = shares(st);
+    size_t need = cl->cpu_scratch ? cl->cpu_scratch(x->args, x->sizes, nth) : 0;
     if (need > st->scratch_size) {
         void *p = NULL;
         if (posix_memalign(&p, 64, need) != 0)
@@ -60,15 +63,19 @@ static hx_status cpu_run(hx_device *d, const hx_exec *x)
         st->scratch = p;
         st->scratch_size = need;
     }
-    cpu_job job = {.x = x, .team = st->team, .scratch = st->scratch};
+    cpu_job job = {.x = x, .fn = cl->cpu_prepare ? cl->cpu_prepare : cl->cpu, .scratch = st->scratch};
     atomic_init(&job.status, 0);
-    hx_team_run(st->team, cpu_member, &job);
+    hx_team_run(st->team, cpu_share, &job, nth);
+    if (cl->cpu_prepare && atomic_load(&job.status) == 0) {
+        job.fn = cl->cpu;
+        hx_team_run(st->team, cpu_share, &job, nth);
+    }
     int rc = atomic_load(&job.status);
     if (rc == 0)
         return HX_OK;
     hx_status s = rc < 0 ? (hx_status)rc : HX_ERR_DEVICE;
     if (!hx_last_error()[0])
-        hx_error(s, "CPU implementation of '%s' returned %d", x->codelet->name, rc);
+        hx_error(s, "CPU implementation of '%s' failed: %s", cl->name, hx_status_str(s));
     return s;
 }
 

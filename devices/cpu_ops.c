@@ -71,6 +71,24 @@ size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth)
     return ALIGN64(act_row_size(a) * a->T);
 }
 
+/* Phase one: the activation rows, quantized to the weights' dot partner. */
+int hx_cpu_matmul_prepare(const hx_cpu_call *c)
+{
+    const hx_op_matmul *a = c->args;
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
+    size_t arow = act_row_size(a);
+    if (!q || !arow)
+        return HX_ERR_UNSUPPORTED;
+    const float *x = c->buffers[1];
+    uint8_t *xq = c->scratch;
+    const hx_quant_ops *aq = hx_quant_ops_get(q->vec_dot_type);
+    uint64_t lo, hi;
+    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++)
+        aq->quantize_row(x + t * a->K, xq + t * arow, a->K);
+    return 0;
+}
+
 int hx_cpu_matmul(const hx_cpu_call *c)
 {
     const hx_op_matmul *a = c->args;
@@ -82,17 +100,9 @@ int hx_cpu_matmul(const hx_cpu_call *c)
     if (c->sizes[0] < wrow * a->N)
         return HX_ERR_RANGE;
     const uint8_t *W = c->buffers[0];
-    const float *x = c->buffers[1];
     float *y = c->buffers[2];
     const float *bias = a->has_bias ? c->buffers[3] : NULL;
-    uint8_t *xq = c->scratch;
-    const hx_quant_ops *aq = hx_quant_ops_get(q->vec_dot_type);
-
-    uint64_t lo, hi;
-    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
-    for (uint64_t t = lo; t < hi; t++)
-        aq->quantize_row(x + t * a->K, xq + t * arow, a->K);
-    c->barrier(c->team);
+    const uint8_t *xq = c->scratch;
 
     /* Output columns are split in multiples of 4 so vec_dot4 reads four
      * weight rows per pass; each group of rows meets every activation row

@@ -193,8 +193,13 @@ static hx_status cuda_run(hx_device *d, const hx_exec *x)
     for (int i = 0; i < x->nbuffers; i++)
         bufs[i] = x->handles[i] ? ((cuda_mem *)x->handles[i])->dev : NULL;
     int s = k->launch(cd->ctx, x->args, bufs, x->sizes, x->nbuffers);
-    if (s)
-        return plugin_error(cd, s, x->codelet->name);
+    if (s) {
+        hx_status st = plugin_error(cd, s, x->codelet->name);
+        /* Part of the op may be queued (one tile of several): let it end
+         * before the buffers are handed to anyone else. */
+        p->synchronize(cd->ctx);
+        return st;
+    }
     if ((s = p->synchronize(cd->ctx)))
         return plugin_error(cd, s, x->codelet->name);
     return HX_OK;

@@ -111,6 +111,23 @@ static int ocl_can_run(hx_device *dev, const hx_codelet *cl)
     return cl && hx_opencl_program_offers(dev->impl, cl);
 }
 
+/* The launch decides which kernel these arguments need; the device runs
+ * them if its program (and bitstream) has that kernel.  A launch that
+ * refuses the arguments as unsupported (a weight type without a kernel)
+ * leaves them to other devices; one that finds them invalid accepts, so
+ * the task fails with that error rather than with "no device". */
+static int ocl_can_run_args(hx_device *dev, const hx_codelet *cl, const void *args, const size_t *sizes)
+{
+    hx_cl_launch l;
+    memset(&l, 0, sizeof l);
+    int rc = cl->cl_launch(args, sizes, &l);
+    if (rc == HX_ERR_UNSUPPORTED)
+        return 0;
+    if (rc || !l.kernel)
+        return 1;
+    return hx_opencl_program_has_kernel(dev->impl, cl, l.kernel);
+}
+
 static hx_status check_launch(const hx_codelet *cl, const hx_exec *x, const hx_cl_launch *l)
 {
     const char *name = cl->name ? cl->name : "(unnamed)";
@@ -121,11 +138,49 @@ static hx_status check_launch(const hx_codelet *cl, const hx_exec *x, const hx_c
                         HX_CL_MAX_ARGS);
     for (int i = 0; i < l->nargs; i++) {
         int b = l->arg[i].buffer;
-        if (b >= x->nbuffers)
+        if (b >= x->nbuffers && b != HX_OPENCL_ARG_STATUS)
             return hx_error(HX_ERR_INVALID_ARG, "codelet '%s': argument %d names buffer %d of %d", name, i, b,
                             x->nbuffers);
         if (b < 0 && l->arg[i].size == 0)
             return hx_error(HX_ERR_INVALID_ARG, "codelet '%s': argument %d has size 0", name, i);
+    }
+    return HX_OK;
+}
+
+static hx_status check_status(hx_opencl_device *d, const char *kernel, const char *codelet)
+{
+    cl_uint bits = 0;
+    cl_int err = clEnqueueReadBuffer(d->queue, d->status, CL_TRUE, 0, sizeof bits, &bits, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return hx_opencl_error(err, "reading the status word on %s", d->device_name);
+    if (!bits)
+        return HX_OK;
+    return hx_error(HX_ERR_RANGE, "kernel '%s' (codelet '%s') found %s%s%s%s%s", kernel, codelet,
+                    bits & HX_OPENCL_BAD_INDEX ? "an index outside its table" : "",
+                    bits & HX_OPENCL_BAD_INDEX && bits & ~HX_OPENCL_BAD_INDEX ? ", " : "",
+                    bits & HX_OPENCL_BAD_SLOT ? "a KV slot outside the cache" : "",
+                    bits & HX_OPENCL_BAD_SLOT && bits & HX_OPENCL_BAD_META ? ", " : "",
+                    bits & HX_OPENCL_BAD_META ? "KV metadata (sequence, position or block) out of range" : "");
+}
+
+/* A driver may back CL_MEM_USE_HOST_PTR memory with a copy of its own (GPUs
+ * sharing host memory do for pointers off their alignment); OpenCL only
+ * promises it sees host writes made through a map.  The runtime writes
+ * host memory directly, so each input is mapped for writing and unmapped
+ * before the kernel: nothing on a zero-copy device, a copy otherwise.
+ * CPU devices run on host memory itself and skip this. */
+static hx_status refresh_inputs(hx_opencl_device *d, const hx_exec *x)
+{
+    for (int i = 0; i < x->nbuffers; i++) {
+        if (!(x->modes[i] & HX_R))
+            continue;
+        cl_int err;
+        void *p = clEnqueueMapBuffer(d->queue, (cl_mem)x->handles[i], CL_FALSE, CL_MAP_WRITE, 0, x->sizes[i], 0,
+                                     NULL, NULL, &err);
+        if (err == CL_SUCCESS)
+            err = clEnqueueUnmapMemObject(d->queue, (cl_mem)x->handles[i], p, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return hx_opencl_error(err, "refreshing buffer %d on %s", i, d->device_name);
     }
     return HX_OK;
 }
@@ -152,9 +207,13 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x)
     cl_kernel k;
     if ((s = hx_opencl_program_kernel(d, cl, l.kernel, &k)))
         return s;
+    int status = 0;
     for (int i = 0; i < l.nargs; i++) {
         cl_int err;
-        if (l.arg[i].buffer >= 0) {
+        if (l.arg[i].buffer == HX_OPENCL_ARG_STATUS) {
+            status = 1;
+            err = clSetKernelArg(k, (cl_uint)i, sizeof d->status, &d->status);
+        } else if (l.arg[i].buffer >= 0) {
             cl_mem m = (cl_mem)x->handles[l.arg[i].buffer];
             err = clSetKernelArg(k, (cl_uint)i, sizeof m, &m);
         } else {
@@ -163,8 +222,15 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x)
         if (err != CL_SUCCESS)
             return hx_opencl_error(err, "argument %d of kernel '%s' (codelet '%s')", i, l.kernel, name);
     }
+    if (d->refresh_inputs && (s = refresh_inputs(d, x)))
+        return s;
+    static const cl_uint zero = 0;
+    cl_int err = status ? clEnqueueWriteBuffer(d->queue, d->status, CL_FALSE, 0, sizeof zero, &zero, 0, NULL, NULL)
+                        : CL_SUCCESS;
+    if (err != CL_SUCCESS)
+        return hx_opencl_error(err, "resetting the status word on %s", d->device_name);
     cl_event ev;
-    cl_int err = clEnqueueNDRangeKernel(d->queue, k, l.work_dim, NULL, l.global, l.local[0] ? l.local : NULL, 0,
+    err = clEnqueueNDRangeKernel(d->queue, k, l.work_dim, NULL, l.global, l.local[0] ? l.local : NULL, 0,
                                         NULL, &ev);
     if (err != CL_SUCCESS)
         return hx_opencl_error(err, "launching kernel '%s' (codelet '%s') on %s", l.kernel, name, d->device_name);
@@ -177,7 +243,7 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x)
         err = exec;
     if (err != CL_SUCCESS)
         return hx_opencl_error(err, "running kernel '%s' (codelet '%s') on %s", l.kernel, name, d->device_name);
-    return HX_OK;
+    return status ? check_status(d, l.kernel, name) : HX_OK;
 }
 
 /* ---- discovery -------------------------------------------------------- */
@@ -187,6 +253,8 @@ static void ocl_device_free(hx_opencl_device *d)
     if (!d)
         return;
     hx_opencl_program_release_all(d);
+    if (d->status)
+        clReleaseMemObject(d->status);
     if (d->queue)
         clReleaseCommandQueue(d->queue);
     if (d->context)
@@ -364,12 +432,15 @@ static hx_status add_device(hx_runtime *rt, const hx_discover_options *o, cl_pla
     info.global_mem_bytes = gmem;
     info.local_mem_bytes = lmem;
     info.unified_memory = unified || (type & CL_DEVICE_TYPE_CPU);
+    d->refresh_inputs = info.unified_memory && !(type & CL_DEVICE_TYPE_CPU);
     info.numa_node = device_numa(dev, type, o->topology);
 
     cl_int err;
     d->context = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     if (err == CL_SUCCESS)
         d->queue = create_queue(d, &err);
+    if (err == CL_SUCCESS)
+        d->status = clCreateBuffer(d->context, CL_MEM_READ_WRITE, sizeof(cl_uint), NULL, &err);
     if (err != CL_SUCCESS) {
         s = hx_opencl_error(err, "opening OpenCL device '%s'", d->device_name);
         ocl_device_free(d);
@@ -425,12 +496,30 @@ static hx_status ocl_discover(hx_runtime *rt, const hx_discover_options *o)
     return HX_OK;
 }
 
+hx_status hx_opencl_use_bitstream(hx_device *dev, const char *path)
+{
+    if (!dev || dev->ops != &hx_opencl_ops || !path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_opencl_use_bitstream: not an OpenCL device, or no path");
+    hx_opencl_device *d = dev->impl;
+    if (!d->fpga)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_opencl_use_bitstream: %s is not an FPGA", d->device_name);
+    if (strlen(path) >= sizeof d->xclbin_path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_opencl_use_bitstream: path too long");
+    pthread_mutex_lock(&d->lock);
+    hx_opencl_program_release_all(d);
+    d->fpga_hardware = 1;
+    strcpy(d->xclbin_path, path);
+    pthread_mutex_unlock(&d->lock);
+    return HX_OK;
+}
+
 const hx_device_ops hx_opencl_ops = {
     .name = "opencl",
     .family = HX_FAMILY_OPENCL,
     .discover = ocl_discover,
     .destroy = ocl_destroy,
     .can_run = ocl_can_run,
+    .can_run_args = ocl_can_run_args,
     .run = ocl_run,
     .wrap_host = ocl_wrap_host,
     .alloc = ocl_alloc,

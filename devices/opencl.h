@@ -12,6 +12,18 @@
 
 #include "runtime/device.h"
 
+/* ---- launch conventions ------------------------------------------------ */
+
+/* A launch argument (hx_cl_launch.arg[].buffer) that is the device's status
+ * word: a __global uint the kernel ORs HX_OPENCL_BAD_* bits into when its
+ * input is bad (kernels cannot return an error).  The backend zeroes it
+ * before the launch and fails the task with HX_ERR_RANGE if a bit is set.
+ * kernels_cl/common.cl defines the same bits. */
+#define HX_OPENCL_ARG_STATUS HX_TASK_MAX_BUFFERS
+#define HX_OPENCL_BAD_INDEX 1u /* an index outside its table            */
+#define HX_OPENCL_BAD_SLOT 2u  /* a KV slot outside the cache           */
+#define HX_OPENCL_BAD_META 4u  /* KV metadata: sequence, position or block out of range */
+
 /* ---- errors (devices/opencl_error.c) ---------------------------------- */
 
 /* "CL_INVALID_WORK_GROUP_SIZE" for -54; "CL_UNKNOWN_ERROR" if unknown. */
@@ -99,8 +111,10 @@ typedef struct hx_opencl_device {
     cl_device_id device;
     cl_context context;
     cl_command_queue queue;
+    cl_mem status;            /* the kernels' status word (HX_OPENCL_ARG_STATUS) */
     cl_device_type type;
     int fpga;                 /* presented as an FPGA                    */
+    int refresh_inputs;       /* map wrapped inputs before each kernel   */
     int fpga_hardware;        /* programs come from a bitstream          */
     char device_name[256], driver_version[128], device_version[128];
     const hx_opencl_manifest_platform *bitstream; /* FPGA: what it holds */
@@ -119,6 +133,10 @@ typedef struct hx_opencl_device {
 
 /* Whether `d` offers the codelet (building its program on first use). */
 int hx_opencl_program_offers(hx_opencl_device *d, const hx_codelet *cl);
+/* Whether the codelet's program on `d` has kernel `name` (and, on an FPGA,
+ * its bitstream does).  A program that failed to build answers yes, so the
+ * task fails with the build log. */
+int hx_opencl_program_has_kernel(hx_opencl_device *d, const hx_codelet *cl, const char *name);
 /* The kernel `name` of the codelet's program, ready for arguments. */
 hx_status hx_opencl_program_kernel(hx_opencl_device *d, const hx_codelet *cl, const char *name,
                                    cl_kernel *out);
@@ -151,5 +169,10 @@ unsigned char *hx_opencl_cache_read(uint64_t key, size_t *size);
 void hx_opencl_cache_write(uint64_t key, const unsigned char *bin, size_t size);
 
 extern const hx_device_ops hx_opencl_ops;
+
+/* Makes an FPGA device (emulated or not) take its programs from the
+ * bitstream at `path`, as a card does, dropping those it built; for tests
+ * and tools that check a bitstream.  Call while the device is idle. */
+hx_status hx_opencl_use_bitstream(hx_device *dev, const char *path);
 
 #endif

@@ -471,8 +471,9 @@ static int codelet_kernels(const hx_codelet *cl, char (*names)[HX_OPENCL_NAME_MA
     return count;
 }
 
-/* On an FPGA: whether the bitstream holds every kernel the codelet may
- * launch, judged from its source so that no program is built for it. */
+/* On an FPGA: whether the bitstream holds a kernel the codelet may launch,
+ * judged from its source so that no program is built for it.  Which one a
+ * task needs is decided per task (hx_opencl_program_has_kernel). */
 static int bitstream_holds(hx_opencl_device *d, const hx_codelet *cl)
 {
     const char *text = cl->cl_source ? cl->cl_source : hx_opencl_program_source(cl->cl_program);
@@ -486,10 +487,10 @@ static int bitstream_holds(hx_opencl_device *d, const hx_codelet *cl)
     int n = names ? hx_opencl_program_scan(full, names, KERNELS_PER_PROGRAM_MAX) : 0;
     if (n > KERNELS_PER_PROGRAM_MAX)
         n = KERNELS_PER_PROGRAM_MAX;
-    int ok = n > 0 && codelet_kernels(cl, names, n, mine) > 0;
-    for (int i = 0; ok && i < n; i++)
-        if (mine[i] && !hx_opencl_manifest_has_kernel(d->bitstream, names[i]))
-            ok = 0;
+    int ok = 0;
+    if (n > 0 && codelet_kernels(cl, names, n, mine) > 0)
+        for (int i = 0; !ok && i < n; i++)
+            ok = mine[i] && hx_opencl_manifest_has_kernel(d->bitstream, names[i]);
     free(names);
     free(full);
     return ok;
@@ -549,6 +550,23 @@ int hx_opencl_program_offers(hx_opencl_device *d, const hx_codelet *cl)
     int offered = v ? v->offered : 0;
     pthread_mutex_unlock(&d->lock);
     return offered;
+}
+
+int hx_opencl_program_has_kernel(hx_opencl_device *d, const hx_codelet *cl, const char *name)
+{
+    pthread_mutex_lock(&d->lock);
+    hx_opencl_verdict *v = verdict_for(d, cl);
+    int has = v && v->offered && v->program >= 0;
+    if (has && d->programs[v->program].program) {
+        const hx_opencl_program *p = &d->programs[v->program];
+        has = 0;
+        for (int i = 0; i < p->nkernel_names && !has; i++)
+            has = !strcmp(p->kernel_names[i], name);
+    }
+    if (has && d->fpga)
+        has = hx_opencl_manifest_has_kernel(d->bitstream, name);
+    pthread_mutex_unlock(&d->lock);
+    return has;
 }
 
 static hx_status kernel_locked(hx_opencl_device *d, const hx_codelet *cl, const char *name, cl_kernel *out)

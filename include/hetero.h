@@ -126,7 +126,7 @@ typedef struct {
     const char *fpga_emulation;
     /* Scheduling policy name; NULL = HX_SCHED or "eager". */
     const char *sched;
-    /* Pin CPU threads to cores (hwloc); -1 = HX_PIN or on. */
+    /* Pin CPU threads to cores (hwloc); -1 = HX_PIN or off. */
     int pin_threads;
 } hx_runtime_options;
 
@@ -174,16 +174,17 @@ HX_API void hx_buffer_release(hx_buffer *b);
 
 typedef struct hx_task hx_task;
 
-/* What a CPU implementation sees: the team member it runs as, the task's
- * buffers (host pointers, in the task's order) and its argument block. */
+/* What a CPU implementation sees: which share of the work it is to do,
+ * the task's buffers (host pointers, in the task's order) and its argument
+ * block.  A task is cut into nth shares that the CPU threads claim one by
+ * one, so shares may run in any order, on any thread, and must not wait
+ * for one another (a phase that must finish first is cpu_prepare). */
 typedef struct {
-    int ith, nth;            /* this thread's index and the team size */
+    int ith, nth;            /* this share's index and the number of shares */
     void *const *buffers;
     const size_t *sizes;
     const void *args;
-    void (*barrier)(void *team); /* waits for the whole team        */
-    void *team;
-    void *scratch;           /* cpu_scratch() bytes shared by the team, 64-byte aligned */
+    void *scratch;           /* cpu_scratch() bytes, 64-byte aligned, shared by all shares */
 } hx_cpu_call;
 
 /* An OpenCL launch: filled by the codelet from its arguments. */
@@ -205,7 +206,9 @@ typedef struct {
     const char *name;          /* unique; CUDA implementations are looked up by it */
     /* CPU: called on every thread of the CPU team; returns 0 or an hx_status. */
     int (*cpu)(const hx_cpu_call *call);
-    /* Scratch memory the CPU implementation needs for a team of nth (NULL: none). */
+    /* Optional first phase, shared the same way, complete before `cpu` starts. */
+    int (*cpu_prepare)(const hx_cpu_call *call);
+    /* Scratch memory the CPU implementation needs for nth shares (NULL: none). */
     size_t (*cpu_scratch)(const void *args, const size_t *sizes, int nth);
     /* OpenCL: the program source (NULL = the embedded kernels_cl program
      * named `cl_program`) and a function filling the launch. */

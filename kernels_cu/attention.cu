@@ -1,6 +1,6 @@
 /* The paged KV cache on the GPU: "kv_store" writes a batch's K and V rows
  * into their slots, "attention" reads them back through each sequence's
- * block table (layout in runtime/ops.h).  F16 and Q8_0 caches.
+ * block table (layout in runtime/ops.h).  F16, Q8_0 and F32 caches.
  *
  * Attention: one thread block per (token, query head).  Its warps take the
  * visible positions in turn, each keeping an online softmax (running max,
@@ -16,15 +16,17 @@
 
 /* ---- kv_store ----------------------------------------------------------- */
 
-/* blockIdx.y: 0 stores K, 1 stores V.  One thread per element (F16) or per
- * 32-element block (Q8_0, quantized as the CPU does: d = amax / 127). */
+enum { KV_F16 = 0, KV_Q8 = 1, KV_F32 = 2 };
+
+/* blockIdx.y: 0 stores K, 1 stores V.  One thread per element (F16, F32) or
+ * per 32-element block (Q8_0, quantized as the CPU does: d = amax / 127). */
 __global__ void k_kv_store(const float *__restrict__ k, const float *__restrict__ v, uint8_t *__restrict__ kc,
                            uint8_t *__restrict__ vc, const int32_t *__restrict__ slots, uint64_t nslots, uint32_t T,
-                           uint32_t E, uint32_t q8, unsigned *flag)
+                           uint32_t E, int kt, unsigned *flag)
 {
     const float *src = blockIdx.y ? v : k;
     uint8_t *dst = blockIdx.y ? vc : kc;
-    uint64_t per = q8 ? E / 32 : E, total = (uint64_t)T * per;
+    uint64_t per = kt == KV_Q8 ? E / 32 : E, total = (uint64_t)T * per;
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
          i += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t t = (uint32_t)(i / per);
@@ -36,8 +38,12 @@ __global__ void k_kv_store(const float *__restrict__ k, const float *__restrict_
             continue;
         }
         const float *x = src + (uint64_t)t * E;
-        if (!q8) {
+        if (kt == KV_F16) {
             ((uint16_t *)dst)[(uint64_t)slot * E + u] = hx_dq_f32_to_f16(x[u]);
+            continue;
+        }
+        if (kt == KV_F32) {
+            ((float *)dst)[(uint64_t)slot * E + u] = x[u];
             continue;
         }
         x += u * 32;
@@ -65,11 +71,12 @@ HX_CU_LAUNCHER(hx_cu_kv_store)
         return hx_cu_fail(HX_ERR_INVALID_ARG, "%s", msg);
     if (!a->kv.T)
         return HX_OK;
-    uint32_t E = a->Hkv * a->Dh, q8 = a->kv_type == HX_TYPE_Q8_0;
-    uint64_t total = (uint64_t)a->kv.T * (q8 ? E / 32 : E);
+    uint32_t E = a->Hkv * a->Dh;
+    int kt = a->kv_type == HX_TYPE_Q8_0 ? KV_Q8 : a->kv_type == HX_TYPE_F32 ? KV_F32 : KV_F16;
+    uint64_t total = (uint64_t)a->kv.T * (kt == KV_Q8 ? E / 32 : E);
     dim3 grid(hx_cu_blocks(total, 256, c), 2);
     k_kv_store<<<grid, 256, 0, c->stream>>>((const float *)bufs[0], (const float *)bufs[1], (uint8_t *)bufs[2],
-                                            (uint8_t *)bufs[3], (const int32_t *)bufs[4], nslots, a->kv.T, E, q8,
+                                            (uint8_t *)bufs[3], (const int32_t *)bufs[4], nslots, a->kv.T, E, kt,
                                             c->flag_dev);
     HX_CU_LAUNCHED("kv_store");
     return HX_OK;
@@ -86,17 +93,19 @@ __device__ __forceinline__ float warp_sum(float v)
 }
 
 /* Element lane + 32 i of the head that starts at `row` (Q8_0: its blocks). */
-template <bool Q8>
+template <int KT>
 __device__ __forceinline__ float kv_elem(const uint8_t *row, uint32_t lane, int i)
 {
-    if (Q8) {
+    if (KT == KV_Q8) {
         const uint8_t *b = row + (uint64_t)i * 34;
         return hx_dq_f16_to_f32(hx_dq_load_u16(b)) * (float)(int8_t)b[2 + lane];
     }
-    return hx_dq_f16_to_f32(hx_dq_load_u16(row + 2 * ((uint64_t)lane + 32u * (uint32_t)i)));
+    if (KT == KV_F32)
+        return ((const float *)row)[lane + 32u * (uint32_t)i];
+    return hx_dq_f16_to_f32(((const uint16_t *)row)[lane + 32u * (uint32_t)i]);
 }
 
-template <int NI, bool Q8>
+template <int NI, int KT>
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attention(const float *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
                 const int32_t *__restrict__ meta, float *__restrict__ out, uint32_t T, uint32_t S, uint32_t max_blocks,
@@ -123,7 +132,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
     const int32_t *table = meta + 3 * (uint64_t)T + (uint64_t)seq * max_blocks;
     /* Byte offset of this KV head inside a cache row. */
-    uint64_t head_off = Q8 ? (uint64_t)hk * (Dh / 32) * 34 : (uint64_t)hk * Dh * 2;
+    uint64_t head_off = KT == KV_Q8 ? (uint64_t)hk * (Dh / 32) * 34 : (uint64_t)hk * Dh * (KT == KV_F32 ? 4 : 2);
 
     float qv[NI], acc[NI];
     const float *qh = q + ((uint64_t)t * Hq + h) * Dh;
@@ -149,13 +158,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
         for (int i = 0; i < NI; i++)
             if (lane + 32u * i < Dh)
-                dot += qv[i] * kv_elem<Q8>(kr, lane, i);
+                dot += qv[i] * kv_elem<KT>(kr, lane, i);
         float s = warp_sum(dot);
         float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
         l = l * corr + p;
 #pragma unroll
         for (int i = 0; i < NI; i++)
-            acc[i] = acc[i] * corr + (lane + 32u * i < Dh ? p * kv_elem<Q8>(vr, lane, i) : 0.0f);
+            acc[i] = acc[i] * corr + (lane + 32u * i < Dh ? p * kv_elem<KT>(vr, lane, i) : 0.0f);
         m = mn;
     }
 #pragma unroll
@@ -182,13 +191,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
-template <bool Q8>
+template <int KT>
 static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *const *b, uint64_t nslots, uint64_t rb)
 {
     unsigned blocks = a->kv.T * a->Hq;
 #define HX_ATT_CASE(ni)                                                                                           \
     case ni:                                                                                                      \
-        k_attention<ni, Q8><<<blocks, ATT_WARPS * 32, 0, c->stream>>>(                                            \
+        k_attention<ni, KT><<<blocks, ATT_WARPS * 32, 0, c->stream>>>(                                            \
             (const float *)b[0], (const uint8_t *)b[1], (const uint8_t *)b[2], (const int32_t *)b[3], (float *)b[4], \
             a->kv.T, a->kv.S, a->kv.max_blocks, a->kv.block_size, a->Hq, a->Hkv, a->Dh, a->scale, nslots, rb,     \
             c->flag_dev);                                                                                         \
@@ -221,9 +230,11 @@ HX_CU_LAUNCHER(hx_cu_attention)
         return hx_cu_fail(HX_ERR_INVALID_ARG, "attention: T * Hq above 2^31-1");
     uint64_t rb = hx_dq_row_bytes(a->kv_type, (uint64_t)a->Hkv * a->Dh);
     if (a->kv_type == HX_TYPE_Q8_0)
-        launch_attention<true>(c, a, bufs, nslots, rb);
+        launch_attention<KV_Q8>(c, a, bufs, nslots, rb);
+    else if (a->kv_type == HX_TYPE_F32)
+        launch_attention<KV_F32>(c, a, bufs, nslots, rb);
     else
-        launch_attention<false>(c, a, bufs, nslots, rb);
+        launch_attention<KV_F16>(c, a, bufs, nslots, rb);
     HX_CU_LAUNCHED("attention");
     return HX_OK;
 }

@@ -39,7 +39,8 @@ struct hx_cuda_ctx {
     size_t workspace_bytes;
     void *scratch;            /* converted activations and weight tiles */
     size_t scratch_bytes;
-    unsigned *flag_host, *flag_dev; /* mapped pinned word */
+    unsigned *flag_dev;       /* HX_CU_BAD_* bits set by kernels */
+    unsigned *flag_host;      /* pinned copy read at synchronize */
     int sm_count;
     hx_cu_plan plans[HX_CU_PLANS];
     int next_plan;

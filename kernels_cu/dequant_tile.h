@@ -16,7 +16,10 @@
  *         chunk c (64 elements) uses sub-blocks 2c and 2c+1, its first 32
  *         elements are the low nibbles of qs[32c..32c+31], the next 32 the
  *         high nibbles; x = d*sc*q - dmin*m with the 6-bit (sc, m) of the
- *         sub-block unpacked from `scales`. */
+ *         sub-block unpacked from `scales`.
+ *   Q4_1, Q5_0, Q5_1, Q5_K, Q6_K: as described at their decoders below.
+ * Every product is computed in the order the CPU's scalar dequantization
+ * uses, so host and device tiles equal its output rounded to F16. */
 #ifndef HX_KERNELS_CU_DEQUANT_TILE_H
 #define HX_KERNELS_CU_DEQUANT_TILE_H
 
@@ -150,14 +153,34 @@ HX_DQ_FN float hx_dq_sub(float a, float b)
 #endif
 }
 
+HX_DQ_FN float hx_dq_add(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
 /* ---- types -------------------------------------------------------------- */
 
 HX_DQ_FN int hx_dq_is_quantized(uint32_t type)
 {
-    return type == HX_TYPE_Q8_0 || type == HX_TYPE_Q4_0 || type == HX_TYPE_Q4_K;
+    switch (type) {
+    case HX_TYPE_Q4_0:
+    case HX_TYPE_Q4_1:
+    case HX_TYPE_Q5_0:
+    case HX_TYPE_Q5_1:
+    case HX_TYPE_Q8_0:
+    case HX_TYPE_Q4_K:
+    case HX_TYPE_Q5_K:
+    case HX_TYPE_Q6_K: return 1;
+    default: return 0;
+    }
 }
 
-/* The weight types the CUDA kernels read. */
+/* The weight types the CUDA kernels read: every type the CPU computes with,
+ * so that any matmul or get_rows task can move to the GPU. */
 HX_DQ_FN int hx_dq_supported(uint32_t type)
 {
     return type == HX_TYPE_F32 || type == HX_TYPE_F16 || type == HX_TYPE_BF16 || hx_dq_is_quantized(type);
@@ -166,9 +189,14 @@ HX_DQ_FN int hx_dq_supported(uint32_t type)
 HX_DQ_FN uint32_t hx_dq_block_elems(uint32_t type)
 {
     switch (type) {
-    case HX_TYPE_Q8_0:
-    case HX_TYPE_Q4_0: return 32;
-    case HX_TYPE_Q4_K: return 256;
+    case HX_TYPE_Q4_0:
+    case HX_TYPE_Q4_1:
+    case HX_TYPE_Q5_0:
+    case HX_TYPE_Q5_1:
+    case HX_TYPE_Q8_0: return 32;
+    case HX_TYPE_Q4_K:
+    case HX_TYPE_Q5_K:
+    case HX_TYPE_Q6_K: return 256;
     default: return 1;
     }
 }
@@ -179,9 +207,14 @@ HX_DQ_FN uint32_t hx_dq_block_bytes(uint32_t type)
     case HX_TYPE_F32: return 4;
     case HX_TYPE_F16:
     case HX_TYPE_BF16: return 2;
-    case HX_TYPE_Q8_0: return 34;
     case HX_TYPE_Q4_0: return 18;
+    case HX_TYPE_Q4_1: return 20;
+    case HX_TYPE_Q5_0: return 22;
+    case HX_TYPE_Q5_1: return 24;
+    case HX_TYPE_Q8_0: return 34;
     case HX_TYPE_Q4_K: return 144;
+    case HX_TYPE_Q5_K: return 176;
+    case HX_TYPE_Q6_K: return 210;
     default: return 0;
     }
 }
@@ -213,6 +246,65 @@ HX_DQ_FN void hx_dq_q4k_scale_min(const uint8_t *scales, uint32_t j, uint32_t *s
     }
 }
 
+HX_DQ_FN uint32_t hx_dq_load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Q4_1 / Q5_0 / Q5_1 blocks of 32: x = d*q + m (Q4_1, Q5_1) or d*(q - 16)
+ * (Q5_0); a fifth bit, bit j of the little-endian word qh, for Q5. */
+HX_DQ_FN void hx_dq_group_q4q5(uint32_t type, const uint8_t *b, float out[HX_DQ_GROUP])
+{
+    int five = type != HX_TYPE_Q4_1, has_min = type != HX_TYPE_Q5_0;
+    float d = hx_dq_f16_to_f32(hx_dq_load_u16(b));
+    float m = has_min ? hx_dq_f16_to_f32(hx_dq_load_u16(b + 2)) : 0.0f;
+    const uint8_t *p = b + (has_min ? 4 : 2);
+    uint32_t qh = five ? hx_dq_load_u32(p) : 0;
+    const uint8_t *qs = p + (five ? 4 : 0);
+    HX_DQ_UNROLL
+    for (int j = 0; j < 32; j++) {
+        int q = (j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4) | (int)(((qh >> j) & 1u) << 4);
+        out[j] = has_min ? hx_dq_add(hx_dq_mul((float)q, d), m) : (float)(q - 16) * d;
+    }
+}
+
+/* Sub-block j (0..7) of a Q5_K super-block: Q4_K's nibbles and scales plus
+ * a fifth bit, bit j of qh[l] for element 32j + l. */
+HX_DQ_FN void hx_dq_group_q5k(const uint8_t *b, uint32_t j, float out[HX_DQ_GROUP])
+{
+    uint32_t sc, m;
+    hx_dq_q4k_scale_min(b + 4, j, &sc, &m);
+    float d = hx_dq_mul(hx_dq_f16_to_f32(hx_dq_load_u16(b)), (float)sc);
+    float mn = hx_dq_mul(hx_dq_f16_to_f32(hx_dq_load_u16(b + 2)), (float)m);
+    const uint8_t *qh = b + 16, *q = b + 48 + 32 * (j / 2);
+    uint32_t shift = (j & 1) ? 4 : 0;
+    HX_DQ_UNROLL
+    for (int l = 0; l < 32; l++) {
+        uint32_t v = ((q[l] >> shift) & 0x0fu) | (((uint32_t)(qh[l] >> j) & 1u) << 4);
+        out[l] = hx_dq_sub(hx_dq_mul(d, (float)v), mn);
+    }
+}
+
+/* Elements 32g' .. 32g'+31 (g' = 0..7) of a Q6_K super-block: half h = g'/4
+ * and quarter k = g'%4; element 128h + 32k + l has its low 4 bits in
+ * ql[64h + 32(k&1) + l] (low nibble for k < 2, high for k >= 2), its top 2
+ * bits in bits 2k..2k+1 of qh[32h + l], and the int8 scale scales[e/16];
+ * x = d * scale * (q - 32). */
+HX_DQ_FN void hx_dq_group_q6k(const uint8_t *b, uint32_t gi, float out[HX_DQ_GROUP])
+{
+    uint32_t h = gi / 4, k = gi % 4;
+    float d = hx_dq_f16_to_f32(hx_dq_load_u16(b + 208));
+    const uint8_t *ql = b + 64 * h + 32 * (k & 1), *qh = b + 128 + 32 * h;
+    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * k;
+    float d0 = hx_dq_mul(d, (float)sc[0]), d1 = hx_dq_mul(d, (float)sc[1]);
+    uint32_t lshift = k < 2 ? 0 : 4;
+    HX_DQ_UNROLL
+    for (int l = 0; l < 32; l++) {
+        int q = (int)(((uint32_t)ql[l] >> lshift) & 0x0fu) | (int)((((uint32_t)qh[l] >> (2 * k)) & 3u) << 4);
+        out[l] = hx_dq_mul(l < 16 ? d0 : d1, (float)(q - 32));
+    }
+}
+
 /* Decodes group g (elements 32g .. 32g+31) of a row of quantized blocks. */
 HX_DQ_FN void hx_dq_group(uint32_t type, const uint8_t *row, uint32_t g, float out[HX_DQ_GROUP])
 {
@@ -241,6 +333,12 @@ HX_DQ_FN void hx_dq_group(uint32_t type, const uint8_t *row, uint32_t g, float o
         HX_DQ_UNROLL
         for (int i = 0; i < 32; i++)
             out[i] = hx_dq_sub(hx_dq_mul(d, (float)((q[i] >> shift) & 0x0fu)), mn);
+    } else if (type == HX_TYPE_Q4_1 || type == HX_TYPE_Q5_0 || type == HX_TYPE_Q5_1) {
+        hx_dq_group_q4q5(type, row + (uint64_t)g * hx_dq_block_bytes(type), out);
+    } else if (type == HX_TYPE_Q5_K) {
+        hx_dq_group_q5k(row + (uint64_t)(g / 8) * 176, g % 8, out);
+    } else if (type == HX_TYPE_Q6_K) {
+        hx_dq_group_q6k(row + (uint64_t)(g / 8) * 210, g % 8, out);
     } else {
         /* Plain types: 32 consecutive elements. */
         HX_DQ_UNROLL
@@ -257,16 +355,21 @@ HX_DQ_FN void hx_dq_group(uint32_t type, const uint8_t *row, uint32_t g, float o
     }
 }
 
-/* One element of a row of any supported type (get_rows on plain types). */
-HX_DQ_FN float hx_dq_elem(uint32_t type, const uint8_t *row, uint64_t k)
+/* One element of a row of F32, F16 or BF16. */
+HX_DQ_FN float hx_dq_plain_elem(uint32_t type, const uint8_t *row, uint64_t k)
 {
     if (type == HX_TYPE_F32)
-        return hx_dq_bits_f32((uint32_t)row[4 * k] | (uint32_t)row[4 * k + 1] << 8 |
-                              (uint32_t)row[4 * k + 2] << 16 | (uint32_t)row[4 * k + 3] << 24);
+        return hx_dq_bits_f32(hx_dq_load_u32(row + 4 * k));
     if (type == HX_TYPE_F16)
         return hx_dq_f16_to_f32(hx_dq_load_u16(row + 2 * k));
-    if (type == HX_TYPE_BF16)
-        return hx_dq_bf16_to_f32(hx_dq_load_u16(row + 2 * k));
+    return hx_dq_bf16_to_f32(hx_dq_load_u16(row + 2 * k));
+}
+
+/* One element of a row of any supported type. */
+HX_DQ_FN float hx_dq_elem(uint32_t type, const uint8_t *row, uint64_t k)
+{
+    if (!hx_dq_is_quantized(type))
+        return hx_dq_plain_elem(type, row, k);
     float g[HX_DQ_GROUP];
     hx_dq_group(type, row, (uint32_t)(k / 32), g);
     return g[k % 32];

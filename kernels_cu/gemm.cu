@@ -184,7 +184,7 @@ __global__ void k_gemv_generic(uint32_t type, const uint8_t *__restrict__ W, uin
         }
     } else {
         for (uint32_t k = lane; k < K; k += 32)
-            acc += hx_dq_elem(type, row, k) * x[k];
+            acc += hx_dq_plain_elem(type, row, k) * x[k];
     }
     gemv_store(acc, y, bias, n);
 }
@@ -232,7 +232,7 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi)
 
 /* One thread per 32-element group; the group lands where
  * hx_dq_tile_offset says, as four 16-byte stores. */
-template <uint32_t TYPE>
+template <uint32_t TYPE, bool WIDE>
 __global__ void k_dequant_tile(const uint8_t *__restrict__ W, uint64_t rb, uint32_t K, uint32_t n0, uint32_t rows,
                                uint16_t *__restrict__ tile)
 {
@@ -241,8 +241,23 @@ __global__ void k_dequant_tile(const uint8_t *__restrict__ W, uint64_t rb, uint3
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
          i += (uint64_t)gridDim.x * blockDim.x) {
         uint32_t r = (uint32_t)(i / groups), g = (uint32_t)(i % groups);
+        const uint8_t *row = W + (uint64_t)(n0 + r) * rb;
         float v[HX_DQ_GROUP];
-        hx_dq_group(TYPE, W + (uint64_t)(n0 + r) * rb, g, v);
+        if (WIDE && (TYPE == HX_TYPE_Q8_0 || TYPE == HX_TYPE_Q4_0)) {
+            /* The block in registers through 16-bit loads, then the very
+             * decoder the host tests (byte loads would be 34 transactions). */
+            const uint32_t BB = TYPE == HX_TYPE_Q8_0 ? 34 : 18;
+            const uint16_t *src = (const uint16_t *)(row + (uint64_t)g * BB);
+            uint16_t w16[BB / 2];
+#pragma unroll
+            for (uint32_t k = 0; k < BB / 2; k++)
+                w16[k] = src[k];
+            uint8_t blk[BB];
+            memcpy(blk, w16, BB);
+            hx_dq_group(TYPE, blk, 0, v);
+        } else {
+            hx_dq_group(TYPE, row, g, v);
+        }
         uint4 *dst = (uint4 *)(tile + hx_dq_tile_offset(r, g, K));
 #pragma unroll
         for (int q = 0; q < 4; q++)
@@ -393,12 +408,19 @@ static int launch_dequant(hx_cuda_ctx *c, uint32_t type, const uint8_t *W, uint6
 {
     uint64_t total = (uint64_t)rows * (K / HX_DQ_GROUP);
     unsigned blocks = hx_cu_blocks(total, 256, c);
-    if (type == HX_TYPE_Q8_0)
-        k_dequant_tile<HX_TYPE_Q8_0><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
-    else if (type == HX_TYPE_Q4_0)
-        k_dequant_tile<HX_TYPE_Q4_0><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
-    else
-        k_dequant_tile<HX_TYPE_Q4_K><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile);
+    bool wide = aligned(W, 2); /* blocks of 34 and 18 bytes keep 2-byte alignment */
+#define HX_TILE(T, WIDE) k_dequant_tile<T, WIDE><<<blocks, 256, 0, c->stream>>>(W, rb, K, n0, rows, tile)
+    switch (type) {
+    case HX_TYPE_Q8_0: wide ? HX_TILE(HX_TYPE_Q8_0, true) : HX_TILE(HX_TYPE_Q8_0, false); break;
+    case HX_TYPE_Q4_0: wide ? HX_TILE(HX_TYPE_Q4_0, true) : HX_TILE(HX_TYPE_Q4_0, false); break;
+    case HX_TYPE_Q4_1: HX_TILE(HX_TYPE_Q4_1, false); break;
+    case HX_TYPE_Q5_0: HX_TILE(HX_TYPE_Q5_0, false); break;
+    case HX_TYPE_Q5_1: HX_TILE(HX_TYPE_Q5_1, false); break;
+    case HX_TYPE_Q4_K: HX_TILE(HX_TYPE_Q4_K, false); break;
+    case HX_TYPE_Q5_K: HX_TILE(HX_TYPE_Q5_K, false); break;
+    default: HX_TILE(HX_TYPE_Q6_K, false); break;
+    }
+#undef HX_TILE
     HX_CU_LAUNCHED("weight dequantization");
     return HX_OK;
 }

@@ -109,8 +109,8 @@ static inline int hx_oc_rope(const hx_op_rope *a, const size_t *s, int n, char *
 static inline int hx_oc_kv(const hx_kv_layout *l, uint32_t heads, uint32_t Dh, uint32_t kv_type, size_t kc,
                            size_t vc, size_t meta, uint64_t *slots, char *msg, size_t len, const char *op)
 {
-    if (kv_type != HX_TYPE_F16 && kv_type != HX_TYPE_Q8_0)
-        return hx_oc_fail(msg, len, op, "kv_type must be F16 or Q8_0");
+    if (kv_type != HX_TYPE_F16 && kv_type != HX_TYPE_Q8_0 && kv_type != HX_TYPE_F32)
+        return hx_oc_fail(msg, len, op, "kv_type must be F16, Q8_0 or F32 on CUDA");
     if (!heads || !Dh || heads > 65535 || Dh > HX_OC_DIM_MAX)
         return hx_oc_fail(msg, len, op, "bad head count or head size");
     if (kv_type == HX_TYPE_Q8_0 && Dh % 32)

@@ -199,7 +199,7 @@ __global__ void k_get_rows_plain(uint32_t type, const uint8_t *__restrict__ tabl
             out[i] = 0.0f;
             continue;
         }
-        out[i] = hx_dq_elem(type, table + (uint64_t)id * rb, k);
+        out[i] = hx_dq_plain_elem(type, table + (uint64_t)id * rb, k);
     }
 }
 

@@ -142,6 +142,7 @@ static void plugin_context_destroy(hx_cuda_ctx *c)
         cublasDestroy(c->blas);
     cudaFree(c->workspace);
     cudaFree(c->scratch);
+    cudaFree(c->flag_dev);
     if (c->flag_host)
         cudaFreeHost(c->flag_host);
     if (c->stream)
@@ -160,9 +161,10 @@ static int context_init(hx_cuda_ctx *c)
     HX_CU(cudaMalloc(&c->workspace, HX_CU_LT_WORKSPACE));
     c->workspace_bytes = HX_CU_LT_WORKSPACE;
     HX_CUBLAS(cublasSetWorkspace(c->blas, c->workspace, c->workspace_bytes));
-    HX_CU(cudaHostAlloc((void **)&c->flag_host, sizeof(unsigned), cudaHostAllocMapped));
+    HX_CU(cudaMalloc((void **)&c->flag_dev, sizeof(unsigned)));
+    HX_CU(cudaMemsetAsync(c->flag_dev, 0, sizeof(unsigned), c->stream));
+    HX_CU(cudaHostAlloc((void **)&c->flag_host, sizeof(unsigned), cudaHostAllocDefault));
     *c->flag_host = 0;
-    HX_CU(cudaHostGetDevicePointer((void **)&c->flag_dev, c->flag_host, 0));
     return HX_OK;
 }
 
@@ -188,11 +190,15 @@ static int plugin_context_create(int dev, hx_cuda_ctx **out)
 static int plugin_synchronize(hx_cuda_ctx *c)
 {
     HX_CU(cudaSetDevice(c->dev));
+    /* The flag word travels with the stream: one synchronization covers
+     * the kernels and the word they may have set. */
+    HX_CU(cudaMemcpyAsync(c->flag_host, c->flag_dev, sizeof(unsigned), cudaMemcpyDeviceToHost, c->stream));
     HX_CU(cudaStreamSynchronize(c->stream));
-    unsigned f = *(volatile unsigned *)c->flag_host;
+    unsigned f = *c->flag_host;
     if (!f)
         return HX_OK;
-    *(volatile unsigned *)c->flag_host = 0;
+    *c->flag_host = 0;
+    HX_CU(cudaMemsetAsync(c->flag_dev, 0, sizeof(unsigned), c->stream));
     return hx_cu_fail(HX_ERR_RANGE, "%s", (f & HX_CU_BAD_ROW_ID)  ? "get_rows: a token id is outside the table"
                                          : (f & HX_CU_BAD_KV_SLOT) ? "kv_store: a slot is outside the KV cache"
                                                                    : "attention: a sequence index, position or "
@@ -202,7 +208,8 @@ static int plugin_synchronize(hx_cuda_ctx *c)
 int hx_cu_scratch(hx_cuda_ctx *c, size_t bytes, void **out)
 {
     if (bytes > c->scratch_bytes) {
-        /* cudaFree waits for the kernels still reading the old scratch. */
+        /* Kernels queued on the stream may still read the old scratch. */
+        HX_CU(cudaStreamSynchronize(c->stream));
         HX_CU(cudaFree(c->scratch));
         c->scratch = NULL;
         c->scratch_bytes = 0;

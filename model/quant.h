@@ -14,7 +14,10 @@
  *   Q4_1, Q5_1               -> Q8_1 (its `s` field carries d*sum(q), which
  *                               the weights' min needs: one multiply a block)
  *   Q4_K, Q5_K, Q6_K         -> Q8_K
- * The activation row is produced by hx_quant_ops_get(vec_dot_type)->quantize_row.
+ * The activation row is produced by hx_quant_ops_get(vec_dot_type)->quantize_row;
+ * its 8-bit quants lie in -127..127, which the Q8_0 x Q8_0 kernels rely on
+ * (they flip activation signs).  Dot products are exact integer sums per
+ * block, scaled and summed in float: levels differ only in summation order.
  *
  * Row lengths `n` count elements and must be multiples of the type's block
  * size (hx_type_get(t)->block_size); callers check with hx_quant_row_check. */

@@ -125,8 +125,116 @@ static void quant_f16(const float *x, void *vy, int64_t n)
     }
 }
 
+/* ---- activation quantizers (the scalar ones' bits, for finite input) ---- */
+
+static inline float hmax8(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int hsum8i(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 32 int32 (four vectors, in order) to 32 saturated int8 in order. */
+static inline __m256i pack32(const __m256i q[4])
+{
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Q8_0 / Q8_1: d = amax/127, q = round half away from zero (as roundf). */
+static inline void quant8(const float *x, uint8_t *y, int64_t n, const int WITH_SUM)
+{
+    const size_t B = WITH_SUM ? sizeof(hx_block_q8_1) : sizeof(hx_block_q8_0);
+    const size_t QS = WITH_SUM ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += B) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(m, _mm256_and_ps(v[k], absm));
+        }
+        const float d = hmax8(m) / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        memcpy(y, &dh, 2);
+        __m256i q[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            const __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)), _mm256_set1_ps(-127.0f)),
+                                           _mm256_set1_ps(127.0f));
+            __m256i i = _mm256_cvttps_epi32(t);
+            const __m256 f = _mm256_sub_ps(t, _mm256_cvtepi32_ps(i)); /* exact */
+            /* comparison masks are -1: subtracting steps up, adding steps down */
+            i = _mm256_sub_epi32(i, _mm256_castps_si256(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ)));
+            i = _mm256_add_epi32(i, _mm256_castps_si256(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ)));
+            q[k] = i;
+            sum = _mm256_add_epi32(sum, i);
+        }
+        _mm256_storeu_si256((__m256i *)(y + QS), pack32(q));
+        if (WITH_SUM) {
+            const uint16_t sh = _cvtss_sh((float)hsum8i(sum) * d, _MM_FROUND_TO_NEAREST_INT);
+            memcpy(y + offsetof(hx_block_q8_1, s), &sh, 2);
+        }
+    }
+}
+
+static void quant_q8_0(const float *x, void *y, int64_t n) { quant8(x, y, n, 0); }
+static void quant_q8_1(const float *x, void *y, int64_t n) { quant8(x, y, n, 1); }
+
+/* Q8_K: scale from the element of largest magnitude (the first, with its
+ * sign), q = round half to even of x * -127/max, block sums of 16. */
+static void quant_q8_K(const float *x, void *vy, int64_t n)
+{
+    uint8_t *y = vy;
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / HX_QK_K; b++, x += HX_QK_K, y += sizeof(hx_block_q8_K)) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < 32; k++)
+            m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + 8 * k), absm));
+        const float amax = hmax8(m);
+        float d = 0;
+        int16_t bsums[16] = {0};
+        if (amax == 0) {
+            memset(y + offsetof(hx_block_q8_K, qs), 0, HX_QK_K);
+        } else {
+            int first = 0;
+            for (int k = 0; k < 32; k++) {
+                const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + 8 * k), absm);
+                const int e = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+                if (e) {
+                    first = 8 * k + __builtin_ctz((unsigned)e);
+                    break;
+                }
+            }
+            const __m256 is = _mm256_set1_ps(-127.0f / x[first]);
+            for (int g = 0; g < 8; g++) { /* 32 quants a step */
+                __m256i q[4];
+                for (int k = 0; k < 4; k++) /* the default rounding mode rounds to nearest even */
+                    q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), is));
+                const __m256i p = pack32(q); /* saturates to -128..127 as the scalar clamp */
+                _mm256_storeu_si256((__m256i *)(y + offsetof(hx_block_q8_K, qs) + 32 * g), p);
+                /* sums of the stored (saturated) quants, 16 a group */
+                const __m256i w = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(p)), _mm256_set1_epi16(1));
+                const __m256i u = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1)), _mm256_set1_epi16(1));
+                bsums[2 * g] = (int16_t)hsum8i(w);
+                bsums[2 * g + 1] = (int16_t)hsum8i(u);
+            }
+            d = 1.0f / (-127.0f / x[first]);
+        }
+        memcpy(y + offsetof(hx_block_q8_K, d), &d, sizeof d);
+        memcpy(y + offsetof(hx_block_q8_K, bsums), bsums, sizeof bsums);
+    }
+}
+
 /* Element-wise products summed in four accumulators of eight lanes. */
-#define PLAIN_DOT(name, LOAD8, ELEM)                                              \
+#define PLAIN_DOT(name, LOAD8, ELEM, ELEM_BYTES)                                              \
     static void name(int64_t n, float *s, const void *vx, const void *vy)         \
     {                                                                             \
         const uint8_t *x = vx;                                                    \
@@ -134,9 +242,13 @@ static void quant_f16(const float *x, void *vy, int64_t n)
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), \
                          _mm256_setzero_ps()};                                    \
         int64_t i = 0;                                                            \
-        for (; i + 32 <= n; i += 32)                                              \
+        for (; i + 32 <= n; i += 32) {                                            \
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + ELEM_BYTES * i), _MM_HINT_T0); \
+            if (ELEM_BYTES == 4)                                                  \
+                _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + 64 + ELEM_BYTES * i), _MM_HINT_T0); \
             for (int k = 0; k < 4; k++)                                           \
                 acc[k] = _mm256_fmadd_ps(LOAD8(i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]); \
+        }                                                                         \
         for (; i + 8 <= n; i += 8)                                                \
             acc[0] = _mm256_fmadd_ps(LOAD8(i), _mm256_loadu_ps(y + i), acc[0]);   \
         float sum = hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
@@ -153,9 +265,9 @@ static void quant_f16(const float *x, void *vy, int64_t n)
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * (i)))), 16))
 #define EL_BF16(i) hx_bf16_to_fp32(hx_ld16(x + 2 * (i)))
 
-PLAIN_DOT(dot_f32, LD_F32, EL_F32)
-PLAIN_DOT(dot_f16, LD_F16, EL_F16)
-PLAIN_DOT(dot_bf16, LD_BF16, EL_BF16)
+PLAIN_DOT(dot_f32, LD_F32, EL_F32, 4)
+PLAIN_DOT(dot_f16, LD_F16, EL_F16, 2)
+PLAIN_DOT(dot_bf16, LD_BF16, EL_BF16, 2)
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
@@ -285,6 +397,7 @@ static inline __m256 blk_q5_1(const uint8_t *x, const uint8_t *y, __m256 acc)
         float mins = 0;                                                          \
         int64_t i = 0;                                                           \
         for (; i + 2 <= nb; i += 2, x += 2 * (BX), y += 2 * (BY)) {              \
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH), _MM_HINT_T0);    \
             acc0 = BLK(x, y, acc0);                                              \
             acc1 = BLK(x + (BX), y + (BY), acc1);                                \
             if (MINS)                                                            \
@@ -409,6 +522,8 @@ static void dot_q4_K(int64_t n, float *s, const void *vx, const void *vy)
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += sizeof(hx_block_q8_K)) {
+        for (int k = 0; k < (int)sizeof(hx_block_q4_K); k += 64)
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -435,6 +550,8 @@ static void dot_q5_K(int64_t n, float *s, const void *vx, const void *vy)
     const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += sizeof(hx_block_q8_K)) {
+        for (int k = 0; k < (int)sizeof(hx_block_q5_K); k += 64)
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
         const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -467,6 +584,8 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
     /* even sub-block scales to the low 128-bit lane, odd ones to the high */
     const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        for (int k = 0; k < (int)sizeof(hx_block_q6_K); k += 64)
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
         const __m128i scb = _mm_loadu_si128((const __m128i *)(x + offsetof(hx_block_q6_K, scales)));
         const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
@@ -511,10 +630,10 @@ const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1},
     [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0},
     [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, NULL, dot_q8_0, dot4_q8_0},
-    [HX_TYPE_Q8_1] = {dequant_q8_1, NULL, NULL, NULL},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_1] = {dequant_q8_1, quant_q8_1, NULL, NULL},
     [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
     [HX_TYPE_Q5_K] = {dequant_q5_K, NULL, dot_q5_K, dot4_q5_K},
     [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},
-    [HX_TYPE_Q8_K] = {dequant_q8_K, NULL, NULL, NULL},
+    [HX_TYPE_Q8_K] = {dequant_q8_K, quant_q8_K, NULL, NULL},
 };

@@ -4,12 +4,16 @@
  *
  * The 32-element block types are walked eight blocks at a time: the eight
  * f16 scales of weights and activations are pulled out of the blocks with
- * a few 64-byte loads and word permutes, converted at once, and applied to
- * pairs of blocks held in one zmm.  That keeps per-block scalar work (the
- * bottleneck of a one-block-at-a-time loop) off the decode hot path.
- * Quants are multiplied with VNNI (vpdpbusd: u8 x s8 summed into int32,
- * no saturation) or, for the K-quants, maddubs + vpdpwssd so the sub-block
- * scale is applied inside the integer sum.
+ * a few 64-byte loads and word permutes and converted at once, which keeps
+ * per-block scalar work (the bottleneck of a block-at-a-time loop) off the
+ * decode hot path.  The 4/5-bit types then hold one block per 128-bit lane
+ * (its low-nibble half against the activations' first 16, its high half
+ * against the last 16), gathered with inserts from memory rather than
+ * cross-lane permutes, which all queue on one port; Q8_0 holds two blocks
+ * per zmm.  Quants are multiplied with VNNI (vpdpbusd: u8 x s8 summed into
+ * int32, no saturation) or, for the K-quants, maddubs + vpdpwssd so the
+ * sub-block scale is applied inside the integer sum.  vec_dot4 of the
+ * 4/5-bit types shares the activation side between its four rows.
  *
  * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
 #include <immintrin.h>
@@ -23,6 +27,16 @@
 /* Kernel pieces take their layout as constant arguments: inlining them
  * into each caller is what turns those into immediates. */
 #define INLINE static inline __attribute__((always_inline))
+
+/* Asks for the weight bytes HX_QUANT_PREFETCH ahead of [p, p + len): a
+ * decode GEMV streams the weights once, and the hardware prefetcher alone
+ * leaves a core well short of its share of memory bandwidth. */
+INLINE void prefetch_ahead(const uint8_t *p, const int len)
+{
+#pragma GCC unroll 8
+    for (int k = 0; k < len; k += 64)
+        _mm_prefetch((const char *)(p + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
+}
 
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(hx_ld16(p)); }
 
@@ -112,7 +126,81 @@ static void quant_bf16(const float *x, void *vy, int64_t n)
     }
 }
 
-#define PLAIN_DOT(name, LOAD16, MLOAD16)                                                  \
+/* ---- activation quantizers (the scalar ones' bits, for finite input) ---- */
+
+/* Q8_0 / Q8_1: d = amax/127, q = round half away from zero (as roundf). */
+INLINE void quant8(const float *x, uint8_t *y, int64_t n, const int WITH_SUM)
+{
+    const size_t B = WITH_SUM ? sizeof(hx_block_q8_1) : sizeof(hx_block_q8_0);
+    const size_t QS = WITH_SUM ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f), half = _mm512_set1_ps(0.5f);
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += B) {
+        const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+        const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        const uint16_t dh = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        memcpy(y, &dh, 2);
+        __m512i q[2];
+        for (int k = 0; k < 2; k++) {
+            const __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v[k], _mm512_set1_ps(id)), lo), hi);
+            __m512i i = _mm512_cvttps_epi32(t);
+            const __m512 f = _mm512_sub_ps(t, _mm512_cvtepi32_ps(i)); /* exact */
+            i = _mm512_mask_add_epi32(i, _mm512_cmp_ps_mask(f, half, _CMP_GE_OQ), i, one);
+            i = _mm512_mask_sub_epi32(i, _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ), i, one);
+            q[k] = i;
+            _mm_storeu_si128((__m128i *)(y + QS + 16 * k), _mm512_cvtepi32_epi8(i));
+        }
+        if (WITH_SUM) {
+            const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
+            const uint16_t sh = _cvtss_sh((float)sum * d, _MM_FROUND_TO_NEAREST_INT);
+            memcpy(y + offsetof(hx_block_q8_1, s), &sh, 2);
+        }
+    }
+}
+
+static void quant_q8_0(const float *x, void *y, int64_t n) { quant8(x, y, n, 0); }
+static void quant_q8_1(const float *x, void *y, int64_t n) { quant8(x, y, n, 1); }
+
+/* Q8_K: scale from the element of largest magnitude (the first, with its
+ * sign), q = round half to even of x * -127/max, block sums of 16. */
+static void quant_q8_K(const float *x, void *vy, int64_t n)
+{
+    uint8_t *y = vy;
+    for (int64_t b = 0; b < n / HX_QK_K; b++, x += HX_QK_K, y += sizeof(hx_block_q8_K)) {
+        __m512 m = _mm512_setzero_ps();
+        for (int k = 0; k < 16; k++)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+        const float amax = _mm512_reduce_max_ps(m);
+        float d = 0;
+        int16_t bsums[16] = {0};
+        if (amax == 0) {
+            memset(y + offsetof(hx_block_q8_K, qs), 0, HX_QK_K);
+        } else {
+            int first = 0;
+            for (int k = 0; k < 16; k++) {
+                const __mmask16 e = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+                if (e) {
+                    first = 16 * k + __builtin_ctz(e);
+                    break;
+                }
+            }
+            const float iscale = -127.0f / x[first];
+            for (int k = 0; k < 16; k++) {
+                /* the default rounding mode rounds to nearest even */
+                __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), _mm512_set1_ps(iscale)));
+                q = _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-128));
+                _mm_storeu_si128((__m128i *)(y + offsetof(hx_block_q8_K, qs) + 16 * k), _mm512_cvtepi32_epi8(q));
+                bsums[k] = (int16_t)_mm512_reduce_add_epi32(q);
+            }
+            d = 1.0f / iscale;
+        }
+        memcpy(y + offsetof(hx_block_q8_K, d), &d, sizeof d);
+        memcpy(y + offsetof(hx_block_q8_K, bsums), bsums, sizeof bsums);
+    }
+}
+
+#define PLAIN_DOT(name, LOAD16, MLOAD16, ELEM_BYTES)                                                  \
     static void name(int64_t n, float *s, const void *vx, const void *vy)                 \
     {                                                                                     \
         const uint8_t *x = vx;                                                            \
@@ -120,9 +208,11 @@ static void quant_bf16(const float *x, void *vy, int64_t n)
         __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),   \
                          _mm512_setzero_ps()};                                            \
         int64_t i = 0;                                                                    \
-        for (; i + 64 <= n; i += 64)                                                      \
+        for (; i + 64 <= n; i += 64) {                                                    \
+            prefetch_ahead(x + (ELEM_BYTES) * i, 64 * (ELEM_BYTES));               \
             for (int k = 0; k < 4; k++)                                                   \
                 acc[k] = _mm512_fmadd_ps(LOAD16(i + 16 * k), _mm512_loadu_ps(y + i + 16 * k), acc[k]); \
+        }                                                                                 \
         for (; i < n; i += 16) {                                                          \
             const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);  \
             acc[0] = _mm512_fmadd_ps(MLOAD16(m, i), _mm512_maskz_loadu_ps(m, y + i), acc[0]); \
@@ -137,9 +227,9 @@ static void quant_bf16(const float *x, void *vy, int64_t n)
 #define LD_BF16(i) bf16x16(_mm256_loadu_si256((const __m256i *)(x + 2 * (i))))
 #define ML_BF16(m, i) bf16x16(_mm256_maskz_loadu_epi16(m, x + 2 * (i)))
 
-PLAIN_DOT(dot_f32, LD_F32, ML_F32)
-PLAIN_DOT(dot_f16, LD_F16, ML_F16)
-PLAIN_DOT(dot_bf16, LD_BF16, ML_BF16)
+PLAIN_DOT(dot_f32, LD_F32, ML_F32, 4)
+PLAIN_DOT(dot_f16, LD_F16, ML_F16, 2)
+PLAIN_DOT(dot_bf16, LD_BF16, ML_BF16, 2)
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
@@ -250,6 +340,9 @@ INLINE void group32(const uint8_t *x, const size_t bx, const uint8_t *y, const i
                            __m256 *accm)
 {
     __m256 dy, sy = _mm256_setzero_ps(), s8[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        prefetch_ahead(x + r * bx, 8 * B);
     fields8(y, A, 0, MINS ? 2 : -1, &dy, &sy);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
@@ -347,6 +440,7 @@ static inline void q8_0_group(const uint8_t *x, const uint8_t *y, __m512 acc[2])
 {
     const size_t B = sizeof(hx_block_q8_0);
     __m256 dx, dy;
+    prefetch_ahead(x, 8 * (int)B);
     fields8(x, (int)B, 0, -1, &dx, NULL);
     fields8(y, (int)B, 0, -1, &dy, NULL);
     const __m256 s8 = _mm256_mul_ps(dx, dy);
@@ -431,6 +525,7 @@ INLINE void dot_k4(int64_t n, float *s, const uint8_t *x, const uint8_t *y, cons
     __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += B, y += sizeof(hx_block_q8_K)) {
         uint64_t sc, m;
+        prefetch_ahead(x, (int)B);
         hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
         const __m512i isum = k4_block_sum(x + qs, five ? x + offsetof(hx_block_q5_K, qh) : NULL,
                                           (const int8_t *)(y + offsetof(hx_block_q8_K, qs)), sc);
@@ -464,6 +559,7 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
     const uint8_t *x = vx, *y = vy;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
+        prefetch_ahead(x, (int)sizeof(hx_block_q6_K));
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + offsetof(hx_block_q6_K, scales))));
         const __m512i scz = _mm512_castsi256_si512(sc16);
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
@@ -562,7 +658,9 @@ const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_1] = {NULL, NULL, dot_q4_1, dot4_q4_1},
     [HX_TYPE_Q5_0] = {NULL, NULL, dot_q5_0, dot4_q5_0},
     [HX_TYPE_Q5_1] = {NULL, NULL, dot_q5_1, dot4_q5_1},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, NULL, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0},
+    [HX_TYPE_Q8_1] = {NULL, quant_q8_1, NULL, NULL},
+    [HX_TYPE_Q8_K] = {NULL, quant_q8_K, NULL, NULL},
     [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
     [HX_TYPE_Q5_K] = {NULL, NULL, dot_q5_K, dot4_q5_K},
     [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},

@@ -23,6 +23,10 @@ extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
 
+/* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
+ * prefetch never faults, so reaching past a row's end is harmless. */
+#define HX_QUANT_PREFETCH 2048
+
 /* Weight quantizers (round to nearest, as ggml's reference quantizers). */
 void hx_quant_quantize_f32(const float *x, void *y, int64_t n);
 void hx_quant_quantize_f16(const float *x, void *y, int64_t n);

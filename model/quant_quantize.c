@@ -22,6 +22,16 @@ static inline int rne(float v)
     return (int)((v + 12582912.0f) - 12582912.0f);
 }
 
+/* roundf for |v| <= 127 without a libm call: truncate, then step away
+ * from zero when the (exactly computed) fraction is at least one half. */
+static inline int round_away(float v)
+{
+    int i = (int)v;
+    const float f = v - (float)i;
+    i += (f >= 0.5f) - (f <= -0.5f);
+    return i;
+}
+
 static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static inline void st16(uint8_t *p, uint16_t v) { memcpy(p, &v, sizeof v); }
@@ -139,7 +149,7 @@ static void quantize_8(const float *x, uint8_t *y, int64_t n, int with_sum)
         st16(y, hx_fp32_to_fp16(d));
         int sum = 0;
         for (int j = 0; j < HX_QK; j++) {
-            const int q = (int)roundf(clampf(x[j] * id, -127.0f, 127.0f));
+            const int q = round_away(clampf(x[j] * id, -127.0f, 127.0f));
             y[qs_off + j] = (uint8_t)(int8_t)q;
             sum += q;
         }

@@ -184,8 +184,11 @@ static void dot_q5_0(int64_t n, float *s, const void *vx, const void *vy)
         const uint32_t qh = hx_ld32(x + offsetof(hx_block_q5_0, qh));
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_0, qs));
         int isum = 0;
-        for (int j = 0; j < HX_QK; j++)
-            isum += (q5_at(qs, qh, j) - 16) * a[j];
+        for (int j = 0; j < 16; j++) {
+            const int lo = (qs[j] & 0xf) | (int)(((qh >> j) & 1u) << 4);
+            const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            isum += (lo - 16) * a[j] + (hi - 16) * a[j + 16];
+        }
         sum += (float)isum * (H(x + offsetof(hx_block_q5_0, d)) * H(y + offsetof(hx_block_q8_0, d)));
     }
     *s = sum;
@@ -200,8 +203,11 @@ static void dot_q5_1(int64_t n, float *s, const void *vx, const void *vy)
         const uint32_t qh = hx_ld32(x + offsetof(hx_block_q5_1, qh));
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_1, qs));
         int isum = 0;
-        for (int j = 0; j < HX_QK; j++)
-            isum += q5_at(qs, qh, j) * a[j];
+        for (int j = 0; j < 16; j++) {
+            const int lo = (qs[j] & 0xf) | (int)(((qh >> j) & 1u) << 4);
+            const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            isum += lo * a[j] + hi * a[j + 16];
+        }
         sum += (float)isum * (H(x + offsetof(hx_block_q5_1, d)) * H(y + offsetof(hx_block_q8_1, d))) +
                H(x + offsetof(hx_block_q5_1, m)) * H(y + offsetof(hx_block_q8_1, s));
     }
@@ -225,27 +231,11 @@ static void dot_q8_0(int64_t n, float *s, const void *vx, const void *vy)
 
 /* ---- K-quants ----------------------------------------------------------- */
 
-/* Quant e (0..255) of a Q4_K / Q5_K super-block, without the fifth bit. */
-static inline int k4_nibble(const uint8_t *qs, int e)
-{
-    const uint8_t b = qs[32 * (e / 64) + e % 32];
-    return (e % 64) < 32 ? b & 0xf : b >> 4;
-}
-
-/* The fifth bit of element e of a Q5_K super-block. */
-static inline int k5_high(const uint8_t *qh, int e)
-{
-    return (qh[e % 32] >> (e / 32)) & 1;
-}
-
-/* The six-bit quant e (0..255) of a Q6_K super-block, 0..63. */
-static inline int q6_at(const uint8_t *b, int e)
-{
-    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-    const uint8_t lo = b[offsetof(hx_block_q6_K, ql) + 64 * h + l + 32 * (k & 1)];
-    const uint8_t hi = b[offsetof(hx_block_q6_K, qh) + 32 * h + l];
-    return (k < 2 ? lo & 0xf : lo >> 4) | (((hi >> (2 * k)) & 3) << 4);
-}
+/* Loops follow the packing: chunk c (0..3) of qs holds sub-block 2c in its
+ * low nibbles and sub-block 2c+1 in its high nibbles; Q5_K's fifth bits
+ * are bits 2c and 2c+1 of qh[l].  A Q6_K half h holds four groups of 32
+ * (k = 0..3): low bits in ql[64h + l + 32(k&1)] (low nibble for k < 2),
+ * top bits in bits 2k..2k+1 of qh[32h + l]. */
 
 static void dequant_q4_K(const void *vx, float *y, int64_t n)
 {
@@ -253,14 +243,16 @@ static void dequant_q4_K(const void *vx, float *y, int64_t n)
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += HX_QK_K) {
         const float d = H(x + offsetof(hx_block_q4_K, d));
         const float dmin = H(x + offsetof(hx_block_q4_K, dmin));
-        const uint8_t *qs = x + offsetof(hx_block_q4_K, qs);
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
-        for (int j = 0; j < 8; j++) {
-            const float dj = d * (float)(uint8_t)(sc >> (8 * j));
-            const float mj = dmin * (float)(uint8_t)(m >> (8 * j));
-            for (int l = 0; l < 32; l++)
-                y[32 * j + l] = dj * (float)k4_nibble(qs, 32 * j + l) - mj;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = x + offsetof(hx_block_q4_K, qs) + 32 * c;
+            const float d0 = d * (float)(uint8_t)(sc >> (16 * c)), m0 = dmin * (float)(uint8_t)(m >> (16 * c));
+            const float d1 = d * (float)(uint8_t)(sc >> (16 * c + 8)), m1 = dmin * (float)(uint8_t)(m >> (16 * c + 8));
+            for (int l = 0; l < 32; l++) {
+                y[64 * c + l] = d0 * (float)(q[l] & 0xf) - m0;
+                y[64 * c + 32 + l] = d1 * (float)(q[l] >> 4) - m1;
+            }
         }
     }
 }
@@ -271,19 +263,33 @@ static void dequant_q5_K(const void *vx, float *y, int64_t n)
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += HX_QK_K) {
         const float d = H(x + offsetof(hx_block_q5_K, d));
         const float dmin = H(x + offsetof(hx_block_q5_K, dmin));
-        const uint8_t *qs = x + offsetof(hx_block_q5_K, qs);
         const uint8_t *qh = x + offsetof(hx_block_q5_K, qh);
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
-        for (int j = 0; j < 8; j++) {
-            const float dj = d * (float)(uint8_t)(sc >> (8 * j));
-            const float mj = dmin * (float)(uint8_t)(m >> (8 * j));
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = x + offsetof(hx_block_q5_K, qs) + 32 * c;
+            const float d0 = d * (float)(uint8_t)(sc >> (16 * c)), m0 = dmin * (float)(uint8_t)(m >> (16 * c));
+            const float d1 = d * (float)(uint8_t)(sc >> (16 * c + 8)), m1 = dmin * (float)(uint8_t)(m >> (16 * c + 8));
             for (int l = 0; l < 32; l++) {
-                const int e = 32 * j + l;
-                y[e] = dj * (float)(k4_nibble(qs, e) | (k5_high(qh, e) << 4)) - mj;
+                const int h0 = ((qh[l] >> (2 * c)) & 1) << 4, h1 = ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                y[64 * c + l] = d0 * (float)((q[l] & 0xf) | h0) - m0;
+                y[64 * c + 32 + l] = d1 * (float)((q[l] >> 4) | h1) - m1;
             }
         }
     }
+}
+
+/* The four 6-bit quants (0..63) at position l of half h of a Q6_K block:
+ * elements 128h + l + 32k, k = 0..3. */
+static inline void q6_quad(const uint8_t *b, int h, int l, int q[4])
+{
+    const uint8_t lo0 = b[offsetof(hx_block_q6_K, ql) + 64 * h + l];
+    const uint8_t lo1 = b[offsetof(hx_block_q6_K, ql) + 64 * h + l + 32];
+    const uint8_t hi = b[offsetof(hx_block_q6_K, qh) + 32 * h + l];
+    q[0] = (lo0 & 0xf) | ((hi & 3) << 4);
+    q[1] = (lo1 & 0xf) | (((hi >> 2) & 3) << 4);
+    q[2] = (lo0 >> 4) | (((hi >> 4) & 3) << 4);
+    q[3] = (lo1 >> 4) | ((hi >> 6) << 4);
 }
 
 static void dequant_q6_K(const void *vx, float *y, int64_t n)
@@ -292,8 +298,16 @@ static void dequant_q6_K(const void *vx, float *y, int64_t n)
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += HX_QK_K) {
         const float d = H(x + offsetof(hx_block_q6_K, d));
         const int8_t *sc = (const int8_t *)(x + offsetof(hx_block_q6_K, scales));
-        for (int e = 0; e < HX_QK_K; e++)
-            y[e] = d * (float)sc[e / 16] * (float)(q6_at(x, e) - 32);
+        for (int h = 0; h < 2; h++) {
+            for (int l = 0; l < 32; l++) {
+                int q[4];
+                q6_quad(x, h, l, q);
+                for (int k = 0; k < 4; k++) {
+                    const int e = 128 * h + 32 * k + l;
+                    y[e] = d * (float)sc[e / 16] * (float)(q[k] - 32);
+                }
+            }
+        }
     }
 }
 
@@ -324,16 +338,18 @@ static void dot_q4_K(int64_t n, float *s, const void *vx, const void *vy)
     const uint8_t *x = vx, *y = vy;
     float sum = 0;
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q4_K), y += sizeof(hx_block_q8_K)) {
-        const uint8_t *qs = x + offsetof(hx_block_q4_K, qs);
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q4_K, scales), &sc, &m);
         int isum = 0;
-        for (int j = 0; j < 8; j++) {
-            int sub = 0;
-            for (int l = 0; l < 32; l++)
-                sub += k4_nibble(qs, 32 * j + l) * a[32 * j + l];
-            isum += (int)(uint8_t)(sc >> (8 * j)) * sub;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = x + offsetof(hx_block_q4_K, qs) + 32 * c;
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += (q[l] & 0xf) * a[64 * c + l];
+                s1 += (q[l] >> 4) * a[64 * c + 32 + l];
+            }
+            isum += (int)(uint8_t)(sc >> (16 * c)) * s0 + (int)(uint8_t)(sc >> (16 * c + 8)) * s1;
         }
         const float dy = hx_ldf(y + offsetof(hx_block_q8_K, d));
         sum += dy * H(x + offsetof(hx_block_q4_K, d)) * (float)isum -
@@ -347,19 +363,20 @@ static void dot_q5_K(int64_t n, float *s, const void *vx, const void *vy)
     const uint8_t *x = vx, *y = vy;
     float sum = 0;
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q5_K), y += sizeof(hx_block_q8_K)) {
-        const uint8_t *qs = x + offsetof(hx_block_q5_K, qs);
         const uint8_t *qh = x + offsetof(hx_block_q5_K, qh);
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
         uint64_t sc, m;
         hx_quant_k4_unpack(x + offsetof(hx_block_q5_K, scales), &sc, &m);
         int isum = 0;
-        for (int j = 0; j < 8; j++) {
-            int sub = 0;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = x + offsetof(hx_block_q5_K, qs) + 32 * c;
+            int s0 = 0, s1 = 0;
             for (int l = 0; l < 32; l++) {
-                const int e = 32 * j + l;
-                sub += (k4_nibble(qs, e) | (k5_high(qh, e) << 4)) * a[e];
+                const int h0 = ((qh[l] >> (2 * c)) & 1) << 4, h1 = ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                s0 += ((q[l] & 0xf) | h0) * a[64 * c + l];
+                s1 += ((q[l] >> 4) | h1) * a[64 * c + 32 + l];
             }
-            isum += (int)(uint8_t)(sc >> (8 * j)) * sub;
+            isum += (int)(uint8_t)(sc >> (16 * c)) * s0 + (int)(uint8_t)(sc >> (16 * c + 8)) * s1;
         }
         const float dy = hx_ldf(y + offsetof(hx_block_q8_K, d));
         sum += dy * H(x + offsetof(hx_block_q5_K, d)) * (float)isum -
@@ -375,13 +392,20 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q6_K), y += sizeof(hx_block_q8_K)) {
         const int8_t *sc = (const int8_t *)(x + offsetof(hx_block_q6_K, scales));
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
-        int isum = 0;
-        for (int g = 0; g < 16; g++) {
-            int sub = 0;
-            for (int l = 0; l < 16; l++)
-                sub += (q6_at(x, 16 * g + l) - 32) * a[16 * g + l];
-            isum += sc[g] * sub;
+        int sub[16] = {0}; /* per sub-block of 16 */
+        for (int h = 0; h < 2; h++) {
+            for (int l = 0; l < 32; l++) {
+                int q[4];
+                q6_quad(x, h, l, q);
+                for (int k = 0; k < 4; k++) {
+                    const int e = 128 * h + 32 * k + l;
+                    sub[e / 16] += (q[k] - 32) * a[e];
+                }
+            }
         }
+        int isum = 0;
+        for (int g = 0; g < 16; g++)
+            isum += sc[g] * sub[g];
         sum += hx_ldf(y + offsetof(hx_block_q8_K, d)) * H(x + offsetof(hx_block_q6_K, d)) * (float)isum;
     }
     *s = sum;

@@ -45,6 +45,11 @@ struct hx_device_ops {
 
     /* Whether the device has an implementation of the codelet. */
     int (*can_run)(hx_device *d, const hx_codelet *cl);
+    /* Optional: whether that implementation covers these arguments (an
+     * OpenCL kernel for the weight type, a bitstream holding the kernel).
+     * Invalid arguments are not its business: they fail on any device
+     * when the task runs.  `sizes` are the task's buffer sizes. */
+    int (*can_run_args)(hx_device *d, const hx_codelet *cl, const void *args, const size_t *sizes);
     /* Runs one task to completion on the calling (worker) thread. */
     hx_status (*run)(hx_device *d, const hx_exec *exec);
 

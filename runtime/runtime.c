@@ -98,7 +98,10 @@ static hx_status resolve_options(const hx_runtime_options *o, resolved_options *
     if (r->pin < -1 || r->pin > 1)
         return hx_error(HX_ERR_INVALID_ARG, "pin_threads=%d: expected -1, 0 or 1", r->pin);
     if (r->pin == -1) {
-        r->pin = 1;
+        /* Off by default: a thread pinned to a core that another process
+         * holds cannot move to the core that is free, and every task waits
+         * for it.  On a dedicated machine HX_PIN=1 saves a little. */
+        r->pin = 0;
         if ((e = getenv("HX_PIN")) && (s = parse_int("HX_PIN", e, 0, 1, &r->pin)))
             return s;
     }

@@ -12,7 +12,14 @@ int hx_sched_can_run(const hx_task *t, const hx_device *d)
 {
     if (t->desc.device >= 0 && t->desc.device != d->info.index)
         return 0;
-    return d->ops->can_run((hx_device *)d, t->desc.codelet);
+    if (!d->ops->can_run((hx_device *)d, t->desc.codelet))
+        return 0;
+    if (!d->ops->can_run_args)
+        return 1;
+    size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
+    for (int i = 0; i < t->desc.nbuffers; i++)
+        sizes[i] = hx_buffer_size(t->desc.buffers[i]);
+    return d->ops->can_run_args((hx_device *)d, t->desc.codelet, t->desc.args, sizes);
 }
 
 hx_status hx_sched_init(hx_sched *s, hx_runtime *rt, const char *name)

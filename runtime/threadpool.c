@@ -1,18 +1,24 @@
-/* The CPU team.  Members spin briefly between tasks (a task on a decode
- * path is tens of microseconds; a sleep/wake round trip costs about as
- * much) and then sleep, so an idle runtime leaves the cores to others. */
+/* The CPU team.  Every wait (for work, at a barrier, for the end of a
+ * task) spins briefly — a decode task lasts tens of microseconds and a
+ * sleep/wake round trip costs about as much — and then sleeps on a futex,
+ * so that an idle runtime, or one sharing oversubscribed cores with other
+ * processes, does not burn the time of the very threads it waits for. */
 #include <hwloc.h>
 #include <immintrin.h>
+#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "runtime/error.h"
 #include "runtime/threadpool.h"
 
-#define SPIN_BEFORE_SLEEP 20000
-#define SPIN_BEFORE_YIELD 2000
+#define SPIN_IDLE 20000   /* between tasks */
+#define SPIN_BARRIER 4000 /* for the last chunks of a run */
+
+typedef _Atomic unsigned counter;
 
 struct hx_team {
     int n;
@@ -20,24 +26,71 @@ struct hx_team {
     int pin;
     pthread_t *threads;
 
-    _Atomic unsigned generation; /* bumped per run; odd bit unused */
-    _Atomic int finished;
-    hx_team_fn fn;
-    void *ctx;
+    /* The loop being run.  `claim` packs the run's number (high 32 bits)
+     * with the next chunk to hand out, so a member that wakes up late can
+     * never take a chunk of a newer run with the older run's function. */
+    _Atomic uint64_t claim;
+    _Atomic(hx_team_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int nchunks;
+    _Atomic int completed;
+
+    counter generation; /* bumped per run, wakes members */
+    counter done;       /* bumped when the last chunk of a run completes */
     _Atomic int stop;
-
-    _Atomic int sleepers;
-    pthread_mutex_t m;
-    pthread_cond_t c;
-
-    _Atomic int arrived; /* barrier */
-    _Atomic unsigned phase;
+    _Atomic int sleepers; /* threads asleep on either counter */
 };
 
 typedef struct {
     hx_team *t;
     int ith;
 } member_arg;
+
+/* Waits until *c differs from `old`.  The sleeper count and the counter
+ * are both sequentially consistent, pairing with bump(): either the waker
+ * sees the sleeper, or the sleeper sees the new value (and the futex call
+ * itself returns at once when the value has already changed). */
+static void wait_change(hx_team *t, counter *c, unsigned old, int spin)
+{
+    for (int i = 0; i < spin; i++) {
+        if (atomic_load_explicit(c, memory_order_acquire) != old)
+            return;
+        _mm_pause();
+    }
+    atomic_fetch_add(&t->sleepers, 1);
+    while (atomic_load(c) == old && !atomic_load(&t->stop))
+        syscall(SYS_futex, (unsigned *)c, FUTEX_WAIT_PRIVATE, old, NULL, NULL, 0);
+    atomic_fetch_sub(&t->sleepers, 1);
+}
+
+static void bump(hx_team *t, counter *c)
+{
+    atomic_fetch_add(c, 1);
+    if (atomic_load(&t->sleepers) > 0)
+        syscall(SYS_futex, (unsigned *)c, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Claims and runs chunks of the current run until none is left.  The
+ * function and count are read after the claim word and validated by the
+ * compare-exchange: it succeeds only if no newer run has started, and a
+ * newer run starts only once every chunk of this one is claimed. */
+static void work(hx_team *t)
+{
+    for (;;) {
+        uint64_t c = atomic_load(&t->claim);
+        hx_team_fn fn = atomic_load(&t->fn);
+        void *ctx = atomic_load(&t->ctx);
+        int n = atomic_load(&t->nchunks);
+        int chunk = (int)(c & 0xffffffffu);
+        if (chunk >= n)
+            return;
+        if (!atomic_compare_exchange_weak(&t->claim, &c, c + 1))
+            continue;
+        fn(ctx, chunk, n);
+        if (atomic_fetch_add(&t->completed, 1) == n - 1)
+            bump(t, &t->done);
+    }
+}
 
 int hx_team_size(const hx_team *t) { return t->n; }
 
@@ -53,35 +106,10 @@ hx_status hx_team_pin_self(hx_team *t, int ith)
         return HX_OK;
     hwloc_bitmap_t set = hwloc_bitmap_dup(core->cpuset);
     hwloc_bitmap_singlify(set);
-    int rc = hwloc_set_cpubind(t->topo, set, HWLOC_CPUBIND_THREAD);
-    hwloc_bitmap_free(set);
     /* Binding can be refused (containers, cpusets): run unpinned then. */
-    (void)rc;
+    (void)hwloc_set_cpubind(t->topo, set, HWLOC_CPUBIND_THREAD);
+    hwloc_bitmap_free(set);
     return HX_OK;
-}
-
-static void wait_spin(int *spins)
-{
-    if (++*spins < SPIN_BEFORE_YIELD)
-        _mm_pause();
-    else
-        sched_yield();
-}
-
-void hx_team_barrier(void *team)
-{
-    hx_team *t = team;
-    if (t->n == 1)
-        return;
-    unsigned phase = atomic_load_explicit(&t->phase, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&t->arrived, 1, memory_order_acq_rel) == t->n - 1) {
-        atomic_store_explicit(&t->arrived, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->phase, 1, memory_order_release);
-        return;
-    }
-    int spins = 0;
-    while (atomic_load_explicit(&t->phase, memory_order_acquire) == phase)
-        wait_spin(&spins);
 }
 
 static void *member_main(void *p)
@@ -92,26 +120,11 @@ static void *member_main(void *p)
     hx_team_pin_self(t, a.ith);
     unsigned seen = 0;
     for (;;) {
-        int spins = 0;
-        unsigned g;
-        while ((g = atomic_load_explicit(&t->generation, memory_order_acquire)) == seen &&
-               !atomic_load(&t->stop)) {
-            if (spins++ < SPIN_BEFORE_SLEEP) {
-                _mm_pause();
-                continue;
-            }
-            pthread_mutex_lock(&t->m);
-            atomic_fetch_add(&t->sleepers, 1);
-            while (atomic_load(&t->generation) == seen && !atomic_load(&t->stop))
-                pthread_cond_wait(&t->c, &t->m);
-            atomic_fetch_sub(&t->sleepers, 1);
-            pthread_mutex_unlock(&t->m);
-        }
+        wait_change(t, &t->generation, seen, SPIN_IDLE);
         if (atomic_load(&t->stop))
             return NULL;
-        seen = g;
-        t->fn(t->ctx, a.ith, t->n);
-        atomic_fetch_add_explicit(&t->finished, 1, memory_order_acq_rel);
+        seen = atomic_load(&t->generation);
+        work(t);
     }
 }
 
@@ -127,8 +140,6 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
     t->n = nthreads;
     t->topo = topology;
     t->pin = pin;
-    pthread_mutex_init(&t->m, NULL);
-    pthread_cond_init(&t->c, NULL);
     for (int i = 1; i < nthreads; i++) {
         member_arg *a = malloc(sizeof *a);
         if (a) {
@@ -146,36 +157,38 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
     return HX_OK;
 }
 
-void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx)
+void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx, int nchunks)
 {
-    t->fn = fn;
-    t->ctx = ctx;
-    atomic_store_explicit(&t->finished, 0, memory_order_relaxed);
-    /* seq_cst: pairs with the sleeper's increment of `sleepers` (Dekker). */
-    atomic_fetch_add(&t->generation, 1);
-    if (atomic_load(&t->sleepers) > 0) {
-        pthread_mutex_lock(&t->m);
-        pthread_cond_broadcast(&t->c);
-        pthread_mutex_unlock(&t->m);
+    if (nchunks < 1)
+        return;
+    if (t->n == 1) {
+        for (int i = 0; i < nchunks; i++)
+            fn(ctx, i, nchunks);
+        return;
     }
-    fn(ctx, 0, t->n);
-    int spins = 0;
-    while (atomic_load_explicit(&t->finished, memory_order_acquire) != t->n - 1)
-        wait_spin(&spins);
+    atomic_store(&t->fn, fn);
+    atomic_store(&t->ctx, ctx);
+    atomic_store(&t->nchunks, nchunks);
+    atomic_store(&t->completed, 0);
+    unsigned done = atomic_load(&t->done);
+    uint64_t run = (atomic_load(&t->claim) >> 32) + 1;
+    atomic_store(&t->claim, run << 32);
+    bump(t, &t->generation);
+    work(t);
+    /* Only chunks someone claimed are waited for. */
+    if (atomic_load(&t->completed) != nchunks)
+        wait_change(t, &t->done, done, SPIN_BARRIER);
 }
 
 void hx_team_destroy(hx_team *t)
 {
     if (!t)
         return;
-    pthread_mutex_lock(&t->m);
     atomic_store(&t->stop, 1);
-    pthread_cond_broadcast(&t->c);
-    pthread_mutex_unlock(&t->m);
+    bump(t, &t->generation);
+    syscall(SYS_futex, (unsigned *)&t->generation, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     for (int i = 1; i < t->n; i++)
         pthread_join(t->threads[i], NULL);
-    pthread_mutex_destroy(&t->m);
-    pthread_cond_destroy(&t->c);
     free(t->threads);
     free(t);
 }

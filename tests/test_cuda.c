@@ -12,6 +12,7 @@
 #include "kernels_cu/dequant_tile.h"
 #include "kernels_cu/op_check.h"
 #include "kernels_cu/plugin.h"
+#include "model/quant.h"
 #include "model/types.h"
 #include "tests/hx_test.h"
 
@@ -434,6 +435,62 @@ START_TEST(q4_k_tile_is_exact)
 }
 END_TEST
 
+/* Every quantized type against the CPU's scalar dequantization (model/quant),
+ * bit for bit: a weight tile on the GPU holds what the CPU computes with. */
+static uint32_t f16_field_offsets(uint32_t type, uint32_t off[2])
+{
+    switch (type) {
+    case HX_TYPE_Q4_0:
+    case HX_TYPE_Q5_0:
+    case HX_TYPE_Q8_0: off[0] = 0; return 1;
+    case HX_TYPE_Q4_1:
+    case HX_TYPE_Q5_1:
+    case HX_TYPE_Q4_K:
+    case HX_TYPE_Q5_K: off[0] = 0, off[1] = 2; return 2;
+    case HX_TYPE_Q6_K: off[0] = 208; return 1;
+    default: return 0;
+    }
+}
+
+START_TEST(every_quantized_type_matches_the_cpu_decoder)
+{
+    const uint32_t types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1,
+                              HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+    rng_seed(26);
+    for (int t = 0; t < 8; t++) {
+        uint32_t type = types[t], N = 13, K = 512;
+        const hx_quant_ops *q = hx_quant_ops_get_level((hx_type)type, HX_SIMD_SCALAR);
+        ck_assert_msg(q && q->dequantize_row, "no CPU decoder for %s", hx_type_name(type));
+        ck_assert(hx_dq_is_quantized(type));
+        uint64_t rb = hx_dq_row_bytes(type, K), bb = hx_dq_block_bytes(type);
+        ck_assert_uint_eq(rb, hx_type_row_size((hx_type)type, K));
+        uint8_t *W = malloc(N * rb);
+        for (uint64_t i = 0; i < N * rb; i++)
+            W[i] = (uint8_t)rng_u32();
+        uint32_t off[2], nf = f16_field_offsets(type, off);
+        for (uint64_t b = 0; b < N * rb / bb; b++)
+            for (uint32_t f = 0; f < nf; f++) {
+                uint16_t h = rand_scale();
+                memcpy(W + b * bb + off[f], &h, 2);
+            }
+        float *ref = malloc(sizeof(float) * N * K);
+        for (uint32_t n = 0; n < N; n++)
+            q->dequantize_row(W + n * rb, ref + (uint64_t)n * K, K);
+        uint16_t *tile = malloc((size_t)N * K * 2);
+        hx_dq_tile_fill(type, W, K, 0, N, tile);
+        for (uint64_t i = 0; i < (uint64_t)N * K; i++) {
+            float got = hx_dq_elem(type, W + (i / K) * rb, i % K);
+            ck_assert_msg(memcmp(&got, &ref[i], 4) == 0, "%s elem %llu: %a vs %a", hx_type_name(type),
+                          (unsigned long long)i, got, ref[i]);
+            ck_assert_msg(tile[i] == ref_f2h(ref[i]), "%s tile elem %llu", hx_type_name(type), (unsigned long long)i);
+        }
+        free(W);
+        free(ref);
+        free(tile);
+    }
+}
+END_TEST
+
 START_TEST(q4_k_scales_unpack_what_was_packed)
 {
     rng_seed(24);
@@ -483,15 +540,21 @@ END_TEST
 
 START_TEST(row_sizes_agree_with_the_type_table)
 {
-    const uint32_t types[] = {HX_TYPE_F32, HX_TYPE_F16, HX_TYPE_BF16, HX_TYPE_Q8_0, HX_TYPE_Q4_0, HX_TYPE_Q4_K};
+    const uint32_t types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q8_0, HX_TYPE_Q4_0, HX_TYPE_Q4_1,
+                              HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
     const uint64_t ks[] = {1, 31, 32, 64, 255, 256, 4096, 11008};
-    for (int t = 0; t < 6; t++) {
+    for (int t = 0; t < 11; t++) {
         ck_assert(hx_dq_supported(types[t]));
         for (int k = 0; k < 8; k++)
             ck_assert_uint_eq(hx_dq_row_bytes(types[t], ks[k]), hx_type_row_size((hx_type)types[t], ks[k]));
     }
-    ck_assert(!hx_dq_supported(HX_TYPE_Q6_K));
-    ck_assert_uint_eq(hx_dq_row_bytes(HX_TYPE_Q6_K, 256), 0);
+    /* Every type the CPU computes with is supported, nothing else. */
+    for (uint32_t t = 0; t < HX_TYPE_COUNT; t++) {
+        const hx_type_traits *tr = hx_type_get(t);
+        int cpu = tr && tr->computable && t != HX_TYPE_Q8_1 && t != HX_TYPE_Q8_K;
+        ck_assert_msg(hx_dq_supported(t) == cpu, "type %u (%s)", t, hx_type_name(t));
+    }
+    ck_assert_uint_eq(hx_dq_row_bytes(HX_TYPE_Q2_K, 256), 0);
     ck_assert_uint_eq(hx_dq_row_bytes(HX_TYPE_Q8_0, 0), 0);
 }
 END_TEST
@@ -532,7 +595,7 @@ START_TEST(matmul_check_refuses_short_buffers)
     a.K = 500;                                                     /* not whole super-blocks */
     ck_assert_int_eq(hx_oc_matmul(&a, s, 4, msg, sizeof msg), 1);
     a.K = 512;
-    a.wtype = HX_TYPE_Q6_K;
+    a.wtype = HX_TYPE_Q3_K;
     ck_assert_int_eq(hx_oc_matmul(&a, s, 4, msg, sizeof msg), 1);
     hx_op_matmul big = {.wtype = HX_TYPE_F32, .T = 0x7fffffff, .N = 0x7fffffff, .K = 0x7fffffff};
     ck_assert_int_eq(hx_oc_matmul(&big, s, 3, msg, sizeof msg), 1);
@@ -569,7 +632,7 @@ START_TEST(kv_checks_refuse_bad_layouts)
     a.Dh = 80;
     a.kv_type = HX_TYPE_Q8_0; /* 80 is not whole Q8_0 blocks */
     ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 1);
-    a.kv_type = HX_TYPE_F32;
+    a.kv_type = HX_TYPE_Q4_0;
     ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 1);
 
     hx_op_kv_store k = {.kv = {.T = 4, .S = 1, .max_blocks = 1, .block_size = 0}, .Hkv = 2, .Dh = 64,
@@ -638,6 +701,7 @@ Suite *suite_cuda(void)
     tcase_add_test(tiles, q8_0_tile_is_exact);
     tcase_add_test(tiles, q4_0_tile_is_exact);
     tcase_add_test(tiles, q4_k_tile_is_exact);
+    tcase_add_test(tiles, every_quantized_type_matches_the_cpu_decoder);
     tcase_add_test(tiles, q4_k_scales_unpack_what_was_packed);
     tcase_add_test(tiles, plain_types_decode_exactly);
     tcase_add_test(tiles, row_sizes_agree_with_the_type_table);

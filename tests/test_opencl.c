@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "devices/opencl.h"
+#include "runtime/ops.h"
 #include "runtime/runtime.h"
 #include "tests/cl_test.h"
 
@@ -243,6 +244,85 @@ START_TEST(unified_buffers_are_never_copied)
 }
 END_TEST
 
+/* Caller memory at an odd address (a tensor inside a mapped file) is used
+ * in place too: host changes reach the next task, task results reach the
+ * host, whatever the OpenCL driver's alignment preference. */
+START_TEST(unaligned_wrapped_buffers_stay_coherent)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt);
+    const size_t n = 1001;
+    char *mem = malloc(3 * (n * 4 + 64) + 4);
+    float *x = (float *)(mem + 4), *y = x + n + 3, *z = y + n + 5; /* 4-byte aligned only */
+    hx_cl_test_random(x, n, 45);
+    hx_cl_test_random(y, n, 46);
+    hx_buffer *bx, *by, *bz;
+    HX_ASSERT_OK(hx_buffer_wrap(rt, x, n * 4, 1, &bx));
+    HX_ASSERT_OK(hx_buffer_wrap(rt, y, n * 4, 0, &by));
+    HX_ASSERT_OK(hx_buffer_wrap(rt, z, n * 4, 0, &bz));
+    hx_args_vector_add a = {n};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {bx, by, bz},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = cl};
+    for (int round = 0; round < 3; round++) {
+        float *py;
+        HX_ASSERT_OK(hx_buffer_acquire(by, HX_RW, (void **)&py));
+        for (size_t i = 0; i < n; i++)
+            py[i] += 1.0f; /* host writes between tasks */
+        hx_buffer_release(by);
+        hx_task *t;
+        HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+        HX_ASSERT_OK(hx_task_wait(t));
+        float *pz;
+        HX_ASSERT_OK(hx_buffer_acquire(bz, HX_R, (void **)&pz));
+        ck_assert_ptr_eq(pz, z);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(z[i] == x[i] + y[i], "round %d element %zu: %g vs %g", round, i, z[i], x[i] + y[i]);
+        hx_buffer_release(bz);
+    }
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(by);
+    hx_buffer_destroy(bz);
+    free(mem);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* The device-memory path that GPUs without shared memory take (PoCL itself
+ * shares host memory, so the ops are driven directly): alloc, copy in,
+ * run on device handles, copy out, release. */
+START_TEST(device_memory_path)
+{
+    hx_runtime *rt = hx_cl_test_open("opencl", 0);
+    hx_device *dev = rt->devices[0];
+    const size_t n = 5003;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *z = malloc(2 * n * 4);
+    hx_cl_test_random(x, n, 47);
+    hx_cl_test_random(y, n, 48);
+    void *h[3];
+    for (int i = 0; i < 3; i++)
+        HX_ASSERT_OK(dev->ops->alloc(dev, n * 4, &h[i]));
+    HX_ASSERT_OK(dev->ops->copy_in(dev, h[0], x, n * 4));
+    HX_ASSERT_OK(dev->ops->copy_in(dev, h[1], y, n * 4));
+    hx_args_vector_add a = {n};
+    hx_exec e = {.codelet = hx_codelet_builtin("vector_add"), .args = &a, .nbuffers = 3,
+                 .handles = {h[0], h[1], h[2]}, .sizes = {n * 4, n * 4, n * 4}, .modes = {HX_R, HX_R, HX_W}};
+    ck_assert(dev->ops->can_run(dev, e.codelet));
+    HX_ASSERT_OK(dev->ops->run(dev, &e));
+    HX_ASSERT_OK(dev->ops->copy_out(dev, z, h[2], n * 4));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_eq(z[i], x[i] + y[i]);
+    /* A copy past the allocation is refused by the driver, by name. */
+    ck_assert_int_eq(dev->ops->copy_out(dev, z, h[0], 2 * n * 4), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "CL_INVALID_VALUE"), "%s", hx_last_error());
+    for (int i = 0; i < 3; i++)
+        dev->ops->release(dev, h[i]);
+    free(x);
+    free(y);
+    free(z);
+    hx_runtime_close(rt);
+}
+END_TEST
+
 /* 1000 tasks, each reading the previous one's output, alternating between
  * the CPU and PoCL (pinned), then placed by eager: a missed dependency or a
  * stale replica shows as a wrong sum. */
@@ -329,6 +409,60 @@ START_TEST(build_failure_reports_the_log)
     /* The runtime and the device stay usable. */
     run_vector_add(rt, cl, 1001, 60);
     hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* Local memory arguments: a work-group sum staged in __local floats whose
+ * size the launch chooses. */
+static int group_sum_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    *l = (hx_cl_launch){.kernel = "group_sum", .work_dim = 1, .global = {sizes[0] / 4}, .local = {16}, .nargs = 3};
+    l->arg[0].buffer = 0;
+    l->arg[1].buffer = 1;
+    l->arg[2].buffer = -1;
+    l->arg[2].size = 16 * sizeof(float);
+    l->arg[2].value = NULL;
+    return 0;
+}
+static const hx_codelet group_sum = {
+    .name = "group_sum",
+    .cl_source = "__kernel void group_sum(__global const float *x, __global float *out, __local float *tmp)\n"
+                 "{\n"
+                 "    uint l = get_local_id(0);\n"
+                 "    tmp[l] = x[get_global_id(0)];\n"
+                 "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                 "    if (l == 0) {\n"
+                 "        float s = 0.0f;\n"
+                 "        for (uint i = 0; i < get_local_size(0); i++)\n"
+                 "            s += tmp[i];\n"
+                 "        out[get_group_id(0)] = s;\n"
+                 "    }\n"
+                 "}\n",
+    .cl_launch = group_sum_launch,
+};
+
+START_TEST(local_memory_arguments)
+{
+    hx_runtime *rt = hx_cl_test_open("opencl", 0);
+    float x[64], *out;
+    hx_cl_test_random(x, 64, 110);
+    hx_buffer *bx = hx_cl_test_buffer(rt, x, sizeof x), *bo;
+    HX_ASSERT_OK(hx_buffer_create(rt, 4 * sizeof(float), &bo));
+    hx_task_desc d = {.codelet = &group_sum, .nbuffers = 2, .buffers = {bx, bo}, .modes = {HX_R, HX_W},
+                      .device = -1};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+    HX_ASSERT_OK(hx_buffer_acquire(bo, HX_R, (void **)&out));
+    for (int g = 0; g < 4; g++) {
+        double s = 0;
+        for (int i = 0; i < 16; i++)
+            s += x[16 * g + i];
+        ck_assert_msg(fabs(out[g] - s) < 1e-5, "group %d: %g vs %g", g, out[g], s);
+    }
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(bo);
     hx_runtime_close(rt);
 }
 END_TEST
@@ -420,6 +554,71 @@ START_TEST(emulated_fpga_offers_only_the_bitstream)
     for (int i = 0; i < 16; i++)
         ck_assert_float_eq(r[i], 2 * v[i]);
     hx_buffer_destroy(b);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+/* The bitstream path of an FPGA card, run on PoCL: the "xclbin" is PoCL's
+ * binary of kernels_cl/basic.cl, loaded with clCreateProgramWithBinary and
+ * never compiled; kernels it lacks are not offered even if the manifest
+ * lists them; a damaged file fails the task with the OpenCL error. */
+START_TEST(fpga_programs_come_from_the_bitstream)
+{
+    hx_runtime *rt = hx_cl_test_open("fpga", 1);
+    hx_opencl_device *d = rt->devices[0]->impl;
+    char *src = hx_opencl_program_expand(hx_opencl_program_source("basic"));
+    const char *text = src;
+    cl_int err;
+    cl_program prog = clCreateProgramWithSource(d->context, 1, &text, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clBuildProgram(prog, 1, &d->device, "", NULL, NULL), CL_SUCCESS);
+    size_t size;
+    ck_assert_int_eq(clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL), CL_SUCCESS);
+    unsigned char *bin = malloc(size);
+    ck_assert_int_eq(clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL), CL_SUCCESS);
+    clReleaseProgram(prog);
+    free(src);
+    char path[300];
+    snprintf(path, sizeof path, "%s/hetero-pocl-emulation.xclbin", hx_cl_test_cache);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bin, 1, size, f), size);
+    fclose(f);
+    free(bin);
+
+    HX_ASSERT_OK(hx_opencl_use_bitstream(rt->devices[0], path));
+    run_vector_add(rt, 0, 777, 100);
+    float *g = run_gemm(rt, 0, (float[]){1, 2, 3, 4}, (float[]){5, 6, 7, 8}, 2, 2, 2);
+    ck_assert_float_eq(g[1], 23);
+    free(g);
+    ck_assert_uint_eq(hx_opencl_program_builds(rt), 0);
+    /* The manifest lists attention, this bitstream does not hold it. */
+    hx_buffer *b;
+    HX_ASSERT_OK(hx_buffer_create(rt, 4096, &b));
+    hx_task_desc t = {.codelet = hx_codelet_builtin("kv_store"), .nbuffers = 5, .buffers = {b, b, b, b, b},
+                      .modes = {HX_R, HX_R, HX_RW, HX_R, HX_R}, .device = 0};
+    hx_op_kv_store args = {{1, 1, 1, 16}, 1, 32, 1 /* F16 */};
+    t.args = &args;
+    t.args_size = sizeof args;
+    ck_assert_int_eq(hx_task_submit(rt, &t, NULL), HX_ERR_NO_DEVICE);
+    hx_buffer_destroy(b);
+
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a bitstream", f);
+    fclose(f);
+    HX_ASSERT_OK(hx_opencl_use_bitstream(rt->devices[0], path));
+    hx_buffer *bx;
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &bx));
+    hx_args_vector_add a = {16};
+    hx_task_desc v = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {bx, bx, bx},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = 0};
+    hx_task *tk;
+    HX_ASSERT_OK(hx_task_submit(rt, &v, &tk));
+    hx_status s = hx_task_wait(tk);
+    ck_assert_msg(s != HX_OK && strstr(hx_last_error(), "bitstream") && strstr(hx_last_error(), "CL_"), "%s: %s",
+                  hx_status_str(s), hx_last_error());
+    hx_buffer_destroy(bx);
     hx_runtime_close(rt);
 }
 END_TEST
@@ -592,10 +791,14 @@ Suite *suite_opencl(void)
     tcase_add_test(tc, vector_add_on_opencl_and_cpu);
     tcase_add_test(tc, gemm_on_opencl_matches_cpu_and_reference);
     tcase_add_test(tc, unified_buffers_are_never_copied);
+    tcase_add_test(tc, unaligned_wrapped_buffers_stay_coherent);
+    tcase_add_test(tc, device_memory_path);
     tcase_add_test(tc, dag_of_1000_tasks_over_cpu_and_opencl);
     tcase_add_test(tc, build_failure_reports_the_log);
+    tcase_add_test(tc, local_memory_arguments);
     tcase_add_test(tc, opencl_errors_are_named);
     tcase_add_test(tc, emulated_fpga_offers_only_the_bitstream);
+    tcase_add_test(tc, fpga_programs_come_from_the_bitstream);
     tcase_add_test(tc, second_open_builds_nothing);
     tcase_add_test(tc, damaged_cache_entries_are_rebuilt);
     tcase_add_test(tc, cache_directory_follows_the_environment);

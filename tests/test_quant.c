@@ -660,6 +660,55 @@ START_TEST(test_vec_dot4)
 }
 END_TEST
 
+/* Rows that end exactly where their allocation ends: under AddressSanitizer
+ * any read past a row (a vector load running over the last block) fails. */
+START_TEST(test_row_bounds)
+{
+    uint64_t s = 0xb0b;
+    for (size_t ti = 0; ti < N_ALL_TYPES; ti++) {
+        const hx_type t = all_types[ti];
+        const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+        /* whole groups of eight blocks end the row too (8, 16) */
+        static const int64_t counts[] = {1, 8, 9, 16};
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            const int64_t nb = counts[ci];
+            const int64_t n = block_len(t) == 1 ? 7 * nb : nb * block_len(t);
+            const size_t rb = row_bytes(t, n);
+            uint8_t *tmp = alloc_bytes(4 * rb);
+            fill_random(t, tmp, 4 * n, &s); /* four rows of n, contiguous */
+            uint8_t *x = malloc(4 * rb);
+            ck_assert_ptr_nonnull(x);
+            memcpy(x, tmp, 4 * rb);
+            float *out = malloc(sizeof(float) * (size_t)n);
+            ck_assert_ptr_nonnull(out);
+            uint8_t *y = NULL;
+            if (ref->vec_dot) {
+                uint8_t *a = make_activation(ref->vec_dot_type, n, &s, 0);
+                const size_t ab = row_bytes(ref->vec_dot_type, n);
+                y = malloc(ab);
+                ck_assert_ptr_nonnull(y);
+                memcpy(y, a, ab);
+                free(a);
+            }
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                o->dequantize_row(x + 3 * rb, out, n);
+                if (o->vec_dot) {
+                    float d, d4[4];
+                    o->vec_dot(n, &d, x + 3 * rb, y);
+                    o->vec_dot4(n, d4, x, rb, y);
+                    ck_assert(isfinite(d) && isfinite(d4[3]));
+                }
+            }
+            free(tmp);
+            free(x);
+            free(y);
+            free(out);
+        }
+    }
+}
+END_TEST
+
 /* ---- quantizers --------------------------------------------------------- */
 
 /* Bounds of one block's error, from what the block stores. */
@@ -788,6 +837,62 @@ START_TEST(test_quantize_roundtrip)
 }
 END_TEST
 
+/* Rounding of the 8-bit quantizers at halves, by hand: Q8_0/Q8_1 round
+ * half away from zero (roundf, as ggml), Q8_K half to even, and Q8_K's
+ * scale comes from the first element of largest magnitude, with its sign. */
+START_TEST(test_quantize_ties)
+{
+    float x[256] = {0};
+    const float v[10] = {127.0f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 126.5f, 0.49999997f, -126.5f, 3.4999998f};
+    const int8_t want0[10] = {127, 1, -1, 2, 3, -3, 127, 0, -127, 3};
+    memcpy(x, v, sizeof v); /* amax 127: d = 1, the quants are the values rounded */
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        uint8_t q[sizeof(hx_block_q8_1) * 8];
+        hx_quant_ops_get_level(HX_TYPE_Q8_0, l)->quantize_row(x, q, 32);
+        ck_assert_uint_eq(get16(q), 0x3c00);
+        for (int j = 0; j < 10; j++)
+            ck_assert_msg((int8_t)q[2 + j] == want0[j], "q8_0 at %s: %g -> %d, want %d", hx_cpu_simd_name(l), v[j],
+                          (int8_t)q[2 + j], want0[j]);
+        hx_quant_ops_get_level(HX_TYPE_Q8_1, l)->quantize_row(x, q, 32);
+        ck_assert_uint_eq(get16(q + 2), hx_fp32_to_fp16(127 + 1 - 1 + 2 + 3 - 3 + 127 + 0 - 127 + 3)); /* s = d*sum */
+        for (int j = 0; j < 10; j++)
+            ck_assert_int_eq((int8_t)q[4 + j], want0[j]);
+    }
+    /* Q8_K: max -127 first, so iscale = 1 and d = 1 */
+    const float k[8] = {-127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 126.5f, 127.0f};
+    const int8_t wantk[8] = {-127, 0, 2, 2, 0, -2, 126, 127};
+    memset(x, 0, sizeof x);
+    memcpy(x, k, sizeof k);
+    x[200] = -3.5f; /* group 12: -4 */
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        uint8_t q[sizeof(hx_block_q8_K)];
+        hx_quant_ops_get_level(HX_TYPE_Q8_K, l)->quantize_row(x, q, 256);
+        float d;
+        memcpy(&d, q, 4);
+        ck_assert_float_eq(d, 1.0f);
+        for (int j = 0; j < 8; j++)
+            ck_assert_msg((int8_t)q[4 + j] == wantk[j], "q8_K at %s: %g -> %d, want %d", hx_cpu_simd_name(l), k[j],
+                          (int8_t)q[4 + j], wantk[j]);
+        ck_assert_int_eq((int8_t)q[4 + 200], -4);
+        ck_assert_int_eq((int16_t)get16(q + 260), -127 + 0 + 2 + 2 + 0 - 2 + 126 + 127);
+        ck_assert_int_eq((int16_t)get16(q + 260 + 2 * 12), -4);
+    }
+    /* a tie of magnitudes: the first (+50) sets the sign, so d < 0 */
+    memset(x, 0, sizeof x);
+    x[3] = 50.0f;
+    x[10] = -50.0f;
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        uint8_t q[sizeof(hx_block_q8_K)];
+        hx_quant_ops_get_level(HX_TYPE_Q8_K, l)->quantize_row(x, q, 256);
+        float d;
+        memcpy(&d, q, 4);
+        ck_assert(d < 0);
+        ck_assert_int_eq((int8_t)q[4 + 3], -127);
+        ck_assert_int_eq((int8_t)q[4 + 10], 127);
+    }
+}
+END_TEST
+
 /* Q8_K's block sums are the sums of its quants; Q8_1's s is d*sum(q). */
 START_TEST(test_activation_sums)
 {
@@ -855,6 +960,14 @@ START_TEST(test_dispatch)
     }
     ck_assert_int_eq(hx_quant_set_level((hx_simd_level)7), HX_ERR_INVALID_ARG);
     HX_ASSERT_OK(hx_quant_set_level(saved));
+    /* every type the type table calls computable has kernels */
+    for (uint32_t t = 0; t < HX_TYPE_COUNT; t++) {
+        const hx_type_traits *tr = hx_type_get(t);
+        if (tr && tr->computable) {
+            const hx_quant_ops *o = hx_quant_ops_get((hx_type)t);
+            ck_assert_msg(o && o->vec_dot, "%s is computable but has no kernels", tr->name);
+        }
+    }
     ck_assert_ptr_null(hx_quant_ops_get(HX_TYPE_Q2_K));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)5));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)999));
@@ -946,7 +1059,9 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_dequantize_exact);
     tcase_add_test(tc, test_vec_dot);
     tcase_add_test(tc, test_vec_dot4);
+    tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
+    tcase_add_test(tc, test_quantize_ties);
     tcase_add_test(tc, test_activation_sums);
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_gguf_py_reference);

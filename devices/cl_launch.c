@@ -1,0 +1,269 @@
+/* OpenCL launches of the layer ops.  Every size a kernel will index by is
+ * checked here against the buffer that holds it, so a wrong argument block
+ * is an error and never an out-of-bounds access on the device.  Scalars
+ * point into the task's argument block or its size table, both alive until
+ * the kernel's arguments are set. */
+#include <stdint.h>
+#include <string.h>
+
+#include "devices/cl_launch.h"
+#include "devices/opencl.h"
+#include "runtime/error.h"
+#include "runtime/ops.h"
+
+_Static_assert(sizeof(size_t) == 8, "buffer sizes are passed to kernels as ulong");
+
+/* GGUF type numbers of the types the kernels decode. */
+enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q8_0 = 8, T_Q4_K = 12 };
+
+typedef struct {
+    uint32_t type, block, bytes;
+    const char *name;
+} cl_type;
+
+static const cl_type types[] = {
+    {T_F32, 1, 4, "f32"}, {T_F16, 1, 2, "f16"}, {T_Q8_0, 32, 34, "q8_0"},
+    {T_Q4_0, 32, 18, "q4_0"}, {T_Q4_K, 256, 144, "q4_k"},
+};
+
+static const cl_type *type_of(uint32_t t)
+{
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (types[i].type == t)
+            return &types[i];
+    return NULL;
+}
+
+static void arg_buffer(hx_cl_launch *l, int index)
+{
+    l->arg[l->nargs].buffer = index;
+    l->arg[l->nargs].size = 0;
+    l->arg[l->nargs++].value = NULL;
+}
+
+static void arg_value(hx_cl_launch *l, const void *value, size_t size)
+{
+    l->arg[l->nargs].buffer = -1;
+    l->arg[l->nargs].size = size;
+    l->arg[l->nargs++].value = value;
+}
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* Whether buffer `i` holds a * b * c bytes (with overflow taken as no). */
+static int holds(const size_t *sizes, int i, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t ab, abc;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc))
+        return 0;
+    return sizes[i] >= abc;
+}
+
+#define REQUIRE(cond, ...)                                               \
+    do {                                                                 \
+        if (!(cond))                                                     \
+            return (int)hx_error(HX_ERR_INVALID_ARG, __VA_ARGS__);       \
+    } while (0)
+
+#define REQUIRE_BUFFER(op, sizes, i, what, a, b, c)                                                       \
+    REQUIRE(holds(sizes, i, a, b, c), "%s: buffer %d (%s) holds %zu bytes, %llu x %llu x %llu needed", op, \
+            i, what, (sizes)[i], (unsigned long long)(a), (unsigned long long)(b), (unsigned long long)(c))
+
+int hx_cl_launch_get_rows(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    static const char *const kernels[] = {"get_rows_f32", "get_rows_f16", "get_rows_q8_0", "get_rows_q4_0"};
+    const hx_op_get_rows *a = args;
+    const cl_type *t = type_of(a->type);
+    int k = !t ? -1 : t->type == T_F32 ? 0 : t->type == T_F16 ? 1 : t->type == T_Q8_0 ? 2 : t->type == T_Q4_0 ? 3 : -1;
+    if (k < 0)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "get_rows: table type %u has no OpenCL kernel", a->type);
+    REQUIRE(a->D % t->block == 0, "get_rows: D=%u is not a multiple of the %s block (%u)", a->D, t->name, t->block);
+    REQUIRE(sizes[0] > 0, "get_rows: empty table");
+    REQUIRE_BUFFER("get_rows", sizes, 1, "ids", a->T, 4, 1);
+    REQUIRE_BUFFER("get_rows", sizes, 2, "out", a->T, a->D, 4);
+    *l = (hx_cl_launch){.kernel = kernels[k], .work_dim = 2, .global = {round_up(a->D, 32), a->T}, .local = {32, 1}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->D, 4);
+    arg_value(l, &sizes[0], 8);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}
+
+int hx_cl_launch_rmsnorm(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_rmsnorm *a = args;
+    REQUIRE(a->D > 0, "rmsnorm: D=0");
+    REQUIRE(a->eps >= 0, "rmsnorm: eps=%g is negative", (double)a->eps);
+    REQUIRE_BUFFER("rmsnorm", sizes, 0, "x", a->T, a->D, 4);
+    REQUIRE_BUFFER("rmsnorm", sizes, 1, "w", a->D, 4, 1);
+    REQUIRE_BUFFER("rmsnorm", sizes, 2, "y", a->T, a->D, 4);
+    *l = (hx_cl_launch){.kernel = "rmsnorm", .work_dim = 1, .global = {(size_t)64 * a->T}, .local = {64}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->D, 4);
+    arg_value(l, &a->eps, 4);
+    return 0;
+}
+
+int hx_cl_launch_matmul(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    static const char *const kernels[][2] = {
+        {"matmul_f32_vec", "matmul_f32_tiled"},   {"matmul_f16_vec", "matmul_f16_tiled"},
+        {"matmul_q8_0_vec", "matmul_q8_0_tiled"}, {"matmul_q4_0_vec", "matmul_q4_0_tiled"},
+        {"matmul_q4_k_vec", "matmul_q4_k_tiled"},
+    };
+    const hx_op_matmul *a = args;
+    const cl_type *t = type_of(a->wtype);
+    if (!t)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "matmul: weight type %u has no OpenCL kernel", a->wtype);
+    REQUIRE(a->K % t->block == 0, "matmul: K=%u is not a multiple of the %s block (%u)", a->K, t->name, t->block);
+    REQUIRE(a->has_bias <= 1, "matmul: has_bias=%u", a->has_bias);
+    REQUIRE_BUFFER("matmul", sizes, 0, "W", a->N, a->K / t->block, t->bytes);
+    REQUIRE_BUFFER("matmul", sizes, 1, "x", a->T, a->K, 4);
+    REQUIRE_BUFFER("matmul", sizes, 2, "y", a->T, a->N, 4);
+    if (a->has_bias)
+        REQUIRE_BUFFER("matmul", sizes, 3, "bias", a->N, 4, 1);
+    /* A work-item per output row; for T > 1 each covers 8 tokens
+     * (MM_WG and MM_TT of kernels_cl/matmul.cl). */
+    int tiled = a->T > 1;
+    *l = (hx_cl_launch){.kernel = kernels[t - types][tiled], .work_dim = 2,
+                        .global = {a->T ? round_up(a->N, 64) : 0, tiled ? (a->T + 7) / 8 : 1}, .local = {64, 1}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_buffer(l, a->has_bias ? 3 : 1); /* read only when has_bias */
+    arg_value(l, &a->N, 4);
+    arg_value(l, &a->K, 4);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->has_bias, 4);
+    return 0;
+}
+
+int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_rope *a = args;
+    REQUIRE(a->n_rot % 2 == 0 && a->n_rot <= a->Dh, "rope: n_rot=%u must be even and at most Dh=%u", a->n_rot,
+            a->Dh);
+    REQUIRE(a->freq_base > 0, "rope: freq_base=%g", (double)a->freq_base);
+    REQUIRE(a->neox <= 1, "rope: neox=%u", a->neox);
+    REQUIRE_BUFFER("rope", sizes, 0, "x", (uint64_t)a->T * a->H, a->Dh, 4);
+    REQUIRE_BUFFER("rope", sizes, 1, "pos", a->T, 4, 1);
+    *l = (hx_cl_launch){.kernel = a->neox ? "rope_neox" : "rope_norm", .work_dim = 3,
+                        .global = {round_up(a->n_rot / 2, 16), a->H, a->T}, .local = {16, 1, 1}};
+    arg_buffer(l, 0);
+    arg_buffer(l, 1);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->H, 4);
+    arg_value(l, &a->Dh, 4);
+    arg_value(l, &a->n_rot, 4);
+    arg_value(l, &a->freq_base, 4);
+    arg_value(l, &a->freq_scale, 4);
+    return 0;
+}
+
+/* What kv_store and attention share: the cache type and the meta buffer. */
+static int check_kv(const char *op, const hx_kv_layout *kv, uint32_t kv_type, uint32_t Hkv, uint32_t Dh,
+                    const size_t *sizes, int meta)
+{
+    if (kv_type != T_F32 && kv_type != T_F16 && kv_type != T_Q8_0)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: KV type %u (the OpenCL kernels take F32, F16 and Q8_0)", op,
+                             kv_type);
+    REQUIRE(Hkv > 0 && Dh > 0, "%s: Hkv=%u, Dh=%u", op, Hkv, Dh);
+    REQUIRE(kv_type != T_Q8_0 || Dh % 32 == 0, "%s: a Q8_0 cache needs Dh (%u) a multiple of 32", op, Dh);
+    REQUIRE(kv->block_size > 0, "%s: block_size=0", op);
+    uint64_t ints = 3 * (uint64_t)kv->T + (uint64_t)kv->S * kv->max_blocks;
+    REQUIRE_BUFFER(op, sizes, meta, "meta", ints, 4, 1);
+    return 0;
+}
+
+int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_kv_store *a = args;
+    int rc = check_kv("kv_store", &a->kv, a->kv_type, a->Hkv, a->Dh, sizes, 4);
+    if (rc)
+        return rc;
+    REQUIRE_BUFFER("kv_store", sizes, 0, "k", (uint64_t)a->kv.T * a->Hkv, a->Dh, 4);
+    REQUIRE_BUFFER("kv_store", sizes, 1, "v", (uint64_t)a->kv.T * a->Hkv, a->Dh, 4);
+    int q8 = a->kv_type == T_Q8_0;
+    *l = (hx_cl_launch){.kernel = q8 ? "kv_store_q8_0" : a->kv_type == T_F32 ? "kv_store_f32" : "kv_store_f16",
+                        .work_dim = 3,
+                        .global = {q8 ? a->Dh / 32 : round_up(a->Dh, 32), a->Hkv, a->kv.T},
+                        .local = {q8 ? 1 : 32, 1, 1}};
+    for (int i = 0; i < 5; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->kv.T, 4);
+    arg_value(l, &a->Hkv, 4);
+    arg_value(l, &a->Dh, 4);
+    arg_value(l, &sizes[2], 8);
+    arg_value(l, &sizes[3], 8);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}
+
+int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_attention *a = args;
+    int rc = check_kv("attention", &a->kv, a->kv_type, a->Hkv, a->Dh, sizes, 3);
+    if (rc)
+        return rc;
+    REQUIRE(a->Hq % a->Hkv == 0, "attention: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);
+    if (a->Dh > HX_CL_ATTENTION_DH_MAX)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "attention: Dh=%u (the OpenCL kernels hold at most %d)", a->Dh,
+                             HX_CL_ATTENTION_DH_MAX);
+    REQUIRE_BUFFER("attention", sizes, 0, "q", (uint64_t)a->kv.T * a->Hq, a->Dh, 4);
+    REQUIRE_BUFFER("attention", sizes, 4, "out", (uint64_t)a->kv.T * a->Hq, a->Dh, 4);
+    static const char *const kernels[][3] = {
+        {"attention_prefill_f32", "attention_prefill_f16", "attention_prefill_q8_0"},
+        {"attention_decode_f32", "attention_decode_f16", "attention_decode_q8_0"},
+    };
+    uint32_t rep = a->Hq / a->Hkv;
+    int type = a->kv_type == T_F32 ? 0 : a->kv_type == T_F16 ? 1 : 2;
+    /* One token per sequence is a decode step: split each query's keys over
+     * the work-group.  Otherwise tile the queries (prefill, mixed batches). */
+    if (a->kv.T <= a->kv.S && rep <= 64)
+        *l = (hx_cl_launch){.kernel = kernels[1][type], .work_dim = 2, .global = {(size_t)64 * a->kv.T, a->Hkv},
+                            .local = {64, 1}};
+    else
+        *l = (hx_cl_launch){.kernel = kernels[0][type], .work_dim = 2,
+                            .global = {round_up((size_t)a->kv.T * rep, 16) / 16 * 64, a->Hkv}, .local = {64, 1}};
+    for (int i = 0; i < 5; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->kv.T, 4);
+    arg_value(l, &a->kv.S, 4);
+    arg_value(l, &a->kv.max_blocks, 4);
+    arg_value(l, &a->kv.block_size, 4);
+    arg_value(l, &a->Hq, 4);
+    arg_value(l, &a->Hkv, 4);
+    arg_value(l, &a->Dh, 4);
+    arg_value(l, &a->scale, 4);
+    arg_value(l, &sizes[1], 8);
+    arg_value(l, &sizes[2], 8);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}
+
+int hx_cl_launch_add(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_add *a = args;
+    REQUIRE_BUFFER("add", sizes, 0, "x", a->n, 4, 1);
+    REQUIRE_BUFFER("add", sizes, 1, "y", a->n, 4, 1);
+    *l = (hx_cl_launch){.kernel = "add_f32", .work_dim = 1, .global = {round_up(a->n, 64)}, .local = {64}};
+    arg_buffer(l, 0);
+    arg_buffer(l, 1);
+    arg_value(l, &a->n, 8);
+    return 0;
+}
+
+int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_swiglu *a = args;
+    for (int i = 0; i < 3; i++)
+        REQUIRE_BUFFER("swiglu", sizes, i, i == 0 ? "gate" : i == 1 ? "up" : "out", a->n, 4, 1);
+    *l = (hx_cl_launch){.kernel = "swiglu_f32", .work_dim = 1, .global = {round_up(a->n, 64)}, .local = {64}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->n, 8);
+    return 0;
+}

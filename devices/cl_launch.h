@@ -1,0 +1,23 @@
+/* OpenCL launches of the layer ops (runtime/ops.h): each checks its
+ * arguments against the buffers' sizes, picks the kernel of
+ * kernels_cl/<op>.cl and its geometry.  They return 0 or a negative
+ * hx_status with the detail in hx_last_error(). */
+#ifndef HX_DEVICES_CL_LAUNCH_H
+#define HX_DEVICES_CL_LAUNCH_H
+
+#include "hetero.h"
+
+int hx_cl_launch_get_rows(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_rmsnorm(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_matmul(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_add(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l);
+
+/* Largest head dimension the attention kernels hold in local memory
+ * (DH_MAX in kernels_cl/attention.cl). */
+#define HX_CL_ATTENTION_DH_MAX 128
+
+#endif

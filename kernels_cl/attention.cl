@@ -1,0 +1,256 @@
+/* attention over the paged KV cache (runtime/ops.h), K and V in F32, F16
+ * or Q8_0, grouped-query (query head h reads KV head h / (Hq / Hkv)).
+ *
+ * prefill: a work-group per 16 (token, query head) rows of one KV head,
+ *   looping over 16-key tiles of K and V staged in local memory, with an
+ *   online softmax (running max and sum per row, accumulators rescaled), so
+ *   no score matrix is ever stored.  Rows of different sequences in one
+ *   tile are handled one sequence at a time (at most 16 passes).
+ * decode: a work-group per (token, KV head); its 64 items split into
+ *   (query head, key range) pairs, each with its own online softmax, then
+ *   the partial results are merged through local memory.
+ * Rows whose metadata points outside the batch or the cache come out NaN
+ * and set HX_BAD_META in the status word. */
+#include "common.cl"
+
+#define ATT_WG 64
+#define ATT_ROWS 16
+#define ATT_KEYS 16
+#define DH_MAX 128
+#define DEC_CHUNK 16
+
+#define HX_ATTENTION_PARAMS                                                                         \
+    __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \
+        __global float *out, const uint T, const uint S, const uint max_blocks, const uint block_size, \
+        const uint Hq, const uint Hkv, const uint Dh, const float scale, const ulong k_bytes,       \
+        const ulong v_bytes, __global uint *status
+
+#define F32_KV_ROW ((ulong)Dh * 4)
+#define F16_KV_ROW ((ulong)Dh * 2)
+#define Q8_0_KV_ROW ((ulong)(Dh / HX_QK) * HX_Q8_0_BYTES)
+
+/* Loads the K or V rows of the tile's keys into KVs, 8 elements at a time
+ * (and the last Dh % 8 one by one); keys without a slot read as zeros. */
+#define HX_ATTENTION_TILE(CACHE, LOAD, LOAD8)                                                       \
+    for (uint e = lid; e < ATT_KEYS * (Dh / 8); e += ATT_WG) {                                      \
+        const uint c = e / (Dh / 8), d0 = e % (Dh / 8) * 8;                                         \
+        const int s = Slots[c];                                                                     \
+        vstore8(s >= 0 ? LOAD8(CACHE, (ulong)s * Hkv + g, Dh, d0) : (float8)(0.0f), 0, &KVs[c][d0]); \
+    }                                                                                               \
+    for (uint e = lid; e < ATT_KEYS * (Dh % 8); e += ATT_WG) {                                      \
+        const uint c = e / (Dh % 8), d = Dh / 8 * 8 + e % (Dh % 8);                                 \
+        const int s = Slots[c];                                                                     \
+        KVs[c][d] = s >= 0 ? LOAD(CACHE, (ulong)s * Hkv + g, Dh, d) : 0.0f;                         \
+    }
+
+#define HX_ATTENTION_PREFILL(ROW_BYTES, LOAD, LOAD8)                                               \
+    __local float Qs[ATT_ROWS][DH_MAX];                                                             \
+    __local float KVs[ATT_KEYS][DH_MAX];                                                            \
+    __local float P[ATT_ROWS][ATT_KEYS];                                                            \
+    __local float Ms[ATT_ROWS], Ls[ATT_ROWS], Alpha[ATT_ROWS];                                      \
+    __local int RowSeq[ATT_ROWS], RowPos[ATT_ROWS], Done[ATT_ROWS], Slots[ATT_KEYS];                \
+    __local int cur_seq, cur_keys;                                                                  \
+    const uint lid = get_local_id(0), g = get_group_id(1), rep = Hq / Hkv;                          \
+    const uint row0 = get_group_id(0) * ATT_ROWS, nrows = T * rep;                                  \
+    const ulong n_slots = min(k_bytes, v_bytes) / (Hkv * (ROW_BYTES));                              \
+    if (lid < ATT_ROWS) {                                                                           \
+        const uint R = row0 + lid;                                                                  \
+        int seq = -1, pos = -1;                                                                     \
+        if (R < nrows) {                                                                            \
+            const uint t = R / rep;                                                                 \
+            seq = meta[2 * T + t];                                                                  \
+            pos = meta[T + t];                                                                      \
+            if (seq < 0 || (uint)seq >= S || pos < 0 || (ulong)pos >= (ulong)max_blocks * block_size) { \
+                seq = -2;                                                                           \
+                atomic_or(status, HX_BAD_META);                                                     \
+            }                                                                                       \
+        }                                                                                           \
+        RowSeq[lid] = seq;                                                                          \
+        RowPos[lid] = pos;                                                                          \
+        Done[lid] = seq < 0;                                                                        \
+    }                                                                                               \
+    for (uint e = lid; e < ATT_ROWS * Dh; e += ATT_WG) {                                            \
+        const uint r = e / Dh, d = e % Dh, R = row0 + r;                                            \
+        Qs[r][d] = R < nrows ? q[((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh + d] : 0.0f;      \
+    }                                                                                               \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    /* Accumulators: item (my_row, lane) owns dims lane * dq .. + dq - 1. */                       \
+    const uint my_row = lid / 4, lane = lid % 4, dq = (Dh + 3) / 4, base = lane * dq;               \
+    float acc[DH_MAX / 4];                                                                          \
+    for (uint it = 0; it < ATT_ROWS; it++) {                                                        \
+        if (lid == 0) {                                                                             \
+            int s = -1, n = 0;                                                                      \
+            for (uint r = 0; r < ATT_ROWS; r++)                                                     \
+                if (!Done[r] && (s < 0 || RowSeq[r] == s)) {                                        \
+                    s = RowSeq[r];                                                                  \
+                    n = max(n, RowPos[r] + 1);                                                      \
+                }                                                                                   \
+            cur_seq = s;                                                                            \
+            cur_keys = n;                                                                           \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        const int seq = cur_seq;                                                                    \
+        const uint nkeys = (uint)cur_keys;                                                          \
+        if (seq < 0)                                                                                \
+            break;                                                                                  \
+        const int mine = !Done[my_row] && RowSeq[my_row] == seq;                                    \
+        if (lid < ATT_ROWS) {                                                                       \
+            Ms[lid] = -INFINITY;                                                                    \
+            Ls[lid] = 0.0f;                                                                         \
+        }                                                                                           \
+        for (uint k = 0; k < DH_MAX / 4; k++)                                                       \
+            acc[k] = 0.0f;                                                                          \
+        for (uint j0 = 0; j0 < nkeys; j0 += ATT_KEYS) {                                             \
+            if (lid < ATT_KEYS) {                                                                   \
+                Slots[lid] = j0 + lid < nkeys                                                       \
+                                 ? hx_kv_slot(meta, T, max_blocks, block_size, seq, j0 + lid, n_slots) \
+                                 : -1;                                                              \
+                if (j0 + lid < nkeys && Slots[lid] < 0)                                             \
+                    atomic_or(status, HX_BAD_META);                                                 \
+            }                                                                                       \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+            HX_ATTENTION_TILE(kc, LOAD, LOAD8)                                                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+            for (uint e = lid; e < ATT_ROWS * ATT_KEYS; e += ATT_WG) {                              \
+                const uint r = e / ATT_KEYS, c = e % ATT_KEYS;                                      \
+                float sc = -INFINITY;                                                               \
+                if (!Done[r] && RowSeq[r] == seq && (int)(j0 + c) <= RowPos[r] && Slots[c] >= 0) {  \
+                    float8 v8 = (float8)(0.0f);                                                     \
+                    for (uint d = 0; d < Dh / 8; d++)                                               \
+                        v8 += vload8(d, &Qs[r][0]) * vload8(d, &KVs[c][0]);                         \
+                    float qk = dot(v8.lo, (float4)(1.0f)) + dot(v8.hi, (float4)(1.0f));             \
+                    for (uint d = Dh / 8 * 8; d < Dh; d++)                                          \
+                        qk += Qs[r][d] * KVs[c][d];                                                 \
+                    sc = qk * scale;                                                                \
+                }                                                                                   \
+                P[r][c] = sc;                                                                       \
+            }                                                                                       \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+            if (lid < ATT_ROWS && !Done[lid] && RowSeq[lid] == seq) {                               \
+                float mx = Ms[lid], alpha = 1.0f, sum = 0.0f;                                       \
+                for (uint c = 0; c < ATT_KEYS; c++)                                                 \
+                    mx = fmax(mx, P[lid][c]);                                                       \
+                if (mx != -INFINITY)                                                                \
+                    alpha = exp(Ms[lid] - mx);                                                      \
+                for (uint c = 0; c < ATT_KEYS; c++) {                                               \
+                    const float p = P[lid][c] == -INFINITY ? 0.0f : exp(P[lid][c] - mx);            \
+                    P[lid][c] = p;                                                                  \
+                    sum += p;                                                                       \
+                }                                                                                   \
+                Ls[lid] = Ls[lid] * alpha + sum;                                                    \
+                Ms[lid] = mx;                                                                       \
+                Alpha[lid] = alpha;                                                                 \
+            }                                                                                       \
+            HX_ATTENTION_TILE(vc, LOAD, LOAD8)                                                      \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+            if (mine && dq % 8 == 0) {                                                              \
+                const float a = Alpha[my_row];                                                      \
+                for (uint k = 0; k < dq; k += 8) {                                                  \
+                    float8 v = vload8(0, acc + k) * a;                                              \
+                    for (uint c = 0; c < ATT_KEYS; c++)                                             \
+                        v += P[my_row][c] * vload8(0, &KVs[c][base + k]);                           \
+                    vstore8(v, 0, acc + k);                                                         \
+                }                                                                                   \
+            } else if (mine) {                                                                      \
+                const float a = Alpha[my_row];                                                      \
+                for (uint k = 0; k < dq && base + k < Dh; k++) {                                    \
+                    float v = acc[k] * a;                                                           \
+                    for (uint c = 0; c < ATT_KEYS; c++)                                             \
+                        v += P[my_row][c] * KVs[c][base + k];                                       \
+                    acc[k] = v;                                                                     \
+                }                                                                                   \
+            }                                                                                       \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+        }                                                                                           \
+        if (mine) {                                                                                 \
+            const uint R = row0 + my_row;                                                           \
+            const float L = Ls[my_row];                                                             \
+            __global float *o = out + ((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh;             \
+            for (uint k = 0; k < dq && base + k < Dh; k++)                                          \
+                o[base + k] = L > 0.0f ? acc[k] / L : NAN;                                          \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        if (lid < ATT_ROWS && RowSeq[lid] == seq)                                                   \
+            Done[lid] = 1;                                                                          \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+    }                                                                                               \
+    if (RowSeq[my_row] == -2) {                                                                     \
+        const uint R = row0 + my_row;                                                               \
+        __global float *o = out + ((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh;                 \
+        for (uint d = lane; d < Dh; d += 4)                                                         \
+            o[d] = NAN;                                                                             \
+    }
+
+#define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPY)                                                  \
+    __local float Mloc[ATT_WG], Lloc[ATT_WG], Mh[ATT_WG], Lh[ATT_WG];                               \
+    __local float Buf[ATT_WG][DEC_CHUNK];                                                           \
+    const uint lid = get_local_id(0), t = get_group_id(0), g = get_group_id(1);                     \
+    const uint rep = Hq / Hkv, nsplit = ATT_WG / rep, hh = lid % rep, split = lid / rep;            \
+    const int active = split < nsplit;                                                              \
+    const ulong n_slots = min(k_bytes, v_bytes) / (Hkv * (ROW_BYTES));                              \
+    const int seq = meta[2 * T + t], pos = meta[T + t];                                             \
+    const int valid = seq >= 0 && (uint)seq < S && pos >= 0 && (ulong)pos < (ulong)max_blocks * block_size; \
+    if (!valid && lid == 0)                                                                         \
+        atomic_or(status, HX_BAD_META);                                                             \
+    const uint nkeys = valid ? (uint)pos + 1 : 0, chunk = (nkeys + nsplit - 1) / nsplit;            \
+    const uint j_begin = min(nkeys, split * chunk), j_end = min(nkeys, j_begin + chunk);            \
+    __global const float *qv = q + ((ulong)t * Hq + g * rep + hh) * Dh;                             \
+    float m = -INFINITY, l = 0.0f, acc[DH_MAX];                                                     \
+    for (uint d = 0; d < DH_MAX; d++)                                                               \
+        acc[d] = 0.0f;                                                                              \
+    for (uint j = active ? j_begin : j_end; j < j_end; j++) {                                       \
+        const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);        \
+        if (slot < 0) {                                                                             \
+            atomic_or(status, HX_BAD_META);                                                         \
+            continue;                                                                               \
+        }                                                                                           \
+        const ulong row = (ulong)slot * Hkv + g;                                                    \
+        const float s = DOT(kc, row, Dh, qv) * scale;                                               \
+        const float mn = fmax(m, s), corr = exp(m - mn), p = exp(s - mn);                           \
+        l = l * corr + p;                                                                           \
+        AXPY(vc, row, Dh, p, corr, acc);                                                            \
+        m = mn;                                                                                     \
+    }                                                                                               \
+    Mloc[lid] = active ? m : -INFINITY;                                                             \
+    Lloc[lid] = active ? l : 0.0f;                                                                  \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    if (lid < rep) {                                                                                \
+        float M = -INFINITY, L = 0.0f;                                                              \
+        for (uint s = 0; s < nsplit; s++)                                                           \
+            M = fmax(M, Mloc[s * rep + lid]);                                                       \
+        for (uint s = 0; s < nsplit; s++)                                                           \
+            if (Mloc[s * rep + lid] != -INFINITY)                                                   \
+                L += exp(Mloc[s * rep + lid] - M) * Lloc[s * rep + lid];                            \
+        Mh[lid] = M;                                                                                \
+        Lh[lid] = L;                                                                                \
+    }                                                                                               \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    const float w = active && m != -INFINITY ? exp(m - Mh[hh]) : 0.0f;                              \
+    for (uint d0 = 0; d0 < Dh; d0 += DEC_CHUNK) {                                                   \
+        for (uint i = 0; i < DEC_CHUNK; i++)                                                        \
+            Buf[lid][i] = w > 0.0f && d0 + i < Dh ? acc[d0 + i] * w : 0.0f;                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        for (uint o = lid; o < rep * DEC_CHUNK; o += ATT_WG) {                                      \
+            const uint h2 = o / DEC_CHUNK, i = o % DEC_CHUNK;                                       \
+            if (d0 + i < Dh) {                                                                      \
+                float sum = 0.0f;                                                                   \
+                for (uint s = 0; s < nsplit; s++)                                                   \
+                    sum += Buf[s * rep + h2][i];                                                    \
+                out[((ulong)t * Hq + g * rep + h2) * Dh + d0 + i] = Lh[h2] > 0.0f ? sum / Lh[h2] : NAN; \
+            }                                                                                       \
+        }                                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+    }
+
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_prefill_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32, hx_kv8_f32) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_prefill_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16, hx_kv8_f16) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0) }

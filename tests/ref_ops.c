@@ -1,0 +1,366 @@
+/* Scalar references of the layer ops, in double.  Slow and obvious on
+ * purpose: they are the definition the kernels are held to. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/ref_ops.h"
+
+double hx_ref_f16_to_f64(uint16_t h)
+{
+    int sign = h >> 15, exp = (h >> 10) & 31, man = h & 1023;
+    double v;
+    if (exp == 0)
+        v = ldexp(man, -24);
+    else if (exp == 31)
+        v = man ? NAN : INFINITY;
+    else
+        v = ldexp(man + 1024, exp - 25);
+    return sign ? -v : v;
+}
+
+uint16_t hx_ref_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    if (isnan(f))
+        return sign | 0x7e00;
+    double a = fabs((double)f);
+    if (a >= 65520.0) /* rounds to infinity */
+        return sign | 0x7c00;
+    /* Scale to the f16 grid of a's binade and round half to even. */
+    int e;
+    frexp(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    int exp16 = e - 1 + 15;
+    double quantum = exp16 <= 0 ? ldexp(1, -24) : ldexp(1, e - 11);
+    double n = a / quantum, r = floor(n);
+    if (n - r > 0.5 || (n - r == 0.5 && fmod(r, 2) != 0))
+        r += 1;
+    double v = r * quantum;
+    /* Re-encode v, which is exactly representable. */
+    if (v == 0)
+        return sign;
+    frexp(v, &e);
+    exp16 = e - 1 + 15;
+    if (exp16 <= 0)
+        return sign | (uint16_t)(v / ldexp(1, -24));
+    uint16_t man = (uint16_t)(v / ldexp(1, e - 11)) - 1024;
+    return sign | (uint16_t)(exp16 << 10) | man;
+}
+
+uint32_t hx_ref_block(uint32_t type)
+{
+    switch (type) {
+    case HX_REF_F32: case HX_REF_F16: return 1;
+    case HX_REF_Q8_0: case HX_REF_Q4_0: return 32;
+    case HX_REF_Q4_K: return 256;
+    }
+    return 0;
+}
+
+uint32_t hx_ref_block_bytes(uint32_t type)
+{
+    switch (type) {
+    case HX_REF_F32: return 4;
+    case HX_REF_F16: return 2;
+    case HX_REF_Q8_0: return 34;
+    case HX_REF_Q4_0: return 18;
+    case HX_REF_Q4_K: return 144;
+    }
+    return 0;
+}
+
+size_t hx_ref_row_bytes(uint32_t type, uint32_t n) { return (size_t)n / hx_ref_block(type) * hx_ref_block_bytes(type); }
+
+static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static void q4_k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n)
+{
+    const uint8_t *p = row;
+    switch (type) {
+    case HX_REF_F32:
+        for (uint32_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, p + 4 * i, 4);
+            out[i] = f;
+        }
+        break;
+    case HX_REF_F16:
+        for (uint32_t i = 0; i < n; i++)
+            out[i] = hx_ref_f16_to_f64(u16(p + 2 * i));
+        break;
+    case HX_REF_Q8_0:
+        for (uint32_t b = 0; b < n / 32; b++, p += 34)
+            for (int i = 0; i < 32; i++)
+                out[32 * b + i] = hx_ref_f16_to_f64(u16(p)) * (int8_t)p[2 + i];
+        break;
+    case HX_REF_Q4_0:
+        for (uint32_t b = 0; b < n / 32; b++, p += 18) {
+            double d = hx_ref_f16_to_f64(u16(p));
+            for (int i = 0; i < 16; i++) {
+                out[32 * b + i] = d * ((p[2 + i] & 15) - 8);
+                out[32 * b + 16 + i] = d * ((p[2 + i] >> 4) - 8);
+            }
+        }
+        break;
+    case HX_REF_Q4_K:
+        for (uint32_t b = 0; b < n / 256; b++, p += 144) {
+            double d = hx_ref_f16_to_f64(u16(p)), dmin = hx_ref_f16_to_f64(u16(p + 2));
+            for (int sub = 0; sub < 8; sub++) {
+                int sc, m;
+                q4_k_scale_min(p + 4, sub, &sc, &m);
+                const uint8_t *q = p + 16 + 32 * (sub / 2);
+                for (int l = 0; l < 32; l++) {
+                    int nib = sub % 2 ? q[l] >> 4 : q[l] & 15;
+                    out[256 * b + 32 * sub + l] = d * sc * nib - dmin * m;
+                }
+            }
+        }
+        break;
+    }
+}
+
+void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n)
+{
+    for (uint32_t b = 0; b < n / 32; b++, x += 32, out += 34) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        uint16_t h = hx_ref_f32_to_f16(d);
+        out[0] = (uint8_t)h;
+        out[1] = (uint8_t)(h >> 8);
+        for (int i = 0; i < 32; i++) {
+            float q = roundf(x[i] * id);
+            out[2 + i] = (uint8_t)(int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+        }
+    }
+}
+
+float hx_ref_uniform(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return (float)((*seed >> 8) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+static unsigned rand_byte(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return (*seed >> 16) & 255;
+}
+
+static void put_f16(uint8_t *p, float f)
+{
+    uint16_t h = hx_ref_f32_to_f16(f);
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
+}
+
+void hx_ref_random_row(uint32_t type, void *row, uint32_t n, unsigned *seed)
+{
+    uint8_t *p = row;
+    size_t bytes = hx_ref_row_bytes(type, n);
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = (uint8_t)rand_byte(seed);
+    switch (type) {
+    case HX_REF_F32:
+        for (uint32_t i = 0; i < n; i++) {
+            float f = hx_ref_uniform(seed);
+            memcpy(p + 4 * i, &f, 4);
+        }
+        break;
+    case HX_REF_F16:
+        for (uint32_t i = 0; i < n; i++)
+            put_f16(p + 2 * i, hx_ref_uniform(seed));
+        break;
+    case HX_REF_Q8_0: /* scales of a trained model's magnitude, random quants */
+        for (uint32_t b = 0; b < n / 32; b++)
+            put_f16(p + 34 * b, hx_ref_uniform(seed) * 0.02f);
+        break;
+    case HX_REF_Q4_0:
+        for (uint32_t b = 0; b < n / 32; b++)
+            put_f16(p + 18 * b, hx_ref_uniform(seed) * 0.05f);
+        break;
+    case HX_REF_Q4_K:
+        for (uint32_t b = 0; b < n / 256; b++) {
+            put_f16(p + 144 * b, hx_ref_uniform(seed) * 0.01f);
+            put_f16(p + 144 * b + 2, hx_ref_uniform(seed) * 0.01f);
+        }
+        break;
+    }
+}
+
+void hx_ref_get_rows(const hx_op_get_rows *a, const void *table, size_t table_bytes, const int32_t *ids,
+                     double *out)
+{
+    size_t row = hx_ref_row_bytes(a->type, a->D);
+    for (uint32_t t = 0; t < a->T; t++) {
+        if (ids[t] < 0 || (size_t)ids[t] >= table_bytes / row) {
+            for (uint32_t d = 0; d < a->D; d++)
+                out[(size_t)t * a->D + d] = NAN;
+            continue;
+        }
+        hx_ref_dequantize(a->type, (const uint8_t *)table + (size_t)ids[t] * row, out + (size_t)t * a->D, a->D);
+    }
+}
+
+void hx_ref_rmsnorm(const hx_op_rmsnorm *a, const float *x, const float *w, double *y)
+{
+    for (uint32_t t = 0; t < a->T; t++) {
+        const float *xr = x + (size_t)t * a->D;
+        double ss = 0;
+        for (uint32_t d = 0; d < a->D; d++)
+            ss += (double)xr[d] * xr[d];
+        double inv = 1.0 / sqrt(ss / a->D + a->eps);
+        for (uint32_t d = 0; d < a->D; d++)
+            y[(size_t)t * a->D + d] = xr[d] * inv * w[d];
+    }
+}
+
+void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const float *bias, double *y)
+{
+    size_t row = hx_ref_row_bytes(a->wtype, a->K);
+    double *w = malloc(sizeof(double) * (a->K ? a->K : 1));
+    for (uint32_t n = 0; n < a->N; n++) {
+        hx_ref_dequantize(a->wtype, (const uint8_t *)W + (size_t)n * row, w, a->K);
+        for (uint32_t t = 0; t < a->T; t++) {
+            double s = a->has_bias ? bias[n] : 0.0;
+            for (uint32_t k = 0; k < a->K; k++)
+                s += w[k] * x[(size_t)t * a->K + k];
+            y[(size_t)t * a->N + n] = s;
+        }
+    }
+    free(w);
+}
+
+void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, double *y)
+{
+    size_t n = (size_t)a->T * a->H * a->Dh;
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    for (uint32_t t = 0; t < a->T; t++)
+        for (uint32_t h = 0; h < a->H; h++) {
+            double *hd = y + ((size_t)t * a->H + h) * a->Dh;
+            for (uint32_t i = 0; i < a->n_rot / 2; i++) {
+                double theta = pos[t] * (double)a->freq_scale * pow(a->freq_base, -2.0 * i / a->n_rot);
+                uint32_t p0 = a->neox ? i : 2 * i, p1 = a->neox ? i + a->n_rot / 2 : 2 * i + 1;
+                double x0 = hd[p0], x1 = hd[p1];
+                hd[p0] = x0 * cos(theta) - x1 * sin(theta);
+                hd[p1] = x0 * sin(theta) + x1 * cos(theta);
+            }
+        }
+}
+
+static size_t kv_row_bytes(uint32_t kv_type, uint32_t Dh) { return hx_ref_row_bytes(kv_type, Dh); }
+
+static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t Dh)
+{
+    if (kv_type == HX_REF_Q8_0) {
+        hx_ref_quantize_q8_0(src, dst, Dh);
+        return;
+    }
+    if (kv_type == HX_REF_F32) {
+        memcpy(dst, src, 4 * (size_t)Dh);
+        return;
+    }
+    for (uint32_t d = 0; d < Dh; d++)
+        put_f16(dst + 2 * d, src[d]);
+}
+
+void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
+                     const int32_t *meta, uint64_t n_slots)
+{
+    size_t row = kv_row_bytes(a->kv_type, a->Dh);
+    for (uint32_t t = 0; t < a->kv.T; t++) {
+        int32_t slot = meta[t];
+        if (slot < 0 || (uint64_t)slot >= n_slots)
+            continue;
+        for (uint32_t h = 0; h < a->Hkv; h++) {
+            size_t src = ((size_t)t * a->Hkv + h) * a->Dh, dst = ((size_t)slot * a->Hkv + h) * row;
+            kv_write(a->kv_type, k + src, kc + dst, a->Dh);
+            kv_write(a->kv_type, v + src, vc + dst, a->Dh);
+        }
+    }
+}
+
+void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
+                      const int32_t *meta, double *out)
+{
+    const hx_kv_layout *kv = &a->kv;
+    size_t row = kv_row_bytes(a->kv_type, a->Dh);
+    uint32_t rep = a->Hq / a->Hkv, npos = kv->max_blocks * kv->block_size;
+    double *kr = malloc(sizeof(double) * a->Dh), *vr = malloc(sizeof(double) * a->Dh);
+    double *s = malloc(sizeof(double) * (npos ? npos : 1)), *acc = malloc(sizeof(double) * a->Dh);
+    for (uint32_t t = 0; t < kv->T; t++) {
+        int32_t pos = meta[kv->T + t], seq = meta[2 * kv->T + t];
+        const int32_t *table = meta + 3 * kv->T + (size_t)seq * kv->max_blocks;
+        for (uint32_t h = 0; h < a->Hq; h++) {
+            const float *qv = q + ((size_t)t * a->Hq + h) * a->Dh;
+            double *o = out + ((size_t)t * a->Hq + h) * a->Dh;
+            uint32_t g = h / rep;
+            double mx = -INFINITY, sum = 0;
+            for (int32_t j = 0; j <= pos; j++) {
+                size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
+                hx_ref_dequantize(a->kv_type, kc + (slot * a->Hkv + g) * row, kr, a->Dh);
+                double dot = 0;
+                for (uint32_t d = 0; d < a->Dh; d++)
+                    dot += qv[d] * kr[d];
+                s[j] = dot * a->scale;
+                mx = fmax(mx, s[j]);
+            }
+            for (uint32_t d = 0; d < a->Dh; d++)
+                acc[d] = 0;
+            for (int32_t j = 0; j <= pos; j++) {
+                size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
+                hx_ref_dequantize(a->kv_type, vc + (slot * a->Hkv + g) * row, vr, a->Dh);
+                double p = exp(s[j] - mx);
+                sum += p;
+                for (uint32_t d = 0; d < a->Dh; d++)
+                    acc[d] += p * vr[d];
+            }
+            for (uint32_t d = 0; d < a->Dh; d++)
+                o[d] = acc[d] / sum;
+        }
+    }
+    free(kr);
+    free(vr);
+    free(s);
+    free(acc);
+}
+
+void hx_ref_add(uint64_t n, const float *x, const float *y, double *out)
+{
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = (double)x[i] + y[i];
+}
+
+void hx_ref_swiglu(uint64_t n, const float *gate, const float *up, double *out)
+{
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = gate[i] / (1.0 + exp(-(double)gate[i])) * up[i];
+}
+
+double hx_ref_nmse(const float *got, const double *ref, size_t n)
+{
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]))
+            return INFINITY;
+        double e = got[i] - ref[i];
+        err += e * e;
+        norm += ref[i] * ref[i];
+    }
+    return norm > 0 ? err / norm : err;
+}

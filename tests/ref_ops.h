@@ -1,0 +1,46 @@
+/* Plain scalar references of the layer ops (runtime/ops.h), in double, for
+ * checking every device's kernels.  Block decoding follows the GGUF spec;
+ * nothing here is shared with the kernels under test. */
+#ifndef HX_TESTS_REF_OPS_H
+#define HX_TESTS_REF_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/ops.h"
+
+enum { HX_REF_F32 = 0, HX_REF_F16 = 1, HX_REF_Q4_0 = 2, HX_REF_Q8_0 = 8, HX_REF_Q4_K = 12 };
+
+double hx_ref_f16_to_f64(uint16_t h);
+uint16_t hx_ref_f32_to_f16(float f); /* round to nearest even */
+
+/* Elements per block and bytes per block of a type; 0 if unknown. */
+uint32_t hx_ref_block(uint32_t type);
+uint32_t hx_ref_block_bytes(uint32_t type);
+size_t hx_ref_row_bytes(uint32_t type, uint32_t n);
+/* Decodes n elements (a whole number of blocks) of a row. */
+void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n);
+/* Q8_0 as GGUF defines it: d = max|x| / 127 stored as f16, q = round(x / d). */
+void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n);
+/* Fills a row of n elements of `type` with random but valid encodings. */
+void hx_ref_random_row(uint32_t type, void *row, uint32_t n, unsigned *seed);
+float hx_ref_uniform(unsigned *seed); /* in [-1, 1) */
+
+void hx_ref_get_rows(const hx_op_get_rows *a, const void *table, size_t table_bytes, const int32_t *ids,
+                     double *out);
+void hx_ref_rmsnorm(const hx_op_rmsnorm *a, const float *x, const float *w, double *y);
+void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const float *bias, double *y);
+void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, double *y);
+/* Writes the batch's rows into the caches (n_slots slots each). */
+void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
+                     const int32_t *meta, uint64_t n_slots);
+void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
+                      const int32_t *meta, double *out);
+void hx_ref_add(uint64_t n, const float *x, const float *y, double *out);
+void hx_ref_swiglu(uint64_t n, const float *gate, const float *up, double *out);
+
+/* Normalized mean squared error sum((got - ref)^2) / sum(ref^2); infinity
+ * when `got` holds a NaN or infinity. */
+double hx_ref_nmse(const float *got, const double *ref, size_t n);
+
+#endif
