@@ -1,0 +1,138 @@
+/* One test on one loaded model: warm-up, the measured repetitions, and
+ * what the runtime did meanwhile.  As llama-bench does, ppN evaluates N
+ * tokens in one call on a fresh session and tgN evaluates N tokens one at
+ * a time, each after the previous; the next token is the argmax of the
+ * logits, so no sampler cost is measured and every run is the same. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+static int32_t argmax(const float *l, uint32_t n)
+{
+    int32_t best = 0;
+    for (uint32_t i = 1; l && i < n; i++)
+        if (l[i] > l[best])
+            best = (int32_t)i;
+    return best;
+}
+
+/* A fixed pseudo-random prompt: the same tokens for every configuration. */
+static void fill_tokens(int32_t *ids, int n, uint32_t vocab, uint64_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((seed >> 33) % vocab);
+    }
+}
+
+static hx_status run_pp(hx_model *m, const int32_t *ids, int n, double *ns)
+{
+    hx_session *s;
+    hx_status st = hx_session_open(m, &s);
+    if (st)
+        return st;
+    double t0 = hxb_stats_now_ns();
+    st = hx_session_eval(s, ids, (size_t)n, 0);
+    *ns = hxb_stats_now_ns() - t0;
+    hx_session_close(s);
+    return st;
+}
+
+/* `seqs` sessions decoded together: each step is one batch holding one
+ * token of every session, the way a server decodes parallel requests. */
+static hx_status run_tg(hx_model *m, uint32_t vocab, int n, int seqs, double *ns)
+{
+    hx_session *s[256] = {0};
+    int32_t cur[256];
+    hx_status st = HX_OK;
+    fill_tokens(cur, seqs, vocab, 42);
+    for (int k = 0; k < seqs && st == HX_OK; k++)
+        st = hx_session_open(m, &s[k]);
+    double t0 = hxb_stats_now_ns();
+    for (int i = 0; i < n && st == HX_OK; i++) {
+        if (seqs == 1) {
+            st = hx_session_eval(s[0], cur, 1, 0);
+        } else {
+            hx_batch b = {.n = (size_t)seqs, .tokens = cur, .sessions = s};
+            st = hx_batch_eval(m, &b);
+        }
+        for (int k = 0; k < seqs && st == HX_OK; k++)
+            cur[k] = argmax(hx_session_logits(s[k], -1), vocab);
+    }
+    *ns = hxb_stats_now_ns() - t0;
+    for (int k = 0; k < seqs; k++)
+        hx_session_close(s[k]);
+    return st;
+}
+
+static hx_status run_once(hx_model *m, const hxb_model *md, const hxb_test *t, const int32_t *ids, int n,
+                          double *ns)
+{
+    return t->kind == HXB_PP ? run_pp(m, ids, n, ns) : run_tg(m, md->n_vocab, n, t->seqs, ns);
+}
+
+static void device_stats(hx_runtime *rt, hxb_row *row)
+{
+    row->ndev = hx_runtime_device_count(rt);
+    if (row->ndev > HXB_MAX_DEVICES)
+        row->ndev = HXB_MAX_DEVICES;
+    for (int d = 0; d < row->ndev; d++) {
+        hx_device_stats ds = {0};
+        hxb_device_use *u = &row->dev[d];
+        hx_device_stats_get(rt, d, &ds);
+        u->tasks = ds.tasks;
+        u->busy_seconds = ds.busy_seconds;
+        u->busy_pct = ds.busy_fraction * 100;
+    }
+}
+
+hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hxb_test *t,
+                      const hxb_params *p, hxb_row *row)
+{
+    int32_t *ids = NULL;
+    double ns;
+    hx_status st = HX_OK;
+    if (t->kind == HXB_PP) {
+        if (!(ids = malloc(sizeof *ids * (size_t)t->n))) {
+            fprintf(stderr, "hetero-bench: out of memory\n");
+            return HX_ERR_NO_MEMORY;
+        }
+        fill_tokens(ids, t->n, md->n_vocab, 1234);
+    }
+    /* The warm-up pages in the weights and sizes the activations; like
+     * llama-bench's, one token is enough to warm up generation. */
+    if (p->warmup)
+        st = run_once(m, md, t, ids, t->kind == HXB_PP ? t->n : 1, &ns);
+    row->reps = p->reps;
+    row->samples_ns = calloc((size_t)p->reps, sizeof *row->samples_ns);
+    double *ts = calloc((size_t)p->reps, sizeof *ts);
+    if (!row->samples_ns || !ts) {
+        fprintf(stderr, "hetero-bench: out of memory\n");
+        st = HX_ERR_NO_MEMORY;
+    }
+    hxb_stats_peak_rss_reset();
+    hx_runtime_stats_reset(rt);
+    for (int r = 0; r < p->reps && st == HX_OK; r++) {
+        st = run_once(m, md, t, ids, t->n, &row->samples_ns[r]);
+        ts[r] = (double)t->n * t->seqs / (row->samples_ns[r] * 1e-9);
+    }
+    if (st == HX_OK) {
+        hxb_stats_mean_std(row->samples_ns, p->reps, &row->avg_ns, &row->stddev_ns);
+        hxb_stats_mean_std(ts, p->reps, &row->avg_ts, &row->stddev_ts);
+        hx_runtime_stats rs;
+        hx_runtime_stats_get(rt, &rs);
+        row->tasks = rs.tasks_submitted;
+        row->tasks_per_run = (double)rs.tasks_submitted / p->reps;
+        row->copies = rs.copies;
+        row->bytes_copied = rs.bytes_copied;
+        row->zero_copy_uses = rs.zero_copy_uses;
+        row->migrations = rs.migrations;
+        row->submit_overhead_us = rs.submit_overhead_us;
+        row->peak_rss_bytes = hxb_stats_peak_rss();
+        device_stats(rt, row);
+    }
+    free(ts);
+    free(ids);
+    return st;
+}

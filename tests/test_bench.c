@@ -1,0 +1,297 @@
+/* hetero-bench as a user runs it: the built program on a tiny model, its
+ * three output formats checked row by row and column by column, the JSON
+ * against bench/schema.json, the charts and timeline written, and the
+ * command-line mistakes that must fail with a clear message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/synthetic.h"
+#include "tests/hx_test.h"
+
+static char tmpdir[64], model[128];
+
+/* One layer of 64: a run takes milliseconds, even under the sanitizers. */
+static const hx_synthetic_config tiny = {"bench-tiny", 64, 1, 2, 2, 128, 64, "llama", 0};
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/hx-bench-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(model, sizeof model, "%s/tiny.gguf", tmpdir);
+    HX_ASSERT_OK(hx_synthetic_write(model, &tiny, "f16", 7));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs hetero-bench with `args`; stdout (and stderr with `merge`) into
+ * out.  The cache directory points into tmpdir so that nothing the run
+ * might write lands in the user's. */
+static int bench(const char *args, int merge, char *out, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME=%s %s/hetero-bench %s %s", tmpdir, hx_test_build_dir(), args,
+             merge ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "popen %s", cmd);
+    size_t n = 0, got;
+    while (n + 1 < cap && (got = fread(out + n, 1, cap - 1 - n, p)) > 0)
+        n += got;
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int count_char(const char *s, size_t len, char c)
+{
+    int n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += s[i] == c;
+    return n;
+}
+
+static int line_len(const char *s) { return (int)strcspn(s, "\n"); }
+
+/* Rows of the markdown table starting at *s (header and rule excluded);
+ * each must have the header's number of cells.  Leaves *s past it. */
+static int md_rows(const char **s, const char *const *columns)
+{
+    const char *head = *s;
+    int hl = line_len(head), cells = count_char(head, (size_t)hl, '|'), rows = 0;
+    for (int i = 0; columns[i]; i++) {
+        char col[64];
+        snprintf(col, sizeof col, " %s ", columns[i]);
+        ck_assert_msg(memmem(head, (size_t)hl, col, strlen(col)), "column '%s' missing in: %.*s", columns[i], hl,
+                      head);
+    }
+    const char *l = head + hl + 1;
+    ck_assert_msg(!strncmp(l, "| -", 3) || !strncmp(l, "| :", 3), "no rule under the header: %.40s", l);
+    for (l += line_len(l) + 1; *l == '|'; l += line_len(l) + 1, rows++)
+        ck_assert_msg(count_char(l, (size_t)line_len(l), '|') == cells, "row with a different number of cells: %.*s",
+                      line_len(l), l);
+    *s = l;
+    return rows;
+}
+
+START_TEST(markdown_has_one_row_per_combination)
+{
+    static char out[1 << 16];
+    char args[512];
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 1 -b 4,8 -o md", model);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    static const char *const speed[] = {"model", "size", "params", "type", "devices", "policy", "threads",
+                                        "n_batch", "test", "t/s", "vs base", NULL};
+    static const char *const runtime[] = {"model", "devices", "policy", "test", "busy %", "tasks/run", "µs/task",
+                                          "copies/run", "moved/run", "peak RSS", NULL};
+    const char *s = out;
+    ck_assert_int_eq(md_rows(&s, speed), 4);
+    ck_assert_msg(*s == '\n', "no blank line between the tables");
+    s++;
+    ck_assert_int_eq(md_rows(&s, runtime), 4);
+    /* Rows come grouped by test, the batch sizes side by side. */
+    const char *pp = strstr(out, "| pp8 "), *tg = strstr(out, "| tg4 ");
+    ck_assert_ptr_nonnull(pp);
+    ck_assert_ptr_nonnull(tg);
+    ck_assert_ptr_nonnull(strstr(pp + 1, "| pp8 "));
+    ck_assert(pp < tg);
+    ck_assert_ptr_nonnull(strstr(out, "1.00x"));
+    /* The busy column names the device and its share: "cpu 97.5". */
+    const char *busy = strstr(out, "| cpu ");
+    while (busy && !(busy[6] >= '0' && busy[6] <= '9'))
+        busy = strstr(busy + 1, "| cpu ");
+    ck_assert_msg(busy != NULL, "no busy %% of the CPU device in: %s", out);
+    /* t/s as mean ± std, a positive mean. */
+    const char *ts = strstr(out, " ± ");
+    ck_assert_ptr_nonnull(ts);
+    while (ts > out && ts[-1] != ' ')
+        ts--;
+    ck_assert_double_gt(strtod(ts, NULL), 0);
+}
+END_TEST
+
+/* Fields of a CSV line with no quoted field; empty fields kept. */
+static int split_csv(char *line, char **f, int max)
+{
+    int n = 0;
+    for (char *t; n < max && (t = strsep(&line, ",")) != NULL;)
+        f[n++] = t;
+    return n;
+}
+
+START_TEST(csv_rows_have_every_column)
+{
+    static char out[1 << 16];
+    char args[512];
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 2 -o csv", model);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    char *lines[8], *save = NULL;
+    int n = 0;
+    for (char *l = strtok_r(out, "\n", &save); l && n < 8; l = strtok_r(NULL, "\n", &save))
+        lines[n++] = l;
+    ck_assert_int_eq(n, 3);
+    char *head[64], *row[64];
+    int nh = split_csv(lines[0], head, 64);
+    int test = -1, avg = -1, samples = -1, busy = -1, n_prompt = -1, n_gen = -1;
+    for (int i = 0; i < nh; i++) {
+        if (!strcmp(head[i], "test")) test = i;
+        if (!strcmp(head[i], "avg_ts")) avg = i;
+        if (!strcmp(head[i], "samples_ns")) samples = i;
+        if (!strcmp(head[i], "device_busy_pct")) busy = i;
+        if (!strcmp(head[i], "n_prompt")) n_prompt = i;
+        if (!strcmp(head[i], "n_gen")) n_gen = i;
+    }
+    ck_assert_msg(test >= 0 && avg >= 0 && samples >= 0 && busy >= 0 && n_prompt >= 0 && n_gen >= 0,
+                  "a column is missing from the CSV header");
+    for (int r = 1; r < 3; r++) {
+        char copy[4096];
+        snprintf(copy, sizeof copy, "%s", lines[r]);
+        ck_assert_int_eq(split_csv(copy, row, 64), nh);
+        ck_assert_str_eq(row[test], r == 1 ? "pp8" : "tg4");
+        ck_assert_str_eq(row[n_prompt], r == 1 ? "8" : "0");
+        ck_assert_str_eq(row[n_gen], r == 1 ? "0" : "4");
+        ck_assert_double_gt(strtod(row[avg], NULL), 0);
+        ck_assert_msg(strchr(row[samples], ';') && !strncmp(row[busy], "cpu:", 4), "samples %s, busy %s",
+                      row[samples], row[busy]);
+    }
+}
+END_TEST
+
+static void assert_svg(const char *path, const char *contains)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s was not written", path);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    ck_assert_msg(strstr(buf, "<svg") && strstr(buf, "</svg>"), "%s is not an SVG", path);
+    ck_assert_msg(strstr(buf, contains), "%s does not mention '%s'", path, contains);
+}
+
+static void assert_schema(const char *doc)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "python3 tests/check_schema.py bench/schema.json %s", doc);
+    int st = system(cmd);
+    ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 3),
+                  "python3 lacks the jsonschema package: pip install -r tests/requirements.txt");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s does not match bench/schema.json (%s)", doc, cmd);
+}
+
+START_TEST(json_matches_the_schema_and_plots_are_drawn)
+{
+    static char out[1 << 16];
+    char args[512], path[256];
+    snprintf(args, sizeof args, "-m %s -p 8 -n 4 -r 2 -o json --plot %s/plot", model, tmpdir);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"test\": \"pp8\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"test\": \"tg4\""));
+    ck_assert_ptr_null(strstr(strstr(out, "\"test\": \"tg4\""), "\"test\": \"pp8\""));
+    snprintf(path, sizeof path, "%s/out.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(out, f);
+    fclose(f);
+    assert_schema(path);
+    snprintf(path, sizeof path, "%s/plot/hetero-bench.json", tmpdir);
+    assert_schema(path);
+    snprintf(path, sizeof path, "%s/plot/pp8.svg", tmpdir);
+    assert_svg(path, "bench-tiny");
+    snprintf(path, sizeof path, "%s/plot/tg4.svg", tmpdir);
+    assert_svg(path, "devices cpu, policy");
+}
+END_TEST
+
+START_TEST(timeline_from_a_chrome_trace)
+{
+    char trace[256], args[600], svg[256];
+    static char out[1 << 14];
+    snprintf(trace, sizeof trace, "%s/trace.json", tmpdir);
+    FILE *f = fopen(trace, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"traceEvents\": [\n"
+          " {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": \"cpu0\"}},\n"
+          " {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"fpga1\"}},\n"
+          " {\"name\": \"rms_norm\", \"ph\": \"X\", \"ts\": 10, \"dur\": 5, \"pid\": 1, \"tid\": 0},\n"
+          " {\"name\": \"attention\", \"ph\": \"B\", \"ts\": 16, \"pid\": 1, \"tid\": 1},\n"
+          " {\"name\": \"attention\", \"ph\": \"E\", \"ts\": 40, \"pid\": 1, \"tid\": 1},\n"
+          " {\"name\": \"token\", \"cat\": \"token\", \"ph\": \"X\", \"ts\": 10, \"dur\": 35, \"pid\": 1, \"tid\": 0},\n"
+          " {\"name\": \"gemm \\u00e9\", \"ph\": \"X\", \"ts\": 41, \"dur\": 3, \"pid\": 1, \"tid\": 0}\n"
+          "]}\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args, "--timeline %s --plot %s/tl", trace, tmpdir);
+    ck_assert_int_eq(bench(args, 1, out, sizeof out), 0);
+    snprintf(svg, sizeof svg, "%s/tl/timeline.svg", tmpdir);
+    assert_svg(svg, "fpga1");
+    assert_svg(svg, "attention");
+    assert_svg(svg, "gemm \xc3\xa9");
+
+    f = fopen(trace, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"traceEvents\": [{\"name\": \"x\", \"ph\": \"X\", \"ts\": 1,", f);
+    fclose(f);
+    ck_assert_int_ne(bench(args, 1, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "--timeline"), "no clear message: %s", out);
+}
+END_TEST
+
+/* Each mistake: a non-zero exit and a message that names it. */
+START_TEST(mistakes_fail_clearly)
+{
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--no-such-option", "unknown option '--no-such-option'"},
+        {"-p 8,x", "-p '8,x'"},
+        {"-p 8,,16", "-p '8,,16'"},
+        {"-n -3", "-n '-3'"},
+        {"-o xml", "-o 'xml'"},
+        {"--devices nosuchdevice", "unknown device 'nosuchdevice'"},
+        {"--devices 'cpu;'", "--devices: empty value"},
+        {"--sched nosuchpolicy", "unknown scheduling policy 'nosuchpolicy'"},
+        {"--inject 'cpu:2x'", "injection not supported by this build"},
+        {"--trace t.json", "tracing not supported by this build"},
+        {"--sim a100-x2", "simulator"},
+        {"--fpga-emulation qemu", "'pocl'"},
+        {"-p 4096", "context"},
+    };
+    static char out[1 << 14];
+    char args[600];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "-m %s -r 1 -p 8 -n 2 %s", model, cases[i].args);
+        int rc = bench(args, 1, out, sizeof out);
+        ck_assert_msg(rc != 0, "hetero-bench %s exited 0", args);
+        ck_assert_msg(strstr(out, cases[i].says), "hetero-bench %s: expected '%s' in: %s", args, cases[i].says, out);
+    }
+    snprintf(args, sizeof args, "-m %s/missing.gguf -r 1", tmpdir);
+    ck_assert_int_ne(bench(args, 1, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "missing.gguf") && strstr(out, "No such file"), "no clear message: %s", out);
+    snprintf(args, sizeof args, "-m %s/tiny.gguf -m %s -r 1", tmpdir, tmpdir);
+    ck_assert_int_ne(bench(args, 1, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "not a regular file"), "no clear message: %s", out);
+}
+END_TEST
+
+Suite *suite_bench(void)
+{
+    Suite *s = suite_create("bench");
+    TCase *tc = tcase_create("hetero-bench");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, markdown_has_one_row_per_combination);
+    tcase_add_test(tc, csv_rows_have_every_column);
+    tcase_add_test(tc, json_matches_the_schema_and_plots_are_drawn);
+    tcase_add_test(tc, timeline_from_a_chrome_trace);
+    tcase_add_test(tc, mistakes_fail_clearly);
+    suite_add_tcase(s, tc);
+    return s;
+}
