@@ -458,8 +458,9 @@ START_TEST(a_device_that_always_fails_is_retired)
                 (unsigned long long)fs.failures, fs.last_failure);
         ck_assert_int_eq(counts[1], 0);
         ck_assert_uint_eq(st.tasks_failed, 0);
-        /* Static and dmda keep giving it tasks (it prefers half of them; it
-         * stays uncalibrated); eager's and ws's CPU may take them first. */
+        /* Static keeps giving it the tasks it prefers, so it must reach the
+         * limit; under eager, ws and dmda the CPU may take them first (dmda's
+         * choice depends on measured times, so on the machine's load). */
         if (fs.failures >= HX_RETIRE_AFTER) {
             ck_assert_int_eq(fs.retired, 1);
             ck_assert_uint_eq(st.devices_retired, 1);
@@ -476,7 +477,7 @@ START_TEST(a_device_that_always_fails_is_retired)
             ck_assert_ptr_nonnull(strstr(hx_last_error(), "out of service"));
             hx_buffer_destroy(b);
         } else {
-            ck_assert_msg(!strcmp(policies[p], "eager") || !strcmp(policies[p], "ws"), "%s", policies[p]);
+            ck_assert_msg(strcmp(policies[p], "static"), "static must retire the failing device");
         }
         hx_runtime_close(rt);
     }
