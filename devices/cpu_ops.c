@@ -118,7 +118,21 @@ int hx_cpu_matmul(const hx_cpu_call *c)
     uint64_t n0 = glo * 4, n1 = ghi * 4 < a->N ? ghi * 4 : a->N;
     for (uint64_t n = n0; n < n1; n += 4) {
         const uint8_t *wr = W + n * wrow;
-        if (n + 4 <= n1) {
+        if (n + 4 <= n1 && q->gemm) {
+            /* Tiles of 4 rows x HX_GEMM_COLS tokens reuse each loaded block
+             * across the tile (register blocking).  A single token takes
+             * the same kernel: an output's bits then do not depend on how
+             * many tokens share its evaluation, where another summation
+             * order would move activations across quantization steps. */
+            for (uint32_t t = 0; t < a->T; t += HX_GEMM_COLS) {
+                const int nc = a->T - t < HX_GEMM_COLS ? (int)(a->T - t) : HX_GEMM_COLS;
+                float *yr = y + (uint64_t)t * a->N + n;
+                q->gemm(a->K, nc, yr, a->N, wr, wrow, xq + (uint64_t)t * arow, arow);
+                for (int c = 0; bias && c < nc; c++)
+                    for (int r = 0; r < 4; r++)
+                        yr[(uint64_t)c * a->N + r] += bias[n + r];
+            }
+        } else if (n + 4 <= n1) {
             for (uint32_t t = 0; t < a->T; t++) {
                 float s[4];
                 q->vec_dot4(a->K, s, wr, wrow, xq + (uint64_t)t * arow);
