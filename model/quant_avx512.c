@@ -659,24 +659,31 @@ INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
                           const int C)
 {
     __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 w[4];
+        #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             if (!(i & 31))
                 prefetch_ahead(x + r * bx + 2 * i, 64);
             w[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + r * bx + 2 * i));
         }
+        #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
             const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
+            #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
                 acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
         }
     }
+    #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
         for (int r = 0; r < 4; r++)
             s[c * ss + r] = hsum16(acc[r][c]);
 }
@@ -712,32 +719,39 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
     const int64_t nb = n / HX_QK;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
         __m256 dx[4], dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             prefetch_ahead(x + r * bx + i * B, 8 * B);
             fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
         }
+        #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
             __m512i w[4], neg[4];
             __m512 sx[4];
+            #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 w[r] = q32_weights(x + r * bx + (i + 2 * k) * B, B, Q4);
                 neg[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[r]));
                 sx[r] = pair_scale(dx[r], k);
             }
+            #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
                 const uint8_t *yb = y + c * by + (i + 2 * k) * A;
                 const __m512i u = _mm512_xor_si512(load2x32(yb + 2, yb + A + 2), flip);
                 const __m512 sy = pair_scale(dy[c], k);
+                #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++) {
                     const __m512i p = _mm512_dpbusd_epi32(neg[r], u, w[r]);
                     acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx[r], sy), acc[r][c]);
@@ -745,7 +759,9 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
             }
         }
     }
+    #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             float rest = 0;
             if (i < nb)
