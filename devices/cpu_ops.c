@@ -95,13 +95,16 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
     return 0;
 }
 
+/* Bytes of weight rows a thread keeps in L2 while the token tiles pass. */
+#define MATMUL_BLOCK (128u << 10)
+
 int hx_cpu_matmul(const hx_cpu_call *c)
 {
     const hx_op_matmul *a = c->args;
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
     size_t wrow = hx_type_row_size((hx_type)a->wtype, a->K);
     size_t arow = act_row_size(a);
-    if (!q || !q->vec_dot || !wrow || !arow)
+    if (!q || !q->vec_dot || !q->gemm || !wrow || !arow)
         return HX_ERR_UNSUPPORTED;
     if (c->sizes[0] < wrow * a->N)
         return HX_ERR_RANGE;
@@ -110,31 +113,41 @@ int hx_cpu_matmul(const hx_cpu_call *c)
     const float *bias = a->has_bias ? c->buffers[3] : NULL;
     const uint8_t *xq = c->scratch;
 
-    /* Output columns are split in multiples of 4 so vec_dot4 reads four
-     * weight rows per pass; each group of rows meets every activation row
-     * while it is still in cache. */
+    /* Output columns are split in multiples of 4 so the GEMM tiles read
+     * four weight rows per pass.  A tile of 4 rows x HX_GEMM_COLS tokens
+     * reuses each loaded block across the tile (register blocking); blocks
+     * of rows worth MATMUL_BLOCK bytes of weights then meet every token
+     * tile in turn, so the block's weights stay in L2 across the tiles and
+     * a tile's activations across the block's rows.  A single token takes
+     * the same kernel: an output's bits then do not depend on how many
+     * tokens share its evaluation, where another summation order would
+     * move activations across quantization steps. */
     uint64_t groups = (a->N + 3) / 4, glo, ghi;
     hx_cpu_split(groups, c->ith, c->nth, &glo, &ghi);
     uint64_t n0 = glo * 4, n1 = ghi * 4 < a->N ? ghi * 4 : a->N;
-    for (uint64_t n = n0; n < n1; n += 4) {
-        const uint8_t *wr = W + n * wrow;
-        if (n + 4 <= n1) {
-            for (uint32_t t = 0; t < a->T; t++) {
-                float s[4];
-                q->vec_dot4(a->K, s, wr, wrow, xq + (uint64_t)t * arow);
+    uint64_t nfull = n0 + (n1 - n0) / 4 * 4;
+    uint64_t rb = (MATMUL_BLOCK / wrow) & ~(uint64_t)3;
+    if (rb < 4)
+        rb = 4;
+    for (uint64_t nb = n0; nb < nfull; nb += rb) {
+        const uint64_t ne = nb + rb < nfull ? nb + rb : nfull;
+        for (uint32_t t = 0; t < a->T; t += HX_GEMM_COLS) {
+            const int nc = a->T - t < HX_GEMM_COLS ? (int)(a->T - t) : HX_GEMM_COLS;
+            for (uint64_t n = nb; n < ne; n += 4) {
                 float *yr = y + (uint64_t)t * a->N + n;
-                for (int r = 0; r < 4; r++)
-                    yr[r] = bias ? s[r] + bias[n + r] : s[r];
+                q->gemm(a->K, nc, yr, a->N, W + n * wrow, wrow, xq + (uint64_t)t * arow, arow);
+                for (int k = 0; bias && k < nc; k++)
+                    for (int r = 0; r < 4; r++)
+                        yr[(uint64_t)k * a->N + r] += bias[n + r];
             }
-        } else {
-            for (uint64_t k = n; k < n1; k++)
-                for (uint32_t t = 0; t < a->T; t++) {
-                    float s;
-                    q->vec_dot(a->K, &s, W + k * wrow, xq + (uint64_t)t * arow);
-                    y[(uint64_t)t * a->N + k] = bias ? s + bias[k] : s;
-                }
         }
     }
+    for (uint64_t k = nfull; k < n1; k++)
+        for (uint32_t t = 0; t < a->T; t++) {
+            float s;
+            q->vec_dot(a->K, &s, W + k * wrow, xq + (uint64_t)t * arow);
+            y[(uint64_t)t * a->N + k] = bias ? s + bias[k] : s;
+        }
     return 0;
 }
 

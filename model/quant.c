@@ -38,8 +38,10 @@ static void build_tables(void)
                     o->quantize_row = q->quantize_row;
                 if (q->vec_dot)
                     o->vec_dot = q->vec_dot;
-                if (q->vec_dot4)
+                if (q->vec_dot4) { /* never a slower level's gemm next to a faster vec_dot4 */
                     o->vec_dot4 = q->vec_dot4;
+                    o->gemm = q->gemm;
+                }
             }
         }
     }

@@ -166,6 +166,17 @@ typedef void (*hx_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y)
 /* s[r] = dot(row r, y) for the 4 weight rows at x + r*x_stride (bytes). */
 typedef void (*hx_vec_dot4_fn)(int64_t n, float *s, const void *x, size_t x_stride,
                                const void *y);
+/* A tile of a matrix product, for prompts: s[c*s_stride + r] = dot(weight
+ * row x + r*x_stride, activation row y + c*y_stride) for r = 0..3 and
+ * c = 0..ncols-1, 1 <= ncols <= HX_GEMM_COLS (strides in bytes for x and
+ * y, in floats for s).  Each weight block loaded meets every activation
+ * row of the tile and each activation block every weight row, where a
+ * loop of vec_dot4 re-reads the weights once per activation row.  Results
+ * equal vec_dot's within the same float bound: the per-block integer sums
+ * are the same, the float summation order may differ. */
+#define HX_GEMM_COLS 4
+typedef void (*hx_gemm_fn)(int64_t n, int ncols, float *s, size_t s_stride, const void *x, size_t x_stride,
+                           const void *y, size_t y_stride);
 
 typedef struct {
     hx_type type;
@@ -174,6 +185,7 @@ typedef struct {
     hx_quantize_row_fn quantize_row;     /* weights and activations; F32 copies */
     hx_vec_dot_fn vec_dot;               /* NULL for activation-only types  */
     hx_vec_dot4_fn vec_dot4;             /* NULL where vec_dot is NULL      */
+    hx_gemm_fn gemm;                     /* NULL where vec_dot is NULL      */
     hx_simd_level level;                 /* the level these ops were chosen for */
 } hx_quant_ops;
 

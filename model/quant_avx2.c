@@ -622,18 +622,30 @@ HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
 HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
 HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
 
+HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
+HX_QUANT_GEMM_OF(gemm_f16, dot4_f16)
+HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
+HX_QUANT_GEMM_OF(gemm_q4_0, dot4_q4_0)
+HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
+HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
+HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
+HX_QUANT_GEMM_OF(gemm_q8_0, dot4_q8_0)
+HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
+HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
+HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
+
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
-    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32},
-    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16},
-    [HX_TYPE_BF16] = {dequant_bf16, NULL, dot_bf16, dot4_bf16},
-    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0},
-    [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1},
-    [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0},
-    [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0},
-    [HX_TYPE_Q8_1] = {dequant_q8_1, quant_q8_1, NULL, NULL},
-    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
-    [HX_TYPE_Q5_K] = {dequant_q5_K, NULL, dot_q5_K, dot4_q5_K},
-    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},
-    [HX_TYPE_Q8_K] = {dequant_q8_K, quant_q8_K, NULL, NULL},
+    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
+    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16},
+    [HX_TYPE_BF16] = {dequant_bf16, NULL, dot_bf16, dot4_bf16, gemm_bf16},
+    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0, gemm_q4_0},
+    [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1, gemm_q4_1},
+    [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0, gemm_q5_0},
+    [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1, gemm_q5_1},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0, gemm_q8_0},
+    [HX_TYPE_Q8_1] = {dequant_q8_1, quant_q8_1, NULL, NULL, NULL},
+    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K, gemm_q4_K},
+    [HX_TYPE_Q5_K] = {dequant_q5_K, NULL, dot_q5_K, dot4_q5_K, gemm_q5_K},
+    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K, gemm_q6_K},
+    [HX_TYPE_Q8_K] = {dequant_q8_K, quant_q8_K, NULL, NULL, NULL},
 };

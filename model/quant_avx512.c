@@ -650,18 +650,161 @@ HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
 HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
 HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
 
+/* ---- GEMM tiles (prompts) ------------------------------------------------ */
+
+/* 4 F16 weight rows x C f32 activation rows: one accumulator per output,
+ * sixteen independent FMA chains, each converted weight vector used C
+ * times and each activation vector four times. */
+INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
+                          const int C)
+{
+    __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 w[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            if (!(i & 31))
+                prefetch_ahead(x + r * bx + 2 * i, 64);
+            w[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + r * bx + 2 * i));
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            s[c * ss + r] = hsum16(acc[r][c]);
+}
+
+static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    switch (ncols) {
+    case 4: gemm_f16_tile(n, s, ss, x, bx, y, by, 4); break;
+    case 3: gemm_f16_tile(n, s, ss, x, bx, y, by, 3); break;
+    case 2: gemm_f16_tile(n, s, ss, x, bx, y, by, 2); break;
+    default: gemm_f16_tile(n, s, ss, x, bx, y, by, 1); break;
+    }
+}
+
+/* The signed quants of weight blocks b, b+1 (at p, p + B) as one zmm. */
+INLINE __m512i q32_weights(const uint8_t *p, const int B, const int Q4)
+{
+    if (Q4)
+        return _mm512_sub_epi8(nibbles2x32(p + 2, p + B + 2), _mm512_set1_epi8(8));
+    return load2x32(p + 2, p + B + 2);
+}
+
+/* 4 Q8_0/Q4_0 weight rows x C Q8_0 activation rows.  vpdpbusd wants one
+ * unsigned operand: the activations (-127..127) become a + 128 with one
+ * xor, shared by the four rows, and each lane starts from -128 * (its four
+ * weights' sum), computed once per weight vector and shared by the C
+ * columns, so every (row, column) pair costs one vpdpbusd per 64 quants
+ * and the integer block sums are vec_dot's exactly. */
+INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                          const int C, const int Q4, const hx_type T)
+{
+    const int B = Q4 ? (int)sizeof(hx_block_q4_0) : (int)sizeof(hx_block_q8_0), A = (int)sizeof(hx_block_q8_0);
+    const int64_t nb = n / HX_QK;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 dx[4], dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            prefetch_ahead(x + r * bx + i * B, 8 * B);
+            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512i w[4], neg[4];
+            __m512 sx[4];
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                w[r] = q32_weights(x + r * bx + (i + 2 * k) * B, B, Q4);
+                neg[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[r]));
+                sx[r] = pair_scale(dx[r], k);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *yb = y + c * by + (i + 2 * k) * A;
+                const __m512i u = _mm512_xor_si512(load2x32(yb + 2, yb + A + 2), flip);
+                const __m512 sy = pair_scale(dy[c], k);
+                #pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const __m512i p = _mm512_dpbusd_epi32(neg[r], u, w[r]);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx[r], sy), acc[r][c]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            float rest = 0;
+            if (i < nb)
+                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
+            s[c * ss + r] = hsum16(acc[r][c]) + rest;
+        }
+}
+
+#define GEMM_Q32(name, Q4, T)                                                                                   \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                           \
+        switch (ncols) {                                                                                        \
+        case 4: gemm_q32_tile(n, s, ss, x, bx, y, by, 4, Q4, T); break;                                         \
+        case 3: gemm_q32_tile(n, s, ss, x, bx, y, by, 3, Q4, T); break;                                         \
+        case 2: gemm_q32_tile(n, s, ss, x, bx, y, by, 2, Q4, T); break;                                         \
+        default: gemm_q32_tile(n, s, ss, x, bx, y, by, 1, Q4, T); break;                                        \
+        }                                                                                                       \
+    }
+
+GEMM_Q32(gemm_q8_0, 0, HX_TYPE_Q8_0)
+GEMM_Q32(gemm_q4_0, 1, HX_TYPE_Q4_0)
+
+HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
+HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
+HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
+HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
+HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
+HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
+HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
+HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
+
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
-    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32},
-    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16},
-    [HX_TYPE_BF16] = {dequant_bf16, quant_bf16, dot_bf16, dot4_bf16},
-    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0},
-    [HX_TYPE_Q4_1] = {NULL, NULL, dot_q4_1, dot4_q4_1},
-    [HX_TYPE_Q5_0] = {NULL, NULL, dot_q5_0, dot4_q5_0},
-    [HX_TYPE_Q5_1] = {NULL, NULL, dot_q5_1, dot4_q5_1},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0},
-    [HX_TYPE_Q8_1] = {NULL, quant_q8_1, NULL, NULL},
-    [HX_TYPE_Q8_K] = {NULL, quant_q8_K, NULL, NULL},
-    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K},
-    [HX_TYPE_Q5_K] = {NULL, NULL, dot_q5_K, dot4_q5_K},
-    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K},
+    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
+    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16},
+    [HX_TYPE_BF16] = {dequant_bf16, quant_bf16, dot_bf16, dot4_bf16, gemm_bf16},
+    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0, gemm_q4_0},
+    [HX_TYPE_Q4_1] = {NULL, NULL, dot_q4_1, dot4_q4_1, gemm_q4_1},
+    [HX_TYPE_Q5_0] = {NULL, NULL, dot_q5_0, dot4_q5_0, gemm_q5_0},
+    [HX_TYPE_Q5_1] = {NULL, NULL, dot_q5_1, dot4_q5_1, gemm_q5_1},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0, gemm_q8_0},
+    [HX_TYPE_Q8_1] = {NULL, quant_q8_1, NULL, NULL, NULL},
+    [HX_TYPE_Q8_K] = {NULL, quant_q8_K, NULL, NULL, NULL},
+    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K, gemm_q4_K},
+    [HX_TYPE_Q5_K] = {NULL, NULL, dot_q5_K, dot4_q5_K, gemm_q5_K},
+    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K, gemm_q6_K},
 };

@@ -17,6 +17,7 @@ typedef struct {
     hx_quantize_row_fn quantize_row;
     hx_vec_dot_fn vec_dot;
     hx_vec_dot4_fn vec_dot4;
+    hx_gemm_fn gemm; /* set with vec_dot4: a level's vec_dot4 brings its gemm */
 } hx_quant_kernels;
 
 extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];
@@ -83,6 +84,16 @@ static inline void hx_quant_k4_unpack(const uint8_t *scales, uint64_t *sc, uint6
     {                                                                                 \
         for (int r = 0; r < 4; r++)                                                   \
             dot(n, s + r, (const uint8_t *)x + (size_t)r * x_stride, y);              \
+    }
+
+/* A gemm made of vec_dot4 calls, one per activation row, for types and
+ * levels without a register-blocked kernel. */
+#define HX_QUANT_GEMM_OF(name, dot4)                                                                \
+    static void name(int64_t n, int ncols, float *s, size_t s_stride, const void *x, size_t x_stride, \
+                     const void *y, size_t y_stride)                                                \
+    {                                                                                               \
+        for (int c = 0; c < ncols; c++)                                                             \
+            dot4(n, s + (size_t)c * s_stride, x, x_stride, (const uint8_t *)y + (size_t)c * y_stride);  \
     }
 
 #endif

@@ -660,6 +660,74 @@ START_TEST(test_vec_dot4)
 }
 END_TEST
 
+/* A GEMM tile equals vec_dot of each (row, column) pair at every level, for
+ * every tile width, with weight and activation rows at odd offsets and
+ * strides; block counts leave partial groups of eight. */
+START_TEST(test_gemm)
+{
+    uint64_t s = 0x6e33;
+    for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        const hx_type t = weight_types[ti];
+        const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
+        for (size_t ci = 0; ci < N_COUNTS; ci++) {
+            const int64_t n = block_len(t) == 1 ? block_counts[ci] * 37 : block_counts[ci] * block_len(t);
+            const size_t xs = row_bytes(t, n) + 3, ys = row_bytes(at, n) + (at == HX_TYPE_F32 ? 4 : 5);
+            const size_t xo = 1 + ci % 7, yo = at == HX_TYPE_F32 ? 4 : 3;
+            uint8_t *x = alloc_bytes(4 * xs + 64), *y = alloc_bytes(HX_GEMM_COLS * ys + 64);
+            for (int r = 0; r < 4; r++)
+                fill_random(t, x + xo + r * xs, n, &s);
+            float *f = malloc(4 * (size_t)n);
+            ck_assert_ptr_nonnull(f);
+            for (int c = 0; c < HX_GEMM_COLS; c++) {
+                for (int64_t i = 0; i < n; i++)
+                    f[i] = rng_normal(&s, 1.0f) + (i % 89 == c ? 3.0f : 0.0f);
+                hx_quant_ops_get_level(at, HX_SIMD_SCALAR)->quantize_row(f, y + yo + c * ys, n);
+            }
+            free(f);
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                ck_assert_ptr_nonnull(o->gemm);
+                for (int nc = 1; nc <= HX_GEMM_COLS; nc++) {
+                    enum { SS = 7 }; /* output rows wider than the tile */
+                    float out[HX_GEMM_COLS * SS];
+                    for (int k = 0; k < HX_GEMM_COLS * SS; k++)
+                        out[k] = -777.0f;
+                    o->gemm(n, nc, out, SS, x + xo, xs, y + yo, ys);
+                    for (int c = 0; c < HX_GEMM_COLS; c++)
+                        for (int r = 0; r < SS; r++) {
+                            const float got = out[c * SS + r];
+                            if (c >= nc || r >= 4) { /* outside the tile: untouched */
+                                ck_assert_msg(got == -777.0f, "%s gemm at %s wrote outside its tile",
+                                              hx_type_name(t), hx_cpu_simd_name(l));
+                                continue;
+                            }
+                            float one;
+                            o->vec_dot(n, &one, x + xo + r * xs, y + yo + c * ys);
+                            double mag, exact, min_mag;
+                            dot_scale(t, x + xo + r * xs, y + yo + c * ys, n, &mag, &exact, &min_mag);
+                            ck_assert_msg(fabs((double)got - one) <= DOT_TOL * (mag + min_mag) + 1e-30,
+                                          "%s gemm (%d cols) row %d col %d at %s: %.9g vs vec_dot %.9g (n %lld)",
+                                          hx_type_name(t), nc, r, c, hx_cpu_simd_name(l), got, one, (long long)n);
+                        }
+                }
+                /* an output's bits do not depend on the tile's width (the
+                 * matmul relies on it: one token or a prompt, same logits) */
+                float tile[HX_GEMM_COLS * 4];
+                o->gemm(n, HX_GEMM_COLS, tile, 4, x + xo, xs, y + yo, ys);
+                for (int c = 0; c < HX_GEMM_COLS; c++) {
+                    float col[4];
+                    o->gemm(n, 1, col, 4, x + xo, xs, y + yo + c * ys, ys);
+                    ck_assert_msg(!memcmp(col, tile + 4 * c, sizeof col), "%s gemm at %s: column %d alone differs",
+                                  hx_type_name(t), hx_cpu_simd_name(l), c);
+                }
+            }
+            free(x);
+            free(y);
+        }
+    }
+}
+END_TEST
+
 /* Rows that end exactly where their allocation ends: under AddressSanitizer
  * any read past a row (a vector load running over the last block) fails. */
 START_TEST(test_row_bounds)
@@ -1059,6 +1127,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_dequantize_exact);
     tcase_add_test(tc, test_vec_dot);
     tcase_add_test(tc, test_vec_dot4);
+    tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
     tcase_add_test(tc, test_quantize_ties);
