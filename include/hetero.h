@@ -124,10 +124,27 @@ typedef struct {
     /* Present PoCL as an emulated FPGA: NULL = HX_FPGA_EMULATION;
      * "pocl" enables, "" or "off" disables. */
     const char *fpga_emulation;
-    /* Scheduling policy name; NULL = HX_SCHED or "eager". */
+    /* Scheduling policy: "eager" (one central queue), "static" (each task
+     * on the device it prefers), "ws" (work stealing), "dmda" (earliest
+     * expected completion from the performance models and the cost of
+     * moving data, with load-aware migration); NULL = HX_SCHED or "eager". */
     const char *sched;
     /* Pin CPU threads to cores (hwloc); -1 = HX_PIN or on. */
     int pin_threads;
+    /* Slowdowns and failures injected into devices, for tests and
+     * benchmarks: entries separated by ';', each a device selector
+     * (dev=INDEX or kind=cpu|gpu|fpga|accelerator) and effects (slow=F: its
+     * tasks take F times as long; fail=P: a fraction P of its tasks fail;
+     * seed=S: the failures' draws; count=N: only its next N tasks), e.g.
+     * "dev=1,slow=3;kind=fpga,fail=0.1".  NULL = HX_INJECT; "" = none. */
+    const char *inject;
+    /* Record a trace of the whole run, written at hx_runtime_close to this
+     * path (see hx_runtime_trace_start); NULL = HX_TRACE; "" = none. */
+    const char *trace;
+    /* Directory of the performance models: NULL = HX_CACHE_DIR/perfmodels,
+     * else $XDG_CACHE_HOME/hetero/perfmodels (~/.cache/...); "" or "off"
+     * (also HX_CACHE_DIR=off) keeps them in memory only. */
+    const char *perfmodel_dir;
 } hx_runtime_options;
 
 HX_API hx_runtime_options hx_runtime_options_default(void);
@@ -228,6 +245,10 @@ typedef struct {
     size_t args_size;
     int device;             /* -1 = scheduler decides; else a device index */
     int priority;
+    /* Devices the task would rather run on (bit d = device d; 0 = no
+     * preference).  A hint: "static" follows it, dynamic policies may
+     * override it; `device` is the hard pin. */
+    uint32_t prefer;
 } hx_task_desc;
 
 /* Submits a task; dependencies follow from the buffers' access modes in
@@ -269,6 +290,14 @@ typedef struct hx_model hx_model;
 typedef struct hx_session hx_session;
 
 typedef struct {
+    /* How each layer's tasks are spread over the devices (a preference the
+     * scheduling policy weighs, see hx_task_desc.prefer): "affinity" (the
+     * design's mapping: preprocessing on the CPU, GEMMs on a GPU, attention
+     * on an FPGA, each falling back to the next best device that can run
+     * it), "layers" (contiguous layers per device, as pipeline stages),
+     * "auto" (no preference: the scheduler alone decides).
+     * NULL = HX_PARTITION or "affinity". */
+    const char *partition;
     /* KV cache: element type "f16" (default) or "q8_0"; NULL = HX_KV_TYPE. */
     const char *kv_type;
     /* Tokens the KV pool holds across all sessions (0 = the model's
@@ -294,6 +323,23 @@ HX_API hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_
                                hx_model **out);
 HX_API void hx_model_free(hx_model *m);
 HX_API hx_status hx_model_info_get(const hx_model *m, hx_model_info *out);
+
+/* The partition plan: one entry per task of one evaluation, in submission
+ * order, with the device the task prefers and why. */
+typedef struct {
+    int layer;             /* -1 before the layers (embedding), n_layer after (output) */
+    char op[32];           /* codelet name: "matmul", "attention"... */
+    char task_class[16];   /* "preprocess", "gemm" or "attention" */
+    double flops, bytes;   /* cost of the task for one token at the start of a sequence */
+    int device;            /* the device it prefers; -1 = the scheduler decides */
+    uint32_t prefer;       /* every device it prefers (bit d = device d) */
+    char reason[112];      /* e.g. "prefers gpu: none present" */
+} hx_plan_task;
+
+/* Number of tasks of one evaluation (0 on error, see hx_last_error). */
+HX_API size_t hx_model_plan_size(hx_model *m);
+/* The i-th task of the plan; HX_ERR_RANGE past the end. */
+HX_API hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out);
 
 /* Writes hetero's built-in synthetic model: a deterministic LLaMA with
  * seeded random weights and a byte-level vocabulary.  preset: "tiny"
@@ -379,19 +425,81 @@ typedef struct {
     uint64_t tasks_submitted, tasks_done, tasks_failed;
     uint64_t copies, bytes_copied;   /* between memory nodes */
     uint64_t zero_copy_uses;          /* buffer uses that needed no copy */
-    uint64_t migrations;
+    uint64_t migrations;              /* queued tasks moved to another device
+                                         (stolen, rebalanced, or moved off a
+                                         retired device) */
     double submit_overhead_us;        /* mean per task */
+    uint64_t retries;                 /* failed attempts run again */
+    uint32_t devices_retired;         /* taken out of service after failing */
 } hx_runtime_stats;
 
+/* A device's counters and its load monitor. */
 typedef struct {
     uint64_t tasks;
     double busy_seconds;
-    double busy_fraction;  /* since the runtime opened */
+    double busy_fraction;      /* since the runtime opened (or the last reset) */
+    uint32_t queue_depth;      /* tasks queued for it now (per-device queues) */
+    double backlog_seconds;    /* predicted time to finish its queued and running
+                                  tasks (perf models; 0 when the policy has none) */
+    double recent_busy;        /* busy fraction, exponentially weighted (~1 s) */
+    double tasks_per_second;   /* throughput, exponentially weighted (~1 s) */
+    double flops_per_second;   /* useful work per busy second, exponentially weighted */
+    uint64_t failures;         /* failed attempts on it (injected or real) */
+    int retired;               /* out of service after consecutive failures */
+    char last_failure[192];    /* "" when none */
 } hx_device_stats;
+
+/* A device is taken out of service after this many consecutive failures
+ * (unless it is the last one in service); its queued tasks move on. */
+#define HX_RETIRE_AFTER 8
 
 HX_API void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *out);
 HX_API hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out);
 HX_API void hx_runtime_stats_reset(hx_runtime *rt);
+
+/* ------------------------------------------------------------------------
+ * Injection, tracing and performance models
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    double slow;     /* >= 1: each task takes `slow` times its time (1 = off) */
+    double fail;     /* 0..1: fraction of tasks that fail (HX_ERR_DEVICE) */
+    uint64_t seed;   /* seeds the failure draws (deterministic per device) */
+    uint32_t count;  /* only the device's next `count` tasks (0 = all) */
+} hx_injection;
+
+/* Slows a device or makes it fail a fraction of its tasks (NULL = stop).
+ * A failed task leaves its buffers as they were and runs again on another
+ * capable device (or the same one when it is the only one). */
+HX_API hx_status hx_device_inject(hx_runtime *rt, int device, const hx_injection *inj);
+
+/* Records every task (codelet, device, start, end), copy (bytes, nodes)
+ * and migration from now on; hx_runtime_trace_stop writes them to `path`
+ * as Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev): one
+ * process per device, "X" events for tasks and copies. */
+HX_API hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path);
+HX_API hx_status hx_runtime_trace_stop(hx_runtime *rt);
+
+/* One size bucket of one codelet's model on one device. */
+typedef struct {
+    char codelet[64];
+    char device[128];      /* the device's key: family, name, compute units */
+    double size_lo, size_hi; /* footprint range (flops + bytes) of the bucket */
+    double flops, bytes;   /* mean cost of the tasks measured */
+    uint32_t samples;      /* measurements ever recorded */
+    uint32_t window;       /* recent ones the statistics use */
+    double median_s, mean_s, min_s, max_s; /* over the window */
+    /* The codelet's regression on this device, time = a + b*flops + c*bytes
+     * (valid = 0 until enough sizes were seen); repeated on each bucket. */
+    int reg_valid;
+    double reg_a, reg_b, reg_c;
+} hx_perfmodel_entry;
+
+/* Calls `cb` for every bucket of the models stored in `dir` (NULL = the
+ * default directory, see hx_runtime_options.perfmodel_dir); a non-zero
+ * return stops.  HX_ERR_NOT_FOUND when there is no such directory. */
+HX_API hx_status hx_perfmodel_read(const char *dir, int (*cb)(void *user, const hx_perfmodel_entry *e),
+                                   void *user);
 
 /* ------------------------------------------------------------------------
  * Tokenizer: text <-> token ids, as llama.cpp computes them, from a GGUF

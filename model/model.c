@@ -207,6 +207,19 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     if (!hx_type_from_name(kv, &m->kv_type) ||
         (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 && m->kv_type != HX_TYPE_F32))
         return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0 or f32", kv);
+    const char *part = m->opts.partition ? m->opts.partition : getenv("HX_PARTITION");
+    static const char *const strategies[] = {"affinity", "layers", "auto"};
+    m->partition = HX_PARTITION_AFFINITY;
+    if (part && *part) {
+        int found = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(part, strategies[i]))
+                found = i;
+        if (found < 0)
+            return hx_error(HX_ERR_INVALID_ARG, "partition '%s': expected affinity, layers or auto", part);
+        m->partition = (hx_partition_strategy)found;
+    }
+    m->opts.partition = NULL;
     m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
     if (!m->opts.kv_block)
         m->opts.kv_block = 16;
@@ -289,6 +302,7 @@ void hx_model_free(hx_model *m)
     free(m->layers);
     hx_tokenizer_free(m->tok);
     hx_gguf_close(m->gguf);
+    free(m->plan);
     pthread_mutex_destroy(&m->eval_lock);
     free(m);
 }

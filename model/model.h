@@ -12,6 +12,10 @@
 #include "model/types.h"
 
 struct hx_tokenizer;
+struct hx_plan;
+
+/* hx_model_options.partition, resolved; the partitioner reads it. */
+typedef enum { HX_PARTITION_AFFINITY, HX_PARTITION_LAYERS, HX_PARTITION_AUTO } hx_partition_strategy;
 
 typedef struct {
     hx_buffer *buf;      /* NULL when the tensor is absent (optional ones) */
@@ -51,6 +55,8 @@ struct hx_model {
     hx_kv_pool *kv;
     hx_activations act;
     pthread_mutex_t eval_lock; /* one evaluation at a time */
+    hx_partition_strategy partition;
+    struct hx_plan *plan;      /* built by the partitioner on first use; one allocation */
 };
 
 #endif

@@ -86,7 +86,10 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
         if (!n_out) { /* keep the graph's shape fixed: compute one row, keep none */
             rows[0] = (int32_t)(n - 1);
         }
-        s = hx_llama_submit(m, &shape, NULL);
+        const struct hx_plan *plan;
+        s = hx_plan_get_locked(m, &plan);
+        if (s == HX_OK)
+            s = hx_llama_emit(m, &shape, plan, NULL, NULL);
         hx_status w = hx_runtime_wait_all(m->rt);
         if (s == HX_OK)
             s = w;

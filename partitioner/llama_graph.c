@@ -15,7 +15,11 @@
 typedef struct {
     hx_model *m;
     const hx_batch_shape *b;
-    const hx_placement *place;
+    const struct hx_plan *plan;
+    hx_graph_sink sink;
+    void *user;
+    int layer;
+    size_t seq;      /* tasks emitted so far: the index into the plan */
     hx_status status;
 } graph;
 
@@ -25,14 +29,20 @@ static void task(graph *g, hx_task_class cls, const char *op, const void *args, 
     if (g->status)
         return;
     hx_task_desc d = {.codelet = hx_codelet_builtin(op), .nbuffers = n, .args = args,
-                      .args_size = size, .device = g->place ? g->place->device[cls] : -1};
+                      .args_size = size, .device = -1};
+    if (g->plan && g->seq < g->plan->n)
+        d.prefer = g->plan->e[g->seq].prefer;
+    g->seq++;
     if (!d.codelet) {
         g->status = hx_error(HX_ERR_UNSUPPORTED, "no codelet '%s'", op);
         return;
     }
     memcpy(d.buffers, bufs, sizeof *bufs * (size_t)n);
     memcpy(d.modes, modes, sizeof *modes * (size_t)n);
-    g->status = hx_task_submit(g->m->rt, &d, NULL);
+    if (g->sink)
+        g->sink(g->user, g->layer, cls, &d);
+    else
+        g->status = hx_task_submit(g->m->rt, &d, NULL);
 }
 
 static void rmsnorm(graph *g, hx_buffer *x, const hx_weight *w, hx_buffer *y, uint32_t T)
@@ -68,6 +78,7 @@ static void add(graph *g, hx_buffer *x, hx_buffer *y, uint64_t n)
 static void layer(graph *g, uint32_t l)
 {
     hx_model *m = g->m;
+    g->layer = (int)l;
     const hx_layer_weights *L = &m->layers[l];
     const hx_activations *A = &m->act;
     const hx_model_info *in = &m->info;
@@ -104,9 +115,10 @@ static void layer(graph *g, uint32_t l)
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
 }
 
-hx_status hx_llama_submit(hx_model *m, const hx_batch_shape *b, const hx_placement *place)
+hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan, hx_graph_sink sink,
+                        void *user)
 {
-    graph g = {m, b, place, HX_OK};
+    graph g = {.m = m, .b = b, .plan = plan, .sink = sink, .user = user, .layer = -1};
     const hx_activations *A = &m->act;
     const uint32_t T = b->T, D = m->info.n_embd;
 
@@ -115,6 +127,7 @@ hx_status hx_llama_submit(hx_model *m, const hx_batch_shape *b, const hx_placeme
          (hx_access[]){HX_R, HX_R, HX_W});
     for (uint32_t l = 0; l < m->info.n_layer; l++)
         layer(&g, l);
+    g.layer = (int)m->info.n_layer;
     /* Only the rows whose logits are wanted go through the output matrix:
      * for a 512-token prompt that is one row instead of 512. */
     rmsnorm(&g, A->x, &m->out_norm, A->xn, T);

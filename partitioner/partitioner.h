@@ -1,6 +1,8 @@
 /* The partitioner: each layer as a task graph, with the device class each
  * task prefers (DESIGN: preprocessing on CPU threads, GEMMs on GPUs,
- * attention on FPGA/OpenCL devices). */
+ * attention on FPGA/OpenCL devices), what it costs, and why it goes where
+ * it goes.  The preference is a hint (hx_task_desc.prefer) that the
+ * scheduling policy weighs; it never pins. */
 #ifndef HX_PARTITIONER_PARTITIONER_H
 #define HX_PARTITIONER_PARTITIONER_H
 
@@ -15,10 +17,7 @@ typedef enum {
     HX_CLASS_COUNT
 } hx_task_class;
 
-/* Where each class of task goes: a device index, or -1 for the scheduler. */
-typedef struct {
-    int device[HX_CLASS_COUNT];
-} hx_placement;
+const char *hx_task_class_str(hx_task_class c);
 
 typedef struct {
     uint32_t T;          /* tokens in the batch              */
@@ -27,8 +26,34 @@ typedef struct {
     uint32_t n_out;      /* rows whose logits are computed   */
 } hx_batch_shape;
 
-/* Submits one evaluation's tasks; the model's ids, pos, meta and out_rows
+/* One task of the plan: where it would rather run and why. */
+typedef struct {
+    int layer;                /* -1 before the layers, n_layer after */
+    hx_task_class cls;
+    const hx_codelet *codelet;
+    double flops, bytes;      /* for one token at the start of a sequence */
+    uint32_t prefer;          /* bit d: prefers device d; 0 = no preference */
+    int device;               /* the first of them, -1 when none */
+    char reason[112];
+} hx_plan_entry;
+
+/* The tasks of one evaluation in submission order (the graph's shape does
+ * not depend on the batch). */
+struct hx_plan {
+    size_t n;
+    hx_plan_entry e[];
+};
+
+/* Receives the tasks of a dry run instead of the runtime. */
+typedef void (*hx_graph_sink)(void *user, int layer, hx_task_class cls, const hx_task_desc *d);
+
+/* Emits one evaluation's tasks: submitted with the plan's preferences, or
+ * handed to `sink` when not NULL.  The model's ids, pos, meta and out_rows
  * buffers are filled by the caller (partitioner/eval.c). */
-hx_status hx_llama_submit(struct hx_model *m, const hx_batch_shape *b, const hx_placement *place);
+hx_status hx_llama_emit(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
+                        hx_graph_sink sink, void *user);
+
+/* The model's plan, built on first use; call with m->eval_lock held. */
+hx_status hx_plan_get_locked(struct hx_model *m, const struct hx_plan **out);
 
 #endif

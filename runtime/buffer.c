@@ -6,6 +6,8 @@
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/perfmodel.h"
+#include "runtime/trace.h"
 
 /* Below this, malloc'd memory is already local by first touch and an mmap
  * per buffer (what libnuma does) would cost more than it saves. */
@@ -137,10 +139,14 @@ static hx_device *device_of_node(hx_runtime *rt, int node)
     return NULL;
 }
 
-static void count_copy(hx_runtime *rt, size_t bytes)
+/* Counts, traces and times a copy (the bus model learns from it). */
+static void count_copy(hx_runtime *rt, hx_device *d, int from, int to, size_t bytes, double t0)
 {
+    double t1 = hx_now();
     atomic_fetch_add(&rt->stats.copies, 1);
     atomic_fetch_add(&rt->stats.bytes_copied, bytes);
+    hx_perfmodel_bus_record(rt->sched.pm, from ? from : to, bytes, t1 - t0);
+    hx_trace_copy(rt, d->info.index, from, to, bytes, t0, t1);
 }
 
 /* Brings the host replica up to date from the node that owns the data.
@@ -153,10 +159,11 @@ static hx_status fetch_to_host(hx_buffer *b)
     hx_device *d = src >= 0 ? device_of_node(b->rt, src) : NULL;
     if (!d || !b->handle[d->info.index])
         return hx_error(HX_ERR_STATE, "hx_buffer: no valid replica of a %zu-byte buffer", b->size);
+    double t0 = hx_now();
     hx_status s = d->ops->copy_out(d, b->host, b->handle[d->info.index], b->size);
     if (s)
         return s;
-    count_copy(b->rt, b->size);
+    count_copy(b->rt, d, src, 0, b->size, t0);
     b->valid[0] = 1;
     return HX_OK;
 }
@@ -188,9 +195,10 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **h
     if (s == HX_OK && (mode & HX_R) && !b->valid[node]) {
         s = fetch_to_host(b);
         if (s == HX_OK && node != 0) {
+            double t0 = hx_now();
             s = d->ops->copy_in(d, *handle, b->host, b->size);
             if (s == HX_OK) {
-                count_copy(b->rt, b->size);
+                count_copy(b->rt, d, 0, node, b->size, t0);
                 b->valid[node] = 1;
             }
         }
@@ -243,3 +251,41 @@ hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 }
 
 void hx_buffer_release(hx_buffer *b) { (void)b; }
+
+/* ---- what a failed task must not leave behind -------------------------- */
+
+hx_status hx_buffer_checkpoint(hx_buffer *b, hx_device *d, void **saved)
+{
+    int node = d->info.memory_node;
+    *saved = NULL;
+    pthread_mutex_lock(&b->lock);
+    hx_status s = HX_OK;
+    if (node == 0) {
+        /* The device writes the host copy in place: keep its contents. */
+        if (!(*saved = malloc(b->size)))
+            s = hx_error(HX_ERR_NO_MEMORY, "checkpoint of a %zu-byte buffer", b->size);
+        else
+            memcpy(*saved, b->host, b->size);
+    } else if (valid_node_other_than(b, node) < 0) {
+        /* Its replica is the only valid one: put a copy on the host. */
+        s = fetch_to_host(b);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return s;
+}
+
+int hx_buffer_rollback(hx_buffer *b, hx_device *d, void *saved)
+{
+    int node = d->info.memory_node, restored = 0;
+    pthread_mutex_lock(&b->lock);
+    if (saved) {
+        memcpy(b->host, saved, b->size);
+        restored = 1;
+    } else if (valid_node_other_than(b, node) >= 0) {
+        b->valid[node] = 0;
+        restored = 1;
+    }
+    pthread_mutex_unlock(&b->lock);
+    free(saved);
+    return restored;
+}

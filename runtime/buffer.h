@@ -40,4 +40,14 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **h
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d);
 hx_msi_state hx_buffer_state(hx_buffer *b, int node);
 
+/* Before a task that may fail writes the buffer on `d`: makes sure its
+ * contents can be brought back (a host copy when `d` writes host memory
+ * in place, another valid replica otherwise).  *saved is for rollback. */
+hx_status hx_buffer_checkpoint(hx_buffer *b, hx_device *d, void **saved);
+/* After a failed task on `d` may have written part of the buffer: restores
+ * the checkpoint, or marks `d`'s replica invalid when another node holds
+ * the data.  Returns 1 when the buffer holds its contents from before the
+ * task, 0 when they are lost (the host copy was written in place). */
+int hx_buffer_rollback(hx_buffer *b, hx_device *d, void *saved);
+
 #endif

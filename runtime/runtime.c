@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "runtime/error.h"
+#include "runtime/inject.h"
+#include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
 #include "runtime/topology.h"
 #include "runtime/worker.h"
@@ -53,6 +55,9 @@ typedef struct {
     int fpga_emulation;
     char sched[64];
     int pin;
+    char inject[1024];
+    char trace[1024];
+    char perfmodel_dir[512]; /* "" = memory only */
 } resolved_options;
 
 static const char *env_or(const char *v, const char *env, const char *dflt)
@@ -80,6 +85,22 @@ static hx_status resolve_options(const hx_runtime_options *o, resolved_options *
         o = &dflt;
     snprintf(r->devices, sizeof r->devices, "%s", env_or(o->devices, "HX_DEVICES", "all"));
     snprintf(r->sched, sizeof r->sched, "%s", env_or(o->sched, "HX_SCHED", "eager"));
+    const char *strs[3] = {env_or(o->inject, "HX_INJECT", ""), env_or(o->trace, "HX_TRACE", ""),
+                           o->perfmodel_dir};
+    char *dst[3] = {r->inject, r->trace, r->perfmodel_dir};
+    static const char *const what[3] = {"inject", "trace", "perfmodel_dir"};
+    if (!strs[2])
+        strs[2] = hx_perfmodel_default_dir(r->perfmodel_dir, sizeof r->perfmodel_dir);
+    else if (!strcmp(strs[2], "off"))
+        strs[2] = "";
+    for (int i = 0; i < 3; i++) {
+        const char *v = strs[i] ? strs[i] : "";
+        if (strlen(v) >= (i == 2 ? sizeof r->perfmodel_dir : sizeof r->inject))
+            return hx_error(HX_ERR_INVALID_ARG, "%s: longer than %zu characters", what[i],
+                            (i == 2 ? sizeof r->perfmodel_dir : sizeof r->inject) - 1);
+        if (dst[i] != v)
+            memmove(dst[i], v, strlen(v) + 1);
+    }
     if (o->cpu_threads < 0 || o->cpu_threads > 1024)
         return hx_error(HX_ERR_INVALID_ARG, "cpu_threads=%d: expected 0 (automatic) to 1024", o->cpu_threads);
     r->cpu_threads = o->cpu_threads;
@@ -240,6 +261,17 @@ static hx_status discover(hx_runtime *rt, char **sel, int nsel)
     return HX_OK;
 }
 
+static hx_status open_perfmodels(hx_runtime *rt, const char *dir)
+{
+    char keys[HX_MAX_DEVICES][128];
+    const char *ptr[HX_MAX_DEVICES];
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_perfmodel_device_key(&rt->devices[d]->info, keys[d], sizeof keys[d]);
+        ptr[d] = keys[d];
+    }
+    return hx_perfmodel_open(&rt->sched.pm, dir, ptr, rt->ndevices);
+}
+
 hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
 {
     if (!out)
@@ -258,6 +290,7 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
         return hx_error(HX_ERR_NO_MEMORY, "runtime");
     pthread_mutex_init(&rt->lock, NULL);
     pthread_cond_init(&rt->idle, NULL);
+    hx_trace_init(&rt->trace);
     rt->open_time = hx_now();
     if ((s = hx_topology_load(&rt->topology, &rt->topo_info)))
         goto fail;
@@ -272,6 +305,15 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
     for (int d = 0; d < rt->ndevices; d++)
         if ((s = hx_worker_start(rt->devices[d])))
             goto fail;
+    if (rt->sched.policy->uses_perfmodel && (s = open_perfmodels(rt, r.perfmodel_dir)))
+        goto fail;
+    if (r.inject[0] && (s = hx_inject_apply_spec(rt, r.inject)))
+        goto fail;
+    if (r.trace[0]) {
+        if ((s = hx_runtime_trace_start(rt, r.trace)))
+            goto fail;
+        rt->trace_at_close = 1;
+    }
     *out = rt;
     return HX_OK;
 fail:
@@ -285,11 +327,16 @@ void hx_runtime_close(hx_runtime *rt)
         return;
     if (rt->sched.policy) {
         hx_runtime_wait_all(rt);
+        if (rt->trace_at_close && atomic_load(&rt->trace.on) && hx_runtime_trace_stop(rt))
+            fprintf(stderr, "hetero: %s\n", hx_last_error()); /* nobody else can hear of it */
         hx_sched_shutdown(&rt->sched);
     }
     for (int d = 0; d < rt->ndevices; d++)
         destroy_device(rt->devices[d]);
+    hx_perfmodel_close(rt->sched.pm);
+    rt->sched.pm = NULL;
     hx_sched_deinit(&rt->sched);
+    hx_trace_destroy(&rt->trace);
     for (int f = 0; f < HX_FAMILY_COUNT; f++)
         free(rt->absence[f]);
     hx_topology_free(rt->topology);
@@ -337,6 +384,8 @@ void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
     o->bytes_copied = atomic_load(&rt->stats.bytes_copied);
     o->zero_copy_uses = atomic_load(&rt->stats.zero_copy);
     o->migrations = atomic_load(&rt->stats.migrations);
+    o->retries = atomic_load(&rt->stats.retries);
+    o->devices_retired = atomic_load(&rt->stats.devices_retired);
     o->submit_overhead_us =
         o->tasks_submitted ? (double)atomic_load(&rt->stats.submit_ns) / 1e3 / (double)o->tasks_submitted : 0;
 }
@@ -345,11 +394,24 @@ hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats 
 {
     if (!rt || !out || device < 0 || device >= rt->ndevices)
         return hx_error(HX_ERR_RANGE, "hx_device_stats_get: no device %d", device);
+    memset(out, 0, sizeof *out);
     hx_worker *w = rt->devices[device]->worker;
-    out->tasks = w ? atomic_load(&w->tasks) : 0;
-    out->busy_seconds = w ? (double)atomic_load(&w->busy_ns) * 1e-9 : 0;
-    double span = hx_now() - rt->open_time;
+    double now = hx_now();
+    if (w) {
+        out->tasks = atomic_load(&w->tasks);
+        out->busy_seconds = (double)atomic_load(&w->busy_ns) * 1e-9;
+        out->failures = atomic_load(&w->failures);
+        out->retired = atomic_load(&w->retired);
+        hx_monitor_read(&w->monitor, now, &out->recent_busy, &out->tasks_per_second, &out->flops_per_second);
+        pthread_mutex_lock(&w->msg_lock);
+        memcpy(out->last_failure, w->last_failure, sizeof out->last_failure);
+        pthread_mutex_unlock(&w->msg_lock);
+    }
+    hx_sched_load((hx_sched *)&rt->sched, device, &out->queue_depth, &out->backlog_seconds);
+    double span = now - rt->open_time;
     out->busy_fraction = span > 0 ? out->busy_seconds / span : 0;
+    if (out->busy_fraction > 1)
+        out->busy_fraction = 1;
     return HX_OK;
 }
 
@@ -365,11 +427,13 @@ void hx_runtime_stats_reset(hx_runtime *rt)
     atomic_store(&rt->stats.zero_copy, 0);
     atomic_store(&rt->stats.migrations, 0);
     atomic_store(&rt->stats.submit_ns, 0);
+    atomic_store(&rt->stats.retries, 0);
     for (int d = 0; d < rt->ndevices; d++) {
         hx_worker *w = rt->devices[d]->worker;
         if (w) {
             atomic_store(&w->tasks, 0);
             atomic_store(&w->busy_ns, 0);
+            atomic_store(&w->failures, 0);
         }
     }
     rt->open_time = hx_now();

@@ -7,8 +7,7 @@
 
 #include "runtime/device.h"
 #include "runtime/sched.h"
-
-#define HX_MAX_DEVICES 32
+#include "runtime/trace.h"
 
 struct hx_runtime {
     hx_device *devices[HX_MAX_DEVICES];
@@ -34,8 +33,12 @@ struct hx_runtime {
     double open_time;
     struct {
         _Atomic uint64_t submitted, done, failed, copies, bytes_copied, zero_copy, migrations;
-        _Atomic uint64_t submit_ns;
+        _Atomic uint64_t submit_ns, retries;
+        _Atomic uint32_t devices_retired;
     } stats;
+    _Atomic uint64_t next_task_id;
+    hx_trace trace;
+    int trace_at_close;            /* started by the `trace` option */
 };
 
 double hx_now(void); /* monotonic seconds */

@@ -1,18 +1,45 @@
-/* The scheduler front: one lock, one condition, a policy behind a vtable. */
+/* The scheduler front: one lock, a condition per device, the policy
+ * behind a vtable, the devices in service, and the per-device queues that
+ * the static, ws and dmda policies share. */
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/error.h"
+#include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
 #include "runtime/sched.h"
 #include "runtime/task.h"
+#include "runtime/trace.h"
 
-static const hx_sched_policy *const policies[] = {&hx_sched_eager, NULL};
+static const hx_sched_policy *const policies[] = {&hx_sched_eager, &hx_sched_static, &hx_sched_ws,
+                                                  &hx_sched_dmda, NULL};
 
-int hx_sched_can_run(const hx_task *t, const hx_device *d)
+static _Thread_local int current_device = -1;
+
+int hx_sched_current(void) { return current_device; }
+void hx_sched_set_current(int d) { current_device = d; }
+
+static uint32_t all_devices(const hx_runtime *rt)
 {
-    if (t->desc.device >= 0 && t->desc.device != d->info.index)
-        return 0;
-    return d->ops->can_run((hx_device *)d, t->desc.codelet);
+    return rt->ndevices >= 32 ? 0xffffffffu : (1u << rt->ndevices) - 1;
+}
+
+uint32_t hx_sched_capable(hx_runtime *rt, const hx_codelet *cl)
+{
+    uint32_t m = 0;
+    for (int d = 0; d < rt->ndevices; d++)
+        if (rt->devices[d]->ops->can_run(rt->devices[d], cl))
+            m |= 1u << d;
+    return m;
+}
+
+uint32_t hx_sched_eligible(const hx_sched *s, const hx_task *t)
+{
+    uint32_t m = t->capable & ~t->exclude & ~atomic_load_explicit(&s->retired, memory_order_relaxed);
+    if (t->desc.device >= 0)
+        m &= 1u << t->desc.device;
+    return m;
 }
 
 hx_status hx_sched_init(hx_sched *s, hx_runtime *rt, const char *name)
@@ -31,11 +58,16 @@ hx_status hx_sched_init(hx_sched *s, hx_runtime *rt, const char *name)
         return hx_error(HX_ERR_INVALID_ARG, "unknown scheduling policy '%s' (known: %s)", name, known);
     }
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->work, NULL);
+    for (int d = 0; d < HX_MAX_DEVICES; d++) {
+        pthread_cond_init(&s->dev[d].cond, NULL);
+        s->dev[d].slowness = 1.0;
+    }
     hx_status st = s->policy->init ? s->policy->init(s) : HX_OK;
     if (st) {
         pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->work);
+        for (int d = 0; d < HX_MAX_DEVICES; d++)
+            pthread_cond_destroy(&s->dev[d].cond);
+        s->policy = NULL;
     }
     return st;
 }
@@ -47,24 +79,141 @@ void hx_sched_deinit(hx_sched *s)
     if (s->policy->deinit)
         s->policy->deinit(s);
     pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->work);
+    for (int d = 0; d < HX_MAX_DEVICES; d++)
+        pthread_cond_destroy(&s->dev[d].cond);
     s->policy = NULL;
+}
+
+static void wake(hx_sched *s, int d)
+{
+    if (s->dev[d].sleeping)
+        pthread_cond_signal(&s->dev[d].cond);
+}
+
+/* Wakes idle devices among `mask`: all of them, or only the first. */
+static void wake_idle(hx_sched *s, uint32_t mask, int just_one)
+{
+    for (int d = 0; mask; d++, mask >>= 1)
+        if ((mask & 1) && s->dev[d].sleeping) {
+            pthread_cond_signal(&s->dev[d].cond);
+            if (just_one)
+                return;
+        }
+}
+
+static void doom(hx_sched *s, hx_task *t)
+{
+    t->doomed = 1;
+    t->queued_on = -1;
+    t->next = s->doomed;
+    s->doomed = t;
+    wake_idle(s, all_devices(s->rt) & ~atomic_load(&s->retired), 1);
+}
+
+/* Under s->lock. */
+static void push_locked(hx_sched *s, hx_task *t)
+{
+    t->queued_on = -1;
+    uint32_t el = hx_sched_eligible(s, t);
+    if (!el) {
+        doom(s, t);
+        return;
+    }
+    s->wake_helper = 0;
+    int target = s->policy->push(s, t);
+    if (target < 0) {
+        wake_idle(s, el, 0);
+        return;
+    }
+    wake(s, target);
+    if (s->wake_helper)
+        wake_idle(s, el & ~(1u << target), 1);
 }
 
 void hx_sched_push(hx_sched *s, hx_task *t)
 {
     pthread_mutex_lock(&s->lock);
-    s->policy->push(s, t);
-    pthread_cond_broadcast(&s->work);
+    push_locked(s, t);
     pthread_mutex_unlock(&s->lock);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done)
+{
+    hx_sched_dev *dv = &s->dev[d];
+    pthread_mutex_lock(&s->lock);
+    dv->running = 0;
+    dv->running_calibrating = 0;
+    /* A device that runs slower than its model says (contention, an
+     * injected slowdown not yet learnt) has a longer backlog than the sum
+     * of its estimates: the median of the last ratios corrects it until the
+     * model catches up, and one hiccup moves nothing. */
+    if (done && done->valid && done->expected > 0 && done->actual > 0) {
+        double r = done->actual / done->expected;
+        dv->ratios[dv->nratio++ % HX_SLOWNESS_WINDOW] = (float)(r > 1e3 ? 1e3 : r);
+        /* Not before the window is full: the first tasks of a device run
+         * cold (page faults, sleeping threads). */
+        if (dv->nratio >= HX_SLOWNESS_WINDOW) {
+            float v[HX_SLOWNESS_WINDOW];
+            memcpy(v, dv->ratios, sizeof v);
+            qsort(v, HX_SLOWNESS_WINDOW, sizeof *v, cmp_float);
+            dv->slowness = v[HX_SLOWNESS_WINDOW / 2];
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int others_queued(const hx_sched *s, int me)
+{
+    for (int d = 0; d < s->rt->ndevices; d++)
+        if (d != me && s->dev[d].depth)
+            return 1;
+    return 0;
 }
 
 hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
 {
+    int i = d->info.index;
+    hx_sched_dev *dv = &s->dev[i];
     pthread_mutex_lock(&s->lock);
+    dv->running = 0;
+    dv->running_calibrating = 0;
     hx_task *t;
-    while (!(t = s->policy->pop(s, d)) && !s->rt->stopping)
-        pthread_cond_wait(&s->work, &s->lock);
+    for (;;) {
+        if (s->doomed) {
+            t = s->doomed;
+            s->doomed = t->next;
+            t->next = NULL;
+            break;
+        }
+        if ((t = s->policy->pop(s, d)) || s->rt->stopping)
+            break;
+        dv->sleeping = 1;
+        if (s->policy->rebalances && others_queued(s, i)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (long)(HX_REBALANCE_S * 1e9);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&dv->cond, &s->lock, &ts);
+        } else {
+            pthread_cond_wait(&dv->cond, &s->lock);
+        }
+        dv->sleeping = 0;
+    }
+    if (t && !t->doomed) {
+        dv->running = 1;
+        dv->running_calibrating = t->calibrating;
+        dv->running_expected = t->expected;
+        dv->running_start = s->pm ? hx_now() : 0;
+    }
     pthread_mutex_unlock(&s->lock);
     return t;
 }
@@ -73,6 +222,130 @@ void hx_sched_shutdown(hx_sched *s)
 {
     pthread_mutex_lock(&s->lock);
     s->rt->stopping = 1;
-    pthread_cond_broadcast(&s->work);
+    for (int d = 0; d < HX_MAX_DEVICES; d++)
+        pthread_cond_broadcast(&s->dev[d].cond);
     pthread_mutex_unlock(&s->lock);
+}
+
+int hx_sched_retire(hx_sched *s, int d)
+{
+    pthread_mutex_lock(&s->lock);
+    uint32_t bit = 1u << d, retired = atomic_load(&s->retired);
+    uint32_t in_service = all_devices(s->rt) & ~retired;
+    if (!(in_service & bit) || !(in_service & ~bit)) {
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+    }
+    atomic_store(&s->retired, retired | bit);
+    hx_task *list = s->policy->drain(s);
+    while (list) {
+        hx_task *t = list;
+        list = t->next;
+        int from = t->queued_on;
+        push_locked(s, t);
+        if (from == d && t->queued_on >= 0 && t->queued_on != d)
+            hx_sched_note_migration(s, t, from, t->queued_on, "retired");
+    }
+    for (int i = 0; i < s->rt->ndevices; i++)
+        pthread_cond_broadcast(&s->dev[i].cond);
+    pthread_mutex_unlock(&s->lock);
+    return 1;
+}
+
+double hx_sched_backlog(const hx_sched *s, int d, double now)
+{
+    const hx_sched_dev *dv = &s->dev[d];
+    double b = dv->queued_expected * dv->slowness;
+    if (dv->running) {
+        /* A task that overran its estimate is expected to run about as
+         * long again as it overran: a stuck device's backlog keeps growing,
+         * so the others take its queue. */
+        double left = dv->running_expected * dv->slowness - (now - dv->running_start);
+        b += left > 0 ? left : -left;
+    }
+    return b;
+}
+
+void hx_sched_load(hx_sched *s, int d, uint32_t *depth, double *backlog)
+{
+    pthread_mutex_lock(&s->lock);
+    *depth = s->dev[d].depth;
+    *backlog = s->pm ? hx_sched_backlog(s, d, hx_now()) : 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- per-device queues ------------------------------------------------ */
+
+void hx_sched_enqueue(hx_sched *s, int d, hx_task *t)
+{
+    hx_sched_dev *dv = &s->dev[d];
+    hx_task *after = dv->tail;
+    while (after && after->desc.priority < t->desc.priority)
+        after = after->prev;
+    t->prev = after;
+    t->next = after ? after->next : dv->head;
+    if (t->next)
+        t->next->prev = t;
+    else
+        dv->tail = t;
+    if (after)
+        after->next = t;
+    else
+        dv->head = t;
+    dv->depth++;
+    dv->queued_expected += t->expected;
+    dv->calibrating += t->calibrating;
+    t->queued_on = d;
+}
+
+void hx_sched_dequeue(hx_sched *s, hx_task *t)
+{
+    hx_sched_dev *dv = &s->dev[t->queued_on];
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        dv->head = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    else
+        dv->tail = t->prev;
+    dv->depth--;
+    dv->queued_expected -= t->expected;
+    dv->calibrating -= t->calibrating;
+    if (dv->depth == 0)
+        dv->queued_expected = 0; /* no drift from rounding */
+    t->next = t->prev = NULL;
+}
+
+hx_task *hx_sched_drain_queues(hx_sched *s)
+{
+    hx_task *list = NULL;
+    for (int d = 0; d < s->rt->ndevices; d++) {
+        hx_sched_dev *dv = &s->dev[d];
+        while (dv->tail) {
+            hx_task *t = dv->tail;
+            int from = t->queued_on;
+            hx_sched_dequeue(s, t);
+            t->queued_on = from; /* so the caller knows where it was */
+            t->next = list;
+            list = t;
+        }
+    }
+    return list;
+}
+
+int hx_sched_least_loaded(const hx_sched *s, uint32_t mask)
+{
+    int best = -1;
+    for (int d = 0; mask; d++, mask >>= 1)
+        if ((mask & 1) && (best < 0 || s->dev[d].depth + s->dev[d].running <
+                                           s->dev[best].depth + s->dev[best].running))
+            best = d;
+    return best;
+}
+
+void hx_sched_note_migration(hx_sched *s, const hx_task *t, int from, int to, const char *why)
+{
+    atomic_fetch_add(&s->rt->stats.migrations, 1);
+    hx_trace_migration(s->rt, t, from, to, why);
 }

@@ -1,43 +1,116 @@
 /* Scheduling policies behind one interface (StarPU's push/pop vtable).
- * `push` receives ready tasks; a device's worker asks `pop` for work. */
+ * `push` receives ready tasks; a device's worker asks `pop` for work.
+ *
+ * The front (sched.c) owns what every policy shares: one lock, a
+ * condition per device so a push wakes only the worker it concerns, the
+ * per-device queues the non-central policies use, the devices in service,
+ * and the bookkeeping of predicted backlogs (load monitor, dmda). */
 #ifndef HX_RUNTIME_SCHED_H
 #define HX_RUNTIME_SCHED_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "hetero.h"
 
+#define HX_MAX_DEVICES 32
+#define HX_REBALANCE_S 1e-3
+#define HX_SLOWNESS_WINDOW 7
+
 struct hx_task;
 struct hx_device;
+struct hx_perfmodel;
 typedef struct hx_sched hx_sched;
 
 typedef struct {
     const char *name;
+    int uses_perfmodel;  /* record and consult the performance models */
+    int rebalances;      /* an idle device looks again every HX_REBALANCE_S
+                            while others hold queued tasks (their predictions
+                            go stale while it sleeps) */
     hx_status (*init)(hx_sched *s);
     void (*deinit)(hx_sched *s);
-    /* Called with s->lock held. */
-    void (*push)(hx_sched *s, struct hx_task *t);
+    /* Called with s->lock held, for a task some device in service may run.
+     * Returns the device whose worker to wake, or -1 for every idle one
+     * that may run it. */
+    int (*push)(hx_sched *s, struct hx_task *t);
     struct hx_task *(*pop)(hx_sched *s, struct hx_device *d);
+    /* Removes every queued task (a device left service); they are
+     * returned linked by `next` and pushed again. */
+    struct hx_task *(*drain)(hx_sched *s);
 } hx_sched_policy;
+
+/* What the front keeps per device; under s->lock. */
+typedef struct {
+    pthread_cond_t cond;
+    int sleeping;                /* its worker waits on `cond`            */
+    struct hx_task *head, *tail; /* its queue (policies that keep one)    */
+    uint32_t depth;
+    double queued_expected;      /* sum of the queued tasks' estimates (s) */
+    int running;                 /* a popped task has not finished yet    */
+    double running_expected, running_start;
+    double slowness;             /* recent actual / expected time (1 = as predicted) */
+    float ratios[HX_SLOWNESS_WINDOW]; /* the last ratios; slowness is their median */
+    int nratio;
+    int calibrating;             /* queued tasks sent to measure an unknown cost */
+    int running_calibrating;     /* the running task is one of them */
+} hx_sched_dev;
 
 struct hx_sched {
     const hx_sched_policy *policy;
     void *state;
     hx_runtime *rt;
     pthread_mutex_t lock;
-    pthread_cond_t work; /* broadcast on push and on shutdown */
+    hx_sched_dev dev[HX_MAX_DEVICES];
+    _Atomic uint32_t retired;    /* bit d: device d is out of service */
+    struct hx_task *doomed;      /* no device in service can run them: failed by any worker */
+    int wake_helper;             /* set by push: also wake an idle device (stealing, rebalancing) */
+    struct hx_perfmodel *pm;     /* NULL unless the policy uses it */
 };
+
+/* How the task a worker just finished went (for the backlog bookkeeping). */
+typedef struct {
+    int valid;
+    double expected, actual;
+} hx_sched_done;
 
 hx_status hx_sched_init(hx_sched *s, hx_runtime *rt, const char *policy);
 void hx_sched_deinit(hx_sched *s);
 void hx_sched_push(hx_sched *s, struct hx_task *t);
 /* Blocks until a task for `d` is available or the runtime stops (NULL). */
 struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d);
+/* The worker of `d` finished its task (before completing it, so that the
+ * successors it makes ready see the device free). */
+void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done);
 void hx_sched_shutdown(hx_sched *s);
 
-/* Whether device `d` may run task `t` (implementation present, pinning). */
-int hx_sched_can_run(const struct hx_task *t, const struct hx_device *d);
+/* Devices that have an implementation of the codelet. */
+uint32_t hx_sched_capable(hx_runtime *rt, const hx_codelet *cl);
+/* Devices that may run `t` now: capable, in service, not failed by it,
+ * and the pinned one only when it is pinned. */
+uint32_t hx_sched_eligible(const hx_sched *s, const struct hx_task *t);
+/* Takes device `d` out of service; its queued tasks move to the others.
+ * Refused (returns 0) when it is the last device in service. */
+int hx_sched_retire(hx_sched *s, int d);
+/* Predicted seconds until device `d` has finished what it holds (s->lock). */
+double hx_sched_backlog(const hx_sched *s, int d, double now);
+/* Snapshot of a device's queue depth and backlog for the statistics. */
+void hx_sched_load(hx_sched *s, int d, uint32_t *depth, double *backlog);
 
-extern const hx_sched_policy hx_sched_eager;
+/* The device whose worker runs on the calling thread, or -1. */
+int hx_sched_current(void);
+void hx_sched_set_current(int d);
+
+/* Per-device queues (s->lock held): priority order, then arrival. */
+void hx_sched_enqueue(hx_sched *s, int d, struct hx_task *t);
+void hx_sched_dequeue(hx_sched *s, struct hx_task *t);
+/* Removes every task of every per-device queue, linked by `next`. */
+struct hx_task *hx_sched_drain_queues(hx_sched *s);
+/* Among the devices of `mask`, the one with the fewest queued tasks. */
+int hx_sched_least_loaded(const hx_sched *s, uint32_t mask);
+/* Records a migration of `t` from device `from` to `to` (stats, trace). */
+void hx_sched_note_migration(hx_sched *s, const struct hx_task *t, int from, int to, const char *why);
+
+extern const hx_sched_policy hx_sched_eager, hx_sched_static, hx_sched_ws, hx_sched_dmda;
 
 #endif

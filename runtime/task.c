@@ -22,12 +22,25 @@ void hx_task_unref(hx_task *t)
     free(t);
 }
 
-static int any_device_can_run(hx_runtime *rt, const hx_task *t)
+void hx_task_cost(hx_task *t, double *flops, double *bytes)
 {
-    for (int d = 0; d < rt->ndevices; d++)
-        if (hx_sched_can_run(t, rt->devices[d]))
-            return 1;
-    return 0;
+    if (t->flops < 0) {
+        const hx_codelet *cl = t->desc.codelet;
+        size_t sizes[HX_TASK_MAX_BUFFERS];
+        double total = 0;
+        for (int i = 0; i < t->desc.nbuffers; i++)
+            total += (double)(sizes[i] = t->desc.buffers[i]->size);
+        double f = 0, b = total;
+        if (cl->flops || cl->bytes) {
+            f = cl->flops ? cl->flops(t->desc.args, sizes) : 0;
+            b = cl->bytes ? cl->bytes(t->desc.args, sizes) : 0;
+        }
+        /* A cost function is a guess: a nonsensical one counts as nothing. */
+        t->flops = f >= 0 && f < 1e30 ? f : 0;
+        t->bytes = b >= 0 && b < 1e30 ? b : 0;
+    }
+    *flops = t->flops;
+    *bytes = t->bytes;
 }
 
 static hx_status validate(hx_runtime *rt, const hx_task_desc *d)
@@ -149,12 +162,20 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
         memcpy(a, desc->args, desc->args_size);
         t->desc.args = a;
     }
-    if (!any_device_can_run(rt, t)) {
+    t->flops = -1;
+    t->queued_on = -1;
+    t->capable = hx_sched_capable(rt, desc->codelet);
+    if (!hx_sched_eligible(&rt->sched, t)) {
+        const char *name = desc->codelet->name ? desc->codelet->name : "(unnamed)";
+        uint32_t capable = t->capable;
         hx_task_unref(t);
-        return hx_error(HX_ERR_NO_DEVICE, "task '%s': no %sdevice implements this codelet",
-                        desc->codelet->name ? desc->codelet->name : "(unnamed)",
+        if (capable & (desc->device >= 0 ? 1u << desc->device : ~0u))
+            return hx_error(HX_ERR_NO_DEVICE, "task '%s': the %sdevices that implement it are out of service",
+                            name, desc->device >= 0 ? "selected " : "");
+        return hx_error(HX_ERR_NO_DEVICE, "task '%s': no %sdevice implements this codelet", name,
                         desc->device >= 0 ? "selected " : "");
     }
+    t->id = atomic_fetch_add(&rt->next_task_id, 1);
     atomic_store(&t->refs, out ? 2 : 1);
     atomic_store(&t->pending, 1);
     t->t_submit = t0;

@@ -22,8 +22,24 @@ struct hx_task {
     char *msg;                  /* failure detail */
     double t_submit, t_start, t_end;
     hx_task *next;              /* scheduler queue link */
+    hx_task *prev;              /* per-device queues are doubly linked */
+    uint64_t id;                /* submission number, for traces */
+
+    /* Scheduling state, under the scheduler's lock. */
+    uint32_t capable;           /* devices with an implementation (at submission) */
+    uint32_t exclude;           /* devices it failed on */
+    int attempts;               /* runs so far, failed ones included */
+    int queued_on;              /* device whose queue holds it, -1 = none */
+    int doomed;                 /* no device in service can run it */
+    int calibrating;            /* sent to measure its cost on that device */
+    double flops, bytes;        /* cost; flops < 0 until computed */
+    double expected;            /* perf model estimate on the chosen device (s) */
     unsigned char inline_args[64];
 };
+
+/* The task's cost, from its codelet's cost functions or, without them, the
+ * sizes of its buffers (as bytes). */
+void hx_task_cost(hx_task *t, double *flops, double *bytes);
 
 void hx_task_ref(hx_task *t);
 void hx_task_unref(hx_task *t);

@@ -1,11 +1,20 @@
-/* Device workers. */
+/* Device workers.  A task runs in three steps (prepare its buffers on the
+ * device's memory node, run, mark its outputs written there); around them
+ * the worker applies injected slowdowns and failures, keeps the counters,
+ * the load monitor, the performance model and the trace, and handles
+ * failures: a task that failed with HX_ERR_DEVICE runs again elsewhere
+ * when its buffers still hold what it started from, and a device that
+ * keeps failing leaves service. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/perfmodel.h"
 #include "runtime/task.h"
+#include "runtime/trace.h"
 #include "runtime/worker.h"
 
 static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
@@ -40,42 +49,186 @@ static hx_status finish(hx_device *d, hx_task *t)
     return first;
 }
 
+/* Keeps the buffers a failure would corrupt and a retry reads: RW ones.
+ * (W buffers are rewritten whole by the retry.) */
+static void checkpoint(hx_device *d, hx_task *t, void **saved)
+{
+    for (int i = 0; i < t->desc.nbuffers; i++)
+        if (t->desc.modes[i] == HX_RW && hx_buffer_checkpoint(t->desc.buffers[i], d, &saved[i]) != HX_OK)
+            saved[i] = NULL; /* then a failure is final */
+}
+
+/* An injected failure is a device that wrote garbage before failing: the
+ * recovery is tested against that, not against a failure that spared the
+ * data. */
+static void scribble(hx_device *d, hx_task *t)
+{
+    if (d->info.memory_node != 0)
+        return;
+    for (int i = 0; i < t->desc.nbuffers; i++)
+        if (t->desc.modes[i] & HX_W)
+            memset(t->desc.buffers[i]->host, 0xff, t->desc.buffers[i]->size / 2);
+}
+
+static void sleep_for(double sec)
+{
+    struct timespec ts = {(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The three parts, cut to fit. */
+static void set_last_failure(hx_worker *w, const char *a, const char *b, const char *c)
+{
+    const char *part[3] = {a, b, c};
+    pthread_mutex_lock(&w->msg_lock);
+    size_t n = 0, cap = sizeof w->last_failure - 1;
+    for (int i = 0; i < 3; i++) {
+        size_t k = strnlen(part[i], cap - n);
+        memcpy(w->last_failure + n, part[i], k);
+        n += k;
+    }
+    w->last_failure[n] = '\0';
+    pthread_mutex_unlock(&w->msg_lock);
+}
+
+/* Appends "dev N: what" to the task's history of failed attempts. */
+static void remember(hx_task *t, const char *what)
+{
+    size_t old = t->msg ? strlen(t->msg) : 0, add = strlen(what);
+    char *m = realloc(t->msg, old + add + 3);
+    if (!m)
+        return;
+    if (old) {
+        memcpy(m + old, "; ", 2);
+        old += 2;
+    }
+    memcpy(m + old, what, add + 1);
+    t->msg = m;
+}
+
+static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
+{
+    hx_runtime *rt = d->rt;
+    hx_worker *w = d->worker;
+    const int me = d->info.index;
+    const char *name = t->desc.codelet->name ? t->desc.codelet->name : "(unnamed)";
+    char err[320];
+    snprintf(err, sizeof err, "%s", hx_last_error()[0] ? hx_last_error() : hx_status_str(s));
+    char what[640];
+    snprintf(what, sizeof what, "on device %d (%s): %s", me, d->info.name, err);
+    atomic_fetch_add(&w->failures, 1);
+    int device_fault = s == HX_ERR_DEVICE;
+    if (device_fault)
+        w->consecutive_failures++;
+    char head[96];
+    snprintf(head, sizeof head, "task '%.60s': ", name);
+    set_last_failure(w, head, err, "");
+
+    /* Put the buffers back as the task found them, where possible. */
+    int intact = 1;
+    for (int i = 0; i < t->desc.nbuffers; i++) {
+        if (!(t->desc.modes[i] & HX_W))
+            continue;
+        int kept = hx_buffer_rollback(t->desc.buffers[i], d, saved[i]);
+        saved[i] = NULL;
+        if (t->desc.modes[i] == HX_RW && !kept)
+            intact = 0;
+    }
+
+    if (device_fault && w->consecutive_failures >= HX_RETIRE_AFTER && !atomic_load(&w->retired) &&
+        hx_sched_retire(&rt->sched, me)) {
+        atomic_store(&w->retired, 1);
+        atomic_fetch_add(&rt->stats.devices_retired, 1);
+        char why[96];
+        snprintf(why, sizeof why, "retired after %d consecutive failures; the last: ", w->consecutive_failures);
+        set_last_failure(w, why, head, err);
+        hx_trace_mark(rt, HX_TRACE_RETIRE, me, NULL);
+    }
+
+    remember(t, what);
+    t->exclude |= 1u << me;
+    int retry = device_fault && intact && t->desc.device < 0 && t->attempts < HX_MAX_ATTEMPTS;
+    if (retry && !hx_sched_eligible(&rt->sched, t))
+        t->exclude &= ~(1u << me); /* no other device: this one again, if still in service */
+    if (retry && hx_sched_eligible(&rt->sched, t)) {
+        atomic_fetch_add(&rt->stats.retries, 1);
+        hx_trace_mark(rt, HX_TRACE_RETRY, me, t);
+        hx_sched_push(&rt->sched, t);
+        return;
+    }
+    if (!intact && device_fault && t->desc.device < 0)
+        remember(t, "not retried: a buffer it reads and writes was left half-written");
+    hx_task_complete(rt, t, s, NULL);
+}
+
 static void execute(hx_device *d, hx_task *t)
 {
     hx_runtime *rt = d->rt;
     hx_worker *w = d->worker;
+    if (t->doomed) {
+        remember(t, "no device in service can run it");
+        hx_task_complete(rt, t, HX_ERR_NO_DEVICE, NULL);
+        return;
+    }
     if (t->dep_failed) {
         hx_task_complete(rt, t, HX_ERR_TASK_FAILED, t->msg ? t->msg : "a task it depends on failed");
         return;
     }
+    hx_inject_draw inj = hx_inject_next(&w->inject);
+    void *saved[HX_TASK_MAX_BUFFERS] = {0};
     hx_exec x;
     hx_error_clear();
     t->device = d->info.index;
-    t->t_start = hx_now();
+    t->attempts++;
+    double t0 = hx_now();
+    t->t_start = t0;
     hx_status s = prepare(d, t, &x);
+    if (s == HX_OK && (inj.risky || w->consecutive_failures > 0))
+        checkpoint(d, t, saved);
     if (s == HX_OK)
         s = d->ops->run(d, &x);
+    if (s == HX_OK && inj.fail) {
+        scribble(d, t);
+        s = hx_error(HX_ERR_DEVICE, "injected failure");
+    }
     if (s == HX_OK)
         s = finish(d, t);
-    t->t_end = hx_now();
+    double t1 = hx_now();
+    if (inj.slow > 1) {
+        sleep_for((inj.slow - 1) * (t1 - t0));
+        t1 = hx_now();
+    }
+    t->t_end = t1;
     atomic_fetch_add(&w->tasks, 1);
-    atomic_fetch_add(&w->busy_ns, (uint64_t)((t->t_end - t->t_start) * 1e9));
-    char msg[512] = "";
-    if (s != HX_OK)
-        snprintf(msg, sizeof msg, "on device %d (%s): %s", d->info.index, d->info.name,
-                 hx_last_error()[0] ? hx_last_error() : hx_status_str(s));
-    hx_task_complete(rt, t, s, msg);
+    atomic_fetch_add(&w->busy_ns, (uint64_t)((t1 - t0) * 1e9));
+    double flops, bytes;
+    hx_task_cost(t, &flops, &bytes);
+    hx_monitor_task(&w->monitor, t0, t1, t->desc.codelet->flops ? flops : 0);
+    hx_trace_task(rt, t, d->info.index, t0, t1, s == HX_OK);
+    if (s != HX_OK) {
+        failed(d, t, s, saved);
+        return;
+    }
+    for (int i = 0; i < t->desc.nbuffers; i++)
+        free(saved[i]);
+    w->consecutive_failures = 0;
+    if (rt->sched.pm) {
+        hx_perfmodel_record_run(rt->sched.pm, t->desc.codelet, d->info.index, flops, bytes, t1 - t0);
+        hx_sched_done done = {1, t->expected, t1 - t0};
+        hx_sched_finished(&rt->sched, d->info.index, &done);
+    }
+    hx_task_complete(rt, t, HX_OK, NULL);
 }
 
 static void *worker_main(void *arg)
 {
     hx_device *d = arg;
-    hx_worker *w = d->worker;
+    hx_sched_set_current(d->info.index);
     for (hx_task *t; (t = hx_sched_pop_wait(&d->rt->sched, d));)
         execute(d, t);
     if (d->ops->worker_stop)
         d->ops->worker_stop(d);
-    (void)w;
     return NULL;
 }
 
@@ -111,6 +264,9 @@ hx_status hx_worker_start(hx_device *d)
     hx_worker *w = calloc(1, sizeof *w);
     if (!w)
         return hx_error(HX_ERR_NO_MEMORY, "worker for device %d", d->info.index);
+    hx_inject_init(&w->inject);
+    hx_monitor_init(&w->monitor, hx_now());
+    pthread_mutex_init(&w->msg_lock, NULL);
     d->worker = w;
     start_ctx c = {.d = d};
     pthread_mutex_init(&c.m, NULL);
@@ -135,8 +291,13 @@ hx_status hx_worker_start(hx_device *d)
 void hx_worker_join(hx_device *d)
 {
     hx_worker *w = d->worker;
-    if (w && w->started)
+    if (!w)
+        return;
+    if (w->started)
         pthread_join(w->thread, NULL);
+    hx_inject_destroy(&w->inject);
+    hx_monitor_destroy(&w->monitor);
+    pthread_mutex_destroy(&w->msg_lock);
     free(w);
     d->worker = NULL;
 }

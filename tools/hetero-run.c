@@ -24,6 +24,11 @@ static void usage(FILE *f)
           "  -t N               CPU threads (default: one per core)\n"
           "  -b N               largest batch per evaluation (default 512)\n"
           "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
+          "  --sched P          scheduling policy: eager, static, ws, dmda\n"
+          "  --partition S      partition strategy: affinity, layers, auto\n"
+          "  --plan             print where each task of a layer goes and why, then exit\n"
+          "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
+          "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, f32\n"
           "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --seed N   sampling\n"
           "  --no-bos           do not prepend BOS to the prompt\n",
@@ -110,8 +115,9 @@ static int print_piece(void *user, int32_t token, const char *piece)
 
 typedef struct {
     const char *model, *prompt, *tokens, *logits, *devices, *kv_type;
+    const char *sched, *partition, *trace, *inject;
     char synthetic[64];
-    int n_predict, threads, batch, bos;
+    int n_predict, threads, batch, bos, plan;
     hx_sampling sampling;
 } args;
 
@@ -131,6 +137,11 @@ static int parse(int argc, char **argv, args *a)
         else if (OPT("-b")) a->batch = atoi(v);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
+        else if (OPT("--sched")) a->sched = v;
+        else if (OPT("--partition")) a->partition = v;
+        else if (OPT("--trace")) a->trace = v;
+        else if (OPT("--inject")) a->inject = v;
+        else if (!strcmp(o, "--plan")) a->plan = 1;
         else if (OPT("--temp")) a->sampling.temperature = strtof(v, NULL);
         else if (OPT("--top-k")) a->sampling.top_k = atoi(v);
         else if (OPT("--top-p")) a->sampling.top_p = strtof(v, NULL);
@@ -153,6 +164,40 @@ static int parse(int argc, char **argv, args *a)
         return -1;
     }
     return 0;
+}
+
+static void print_plan(hx_runtime *rt, hx_model *m, const char *partition, uint32_t n_layer)
+{
+    printf("plan: partition %s, %d devices\n", partition ? partition : "(default)", hx_runtime_device_count(rt));
+    for (int d = 0; d < hx_runtime_device_count(rt); d++) {
+        hx_device_info in;
+        if (hx_runtime_device_info(rt, d, &in) == HX_OK)
+            printf("  dev %d %-6s %-5s %s\n", d, hx_device_family_str(in.family), hx_device_kind_str(in.kind), in.name);
+    }
+    size_t n = hx_model_plan_size(m);
+    int layer = -2;
+    for (size_t i = 0; i < n; i++) {
+        hx_plan_task t;
+        if (hx_model_plan_get(m, i, &t) != HX_OK)
+            break;
+        if (t.layer != layer) {
+            layer = t.layer;
+            if (layer < 0)
+                printf("input:\n");
+            else if ((uint32_t)layer < n_layer)
+                printf("layer %d:\n", layer);
+            else
+                printf("output:\n");
+        }
+        char where[64];
+        hx_device_info in;
+        if (t.device >= 0 && hx_runtime_device_info(rt, t.device, &in) == HX_OK)
+            snprintf(where, sizeof where, "dev %d %s%s", t.device, in.family == HX_FAMILY_OPENCL && in.kind == HX_KIND_CPU ? "opencl-" : "", hx_device_kind_str(in.kind));
+        else
+            snprintf(where, sizeof where, "scheduler");
+        printf("  %-10s %-10s -> %-15s (%s)  %.3g flop, %.3g B\n", t.op, t.task_class, where, t.reason, t.flops,
+               t.bytes);
+    }
 }
 
 static int write_logits(const char *path, hx_session *s, size_t n, uint32_t n_vocab)
@@ -191,6 +236,8 @@ int main(int argc, char **argv)
     hx_runtime_options ro = hx_runtime_options_default();
     ro.devices = a.devices;
     ro.cpu_threads = a.threads;
+    ro.sched = a.sched;
+    ro.inject = a.inject;
     hx_runtime *rt = NULL;
     hx_model *m = NULL;
     hx_session *s = NULL;
@@ -199,12 +246,22 @@ int main(int argc, char **argv)
     hx_model_options mo = hx_model_options_default();
     mo.kv_type = a.kv_type;
     mo.max_batch = (uint32_t)a.batch;
+    mo.partition = a.partition;
     if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m) || hx_session_open(m, &s))
         goto fail;
     hx_model_info info;
     hx_model_info_get(m, &info);
     fprintf(stderr, "hetero-run: %s (%s, %s, %.1fM parameters, %u layers)\n", info.name, info.arch, info.ftype,
             info.n_params / 1e6, info.n_layer);
+    if (a.plan) {
+        if (!hx_model_plan_size(m))
+            goto fail;
+        print_plan(rt, m, a.partition, info.n_layer);
+        rc = 0;
+        goto out;
+    }
+    if (a.trace && hx_runtime_trace_start(rt, a.trace))
+        goto fail;
     if (a.tokens) {
         size_t n;
         if (parse_tokens(a.tokens, &ids, &n)) {
@@ -247,6 +304,8 @@ int main(int argc, char **argv)
 fail:
     fprintf(stderr, "hetero-run: %s\n", hx_last_error());
 out:
+    if (a.trace && rt && hx_runtime_trace_stop(rt) == HX_OK)
+        fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);
     hx_session_close(s);
     hx_model_free(m);

@@ -1,0 +1,297 @@
+/* Performance models: history with robust statistics, a regression for
+ * unseen sizes, and a bus model.  Files: runtime/perfmodel_file.c. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/perfmodel_impl.h"
+
+/* Bus defaults until a copy is measured: a PCIe 3 x16 link, roughly. */
+#define BUS_DEFAULT_SPB (1.0 / 8e9)
+#define BUS_LATENCY_S 10e-6
+
+int hx_pm_bucket_key(double size)
+{
+    if (!(size > 1))
+        return 0;
+    double k = floor(4 * log2(size));
+    return k > 1000 ? 1000 : (int)k;
+}
+
+double hx_pm_bucket_lo(int key) { return key <= 0 ? 0 : exp2(key / 4.0); }
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+void hx_pm_bucket_stats(const hx_pm_bucket *b, double *median, double *mean, double *lo, double *hi)
+{
+    float v[HX_PM_WINDOW];
+    uint32_t n = b->w;
+    memcpy(v, b->s, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_float);
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += v[i];
+    *median = n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+    if (mean)
+        *mean = n ? sum / n : 0;
+    if (lo)
+        *lo = n ? v[0] : 0;
+    if (hi)
+        *hi = n ? v[n - 1] : 0;
+}
+
+void hx_pm_bucket_add(hx_pm_bucket *b, double flops, double bytes, double seconds)
+{
+    b->n++;
+    /* Running means of the cost: the regression's abscissae. */
+    b->flops += (flops - b->flops) / b->n;
+    b->bytes += (bytes - b->bytes) / b->n;
+    b->s[b->head] = (float)seconds;
+    b->head = (b->head + 1) % HX_PM_WINDOW;
+    if (b->w < HX_PM_WINDOW)
+        b->w++;
+    hx_pm_bucket_stats(b, &b->median, NULL, NULL, NULL);
+}
+
+hx_pm_entry *hx_pm_entry_add(hx_perfmodel *pm, const char *codelet, const char *device)
+{
+    if (pm->ne == pm->cape) {
+        int cap = pm->cape ? 2 * pm->cape : 16;
+        hx_pm_entry *e = realloc(pm->e, (size_t)cap * sizeof *e);
+        if (!e)
+            return NULL;
+        pm->e = e;
+        pm->cape = cap;
+    }
+    hx_pm_entry *e = &pm->e[pm->ne++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->codelet, sizeof e->codelet, "%s", codelet);
+    snprintf(e->device, sizeof e->device, "%s", device);
+    e->dev = -1;
+    return e;
+}
+
+hx_pm_bucket *hx_pm_bucket_get(hx_pm_entry *e, int key, int create)
+{
+    int lo = 0, hi = e->nb;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (e->b[mid].key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < e->nb && e->b[lo].key == key)
+        return &e->b[lo];
+    if (!create)
+        return NULL;
+    if (e->nb == e->capb) {
+        int cap = e->capb ? 2 * e->capb : 8;
+        hx_pm_bucket *b = realloc(e->b, (size_t)cap * sizeof *b);
+        if (!b)
+            return NULL;
+        e->b = b;
+        e->capb = cap;
+    }
+    memmove(&e->b[lo + 1], &e->b[lo], (size_t)(e->nb - lo) * sizeof *e->b);
+    e->nb++;
+    memset(&e->b[lo], 0, sizeof e->b[lo]);
+    e->b[lo].key = key;
+    e->reg_state = 0;
+    return &e->b[lo];
+}
+
+hx_status hx_perfmodel_open(hx_perfmodel **out, const char *dir, const char *const *devkeys, int ndev)
+{
+    *out = NULL;
+    if (ndev < 0 || ndev > HX_MAX_DEVICES)
+        return hx_error(HX_ERR_INVALID_ARG, "perfmodel: %d devices", ndev);
+    hx_perfmodel *pm = calloc(1, sizeof *pm);
+    if (!pm)
+        return hx_error(HX_ERR_NO_MEMORY, "performance models");
+    pthread_mutex_init(&pm->lock, NULL);
+    pm->ndev = ndev;
+    for (int d = 0; d < ndev; d++)
+        snprintf(pm->devkey[d], sizeof pm->devkey[d], "%s", devkeys[d]);
+    for (int n = 0; n < HX_MAX_DEVICES; n++)
+        pm->bus_spb[n] = BUS_DEFAULT_SPB;
+    if (dir && *dir)
+        snprintf(pm->dir, sizeof pm->dir, "%s", dir);
+    hx_status s = pm->dir[0] ? hx_pm_load(pm) : HX_OK;
+    if (s) {
+        hx_perfmodel_close(pm);
+        return s;
+    }
+    *out = pm;
+    return HX_OK;
+}
+
+void hx_pm_free(hx_perfmodel *pm)
+{
+    if (!pm)
+        return;
+    for (int i = 0; i < pm->ne; i++)
+        free(pm->e[i].b);
+    free(pm->e);
+    pthread_mutex_destroy(&pm->lock);
+    free(pm);
+}
+
+void hx_perfmodel_close(hx_perfmodel *pm)
+{
+    if (!pm)
+        return;
+    if (pm->dir[0])
+        hx_perfmodel_save(pm); /* a cache: failing to write it loses nothing that matters */
+    hx_pm_free(pm);
+}
+
+/* The entry of (codelet, device), bound to the codelet's address after
+ * the first lookup by name.  Under pm->lock. */
+static hx_pm_entry *find(hx_perfmodel *pm, const hx_codelet *cl, int dev, int create)
+{
+    int tainted = (pm->tainted >> dev) & 1;
+    for (int i = 0; i < pm->ne; i++) {
+        hx_pm_entry *e = &pm->e[i];
+        if (e->cl == cl && e->dev == dev)
+            return e;
+    }
+    const char *name = cl->name ? cl->name : "";
+    for (int i = 0; i < pm->ne && !tainted; i++) {
+        hx_pm_entry *e = &pm->e[i];
+        if (e->dev < 0 && !e->tainted && !strcmp(e->codelet, name) && !strcmp(e->device, pm->devkey[dev])) {
+            e->cl = cl;
+            e->dev = dev;
+            return e;
+        }
+    }
+    if (!create || !*name)
+        return NULL;
+    hx_pm_entry *e = hx_pm_entry_add(pm, name, pm->devkey[dev]);
+    if (e) {
+        e->cl = cl;
+        e->dev = dev;
+        e->tainted = tainted;
+    }
+    return e;
+}
+
+static void record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes, double seconds,
+                   int skip_cold)
+{
+    if (!pm || dev < 0 || dev >= pm->ndev || !(seconds >= 0) || !isfinite(seconds))
+        return;
+    pthread_mutex_lock(&pm->lock);
+    hx_pm_entry *e = find(pm, cl, dev, 1);
+    int cold = skip_cold && e && !e->warm;
+    if (e)
+        e->warm = 1;
+    hx_pm_bucket *b = e && !cold ? hx_pm_bucket_get(e, hx_pm_bucket_key(flops + bytes), 1) : NULL;
+    if (b) {
+        uint32_t before = b->w;
+        hx_pm_bucket_add(b, flops, bytes, seconds);
+        e->dirty = 1;
+        /* The fit uses calibrated medians: refit when one appears or moves. */
+        if (b->w >= HX_PM_MIN_SAMPLES || before >= HX_PM_MIN_SAMPLES)
+            e->reg_state = 0;
+    }
+    pthread_mutex_unlock(&pm->lock);
+}
+
+void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                         double seconds)
+{
+    record(pm, cl, dev, flops, bytes, seconds, 0);
+}
+
+void hx_perfmodel_record_run(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                             double seconds)
+{
+    record(pm, cl, dev, flops, bytes, seconds, 1);
+}
+
+int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                          double *seconds)
+{
+    if (!pm || dev < 0 || dev >= pm->ndev)
+        return 0;
+    int how = 0;
+    pthread_mutex_lock(&pm->lock);
+    hx_pm_entry *e = find(pm, cl, dev, 0);
+    if (e) {
+        hx_pm_bucket *b = hx_pm_bucket_get(e, hx_pm_bucket_key(flops + bytes), 0);
+        if (b && b->w >= HX_PM_MIN_SAMPLES) {
+            *seconds = b->median;
+            how = 1;
+        } else {
+            if (e->reg_state == 0)
+                hx_pm_fit(e);
+            if (e->reg_state == 1) {
+                double t = e->ra + e->rb * flops + e->rc * bytes;
+                *seconds = t > 1e-7 ? t : 1e-7;
+                how = 2;
+            } else if (b && b->w > 0) {
+                /* A few samples: the most favourable one.  Enough to stop
+                 * sending tasks to a device far too slow for them, and
+                 * optimistic enough that a close call gets measured again. */
+                double med, lo;
+                hx_pm_bucket_stats(b, &med, NULL, &lo, NULL);
+                *seconds = lo;
+                how = 3;
+            }
+        }
+    }
+    pthread_mutex_unlock(&pm->lock);
+    return how;
+}
+
+void hx_perfmodel_taint(hx_perfmodel *pm, int dev)
+{
+    if (!pm || dev < 0 || dev >= pm->ndev)
+        return;
+    pthread_mutex_lock(&pm->lock);
+    if (!((pm->tainted >> dev) & 1)) {
+        pm->tainted |= 1u << dev;
+        /* The device's real models stay as they were, saved untouched. */
+        for (int i = 0; i < pm->ne; i++)
+            if (pm->e[i].dev == dev) {
+                pm->e[i].dev = -1;
+                pm->e[i].cl = NULL;
+            }
+    }
+    pthread_mutex_unlock(&pm->lock);
+}
+
+void hx_perfmodel_bus_record(hx_perfmodel *pm, int node, size_t bytes, double seconds)
+{
+    if (!pm || node <= 0 || node >= HX_MAX_DEVICES || bytes < 4096 || !(seconds > 0))
+        return;
+    pthread_mutex_lock(&pm->lock);
+    double spb = (seconds > BUS_LATENCY_S ? seconds - BUS_LATENCY_S : seconds) / (double)bytes;
+    pm->bus_spb[node] = pm->bus_measured[node] ? 0.8 * pm->bus_spb[node] + 0.2 * spb : spb;
+    pm->bus_measured[node] = 1;
+    pthread_mutex_unlock(&pm->lock);
+}
+
+double hx_perfmodel_bus_estimate(hx_perfmodel *pm, int node, size_t bytes)
+{
+    if (!pm || node <= 0 || node >= HX_MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&pm->lock);
+    double t = BUS_LATENCY_S + pm->bus_spb[node] * (double)bytes;
+    pthread_mutex_unlock(&pm->lock);
+    return t;
+}
+
+void hx_perfmodel_device_key(const hx_device_info *d, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s:%s:%d", hx_device_family_str(d->family), d->emulated ? "-emulated" : "", d->name,
+             d->compute_units);
+}

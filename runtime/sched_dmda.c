@@ -1,0 +1,152 @@
+/* dmda (StarPU's "deque model data aware"): a ready task goes to the
+ * device where it is expected to finish first:
+ *     now + backlog(d) + transfer(task's inputs not valid on d's node)
+ *         + perf model estimate(codelet, d, size).
+ * A device without a measurement for the task's size (and no regression to
+ * stand in) is given the task to measure it, a few at a time.  The
+ * partitioner's preference breaks near ties.
+ *
+ * Load-aware migration: predictions go stale (a device slows down, an
+ * estimate was wrong).  A device that runs dry pulls queued tasks from the
+ * device with the longest predicted backlog when that backlog exceeds its
+ * own by HX_MIGRATE_THRESHOLD_S and the task would finish sooner here. */
+#include <math.h>
+
+#include "runtime/buffer.h"
+#include "runtime/perfmodel.h"
+#include "runtime/runtime.h"
+#include "runtime/sched.h"
+#include "runtime/task.h"
+
+#define HX_MIGRATE_THRESHOLD_S 200e-6
+/* Tasks in flight at once to calibrate one device. */
+#define HX_CALIBRATION_TASKS 2
+/* Completion times within this fraction count as a tie. */
+#define HX_TIE 0.05
+
+/* Seconds to bring the task's inputs to device d's memory node. */
+static double transfer_time(hx_sched *s, const hx_task *t, int d)
+{
+    hx_device *dev = s->rt->devices[d];
+    int node = dev->info.memory_node;
+    if (node == 0 && dev->info.unified_memory)
+        return 0; /* host memory: inputs are read in place */
+    double sec = 0;
+    for (int i = 0; i < t->desc.nbuffers; i++) {
+        if (!(t->desc.modes[i] & HX_R))
+            continue;
+        hx_buffer *b = t->desc.buffers[i];
+        pthread_mutex_lock(&b->lock);
+        int valid = b->valid[node], on_host = b->valid[0];
+        pthread_mutex_unlock(&b->lock);
+        if (!valid)
+            sec += hx_perfmodel_bus_estimate(s->pm, node, b->size) * (on_host ? 1 : 2);
+    }
+    return sec;
+}
+
+/* The estimate of `t` on `d`: 1 with *sec set, 0 when unknown. */
+static int estimate(hx_sched *s, hx_task *t, int d, double *sec)
+{
+    double f, b;
+    hx_task_cost(t, &f, &b);
+    return hx_perfmodel_estimate(s->pm, t->desc.codelet, d, f, b, sec) != 0;
+}
+
+static int dmda_push(hx_sched *s, hx_task *t)
+{
+    uint32_t el = hx_sched_eligible(s, t);
+    double now = hx_now();
+    int best = -1, best_pref = 0;
+    double best_fin = 0, best_exec = 0;
+    int explore = -1;
+    t->calibrating = 0;
+    for (int d = 0; d < s->rt->ndevices; d++) {
+        if (!(el & (1u << d)))
+            continue;
+        double exec;
+        if (!estimate(s, t, d, &exec)) {
+            if (explore < 0 && s->dev[d].calibrating + s->dev[d].running_calibrating < HX_CALIBRATION_TASKS)
+                explore = d;
+            continue;
+        }
+        /* Relative to now: the tie margin is a fraction of the wait. */
+        double fin = hx_sched_backlog(s, d, now) + transfer_time(s, t, d) + exec;
+        int pref = (t->desc.prefer >> d) & 1;
+        int better = best < 0 || fin < best_fin * (1 - HX_TIE) ||
+                     (fin <= best_fin * (1 + HX_TIE) && (pref > best_pref || (pref == best_pref && fin < best_fin)));
+        if (better) {
+            best = d;
+            best_fin = fin;
+            best_exec = exec;
+            best_pref = pref;
+        }
+    }
+    if (explore >= 0) {
+        t->calibrating = 1;
+        t->expected = 0;
+        hx_sched_enqueue(s, explore, t);
+        return explore;
+    }
+    if (best < 0) {
+        /* Every capable device is uncalibrated and busy calibrating. */
+        uint32_t pref = el & t->desc.prefer;
+        best = hx_sched_least_loaded(s, pref ? pref : el);
+        best_exec = 0;
+    }
+    t->expected = best_exec;
+    hx_sched_enqueue(s, best, t);
+    s->wake_helper = hx_sched_backlog(s, best, now) > HX_MIGRATE_THRESHOLD_S + best_exec;
+    return best;
+}
+
+/* An idle device pulls work from the most backlogged one. */
+static hx_task *pull(hx_sched *s, int me)
+{
+    double now = hx_now();
+    double mine = hx_sched_backlog(s, me, now);
+    int victim = -1;
+    double vb = 0;
+    for (int v = 0; v < s->rt->ndevices; v++) {
+        if (v == me || !s->dev[v].depth)
+            continue;
+        double b = hx_sched_backlog(s, v, now);
+        if (victim < 0 || b > vb) {
+            victim = v;
+            vb = b;
+        }
+    }
+    if (victim < 0 || vb - mine <= HX_MIGRATE_THRESHOLD_S)
+        return NULL;
+    uint32_t bit = 1u << me;
+    for (hx_task *t = s->dev[victim].tail; t; t = t->prev) {
+        if (!(hx_sched_eligible(s, t) & bit))
+            continue;
+        double exec;
+        if (!estimate(s, t, me, &exec))
+            continue;
+        if (mine + transfer_time(s, t, me) + exec >= vb)
+            continue;
+        hx_sched_dequeue(s, t);
+        t->expected = exec;
+        t->calibrating = 0; /* it has an estimate here */
+        hx_sched_note_migration(s, t, victim, me, "rebalanced");
+        return t;
+    }
+    return NULL;
+}
+
+static hx_task *dmda_pop(hx_sched *s, hx_device *dev)
+{
+    int me = dev->info.index;
+    hx_task *t = s->dev[me].head;
+    if (t) {
+        hx_sched_dequeue(s, t);
+        return t;
+    }
+    return pull(s, me);
+}
+
+const hx_sched_policy hx_sched_dmda = {
+    .name = "dmda", .uses_perfmodel = 1, .rebalances = 1, .push = dmda_push, .pop = dmda_pop, .drain = hx_sched_drain_queues,
+};

@@ -1,0 +1,211 @@
+/* Trace recording and the Chrome trace-event writer: one "process" per
+ * device (pid = device index) with a thread for its tasks (tid 0) and one
+ * for the copies into its memory (tid 1); tasks and copies are complete
+ * events ("ph":"X", microseconds), migrations, retries and retirements
+ * instants ("ph":"i"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+#include "runtime/task.h"
+#include "runtime/trace.h"
+
+void hx_trace_init(hx_trace *t)
+{
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->lock, NULL);
+}
+
+void hx_trace_destroy(hx_trace *t)
+{
+    free(t->ev);
+    free(t->path);
+    pthread_mutex_destroy(&t->lock);
+}
+
+static void add(hx_runtime *rt, const hx_trace_event *e)
+{
+    hx_trace *tr = &rt->trace;
+    pthread_mutex_lock(&tr->lock);
+    if (atomic_load(&tr->on)) {
+        if (tr->n == tr->cap && tr->cap < HX_TRACE_MAX_EVENTS) {
+            size_t cap = tr->cap ? 2 * tr->cap : 4096;
+            hx_trace_event *ev = realloc(tr->ev, cap * sizeof *ev);
+            if (ev) {
+                tr->ev = ev;
+                tr->cap = cap;
+            }
+        }
+        if (tr->n < tr->cap)
+            tr->ev[tr->n++] = *e;
+        else
+            tr->dropped++;
+    }
+    pthread_mutex_unlock(&tr->lock);
+}
+
+static int on(hx_runtime *rt) { return atomic_load_explicit(&rt->trace.on, memory_order_relaxed); }
+
+static void set_name(hx_trace_event *e, const char *name)
+{
+    snprintf(e->name, sizeof e->name, "%s", name ? name : "(unnamed)");
+}
+
+void hx_trace_task(hx_runtime *rt, const hx_task *t, int dev, double t0, double t1, int ok)
+{
+    if (!on(rt))
+        return;
+    hx_trace_event e = {.kind = ok ? HX_TRACE_TASK : HX_TRACE_TASK_FAILED, .dev = (int16_t)dev,
+                        .t0 = t0, .t1 = t1, .id = t->id};
+    set_name(&e, t->desc.codelet->name);
+    add(rt, &e);
+}
+
+void hx_trace_copy(hx_runtime *rt, int dev, int from_node, int to_node, size_t bytes, double t0, double t1)
+{
+    if (!on(rt))
+        return;
+    hx_trace_event e = {.kind = HX_TRACE_COPY, .dev = (int16_t)dev, .from = (int16_t)from_node,
+                        .to = (int16_t)to_node, .t0 = t0, .t1 = t1, .bytes = bytes};
+    set_name(&e, "copy");
+    add(rt, &e);
+}
+
+void hx_trace_migration(hx_runtime *rt, const hx_task *t, int from, int to, const char *why)
+{
+    if (!on(rt))
+        return;
+    hx_trace_event e = {.kind = HX_TRACE_MIGRATION, .dev = (int16_t)to, .from = (int16_t)from,
+                        .to = (int16_t)to, .t0 = hx_now(), .id = t->id};
+    set_name(&e, why);
+    add(rt, &e);
+}
+
+void hx_trace_mark(hx_runtime *rt, hx_trace_kind kind, int dev, const hx_task *t)
+{
+    if (!on(rt))
+        return;
+    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_now(), .id = t ? t->id : 0};
+    set_name(&e, t ? t->desc.codelet->name : "retired");
+    add(rt, &e);
+}
+
+hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
+{
+    if (!rt || !path || !*path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_start: NULL runtime or empty path");
+    hx_trace *tr = &rt->trace;
+    pthread_mutex_lock(&tr->lock);
+    hx_status s = HX_OK;
+    char *p = NULL;
+    if (atomic_load(&tr->on))
+        s = hx_error(HX_ERR_STATE, "a trace is already being recorded (to %s)", tr->path);
+    else if (!(p = strdup(path)))
+        s = hx_error(HX_ERR_NO_MEMORY, "trace path");
+    if (s == HX_OK) {
+        free(tr->path);
+        tr->path = p;
+        tr->n = 0;
+        tr->dropped = 0;
+        tr->origin = hx_now();
+        atomic_store(&tr->on, 1);
+    }
+    pthread_mutex_unlock(&tr->lock);
+    return s;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void write_event(FILE *f, const hx_trace_event *e, double origin)
+{
+    double ts = (e->t0 - origin) * 1e6, dur = (e->t1 - e->t0) * 1e6;
+    static const char *const cat[] = {"task", "task_failed", "copy", "migration", "retry", "retire"};
+    fputs(",\n{\"name\":", f);
+    json_string(f, e->name);
+    fprintf(f, ",\"cat\":\"%s\",", cat[e->kind]);
+    switch (e->kind) {
+    case HX_TRACE_TASK:
+    case HX_TRACE_TASK_FAILED:
+        fprintf(f, "\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":0,\"args\":{\"task\":%llu}}", ts,
+                dur, e->dev, (unsigned long long)e->id);
+        break;
+    case HX_TRACE_COPY:
+        fprintf(f,
+                "\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":1,"
+                "\"args\":{\"bytes\":%llu,\"from_node\":%d,\"to_node\":%d}}",
+                ts, dur, e->dev, (unsigned long long)e->bytes, e->from, e->to);
+        break;
+    case HX_TRACE_MIGRATION:
+        fprintf(f,
+                "\"ph\":\"i\",\"s\":\"p\",\"ts\":%.3f,\"pid\":%d,\"tid\":0,"
+                "\"args\":{\"task\":%llu,\"from\":%d,\"to\":%d}}",
+                ts, e->dev, (unsigned long long)e->id, e->from, e->to);
+        break;
+    default:
+        fprintf(f, "\"ph\":\"i\",\"s\":\"p\",\"ts\":%.3f,\"pid\":%d,\"tid\":0,\"args\":{\"task\":%llu}}", ts,
+                e->dev, (unsigned long long)e->id);
+        break;
+    }
+}
+
+hx_status hx_runtime_trace_stop(hx_runtime *rt)
+{
+    if (!rt)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_stop: NULL runtime");
+    hx_trace *tr = &rt->trace;
+    pthread_mutex_lock(&tr->lock);
+    if (!atomic_load(&tr->on)) {
+        pthread_mutex_unlock(&tr->lock);
+        return hx_error(HX_ERR_STATE, "no trace is being recorded");
+    }
+    atomic_store(&tr->on, 0);
+    hx_status s = HX_OK;
+    FILE *f = fopen(tr->path, "w");
+    if (!f) {
+        s = hx_error(HX_ERR_IO, "cannot write the trace %s", tr->path);
+    } else {
+        /* Metadata first; every later event starts with a comma. */
+        fputs("{\"traceEvents\":[", f);
+        for (int d = 0; d < rt->ndevices; d++) {
+            char name[200];
+            const hx_device_info *in = &rt->devices[d]->info;
+            snprintf(name, sizeof name, "dev %d %s: %s", d, hx_device_kind_str(in->kind), in->name);
+            fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", d ? "," : "",
+                    d);
+            json_string(f, name);
+            fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", d,
+                    d);
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"tasks\"}}",
+                    d);
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"copies in\"}}",
+                    d);
+        }
+        for (size_t i = 0; i < tr->n; i++)
+            write_event(f, &tr->ev[i], tr->origin);
+        fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%llu}}\n",
+                (unsigned long long)tr->dropped);
+        int bad = ferror(f);
+        if (fclose(f) != 0 || bad)
+            s = hx_error(HX_ERR_IO, "writing the trace %s failed", tr->path);
+    }
+    free(tr->ev);
+    tr->ev = NULL;
+    tr->n = tr->cap = 0;
+    pthread_mutex_unlock(&tr->lock);
+    return s;
+}
