@@ -172,7 +172,9 @@ static int defaults(hxb_params *p)
         return -1;
     if (!p->scheds.n && strlist_add(&p->scheds, "", 0))
         return -1;
-    if (!p->injects.n && strlist_add(&p->injects, "", 0))
+    /* HX_INJECT supplies the default, shown in the rows like --inject. */
+    const char *env = getenv("HX_INJECT");
+    if (!p->injects.n && strlist_add(&p->injects, env ? env : "", env ? strlen(env) : 0))
         return -1;
     for (int i = 0; i < p->injects.n; i++)
         if (!strcmp(p->injects.item[i], "none"))

@@ -98,6 +98,9 @@ typedef struct {
     int ntests;
     hxb_row *rows;
     int nrows, cap;
+    /* Device sets an injection does not apply to (it names a device the
+     * set lacks): those combinations are skipped, not failed. */
+    unsigned char skip[HXB_MAX_LIST][HXB_MAX_LIST];
     char cpu[128], started[32];
     int cores;
     uint64_t memory_bytes;
@@ -118,8 +121,9 @@ void hxb_results_free(hxb_results *r);
 int hxb_run_trace(const hxb_params *p, hxb_results *r);
 /* Sorts the rows so that the rows compared with each other are adjacent. */
 void hxb_results_sort(hxb_results *r);
-/* The row this one is compared with (same model, test, threads, batch;
- * first devices set, policy and injection), or -1 when it is alone. */
+/* The row this one is compared with: the first of the sorted rows of the
+ * same model and test (the first value of every list), or -1 when it is
+ * the only one. */
 int hxb_results_reference(const hxb_results *r, int row);
 
 /* stats.c */

@@ -18,7 +18,15 @@ static const char *policy_name(const hxb_params *p, int s)
     return *p->scheds.item[s] ? p->scheds.item[s] : hxb_hooks_default_policy();
 }
 
+static int open_runtime_quiet(const hxb_params *p, config c, hx_runtime **rt, hx_status *quiet);
+
 static int open_runtime(const hxb_params *p, config c, hx_runtime **rt)
+{
+    return open_runtime_quiet(p, c, rt, NULL);
+}
+
+/* Opens the runtime of a configuration; quiet = NULL prints why it fails. */
+static int open_runtime_quiet(const hxb_params *p, config c, hx_runtime **rt, hx_status *quiet)
 {
     hx_runtime_options o = hx_runtime_options_default();
     o.devices = p->devices.item[c.d];
@@ -33,6 +41,10 @@ static int open_runtime(const hxb_params *p, config c, hx_runtime **rt)
     hx_status st = hx_runtime_open(rt, &o);
     if (st == HX_OK)
         return 0;
+    if (quiet) {
+        *quiet = st;
+        return -1;
+    }
     /* The runtime's message names the value at fault; the options say
      * which configuration of the lists it was. */
     char t[32] = "";
@@ -139,6 +151,38 @@ static void machine(hx_runtime *rt, hxb_results *r)
     strftime(r->started, sizeof r->started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 }
 
+/* An injection that names a device a set lacks (kind=fpga on "cpu") does
+ * not apply there: the set's rows are skipped with a note, so one run can
+ * hold the CPU alone beside heterogeneous sets under injected slowdowns.
+ * Any other failure is an error. */
+static int check_injections(const hxb_params *p, hxb_results *r)
+{
+    for (int i = 0; i < p->injects.n; i++) {
+        if (!*p->injects.item[i])
+            continue;
+        int usable = 0;
+        for (int d = 0; d < p->devices.n; d++) {
+            hx_runtime *rt;
+            hx_status st;
+            if (open_runtime_quiet(p, (config){d, 0, i, 0}, &rt, &st) == 0) {
+                hx_runtime_close(rt);
+                usable = 1;
+                continue;
+            }
+            if (st != HX_ERR_NO_DEVICE)
+                return open_runtime(p, (config){d, 0, i, 0}, &rt);
+            r->skip[d][i] = 1;
+            fprintf(stderr, "hetero-bench: --inject '%s' skipped on --devices '%s': %s\n", p->injects.item[i],
+                    p->devices.item[d], hx_last_error());
+        }
+        if (!usable) {
+            fprintf(stderr, "hetero-bench: --inject '%s' applies to no device set\n", p->injects.item[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Every device set and every policy opens, every model loads and fits. */
 static int preflight(const hxb_params *p, hxb_results *r)
 {
@@ -162,7 +206,7 @@ static int preflight(const hxb_params *p, hxb_results *r)
             }
             hx_runtime_close(rt);
         }
-    return 0;
+    return check_injections(p, r);
 }
 
 /* The default KV pool holds one context; sequences generated together
@@ -248,13 +292,17 @@ int hxb_run_all(const hxb_params *p, hxb_results *r)
 {
     if (build_tests(p, r) || preflight(p, r))
         return -1;
-    int total = p->devices.n * p->scheds.n * p->injects.n * p->threads.n * r->nmodels * p->batches.n * r->ntests;
+    int pairs = 0;
+    for (int d = 0; d < p->devices.n; d++)
+        for (int i = 0; i < p->injects.n; i++)
+            pairs += !r->skip[d][i];
+    int total = pairs * p->scheds.n * p->threads.n * r->nmodels * p->batches.n * r->ntests;
     int done = 0;
     for (int d = 0; d < p->devices.n; d++)
         for (int s = 0; s < p->scheds.n; s++)
             for (int i = 0; i < p->injects.n; i++)
                 for (int t = 0; t < p->threads.n; t++)
-                    if (run_config(p, r, (config){d, s, i, t}, &done, total))
+                    if (!r->skip[d][i] && run_config(p, r, (config){d, s, i, t}, &done, total))
                         return -1;
     hxb_results_sort(r);
     return 0;
@@ -314,14 +362,9 @@ int hxb_results_reference(const hxb_results *r, int row)
 {
     const hxb_row *x = &r->rows[row];
     int ref = -1, group = 0;
-    for (int i = 0; i < r->nrows; i++) {
-        const hxb_row *y = &r->rows[i];
-        if (y->model != x->model || y->test != x->test)
-            continue;
-        group++;
-        if (!y->threads_i && !y->batch_i && !y->devices_i && !y->sched_i && !y->inject_i)
+    for (int i = 0; i < r->nrows; i++)
+        if (r->rows[i].model == x->model && r->rows[i].test == x->test && group++ == 0)
             ref = i;
-    }
     return group > 1 ? ref : -1;
 }
 
