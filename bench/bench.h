@@ -117,8 +117,9 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
 /* run.c: checks every configuration, then measures every combination. */
 int hxb_run_all(const hxb_params *p, hxb_results *r);
 void hxb_results_free(hxb_results *r);
-/* Records one generated token of the first configuration into p->trace. */
-int hxb_run_trace(const hxb_params *p, hxb_results *r);
+/* Records one generated token of the first model on device set `set`
+ * (first policy, no injection) as a Chrome trace in `path`. */
+int hxb_run_trace(const hxb_params *p, hxb_results *r, int set, const char *path);
 /* Sorts the rows so that the rows compared with each other are adjacent. */
 void hxb_results_sort(hxb_results *r);
 /* The row this one is compared with: the first of the sorted rows of the

@@ -44,15 +44,56 @@ static int write_plots(const hxb_params *p, const hxb_results *r)
     return hxb_chart_write(p->plot, r);
 }
 
-static int draw_timeline(const hxb_params *p, const char *trace, const char *title)
+static int draw_timeline(const hxb_params *p)
 {
     char path[1100], err[512];
     snprintf(path, sizeof path, "%s/timeline.svg", p->plot);
-    if (hxb_timeline_write(trace, path, title, err, sizeof err)) {
-        fprintf(stderr, "hetero-bench: %s '%s': %s\n", p->timeline ? "--timeline" : "--trace", trace, err);
+    if (hxb_timeline_write(p->timeline, path, NULL, err, sizeof err)) {
+        fprintf(stderr, "hetero-bench: --timeline '%s': %s\n", p->timeline, err);
         return -1;
     }
     fprintf(stderr, "hetero-bench: wrote %s\n", path);
+    return 0;
+}
+
+/* "trace.json" for device set "cpu,fpga" of several: "trace-cpu_fpga.json". */
+static void per_set(char *out, size_t cap, const char *path, const char *set, int many)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!many) {
+        snprintf(out, cap, "%s", path);
+        return;
+    }
+    if (!dot || (slash && dot < slash))
+        dot = path + strlen(path);
+    size_t n = (size_t)snprintf(out, cap, "%.*s-", (int)(dot - path), path);
+    for (; *set && n + 1 < cap; set++)
+        out[n++] = (*set >= 'a' && *set <= 'z') || (*set >= '0' && *set <= '9') ? *set : '_';
+    snprintf(out + n, cap - n, "%s", dot);
+}
+
+/* One traced token per device set, so the placements compared in the
+ * tables can be compared as pictures too. */
+static int trace_sets(const hxb_params *p, hxb_results *r)
+{
+    for (int d = 0; d < p->devices.n; d++) {
+        char trace[1100], svg[1200], title[400], err[512];
+        per_set(trace, sizeof trace, p->trace, p->devices.item[d], p->devices.n > 1);
+        if (hxb_run_trace(p, r, d, trace))
+            return -1;
+        if (!p->plot)
+            continue;
+        char name[1100];
+        per_set(name, sizeof name, "timeline.svg", p->devices.item[d], p->devices.n > 1);
+        snprintf(svg, sizeof svg, "%s/%s", p->plot, name);
+        snprintf(title, sizeof title, "one generated token: %s, devices %s, policy %s", r->models[0].name,
+                 p->devices.item[d], *p->scheds.item[0] ? p->scheds.item[0] : hxb_hooks_default_policy());
+        if (hxb_timeline_write(trace, svg, title, err, sizeof err)) {
+            fprintf(stderr, "hetero-bench: --trace '%s': %s\n", trace, err);
+            return -1;
+        }
+        fprintf(stderr, "hetero-bench: wrote %s\n", svg);
+    }
     return 0;
 }
 
@@ -71,7 +112,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (p.timeline) {
-        rc = draw_timeline(&p, p.timeline, NULL) ? 1 : 0;
+        rc = draw_timeline(&p) ? 1 : 0;
         hxb_args_free(&p);
         return rc;
     }
@@ -88,15 +129,8 @@ int main(int argc, char **argv)
         }
         if (p.plot && write_plots(&p, &r))
             rc = 1;
-        if (p.trace && hxb_run_trace(&p, &r))
+        if (p.trace && trace_sets(&p, &r))
             rc = 1;
-        else if (p.trace && p.plot) {
-            char title[400];
-            snprintf(title, sizeof title, "one generated token: %s, devices %s, policy %s", r.models[0].name,
-                     p.devices.item[0], *p.scheds.item[0] ? p.scheds.item[0] : hxb_hooks_default_policy());
-            if (draw_timeline(&p, p.trace, title))
-                rc = 1;
-        }
     }
     hxb_results_free(&r);
     hxb_args_free(&p);

@@ -310,13 +310,13 @@ int hxb_run_all(const hxb_params *p, hxb_results *r)
 
 /* The trace holds one token after a warm-up one, so the timeline shows
  * the steady state of generation, not the first touch of the weights. */
-int hxb_run_trace(const hxb_params *p, hxb_results *r)
+int hxb_run_trace(const hxb_params *p, hxb_results *r, int set, const char *path)
 {
     hx_runtime *rt;
     hx_model *m = NULL;
     hx_session *s = NULL;
     char err[512] = "";
-    if (open_runtime(p, (config){0, 0, 0, 0}, &rt))
+    if (open_runtime(p, (config){set, 0, 0, 0}, &rt))
         return -1;
     hx_model_options mo = hx_model_options_default();
     mo.kv_type = p->kv_type;
@@ -325,7 +325,7 @@ int hxb_run_trace(const hxb_params *p, hxb_results *r)
     int rc = -1;
     if (hx_model_load(rt, r->models[0].path, &mo, &m) || hx_session_open(m, &s) || hx_session_eval(s, tok, 1, 0)) {
         snprintf(err, sizeof err, "%s", hx_last_error());
-    } else if (hxb_hooks_trace_start(rt, p->trace, err, sizeof err) == 0) {
+    } else if (hxb_hooks_trace_start(rt, path, err, sizeof err) == 0) {
         hx_status st = hx_session_eval(s, tok + 1, 1, 0);
         rc = hxb_hooks_trace_stop(rt, err, sizeof err);
         if (st) {
@@ -334,7 +334,7 @@ int hxb_run_trace(const hxb_params *p, hxb_results *r)
         }
     }
     if (rc)
-        fprintf(stderr, "hetero-bench: tracing one token: %s\n", err);
+        fprintf(stderr, "hetero-bench: tracing one token on --devices '%s': %s\n", p->devices.item[set], err);
     hx_session_close(s);
     hx_model_free(m);
     hx_runtime_close(rt);

@@ -291,7 +291,8 @@ static void draw(FILE *f, timeline *t, const char *title)
             hxb_svg_rect(f, x - 1, y - 3, 2, lane_h - 2, "#B00020", tip);
             continue;
         }
-        hxb_svg_rect(f, x, y, bw, lane_h - 8, hxb_svg_color(b->name), tip);
+        /* A hair of background between boxes that touch. */
+        hxb_svg_rect(f, x, y, bw > 2 ? bw - 0.5 : bw, lane_h - 8, hxb_svg_color(b->name), tip);
         if (bw > 7.0 * (double)strlen(t->names[b->name]) + 6)
             hxb_svg_text(f, x + bw / 2, y + lane_h / 2, "middle", 11, hxb_svg_ink(b->name), "%s",
                          t->names[b->name]);
