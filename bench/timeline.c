@@ -187,6 +187,18 @@ static int collect(timeline *t, const hxb_json *events, char *err, size_t cap)
         return -1;
     }
     window(t, have_token, token0, token1);
+    /* A named process without events is an idle device: it keeps a lane. */
+    for (int i = 0; i < t->nmetas && t->nlanes < MAX_LANES; i++) {
+        int seen = t->metas[i].tid[0] != 0;
+        for (int l = 0; l < t->nlanes && !seen; l++)
+            seen = !strcmp(t->lanes[l].pid, t->metas[i].pid);
+        if (!seen) {
+            lane *ln = &t->lanes[t->nlanes++];
+            memset(ln, 0, sizeof *ln);
+            snprintf(ln->pid, sizeof ln->pid, "%s", t->metas[i].pid);
+            ln->pid_num = atof(ln->pid);
+        }
+    }
     return 0;
 }
 
@@ -205,7 +217,7 @@ static int lane_cmp(const void *a, const void *b)
  * its copies); one line when only one of them is known. */
 static void lane_label(FILE *f, const timeline *t, const lane *l, double x, double y, double h)
 {
-    const char *p = meta_name(t, l->pid, ""), *th = meta_name(t, l->pid, l->tid);
+    const char *p = meta_name(t, l->pid, ""), *th = l->tid[0] ? meta_name(t, l->pid, l->tid) : "no events";
     if (p && th) {
         hxb_svg_text(f, x, y + h / 2 - 2, "end", 11, "#000", "%.40s", p);
         hxb_svg_text(f, x, y + h / 2 + 10, "end", 10, "#555", "%.40s", th);
