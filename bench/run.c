@@ -47,9 +47,11 @@ static int open_runtime_quiet(const hxb_params *p, config c, hx_runtime **rt, hx
     }
     /* The runtime's message names the value at fault; the options say
      * which configuration of the lists it was. */
-    char t[32] = "";
+    char t[200] = "";
     if (p->threads.v[c.t])
         snprintf(t, sizeof t, " -t %d", p->threads.v[c.t]);
+    if (*p->injects.item[c.i])
+        snprintf(t + strlen(t), sizeof t - strlen(t), " --inject '%.150s'", p->injects.item[c.i]);
     fprintf(stderr, "hetero-bench: --devices '%s' --sched '%s'%s: %s%s\n", p->devices.item[c.d],
             policy_name(p, c.s), t, hx_last_error(),
             st == HX_ERR_NO_DEVICE && strstr(p->devices.item[c.d], "fpga") && !p->fpga_emulation
