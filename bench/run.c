@@ -10,7 +10,7 @@
 #include "bench/bench.h"
 
 typedef struct {
-    int d, s, i, t; /* devices, sched, inject, threads indices */
+    int d, s, i, t; /* devices, sched, inject (-1: none), threads indices */
 } config;
 
 static const char *policy_name(const hxb_params *p, int s)
@@ -34,7 +34,8 @@ static int open_runtime_quiet(const hxb_params *p, config c, hx_runtime **rt, hx
     o.cpu_threads = p->threads.v[c.t];
     o.fpga_emulation = p->fpga_emulation ? p->fpga_emulation : "off";
     char err[512];
-    if (hxb_hooks_options(&o, p->injects.item[c.i], err, sizeof err)) {
+    const char *inject = c.i >= 0 ? p->injects.item[c.i] : "";
+    if (hxb_hooks_options(&o, inject, err, sizeof err)) {
         fprintf(stderr, "hetero-bench: %s\n", err);
         return -1;
     }
@@ -50,8 +51,8 @@ static int open_runtime_quiet(const hxb_params *p, config c, hx_runtime **rt, hx
     char t[200] = "";
     if (p->threads.v[c.t])
         snprintf(t, sizeof t, " -t %d", p->threads.v[c.t]);
-    if (*p->injects.item[c.i])
-        snprintf(t + strlen(t), sizeof t - strlen(t), " --inject '%.150s'", p->injects.item[c.i]);
+    if (*inject)
+        snprintf(t + strlen(t), sizeof t - strlen(t), " --inject '%.150s'", inject);
     fprintf(stderr, "hetero-bench: --devices '%s' --sched '%s'%s: %s%s\n", p->devices.item[c.d],
             policy_name(p, c.s), t, hx_last_error(),
             st == HX_ERR_NO_DEVICE && strstr(p->devices.item[c.d], "fpga") && !p->fpga_emulation
@@ -196,7 +197,7 @@ static int preflight(const hxb_params *p, hxb_results *r)
     for (int d = 0; d < p->devices.n; d++)
         for (int s = 0; s < (d ? 1 : p->scheds.n); s++) {
             hx_runtime *rt;
-            if (open_runtime(p, (config){d, s, 0, 0}, &rt))
+            if (open_runtime(p, (config){d, s, -1, 0}, &rt))
                 return -1;
             if (d == 0 && s == 0) {
                 machine(rt, r);
