@@ -195,7 +195,7 @@ static int collect(timeline *t, const hxb_json *events, char *err, size_t cap)
         if (!seen) {
             lane *ln = &t->lanes[t->nlanes++];
             memset(ln, 0, sizeof *ln);
-            snprintf(ln->pid, sizeof ln->pid, "%s", t->metas[i].pid);
+            memcpy(ln->pid, t->metas[i].pid, sizeof ln->pid); /* same size, both NUL-terminated */
             ln->pid_num = atof(ln->pid);
         }
     }
@@ -261,14 +261,16 @@ static void draw_legend(FILE *f, timeline *t, double left, double y0, int nleg)
 
 static void draw(FILE *f, timeline *t, const char *title)
 {
-    int order[MAX_LANES];
-    lane sorted[MAX_LANES];
-    memcpy(sorted, t->lanes, sizeof(lane) * (size_t)t->nlanes);
-    qsort(sorted, (size_t)t->nlanes, sizeof *sorted, lane_cmp);
-    for (int i = 0; i < t->nlanes; i++)
-        for (int j = 0; j < t->nlanes; j++)
-            if (!strcmp(t->lanes[i].pid, sorted[j].pid) && !strcmp(t->lanes[i].tid, sorted[j].tid))
-                order[i] = j;
+    /* Lanes in pid/tid order: idx[row] is a lane, order[lane] its row. */
+    int idx[MAX_LANES], order[MAX_LANES];
+    for (int i = 0; i < t->nlanes; i++) {
+        int j = i;
+        for (; j > 0 && lane_cmp(&t->lanes[idx[j - 1]], &t->lanes[i]) > 0; j--)
+            idx[j] = idx[j - 1];
+        idx[j] = i;
+    }
+    for (int j = 0; j < t->nlanes; j++)
+        order[idx[j]] = j;
     const double left = 280, top = 70, lane_h = 32, plot_w = 960;
     int nleg = t->nnames < 15 ? t->nnames : 15;
     int w = (int)(left + plot_w + 30), h = (int)(top + t->nlanes * lane_h + 40 + 18 * ((nleg + 3) / 3) + 10);
@@ -287,7 +289,7 @@ static void draw(FILE *f, timeline *t, const char *title)
     for (int i = 0; i < t->nlanes; i++) {
         double y = top + i * lane_h;
         hxb_svg_rect(f, left, y + 1, plot_w, lane_h - 2, i % 2 ? "#f7f7f7" : "#eef2f7", NULL);
-        lane_label(f, t, &sorted[i], left - 8, y, lane_h);
+        lane_label(f, t, &t->lanes[idx[i]], left - 8, y, lane_h);
     }
     for (int i = 0; i < t->nboxes; i++) {
         const box *b = &t->boxes[i];
