@@ -27,25 +27,17 @@ const char *hxb_hooks_default_policy(void)
     return e && *e ? e : "eager";
 }
 
+/* Each row names its injection, so the runtime gets it explicitly: ""
+ * (none) overrides an HX_INJECT the row would not show. */
 int hxb_hooks_options(hx_runtime_options *o, const char *inject, char *err, size_t cap)
 {
-    if (inject && *inject) {
-        snprintf(err, cap, "--inject/HX_INJECT '%s': injection not supported by this build", inject);
-        return -1;
-    }
+    o->inject = inject ? inject : "";
+    o->trace = "";
     return 0;
 }
 
 int hxb_hooks_check(const hxb_params *p, char *err, size_t cap)
 {
-    for (int i = 0; i < p->injects.n; i++)
-        if (hxb_hooks_options(&(hx_runtime_options){0}, p->injects.item[i], err, cap))
-            return -1;
-    if (p->trace && !hxb_hooks_trace_supported()) {
-        snprintf(err, cap, "--trace '%s': tracing not supported by this build (the runtime has no trace API "
-                           "yet; --timeline draws an existing Chrome trace)", p->trace);
-        return -1;
-    }
     if (p->sim) {
         snprintf(err, cap, "--sim '%s': the simulator is not part of this build yet", p->sim);
         return -1;
@@ -53,12 +45,20 @@ int hxb_hooks_check(const hxb_params *p, char *err, size_t cap)
     return 0;
 }
 
-int hxb_hooks_trace_supported(void) { return 0; }
+int hxb_hooks_trace_supported(void) { return 1; }
 
 int hxb_hooks_trace_start(hx_runtime *rt, const char *path, char *err, size_t cap)
 {
-    snprintf(err, cap, "--trace '%s': tracing not supported by this build", path);
+    if (hx_runtime_trace_start(rt, path) == HX_OK)
+        return 0;
+    snprintf(err, cap, "%s", hx_last_error());
     return -1;
 }
 
-int hxb_hooks_trace_stop(hx_runtime *rt, char *err, size_t cap) { return 0; }
+int hxb_hooks_trace_stop(hx_runtime *rt, char *err, size_t cap)
+{
+    if (hx_runtime_trace_stop(rt) == HX_OK)
+        return 0;
+    snprintf(err, cap, "%s", hx_last_error());
+    return -1;
+}

@@ -244,6 +244,24 @@ START_TEST(timeline_from_a_chrome_trace)
 }
 END_TEST
 
+/* Injected slowdowns are rows of their own beside the rows without; a
+ * traced token is drawn per device set. */
+START_TEST(injection_rows_and_traced_token)
+{
+    static char out[1 << 16];
+    char args[800], path[256];
+    snprintf(args, sizeof args, "-m %s -p 8 -n 0 -r 1 --inject 'none;kind=cpu,slow=2' -o csv --trace %s/t.json "
+                                "--plot %s/plot", model, tmpdir, tmpdir);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    ck_assert_int_eq(count_char(out, strlen(out), '\n'), 3);
+    ck_assert_ptr_nonnull(strstr(out, ",\"kind=cpu,slow=2\","));
+    snprintf(path, sizeof path, "%s/plot/timeline.svg", tmpdir);
+    assert_svg(path, "matmul");
+    snprintf(path, sizeof path, "%s/t.json", tmpdir);
+    ck_assert_int_eq(access(path, R_OK), 0);
+}
+END_TEST
+
 /* Each mistake: a non-zero exit and a message that names it. */
 START_TEST(mistakes_fail_clearly)
 {
@@ -258,8 +276,8 @@ START_TEST(mistakes_fail_clearly)
         {"--devices nosuchdevice", "unknown device 'nosuchdevice'"},
         {"--devices 'cpu;'", "--devices: empty value"},
         {"--sched nosuchpolicy", "unknown scheduling policy 'nosuchpolicy'"},
-        {"--inject 'cpu:2x'", "injection not supported by this build"},
-        {"--trace t.json", "tracing not supported by this build"},
+        {"--inject 'cpu:2x'", "--inject 'cpu:2x'"},
+        {"--inject 'kind=fpga,slow=2'", "applies to no device set"},
         {"--sim a100-x2", "simulator"},
         {"--fpga-emulation qemu", "'pocl'"},
         {"-p 4096", "context"},
@@ -291,6 +309,7 @@ Suite *suite_bench(void)
     tcase_add_test(tc, csv_rows_have_every_column);
     tcase_add_test(tc, json_matches_the_schema_and_plots_are_drawn);
     tcase_add_test(tc, timeline_from_a_chrome_trace);
+    tcase_add_test(tc, injection_rows_and_traced_token);
     tcase_add_test(tc, mistakes_fail_clearly);
     suite_add_tcase(s, tc);
     return s;
