@@ -170,14 +170,19 @@ void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx, int nchunks)
     atomic_store(&t->ctx, ctx);
     atomic_store(&t->nchunks, nchunks);
     atomic_store(&t->completed, 0);
-    unsigned done = atomic_load(&t->done);
     uint64_t run = (atomic_load(&t->claim) >> 32) + 1;
     atomic_store(&t->claim, run << 32);
     bump(t, &t->generation);
     work(t);
-    /* Only chunks someone claimed are waited for. */
-    if (atomic_load(&t->completed) != nchunks)
+    /* Only chunks someone claimed are waited for.  `done` is only a wake-up
+     * hint: the bump of an earlier run's last finisher may arrive late, so
+     * the count itself decides (the finisher counts before it bumps). */
+    for (;;) {
+        unsigned done = atomic_load(&t->done);
+        if (atomic_load(&t->completed) == nchunks)
+            break;
         wait_change(t, &t->done, done, SPIN_BARRIER);
+    }
 }
 
 void hx_team_destroy(hx_team *t)
