@@ -148,6 +148,7 @@ typedef struct {
 } hx_runtime_options;
 
 HX_API hx_runtime_options hx_runtime_options_default(void);
+/* opts may be NULL: every option at its default (environment, then built-in). */
 HX_API hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts);
 HX_API void hx_runtime_close(hx_runtime *rt);
 
