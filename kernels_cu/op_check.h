@@ -64,7 +64,7 @@ static inline int hx_oc_matmul(const hx_op_matmul *a, const size_t *s, int n, ch
     if (hx_oc_buffers(n, 3 + (int)a->has_bias, msg, len, op))
         return 1;
     if (!hx_dq_supported(a->wtype))
-        return hx_oc_fail(msg, len, op, "weight type not implemented on CUDA");
+        return hx_oc_fail(msg, len, op, "weight type has no CUDA kernel");
     if (a->T > HX_OC_DIM_MAX || a->N > HX_OC_DIM_MAX || a->K > HX_OC_DIM_MAX)
         return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
     uint64_t rb = hx_dq_row_bytes(a->wtype, a->K);
@@ -154,7 +154,7 @@ static inline int hx_oc_attention(const hx_op_attention *a, const size_t *s, int
     if (!a->Hq || !a->Hkv || a->Hq % a->Hkv || a->Hq > 65535)
         return hx_oc_fail(msg, len, op, "Hq must be a positive multiple of Hkv");
     if (a->Dh > HX_OC_ATTN_DH_MAX)
-        return hx_oc_fail(msg, len, op, "head size above 256 is not implemented on CUDA");
+        return hx_oc_fail(msg, len, op, "head size above 256 has no CUDA kernel");
     if (!isfinite(a->scale))
         return hx_oc_fail(msg, len, op, "scale must be finite");
     if (hx_oc_kv(&a->kv, a->Hkv, a->Dh, a->kv_type, s[1], s[2], s[3], slots, msg, len, op))
@@ -188,7 +188,7 @@ static inline int hx_oc_get_rows(const hx_op_get_rows *a, const size_t *s, int n
     if (hx_oc_buffers(n, 3, msg, len, op))
         return 1;
     if (!hx_dq_supported(a->type))
-        return hx_oc_fail(msg, len, op, "table type not implemented on CUDA");
+        return hx_oc_fail(msg, len, op, "table type has no CUDA kernel");
     if (a->T > HX_OC_DIM_MAX || a->D > HX_OC_DIM_MAX)
         return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
     uint64_t rb = hx_dq_row_bytes(a->type, a->D);
