@@ -161,11 +161,16 @@ int hx_cpu_rope(const hx_cpu_call *c)
     if (a->n_rot > a->Dh || a->n_rot % 2 || a->n_rot > 1024)
         return HX_ERR_INVALID_ARG;
     const uint32_t half = a->n_rot / 2;
-    double inv_freq[512];
-    for (uint32_t i = 0; i < half; i++)
-        inv_freq[i] = pow((double)a->freq_base, -2.0 * i / a->n_rot);
     uint64_t lo, hi;
     hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    if (lo >= hi)
+        return 0; /* a decode step has one row: most shares have nothing to do */
+    /* base^(-2i/n_rot) as a running product: one pow per share instead of
+     * one per frequency (double keeps the product within ~1e-13). */
+    double inv_freq[512], step = pow((double)a->freq_base, -2.0 / a->n_rot);
+    inv_freq[0] = 1.0;
+    for (uint32_t i = 1; i < half; i++)
+        inv_freq[i] = inv_freq[i - 1] * step;
     for (uint64_t t = lo; t < hi; t++) {
         float cs[512], sn[512];
         for (uint32_t i = 0; i < half; i++) {

@@ -361,6 +361,12 @@ typedef void (*hx_quantize_report)(void *user, const char *tensor, const char *f
 HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, const char *type,
                                    hx_quantize_report report, void *user);
 
+/* The path of the synthetic model `preset` in `type` in hetero's cache
+ * ($XDG_CACHE_HOME/hetero/models, else ~/.cache/hetero/models), written
+ * there first (seed 1234) if absent; *written says whether it was. */
+HX_API hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *path, size_t cap,
+                                           int *written);
+
 /* Tokenization with the model's own vocabulary (see hx_tokenizer_*). */
 HX_API hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_bos,
                                    int32_t *ids, size_t cap, size_t *n);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model/gguf.h"
 #include "model/quant.h"
@@ -208,4 +209,39 @@ hx_status hx_model_write_synthetic(const char *path, const char *preset, const c
     if (!c)
         return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset ? preset : "");
     return hx_synthetic_write(path, c, type, seed);
+}
+
+hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *path, size_t cap, int *written)
+{
+    if (!preset || !type || !path || cap == 0)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_synthetic_cached: NULL argument");
+    if (written)
+        *written = 0;
+    if (!hx_synthetic_preset(preset))
+        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset);
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[512];
+    if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/hetero/models", xdg);
+    else
+        snprintf(dir, sizeof dir, "%s/.cache/hetero/models", home && *home ? home : "/tmp");
+    /* mkdir -p: every parent, the cache root included, may be missing. */
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    mkdir(dir, 0755);
+    if ((size_t)snprintf(path, cap, "%s/synthetic-%s-%s.gguf", dir, preset, type) >= cap)
+        return hx_error(HX_ERR_RANGE, "hx_model_synthetic_cached: path longer than %zu bytes", cap);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return HX_OK;
+    /* The writer renames a finished file into place: a concurrent writer
+     * or reader sees either no file or a whole one. */
+    hx_status s = hx_model_write_synthetic(path, preset, type, 1234);
+    if (s == HX_OK && written)
+        *written = 1;
+    return s;
 }

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "hetero.h"
 
@@ -57,32 +56,17 @@ static int parse_tokens(const char *s, int32_t **out, size_t *n)
     return *out && *n ? 0 : -1;
 }
 
-/* The embedded model lives in $XDG_CACHE_HOME/hetero/models (or ~/.cache). */
+/* The embedded model, written once to hetero's cache. */
 static int synthetic_path(const char *preset, const char *type, char *path, size_t cap)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char dir[512];
-    if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/hetero", xdg);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/hetero", home && *home ? home : "/tmp");
-    mkdir(dir, 0755);
-    size_t l = strlen(dir);
-    snprintf(dir + l, sizeof dir - l, "/models");
-    mkdir(dir, 0755);
-    snprintf(path, cap, "%s/synthetic-%s-%s.gguf", dir, preset, type);
-    struct stat st;
-    if (stat(path, &st) == 0)
-        return 0;
-    fprintf(stderr, "hetero-run: writing the embedded '%s' model (%s) to %s\n", preset, type, path);
-    char tmp[800];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    if (hx_model_write_synthetic(tmp, preset, type, 1234) != HX_OK) {
+    int written;
+    if (hx_model_synthetic_cached(preset, type, path, cap, &written) != HX_OK) {
         fprintf(stderr, "hetero-run: %s\n", hx_last_error());
-        remove(tmp);
         return -1;
     }
-    return rename(tmp, path);
+    if (written)
+        fprintf(stderr, "hetero-run: wrote the embedded '%s' model (%s) to %s\n", preset, type, path);
+    return 0;
 }
 
 /* Peak and current resident memory, split into anonymous memory (what
