@@ -13,6 +13,29 @@ static double wbytes(uint32_t type, uint64_t rows, uint64_t cols)
     return (double)r * (double)rows;
 }
 
+/* Quantized weights are multiplied as integers against quantized
+ * activations (llama.cpp's MMQ/vec_dot path); F16 ones in half precision. */
+static hx_precision weight_precision(uint32_t type)
+{
+    if (type == HX_TYPE_F32)
+        return HX_PREC_F32;
+    if (type == HX_TYPE_F16 || type == HX_TYPE_BF16)
+        return HX_PREC_F16;
+    return HX_PREC_INT8;
+}
+
+static hx_precision matmul_precision(const void *p, const size_t *s)
+{
+    (void)s;
+    return weight_precision(((const hx_op_matmul *)p)->wtype);
+}
+
+static hx_precision attention_precision(const void *p, const size_t *s)
+{
+    (void)s;
+    return weight_precision(((const hx_op_attention *)p)->kv_type);
+}
+
 static double get_rows_flops(const void *p, const size_t *s) { return 0; }
 static double get_rows_bytes(const void *p, const size_t *s)
 {
@@ -101,7 +124,8 @@ const hx_codelet hx_codelets_ops[] = {
      .cl_program = "matmul",
      .cl_launch = hx_cl_launch_matmul,
      .flops = matmul_flops,
-     .bytes = matmul_bytes},
+     .bytes = matmul_bytes,
+     .precision = matmul_precision},
     {.name = "rope",
      .cpu = hx_cpu_rope,
      .cl_program = "rope",
@@ -120,7 +144,8 @@ const hx_codelet hx_codelets_ops[] = {
      .cl_program = "attention",
      .cl_launch = hx_cl_launch_attention,
      .flops = attention_flops,
-     .bytes = attention_bytes},
+     .bytes = attention_bytes,
+     .precision = attention_precision},
     {.name = "add",
      .cpu = hx_cpu_add,
      .cl_program = "elementwise",

@@ -145,11 +145,23 @@ typedef struct {
      * else $XDG_CACHE_HOME/hetero/perfmodels (~/.cache/...); "" or "off"
      * (also HX_CACHE_DIR=off) keeps them in memory only. */
     const char *perfmodel_dir;
+    /* Simulate the machine a description file describes (see
+     * docs/simulator.md, bench/machines/) instead of using this one: its
+     * devices replace discovery, no kernel runs, time is virtual and
+     * advances by the description's costs.  Buffers get host memory only
+     * when the host accesses them.  A simulated runtime is used from one
+     * thread at a time.  NULL = HX_SIM; "" = the real machine. */
+    const char *machine;
 } hx_runtime_options;
 
 HX_API hx_runtime_options hx_runtime_options_default(void);
 /* opts may be NULL: every option at its default (environment, then built-in). */
 HX_API hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts);
+/* Seconds on the runtime's clock: monotonic time, or the simulated
+ * machine's virtual time. */
+HX_API double hx_runtime_clock(const hx_runtime *rt);
+/* 1 when the runtime simulates a described machine. */
+HX_API int hx_runtime_simulated(const hx_runtime *rt);
 HX_API void hx_runtime_close(hx_runtime *rt);
 
 HX_API int hx_runtime_device_count(const hx_runtime *rt);
@@ -220,6 +232,10 @@ typedef struct {
     } arg[HX_CL_MAX_ARGS];
 } hx_cl_launch;
 
+/* The arithmetic a codelet's flops are done in, for machine models
+ * (peak rates differ by precision). */
+typedef enum { HX_PREC_F32 = 0, HX_PREC_F16 = 1, HX_PREC_INT8 = 2, HX_PREC_COUNT } hx_precision;
+
 typedef struct {
     const char *name;          /* unique; CUDA implementations are looked up by it */
     /* CPU: called on every thread of the CPU team; returns 0 or an hx_status. */
@@ -236,6 +252,8 @@ typedef struct {
     /* Cost, for performance models: floating-point ops and bytes moved. */
     double (*flops)(const void *args, const size_t *sizes);
     double (*bytes)(const void *args, const size_t *sizes);
+    /* Optional: the precision of those flops (NULL = HX_PREC_F32). */
+    hx_precision (*precision)(const void *args, const size_t *sizes);
 } hx_codelet;
 
 #define HX_TASK_MAX_BUFFERS 16
@@ -325,6 +343,13 @@ HX_API hx_model_options hx_model_options_default(void);
 /* Maps a GGUF file; weights are used in place, never copied. */
 HX_API hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts,
                                hx_model **out);
+/* A model with the shapes of a named architecture and no weights, for a
+ * simulated runtime (its tasks never read them): "llama2-7b",
+ * "llama2-13b", "llama2-70b", or a synthetic preset ("tiny", "small");
+ * `type` is the 2-D weights' type ("q4_0", "f16"...).  It has no
+ * tokenizer: evaluate token ids.  HX_ERR_UNSUPPORTED on a real runtime. */
+HX_API hx_status hx_model_load_shapes(hx_runtime *rt, const char *shapes, const char *type,
+                                      const hx_model_options *opts, hx_model **out);
 HX_API void hx_model_free(hx_model *m);
 HX_API hx_status hx_model_info_get(const hx_model *m, hx_model_info *out);
 

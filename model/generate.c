@@ -8,8 +8,6 @@
 #include "model/tokenizer.h"
 #include "runtime/error.h"
 
-double hx_now(void);
-
 hx_sampling hx_sampling_default(void)
 {
     hx_sampling p = {0};
@@ -30,6 +28,8 @@ hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_pro
     if (!s || !prompt || n_prompt == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_session_generate: no prompt");
     hx_model *m = s->m;
+    if (!m->tok)
+        return hx_error(HX_ERR_UNSUPPORTED, "hx_session_generate: the model has no tokenizer (shapes only)");
     hx_sampling def = hx_sampling_default();
     const hx_sampling *sp = sampling ? sampling : &def;
     hx_sampler_params p = {sp->temperature, sp->top_k, sp->top_p, sp->min_p,
@@ -50,11 +50,11 @@ hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_pro
     for (size_t i = 0; i < n_prompt && st == HX_OK; i++)
         st = hx_sampler_accept(smp, prompt[i]);
 
-    double t0 = hx_now();
+    double t0 = hx_runtime_clock(m->rt);
     if (st == HX_OK)
         st = hx_session_eval(s, prompt, n_prompt, 0);
-    gs.prefill_seconds = hx_now() - t0;
-    t0 = hx_now();
+    gs.prefill_seconds = hx_runtime_clock(m->rt) - t0;
+    t0 = hx_runtime_clock(m->rt);
     for (uint32_t i = 0; st == HX_OK && i < n_predict; i++) {
         int32_t tok;
         st = hx_sampler_sample(smp, hx_session_logits(s, -1), &tok);
@@ -74,7 +74,7 @@ hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_pro
             break;
         st = hx_session_eval(s, &tok, 1, 0);
     }
-    gs.decode_seconds = hx_now() - t0;
+    gs.decode_seconds = hx_runtime_clock(m->rt) - t0;
     size_t n = 0;
     if (st == HX_OK && hx_detok_finish(&dt, piece, cap - 1, &n) == HX_OK && n && cb) {
         piece[n] = '\0';

@@ -238,6 +238,17 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
 hx_status hx_model_act_alloc(hx_model *m); /* model/activations.c */
 void hx_model_act_free(hx_model *m);
 
+hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
+{
+    hx_status s = resolve_options(m, opts);
+    if (s == HX_OK)
+        s = hx_kv_pool_create(m->rt, m->kv_type, m->info.n_layer, m->info.n_head_kv, m->info.head_dim,
+                              m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+    if (s == HX_OK)
+        s = hx_model_act_alloc(m);
+    return s;
+}
+
 hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts, hx_model **out)
 {
     if (!rt || !path || !out)
@@ -249,18 +260,14 @@ hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options
     m->rt = rt;
     pthread_mutex_init(&m->eval_lock, NULL);
     hx_status s = hx_gguf_open(path, &m->gguf);
-    if (s == HX_OK && (s = read_hparams(m)) == HX_OK && (s = load_weights(m)) == HX_OK &&
-        (s = resolve_options(m, opts)) == HX_OK) {
+    if (s == HX_OK && (s = read_hparams(m)) == HX_OK && (s = load_weights(m)) == HX_OK) {
         summarize(m);
         s = hx_tokenizer_load(m->gguf, &m->tok);
         if (s == HX_OK && hx_tokenizer_vocab_size(m->tok) > (int32_t)m->info.n_vocab)
             s = hx_error(HX_ERR_FORMAT, "the vocabulary has %d tokens but token_embd only %u rows",
                          hx_tokenizer_vocab_size(m->tok), m->info.n_vocab);
         if (s == HX_OK)
-            s = hx_kv_pool_create(rt, m->kv_type, m->info.n_layer, m->info.n_head_kv, m->info.head_dim,
-                                  m->opts.kv_tokens, m->opts.kv_block, &m->kv);
-        if (s == HX_OK)
-            s = hx_model_act_alloc(m);
+            s = hx_model_prepare(m, opts);
     }
     if (s) {
         hx_error_context(s, "loading %s", path);
@@ -320,6 +327,8 @@ hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int
 {
     if (!m)
         return hx_error(HX_ERR_INVALID_ARG, "hx_model_tokenize: NULL model");
+    if (!m->tok)
+        return hx_error(HX_ERR_UNSUPPORTED, "hx_model_tokenize: the model has no tokenizer (shapes only)");
     return hx_tokenizer_encode(m->tok, text, len, add_bos, 0, ids, cap, n);
 }
 
@@ -327,6 +336,8 @@ hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size
 {
     if (!m)
         return hx_error(HX_ERR_INVALID_ARG, "hx_model_token_to_piece: NULL model");
+    if (!m->tok)
+        return hx_error(HX_ERR_UNSUPPORTED, "hx_model_token_to_piece: the model has no tokenizer (shapes only)");
     return hx_tokenizer_token_to_piece(m->tok, id, 0, buf, cap, len);
 }
 

@@ -59,4 +59,8 @@ struct hx_model {
     struct hx_plan *plan;      /* built by the partitioner on first use; one allocation */
 };
 
+/* What every way of opening a model ends with (model.c): its options
+ * resolved, the KV pool and the activation buffers. */
+hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts);
+
 #endif

@@ -7,6 +7,7 @@
 #include "runtime/buffer.h"
 #include "runtime/error.h"
 #include "runtime/perfmodel.h"
+#include "runtime/sim.h"
 #include "runtime/trace.h"
 
 /* Below this, malloc'd memory is already local by first touch and an mmap
@@ -19,6 +20,23 @@ static uint64_t physical_memory(const hx_runtime *rt)
         return rt->topo_info.memory_bytes;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+/* Host storage: NUMA-local above HX_NUMA_MIN_BYTES, 64-byte aligned. */
+static hx_status host_alloc(hx_buffer *b)
+{
+    size_t bytes = b->size;
+    if (bytes >= HX_NUMA_MIN_BYTES && numa_available() >= 0) {
+        b->host = numa_alloc_local(bytes); /* page aligned, hence 64-byte aligned */
+        b->numa_alloc = b->host != NULL;
+    }
+    if (!b->host && posix_memalign(&b->host, 64, (bytes + 63) & ~(size_t)63) != 0)
+        b->host = NULL;
+    if (!b->host)
+        return hx_error(HX_ERR_NO_MEMORY, "hx_buffer: cannot allocate %zu bytes", bytes);
+    if (b->rt->sim)
+        memset(b->host, 0, bytes); /* what the simulated tasks "wrote" */
+    return HX_OK;
 }
 
 static hx_status buffer_new(hx_runtime *rt, size_t bytes, hx_buffer **out)
@@ -51,16 +69,13 @@ hx_status hx_buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_create: %zu bytes asked, the machine has %llu",
                         bytes, (unsigned long long)mem);
     }
-    if (bytes >= HX_NUMA_MIN_BYTES && numa_available() >= 0) {
-        b->host = numa_alloc_local(bytes); /* page aligned, hence 64-byte aligned */
-        b->numa_alloc = b->host != NULL;
-    }
-    if (!b->host && posix_memalign(&b->host, 64, (bytes + 63) & ~(size_t)63) != 0)
-        b->host = NULL;
-    if (!b->host) {
+    /* A simulated machine's buffers hold data only once the host asks for
+     * it: a 70B model's weights and KV cache are sizes, not memory. */
+    if (!rt->sim && (s = host_alloc(b))) {
+        pthread_mutex_destroy(&b->lock);
         free(b);
         *out = NULL;
-        return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_create: cannot allocate %zu bytes", bytes);
+        return hx_error_context(s, "hx_buffer_create");
     }
     b->owns_host = 1;
     b->valid[0] = 1;
@@ -86,8 +101,10 @@ size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
 static void wait_unused(hx_buffer *b)
 {
     hx_runtime *rt = b->rt;
+    if (rt->sim)
+        hx_sim_drain(rt); /* a stall is reported by the next wait */
     pthread_mutex_lock(&rt->lock);
-    while (b->users > 0) {
+    while (b->users > 0 && !rt->sim) {
         rt->waiters++;
         pthread_cond_wait(&rt->idle, &rt->lock);
         rt->waiters--;
@@ -113,7 +130,7 @@ void hx_buffer_destroy(hx_buffer *b)
         if (b->handle[d] && dev->ops->release && b->handle[d] != b->host)
             dev->ops->release(dev, b->handle[d]);
     }
-    if (b->owns_host) {
+    if (b->owns_host && b->host) {
         if (b->numa_alloc)
             numa_free(b->host, b->size);
         else
@@ -143,6 +160,8 @@ static hx_device *device_of_node(hx_runtime *rt, int node)
 static void count_copy(hx_runtime *rt, hx_device *d, int from, int to, size_t bytes, double t0)
 {
     double t1 = hx_now();
+    if (rt->sim)
+        hx_sim_copy(rt, from ? from : to, bytes, &t0, &t1);
     atomic_fetch_add(&rt->stats.copies, 1);
     atomic_fetch_add(&rt->stats.bytes_copied, bytes);
     hx_perfmodel_bus_record(rt->sched.pm, from ? from : to, bytes, t1 - t0);
@@ -240,7 +259,9 @@ hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_acquire: write access to a read-only buffer");
     wait_unused(b);
     pthread_mutex_lock(&b->lock);
-    hx_status s = (mode & HX_R) ? fetch_to_host(b) : HX_OK;
+    hx_status s = !b->host && b->owns_host ? host_alloc(b) : HX_OK;
+    if (s == HX_OK && (mode & HX_R))
+        s = fetch_to_host(b);
     if (s == HX_OK && (mode & HX_W)) {
         memset(b->valid, 0, sizeof b->valid);
         b->valid[0] = 1;

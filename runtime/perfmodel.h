@@ -25,6 +25,8 @@ hx_status hx_perfmodel_open(hx_perfmodel **out, const char *dir, const char *con
 /* Saves what was measured (when there is a directory) and frees. */
 void hx_perfmodel_close(hx_perfmodel *pm);
 hx_status hx_perfmodel_save(hx_perfmodel *pm);
+/* From now on nothing is saved (the simulator's models). */
+void hx_perfmodel_read_only(hx_perfmodel *pm);
 
 void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
                          double seconds);

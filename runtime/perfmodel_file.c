@@ -300,3 +300,12 @@ done:
     hx_pm_free(pm);
     return HX_OK;
 }
+
+void hx_perfmodel_read_only(hx_perfmodel *pm)
+{
+    if (!pm)
+        return;
+    pthread_mutex_lock(&pm->lock);
+    pm->dir[0] = '\0';
+    pthread_mutex_unlock(&pm->lock);
+}

@@ -9,6 +9,7 @@
 #include "runtime/inject.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
+#include "runtime/sim.h"
 #include "runtime/topology.h"
 #include "runtime/worker.h"
 
@@ -18,6 +19,13 @@ double hx_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+double hx_runtime_clock(const hx_runtime *rt)
+{
+    return rt && rt->sim ? hx_sim_now(rt->sim) : hx_now();
+}
+
+int hx_runtime_simulated(const hx_runtime *rt) { return rt && rt->sim; }
 
 hx_runtime_options hx_runtime_options_default(void)
 {
@@ -58,6 +66,7 @@ typedef struct {
     char inject[1024];
     char trace[1024];
     char perfmodel_dir[512]; /* "" = memory only */
+    char machine[1024];      /* "" = this machine, else a description to simulate */
 } resolved_options;
 
 static const char *env_or(const char *v, const char *env, const char *dflt)
@@ -85,19 +94,19 @@ static hx_status resolve_options(const hx_runtime_options *o, resolved_options *
         o = &dflt;
     snprintf(r->devices, sizeof r->devices, "%s", env_or(o->devices, "HX_DEVICES", "all"));
     snprintf(r->sched, sizeof r->sched, "%s", env_or(o->sched, "HX_SCHED", "eager"));
-    const char *strs[3] = {env_or(o->inject, "HX_INJECT", ""), env_or(o->trace, "HX_TRACE", ""),
-                           o->perfmodel_dir};
-    char *dst[3] = {r->inject, r->trace, r->perfmodel_dir};
-    static const char *const what[3] = {"inject", "trace", "perfmodel_dir"};
+    const char *strs[4] = {env_or(o->inject, "HX_INJECT", ""), env_or(o->trace, "HX_TRACE", ""),
+                           o->perfmodel_dir, env_or(o->machine, "HX_SIM", "")};
+    char *dst[4] = {r->inject, r->trace, r->perfmodel_dir, r->machine};
+    const size_t cap[4] = {sizeof r->inject, sizeof r->trace, sizeof r->perfmodel_dir, sizeof r->machine};
+    static const char *const what[4] = {"inject", "trace", "perfmodel_dir", "machine"};
     if (!strs[2])
         strs[2] = hx_perfmodel_default_dir(r->perfmodel_dir, sizeof r->perfmodel_dir);
     else if (!strcmp(strs[2], "off"))
         strs[2] = "";
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const char *v = strs[i] ? strs[i] : "";
-        if (strlen(v) >= (i == 2 ? sizeof r->perfmodel_dir : sizeof r->inject))
-            return hx_error(HX_ERR_INVALID_ARG, "%s: longer than %zu characters", what[i],
-                            (i == 2 ? sizeof r->perfmodel_dir : sizeof r->inject) - 1);
+        if (strlen(v) >= cap[i])
+            return hx_error(HX_ERR_INVALID_ARG, "%s: longer than %zu characters", what[i], cap[i] - 1);
         if (dst[i] != v)
             memmove(dst[i], v, strlen(v) + 1);
     }
@@ -216,7 +225,7 @@ static void destroy_device(hx_device *d)
 static hx_status discover(hx_runtime *rt, char **sel, int nsel)
 {
     const hx_device_ops *const *backends = hx_device_backends();
-    for (int b = 0; backends[b]; b++) {
+    for (int b = 0; backends[b] && !rt->sim; b++) {
         int wanted = 0;
         for (int i = 0; i < nsel; i++)
             wanted |= selector_family(sel[i], backends[b]->family);
@@ -303,13 +312,19 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
                                          .topology = rt->topology};
     if ((s = hx_sched_init(&rt->sched, rt, r.sched)))
         goto fail;
+    /* A simulated machine's devices stand in for discovery. */
+    if (r.machine[0] && (s = hx_sim_open(rt, r.machine, r.perfmodel_dir)))
+        goto fail;
     if ((s = discover(rt, sel, nsel)))
         goto fail;
-    for (int d = 0; d < rt->ndevices; d++)
+    for (int d = 0; d < rt->ndevices && !rt->sim; d++)
         if ((s = hx_worker_start(rt->devices[d])))
             goto fail;
     if (rt->sched.policy->uses_perfmodel && (s = open_perfmodels(rt, r.perfmodel_dir)))
         goto fail;
+    if (rt->sim && (s = hx_sim_start(rt, r.perfmodel_dir)))
+        goto fail;
+    rt->open_time = hx_runtime_clock(rt);
     if (r.inject[0] && (s = hx_inject_apply_spec(rt, r.inject)))
         goto fail;
     if (r.trace[0] && (s = hx_runtime_trace_start(rt, r.trace)))
@@ -342,6 +357,7 @@ void hx_runtime_close(hx_runtime *rt)
     for (int f = 0; f < HX_FAMILY_COUNT; f++)
         free(rt->absence[f]);
     hx_topology_free(rt->topology);
+    hx_sim_close(rt);
     pthread_mutex_destroy(&rt->lock);
     pthread_cond_destroy(&rt->idle);
     free(rt);
@@ -398,7 +414,7 @@ hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats 
         return hx_error(HX_ERR_RANGE, "hx_device_stats_get: no device %d", device);
     memset(out, 0, sizeof *out);
     hx_worker *w = rt->devices[device]->worker;
-    double now = hx_now();
+    double now = hx_runtime_clock(rt);
     if (w) {
         out->tasks = atomic_load(&w->tasks);
         out->busy_seconds = (double)atomic_load(&w->busy_ns) * 1e-9;
@@ -438,5 +454,5 @@ void hx_runtime_stats_reset(hx_runtime *rt)
             atomic_store(&w->failures, 0);
         }
     }
-    rt->open_time = hx_now();
+    rt->open_time = hx_runtime_clock(rt);
 }

@@ -38,6 +38,7 @@ struct hx_runtime {
     } stats;
     _Atomic uint64_t next_task_id;
     hx_trace trace;
+    struct hx_sim *sim;            /* a simulated machine (runtime/sim.c), or NULL */
 };
 
 double hx_now(void); /* monotonic seconds */

@@ -188,6 +188,40 @@ static int others_queued(const hx_sched *s, int me)
     return 0;
 }
 
+/* Under s->lock: a doomed task (any device fails it), else the policy's. */
+static hx_task *take(hx_sched *s, hx_device *d)
+{
+    hx_task *t = s->doomed;
+    if (t) {
+        s->doomed = t->next;
+        t->next = NULL;
+        return t;
+    }
+    return s->policy->pop(s, d);
+}
+
+static void note_running(hx_sched *s, hx_sched_dev *dv, const hx_task *t)
+{
+    if (t && !t->doomed) {
+        dv->running = 1;
+        dv->running_calibrating = t->calibrating;
+        dv->running_expected = t->expected;
+        dv->running_start = s->pm ? hx_runtime_clock(s->rt) : 0;
+    }
+}
+
+hx_task *hx_sched_try_pop(hx_sched *s, hx_device *d)
+{
+    hx_sched_dev *dv = &s->dev[d->info.index];
+    pthread_mutex_lock(&s->lock);
+    dv->running = 0;
+    dv->running_calibrating = 0;
+    hx_task *t = take(s, d);
+    note_running(s, dv, t);
+    pthread_mutex_unlock(&s->lock);
+    return t;
+}
+
 hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
 {
     int i = d->info.index;
@@ -197,13 +231,7 @@ hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
     dv->running_calibrating = 0;
     hx_task *t;
     for (;;) {
-        if (s->doomed) {
-            t = s->doomed;
-            s->doomed = t->next;
-            t->next = NULL;
-            break;
-        }
-        if ((t = s->policy->pop(s, d)) || s->rt->stopping)
+        if ((t = take(s, d)) || s->rt->stopping)
             break;
         dv->sleeping = 1;
         if (s->policy->rebalances && others_queued(s, i)) {
@@ -220,12 +248,7 @@ hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
         }
         dv->sleeping = 0;
     }
-    if (t && !t->doomed) {
-        dv->running = 1;
-        dv->running_calibrating = t->calibrating;
-        dv->running_expected = t->expected;
-        dv->running_start = s->pm ? hx_now() : 0;
-    }
+    note_running(s, dv, t);
     pthread_mutex_unlock(&s->lock);
     return t;
 }
@@ -282,7 +305,7 @@ void hx_sched_load(hx_sched *s, int d, uint32_t *depth, double *backlog)
 {
     pthread_mutex_lock(&s->lock);
     *depth = s->dev[d].depth;
-    *backlog = s->pm ? hx_sched_backlog(s, d, hx_now()) : 0;
+    *backlog = s->pm ? hx_sched_backlog(s, d, hx_runtime_clock(s->rt)) : 0;
     pthread_mutex_unlock(&s->lock);
 }
 

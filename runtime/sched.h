@@ -77,6 +77,8 @@ typedef struct {
 hx_status hx_sched_init(hx_sched *s, hx_runtime *rt, const char *policy);
 void hx_sched_deinit(hx_sched *s);
 void hx_sched_push(hx_sched *s, struct hx_task *t);
+/* The next task for `d`, or NULL at once (the simulator's workers). */
+struct hx_task *hx_sched_try_pop(hx_sched *s, struct hx_device *d);
 /* Blocks until a task for `d` is available or the runtime stops (NULL). */
 struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d);
 /* The worker of `d` finished its task (before completing it, so that the

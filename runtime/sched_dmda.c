@@ -56,7 +56,7 @@ static int estimate(hx_sched *s, hx_task *t, int d, double *sec)
 static int dmda_push(hx_sched *s, hx_task *t)
 {
     uint32_t el = hx_sched_eligible(s, t);
-    double now = hx_now();
+    double now = hx_runtime_clock(s->rt);
     int best = -1, best_pref = 0;
     double best_fin = 0, best_exec = 0;
     int explore = -1;
@@ -103,7 +103,7 @@ static int dmda_push(hx_sched *s, hx_task *t)
 /* An idle device pulls work from the most backlogged one. */
 static hx_task *pull(hx_sched *s, int me)
 {
-    double now = hx_now();
+    double now = hx_runtime_clock(s->rt);
     double mine = hx_sched_backlog(s, me, now);
     int victim = -1;
     double vb = 0;

@@ -7,6 +7,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/sim.h"
 #include "runtime/task.h"
 
 void hx_task_ref(hx_task *t) { atomic_fetch_add(&t->refs, 1); }
@@ -251,6 +252,13 @@ hx_status hx_task_wait(hx_task *t)
     if (!t)
         return hx_error(HX_ERR_INVALID_ARG, "hx_task_wait: NULL task");
     hx_runtime *rt = t->rt;
+    if (rt->sim && !t->done) {
+        hx_status st = hx_sim_drain(rt);
+        if (st && !t->done) {
+            hx_task_unref(t);
+            return st;
+        }
+    }
     pthread_mutex_lock(&rt->lock);
     while (!t->done) {
         rt->waiters++;
@@ -272,6 +280,11 @@ hx_status hx_runtime_wait_all(hx_runtime *rt)
 {
     if (!rt)
         return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_wait_all: NULL runtime");
+    if (rt->sim) {
+        hx_status st = hx_sim_drain(rt);
+        if (st)
+            return st;
+    }
     pthread_mutex_lock(&rt->lock);
     while (rt->inflight > 0) {
         rt->idle_waiters++;

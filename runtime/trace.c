@@ -78,7 +78,7 @@ void hx_trace_migration(hx_runtime *rt, const hx_task *t, int from, int to, cons
     if (!on(rt))
         return;
     hx_trace_event e = {.kind = HX_TRACE_MIGRATION, .dev = (int16_t)to, .from = (int16_t)from,
-                        .to = (int16_t)to, .t0 = hx_now(), .id = t->id};
+                        .to = (int16_t)to, .t0 = hx_runtime_clock(rt), .id = t->id};
     set_name(&e, why);
     add(rt, &e);
 }
@@ -87,7 +87,7 @@ void hx_trace_mark(hx_runtime *rt, hx_trace_kind kind, int dev, const hx_task *t
 {
     if (!on(rt))
         return;
-    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_now(), .id = t ? t->id : 0};
+    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_runtime_clock(rt), .id = t ? t->id : 0};
     set_name(&e, t ? t->desc.codelet->name : "retired");
     add(rt, &e);
 }
@@ -109,7 +109,7 @@ hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
         tr->path = p;
         tr->n = 0;
         tr->dropped = 0;
-        tr->origin = hx_now();
+        tr->origin = hx_runtime_clock(rt);
         atomic_store(&tr->on, 1);
     }
     pthread_mutex_unlock(&tr->lock);

@@ -259,15 +259,24 @@ static void *worker_boot(void *arg)
     return s == HX_OK ? worker_main(d) : NULL;
 }
 
-hx_status hx_worker_start(hx_device *d)
+hx_status hx_worker_init(hx_device *d, double now)
 {
     hx_worker *w = calloc(1, sizeof *w);
     if (!w)
         return hx_error(HX_ERR_NO_MEMORY, "worker for device %d", d->info.index);
     hx_inject_init(&w->inject);
-    hx_monitor_init(&w->monitor, hx_now());
+    hx_monitor_init(&w->monitor, now);
     pthread_mutex_init(&w->msg_lock, NULL);
     d->worker = w;
+    return HX_OK;
+}
+
+hx_status hx_worker_start(hx_device *d)
+{
+    hx_status st = hx_worker_init(d, hx_now());
+    if (st)
+        return st;
+    hx_worker *w = d->worker;
     start_ctx c = {.d = d};
     pthread_mutex_init(&c.m, NULL);
     pthread_cond_init(&c.c, NULL);

@@ -27,6 +27,8 @@ typedef struct {
 } hx_worker;
 
 hx_status hx_worker_start(hx_device *d);
+/* The worker's state without its thread (a simulated device's counters). */
+hx_status hx_worker_init(hx_device *d, double now);
 void hx_worker_join(hx_device *d);
 
 #endif

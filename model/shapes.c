@@ -1,0 +1,120 @@
+/* Models without weights, for simulated machines: the shapes of a known
+ * architecture, weight buffers that are sizes only (a simulated runtime
+ * gives a buffer memory when the host touches it, and no task does), so a
+ * 70B model's task graph runs through the simulator on a laptop. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "model/quant.h"
+#include "model/synthetic.h"
+#include "runtime/error.h"
+
+typedef struct {
+    const char *name, *title;
+    uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+} shape;
+
+/* The published LLaMA-2 configurations. */
+static const shape shapes[] = {
+    {"llama2-7b", "LLaMA-2-7B shapes", 4096, 32, 32, 32, 11008, 32000, 4096},
+    {"llama2-13b", "LLaMA-2-13B shapes", 5120, 40, 40, 40, 13824, 32000, 4096},
+    {"llama2-70b", "LLaMA-2-70B shapes", 8192, 80, 64, 8, 28672, 32000, 4096},
+};
+
+/* The synthetic presets' vocabulary: bytes and three specials. */
+#define HX_SYNTHETIC_VOCAB 259
+
+static hx_status find_shape(const char *name, shape *out)
+{
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(shapes[i].name, name)) {
+            *out = shapes[i];
+            return HX_OK;
+        }
+    const hx_synthetic_config *c = hx_synthetic_preset(name);
+    if (!c)
+        return hx_error(HX_ERR_INVALID_ARG, "unknown shapes '%s' (llama2-7b, llama2-13b, llama2-70b, tiny, small)",
+                        name);
+    *out = (shape){c->name, c->name, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->n_ff,
+                   HX_SYNTHETIC_VOCAB, c->n_ctx};
+    return HX_OK;
+}
+
+static hx_status weight(hx_model *m, hx_weight *w, hx_type type, uint64_t ne0, uint64_t ne1)
+{
+    w->type = ne1 == 1 ? HX_TYPE_F32 : type; /* norms stay f32, as in every GGUF */
+    w->ne0 = ne0;
+    w->ne1 = ne1;
+    m->info.n_params += ne0 * ne1;
+    return hx_buffer_create(m->rt, hx_type_row_size(w->type, (int64_t)ne0) * ne1, &w->buf);
+}
+
+static hx_status build(hx_model *m, hx_type type)
+{
+    const hx_model_info *in = &m->info;
+    const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    hx_status s;
+    if ((s = weight(m, &m->tok_embd, type, D, in->n_vocab)) || (s = weight(m, &m->out_norm, type, D, 1)) ||
+        (s = weight(m, &m->output, type, D, in->n_vocab)))
+        return s;
+    if (!(m->layers = calloc(in->n_layer, sizeof *m->layers)))
+        return hx_error(HX_ERR_NO_MEMORY, "layer table");
+    for (uint32_t l = 0; l < in->n_layer; l++) {
+        hx_layer_weights *L = &m->layers[l];
+        if ((s = weight(m, &L->attn_norm, type, D, 1)) || (s = weight(m, &L->wq, type, D, D)) ||
+            (s = weight(m, &L->wk, type, D, Dkv)) || (s = weight(m, &L->wv, type, D, Dkv)) ||
+            (s = weight(m, &L->wo, type, D, D)) || (s = weight(m, &L->ffn_norm, type, D, 1)) ||
+            (s = weight(m, &L->w_gate, type, D, F)) || (s = weight(m, &L->w_up, type, D, F)) ||
+            (s = weight(m, &L->w_down, type, F, D)))
+            return s;
+    }
+    return HX_OK;
+}
+
+hx_status hx_model_load_shapes(hx_runtime *rt, const char *name, const char *type_name,
+                               const hx_model_options *opts, hx_model **out)
+{
+    if (!rt || !name || !type_name || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_load_shapes: NULL argument");
+    *out = NULL;
+    if (!hx_runtime_simulated(rt))
+        return hx_error(HX_ERR_UNSUPPORTED, "a model without weights ('%s') runs only on a simulated machine", name);
+    shape sh = {0};
+    hx_type type;
+    hx_status s = find_shape(name, &sh);
+    if (s)
+        return s;
+    if (!hx_type_from_name(type_name, &type) || hx_quant_row_check(type, sh.n_embd) ||
+        hx_quant_row_check(type, sh.n_ff))
+        return hx_error(HX_ERR_INVALID_ARG, "weight type '%s' for shapes '%s'", type_name, name);
+    hx_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return hx_error(HX_ERR_NO_MEMORY, "model");
+    m->rt = rt;
+    pthread_mutex_init(&m->eval_lock, NULL);
+    hx_model_info *in = &m->info;
+    snprintf(in->arch, sizeof in->arch, "llama");
+    snprintf(in->name, sizeof in->name, "%s", sh.title);
+    snprintf(in->ftype, sizeof in->ftype, "%s", hx_type_name(type));
+    in->n_vocab = sh.n_vocab;
+    in->n_ctx_train = sh.n_ctx;
+    in->n_embd = sh.n_embd;
+    in->n_layer = sh.n_layer;
+    in->n_head = sh.n_head;
+    in->n_head_kv = sh.n_head_kv;
+    in->n_ff = sh.n_ff;
+    in->head_dim = sh.n_embd / sh.n_head;
+    m->hp = (hx_model_hparams){.eps = 1e-5f, .rope_base = 10000.0f, .rope_scale = 1.0f, .n_rot = in->head_dim};
+    s = build(m, type);
+    if (s == HX_OK)
+        s = hx_model_prepare(m, opts);
+    if (s) {
+        hx_error_context(s, "shapes %s", name);
+        hx_model_free(m);
+        return s;
+    }
+    *out = m;
+    return HX_OK;
+}

@@ -1,0 +1,225 @@
+/* The simulator's event loop (see sim.h).  One task runs on a device at a
+ * time, as with a real worker; the next event is always the earliest end
+ * of a running task, so the loop is a scan over at most HX_MAX_DEVICES. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/buffer.h"
+#include "runtime/error.h"
+#include "runtime/perfmodel.h"
+#include "runtime/sim.h"
+#include "runtime/task.h"
+#include "runtime/trace.h"
+#include "runtime/worker.h"
+
+typedef struct {
+    hx_task *task;          /* NULL when idle */
+    double start, end;
+} sim_slot;
+
+struct hx_sim {
+    hx_machine machine;
+    pthread_mutex_t lock;   /* one drain at a time */
+    double now;
+    double copies_end;      /* the copies of the task being started end here */
+    sim_slot slot[HX_MAX_DEVICES];
+    hx_perfmodel *measured; /* this host's models, read only (times = measured) */
+};
+
+double hx_sim_now(const hx_sim *sim) { return sim->now; }
+
+hx_status hx_sim_open(hx_runtime *rt, const char *path, const char *perfmodel_dir)
+{
+    hx_sim *sim = calloc(1, sizeof *sim);
+    if (!sim)
+        return hx_error(HX_ERR_NO_MEMORY, "simulator");
+    hx_status s = hx_machine_load(path, &sim->machine);
+    if (s) {
+        free(sim);
+        return s;
+    }
+    pthread_mutex_init(&sim->lock, NULL);
+    rt->sim = sim;
+    const char *base = strrchr(path, '/');
+    for (int d = 0; d < sim->machine.ndevices && s == HX_OK; d++)
+        s = hx_sim_device_add(rt, &sim->machine.dev[d], base ? base + 1 : path);
+    return s;
+}
+
+/* After the device table is final (selection may drop devices). */
+static hx_status open_measured(hx_runtime *rt, const char *dir)
+{
+    int any = 0;
+    for (int d = 0; d < rt->ndevices; d++)
+        any |= hx_sim_device_described(rt->devices[d])->measured;
+    if (!any)
+        return HX_OK;
+    if (!dir || !*dir)
+        return hx_error(HX_ERR_INVALID_ARG, "the machine has devices with 'times = measured' but the performance "
+                                            "models are off (perfmodel_dir)");
+    char keys[HX_MAX_DEVICES][128];
+    const char *ptr[HX_MAX_DEVICES];
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_perfmodel_device_key(&rt->devices[d]->info, keys[d], sizeof keys[d]);
+        ptr[d] = keys[d];
+    }
+    hx_status s = hx_perfmodel_open(&rt->sim->measured, dir, ptr, rt->ndevices);
+    if (s == HX_OK)
+        hx_perfmodel_read_only(rt->sim->measured);
+    return s;
+}
+
+hx_status hx_sim_start(hx_runtime *rt, const char *perfmodel_dir)
+{
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_status s = hx_worker_init(rt->devices[d], hx_sim_now(rt->sim));
+        if (s)
+            return s;
+    }
+    /* A simulated run teaches the scheduler's models nothing about this
+     * host: they may start from what is saved, but are never saved. */
+    if (rt->sched.pm)
+        hx_perfmodel_read_only(rt->sched.pm);
+    return open_measured(rt, perfmodel_dir);
+}
+
+void hx_sim_close(hx_runtime *rt)
+{
+    hx_sim *sim = rt->sim;
+    if (!sim)
+        return;
+    hx_perfmodel_close(sim->measured);
+    pthread_mutex_destroy(&sim->lock);
+    free(sim);
+    rt->sim = NULL;
+}
+
+void hx_sim_copy(hx_runtime *rt, int node, size_t bytes, double *t0, double *t1)
+{
+    hx_sim *sim = rt->sim;
+    double sec = 0;
+    for (int d = 0; d < rt->ndevices; d++)
+        if (rt->devices[d]->info.memory_node == node)
+            sec = hx_machine_link_time(hx_sim_device_described(rt->devices[d]), (double)bytes);
+    *t0 = sim->copies_end;
+    *t1 = sim->copies_end += sec;
+}
+
+/* How long the task takes on the device, copies apart. */
+static double task_seconds(hx_runtime *rt, int d, hx_task *t)
+{
+    const hx_machine_device *m = hx_sim_device_described(rt->devices[d]);
+    double flops, bytes, sec;
+    hx_task_cost(t, &flops, &bytes);
+    if (m->measured && rt->sim->measured &&
+        hx_perfmodel_estimate(rt->sim->measured, t->desc.codelet, d, flops, bytes, &sec) && sec > 0)
+        return sec;
+    hx_precision p = HX_PREC_F32;
+    if (t->desc.codelet->precision) {
+        size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
+        for (int i = 0; i < t->desc.nbuffers; i++)
+            sizes[i] = t->desc.buffers[i]->size;
+        p = t->desc.codelet->precision(t->desc.args, sizes);
+    }
+    return hx_machine_roofline(m, p, flops, bytes);
+}
+
+/* Starts the device's next task, if the scheduler has one for it.
+ * Returns 1 when the device is busy now. */
+static int start_next(hx_runtime *rt, int d)
+{
+    hx_sim *sim = rt->sim;
+    hx_device *dev = rt->devices[d];
+    hx_worker *w = dev->worker;
+    for (;;) {
+        hx_task *t = hx_sched_try_pop(&rt->sched, dev);
+        if (!t)
+            return 0;
+        if (t->doomed) {
+            hx_task_complete(rt, t, HX_ERR_NO_DEVICE, "no device in service can run it");
+            continue;
+        }
+        if (t->dep_failed) {
+            hx_task_complete(rt, t, HX_ERR_TASK_FAILED, t->msg ? t->msg : "a task it depends on failed");
+            continue;
+        }
+        t->device = d;
+        t->attempts++;
+        t->t_start = sim->now;
+        hx_inject_draw inj = hx_inject_next(&w->inject);
+        hx_status s = inj.risky ? hx_error(HX_ERR_UNSUPPORTED, "injected failures are not simulated (slowdowns are)")
+                                : HX_OK;
+        sim->copies_end = sim->now;
+        for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
+            void *handle;
+            s = hx_buffer_prepare(t->desc.buffers[i], dev, t->desc.modes[i], &handle);
+        }
+        if (s) {
+            hx_sched_finished(&rt->sched, d, NULL);
+            hx_task_complete(rt, t, s, hx_last_error());
+            continue;
+        }
+        sim->slot[d].task = t;
+        sim->slot[d].start = sim->now;
+        sim->slot[d].end = sim->copies_end + task_seconds(rt, d, t) * inj.slow;
+        return 1;
+    }
+}
+
+static void finish(hx_runtime *rt, int d)
+{
+    hx_sim *sim = rt->sim;
+    hx_device *dev = rt->devices[d];
+    hx_worker *w = dev->worker;
+    sim_slot *sl = &sim->slot[d];
+    hx_task *t = sl->task;
+    sl->task = NULL;
+    hx_status s = HX_OK;
+    for (int i = 0; i < t->desc.nbuffers; i++)
+        if (t->desc.modes[i] & HX_W) {
+            hx_status si = hx_buffer_written(t->desc.buffers[i], dev);
+            s = s ? s : si;
+        }
+    t->t_end = sl->end;
+    double sec = sl->end - sl->start, flops, bytes;
+    atomic_fetch_add(&w->tasks, 1);
+    atomic_fetch_add(&w->busy_ns, (uint64_t)(sec * 1e9));
+    hx_task_cost(t, &flops, &bytes);
+    hx_monitor_task(&w->monitor, sl->start, sl->end, t->desc.codelet->flops ? flops : 0);
+    hx_trace_task(rt, t, d, sl->start, sl->end, s == HX_OK);
+    if (rt->sched.pm) {
+        hx_perfmodel_record_run(rt->sched.pm, t->desc.codelet, d, flops, bytes, sec);
+        hx_sched_done done = {1, t->expected, sec};
+        hx_sched_finished(&rt->sched, d, &done);
+    } else {
+        hx_sched_finished(&rt->sched, d, NULL);
+    }
+    hx_task_complete(rt, t, s, s ? hx_last_error() : NULL);
+}
+
+hx_status hx_sim_drain(hx_runtime *rt)
+{
+    hx_sim *sim = rt->sim;
+    pthread_mutex_lock(&sim->lock);
+    for (;;) {
+        for (int d = 0; d < rt->ndevices; d++)
+            if (!sim->slot[d].task)
+                start_next(rt, d);
+        int next = -1;
+        for (int d = 0; d < rt->ndevices; d++)
+            if (sim->slot[d].task && (next < 0 || sim->slot[d].end < sim->slot[next].end))
+                next = d;
+        if (next < 0)
+            break;
+        sim->now = sim->slot[next].end;
+        finish(rt, next);
+    }
+    pthread_mutex_lock(&rt->lock);
+    uint64_t left = rt->inflight;
+    pthread_mutex_unlock(&rt->lock);
+    pthread_mutex_unlock(&sim->lock);
+    if (left)
+        return hx_error(HX_ERR_STATE, "simulation stalled with %llu tasks that no device took",
+                        (unsigned long long)left);
+    return HX_OK;
+}

@@ -1,0 +1,105 @@
+/* Simulated devices: what a described device offers the runtime.  They
+ * implement the codelets their description names, hold no data (a
+ * device-memory allocation is a token that counts against the described
+ * capacity), and never run a kernel: the simulator times their tasks. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/error.h"
+#include "runtime/sim.h"
+
+typedef struct {
+    const hx_machine_device *m;
+    double used;             /* bytes allocated in its own memory */
+} sim_dev;
+
+typedef struct {
+    size_t bytes;
+} sim_alloc;
+
+static int sim_can_run(hx_device *d, const hx_codelet *cl)
+{
+    const sim_dev *s = d->impl;
+    return hx_machine_runs(s->m, cl->name);
+}
+
+static hx_status sim_run(hx_device *d, const hx_exec *x)
+{
+    (void)x;
+    return hx_error(HX_ERR_STATE, "device %d (%s) is simulated: its tasks do not run", d->info.index, d->info.name);
+}
+
+static hx_status sim_alloc_mem(hx_device *d, size_t bytes, void **handle)
+{
+    sim_dev *s = d->impl;
+    if (s->used + (double)bytes > s->m->mem_bytes)
+        return hx_error(HX_ERR_NO_MEMORY, "simulated device %d (%s): %zu bytes asked, %.0f of its %.0f in use",
+                        d->info.index, d->info.name, bytes, s->used, s->m->mem_bytes);
+    sim_alloc *a = malloc(sizeof *a);
+    if (!a)
+        return hx_error(HX_ERR_NO_MEMORY, "simulated allocation");
+    a->bytes = bytes;
+    s->used += (double)bytes;
+    *handle = a;
+    return HX_OK;
+}
+
+static void sim_release(hx_device *d, void *handle)
+{
+    sim_dev *s = d->impl;
+    sim_alloc *a = handle;
+    s->used -= (double)a->bytes;
+    free(a);
+}
+
+/* The data does not exist: only its movement is timed (buffer.c). */
+static hx_status sim_copy_in(hx_device *d, void *handle, const void *host, size_t bytes)
+{
+    (void)d, (void)handle, (void)host, (void)bytes;
+    return HX_OK;
+}
+
+static hx_status sim_copy_out(hx_device *d, void *host, void *handle, size_t bytes)
+{
+    (void)d, (void)handle, (void)host, (void)bytes;
+    return HX_OK;
+}
+
+static void sim_destroy(hx_device *d) { free(d->impl); }
+
+static const hx_device_ops sim_ops = {
+    .name = "sim",
+    .family = HX_FAMILY_COUNT, /* each device carries its described family */
+    .can_run = sim_can_run,
+    .run = sim_run,
+    .alloc = sim_alloc_mem,
+    .release = sim_release,
+    .copy_in = sim_copy_in,
+    .copy_out = sim_copy_out,
+    .destroy = sim_destroy,
+};
+
+const hx_machine_device *hx_sim_device_described(const hx_device *d) { return ((const sim_dev *)d->impl)->m; }
+
+hx_status hx_sim_device_add(hx_runtime *rt, const hx_machine_device *m, const char *machine_name)
+{
+    sim_dev *s = calloc(1, sizeof *s);
+    if (!s)
+        return hx_error(HX_ERR_NO_MEMORY, "simulated device");
+    s->m = m;
+    hx_device_info info = {0};
+    snprintf(info.name, sizeof info.name, "%s", m->name);
+    snprintf(info.vendor, sizeof info.vendor, "simulated");
+    snprintf(info.platform, sizeof info.platform, "simulator");
+    snprintf(info.version, sizeof info.version, "%.63s", machine_name);
+    info.family = m->family;
+    info.kind = m->kind;
+    info.compute_units = m->units;
+    info.global_mem_bytes = (uint64_t)m->mem_bytes;
+    info.unified_memory = m->unified;
+    info.numa_node = -1;
+    hx_status st = hx_runtime_add_device(rt, &info, &sim_ops, s);
+    if (st)
+        free(s);
+    return st;
+}
