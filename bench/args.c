@@ -34,7 +34,11 @@ void hxb_args_usage(FILE *f)
           "                       (drawn as DIR/timeline.svg with --plot)\n"
           "  --timeline FILE      draw an existing Chrome trace as DIR/timeline.svg (needs --plot)\n"
           "                       and run nothing else\n"
-          "  --sim MACHINE        run in the simulator on a described machine\n"
+          "  --sim MACHINE        run on the machine a description file describes, in the simulator\n"
+          "                       (bench/machines/); times are the simulated machine's\n"
+          "  --shapes LIST        with --sim: models without weights as NAME:TYPE, NAME one of\n"
+          "                       llama2-7b, llama2-13b, llama2-70b, tiny, small (default\n"
+          "                       llama2-7b:q4_0 when no -m is given)\n"
           "  --no-warmup          skip the warm-up run before each test\n"
           "  --progress           report each combination on stderr\n"
           "  -h, --help           this text\n"
@@ -159,7 +163,14 @@ static int parse_format(const char *v, hxb_format *f)
 static int defaults(hxb_params *p)
 {
     static const char *const synth[] = {"tiny:f16", "tiny:q8_0", "tiny:q4_0"};
-    if (!p->models.n && !p->synthetic.n)
+    if (p->shapes.n && !p->sim) {
+        fprintf(stderr, "hetero-bench: --shapes are models without weights: they run only with --sim MACHINE\n");
+        return -1;
+    }
+    if (p->sim && !p->models.n && !p->synthetic.n && !p->shapes.n &&
+        strlist_add(&p->shapes, "llama2-7b:q4_0", strlen("llama2-7b:q4_0")))
+        return -1;
+    if (!p->models.n && !p->synthetic.n && !p->shapes.n)
         for (size_t i = 0; i < sizeof synth / sizeof synth[0]; i++)
             if (strlist_add(&p->synthetic, synth[i], strlen(synth[i])))
                 return -1;
@@ -168,7 +179,8 @@ static int defaults(hxb_params *p)
     if (!p->seqs.n) intlist_push(&p->seqs, 1);
     if (!p->threads.n) intlist_push(&p->threads, 0);
     if (!p->batches.n) intlist_push(&p->batches, 512);
-    if (!p->devices.n && strlist_add(&p->devices, "cpu", 3))
+    /* A described machine is there to be used whole. */
+    if (!p->devices.n && strlist_add(&p->devices, p->sim ? "all" : "cpu", 3))
         return -1;
     if (!p->scheds.n && strlist_add(&p->scheds, "", 0))
         return -1;
@@ -214,7 +226,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         }
         static const char *const with_value[] = {
             "-m", "--synthetic", "-p", "-n", "-r", "-t", "-b", "--seqs", "--devices", "--sched", "--inject",
-            "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", NULL};
+            "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++)
             known |= !strcmp(o, with_value[k]);
@@ -230,6 +242,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         int rc = 0;
         if (!strcmp(o, "-m")) rc = strlist_add(&p->models, v, strlen(v));
         else if (!strcmp(o, "--synthetic")) rc = strlist_split(&p->synthetic, o, v, ',');
+        else if (!strcmp(o, "--shapes")) rc = strlist_split(&p->shapes, o, v, ',');
         else if (!strcmp(o, "-p")) rc = intlist_parse(&p->prompts, o, v, 0, 65536);
         else if (!strcmp(o, "-n")) rc = intlist_parse(&p->gens, o, v, 0, 65536);
         else if (!strcmp(o, "-t")) rc = intlist_parse(&p->threads, o, v, 0, 1024);
@@ -277,6 +290,7 @@ void hxb_args_free(hxb_params *p)
 {
     strlist_free(&p->models);
     strlist_free(&p->synthetic);
+    strlist_free(&p->shapes);
     strlist_free(&p->devices);
     strlist_free(&p->scheds);
     strlist_free(&p->injects);

@@ -27,6 +27,7 @@ typedef enum { HXB_MD, HXB_JSON, HXB_CSV } hxb_format;
 typedef struct {
     hxb_strlist models;    /* -m paths                                     */
     hxb_strlist synthetic; /* PRESET:TYPE of the embedded models (no -m)   */
+    hxb_strlist shapes;    /* NAME:TYPE models without weights (--sim)     */
     hxb_intlist prompts;   /* -p: prompt sizes, one pp test each           */
     hxb_intlist gens;      /* -n: generated tokens, one tg test each       */
     hxb_intlist seqs;      /* --seqs: sequences decoded together in tg     */
@@ -60,7 +61,8 @@ typedef struct {
 } hxb_test;
 
 typedef struct {
-    char path[1024];
+    char path[1024];    /* a GGUF file, or NAME:TYPE when `shapes`        */
+    int shapes;
     char name[128], arch[32], type[16];
     uint64_t params, bytes;
     uint32_t n_vocab, n_ctx;
@@ -102,12 +104,14 @@ typedef struct {
      * set lacks): those combinations are skipped, not failed. */
     unsigned char skip[HXB_MAX_LIST][HXB_MAX_LIST];
     char cpu[128], started[32];
+    char simulated[64];  /* the machine description simulated, "" = measured */
     int cores;
     uint64_t memory_bytes;
 } hxb_results;
 
-/* models.c: resolves -m / the embedded models into paths. */
+/* models.c: resolves -m / the embedded models / --shapes, and opens one. */
 int hxb_models_resolve(const hxb_params *p, hxb_results *r);
+hx_status hxb_model_open(hx_runtime *rt, const hxb_model *md, const hx_model_options *mo, hx_model **out);
 
 /* measure.c: one test on a loaded model, its samples and the runtime's
  * statistics over the measured repetitions. */
@@ -134,7 +138,7 @@ uint64_t hxb_stats_peak_rss(void);
 double hxb_stats_now_ns(void);
 
 /* hooks.c: where the runtime's injection, tracing and simulator plug in. */
-int hxb_hooks_options(hx_runtime_options *o, const char *inject, char *err, size_t cap);
+int hxb_hooks_options(hx_runtime_options *o, const hxb_params *p, const char *inject, char *err, size_t cap);
 int hxb_hooks_check(const hxb_params *p, char *err, size_t cap);
 const char *hxb_hooks_default_policy(void);
 int hxb_hooks_trace_supported(void);

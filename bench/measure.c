@@ -17,6 +17,9 @@ static int32_t argmax(const float *l, uint32_t n)
     return best;
 }
 
+/* The runtime's clock: this machine's, or the simulated machine's. */
+static double clock_ns(const hx_runtime *rt) { return hx_runtime_clock(rt) * 1e9; }
+
 /* A fixed pseudo-random prompt: the same tokens for every configuration. */
 static void fill_tokens(int32_t *ids, int n, uint32_t vocab, uint64_t seed)
 {
@@ -26,22 +29,22 @@ static void fill_tokens(int32_t *ids, int n, uint32_t vocab, uint64_t seed)
     }
 }
 
-static hx_status run_pp(hx_model *m, const int32_t *ids, int n, double *ns)
+static hx_status run_pp(hx_runtime *rt, hx_model *m, const int32_t *ids, int n, double *ns)
 {
     hx_session *s;
     hx_status st = hx_session_open(m, &s);
     if (st)
         return st;
-    double t0 = hxb_stats_now_ns();
+    double t0 = clock_ns(rt);
     st = hx_session_eval(s, ids, (size_t)n, 0);
-    *ns = hxb_stats_now_ns() - t0;
+    *ns = clock_ns(rt) - t0;
     hx_session_close(s);
     return st;
 }
 
 /* `seqs` sessions decoded together: each step is one batch holding one
  * token of every session, the way a server decodes parallel requests. */
-static hx_status run_tg(hx_model *m, uint32_t vocab, int n, int seqs, double *ns)
+static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int seqs, double *ns)
 {
     hx_session *s[256] = {0};
     int32_t cur[256];
@@ -49,7 +52,7 @@ static hx_status run_tg(hx_model *m, uint32_t vocab, int n, int seqs, double *ns
     fill_tokens(cur, seqs, vocab, 42);
     for (int k = 0; k < seqs && st == HX_OK; k++)
         st = hx_session_open(m, &s[k]);
-    double t0 = hxb_stats_now_ns();
+    double t0 = clock_ns(rt);
     for (int i = 0; i < n && st == HX_OK; i++) {
         if (seqs == 1) {
             st = hx_session_eval(s[0], cur, 1, 0);
@@ -60,16 +63,16 @@ static hx_status run_tg(hx_model *m, uint32_t vocab, int n, int seqs, double *ns
         for (int k = 0; k < seqs && st == HX_OK; k++)
             cur[k] = argmax(hx_session_logits(s[k], -1), vocab);
     }
-    *ns = hxb_stats_now_ns() - t0;
+    *ns = clock_ns(rt) - t0;
     for (int k = 0; k < seqs; k++)
         hx_session_close(s[k]);
     return st;
 }
 
-static hx_status run_once(hx_model *m, const hxb_model *md, const hxb_test *t, const int32_t *ids, int n,
-                          double *ns)
+static hx_status run_once(hx_runtime *rt, hx_model *m, const hxb_model *md, const hxb_test *t, const int32_t *ids,
+                          int n, double *ns)
 {
-    return t->kind == HXB_PP ? run_pp(m, ids, n, ns) : run_tg(m, md->n_vocab, n, t->seqs, ns);
+    return t->kind == HXB_PP ? run_pp(rt, m, ids, n, ns) : run_tg(rt, m, md->n_vocab, n, t->seqs, ns);
 }
 
 static void device_stats(hx_runtime *rt, hxb_row *row)
@@ -103,7 +106,7 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
     /* The warm-up pages in the weights and sizes the activations; like
      * llama-bench's, one token is enough to warm up generation. */
     if (p->warmup)
-        st = run_once(m, md, t, ids, t->kind == HXB_PP ? t->n : 1, &ns);
+        st = run_once(rt, m, md, t, ids, t->kind == HXB_PP ? t->n : 1, &ns);
     row->reps = p->reps;
     row->samples_ns = calloc((size_t)p->reps, sizeof *row->samples_ns);
     double *ts = calloc((size_t)p->reps, sizeof *ts);
@@ -114,7 +117,7 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
     hxb_stats_peak_rss_reset();
     hx_runtime_stats_reset(rt);
     for (int r = 0; r < p->reps && st == HX_OK; r++) {
-        st = run_once(m, md, t, ids, t->n, &row->samples_ns[r]);
+        st = run_once(rt, m, md, t, ids, t->n, &row->samples_ns[r]);
         ts[r] = (double)t->n * t->seqs / (row->samples_ns[r] * 1e-9);
     }
     if (st == HX_OK) {

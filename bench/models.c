@@ -27,7 +27,7 @@ static int synthetic(const char *spec, char *path, size_t cap)
 
 int hxb_models_resolve(const hxb_params *p, hxb_results *r)
 {
-    int n = p->models.n + p->synthetic.n;
+    int n = p->models.n + p->synthetic.n + p->shapes.n;
     r->models = calloc((size_t)n, sizeof *r->models);
     if (!r->models) {
         fprintf(stderr, "hetero-bench: out of memory\n");
@@ -46,5 +46,21 @@ int hxb_models_resolve(const hxb_params *p, hxb_results *r)
     for (int i = 0; i < p->synthetic.n; i++)
         if (synthetic(p->synthetic.item[i], r->models[r->nmodels++].path, sizeof r->models[0].path))
             return -1;
+    for (int i = 0; i < p->shapes.n; i++) {
+        hxb_model *md = &r->models[r->nmodels++];
+        md->shapes = 1;
+        snprintf(md->path, sizeof md->path, "%s", p->shapes.item[i]);
+    }
     return 0;
+}
+
+/* Shapes are "NAME[:TYPE]" (q4_0 when no type is given). */
+hx_status hxb_model_open(hx_runtime *rt, const hxb_model *md, const hx_model_options *mo, hx_model **out)
+{
+    if (!md->shapes)
+        return hx_model_load(rt, md->path, mo, out);
+    char name[128];
+    const char *colon = strchr(md->path, ':');
+    snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - md->path) : (int)strlen(md->path), md->path);
+    return hx_model_load_shapes(rt, name, colon ? colon + 1 : "q4_0", mo, out);
 }

@@ -131,6 +131,7 @@ void hxb_report_json(FILE *f, const hxb_results *r, const hxb_params *p)
     str(f, r->cpu);
     kint(f, "cores", (unsigned)r->cores);
     kint(f, "memory_bytes", r->memory_bytes);
+    kstr(f, "simulated", *r->simulated ? r->simulated : NULL);
     fputs("}", f);
     key(f, "params", 0);
     fputs("{", f);

@@ -179,9 +179,11 @@ void hxb_report_md(FILE *f, const hxb_results *r)
     speed_table(f, r, &t, s);
     fputs("\n", f);
     runtime_table(f, r, &t, s);
-    fprintf(f, "\nhetero %d.%d.%d; %s, %d cores; %d repetitions%s; busy %% = device time in tasks / wall time "
+    fprintf(f, "\nhetero %d.%d.%d; %s%s%s%s, %d cores; %d repetitions%s; busy %% = device time in tasks / wall time "
                "of the measured runs; µs/task = submission overhead\n",
-            HX_VERSION_MAJOR, HX_VERSION_MINOR, HX_VERSION_PATCH, r->cpu, r->cores,
+            HX_VERSION_MAJOR, HX_VERSION_MINOR, HX_VERSION_PATCH,
+            *r->simulated ? "SIMULATED (no kernel ran; times are the simulator's predictions) on " : "",
+            r->simulated, *r->simulated ? ": " : "", r->cpu, r->cores,
             r->nrows ? r->rows[0].reps : 0, s.base ? "; vs base = t/s over the first configuration's" : "");
     free(t.cell);
 }

@@ -35,7 +35,7 @@ static int open_runtime_quiet(const hxb_params *p, config c, hx_runtime **rt, hx
     o.fpga_emulation = p->fpga_emulation ? p->fpga_emulation : "off";
     char err[512];
     const char *inject = c.i >= 0 ? p->injects.item[c.i] : "";
-    if (hxb_hooks_options(&o, inject, err, sizeof err)) {
+    if (hxb_hooks_options(&o, p, inject, err, sizeof err)) {
         fprintf(stderr, "hetero-bench: %s\n", err);
         return -1;
     }
@@ -87,7 +87,8 @@ static void describe_devices(hx_runtime *rt, const char *set, hxb_row *row)
         if (info.family == HX_FAMILY_CPU && !row->threads)
             row->threads = info.compute_units;
     }
-    snprintf(row->devices, sizeof row->devices, "%s%s", set, emulated ? "[pocl]" : "");
+    snprintf(row->devices, sizeof row->devices, "%s%s%s", set, emulated ? "[pocl]" : "",
+             hx_runtime_simulated(rt) ? "[sim]" : "");
 }
 
 static int build_tests(const hxb_params *p, hxb_results *r)
@@ -115,7 +116,7 @@ static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results
     hx_model_options mo = hx_model_options_default();
     mo.kv_type = p->kv_type;
     hx_model *m;
-    hx_status st = hx_model_load(rt, md->path, &mo, &m);
+    hx_status st = hxb_model_open(rt, md, &mo, &m);
     if (st) {
         fprintf(stderr, "hetero-bench: model '%s': %s\n", md->path, hx_last_error());
         return -1;
@@ -148,6 +149,10 @@ static void machine(hx_runtime *rt, hxb_results *r)
     for (int i = 0; i < hx_runtime_device_count(rt); i++)
         if (hx_runtime_device_info(rt, i, &d) == HX_OK && d.family == HX_FAMILY_CPU) {
             snprintf(r->cpu, sizeof r->cpu, "%s", d.name);
+            if (hx_runtime_simulated(rt)) /* the described machine's, not this one's */
+                r->cores = d.compute_units, r->memory_bytes = d.global_mem_bytes;
+            if (hx_runtime_simulated(rt))
+                snprintf(r->simulated, sizeof r->simulated, "%s", d.version); /* the description's file name */
             break;
         }
     time_t now = time(NULL);
@@ -259,7 +264,7 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
             mo.max_batch = (uint32_t)p->batches.v[b];
             mo.kv_tokens = kv_tokens(r, &r->models[mi]);
             hx_model *m;
-            hx_status st = hx_model_load(rt, r->models[mi].path, &mo, &m);
+            hx_status st = hxb_model_open(rt, &r->models[mi], &mo, &m);
             if (st) {
                 fprintf(stderr, "hetero-bench: model '%s': %s\n", r->models[mi].path, hx_last_error());
                 rc = -1;
@@ -326,7 +331,7 @@ int hxb_run_trace(const hxb_params *p, hxb_results *r, int set, const char *path
     mo.max_batch = (uint32_t)p->batches.v[0];
     int32_t tok[2] = {1 % (int32_t)r->models[0].n_vocab, 2 % (int32_t)r->models[0].n_vocab};
     int rc = -1;
-    if (hx_model_load(rt, r->models[0].path, &mo, &m) || hx_session_open(m, &s) || hx_session_eval(s, tok, 1, 0)) {
+    if (hxb_model_open(rt, &r->models[0], &mo, &m) || hx_session_open(m, &s) || hx_session_eval(s, tok, 1, 0)) {
         snprintf(err, sizeof err, "%s", hx_last_error());
     } else if (hxb_hooks_trace_start(rt, path, err, sizeof err) == 0) {
         hx_status st = hx_session_eval(s, tok + 1, 1, 0);

@@ -47,8 +47,10 @@ static hx_status weight(hx_model *m, hx_weight *w, hx_type type, uint64_t ne0, u
     w->type = ne1 == 1 ? HX_TYPE_F32 : type; /* norms stay f32, as in every GGUF */
     w->ne0 = ne0;
     w->ne1 = ne1;
+    size_t bytes = hx_type_row_size(w->type, ne0) * ne1;
     m->info.n_params += ne0 * ne1;
-    return hx_buffer_create(m->rt, hx_type_row_size(w->type, (int64_t)ne0) * ne1, &w->buf);
+    m->info.file_bytes += bytes; /* what the GGUF file's weights would take */
+    return hx_buffer_create(m->rt, bytes, &w->buf);
 }
 
 static hx_status build(hx_model *m, hx_type type)
