@@ -296,6 +296,9 @@ typedef struct { uint32_t M, N, K; } hx_args_gemm_f32;
 
 /* A built-in codelet by name, or NULL. */
 HX_API const hx_codelet *hx_codelet_builtin(const char *name);
+/* 1 when the device has an implementation of the built-in codelet `name`
+ * (for some arguments: an OpenCL matmul may lack a weight type). */
+HX_API int hx_device_implements(const hx_runtime *rt, int device, const char *name);
 
 /* ------------------------------------------------------------------------
  * Models, sessions and generation

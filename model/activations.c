@@ -1,12 +1,12 @@
-/* The activation buffers of an evaluation, sized for max_batch tokens;
- * the meta and logits buffers grow on demand (their size depends on the
- * batch's sequences and on how many logits are kept). */
+/* The activation buffers of an evaluation, in sets sized for 1, 4, 16
+ * ... max_batch tokens (model.h says why); the meta and logits buffers
+ * grow on demand (their size depends on the batch's sequences and on how
+ * many logits are kept). */
 #include "model/model.h"
 #include "runtime/error.h"
 
 hx_status hx_model_act_alloc(hx_model *m);
 void hx_model_act_free(hx_model *m);
-hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
 
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes)
 {
@@ -20,11 +20,10 @@ hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes)
     return hx_buffer_create(m->rt, want, b);
 }
 
-hx_status hx_model_act_alloc(hx_model *m)
+static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
 {
-    hx_activations *a = &m->act;
     const hx_model_info *in = &m->info;
-    const size_t B = m->opts.max_batch, f = sizeof(float);
+    const size_t B = capacity, f = sizeof(float);
     const size_t D = in->n_embd, Dkv = (size_t)in->n_head_kv * in->head_dim, F = in->n_ff;
     a->max_batch = (uint32_t)B;
     struct {
@@ -44,13 +43,37 @@ hx_status hx_model_act_alloc(hx_model *m)
     return HX_OK;
 }
 
+hx_status hx_model_act_alloc(hx_model *m)
+{
+    const uint32_t max = m->opts.max_batch;
+    m->n_act = 0;
+    for (uint32_t cap = 1; m->n_act < HX_ACT_SETS; cap *= 4) {
+        uint32_t c = cap < max && m->n_act + 1 < HX_ACT_SETS ? cap : max;
+        hx_status s = alloc_set(m, &m->act[m->n_act++], c);
+        if (s || c == max)
+            return s;
+    }
+    return HX_OK;
+}
+
+hx_activations *hx_model_act_for(hx_model *m, uint32_t T)
+{
+    for (int i = 0; i < m->n_act; i++)
+        if (m->act[i].max_batch >= T)
+            return &m->act[i];
+    return &m->act[m->n_act - 1];
+}
+
 void hx_model_act_free(hx_model *m)
 {
-    hx_activations *a = &m->act;
-    hx_buffer **all[] = {&a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->o, &a->g,
-                         &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        hx_buffer_destroy(*all[i]);
-        *all[i] = NULL;
+    for (int k = 0; k < HX_ACT_SETS; k++) {
+        hx_activations *a = &m->act[k];
+        hx_buffer **all[] = {&a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->o, &a->g,
+                             &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            hx_buffer_destroy(*all[i]);
+            *all[i] = NULL;
+        }
     }
+    m->n_act = 0;
 }

@@ -34,8 +34,13 @@ typedef struct {
     int rope_neox;
 } hx_model_hparams;
 
-/* The activations of one evaluation of up to max_batch tokens. */
-typedef struct {
+/* The activations of one evaluation of up to max_batch tokens.  A model
+ * keeps sets of growing capacity (1, 4, 16 ... max_batch tokens) and an
+ * evaluation uses the smallest that holds its batch: a buffer moves
+ * between memory nodes whole, so a decode step on a device with its own
+ * memory must not copy rows for 512 tokens to use one. */
+#define HX_ACT_SETS 8
+typedef struct hx_activations {
     uint32_t max_batch;
     hx_buffer *x, *xn, *q, *k, *v, *att, *o, *g, *u, *h;
     hx_buffer *ids, *pos, *meta, *out_rows, *xo, *logits;
@@ -53,7 +58,8 @@ struct hx_model {
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
     hx_kv_pool *kv;
-    hx_activations act;
+    hx_activations act[HX_ACT_SETS];
+    int n_act;
     pthread_mutex_t eval_lock; /* one evaluation at a time */
     hx_partition_strategy partition;
     struct hx_plan *plan;      /* built by the partitioner on first use; one allocation */
@@ -62,5 +68,8 @@ struct hx_model {
 /* What every way of opening a model ends with (model.c): its options
  * resolved, the KV pool and the activation buffers. */
 hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts);
+/* The activation set for a batch of T tokens (model/activations.c). */
+hx_activations *hx_model_act_for(hx_model *m, uint32_t T);
+hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
 
 #endif

@@ -24,7 +24,7 @@ typedef struct {
 static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_session *const *sessions,
                            const uint8_t *want)
 {
-    hx_activations *A = &m->act;
+    hx_activations *A = hx_model_act_for(m, (uint32_t)n);
     batch_seq *seqs = calloc(n, sizeof *seqs);
     if (!seqs)
         return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
@@ -82,7 +82,7 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
         }
     }
     if (s == HX_OK) {
-        hx_batch_shape shape = {T, S, max_blocks, n_out ? n_out : 1};
+        hx_batch_shape shape = {A, T, S, max_blocks, n_out ? n_out : 1};
         if (!n_out) { /* keep the graph's shape fixed: compute one row, keep none */
             rows[0] = (int32_t)(n - 1);
         }
@@ -138,7 +138,7 @@ hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int lo
     hx_status st = check_tokens(m, n, tokens);
     if (st)
         return st;
-    const uint32_t B = m->act.max_batch;
+    const uint32_t B = m->opts.max_batch;
     uint8_t *want = calloc(B, 1);
     hx_session **sess = malloc(sizeof *sess * B);
     if (!want || !sess) {
@@ -172,9 +172,9 @@ hx_status hx_batch_eval(hx_model *m, const hx_batch *b)
 {
     if (!m || !b || !b->tokens || !b->sessions || b->n == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_batch_eval: empty or NULL batch");
-    if (b->n > m->act.max_batch)
+    if (b->n > m->opts.max_batch)
         return hx_error(HX_ERR_INVALID_ARG, "hx_batch_eval: %zu entries, max_batch is %u", b->n,
-                        m->act.max_batch);
+                        m->opts.max_batch);
     hx_status st = check_tokens(m, b->n, b->tokens);
     if (st)
         return st;

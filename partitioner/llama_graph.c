@@ -65,7 +65,7 @@ static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
     const hx_model *m = g->m;
     hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale, m->hp.rope_neox};
     /* Positions are the second slice of the meta buffer. */
-    task(g, HX_CLASS_PREPROCESS, "rope", &a, sizeof a, 2, (hx_buffer *[]){x, m->act.pos},
+    task(g, HX_CLASS_PREPROCESS, "rope", &a, sizeof a, 2, (hx_buffer *[]){x, g->b->act->pos},
          (hx_access[]){HX_RW, HX_R});
 }
 
@@ -80,7 +80,7 @@ static void layer(graph *g, uint32_t l)
     hx_model *m = g->m;
     g->layer = (int)l;
     const hx_layer_weights *L = &m->layers[l];
-    const hx_activations *A = &m->act;
+    const hx_activations *A = g->b->act;
     const hx_model_info *in = &m->info;
     const uint32_t T = g->b->T;
     const hx_kv_layout kv = {T, g->b->S, g->b->max_blocks, m->kv->block_size};
@@ -119,7 +119,7 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
                         void *user)
 {
     graph g = {.m = m, .b = b, .plan = plan, .sink = sink, .user = user, .layer = -1};
-    const hx_activations *A = &m->act;
+    const hx_activations *A = b->act;
     const uint32_t T = b->T, D = m->info.n_embd;
 
     hx_op_get_rows emb = {m->tok_embd.type, T, D};

@@ -19,7 +19,9 @@ typedef enum {
 
 const char *hx_task_class_str(hx_task_class c);
 
+struct hx_activations;
 typedef struct {
+    const struct hx_activations *act; /* the model's activation set for this batch */
     uint32_t T;          /* tokens in the batch              */
     uint32_t S;          /* distinct sequences               */
     uint32_t max_blocks; /* longest block table              */

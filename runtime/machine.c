@@ -64,7 +64,7 @@ static hx_status number(const where *w, const char *key, const char *v, int is_t
     int ok = 0;
     if (end != v && errno == 0)
         for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0] && !ok; i++)
-            if (!strcmp(trim(end), suffixes[i].s) && (!suffixes[i].time || is_time)) {
+            if (!strcmp(trim(end), suffixes[i].s) && (is_time ? suffixes[i].time || !*suffixes[i].s : !suffixes[i].time)) {
                 x *= suffixes[i].f;
                 ok = 1;
             }

@@ -365,6 +365,15 @@ void hx_runtime_close(hx_runtime *rt)
 
 /* ---- queries ------------------------------------------------------------ */
 
+int hx_device_implements(const hx_runtime *rt, int device, const char *name)
+{
+    const hx_codelet *cl = hx_codelet_builtin(name);
+    if (!rt || !cl || device < 0 || device >= rt->ndevices)
+        return 0;
+    hx_device *d = rt->devices[device];
+    return d->ops->can_run(d, cl) != 0;
+}
+
 int hx_runtime_device_count(const hx_runtime *rt) { return rt ? rt->ndevices : 0; }
 
 hx_status hx_runtime_device_info(const hx_runtime *rt, int index, hx_device_info *out)

@@ -113,7 +113,7 @@ static double task_seconds(hx_runtime *rt, int d, hx_task *t)
     hx_task_cost(t, &flops, &bytes);
     if (m->measured && rt->sim->measured &&
         hx_perfmodel_estimate(rt->sim->measured, t->desc.codelet, d, flops, bytes, &sec) && sec > 0)
-        return sec;
+        return m->launch + sec; /* a worker's time between its tasks is not in its measurements */
     hx_precision p = HX_PREC_F32;
     if (t->desc.codelet->precision) {
         size_t sizes[HX_TASK_MAX_BUFFERS] = {0};

@@ -1,14 +1,18 @@
 /* hetero-info: the machine as hetero sees it — topology and devices.
- *   hetero-info [--json] [--devices LIST] */
+ *   hetero-info [--json | --machine] [--devices LIST] */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hetero.h"
 
 static void usage(FILE *f)
 {
-    fputs("usage: hetero-info [--json] [--devices LIST]\n"
+    fputs("usage: hetero-info [--json | --machine] [--devices LIST]\n"
           "  --json          machine-readable output\n"
+          "  --machine       this machine as a simulator description whose task times are\n"
+          "                  this host's measured performance models (docs/simulator.md)\n"
           "  --devices LIST  devices to open (all, cpu, opencl, fpga, gpu, cuda; default: all)\n"
           "Environment: HX_FPGA_EMULATION=pocl presents PoCL as an emulated FPGA.\n",
           f);
@@ -113,13 +117,81 @@ static void print_human(hx_runtime *rt, const hx_topology_info *t)
     }
 }
 
+/* Bytes per second one thread reads, summing a buffer larger than caches. */
+static double read_bandwidth(void)
+{
+    size_t n = (size_t)256 << 20;
+    double *a = malloc(n), best = 0;
+    if (!a)
+        return 10e9;
+    memset(a, 1, n);
+    volatile double sink = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double s = 0;
+        for (size_t i = 0; i < n / sizeof *a; i += 8)
+            s += a[i] + a[i + 1] + a[i + 2] + a[i + 3] + a[i + 4] + a[i + 5] + a[i + 6] + a[i + 7];
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        sink += s;
+        double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (sec > 0 && n / sec > best)
+            best = (double)n / sec;
+    }
+    free(a);
+    return best > 0 ? best : 10e9;
+}
+
+/* The description the simulator reads (runtime/machine.c documents the
+ * format).  Task times come from this host's performance models; the
+ * roofline numbers only stand in for sizes they never saw. */
+static void print_machine(hx_runtime *rt, const hx_topology_info *t)
+{
+    static const char *const ops[] = {"get_rows", "rmsnorm", "matmul", "rope", "kv_store", "attention",
+                                      "add", "swiglu", "vector_add", "gemm_f32", NULL};
+    static const char *const families[] = {"cpu", "opencl", "cuda"};
+    static const char *const kinds[] = {"cpu", "gpu", "fpga", "accelerator"};
+    double bw = read_bandwidth();
+    printf("# This machine, written by hetero-info --machine.  Times are this host's\n"
+           "# measured performance models (HX_CACHE_DIR); the peaks below, a rough\n"
+           "# 32 flops per cycle per core at 2.5 GHz and one thread's measured read\n"
+           "# bandwidth, stand in only for sizes the models never saw.\n");
+    printf("machine = this host (%d cores)\n", t->cores);
+    for (int d = 0; d < hx_runtime_device_count(rt); d++) {
+        hx_device_info in;
+        if (hx_runtime_device_info(rt, d, &in) != HX_OK)
+            continue;
+        char runs[256] = "";
+        int all = 1;
+        for (int i = 0; ops[i]; i++) {
+            if (!hx_device_implements(rt, d, ops[i])) {
+                all = 0;
+                continue;
+            }
+            strncat(runs, " ", sizeof runs - strlen(runs) - 1);
+            strncat(runs, ops[i], sizeof runs - strlen(runs) - 1);
+        }
+        printf("\n[device %d]\nname = %s\nfamily = %s\nkind = %s\nunits = %d\n", d, in.name,
+               families[in.family], kinds[in.kind], in.compute_units);
+        printf("flops.f32 = %.3g\nmemory = %llu\nbandwidth = %.3g\nunified = %s\n",
+               32 * 2.5e9 * (in.compute_units > 0 ? in.compute_units : 1),
+               (unsigned long long)(in.global_mem_bytes ? in.global_mem_bytes : t->memory_bytes), bw,
+               in.unified_memory ? "yes" : "no");
+        if (!in.unified_memory)
+            printf("link = 10G\nlatency = 10us\n");
+        printf("launch = 2us\ntimes = measured\nruns =%s\n", all ? " all" : runs);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, machine = 0;
     hx_runtime_options o = hx_runtime_options_default();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--machine"))
+            machine = 1;
         else if (!strcmp(argv[i], "--devices") && i + 1 < argc)
             o.devices = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -139,7 +211,9 @@ int main(int argc, char **argv)
     }
     hx_topology_info t;
     hx_runtime_topology(rt, &t);
-    if (json)
+    if (machine)
+        print_machine(rt, &t);
+    else if (json)
         print_json(rt, &t);
     else
         print_human(rt, &t);

@@ -1,0 +1,330 @@
+/* The simulator: machine descriptions (good and broken), simulated task
+ * times against the roofline formula, copies over a described link, models
+ * without weights, determinism, and what a simulated run refuses. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hx_test.h"
+#include "runtime/machine.h"
+
+/* One CPU device: 1 Tflop/s at 50 %, 100 GB/s at 80 %, 3 us per task. */
+static const char *const cpu_only = "machine = test box\n"
+                                    "[device cpu]\nfamily = cpu\nkind = cpu\nunits = 8\n"
+                                    "flops.f32 = 1T\nmemory = 64G\nbandwidth = 100G\n"
+                                    "launch = 3us\nefficiency = 0.5 0.8\n";
+
+/* The same CPU and a GPU with its own memory behind a 10 GB/s link. */
+static const char *const cpu_gpu = "machine = test box with a gpu\n"
+                                   "[device cpu]\nfamily = cpu\nkind = cpu\nflops.f32 = 1T\n"
+                                   "memory = 64G\nbandwidth = 100G\nlaunch = 3us\nefficiency = 0.5 0.8\n"
+                                   "[device gpu]\nfamily = cuda\nkind = gpu\nflops.f32 = 50T\n"
+                                   "memory = 80G\nbandwidth = 2T\nunified = no\nlink = 10G\nlatency = 5us\n"
+                                   "launch = 4us\nefficiency = 1 1\n"
+                                   "[device fpga]\nfamily = opencl\nkind = fpga\nflops.f32 = 1T\n"
+                                   "memory = 64M\nbandwidth = 400G\nunified = no\nlink = 10G\n"
+                                   "latency = 5us\nruns = attention kv_store vector_add\n";
+
+static void write_file(char *path, size_t cap, const char *text)
+{
+    snprintf(path, cap, "/tmp/hx-sim-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static hx_runtime *open_sim(const char *text, const char *sched, char *path, size_t cap)
+{
+    write_file(path, cap, text);
+    hx_runtime_options o = hx_runtime_options_default();
+    o.machine = path;
+    o.sched = sched;
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    ck_assert(hx_runtime_simulated(rt));
+    return rt;
+}
+
+START_TEST(example_machines_parse)
+{
+    static const char *const files[] = {"bench/machines/epyc2s-h200-u55c.machine", "bench/machines/epyc2s.machine"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        hx_machine m;
+        HX_ASSERT_OK(hx_machine_load(files[i], &m));
+        ck_assert_int_ge(m.ndevices, 1);
+        for (int d = 0; d < m.ndevices; d++)
+            for (int p = 0; p < HX_PREC_COUNT; p++)
+                ck_assert(m.dev[d].flops[p] > 0);
+    }
+    hx_machine m;
+    HX_ASSERT_OK(hx_machine_load("bench/machines/epyc2s-h200-u55c.machine", &m));
+    ck_assert_int_eq(m.ndevices, 3);
+    ck_assert_int_eq(m.dev[1].family, HX_FAMILY_CUDA);
+    ck_assert(!m.dev[1].unified);
+    ck_assert(fabs(m.dev[1].mem_bw - 4.8e12) < 1);
+    ck_assert(fabs(m.dev[1].link_latency - 8e-6) < 1e-12);
+    ck_assert(hx_machine_runs(&m.dev[2], "attention") && !hx_machine_runs(&m.dev[2], "matmul"));
+}
+END_TEST
+
+/* Each broken description: its error names the fault. */
+START_TEST(broken_descriptions_are_refused)
+{
+    static const struct {
+        const char *text, *fragment;
+    } cases[] = {
+        {"", "no [device] section"},
+        {"machine = x\n", "no [device] section"},
+        {"family = cpu\n", "before the first [device]"},
+        {"[device a]\nflops.f32 = 1T\nmemory = 1G\n", "needs flops.f32, memory and bandwidth"},
+        {"[device a]\nflops.f32 = 1T\nmemory = 1G\nbandwidth = 1G\ncolour = red\n", "unknown key 'colour'"},
+        {"[device a]\nflops.f32 = fast\n", "flops.f32 = 'fast'"},
+        {"[device a]\nflops.f32 = -1T\n", "non-negative"},
+        {"[device a]\nbandwidth = 10us\n", "suffixes k M G T P"},
+        {"[device a]\nlatency = 10G\n", "of seconds"},
+        {"[device a]\nfamily = tpu\n", "expected one of cpu, opencl, cuda"},
+        {"[device a]\nkind = dsp\n", "expected one of cpu, gpu, fpga, accelerator"},
+        {"[device a]\nunified = maybe\n", "expected yes or no"},
+        {"[device a]\nunits = 2.5\n", "whole number"},
+        {"[device a]\nefficiency = 0 1\n", "fractions in (0, 1]"},
+        {"[device a]\nruns = ,\n", "empty list"},
+        {"[device a]\ntimes = guessed\n", "roofline, measured"},
+        {"[device a]\nname\n", "expected 'key = value'"},
+        {"[device a]\nname =\n", "has no value"},
+        {"[dev a]\n", "expected a section"},
+        {"[device a]\nfamily = cuda\nflops.f32 = 1T\nmemory = 1G\nbandwidth = 1G\nunified = no\n", "needs link"},
+        {"[device a]\nflops.f32 = 1T\nmemory = 1G\nbandwidth = 1G\nunified = no\nlink = 1G\n",
+         "a cpu device works in host memory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hx_machine m;
+        hx_status s = hx_machine_parse(cases[i].text, "case", &m);
+        ck_assert_msg(s == HX_ERR_FORMAT, "case %zu: %s", i, hx_status_str(s));
+        ck_assert_msg(strstr(hx_last_error(), cases[i].fragment), "case %zu: '%s' lacks '%s'", i, hx_last_error(),
+                      cases[i].fragment);
+    }
+    char longline[700];
+    memset(longline, 'x', sizeof longline - 1);
+    longline[sizeof longline - 1] = 0;
+    hx_machine m;
+    ck_assert_int_eq(hx_machine_parse(longline, "case", &m), HX_ERR_FORMAT);
+    ck_assert_int_eq(hx_machine_load("/nonexistent/x.machine", &m), HX_ERR_IO);
+
+    /* The runtime says which file failed and stays unopened. */
+    hx_runtime_options o = hx_runtime_options_default();
+    o.machine = "/nonexistent/x.machine";
+    hx_runtime *rt = NULL;
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_IO);
+    ck_assert_ptr_null(rt);
+    ck_assert(strstr(hx_last_error(), "/nonexistent/x.machine"));
+}
+END_TEST
+
+static double gemm(hx_runtime *rt, uint32_t M, uint32_t N, uint32_t K, int device, hx_buffer *A, hx_buffer *B,
+                   hx_buffer *C)
+{
+    hx_args_gemm_f32 g = {M, N, K};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("gemm_f32"), .nbuffers = 3, .buffers = {A, B, C},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &g, .args_size = sizeof g, .device = device};
+    double t0 = hx_runtime_clock(rt);
+    HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    return hx_runtime_clock(rt) - t0;
+}
+
+/* A task takes launch + max(flops / (peak * eff), bytes / (bw * eff)). */
+START_TEST(task_time_is_the_roofline)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(cpu_only, "eager", path, sizeof path);
+    ck_assert_int_eq(hx_runtime_device_count(rt), 1);
+    hx_device_info in;
+    HX_ASSERT_OK(hx_runtime_device_info(rt, 0, &in));
+    ck_assert_str_eq(in.name, "cpu");
+    ck_assert_int_eq(in.compute_units, 8);
+    hx_buffer *A, *B, *C;
+    const uint32_t M = 512, N = 1024, K = 768;
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * M * K, &A));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * N * K, &B));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * M * N, &C));
+    double flops = 2.0 * M * N * K, bytes = 4.0 * ((double)M * K + (double)N * K + (double)M * N);
+    double compute = flops / 0.5e12, memory = bytes / 80e9;
+    double want = 3e-6 + (compute > memory ? compute : memory);
+    double got = gemm(rt, M, N, K, -1, A, B, C);
+    ck_assert_msg(fabs(got - want) <= 1e-12 * want, "simulated %.9g s, roofline %.9g s", got, want);
+    /* Memory bound: a thin product. */
+    want = 3e-6 + (4.0 * (1.0 * K + 1024.0 * K + 1024.0)) / 80e9;
+    got = gemm(rt, 1, 1024, K, -1, A, B, C);
+    ck_assert_msg(fabs(got - want) <= 1e-12 * want, "simulated %.9g s, roofline %.9g s", got, want);
+    hx_device_stats ds;
+    HX_ASSERT_OK(hx_device_stats_get(rt, 0, &ds));
+    ck_assert_int_eq(ds.tasks, 2);
+    /* The host reads a buffer: it gets memory (zeros) only now. */
+    float *c;
+    HX_ASSERT_OK(hx_buffer_acquire(C, HX_R, (void **)&c));
+    ck_assert(c[0] == 0 && c[(size_t)M * N - 1] == 0);
+    hx_buffer_release(C);
+    hx_buffer_destroy(A);
+    hx_buffer_destroy(B);
+    hx_buffer_destroy(C);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* A device with its own memory pays latency + bytes / link for inputs it
+ * lacks, once; the host reading its output pays the way back. */
+START_TEST(copies_cost_the_link)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(cpu_gpu, "eager", path, sizeof path);
+    ck_assert_int_eq(hx_runtime_device_count(rt), 3);
+    hx_buffer *A, *B, *C;
+    const uint32_t M = 64, N = 4096, K = 4096;
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * M * K, &A));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * N * K, &B));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * M * N, &C));
+    double flops = 2.0 * M * N * K, bytes = 4.0 * ((double)M * K + (double)N * K + (double)M * N);
+    double compute = flops / 50e12, memory = bytes / 2e12;
+    double exec = 4e-6 + (compute > memory ? compute : memory);
+    double in = 2 * 5e-6 + 4.0 * ((double)M * K + (double)N * K) / 10e9;
+    double got = gemm(rt, M, N, K, 1, A, B, C);
+    ck_assert_msg(fabs(got - (in + exec)) <= 1e-9 * (in + exec), "simulated %.9g s, expected %.9g", got, in + exec);
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_int_eq(st.copies, 2);
+    ck_assert_int_eq(st.bytes_copied, 4ull * M * K + 4ull * N * K);
+    /* Again: the inputs are there. */
+    got = gemm(rt, M, N, K, 1, A, B, C);
+    ck_assert_msg(fabs(got - exec) <= 1e-9 * exec, "simulated %.9g s, expected %.9g", got, exec);
+    double t0 = hx_runtime_clock(rt);
+    void *host;
+    HX_ASSERT_OK(hx_buffer_acquire(C, HX_R, &host));
+    hx_buffer_release(C);
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_int_eq(st.copies, 3);
+    (void)t0;
+    /* The FPGA implements what its description lists, and holds 64 MB. */
+    ck_assert(hx_device_implements(rt, 2, "attention") && !hx_device_implements(rt, 2, "gemm_f32"));
+    ck_assert(hx_device_implements(rt, 1, "gemm_f32"));
+    hx_buffer *big;
+    HX_ASSERT_OK(hx_buffer_create(rt, 100u << 20, &big));
+    hx_args_vector_add va = {(100u << 20) / 4 / 3};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {big, big, big},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &va, .args_size = sizeof va, .device = 2};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    ck_assert_int_eq(hx_task_wait(t), HX_ERR_NO_MEMORY);
+    ck_assert_msg(strstr(hx_last_error(), "simulated device 2"), "%s", hx_last_error());
+    hx_runtime_wait_all(rt); /* clears the failure */
+    /* Still usable. */
+    got = gemm(rt, M, N, K, 1, A, B, C);
+    ck_assert(got > 0);
+    hx_buffer_destroy(big);
+    hx_buffer_destroy(A);
+    hx_buffer_destroy(B);
+    hx_buffer_destroy(C);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* Slowdowns are simulated (a factor on the device's times); failures are
+ * not, and say so. */
+START_TEST(injection_in_the_simulator)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(cpu_only, "eager", path, sizeof path);
+    hx_buffer *A, *B, *C;
+    HX_ASSERT_OK(hx_buffer_create(rt, 4u << 20, &A));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4u << 20, &B));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4u << 20, &C));
+    double base = gemm(rt, 256, 256, 256, -1, A, B, C);
+    hx_injection inj = {.slow = 3};
+    HX_ASSERT_OK(hx_device_inject(rt, 0, &inj));
+    double slow = gemm(rt, 256, 256, 256, -1, A, B, C);
+    ck_assert_msg(fabs(slow - 3 * base) <= 1e-12 * slow, "%.9g vs 3 x %.9g", slow, base);
+    inj = (hx_injection){.slow = 1, .fail = 0.5};
+    HX_ASSERT_OK(hx_device_inject(rt, 0, &inj));
+    hx_args_gemm_f32 g = {16, 16, 16};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("gemm_f32"), .nbuffers = 3, .buffers = {A, B, C},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &g, .args_size = sizeof g, .device = -1};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    ck_assert_int_eq(hx_task_wait(t), HX_ERR_UNSUPPORTED);
+    ck_assert(strstr(hx_last_error(), "not simulated"));
+    hx_buffer_destroy(A);
+    hx_buffer_destroy(B);
+    hx_buffer_destroy(C);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* Decodes `n` tokens of a model without weights; returns virtual seconds. */
+static double decode(hx_runtime *rt, const char *shapes, int n)
+{
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, shapes, "q4_0", NULL, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    HX_ASSERT_OK(hx_session_eval(s, ids, 8, 0));
+    double t0 = hx_runtime_clock(rt);
+    for (int i = 0; i < n; i++)
+        HX_ASSERT_OK(hx_session_eval(s, ids + i % 8, 1, 0));
+    double sec = hx_runtime_clock(rt) - t0;
+    ck_assert_int_eq(hx_model_tokenize(m, "a", 1, 0, NULL, 0, NULL), HX_ERR_UNSUPPORTED);
+    hx_session_close(s);
+    hx_model_free(m);
+    return sec;
+}
+
+/* LLaMA-2-70B's graph runs through the simulator without its 39 GB of
+ * weights, and the same run on the same machine predicts the same time. */
+START_TEST(models_without_weights)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(cpu_gpu, "dmda", path, sizeof path);
+    double a = decode(rt, "llama2-70b", 4);
+    ck_assert(a > 0);
+    hx_runtime_close(rt);
+    rt = open_sim(cpu_gpu, "dmda", path, sizeof path);
+    double b = decode(rt, "llama2-70b", 4);
+    ck_assert_msg(a == b, "two identical simulations: %.9g s and %.9g s", a, b);
+    hx_model *m;
+    ck_assert_int_eq(hx_model_load_shapes(rt, "llama2-1t", "q4_0", NULL, &m), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_model_load_shapes(rt, "llama2-7b", "nonsense", NULL, &m), HX_ERR_INVALID_ARG);
+    hx_runtime_close(rt);
+    unlink(path);
+
+    /* On this machine a model without weights would run kernels on nothing. */
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu";
+    o.machine = "";
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    ck_assert(!hx_runtime_simulated(rt));
+    ck_assert_int_eq(hx_model_load_shapes(rt, "tiny", "f16", NULL, &m), HX_ERR_UNSUPPORTED);
+    hx_runtime_close(rt);
+}
+END_TEST
+
+Suite *suite_sim(void)
+{
+    Suite *s = suite_create("sim");
+    TCase *c = tcase_create("sim");
+    tcase_set_timeout(c, 120);
+    tcase_add_test(c, example_machines_parse);
+    tcase_add_test(c, broken_descriptions_are_refused);
+    tcase_add_test(c, task_time_is_the_roofline);
+    tcase_add_test(c, copies_cost_the_link);
+    tcase_add_test(c, injection_in_the_simulator);
+    tcase_add_test(c, models_without_weights);
+    suite_add_tcase(s, c);
+    return s;
+}
