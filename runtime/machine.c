@@ -17,6 +17,9 @@
  *     runs = attention kv_store codelets it implements (default: all)
  *     times = roofline          or "measured": this host's performance
  *                               models where they know the task
+ *     shares = cpu              runs on the cores of device [device cpu]
+ *                               (PoCL on this host's CPU): the two never
+ *                               run tasks at the same time
  *
  * Numbers take the suffixes k M G T P (powers of 1000) and, for times,
  * s ms us ns. */
@@ -174,6 +177,13 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
     }
     if (!strcmp(k, "runs"))
         return runs_list(w, v, d);
+    if (!strcmp(k, "shares")) {
+        if (strlen(v) >= sizeof d->shares_label)
+            return hx_error(HX_ERR_FORMAT, "%s:%d: shares: a device label of under 64 characters", w->origin,
+                            w->line);
+        snprintf(d->shares_label, sizeof d->shares_label, "%s", v);
+        return HX_OK;
+    }
     if (!strcmp(k, "efficiency")) {
         char *second = v + strcspn(v, " \t");
         if (*second)
@@ -188,7 +198,7 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
     }
     return hx_error(HX_ERR_FORMAT,
                     "%s:%d: unknown key '%s' (name, family, kind, units, flops.f32, flops.f16, flops.int8, memory, "
-                    "bandwidth, unified, link, latency, launch, efficiency, runs, times)",
+                    "bandwidth, unified, link, latency, launch, efficiency, runs, times, shares)",
                     w->origin, w->line, k);
 }
 
@@ -215,6 +225,8 @@ static void device_defaults(hx_machine_device *d, const char *section)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s", section);
+    snprintf(d->label, sizeof d->label, "%s", section);
+    d->shares = -1;
     d->units = 1;
     d->compute_eff = 0.7;
     d->mem_eff = 0.8;
@@ -281,7 +293,20 @@ hx_status hx_machine_parse(const char *text, const char *origin, hx_machine *out
         return s;
     if (!d)
         return hx_error(HX_ERR_FORMAT, "%s: no [device] section", origin);
-    return finish_device(origin, d, seen_unified);
+    if ((s = finish_device(origin, d, seen_unified)))
+        return s;
+    for (int i = 0; i < out->ndevices; i++) {
+        hx_machine_device *x = &out->dev[i];
+        if (!x->shares_label[0])
+            continue;
+        for (int j = 0; j < out->ndevices; j++)
+            if (j != i && !strcmp(out->dev[j].label, x->shares_label))
+                x->shares = j;
+        if (x->shares < 0)
+            return hx_error(HX_ERR_FORMAT, "%s: device '%s' shares the cores of '%s', which is not another device",
+                            origin, x->label, x->shares_label);
+    }
+    return HX_OK;
 }
 
 hx_status hx_machine_load(const char *path, hx_machine *out)

@@ -12,6 +12,7 @@
 #define HX_MACHINE_MAX_RUNS 16
 
 typedef struct {
+    char label[64];                /* the section's name: [device LABEL] */
     char name[128];
     hx_device_family family;
     hx_device_kind kind;
@@ -23,6 +24,9 @@ typedef struct {
     double launch;                 /* seconds added to every task        */
     double compute_eff, mem_eff;   /* fraction of peak kernels reach     */
     int measured;                  /* times from this host's performance models where they know */
+    int shares;                    /* index of a device whose cores it runs on (one task at a
+                                      time between them), -1 = none */
+    char shares_label[64];
     int nruns;                     /* 0 = every codelet                   */
     char runs[HX_MACHINE_MAX_RUNS][32];
 } hx_machine_device;

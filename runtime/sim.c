@@ -124,6 +124,21 @@ static double task_seconds(hx_runtime *rt, int d, hx_task *t)
     return hx_machine_roofline(m, p, flops, bytes);
 }
 
+/* Devices that run on the same cores (PoCL on this host's CPU) take turns. */
+static int cores_busy(hx_runtime *rt, int d)
+{
+    const hx_machine_device *all = rt->sim->machine.dev, *m = hx_sim_device_described(rt->devices[d]);
+    for (int e = 0; e < rt->ndevices; e++) {
+        const hx_machine_device *o = hx_sim_device_described(rt->devices[e]);
+        /* Machine indices: device selection may have renumbered the runtime's. */
+        int shared = e != d && ((m->shares >= 0 && all + m->shares == o) || (o->shares >= 0 && all + o->shares == m) ||
+                                (m->shares >= 0 && m->shares == o->shares));
+        if (shared && rt->sim->slot[e].task)
+            return 1;
+    }
+    return 0;
+}
+
 /* Starts the device's next task, if the scheduler has one for it.
  * Returns 1 when the device is busy now. */
 static int start_next(hx_runtime *rt, int d)
@@ -203,7 +218,7 @@ hx_status hx_sim_drain(hx_runtime *rt)
     pthread_mutex_lock(&sim->lock);
     for (;;) {
         for (int d = 0; d < rt->ndevices; d++)
-            if (!sim->slot[d].task)
+            if (!sim->slot[d].task && !cores_busy(rt, d))
                 start_next(rt, d);
         int next = -1;
         for (int d = 0; d < rt->ndevices; d++)

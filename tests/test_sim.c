@@ -314,6 +314,47 @@ START_TEST(models_without_weights)
 }
 END_TEST
 
+/* Two devices on the same cores take turns; on separate cores they overlap. */
+START_TEST(devices_sharing_cores_take_turns)
+{
+    static const char *const pair = "[device cpu]\nflops.f32 = 1T\nmemory = 1G\nbandwidth = 100G\n"
+                                    "[device pocl]\nfamily = opencl\nkind = fpga\nflops.f32 = 1T\nmemory = 1G\n"
+                                    "bandwidth = 100G\nunified = yes\nshares = cpu\n";
+    char path[64];
+    for (int sharing = 0; sharing < 2; sharing++) {
+        char text[512];
+        snprintf(text, sizeof text, "%.*s", (int)(sharing ? strlen(pair) : strlen(pair) - strlen("shares = cpu\n")),
+                 pair);
+        hx_runtime *rt = open_sim(text, "eager", path, sizeof path);
+        hx_buffer *b[4];
+        for (int i = 0; i < 4; i++)
+            HX_ASSERT_OK(hx_buffer_create(rt, 4u << 20, &b[i]));
+        hx_args_gemm_f32 g = {256, 256, 256};
+        for (int dev = 0; dev < 2; dev++) {
+            hx_task_desc d = {.codelet = hx_codelet_builtin("gemm_f32"), .nbuffers = 3,
+                              .buffers = {b[0], b[1], b[2 + dev]}, .modes = {HX_R, HX_R, HX_W}, .args = &g,
+                              .args_size = sizeof g, .device = dev};
+            HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
+        }
+        double t0 = hx_runtime_clock(rt);
+        HX_ASSERT_OK(hx_runtime_wait_all(rt));
+        double both = hx_runtime_clock(rt) - t0;
+        double one = gemm(rt, 256, 256, 256, 0, b[0], b[1], b[2]);
+        ck_assert_msg(fabs(both - (sharing ? 2 : 1) * one) <= 1e-12 * both, "sharing %d: %.9g s for two, %.9g for one",
+                      sharing, both, one);
+        for (int i = 0; i < 4; i++)
+            hx_buffer_destroy(b[i]);
+        hx_runtime_close(rt);
+        unlink(path);
+    }
+    hx_machine m;
+    ck_assert_int_eq(hx_machine_parse("[device a]\nflops.f32 = 1T\nmemory = 1G\nbandwidth = 1G\nshares = b\n", "case",
+                                      &m),
+                     HX_ERR_FORMAT);
+    ck_assert(strstr(hx_last_error(), "not another device"));
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -325,6 +366,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, copies_cost_the_link);
     tcase_add_test(c, injection_in_the_simulator);
     tcase_add_test(c, models_without_weights);
+    tcase_add_test(c, devices_sharing_cores_take_turns);
     suite_add_tcase(s, c);
     return s;
 }

@@ -157,6 +157,12 @@ static void print_machine(hx_runtime *rt, const hx_topology_info *t)
            "# 32 flops per cycle per core at 2.5 GHz and one thread's measured read\n"
            "# bandwidth, stand in only for sizes the models never saw.\n");
     printf("machine = this host (%d cores)\n", t->cores);
+    int cpu = -1;
+    for (int d = 0; d < hx_runtime_device_count(rt) && cpu < 0; d++) {
+        hx_device_info in;
+        if (hx_runtime_device_info(rt, d, &in) == HX_OK && in.family == HX_FAMILY_CPU)
+            cpu = d;
+    }
     for (int d = 0; d < hx_runtime_device_count(rt); d++) {
         hx_device_info in;
         if (hx_runtime_device_info(rt, d, &in) != HX_OK)
@@ -180,6 +186,10 @@ static void print_machine(hx_runtime *rt, const hx_topology_info *t)
         if (!in.unified_memory)
             printf("link = 10G\nlatency = 10us\n");
         printf("launch = 2us\ntimes = measured\nruns =%s\n", all ? " all" : runs);
+        /* An OpenCL device on this host's CPU (PoCL, also as an emulated
+         * FPGA) runs on the CPU device's cores. */
+        if (cpu >= 0 && d != cpu && in.family == HX_FAMILY_OPENCL && (in.kind == HX_KIND_CPU || in.emulated))
+            printf("shares = %d\n", cpu);
     }
 }
 
