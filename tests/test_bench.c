@@ -210,6 +210,33 @@ START_TEST(json_matches_the_schema_and_plots_are_drawn)
 }
 END_TEST
 
+/* The same benchmark on a described machine: rows say so, the JSON names
+ * the description and matches the schema, and the simulated CPU alone
+ * does no copies while the H200 and the U55C move data. */
+START_TEST(simulated_machine)
+{
+    static char out[1 << 16];
+    char args[512], path[256];
+    snprintf(args, sizeof args,
+             "--sim bench/machines/epyc2s-h200-u55c.machine --shapes llama2-7b:q4_0,tiny:f16 -p 16 -n 4 -r 2 "
+             "--devices 'cpu;all' --sched static,dmda -o json");
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"simulated\": \"epyc2s-h200-u55c.machine\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"devices\": \"cpu[sim]\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"devices\": \"all[sim]\""));
+    ck_assert_ptr_nonnull(strstr(out, "LLaMA-2-7B shapes"));
+    snprintf(path, sizeof path, "%s/sim.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(out, f);
+    fclose(f);
+    assert_schema(path);
+    snprintf(args, sizeof args, "--sim bench/machines/epyc2s-h200-u55c.machine -p 0 -n 4 -r 1 --devices 'cpu;all'");
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "SIMULATED") && strstr(out, "| cpu[sim] ") && strstr(out, "cuda "), "%s", out);
+}
+END_TEST
+
 START_TEST(timeline_from_a_chrome_trace)
 {
     char trace[256], args[600], svg[256];
@@ -278,7 +305,9 @@ START_TEST(mistakes_fail_clearly)
         {"--sched nosuchpolicy", "unknown scheduling policy 'nosuchpolicy'"},
         {"--inject 'cpu:2x'", "--inject 'cpu:2x'"},
         {"--inject 'kind=fpga,slow=2'", "applies to no device set"},
-        {"--sim a100-x2", "simulator"},
+        {"--sim a100-x2", "machine description a100-x2"},
+        {"--shapes llama2-7b:q4_0", "only with --sim"},
+        {"--sim bench/machines/epyc2s.machine --shapes llama2-9b", "unknown shapes 'llama2-9b'"},
         {"--fpga-emulation qemu", "'pocl'"},
         {"-p 4096", "context"},
     };
@@ -308,6 +337,7 @@ Suite *suite_bench(void)
     tcase_add_test(tc, markdown_has_one_row_per_combination);
     tcase_add_test(tc, csv_rows_have_every_column);
     tcase_add_test(tc, json_matches_the_schema_and_plots_are_drawn);
+    tcase_add_test(tc, simulated_machine);
     tcase_add_test(tc, timeline_from_a_chrome_trace);
     tcase_add_test(tc, injection_rows_and_traced_token);
     tcase_add_test(tc, mistakes_fail_clearly);
