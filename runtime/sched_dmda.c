@@ -85,6 +85,21 @@ static double stall(const hx_sched *s, int d, double now)
     return left < 0 ? -left : 0;
 }
 
+/* When d has no estimate for t's size: the estimate for the nearest
+ * smaller size it has measured, up to 16x smaller, a lower bound since a
+ * larger task of the same codelet does not run faster.  1 with *sec set. */
+static int lower_bound(hx_sched *s, hx_task *t, int d, double *sec)
+{
+    double f, b;
+    hx_task_cost(t, &f, &b);
+    for (int k = 1; k <= 16; k++) {
+        double scale = exp2(-k / 4.0); /* the perf model's quarter octaves */
+        if (hx_perfmodel_estimate(s->pm, t->desc.codelet, d, f * scale, b * scale, sec))
+            return 1;
+    }
+    return 0;
+}
+
 static int dmda_push(hx_sched *s, hx_task *t)
 {
     uint32_t el = hx_sched_eligible(s, t);
@@ -96,18 +111,26 @@ static int dmda_push(hx_sched *s, hx_task *t)
     int best = -1, best_pref = 0;
     uint32_t best_cores = 0;
     double best_fin = 0, best_exec = 0;
-    int explore = -1;
+    /* Devices to calibrate, and for those with a lower bound (bounded)
+     * the earliest they could finish. */
+    uint32_t uncalibrated = 0, bounded = 0;
+    double least[HX_MAX_DEVICES];
     t->calibrating = 0;
     for (int d = 0; d < n; d++) {
         if (!(el & (1u << d)))
             continue;
         double exec;
+        uint32_t cores = hx_sched_cores_mask(s->rt, d);
         if (!estimate(s, t, d, &exec)) {
-            if (explore < 0 && s->dev[d].calibrating + s->dev[d].running_calibrating < HX_CALIBRATION_TASKS)
-                explore = d;
+            if (s->dev[d].calibrating + s->dev[d].running_calibrating < HX_CALIBRATION_TASKS) {
+                uncalibrated |= 1u << d;
+                if (lower_bound(s, t, d, &exec)) {
+                    bounded |= 1u << d;
+                    least[d] = backlog_of(backlog, n, cores) + transfer_time(s, t, d) + exec;
+                }
+            }
             continue;
         }
-        uint32_t cores = hx_sched_cores_mask(s->rt, d);
         /* Relative to now: the tie margin is a fraction of the wait, less
          * the backlog both candidates wait for (a shared pool's), which
          * does not tell them apart. */
@@ -125,6 +148,13 @@ static int dmda_push(hx_sched *s, hx_task *t)
             best_cores = cores;
         }
     }
+    /* Measuring a device is worth a task only when it might win: on a
+     * device sharing the cores, or on the critical path, a task sent to
+     * a device far too slow stalls everything else. */
+    int explore = -1;
+    for (int d = 0; d < n && explore < 0; d++)
+        if ((uncalibrated & (1u << d)) && (best < 0 || !(bounded & (1u << d)) || least[d] < best_fin))
+            explore = d;
     if (explore >= 0) {
         t->calibrating = 1;
         t->expected = 0;
