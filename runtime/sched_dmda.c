@@ -166,14 +166,13 @@ static int dmda_push(hx_sched *s, hx_task *t)
         uint32_t pref = el & t->desc.prefer;
         best = hx_sched_least_loaded(s, pref ? pref : el);
         best_exec = 0;
-        best_cores = hx_sched_cores_mask(s->rt, best);
     }
     t->expected = best_exec;
     hx_sched_enqueue(s, best, t);
-    /* A device sharing best's cores gains nothing by pulling from a queue
-     * that is merely long (push chose the faster of them), and waking it
-     * takes a core from best; it still looks now and then for a stall. */
-    s->wake_helper = (el & ~best_cores) && hx_sched_backlog(s, best, now) > HX_MIGRATE_THRESHOLD_S + best_exec;
+    /* Also a device sharing best's cores: it pulls nothing from a queue
+     * that is merely long, but once awake it looks again every
+     * HX_REBALANCE_S, which is how it finds best stalled. */
+    s->wake_helper = hx_sched_backlog(s, best, now) > HX_MIGRATE_THRESHOLD_S + best_exec;
     return best;
 }
 

@@ -480,6 +480,36 @@ START_TEST(dmda_counts_shared_cores_once)
 }
 END_TEST
 
+/* A device with no measurement for a task's size is sent one to measure,
+ * unless what it took for a smaller size already rules it out: at half
+ * the size the FPGA took 3 ms where the CPU takes 300 us at the full size.
+ * When the smaller size took 50 us there, it is worth measuring. */
+START_TEST(dmda_does_not_calibrate_a_device_ruled_out)
+{
+    make_tmpdir();
+    hx_runtime *rt = open_hetero("dmda", NULL, NULL);
+    int fpga = fpga_of(rt);
+    hx_buffer *x;
+    HX_ASSERT_OK(hx_buffer_create(rt, 64 * sizeof(float), &x));
+    hx_task_desc d = {.codelet = &sleepy, .nbuffers = 3, .buffers = {x, x, x}, .modes = {HX_R, HX_R, HX_RW},
+                      .device = -1, .prefer = 1u << fpga};
+    const double size = 3.0 * 64 * sizeof(float);
+    for (int i = 0; i < 15; i++)
+        hx_perfmodel_record(rt->sched.pm, &sleepy, 0, 0, size, 300e-6);
+    double est;
+    ck_assert_int_eq(hx_perfmodel_estimate(rt->sched.pm, &sleepy, fpga, 0, size, &est), 0);
+    hx_perfmodel_record(rt->sched.pm, &sleepy, fpga, 0, size / 2, 3e-3);
+    ck_assert_int_eq(hx_perfmodel_estimate(rt->sched.pm, &sleepy, fpga, 0, size, &est), 0);
+    ck_assert_int_eq(dmda_choice(rt, &d), 0);
+    hx_perfmodel_record(rt->sched.pm, &sleepy, fpga, 0, size / 2, 50e-6);
+    ck_assert_int_eq(hx_perfmodel_estimate(rt->sched.pm, &sleepy, fpga, 0, size, &est), 0);
+    ck_assert_int_eq(dmda_choice(rt, &d), fpga);
+    hx_buffer_destroy(x);
+    hx_runtime_close(rt);
+    remove_tmpdir();
+}
+END_TEST
+
 /* Which devices count as sharing the host's cores. */
 START_TEST(shared_cores_are_told_apart)
 {
@@ -1021,6 +1051,7 @@ Suite *suite_sched(void)
     tcase_add_test(tc, one_outlier_does_not_change_placement);
     tcase_add_test(tc, dmda_counts_shared_cores_once);
     tcase_add_test(tc, shared_cores_are_told_apart);
+    tcase_add_test(tc, dmda_does_not_calibrate_a_device_ruled_out);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 300);
