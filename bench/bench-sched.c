@@ -1,10 +1,17 @@
 /* bench-sched: scheduling policies on the CPU + the emulated FPGA (PoCL),
  * with the FPGA slowed 1x, 3x and 10x by injection.
  *   1. decode: tokens/s of the synthetic model, per-device busy %, tasks
- *      per token on the FPGA, bytes moved between memory nodes per token;
+ *      per token on the FPGA, bytes moved between memory nodes per token,
+ *      for static, eager and dmda, for the CPU alone, and for dmda on the
+ *      CPU alone (its bookkeeping without the FPGA); the better
+ *      single-device placement (the CPU alone, or static: everything the
+ *      FPGA can run on the FPGA) is what the dynamic policies are judged
+ *      against.  Each of R repetitions runs every configuration once, in
+ *      turn, so that the machine's noise hits them alike; the table shows
+ *      medians over the repetitions.
  *   2. a DAG of gemm_f32 tasks (which the FPGA runs today), half of them
- *      preferring each device: tasks/s and the same figures.
- *   bench-sched [-t THREADS] [-n TOKENS] [-g TASKS] [--preset tiny|small] [--type f16|q8_0...]
+ *      preferring each device: tasks/s and the same figures (one run each).
+ *   bench-sched [-t THREADS] [-n TOKENS] [-g TASKS] [-r REPS] [--preset tiny|small] [--type f16|q8_0...]
  * A benchmark, not a test: it prints a table. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +29,7 @@ static double now(void)
 }
 
 typedef struct {
-    int threads, tokens, gemms;
+    int threads, tokens, gemms, reps;
     const char *preset, *type;
     char dir[64], model[128];
 } config;
@@ -35,14 +42,15 @@ typedef struct {
     uint64_t migrations, retries;
 } result;
 
-static hx_runtime *open_rt(const config *c, const char *sched, int slow)
+/* devices: "cpu,fpga", or "cpu" for the CPU alone (nothing to slow). */
+static hx_runtime *open_rt(const config *c, const char *devices, const char *sched, int slow)
 {
     char inject[64] = "", pm[128];
-    if (slow > 1)
+    if (slow > 1 && strstr(devices, "fpga"))
         snprintf(inject, sizeof inject, "kind=fpga,slow=%d", slow);
     snprintf(pm, sizeof pm, "%s/perfmodels", c->dir);
     hx_runtime_options o = hx_runtime_options_default();
-    o.devices = "cpu,fpga";
+    o.devices = devices;
     o.fpga_emulation = "pocl";
     o.cpu_threads = c->threads;
     o.sched = sched;
@@ -61,6 +69,7 @@ static void collect(hx_runtime *rt, double span, double units, result *r)
     hx_runtime_stats st;
     hx_runtime_stats_get(rt, &st);
     uint64_t tasks[2] = {0, 0};
+    r->busy[1] = -1; /* no FPGA */
     for (int d = 0; d < 2 && d < hx_runtime_device_count(rt); d++) {
         hx_device_stats ds;
         hx_device_stats_get(rt, d, &ds);
@@ -83,9 +92,9 @@ static int argmax(const float *x, uint32_t n)
     return best;
 }
 
-static int run_decode(const config *c, const char *sched, int slow, result *r)
+static int run_decode(const config *c, const char *devices, const char *sched, int slow, result *r)
 {
-    hx_runtime *rt = open_rt(c, sched, slow);
+    hx_runtime *rt = open_rt(c, devices, sched, slow);
     if (!rt)
         return -1;
     hx_model_options mo = hx_model_options_default();
@@ -126,11 +135,11 @@ out:
     return rc;
 }
 
-enum { GM = 32, GN = 256, GK = 256, GBUF = 8 };
+enum { GM = 32, GN = 256, GK = 256, GBUF = 8, MAX_REPS = 100 };
 
 static int run_gemms(const config *c, const char *sched, int slow, result *r)
 {
-    hx_runtime *rt = open_rt(c, sched, slow);
+    hx_runtime *rt = open_rt(c, "cpu,fpga", sched, slow);
     if (!rt)
         return -1;
     int rc = -1;
@@ -191,23 +200,129 @@ static void row(const char *policy, int slow, const result *r)
            (unsigned long long)r->retries);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Each column's median over the repetitions (a row need not be one run). */
+static result median_result(const result *runs, int n)
+{
+    double v[6][MAX_REPS];
+    for (int i = 0; i < n; i++) {
+        v[0][i] = runs[i].rate;
+        v[1][i] = runs[i].busy[0];
+        v[2][i] = runs[i].busy[1];
+        v[3][i] = runs[i].fpga_share;
+        v[4][i] = runs[i].bytes_per;
+        v[5][i] = (double)runs[i].migrations;
+    }
+    result m = {0};
+    m.rate = median(v[0], n);
+    m.busy[0] = median(v[1], n);
+    m.busy[1] = median(v[2], n);
+    m.fpga_share = median(v[3], n);
+    m.bytes_per = median(v[4], n);
+    m.migrations = (uint64_t)(median(v[5], n) + 0.5);
+    for (int i = 0; i < n; i++)
+        m.retries += runs[i].retries;
+    return m;
+}
+
+/* The decode configurations: the CPU alone, then the policies on both. */
+typedef struct {
+    const char *label, *devices, *sched;
+} decode_config;
+
+static const decode_config decode_configs[] = {
+    {"cpu alone", "cpu", "eager"},
+    {"static", "cpu,fpga", "static"},
+    {"eager", "cpu,fpga", "eager"},
+    {"dmda", "cpu,fpga", "dmda"},
+    /* dmda's own cost (perf-model bookkeeping per task) apart from where
+     * it places the tasks. */
+    {"dmda, cpu", "cpu", "dmda"},
+};
+enum { NCONF = 5, NSLOW = 3, CPU_ALONE = 0, STATIC = 1 };
+
+static int decode_table(const config *c, const int *slows)
+{
+    result *runs = calloc((size_t)NSLOW * NCONF * c->reps, sizeof *runs);
+    if (!runs)
+        return -1;
+    for (int rep = 0; rep < c->reps; rep++)
+        for (int k = 0; k < NSLOW; k++)
+            for (int p = 0; p < NCONF; p++) {
+                const decode_config *dc = &decode_configs[p];
+                result *r = &runs[(k * NCONF + p) * c->reps + rep];
+                if (run_decode(c, dc->devices, dc->sched, slows[k], r)) {
+                    free(runs);
+                    return -1;
+                }
+                fprintf(stderr, "\rrepetition %d/%d  fpga %2dx  %-9s %8.1f tok/s", rep + 1, c->reps, slows[k],
+                        dc->label, r->rate);
+            }
+    fprintf(stderr, "\r%60s\r", "");
+    printf("| configuration | fpga slow | tokens/s | cpu busy %% | fpga busy %% | fpga tasks/token | bytes moved/token "
+           "| migrations | retries | / best single |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < NSLOW; k++) {
+        result m[NCONF];
+        for (int p = 0; p < NCONF; p++)
+            m[p] = median_result(&runs[(k * NCONF + p) * c->reps], c->reps);
+        for (int p = 0; p < NCONF; p++) {
+            /* Paired within each repetition: its runs follow one another,
+             * so a burst of load on the machine hits both sides alike. */
+            double ratio[MAX_REPS];
+            for (int rep = 0; rep < c->reps; rep++) {
+                const result *r = &runs[(k * NCONF) * c->reps + rep];
+                double best = r[CPU_ALONE * c->reps].rate > r[STATIC * c->reps].rate ? r[CPU_ALONE * c->reps].rate
+                                                                                      : r[STATIC * c->reps].rate;
+                ratio[rep] = best > 0 ? runs[(k * NCONF + p) * c->reps + rep].rate / best : 0;
+            }
+            char fb[16];
+            if (m[p].busy[1] < 0)
+                snprintf(fb, sizeof fb, "%5s", "-");
+            else
+                snprintf(fb, sizeof fb, "%5.1f", m[p].busy[1]);
+            printf("| %-9s | %2dx | %8.1f | %5.1f | %s | %6.2f | %10.0f | %5llu | %4llu | %5.2f |\n",
+                   decode_configs[p].label, slows[k], m[p].rate, m[p].busy[0], fb, m[p].fpga_share,
+                   m[p].bytes_per, (unsigned long long)m[p].migrations, (unsigned long long)m[p].retries,
+                   median(ratio, c->reps));
+        }
+    }
+    printf("\n/ best single: median over the %d repetitions of tokens/s over max(cpu alone, static) of the same\n"
+           "repetition; the other columns are medians over the repetitions, each on its own; retries are summed.\n",
+           c->reps);
+    free(runs);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    config c = {.threads = 0, .tokens = 32, .gemms = 256, .preset = "tiny", .type = "f16"};
+    config c = {.threads = 0, .tokens = 32, .gemms = 256, .reps = 5, .preset = "tiny", .type = "f16"};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "-t") && v) c.threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-n") && v) c.tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-g") && v) c.gemms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && v) c.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--preset") && v) c.preset = argv[++i];
         else if (!strcmp(argv[i], "--type") && v) c.type = argv[++i];
         else {
-            fprintf(stderr, "usage: bench-sched [-t THREADS] [-n TOKENS] [-g TASKS] [--preset P] [--type T]\n");
+            fprintf(stderr, "usage: bench-sched [-t THREADS] [-n TOKENS] [-g TASKS] [-r REPS] [--preset P] [--type T]\n");
             return 2;
         }
     }
-    if (c.tokens < 1 || c.gemms < 2 || c.threads < 0) {
-        fprintf(stderr, "bench-sched: -n >= 1, -g >= 2, -t >= 0\n");
+    if (c.tokens < 1 || c.gemms < 2 || c.threads < 0 || c.reps < 1 || c.reps > MAX_REPS) {
+        fprintf(stderr, "bench-sched: -n >= 1, -g >= 2, -t >= 0, 1 <= -r <= %d\n", MAX_REPS);
         return 2;
     }
     snprintf(c.dir, sizeof c.dir, "/tmp/bench-sched-XXXXXX");
@@ -221,19 +336,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench-sched: %s\n", hx_last_error());
         goto done;
     }
-    const char *const policies[] = {"static", "eager", "dmda"};
     const char *const all[] = {"static", "eager", "ws", "dmda"};
     const int slows[] = {1, 3, 10};
-    printf("decode, synthetic %s %s, partition affinity, %d tokens after 4 of warm-up\n\n", c.preset, c.type,
-           c.tokens);
-    header("token");
-    for (int p = 0; p < 3; p++)
-        for (int k = 0; k < 3; k++) {
-            result r = {0};
-            if (run_decode(&c, policies[p], slows[k], &r))
-                goto done;
-            row(policies[p], slows[k], &r);
-        }
+    printf("decode, synthetic %s %s, partition affinity, %d tokens after 4 of warm-up, %d repetitions\n\n",
+           c.preset, c.type, c.tokens, c.reps);
+    if (decode_table(&c, slows))
+        goto done;
     printf("\n%d independent gemm_f32 tasks (%dx%dx%d), half preferring each device\n\n", c.gemms, GM, GN, GK);
     header("task");
     for (int p = 0; p < 4; p++)

@@ -9,13 +9,24 @@
  * Load-aware migration: predictions go stale (a device slows down, an
  * estimate was wrong).  A device that runs dry pulls queued tasks from the
  * device with the longest predicted backlog when that backlog exceeds its
- * own by HX_MIGRATE_THRESHOLD_S and the task would finish sooner here. */
+ * own by HX_MIGRATE_THRESHOLD_S and the task would finish sooner here.
+ *
+ * Shared cores: the CPU device and an OpenCL device running on the same
+ * host cores (PoCL, also as an emulated FPGA) are one pool of cores, not
+ * two devices in parallel: while one computes, the other computes slower.
+ * So a task placed on either waits for the backlog of the whole pool, and
+ * between two devices of a pool the one that runs the task fastest wins;
+ * a device on its own silicon (a GPU, a real FPGA) still runs in parallel
+ * with the pool.  Within a pool a task moves later only to a device that
+ * runs it faster, or away from a device whose running task has stalled
+ * past its estimate (a stall holds the device, not the cores). */
 #include <math.h>
 
 #include "runtime/buffer.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
 #include "runtime/sched.h"
+#include "runtime/sched_cores.h"
 #include "runtime/task.h"
 
 #define HX_MIGRATE_THRESHOLD_S 200e-6
@@ -53,35 +64,97 @@ static int estimate(hx_sched *s, hx_task *t, int d, double *sec)
     return hx_perfmodel_estimate(s->pm, t->desc.codelet, d, f, b, sec) != 0;
 }
 
+/* Sum of the backlogs of the devices in `mask`. */
+static double backlog_of(const double *backlog, int n, uint32_t mask)
+{
+    double b = 0;
+    for (int d = 0; d < n; d++)
+        if (mask & (1u << d))
+            b += backlog[d];
+    return b;
+}
+
+/* How long the running task of d has overrun its estimate: a stall that
+ * holds the device but not, as far as we know, the cores. */
+static double stall(const hx_sched *s, int d, double now)
+{
+    const hx_sched_dev *dv = &s->dev[d];
+    if (!dv->running)
+        return 0;
+    double left = dv->running_expected * dv->slowness - (now - dv->running_start);
+    return left < 0 ? -left : 0;
+}
+
+/* When d has no estimate for t's size: the estimate for the nearest
+ * smaller size it has measured, up to 16x smaller, a lower bound since a
+ * larger task of the same codelet does not run faster.  1 with *sec set. */
+static int lower_bound(hx_sched *s, hx_task *t, int d, double *sec)
+{
+    double f, b;
+    hx_task_cost(t, &f, &b);
+    for (int k = 1; k <= 16; k++) {
+        double scale = exp2(-k / 4.0); /* the perf model's quarter octaves */
+        if (hx_perfmodel_estimate(s->pm, t->desc.codelet, d, f * scale, b * scale, sec))
+            return 1;
+    }
+    return 0;
+}
+
 static int dmda_push(hx_sched *s, hx_task *t)
 {
     uint32_t el = hx_sched_eligible(s, t);
     double now = hx_runtime_clock(s->rt);
+    int n = s->rt->ndevices;
+    double backlog[HX_MAX_DEVICES];
+    for (int d = 0; d < n; d++)
+        backlog[d] = hx_sched_backlog(s, d, now);
     int best = -1, best_pref = 0;
+    uint32_t best_cores = 0;
     double best_fin = 0, best_exec = 0;
-    int explore = -1;
+    /* Devices to calibrate, and for those with a lower bound (bounded)
+     * the earliest they could finish. */
+    uint32_t uncalibrated = 0, bounded = 0;
+    double least[HX_MAX_DEVICES];
     t->calibrating = 0;
-    for (int d = 0; d < s->rt->ndevices; d++) {
+    for (int d = 0; d < n; d++) {
         if (!(el & (1u << d)))
             continue;
         double exec;
+        uint32_t cores = hx_sched_cores_mask(s->rt, d);
         if (!estimate(s, t, d, &exec)) {
-            if (explore < 0 && s->dev[d].calibrating + s->dev[d].running_calibrating < HX_CALIBRATION_TASKS)
-                explore = d;
+            if (s->dev[d].calibrating + s->dev[d].running_calibrating < HX_CALIBRATION_TASKS) {
+                uncalibrated |= 1u << d;
+                if (lower_bound(s, t, d, &exec)) {
+                    bounded |= 1u << d;
+                    least[d] = backlog_of(backlog, n, cores) + transfer_time(s, t, d) + exec;
+                }
+            }
             continue;
         }
-        /* Relative to now: the tie margin is a fraction of the wait. */
-        double fin = hx_sched_backlog(s, d, now) + transfer_time(s, t, d) + exec;
+        /* Relative to now: the tie margin is a fraction of the wait, less
+         * the backlog both candidates wait for (a shared pool's), which
+         * does not tell them apart. */
+        double fin = backlog_of(backlog, n, cores) + transfer_time(s, t, d) + exec;
+        double common = best < 0 ? 0 : backlog_of(backlog, n, cores & best_cores);
+        double a = fin - common, b = best_fin - common;
         int pref = (t->desc.prefer >> d) & 1;
-        int better = best < 0 || fin < best_fin * (1 - HX_TIE) ||
-                     (fin <= best_fin * (1 + HX_TIE) && (pref > best_pref || (pref == best_pref && fin < best_fin)));
+        int better = best < 0 || a < b * (1 - HX_TIE) ||
+                     (a <= b * (1 + HX_TIE) && (pref > best_pref || (pref == best_pref && a < b)));
         if (better) {
             best = d;
             best_fin = fin;
             best_exec = exec;
             best_pref = pref;
+            best_cores = cores;
         }
     }
+    /* Measuring a device is worth a task only when it might win: on a
+     * device sharing the cores, or on the critical path, a task sent to
+     * a device far too slow stalls everything else. */
+    int explore = -1;
+    for (int d = 0; d < n && explore < 0; d++)
+        if ((uncalibrated & (1u << d)) && (best < 0 || !(bounded & (1u << d)) || least[d] < best_fin))
+            explore = d;
     if (explore >= 0) {
         t->calibrating = 1;
         t->expected = 0;
@@ -96,6 +169,9 @@ static int dmda_push(hx_sched *s, hx_task *t)
     }
     t->expected = best_exec;
     hx_sched_enqueue(s, best, t);
+    /* Also a device sharing best's cores: it pulls nothing from a queue
+     * that is merely long, but once awake it looks again every
+     * HX_REBALANCE_S, which is how it finds best stalled. */
     s->wake_helper = hx_sched_backlog(s, best, now) > HX_MIGRATE_THRESHOLD_S + best_exec;
     return best;
 }
@@ -118,6 +194,19 @@ static hx_task *pull(hx_sched *s, int me)
     }
     if (victim < 0 || vb - mine <= HX_MIGRATE_THRESHOLD_S)
         return NULL;
+    int n = s->rt->ndevices;
+    uint32_t cores = hx_sched_cores_mask(s->rt, me);
+    int shared = (cores >> victim) & 1;
+    double here = 0, there = 0, stalled = 0;
+    if (shared) {
+        stalled = stall(s, victim, now);
+    } else {
+        double backlog[HX_MAX_DEVICES];
+        for (int d = 0; d < n; d++)
+            backlog[d] = hx_sched_backlog(s, d, now);
+        here = backlog_of(backlog, n, cores);
+        there = backlog_of(backlog, n, hx_sched_cores_mask(s->rt, victim));
+    }
     uint32_t bit = 1u << me;
     for (hx_task *t = s->dev[victim].tail; t; t = t->prev) {
         if (!(hx_sched_eligible(s, t) & bit))
@@ -125,7 +214,10 @@ static hx_task *pull(hx_sched *s, int me)
         double exec;
         if (!estimate(s, t, me, &exec))
             continue;
-        if (mine + transfer_time(s, t, me) + exec >= vb)
+        double cost = transfer_time(s, t, me) + exec;
+        /* The same cores would run it either way: it moves only when it
+         * runs faster here, or when the victim is stalled. */
+        if (shared ? cost >= t->expected * s->dev[victim].slowness + stalled : here + cost >= there)
             continue;
         hx_sched_dequeue(s, t);
         t->expected = exec;

@@ -7,6 +7,7 @@
 #include "runtime/buffer.h"
 #include "runtime/error.h"
 #include "runtime/perfmodel.h"
+#include "runtime/sched_cores.h"
 #include "runtime/sim.h"
 #include "runtime/task.h"
 #include "runtime/trace.h"
@@ -124,18 +125,14 @@ static double task_seconds(hx_runtime *rt, int d, hx_task *t)
     return hx_machine_roofline(m, p, flops, bytes);
 }
 
-/* Devices that run on the same cores (PoCL on this host's CPU) take turns. */
+/* Devices that compute on the same cores (PoCL on this host's CPU) take
+ * turns: the rule dmda plans with (sched_cores.c) is the one simulated. */
 static int cores_busy(hx_runtime *rt, int d)
 {
-    const hx_machine_device *all = rt->sim->machine.dev, *m = hx_sim_device_described(rt->devices[d]);
-    for (int e = 0; e < rt->ndevices; e++) {
-        const hx_machine_device *o = hx_sim_device_described(rt->devices[e]);
-        /* Machine indices: device selection may have renumbered the runtime's. */
-        int shared = e != d && ((m->shares >= 0 && all + m->shares == o) || (o->shares >= 0 && all + o->shares == m) ||
-                                (m->shares >= 0 && m->shares == o->shares));
-        if (shared && rt->sim->slot[e].task)
+    for (int e = 0; e < rt->ndevices; e++)
+        if (e != d && rt->sim->slot[e].task &&
+            hx_sched_cores_shared(&rt->devices[d]->info, &rt->devices[e]->info))
             return 1;
-    }
     return 0;
 }
 

@@ -98,6 +98,9 @@ hx_status hx_sim_device_add(hx_runtime *rt, const hx_machine_device *m, const ch
     info.global_mem_bytes = (uint64_t)m->mem_bytes;
     info.unified_memory = m->unified;
     info.numa_node = -1;
+    /* Running on another device's cores is what an emulated device does
+     * (PoCL standing in for an FPGA); the scheduler pools their cores. */
+    info.emulated = m->shares >= 0;
     hx_status st = hx_runtime_add_device(rt, &info, &sim_ops, s);
     if (st)
         free(s);

@@ -14,6 +14,7 @@
 #include "model/tokenizer.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
+#include "runtime/sched_cores.h"
 #include "runtime/task.h"
 #include "tests/cl_test.h"
 
@@ -408,6 +409,134 @@ START_TEST(one_outlier_does_not_change_placement)
     hx_buffer_destroy(x);
     hx_runtime_close(rt);
     remove_tmpdir();
+}
+END_TEST
+
+/* A task for dmda's queues that no worker will see (s->lock held). */
+static hx_task *queued_task(hx_runtime *rt, const hx_task_desc *d, int dev, double expected)
+{
+    hx_task *t = calloc(1, sizeof *t);
+    t->desc = *d;
+    t->rt = rt;
+    t->flops = -1;
+    t->queued_on = -1;
+    t->capable = hx_sched_capable(rt, d);
+    t->expected = expected;
+    hx_sched_enqueue(&rt->sched, dev, t);
+    return t;
+}
+
+/* The CPU device and PoCL (the emulated FPGA) compute on the same cores:
+ * with the CPU's queue full, the FPGA is not an idle device in parallel.
+ * A task twice as slow there stays on the CPU (finishing after the CPU's
+ * backlog either way), and the idle FPGA does not pull from the CPU's
+ * queue; a task faster there goes there.  Independent devices would have
+ * sent it to the FPGA: 0.6 ms there against 1.2 + 0.3 ms here. */
+START_TEST(dmda_counts_shared_cores_once)
+{
+    make_tmpdir();
+    hx_runtime *rt = open_hetero("dmda", NULL, NULL);
+    int fpga = fpga_of(rt);
+    ck_assert_uint_eq(hx_sched_cores_mask(rt, 0), 1u | (1u << fpga));
+    hx_buffer *x;
+    HX_ASSERT_OK(hx_buffer_create(rt, 64 * sizeof(float), &x));
+    hx_task_desc d = {.codelet = &sleepy, .nbuffers = 3, .buffers = {x, x, x}, .modes = {HX_R, HX_R, HX_RW},
+                      .device = -1, .prefer = 1u << fpga};
+    const double size = 3.0 * 64 * sizeof(float);
+    for (int i = 0; i < 15; i++) {
+        hx_perfmodel_record(rt->sched.pm, &sleepy, 0, 0, size, 300e-6);
+        hx_perfmodel_record(rt->sched.pm, &sleepy, fpga, 0, size, 600e-6);
+    }
+    enum { Q = 4 };
+    hx_task *q[Q];
+    hx_sched *s = &rt->sched;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < Q; i++)
+        q[i] = queued_task(rt, &d, 0, 300e-6);
+    hx_task *probe = queued_task(rt, &d, 0, 0);
+    hx_sched_dequeue(s, probe);
+    int where = s->policy->push(s, probe);
+    hx_sched_dequeue(s, probe);
+    hx_task *pulled = s->policy->pop(s, rt->devices[fpga]);
+    pthread_mutex_unlock(&s->lock);
+    ck_assert_msg(where == 0, "a task 2x slower on the FPGA left the CPU's cores' queue for dev %d", where);
+    ck_assert_msg(pulled == NULL, "the FPGA pulled a task it runs 2x slower on the same cores");
+    /* Faster on the FPGA (the median of 16 becomes 100 us): it goes there. */
+    for (int i = 0; i < 15; i++)
+        hx_perfmodel_record(rt->sched.pm, &sleepy, fpga, 0, size, 100e-6);
+    pthread_mutex_lock(&s->lock);
+    where = s->policy->push(s, probe);
+    hx_sched_dequeue(s, probe);
+    for (int i = 0; i < Q; i++)
+        hx_sched_dequeue(s, q[i]);
+    pthread_mutex_unlock(&s->lock);
+    ck_assert_int_eq(where, fpga);
+    for (int i = 0; i < Q; i++)
+        free(q[i]);
+    free(probe);
+    hx_buffer_destroy(x);
+    hx_runtime_close(rt);
+    remove_tmpdir();
+}
+END_TEST
+
+/* A device with no measurement for a task's size is sent one to measure,
+ * unless what it took for a smaller size already rules it out: at half
+ * the size the FPGA took 3 ms where the CPU takes 300 us at the full size.
+ * When the smaller size took 50 us there, it is worth measuring. */
+START_TEST(dmda_does_not_calibrate_a_device_ruled_out)
+{
+    make_tmpdir();
+    hx_runtime *rt = open_hetero("dmda", NULL, NULL);
+    int fpga = fpga_of(rt);
+    hx_buffer *x;
+    HX_ASSERT_OK(hx_buffer_create(rt, 64 * sizeof(float), &x));
+    hx_task_desc d = {.codelet = &sleepy, .nbuffers = 3, .buffers = {x, x, x}, .modes = {HX_R, HX_R, HX_RW},
+                      .device = -1, .prefer = 1u << fpga};
+    const double size = 3.0 * 64 * sizeof(float);
+    for (int i = 0; i < 15; i++)
+        hx_perfmodel_record(rt->sched.pm, &sleepy, 0, 0, size, 300e-6);
+    double est;
+    ck_assert_int_eq(hx_perfmodel_estimate(rt->sched.pm, &sleepy, fpga, 0, size, &est), 0);
+    hx_perfmodel_record(rt->sched.pm, &sleepy, fpga, 0, size / 2, 3e-3);
+    ck_assert_int_eq(hx_perfmodel_estimate(rt->sched.pm, &sleepy, fpga, 0, size, &est), 0);
+    ck_assert_int_eq(dmda_choice(rt, &d), 0);
+    hx_perfmodel_record(rt->sched.pm, &sleepy, fpga, 0, size / 2, 50e-6);
+    ck_assert_int_eq(hx_perfmodel_estimate(rt->sched.pm, &sleepy, fpga, 0, size, &est), 0);
+    ck_assert_int_eq(dmda_choice(rt, &d), fpga);
+    hx_buffer_destroy(x);
+    hx_runtime_close(rt);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Which devices count as sharing the host's cores. */
+START_TEST(shared_cores_are_told_apart)
+{
+    hx_device_info cpu = {.index = 0, .family = HX_FAMILY_CPU, .kind = HX_KIND_CPU, .unified_memory = 1,
+                          .numa_node = 0};
+    hx_device_info pocl_fpga = {.index = 1, .family = HX_FAMILY_OPENCL, .kind = HX_KIND_FPGA, .emulated = 1,
+                                .unified_memory = 1, .numa_node = 0};
+    hx_device_info pocl_cpu = {.index = 2, .family = HX_FAMILY_OPENCL, .kind = HX_KIND_CPU, .unified_memory = 1,
+                               .numa_node = -1};
+    hx_device_info far_cpu = {.index = 3, .family = HX_FAMILY_OPENCL, .kind = HX_KIND_CPU, .unified_memory = 1,
+                              .numa_node = 1};
+    hx_device_info gpu = {.index = 4, .family = HX_FAMILY_OPENCL, .kind = HX_KIND_GPU, .numa_node = 0};
+    hx_device_info fpga = {.index = 5, .family = HX_FAMILY_OPENCL, .kind = HX_KIND_FPGA, .numa_node = 0};
+    hx_device_info cuda = {.index = 6, .family = HX_FAMILY_CUDA, .kind = HX_KIND_GPU, .numa_node = 0};
+    hx_device_info pocl_gpu = {.index = 7, .family = HX_FAMILY_OPENCL, .kind = HX_KIND_FPGA, .emulated = 1,
+                               .numa_node = 0};
+    ck_assert(hx_sched_cores_shared(&cpu, &pocl_fpga));
+    ck_assert(hx_sched_cores_shared(&pocl_fpga, &cpu));
+    ck_assert(hx_sched_cores_shared(&cpu, &pocl_cpu));
+    ck_assert(hx_sched_cores_shared(&pocl_cpu, &far_cpu));
+    ck_assert(!hx_sched_cores_shared(&cpu, &far_cpu));
+    ck_assert(!hx_sched_cores_shared(&cpu, &gpu));
+    ck_assert(!hx_sched_cores_shared(&cpu, &fpga));
+    ck_assert(!hx_sched_cores_shared(&cpu, &cuda));
+    ck_assert(!hx_sched_cores_shared(&pocl_fpga, &gpu));
+    ck_assert(!hx_sched_cores_shared(&cpu, &pocl_gpu));
+    ck_assert(hx_sched_cores_shared(&gpu, &gpu));
 }
 END_TEST
 
@@ -920,6 +1049,9 @@ Suite *suite_sched(void)
     tcase_add_test(tc, ws_steals_from_a_busy_device);
     tcase_add_test(tc, dmda_moves_work_off_a_stalled_device);
     tcase_add_test(tc, one_outlier_does_not_change_placement);
+    tcase_add_test(tc, dmda_counts_shared_cores_once);
+    tcase_add_test(tc, shared_cores_are_told_apart);
+    tcase_add_test(tc, dmda_does_not_calibrate_a_device_ruled_out);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 300);
