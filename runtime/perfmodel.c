@@ -23,28 +23,41 @@ int hx_pm_bucket_key(double size)
 
 double hx_pm_bucket_lo(int key) { return key <= 0 ? 0 : exp2(key / 4.0); }
 
-static int cmp_float(const void *a, const void *b)
+/* Runs after every task: an insertion sort of at most 16 values costs a
+ * fraction of a qsort call through a comparison function. */
+double hx_perfmodel_median(const float *x, int n)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
+    float v[HX_PM_WINDOW];
+    if (n <= 0)
+        return 0;
+    if (n > HX_PM_WINDOW)
+        n = HX_PM_WINDOW;
+    for (int i = 0; i < n; i++) {
+        float e = x[i];
+        int j = i;
+        for (; j > 0 && v[j - 1] > e; j--)
+            v[j] = v[j - 1];
+        v[j] = e;
+    }
+    return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
 }
 
 void hx_pm_bucket_stats(const hx_pm_bucket *b, double *median, double *mean, double *lo, double *hi)
 {
-    float v[HX_PM_WINDOW];
     uint32_t n = b->w;
-    memcpy(v, b->s, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_float);
-    double sum = 0;
-    for (uint32_t i = 0; i < n; i++)
-        sum += v[i];
-    *median = n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+    double sum = 0, mn = n ? b->s[0] : 0, mx = mn;
+    for (uint32_t i = 0; i < n; i++) {
+        sum += b->s[i];
+        mn = b->s[i] < mn ? b->s[i] : mn;
+        mx = b->s[i] > mx ? b->s[i] : mx;
+    }
+    *median = hx_perfmodel_median(b->s, (int)n);
     if (mean)
         *mean = n ? sum / n : 0;
     if (lo)
-        *lo = n ? v[0] : 0;
+        *lo = mn;
     if (hi)
-        *hi = n ? v[n - 1] : 0;
+        *hi = mx;
 }
 
 void hx_pm_bucket_add(hx_pm_bucket *b, double flops, double bytes, double seconds)

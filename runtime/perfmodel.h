@@ -41,6 +41,9 @@ int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, doubl
 /* From now on, device `dev`'s measurements are not its own (injection). */
 void hx_perfmodel_taint(hx_perfmodel *pm, int dev);
 
+/* The median of n <= HX_PM_WINDOW values. */
+double hx_perfmodel_median(const float *v, int n);
+
 void hx_perfmodel_bus_record(hx_perfmodel *pm, int node, size_t bytes, double seconds);
 double hx_perfmodel_bus_estimate(hx_perfmodel *pm, int node, size_t bytes);
 

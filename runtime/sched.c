@@ -149,12 +149,6 @@ void hx_sched_push(hx_sched *s, hx_task *t)
     pthread_mutex_unlock(&s->lock);
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done)
 {
     hx_sched_dev *dv = &s->dev[d];
@@ -170,12 +164,8 @@ void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done)
         dv->ratios[dv->nratio++ % HX_SLOWNESS_WINDOW] = (float)(r > 1e3 ? 1e3 : r);
         /* Not before the window is full: the first tasks of a device run
          * cold (page faults, sleeping threads). */
-        if (dv->nratio >= HX_SLOWNESS_WINDOW) {
-            float v[HX_SLOWNESS_WINDOW];
-            memcpy(v, dv->ratios, sizeof v);
-            qsort(v, HX_SLOWNESS_WINDOW, sizeof *v, cmp_float);
-            dv->slowness = v[HX_SLOWNESS_WINDOW / 2];
-        }
+        if (dv->nratio >= HX_SLOWNESS_WINDOW)
+            dv->slowness = hx_perfmodel_median(dv->ratios, HX_SLOWNESS_WINDOW);
     }
     pthread_mutex_unlock(&s->lock);
 }
