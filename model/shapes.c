@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "model/quant.h"
 #include "model/synthetic.h"
+#include "runtime/buffer.h"
 #include "runtime/error.h"
 
 typedef struct {
@@ -50,7 +51,10 @@ static hx_status weight(hx_model *m, hx_weight *w, hx_type type, uint64_t ne0, u
     size_t bytes = hx_type_row_size(w->type, ne0) * ne1;
     m->info.n_params += ne0 * ne1;
     m->info.file_bytes += bytes; /* what the GGUF file's weights would take */
-    return hx_buffer_create(m->rt, bytes, &w->buf);
+    hx_status s = hx_buffer_create(m->rt, bytes, &w->buf);
+    if (s == HX_OK)
+        hx_buffer_set_read_only(w->buf); /* weights, as a mapped file's are */
+    return s;
 }
 
 static hx_status build(hx_model *m, hx_type type)

@@ -210,6 +210,8 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **h
 {
     int node = d->info.memory_node;
     pthread_mutex_lock(&b->lock);
+    if (mode & HX_R)
+        b->reads++;
     hx_status s = device_handle(b, d, handle);
     if (s == HX_OK && (mode & HX_R) && !b->valid[node]) {
         s = fetch_to_host(b);
@@ -239,6 +241,13 @@ hx_status hx_buffer_written(hx_buffer *b, hx_device *d)
     b->valid[node] = 1;
     pthread_mutex_unlock(&b->lock);
     return s;
+}
+
+void hx_buffer_set_read_only(hx_buffer *b)
+{
+    pthread_mutex_lock(&b->lock);
+    b->read_only = 1;
+    pthread_mutex_unlock(&b->lock);
 }
 
 hx_msi_state hx_buffer_state(hx_buffer *b, int node)

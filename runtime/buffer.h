@@ -30,6 +30,7 @@ struct hx_buffer {
     /* Coherence, under `lock`. */
     pthread_mutex_t lock;
     unsigned char valid[HX_MAX_NODES];
+    uint64_t reads;  /* tasks that read it so far (dmda amortizes copies of read-only data over them) */
     void *handle[HX_MAX_DEVICES];
 };
 
@@ -39,6 +40,8 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **h
 /* After a task on `d` wrote the buffer: `d`'s node becomes the owner. */
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d);
 hx_msi_state hx_buffer_state(hx_buffer *b, int node);
+/* From now on no task writes it (a model's weights). */
+void hx_buffer_set_read_only(hx_buffer *b);
 
 /* Before a task that may fail writes the buffer on `d`: makes sure its
  * contents can be brought back (a host copy when `d` writes host memory

@@ -355,6 +355,54 @@ START_TEST(devices_sharing_cores_take_turns)
 }
 END_TEST
 
+/* Weights copied once serve every later token: dmda must not keep them on
+ * the CPU forever because the first copy costs more than one CPU task
+ * (their copy is amortized over their reads), nor learn the copy as the
+ * GPU's kernel time. */
+START_TEST(dmda_moves_weights_to_a_faster_device)
+{
+    static const char *const box = "[device cpu]\nflops.f32 = 0.2T\nmemory = 64G\nbandwidth = 20G\n"
+                                   "[device gpu]\nfamily = cuda\nkind = gpu\nflops.f32 = 50T\nmemory = 80G\n"
+                                   "bandwidth = 2T\nunified = no\nlink = 10G\nlatency = 1us\nlaunch = 1us\n";
+    char path[64];
+    double per_token[2];
+    for (int with_gpu = 0; with_gpu < 2; with_gpu++) {
+        write_file(path, sizeof path, box);
+        hx_runtime_options o = hx_runtime_options_default();
+        o.machine = path;
+        o.sched = "dmda";
+        o.devices = with_gpu ? "all" : "cpu";
+        o.perfmodel_dir = "off";
+        o.inject = "";
+        o.trace = "";
+        hx_runtime *rt;
+        HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+        hx_model *m;
+        HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", NULL, &m));
+        hx_session *s;
+        HX_ASSERT_OK(hx_session_open(m, &s));
+        int32_t id = 7;
+        for (int i = 0; i < 48; i++)
+            HX_ASSERT_OK(hx_session_eval(s, &id, 1, 0));
+        double t0 = hx_runtime_clock(rt);
+        for (int i = 0; i < 16; i++)
+            HX_ASSERT_OK(hx_session_eval(s, &id, 1, 0));
+        per_token[with_gpu] = (hx_runtime_clock(rt) - t0) / 16;
+        if (with_gpu) {
+            hx_device_stats gs;
+            HX_ASSERT_OK(hx_device_stats_get(rt, 1, &gs));
+            ck_assert_msg(gs.tasks > 0, "the GPU ran nothing");
+        }
+        hx_session_close(s);
+        hx_model_free(m);
+        hx_runtime_close(rt);
+        unlink(path);
+    }
+    ck_assert_msg(per_token[1] < 0.5 * per_token[0], "a token takes %.3g s with the GPU, %.3g s on the CPU alone",
+                  per_token[1], per_token[0]);
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -367,6 +415,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, injection_in_the_simulator);
     tcase_add_test(c, models_without_weights);
     tcase_add_test(c, devices_sharing_cores_take_turns);
+    tcase_add_test(c, dmda_moves_weights_to_a_faster_device);
     suite_add_tcase(s, c);
     return s;
 }
