@@ -11,6 +11,7 @@
 
 /* Bus defaults until a copy is measured: a PCIe 3 x16 link, roughly. */
 #define BUS_DEFAULT_SPB (1.0 / 8e9)
+#define BUS_DECAY 0.99
 #define BUS_LATENCY_S 10e-6
 
 int hx_pm_bucket_key(double size)
@@ -133,8 +134,6 @@ hx_status hx_perfmodel_open(hx_perfmodel **out, const char *dir, const char *con
     pm->ndev = ndev;
     for (int d = 0; d < ndev; d++)
         snprintf(pm->devkey[d], sizeof pm->devkey[d], "%s", devkeys[d]);
-    for (int n = 0; n < HX_MAX_DEVICES; n++)
-        pm->bus_spb[n] = BUS_DEFAULT_SPB;
     if (dir && *dir)
         snprintf(pm->dir, sizeof pm->dir, "%s", dir);
     hx_status s = pm->dir[0] ? hx_pm_load(pm) : HX_OK;
@@ -282,14 +281,23 @@ void hx_perfmodel_taint(hx_perfmodel *pm, int dev)
     pthread_mutex_unlock(&pm->lock);
 }
 
+/* A copy's time is a latency plus bytes over a bandwidth; both are
+ * fitted, since a small copy says nothing of the bandwidth (reading one as
+ * bytes / seconds once made a 55 GB/s link look like 0.5 GB/s, and dmda
+ * kept every weight off the GPU).  Older copies weigh less (BUS_DECAY per
+ * copy), so the fit follows a link whose load changes. */
 void hx_perfmodel_bus_record(hx_perfmodel *pm, int node, size_t bytes, double seconds)
 {
-    if (!pm || node <= 0 || node >= HX_MAX_DEVICES || bytes < 4096 || !(seconds > 0))
+    if (!pm || node <= 0 || node >= HX_MAX_DEVICES || bytes == 0 || !(seconds > 0) || !isfinite(seconds))
         return;
     pthread_mutex_lock(&pm->lock);
-    double spb = (seconds > BUS_LATENCY_S ? seconds - BUS_LATENCY_S : seconds) / (double)bytes;
-    pm->bus_spb[node] = pm->bus_measured[node] ? 0.8 * pm->bus_spb[node] + 0.2 * spb : spb;
-    pm->bus_measured[node] = 1;
+    double x = (double)bytes;
+    hx_pm_bus *b = &pm->bus[node];
+    b->w = BUS_DECAY * b->w + 1;
+    b->x = BUS_DECAY * b->x + x;
+    b->y = BUS_DECAY * b->y + seconds;
+    b->xx = BUS_DECAY * b->xx + x * x;
+    b->xy = BUS_DECAY * b->xy + x * seconds;
     pthread_mutex_unlock(&pm->lock);
 }
 
@@ -298,9 +306,26 @@ double hx_perfmodel_bus_estimate(hx_perfmodel *pm, int node, size_t bytes)
     if (!pm || node <= 0 || node >= HX_MAX_DEVICES)
         return 0;
     pthread_mutex_lock(&pm->lock);
-    double t = BUS_LATENCY_S + pm->bus_spb[node] * (double)bytes;
+    const hx_pm_bus *b = &pm->bus[node];
+    double lat = BUS_LATENCY_S, spb = BUS_DEFAULT_SPB;
+    if (b->w > 0) {
+        double mx = b->x / b->w, my = b->y / b->w;
+        double var = b->xx / b->w - mx * mx, cov = b->xy / b->w - mx * my;
+        if (var > 1e-6 * mx * mx && cov > 0) {
+            /* Sizes differ enough to tell latency from bandwidth. */
+            spb = cov / var;
+            lat = my - spb * mx;
+            if (lat < 0) {
+                lat = 0;
+                spb = b->xy / b->xx;
+            }
+        } else if (mx > 0) {
+            /* One size only: keep the default latency, the rest is bandwidth. */
+            spb = my > lat ? (my - lat) / mx : my / mx;
+        }
+    }
     pthread_mutex_unlock(&pm->lock);
-    return t;
+    return lat + spb * (double)bytes;
 }
 
 void hx_perfmodel_device_key(const hx_device_info *d, char *out, size_t size)

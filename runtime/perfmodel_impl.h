@@ -16,6 +16,11 @@ typedef struct {
     double median;             /* of the window, kept current */
 } hx_pm_bucket;
 
+/* Exponentially weighted sums of (bytes, seconds) of one node's copies. */
+typedef struct {
+    double w, x, y, xx, xy;
+} hx_pm_bus;
+
 typedef struct {
     char codelet[64];
     char device[128];
@@ -38,8 +43,9 @@ struct hx_perfmodel {
     int ndev;
     char devkey[HX_MAX_DEVICES][128];
     uint32_t tainted;
-    double bus_spb[HX_MAX_DEVICES];
-    int bus_measured[HX_MAX_DEVICES];
+    /* Per memory node, time = latency + bytes * spb, fitted by least
+     * squares over exponentially weighted sums of the copies measured. */
+    hx_pm_bus bus[HX_MAX_DEVICES];
 };
 
 int hx_pm_bucket_key(double size);

@@ -44,8 +44,10 @@
  * gets them: StarPU's dmda has the same blind spot).  Its copy is charged
  * over the reads the buffer has had so far, the best guess of the reads to
  * come: the first token pays it whole, a weight read by a hundred tokens
- * moves for a hundredth of it. */
-static double transfer_time(hx_sched *s, const hx_task *t, int d)
+ * moves for a hundredth of it.  `steady`: read-only inputs cost nothing
+ * (whether a device is worth measuring is a question about the tokens to
+ * come, not about the first copy). */
+static double transfer_time(hx_sched *s, const hx_task *t, int d, int steady)
 {
     hx_device *dev = s->rt->devices[d];
     int node = dev->info.memory_node;
@@ -61,7 +63,7 @@ static double transfer_time(hx_sched *s, const hx_task *t, int d)
         uint64_t reads = b->reads;
         int read_only = b->read_only;
         pthread_mutex_unlock(&b->lock);
-        if (valid)
+        if (valid || (steady && read_only))
             continue;
         double copy = hx_perfmodel_bus_estimate(s->pm, node, b->size) * (on_host ? 1 : 2);
         sec += read_only && reads > 1 ? copy / (double)reads : copy;
@@ -139,7 +141,7 @@ static int dmda_push(hx_sched *s, hx_task *t)
                 uncalibrated |= 1u << d;
                 if (lower_bound(s, t, d, &exec)) {
                     bounded |= 1u << d;
-                    least[d] = backlog_of(backlog, n, cores) + transfer_time(s, t, d) + exec;
+                    least[d] = backlog_of(backlog, n, cores) + transfer_time(s, t, d, 1) + exec;
                 }
             }
             continue;
@@ -147,7 +149,7 @@ static int dmda_push(hx_sched *s, hx_task *t)
         /* Relative to now: the tie margin is a fraction of the wait, less
          * the backlog both candidates wait for (a shared pool's), which
          * does not tell them apart. */
-        double fin = backlog_of(backlog, n, cores) + transfer_time(s, t, d) + exec;
+        double fin = backlog_of(backlog, n, cores) + transfer_time(s, t, d, 0) + exec;
         double common = best < 0 ? 0 : backlog_of(backlog, n, cores & best_cores);
         double a = fin - common, b = best_fin - common;
         int pref = (t->desc.prefer >> d) & 1;
@@ -227,7 +229,7 @@ static hx_task *pull(hx_sched *s, int me)
         double exec;
         if (!estimate(s, t, me, &exec))
             continue;
-        double cost = transfer_time(s, t, me) + exec;
+        double cost = transfer_time(s, t, me, 0) + exec;
         /* The same cores would run it either way: it moves only when it
          * runs faster here, or when the victim is stalled. */
         if (shared ? cost >= t->expected * s->dev[victim].slowness + stalled : here + cost >= there)

@@ -255,11 +255,36 @@ START_TEST(hetero_perfmodel_lists_the_models)
 }
 END_TEST
 
+/* A link of 8 us + bytes / 55 GB/s, seen through copies of every size
+ * (small ones are all latency): the fit predicts a 38 MB weight's copy,
+ * and a fresh model's default is replaced as soon as sizes differ. */
+START_TEST(bus_model_separates_latency_and_bandwidth)
+{
+    hx_perfmodel *pm;
+    const char *keys[2] = {"cpu:a:1", "cuda:b:1"};
+    HX_ASSERT_OK(hx_perfmodel_open(&pm, NULL, keys, 2));
+    srand(5);
+    for (int i = 0; i < 400; i++) {
+        size_t bytes = (size_t)64 << (rand() % 20); /* 64 B to 32 MiB */
+        double noise = 1 + 0.02 * ((double)rand() / RAND_MAX - 0.5);
+        hx_perfmodel_bus_record(pm, 1, bytes, (8e-6 + (double)bytes / 55e9) * noise);
+    }
+    double big = 37.7e6, want = 8e-6 + big / 55e9;
+    double got = hx_perfmodel_bus_estimate(pm, 1, (size_t)big);
+    ck_assert_msg(fabs(got - want) < 0.03 * want, "38 MB: %.4g s, the link takes %.4g s", got, want);
+    got = hx_perfmodel_bus_estimate(pm, 1, 256);
+    ck_assert_msg(fabs(got - 8e-6) < 0.1 * 8e-6, "256 B: %.4g s, the link takes 8 us", got);
+    ck_assert(hx_perfmodel_bus_estimate(pm, 0, 1 << 20) == 0); /* host memory: no copy */
+    hx_perfmodel_close(pm);
+}
+END_TEST
+
 Suite *suite_perfmodel(void)
 {
     Suite *s = suite_create("perfmodel");
     TCase *tc = tcase_create("models");
     tcase_add_test(tc, median_ignores_outliers);
+    tcase_add_test(tc, bus_model_separates_latency_and_bandwidth);
     tcase_add_test(tc, regression_covers_unseen_sizes);
     tcase_add_test(tc, models_persist_per_host);
     tcase_add_test(tc, broken_files_are_skipped);
