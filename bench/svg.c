@@ -65,20 +65,18 @@ void hxb_svg_line(FILE *f, double x1, double y1, double x2, double y2, const cha
 }
 
 /* A qualitative palette that stays distinct for the colour-blind
- * (Okabe-Ito), then a few more. */
-const char *hxb_svg_color(int i)
-{
-    static const char *const c[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9",
-                                    "#D55E00", "#F0E442", "#000000", "#999999", "#882255"};
-    return c[(unsigned)i % (sizeof c / sizeof c[0])];
-}
+ * (Okabe-Ito), then a few more, then darker and lighter variants of the
+ * first ones: a comparison of 3 device sets x 4 policies has 12 bars, and
+ * two bars of one colour would read as one configuration. */
+static const char *const palette[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+                                      "#000000", "#999999", "#882255", "#003F63", "#8A5F00", "#00573F", "#7A3F66",
+                                      "#A6D5F2", "#F5B27F", "#8C8421", "#44AA99", "#332288", "#DDCC77"};
+static const char palette_light[] = {0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 1};
+
+const char *hxb_svg_color(int i) { return palette[(unsigned)i % (sizeof palette / sizeof palette[0])]; }
 
 /* Text drawn on a box of colour i: black on the light ones. */
-const char *hxb_svg_ink(int i)
-{
-    static const char light[] = {0, 1, 0, 0, 1, 0, 1, 0, 1, 0};
-    return light[(unsigned)i % sizeof light] ? "#000" : "#fff";
-}
+const char *hxb_svg_ink(int i) { return palette_light[(unsigned)i % sizeof palette_light] ? "#000" : "#fff"; }
 
 /* A round tick step (1, 2 or 5 times a power of ten) giving about
  * `ticks` ticks up to max. */
