@@ -20,6 +20,8 @@ void hxb_args_usage(FILE *f)
           "  -r N                 repetitions of each test (default 3)\n"
           "  -t LIST              CPU threads (default: the runtime's, one per physical core)\n"
           "  -b LIST              largest batch per evaluation (default 512)\n"
+          "  --partition LIST     how each layer's tasks prefer devices: affinity, layers, auto\n"
+          "                       (default: the runtime's, HX_PARTITION or affinity)\n"
           "  --seqs LIST          sequences generated together in one batch (tg; default 1)\n"
           "  --devices SETS       device sets, ';'-separated or repeated, each a runtime device\n"
           "                       list: cpu, cpu,fpga, cpu,cuda, cpu,opencl, all ... (default cpu)\n"
@@ -179,6 +181,15 @@ static int defaults(hxb_params *p)
     if (!p->seqs.n) intlist_push(&p->seqs, 1);
     if (!p->threads.n) intlist_push(&p->threads, 0);
     if (!p->batches.n) intlist_push(&p->batches, 512);
+    if (!p->partitions.n && strlist_add(&p->partitions, "", 0))
+        return -1;
+    for (int i = 0; i < p->partitions.n; i++)
+        if (strcmp(p->partitions.item[i], "affinity") && strcmp(p->partitions.item[i], "layers") &&
+            strcmp(p->partitions.item[i], "auto") && *p->partitions.item[i]) {
+            fprintf(stderr, "hetero-bench: --partition '%s': expected affinity, layers or auto\n",
+                    p->partitions.item[i]);
+            return -1;
+        }
     /* A described machine is there to be used whole. */
     if (!p->devices.n && strlist_add(&p->devices, p->sim ? "all" : "cpu", 3))
         return -1;
@@ -226,7 +237,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         }
         static const char *const with_value[] = {
             "-m", "--synthetic", "-p", "-n", "-r", "-t", "-b", "--seqs", "--devices", "--sched", "--inject",
-            "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", NULL};
+            "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", "--partition", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++)
             known |= !strcmp(o, with_value[k]);
@@ -243,6 +254,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         if (!strcmp(o, "-m")) rc = strlist_add(&p->models, v, strlen(v));
         else if (!strcmp(o, "--synthetic")) rc = strlist_split(&p->synthetic, o, v, ',');
         else if (!strcmp(o, "--shapes")) rc = strlist_split(&p->shapes, o, v, ',');
+        else if (!strcmp(o, "--partition")) rc = strlist_split(&p->partitions, o, v, ',');
         else if (!strcmp(o, "-p")) rc = intlist_parse(&p->prompts, o, v, 0, 65536);
         else if (!strcmp(o, "-n")) rc = intlist_parse(&p->gens, o, v, 0, 65536);
         else if (!strcmp(o, "-t")) rc = intlist_parse(&p->threads, o, v, 0, 1024);
@@ -291,6 +303,7 @@ void hxb_args_free(hxb_params *p)
     strlist_free(&p->models);
     strlist_free(&p->synthetic);
     strlist_free(&p->shapes);
+    strlist_free(&p->partitions);
     strlist_free(&p->devices);
     strlist_free(&p->scheds);
     strlist_free(&p->injects);

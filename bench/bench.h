@@ -33,6 +33,7 @@ typedef struct {
     hxb_intlist seqs;      /* --seqs: sequences decoded together in tg     */
     hxb_intlist threads;   /* -t: 0 = the runtime's default                */
     hxb_intlist batches;   /* -b: largest tokens per evaluation            */
+    hxb_strlist partitions; /* --partition: strategies; "" = the runtime's  */
     hxb_strlist devices;   /* --devices: one runtime device list per set   */
     hxb_strlist scheds;    /* --sched: policy names; "" = runtime default */
     hxb_strlist injects;   /* --inject: slowdown specs; "" = none          */
@@ -78,8 +79,9 @@ typedef struct {
 
 typedef struct {
     /* Indices into the parameter lists: the row's place in comparisons. */
-    int model, test, threads_i, batch_i, devices_i, sched_i, inject_i;
+    int model, test, threads_i, batch_i, partition_i, devices_i, sched_i, inject_i;
     int threads, batch; /* actual CPU threads, batch limit               */
+    char partition[16]; /* "affinity", "layers", "auto"                  */
     char devices[160];  /* the set, e.g. "cpu,fpga[pocl]"                */
     char sched[64], inject[128];
     hxb_test t;

@@ -23,10 +23,11 @@ void hxb_fmt_count(char *buf, size_t cap, uint64_t n)
  * rows of one model and test apart; devices and policy are always named. */
 void hxb_fmt_config(char *buf, size_t cap, const hxb_results *r, const hxb_row *row)
 {
-    int threads = 0, batch = 0, inject = 0;
+    int threads = 0, batch = 0, inject = 0, partition = 0;
     for (int i = 0; i < r->nrows; i++) {
         threads |= r->rows[i].threads_i > 0;
         batch |= r->rows[i].batch_i > 0;
+        partition |= r->rows[i].partition_i > 0;
         inject |= r->rows[i].inject_i > 0 || r->rows[i].inject[0];
     }
     size_t n = (size_t)snprintf(buf, cap, "devices %s, policy %s", row->devices, row->sched);
@@ -34,6 +35,8 @@ void hxb_fmt_config(char *buf, size_t cap, const hxb_results *r, const hxb_row *
         n += (size_t)snprintf(buf + n, cap - n, ", inject %s", row->inject[0] ? row->inject : "none");
     if (threads && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, ", %d thread%s", row->threads, row->threads == 1 ? "" : "s");
+    if (partition && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, ", partition %s", row->partition);
     if (batch && n < cap)
         snprintf(buf + n, cap - n, ", batch %d", row->batch);
 }

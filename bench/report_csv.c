@@ -34,7 +34,7 @@ static void unum(FILE *f, unsigned long long v) { fprintf(f, ",%llu", v); }
 
 void hxb_report_csv(FILE *f, const hxb_results *r)
 {
-    fputs("model,model_path,arch,type,size_bytes,n_params,devices,policy,inject,threads,n_batch,test,"
+    fputs("model,model_path,arch,type,size_bytes,n_params,devices,policy,partition,inject,threads,n_batch,test,"
           "n_prompt,n_gen,n_seqs,reps,avg_ns,stddev_ns,avg_ts,stddev_ts,vs_base,samples_ns,samples_ts,"
           "device_busy_pct,device_tasks,tasks_per_run,submit_overhead_us,copies,bytes_copied,zero_copy_uses,"
           "migrations,peak_rss_bytes\n",
@@ -50,6 +50,7 @@ void hxb_report_csv(FILE *f, const hxb_results *r)
         unum(f, m->params);
         field(f, row->devices, 0);
         field(f, row->sched, 0);
+        field(f, row->partition, 0);
         field(f, row->inject, 0);
         unum(f, (unsigned)row->threads);
         unum(f, (unsigned)row->batch);

@@ -65,6 +65,7 @@ static void row_json(FILE *f, const hxb_results *r, int i)
     kint(f, "n_params", m->params);
     kstr(f, "devices", row->devices);
     kstr(f, "policy", row->sched);
+    kstr(f, "partition", row->partition);
     kstr(f, "inject", row->inject[0] ? row->inject : NULL);
     kint(f, "threads", (unsigned)row->threads);
     kint(f, "n_batch", (unsigned)row->batch);

@@ -68,7 +68,7 @@ static void print(FILE *f, const table *t)
 }
 
 typedef struct {
-    int inject, batch, base;
+    int inject, batch, partition, base;
 } shown;
 
 static shown what_varies(const hxb_results *r)
@@ -77,6 +77,7 @@ static shown what_varies(const hxb_results *r)
     for (int i = 0; i < r->nrows; i++) {
         s.inject |= r->rows[i].inject_i > 0 || r->rows[i].inject[0];
         s.batch |= r->rows[i].batch_i > 0 || r->rows[i].batch != 512;
+        s.partition |= r->rows[i].partition_i > 0 || strcmp(r->rows[i].partition, "affinity");
         s.base |= hxb_results_reference(r, i) >= 0;
     }
     return s;
@@ -86,6 +87,8 @@ static int config_cells(table *t, int r, int c, const hxb_row *row, shown s)
 {
     snprintf(t->cell[r][c++], CELL, "%s", row->devices);
     snprintf(t->cell[r][c++], CELL, "%s", row->sched);
+    if (s.partition)
+        snprintf(t->cell[r][c++], CELL, "%s", row->partition);
     if (s.inject)
         snprintf(t->cell[r][c++], CELL, "%s", row->inject[0] ? row->inject : "none");
     snprintf(t->cell[r][c++], CELL, "%d", row->threads);
@@ -99,6 +102,8 @@ static void config_cols(table *t, shown s)
 {
     col(t, "devices", 0);
     col(t, "policy", 0);
+    if (s.partition)
+        col(t, "partition", 0);
     if (s.inject)
         col(t, "inject", 0);
     col(t, "threads", 1);

@@ -258,10 +258,13 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
     snprintf(proto.inject, sizeof proto.inject, "%s", p->injects.item[c.i]);
     int rc = 0;
     for (int mi = 0; mi < r->nmodels && !rc; mi++)
-        for (int b = 0; b < p->batches.n && !rc; b++) {
+        for (int b = 0; b < p->batches.n * p->partitions.n && !rc; b++) {
+            const int bi = b / p->partitions.n, pi = b % p->partitions.n;
+            const char *part = p->partitions.item[pi];
             hx_model_options mo = hx_model_options_default();
             mo.kv_type = p->kv_type;
-            mo.max_batch = (uint32_t)p->batches.v[b];
+            mo.max_batch = (uint32_t)p->batches.v[bi];
+            mo.partition = *part ? part : NULL;
             mo.kv_tokens = kv_tokens(r, &r->models[mi]);
             hx_model *m;
             hx_status st = hxb_model_open(rt, &r->models[mi], &mo, &m);
@@ -278,8 +281,11 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
                     break;
                 }
                 *row = proto;
-                row->model = mi, row->test = t, row->batch_i = b;
-                row->batch = p->batches.v[b];
+                row->model = mi, row->test = t, row->batch_i = bi, row->partition_i = pi;
+                row->batch = p->batches.v[bi];
+                snprintf(row->partition, sizeof row->partition, "%s",
+                         *part ? part : getenv("HX_PARTITION") && *getenv("HX_PARTITION") ? getenv("HX_PARTITION")
+                                                                                       : "affinity");
                 row->t = r->tests[t];
                 if (p->progress)
                     fprintf(stderr, "hetero-bench: [%d/%d] %s, %s, %s, %d threads, batch %d: %s\n", ++*done, total,
@@ -304,7 +310,7 @@ int hxb_run_all(const hxb_params *p, hxb_results *r)
     for (int d = 0; d < p->devices.n; d++)
         for (int i = 0; i < p->injects.n; i++)
             pairs += !r->skip[d][i];
-    int total = pairs * p->scheds.n * p->threads.n * r->nmodels * p->batches.n * r->ntests;
+    int total = pairs * p->scheds.n * p->threads.n * r->nmodels * p->batches.n * p->partitions.n * r->ntests;
     int done = 0;
     for (int d = 0; d < p->devices.n; d++)
         for (int s = 0; s < p->scheds.n; s++)
@@ -352,8 +358,8 @@ int hxb_run_trace(const hxb_params *p, hxb_results *r, int set, const char *path
 static int row_cmp(const void *a, const void *b)
 {
     const hxb_row *x = a, *y = b;
-    const int kx[] = {x->model, x->test, x->threads_i, x->batch_i, x->devices_i, x->sched_i, x->inject_i};
-    const int ky[] = {y->model, y->test, y->threads_i, y->batch_i, y->devices_i, y->sched_i, y->inject_i};
+    const int kx[] = {x->model, x->test, x->threads_i, x->batch_i, x->partition_i, x->devices_i, x->sched_i, x->inject_i};
+    const int ky[] = {y->model, y->test, y->threads_i, y->batch_i, y->partition_i, y->devices_i, y->sched_i, y->inject_i};
     for (size_t i = 0; i < sizeof kx / sizeof kx[0]; i++)
         if (kx[i] != ky[i])
             return kx[i] < ky[i] ? -1 : 1;

@@ -219,12 +219,13 @@ START_TEST(simulated_machine)
     char args[512], path[256];
     snprintf(args, sizeof args,
              "--sim bench/machines/epyc2s-h200-u55c.machine --shapes llama2-7b:q4_0,tiny:f16 -p 16 -n 4 -r 2 "
-             "--devices 'cpu;all' --sched static,dmda -o json");
+             "--devices 'cpu;all' --sched static,dmda --partition affinity,auto -o json");
     ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "\"simulated\": \"epyc2s-h200-u55c.machine\""));
     ck_assert_ptr_nonnull(strstr(out, "\"devices\": \"cpu[sim]\""));
     ck_assert_ptr_nonnull(strstr(out, "\"devices\": \"all[sim]\""));
     ck_assert_ptr_nonnull(strstr(out, "LLaMA-2-7B shapes"));
+    ck_assert_ptr_nonnull(strstr(out, "\"partition\": \"auto\""));
     snprintf(path, sizeof path, "%s/sim.json", tmpdir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -307,6 +308,7 @@ START_TEST(mistakes_fail_clearly)
         {"--inject 'kind=fpga,slow=2'", "applies to no device set"},
         {"--sim a100-x2", "machine description a100-x2"},
         {"--shapes llama2-7b:q4_0", "only with --sim"},
+        {"--partition diagonal", "--partition 'diagonal'"},
         {"--sim bench/machines/epyc2s.machine --shapes llama2-9b", "unknown shapes 'llama2-9b'"},
         {"--fpga-emulation qemu", "'pocl'"},
         {"-p 4096", "context"},
