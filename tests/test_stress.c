@@ -4,6 +4,7 @@
  * a sequential replay computes), never a duration: a lost wake-up, an early
  * return or a stale read shows as a wrong number. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +63,27 @@ static void team_chunk(void *p, int chunk, int nchunks)
 #define TEAM_RUNS 200000u
 #endif
 
+/* Threads that keep yielding, so that the team's members get preempted at
+ * arbitrary points (between counting a chunk and waking the caller, say)
+ * far more often than on an idle machine. */
+static _Atomic int noise_stop;
+
+static void *noise_main(void *p)
+{
+    (void)p;
+    while (!atomic_load(&noise_stop))
+        sched_yield();
+    return NULL;
+}
+
 static void team_runs_chunks_once(int nthreads, unsigned runs)
 {
     hx_team *t;
     HX_ASSERT_OK(hx_team_create(nthreads, NULL, 0, &t));
+    pthread_t noise[2];
+    atomic_store(&noise_stop, 0);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&noise[i], NULL, noise_main, NULL), 0);
     /* Two contexts used in turn: a member still in the previous run would
      * write into the other one after it was checked and cleared. */
     team_ctx *ctx = calloc(2, sizeof *ctx);
@@ -89,6 +107,9 @@ static void team_runs_chunks_once(int nthreads, unsigned runs)
             EXPECT(atomic_load(&other->hits[k]) == 0, "run %u: chunk %d of an older run ran late", r, k);
         memset(c, 0, sizeof *c);
     }
+    atomic_store(&noise_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(noise[i], NULL);
     hx_team_destroy(t);
     free(ctx);
 }
