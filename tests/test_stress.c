@@ -385,7 +385,10 @@ START_TEST(fans_in_and_out_are_exact)
         }
         hx_buffer_release(marks[b]);
         hx_buffer_release(in[b]);
+        hx_buffer_destroy(marks[b]);
+        hx_buffer_destroy(in[b]);
     }
+    hx_buffer_destroy(out);
     hx_runtime_close(rt);
 }
 END_TEST
@@ -442,6 +445,10 @@ START_TEST(uneven_shares_then_a_reader)
         EXPECT(v[i] == (i < nth ? xp[i] : 0), "%d threads: share %d read a stale prepared word", threads, i);
     hx_buffer_release(ph);
     check_chain(a, am, N, 0, 1, ROUNDS, "uneven writer");
+    hx_buffer_destroy(a);
+    hx_buffer_destroy(am);
+    hx_buffer_destroy(out);
+    hx_buffer_destroy(ph);
     hx_runtime_close(rt);
 }
 END_TEST
@@ -595,6 +602,8 @@ START_TEST(host_threads_submit_and_wait_together)
     }
     hx_buffer_release(smarks);
     hx_buffer_release(shared);
+    hx_buffer_destroy(smarks);
+    hx_buffer_destroy(shared);
     hx_runtime_close(rt);
 }
 END_TEST
