@@ -17,6 +17,7 @@
 
 #define SPIN_IDLE 20000   /* between tasks */
 #define SPIN_BARRIER 4000 /* for the last chunks of a run */
+#define CLAIM_CLOSED 0xffffffffu /* chunk index above any count */
 
 typedef _Atomic unsigned counter;
 
@@ -73,7 +74,10 @@ static void bump(hx_team *t, counter *c)
 /* Claims and runs chunks of the current run until none is left.  The
  * function and count are read after the claim word and validated by the
  * compare-exchange: it succeeds only if no newer run has started, and a
- * newer run starts only once every chunk of this one is claimed. */
+ * newer run starts only once every chunk of this one is claimed.  That
+ * holds because hx_team_run closes the claim word before it publishes the
+ * newer run's function and count: a member holding an older word that
+ * reads a newer count finds the word changed. */
 static void work(hx_team *t)
 {
     for (;;) {
@@ -81,12 +85,12 @@ static void work(hx_team *t)
         hx_team_fn fn = atomic_load(&t->fn);
         void *ctx = atomic_load(&t->ctx);
         int n = atomic_load(&t->nchunks);
-        int chunk = (int)(c & 0xffffffffu);
-        if (chunk >= n)
+        uint32_t chunk = (uint32_t)(c & 0xffffffffu);
+        if (n < 1 || chunk >= (uint32_t)n)
             return;
         if (!atomic_compare_exchange_weak(&t->claim, &c, c + 1))
             continue;
-        fn(ctx, chunk, n);
+        fn(ctx, (int)chunk, n);
         if (atomic_fetch_add(&t->completed, 1) == n - 1)
             bump(t, &t->done);
     }
@@ -166,11 +170,18 @@ void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx, int nchunks)
             fn(ctx, i, nchunks);
         return;
     }
+    /* Closed first: a member that read the previous run's exhausted claim
+     * word (chunk == its count) and is about to read the count must not
+     * see this run's larger count while that word still validates — it
+     * would run a chunk twice, once in the previous run's name, and push
+     * `completed` past nchunks (the wait below would never end).  The
+     * closed word is a new run number with no chunk to hand out. */
+    uint64_t run = (atomic_load(&t->claim) >> 32) + 1;
+    atomic_store(&t->claim, run << 32 | CLAIM_CLOSED);
     atomic_store(&t->fn, fn);
     atomic_store(&t->ctx, ctx);
     atomic_store(&t->nchunks, nchunks);
     atomic_store(&t->completed, 0);
-    uint64_t run = (atomic_load(&t->claim) >> 32) + 1;
     atomic_store(&t->claim, run << 32);
     bump(t, &t->generation);
     work(t);
