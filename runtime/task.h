@@ -16,7 +16,7 @@ struct hx_task {
     hx_task **succ;             /* successors (under rt->lock) */
     int nsucc, capsucc;
     int done;                   /* under rt->lock */
-    int dep_failed;             /* a predecessor failed: do not run */
+    _Atomic int dep_failed;     /* a predecessor failed: do not run (set by completing predecessors, unlocked) */
     hx_status status;
     int device;                 /* where it ran */
     char *msg;                  /* failure detail */
