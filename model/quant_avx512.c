@@ -784,14 +784,131 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
 GEMM_Q32(gemm_q8_0, 0, HX_TYPE_Q8_0)
 GEMM_Q32(gemm_q4_0, 1, HX_TYPE_Q4_0)
 
+/* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
+ * time.  Each weight row's 256 quants are unpacked once into four zmm
+ * (64 quants each, two Q4_K/Q5_K sub-blocks or four Q6_K ones) with their
+ * sub-block scales as 16-bit words, and then meet the C activation rows:
+ * maddubs + vpdpwssd per 64 quants, as vec_dot, so the integer block sums
+ * are vec_dot's exactly.  The activations' 64-byte runs are read straight
+ * from L1 as memory operands, leaving the registers to the unpacked row
+ * and the 4 x C float accumulators.  Q6_K's offset of 32 folds into the
+ * same integer sum (one vpdpwssd of the block sums with -32 * scales); the
+ * Q4_K/Q5_K min term has its own float scale (dmin) and is one madd and
+ * one FMA per pair.  KIND: 4 (Q4_K), 5 (Q5_K), 6 (Q6_K). */
+INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                        const int C, const int KIND)
+{
+    const size_t B = KIND == 6 ? sizeof(hx_block_q6_K) : KIND == 5 ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
+    const size_t A = sizeof(hx_block_q8_K), AQ = offsetof(hx_block_q8_K, qs), AS = offsetof(hx_block_q8_K, bsums);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++) {
+        float dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            dy[c] = hx_ldf(y + c * by + i * A);
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *xb = x + r * bx + i * B;
+            prefetch_ahead(xb, (int)B);
+            __m512i w[4], sw[4];
+            __m256i mins = _mm256_setzero_si256();
+            float d, dmin = 0;
+            if (KIND == 6) {
+                const __m256i sc16 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales))));
+                const __m512i scz = _mm512_castsi256_si512(sc16);
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) { /* lane L of chunk k: sub-block 4k + L */
+                    const __m512i idx = _mm512_set_epi64(
+                        0x0001000100010001ll * (4 * k + 3), 0x0001000100010001ll * (4 * k + 3),
+                        0x0001000100010001ll * (4 * k + 2), 0x0001000100010001ll * (4 * k + 2),
+                        0x0001000100010001ll * (4 * k + 1), 0x0001000100010001ll * (4 * k + 1),
+                        0x0001000100010001ll * (4 * k), 0x0001000100010001ll * (4 * k));
+                    sw[k] = _mm512_permutexvar_epi16(idx, scz);
+                }
+                q6_half(xb, 0, w);
+                q6_half(xb, 1, w + 2);
+                mins = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+                d = h2f(xb + offsetof(hx_block_q6_K, d));
+            } else {
+                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                uint64_t sc, m;
+                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                __m512i hh = _mm512_setzero_si512();
+                if (KIND == 5) {
+                    const __m256i h = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh)));
+                    hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+                }
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * k));
+                    w[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1),
+                                            low);
+                    if (KIND == 5) {
+                        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
+                                                               _mm256_set1_epi8((char)(2 << (2 * k))), 1);
+                        w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hh, bit), w[k], _mm512_set1_epi8(16));
+                    }
+                    sw[k] = k4_scale_pair(sc16, 2 * k);
+                }
+                d = h2f(xb);
+                dmin = h2f(xb + 2);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *yb = y + c * by + i * A;
+                __m512i isum = _mm512_setzero_si512();
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+                    isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(yb + AQ + 64 * k)),
+                                               sw[k]);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb + AS));
+                if (KIND == 6) /* isum -= 32 * sum_g sc[g] * bsums[g] */
+                    isum = _mm512_dpwssd_epi32(isum, _mm512_zextsi256_si512(bs), _mm512_zextsi256_si512(mins));
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy[c] * d), acc[r][c]);
+                if (KIND != 6) {
+                    const __m256 mf = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mf), _mm512_set1_ps(-(dy[c] * dmin)), acc[r][c]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            s[c * ss + r] = hsum16(acc[r][c]);
+}
+
+#define GEMM_K(name, KIND)                                                                                      \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                           \
+        switch (ncols) {                                                                                        \
+        case 4: gemm_k_tile(n, s, ss, x, bx, y, by, 4, KIND); break;                                            \
+        case 3: gemm_k_tile(n, s, ss, x, bx, y, by, 3, KIND); break;                                            \
+        case 2: gemm_k_tile(n, s, ss, x, bx, y, by, 2, KIND); break;                                            \
+        default: gemm_k_tile(n, s, ss, x, bx, y, by, 1, KIND); break;                                           \
+        }                                                                                                       \
+    }
+
+GEMM_K(gemm_q4_K, 4)
+GEMM_K(gemm_q5_K, 5)
+GEMM_K(gemm_q6_K, 6)
+
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
 HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
 HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
 HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
-HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
-HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
-HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
 
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
