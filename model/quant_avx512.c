@@ -782,7 +782,90 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
     }
 
 GEMM_Q32(gemm_q8_0, 0, HX_TYPE_Q8_0)
-GEMM_Q32(gemm_q4_0, 1, HX_TYPE_Q4_0)
+
+/* 4 Q4_0 weight rows x C Q8_0 activation rows, one block per 128-bit lane
+ * as in group32: a lane's low-nibble quants meet the block's first 16
+ * activations and its high-nibble quants the last 16 in two vpdpbusd into
+ * the same int32 lanes, so each (row, column) pair pays one conversion and
+ * one FMA per four blocks (the two-blocks-per-zmm layout of gemm_q32_tile
+ * pays them per two).  The nibbles are the unsigned operand as they are;
+ * the zero point comes off as 8 * sum(a), computed once per column and
+ * shared by the rows.  The activation runs are gathered once per column
+ * and four blocks, the weight runs once per row. */
+INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                           const int C)
+{
+    enum { B = sizeof(hx_block_q4_0), A = sizeof(hx_block_q8_0) };
+    const int64_t nb = n / HX_QK;
+    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 dx[4], dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            prefetch_ahead(x + r * bx + i * B, 8 * B);
+            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                                 4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                 4 * h, 4 * h, 4 * h, 4 * h);
+            __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS], off[HX_GEMM_COLS];
+            __m512 sy[HX_GEMM_COLS];
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *yb = y + c * by + i * A;
+                alo[c] = runs4x16(yb, A, 4 * h * A + 2);
+                ahi[c] = runs4x16(yb, A, 4 * h * A + 18);
+                off[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo[c]), eight, ahi[c]);
+                sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
+            }
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m512i qz = runs4x16(x + r * bx + i * B, B, 4 * h * B + 2);
+                const __m512i qlo = _mm512_and_si512(qz, low), qhi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+                const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
+                #pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo, alo[c]), qhi, ahi[c]);
+                    t = _mm512_sub_epi32(t, off[c]);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            float rest = 0;
+            if (i < nb)
+                hx_quant_avx2_kernels[HX_TYPE_Q4_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B,
+                                                            y + c * by + i * A);
+            s[c * ss + r] = hsum16(acc[r][c]) + rest;
+        }
+}
+
+static void gemm_q4_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    switch (ncols) {
+    case 4: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 4); break;
+    case 3: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 3); break;
+    case 2: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 2); break;
+    default: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 1); break;
+    }
+}
+
 
 /* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
  * time.  Each weight row's 256 quants are unpacked once into four zmm
