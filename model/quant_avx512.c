@@ -698,106 +698,24 @@ static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, s
     }
 }
 
-/* The signed quants of weight blocks b, b+1 (at p, p + B) as one zmm. */
-INLINE __m512i q32_weights(const uint8_t *p, const int B, const int Q4)
-{
-    if (Q4)
-        return _mm512_sub_epi8(nibbles2x32(p + 2, p + B + 2), _mm512_set1_epi8(8));
-    return load2x32(p + 2, p + B + 2);
-}
-
-/* 4 Q8_0/Q4_0 weight rows x C Q8_0 activation rows.  vpdpbusd wants one
- * unsigned operand: the activations (-127..127) become a + 128 with one
- * xor, shared by the four rows, and each lane starts from -128 * (its four
- * weights' sum), computed once per weight vector and shared by the C
- * columns, so every (row, column) pair costs one vpdpbusd per 64 quants
- * and the integer block sums are vec_dot's exactly. */
+/* 4 Q4_0/Q8_0 weight rows x C Q8_0 activation rows, one block per 128-bit
+ * lane (as group32): a lane's first 16 quants meet the block's first 16
+ * activations and its last 16 the last 16, in two vpdpbusd into the same
+ * int32 lanes, so a (row, column) pair pays one conversion, one multiply
+ * and one FMA per four blocks where two blocks per zmm would pay them per
+ * two.  vpdpbusd wants one unsigned operand.  Q4_0: the nibbles as they
+ * are, the zero point coming off as 8 * sum(a), once per column.  Q8_0:
+ * the activations (-127..127) flipped to a + 128 once per column, and
+ * 128 * sum(w) coming off once per row.  Either correction is the pair's
+ * starting value, a register copy rather than a subtraction.  The integer
+ * block sums are vec_dot's exactly. */
 INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
-                          const int C, const int Q4, const hx_type T)
+                          const int C, const int Q4)
 {
     const int B = Q4 ? (int)sizeof(hx_block_q4_0) : (int)sizeof(hx_block_q8_0), A = (int)sizeof(hx_block_q8_0);
+    const hx_type T = Q4 ? HX_TYPE_Q4_0 : HX_TYPE_Q8_0;
     const int64_t nb = n / HX_QK;
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc[4][HX_GEMM_COLS];
-    #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        __m256 dx[4], dy[HX_GEMM_COLS];
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            prefetch_ahead(x + r * bx + i * B, 8 * B);
-            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
-        }
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            __m512i w[4], neg[4];
-            __m512 sx[4];
-            #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                w[r] = q32_weights(x + r * bx + (i + 2 * k) * B, B, Q4);
-                neg[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[r]));
-                sx[r] = pair_scale(dx[r], k);
-            }
-            #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *yb = y + c * by + (i + 2 * k) * A;
-                const __m512i u = _mm512_xor_si512(load2x32(yb + 2, yb + A + 2), flip);
-                const __m512 sy = pair_scale(dy[c], k);
-                #pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    const __m512i p = _mm512_dpbusd_epi32(neg[r], u, w[r]);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx[r], sy), acc[r][c]);
-                }
-            }
-        }
-    }
-    #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            float rest = 0;
-            if (i < nb)
-                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
-            s[c * ss + r] = hsum16(acc[r][c]) + rest;
-        }
-}
-
-#define GEMM_Q32(name, Q4, T)                                                                                   \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                           \
-        switch (ncols) {                                                                                        \
-        case 4: gemm_q32_tile(n, s, ss, x, bx, y, by, 4, Q4, T); break;                                         \
-        case 3: gemm_q32_tile(n, s, ss, x, bx, y, by, 3, Q4, T); break;                                         \
-        case 2: gemm_q32_tile(n, s, ss, x, bx, y, by, 2, Q4, T); break;                                         \
-        default: gemm_q32_tile(n, s, ss, x, bx, y, by, 1, Q4, T); break;                                        \
-        }                                                                                                       \
-    }
-
-GEMM_Q32(gemm_q8_0, 0, HX_TYPE_Q8_0)
-
-/* 4 Q4_0 weight rows x C Q8_0 activation rows, one block per 128-bit lane
- * as in group32: a lane's low-nibble quants meet the block's first 16
- * activations and its high-nibble quants the last 16 in two vpdpbusd into
- * the same int32 lanes, so each (row, column) pair pays one conversion and
- * one FMA per four blocks (the two-blocks-per-zmm layout of gemm_q32_tile
- * pays them per two).  The nibbles are the unsigned operand as they are;
- * the zero point comes off as 8 * sum(a), computed once per column and
- * shared by the rows.  The activation runs are gathered once per column
- * and four blocks, the weight runs once per row. */
-INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
-                           const int C)
-{
-    enum { B = sizeof(hx_block_q4_0), A = sizeof(hx_block_q8_0) };
-    const int64_t nb = n / HX_QK;
-    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][HX_GEMM_COLS];
     #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
@@ -827,18 +745,36 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
                 const uint8_t *yb = y + c * by + i * A;
                 alo[c] = runs4x16(yb, A, 4 * h * A + 2);
                 ahi[c] = runs4x16(yb, A, 4 * h * A + 18);
-                off[c] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo[c]), eight, ahi[c]);
+                if (Q4) {
+                    off[c] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo[c]),
+                                                                  eight, ahi[c]));
+                } else {
+                    alo[c] = _mm512_xor_si512(alo[c], flip);
+                    ahi[c] = _mm512_xor_si512(ahi[c], flip);
+                }
                 sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
             }
             #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                const __m512i qz = runs4x16(x + r * bx + i * B, B, 4 * h * B + 2);
-                const __m512i qlo = _mm512_and_si512(qz, low), qhi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+                const uint8_t *xr = x + r * bx + i * B;
                 const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
+                __m512i wlo, whi, neg = _mm512_setzero_si512();
+                if (Q4) {
+                    const __m512i qz = runs4x16(xr, B, 4 * h * B + 2);
+                    wlo = _mm512_and_si512(qz, low);
+                    whi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+                } else {
+                    wlo = runs4x16(xr, B, 4 * h * B + 2);
+                    whi = runs4x16(xr, B, 4 * h * B + 18);
+                    neg = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                           _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo),
+                                                               flip, whi));
+                }
                 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
-                    __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo, alo[c]), qhi, ahi[c]);
-                    t = _mm512_sub_epi32(t, off[c]);
+                    const __m512i t = Q4 ? _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(off[c], wlo, alo[c]), whi, ahi[c])
+                                         : _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
                     acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
                 }
             }
@@ -850,21 +786,24 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         for (int r = 0; r < 4; r++) {
             float rest = 0;
             if (i < nb)
-                hx_quant_avx2_kernels[HX_TYPE_Q4_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B,
-                                                            y + c * by + i * A);
+                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
             s[c * ss + r] = hsum16(acc[r][c]) + rest;
         }
 }
 
-static void gemm_q4_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
-{
-    switch (ncols) {
-    case 4: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 4); break;
-    case 3: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 3); break;
-    case 2: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 2); break;
-    default: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 1); break;
+#define GEMM_Q32(name, Q4)                                                                                      \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                           \
+        switch (ncols) {                                                                                        \
+        case 4: gemm_q32_tile(n, s, ss, x, bx, y, by, 4, Q4); break;                                            \
+        case 3: gemm_q32_tile(n, s, ss, x, bx, y, by, 3, Q4); break;                                            \
+        case 2: gemm_q32_tile(n, s, ss, x, bx, y, by, 2, Q4); break;                                            \
+        default: gemm_q32_tile(n, s, ss, x, bx, y, by, 1, Q4); break;                                           \
+        }                                                                                                       \
     }
-}
+
+GEMM_Q32(gemm_q8_0, 0)
+GEMM_Q32(gemm_q4_0, 1)
 
 
 /* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
