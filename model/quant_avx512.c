@@ -67,6 +67,29 @@ static inline __m512i nibbles2x32(const uint8_t *p, const uint8_t *q)
 
 static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 
+/* The sums of v[0..3]'s lanes, as four floats: one transposing tree for
+ * the four where four reductions would each narrow 16 lanes alone.  Each
+ * sum's order is fixed, whatever the other three hold. */
+static inline __m128 hsum4x16(const __m512 v[4])
+{
+    const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xee));
+    const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xee));
+    __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xdd));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0x4e));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0xb1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), w));
+}
+
+/* Writes a tile's 4 x C sums: s[c*ss + r] = sum of acc[r][c]'s lanes. */
+INLINE void store_tile(float *s, size_t ss, __m512 acc[4][HX_GEMM_COLS], const int C)
+{
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        const __m512 v[4] = {acc[0][c], acc[1][c], acc[2][c], acc[3][c]};
+        _mm_storeu_ps(s + c * ss, hsum4x16(v));
+    }
+}
+
 /* ---- plain types -------------------------------------------------------- */
 
 static void dequant_f16(const void *vx, float *y, int64_t n)
@@ -681,11 +704,7 @@ INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
                 acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
         }
     }
-    #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
-            s[c * ss + r] = hsum16(acc[r][c]);
+    store_tile(s, ss, acc, C);
 }
 
 static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
@@ -780,14 +799,12 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
             }
         }
     }
-    #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        #pragma GCC unroll 4
+    store_tile(s, ss, acc, C);
+    for (int c = 0; i < nb && c < C; c++)
         for (int r = 0; r < 4; r++) {
-            float rest = 0;
-            if (i < nb)
-                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
-            s[c * ss + r] = hsum16(acc[r][c]) + rest;
+            float rest;
+            hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
+            s[c * ss + r] += rest;
         }
 }
 
@@ -904,11 +921,7 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
             }
         }
     }
-    #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
-            s[c * ss + r] = hsum16(acc[r][c]);
+    store_tile(s, ss, acc, C);
 }
 
 #define GEMM_K(name, KIND)                                                                                      \
