@@ -717,24 +717,21 @@ static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, s
     }
 }
 
-/* 4 Q4_0/Q8_0 weight rows x C Q8_0 activation rows, one block per 128-bit
- * lane (as group32): a lane's first 16 quants meet the block's first 16
+/* 4 Q8_0 weight rows x C Q8_0 activation rows, one block per 128-bit lane
+ * (as group32): a lane's first 16 quants meet the block's first 16
  * activations and its last 16 the last 16, in two vpdpbusd into the same
  * int32 lanes, so a (row, column) pair pays one conversion, one multiply
  * and one FMA per four blocks where two blocks per zmm would pay them per
- * two.  vpdpbusd wants one unsigned operand.  Q4_0: the nibbles as they
- * are, the zero point coming off as 8 * sum(a), once per column.  Q8_0:
- * the activations (-127..127) flipped to a + 128 once per column, and
- * 128 * sum(w) coming off once per row.  Either correction is the pair's
- * starting value, a register copy rather than a subtraction.  The integer
- * block sums are vec_dot's exactly. */
-INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
-                          const int C, const int Q4)
+ * two.  vpdpbusd wants one unsigned operand: the activations (-127..127)
+ * are flipped to a + 128 once per column, and 128 * sum(w), computed once
+ * per row, is the pair's starting value (a register copy rather than a
+ * subtraction).  The integer block sums are vec_dot's exactly. */
+INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                           const int C)
 {
-    const int B = Q4 ? (int)sizeof(hx_block_q4_0) : (int)sizeof(hx_block_q8_0), A = (int)sizeof(hx_block_q8_0);
-    const hx_type T = Q4 ? HX_TYPE_Q4_0 : HX_TYPE_Q8_0;
+    enum { B = sizeof(hx_block_q8_0), A = sizeof(hx_block_q8_0) };
     const int64_t nb = n / HX_QK;
-    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][HX_GEMM_COLS];
     #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
@@ -757,43 +754,26 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
             const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
                                                  4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
                                                  4 * h, 4 * h, 4 * h, 4 * h);
-            __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS], off[HX_GEMM_COLS];
+            __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS];
             __m512 sy[HX_GEMM_COLS];
             #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
                 const uint8_t *yb = y + c * by + i * A;
-                alo[c] = runs4x16(yb, A, 4 * h * A + 2);
-                ahi[c] = runs4x16(yb, A, 4 * h * A + 18);
-                if (Q4) {
-                    off[c] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                              _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo[c]),
-                                                                  eight, ahi[c]));
-                } else {
-                    alo[c] = _mm512_xor_si512(alo[c], flip);
-                    ahi[c] = _mm512_xor_si512(ahi[c], flip);
-                }
+                alo[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 2), flip);
+                ahi[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 18), flip);
                 sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
             }
             #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
                 const uint8_t *xr = x + r * bx + i * B;
                 const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
-                __m512i wlo, whi, neg = _mm512_setzero_si512();
-                if (Q4) {
-                    const __m512i qz = runs4x16(xr, B, 4 * h * B + 2);
-                    wlo = _mm512_and_si512(qz, low);
-                    whi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
-                } else {
-                    wlo = runs4x16(xr, B, 4 * h * B + 2);
-                    whi = runs4x16(xr, B, 4 * h * B + 18);
-                    neg = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                           _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo),
-                                                               flip, whi));
-                }
+                const __m512i wlo = runs4x16(xr, B, 4 * h * B + 2), whi = runs4x16(xr, B, 4 * h * B + 18);
+                const __m512i neg = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo), flip, whi));
                 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
-                    const __m512i t = Q4 ? _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(off[c], wlo, alo[c]), whi, ahi[c])
-                                         : _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
+                    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
                     acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
                 }
             }
@@ -803,24 +783,115 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
     for (int c = 0; i < nb && c < C; c++)
         for (int r = 0; r < 4; r++) {
             float rest;
-            hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
+            hx_quant_avx2_kernels[HX_TYPE_Q8_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
             s[c * ss + r] += rest;
         }
 }
 
-#define GEMM_Q32(name, Q4)                                                                                      \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                           \
-        switch (ncols) {                                                                                        \
-        case 4: gemm_q32_tile(n, s, ss, x, bx, y, by, 4, Q4); break;                                            \
-        case 3: gemm_q32_tile(n, s, ss, x, bx, y, by, 3, Q4); break;                                            \
-        case 2: gemm_q32_tile(n, s, ss, x, bx, y, by, 2, Q4); break;                                            \
-        default: gemm_q32_tile(n, s, ss, x, bx, y, by, 1, Q4); break;                                           \
-        }                                                                                                       \
+static void gemm_q8_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    switch (ncols) {
+    case 4: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 4); break;
+    case 3: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 3); break;
+    case 2: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 2); break;
+    default: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 1); break;
     }
+}
 
-GEMM_Q32(gemm_q8_0, 0)
-GEMM_Q32(gemm_q4_0, 1)
+/* 4 Q4_0 weight rows x C Q8_0 activation rows, the lane-per-block layout
+ * of gemm_q8_0_tile with the float work shared by the four rows: a pair's
+ * int32 lanes (four partial sums per block, each of 8 quants, |sum| <=
+ * 8 * 8 * 127) are narrowed by packs + madd, twice, into one zmm per
+ * column holding (block, row) sums of a whole block, |sum| <= 32512, so
+ * no step saturates.  A column then pays one conversion, one multiply
+ * and one FMA per four blocks for all four rows, and needs one
+ * accumulator instead of four. */
+INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                           const int C)
+{
+    enum { B = sizeof(hx_block_q4_0), A = sizeof(hx_block_q8_0) };
+    const int64_t nb = n / HX_QK;
+    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi16(1);
+    __m512 acc[HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 dx[4], dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            prefetch_ahead(x + r * bx + i * B, 8 * B);
+            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+        /* the rows' scales as [dx0 | dx1] and [dx2 | dx3] for one permute */
+        const __m512 dx01 = _mm512_insertf32x8(_mm512_castps256_ps512(dx[0]), dx[1], 1);
+        const __m512 dx23 = _mm512_insertf32x8(_mm512_castps256_ps512(dx[2]), dx[3], 1);
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            /* lane 4L + r: block 4h + L; of row r (sx) or of the column (sy) */
+            const __m512i rsel = _mm512_set_epi32(24 + 4 * h + 3, 16 + 4 * h + 3, 8 + 4 * h + 3, 4 * h + 3,
+                                                  24 + 4 * h + 2, 16 + 4 * h + 2, 8 + 4 * h + 2, 4 * h + 2,
+                                                  24 + 4 * h + 1, 16 + 4 * h + 1, 8 + 4 * h + 1, 4 * h + 1,
+                                                  24 + 4 * h, 16 + 4 * h, 8 + 4 * h, 4 * h);
+            const __m512i csel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                                  4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                  4 * h, 4 * h, 4 * h, 4 * h);
+            const __m512 sx = _mm512_permutex2var_ps(dx01, rsel, dx23);
+            __m512i wlo[4], whi[4];
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m512i qz = runs4x16(x + r * bx + i * B, B, 4 * h * B + 2);
+                wlo[r] = _mm512_and_si512(qz, low);
+                whi[r] = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *yb = y + c * by + i * A;
+                const __m512i alo = runs4x16(yb, A, 4 * h * A + 2), ahi = runs4x16(yb, A, 4 * h * A + 18);
+                /* every row's sum starts from -8 * sum(a): (q - 8)·a */
+                const __m512i neg = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight, ahi));
+                __m512i t[4];
+                #pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+                    t[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, wlo[r], alo), whi[r], ahi);
+                const __m512i m01 = _mm512_madd_epi16(_mm512_packs_epi32(t[0], t[1]), ones);
+                const __m512i m23 = _mm512_madd_epi16(_mm512_packs_epi32(t[2], t[3]), ones);
+                const __m512i sum = _mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones);
+                const __m512 sy = _mm512_permutexvar_ps(csel, _mm512_castps256_ps512(dy[c]));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(sx, sy), acc[c]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        /* lanes 4L + r: add the four blocks L of each row r */
+        __m512 v = _mm512_add_ps(acc[c], _mm512_shuffle_f32x4(acc[c], acc[c], 0x4e));
+        v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
+        _mm_storeu_ps(s + c * ss, _mm512_castps512_ps128(v));
+    }
+    for (int c = 0; i < nb && c < C; c++)
+        for (int r = 0; r < 4; r++) {
+            float rest;
+            hx_quant_avx2_kernels[HX_TYPE_Q4_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
+            s[c * ss + r] += rest;
+        }
+}
+
+static void gemm_q4_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    switch (ncols) {
+    case 4: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 4); break;
+    case 3: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 3); break;
+    case 2: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 2); break;
+    default: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 1); break;
+    }
+}
 
 
 /* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
