@@ -738,14 +738,78 @@ GEMM_K(gemm_q4_K, 4)
 GEMM_K(gemm_q5_K, 5)
 GEMM_K(gemm_q6_K, 6)
 
+/* 4 Q4_0/Q8_0 weight rows x C (1 or 2) Q8_0 activation rows, a block at a
+ * time: each weight block is unpacked once (Q4_0: its nibbles; Q8_0: |w|)
+ * for both activation rows, and each activation block's share that does
+ * not depend on the weights (Q4_0: 8·a) once for the four rows.  The
+ * per-block integer sums are vec_dot's: Q4_0 as q·a - 8·a in 16-bit pair
+ * sums, Q8_0 as |w|·(a with w's sign). */
+static inline __attribute__((always_inline)) void gemm_q32_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
+                                                                size_t bx, const uint8_t *y, size_t by, const int C,
+                                                                const int Q4)
+{
+    const size_t B = Q4 ? sizeof(hx_block_q4_0) : sizeof(hx_block_q8_0), A = sizeof(hx_block_q8_0);
+    const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK; i++) {
+        __m256i a[2], a8[2];
+        float dy[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++) {
+            const uint8_t *yb = y + c * by + i * A;
+            a[c] = _mm256_loadu_si256((const __m256i *)(yb + offsetof(hx_block_q8_0, qs)));
+            if (Q4)
+                a8[c] = _mm256_maddubs_epi16(eight, a[c]);
+            dy[c] = h2f(yb);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *xb = x + r * bx + i * B;
+            if (!(i & 1))
+                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH), _MM_HINT_T0);
+            const float dx = h2f(xb);
+            const __m256i w = Q4 ? nibbles32(xb + offsetof(hx_block_q4_0, qs))
+                                 : _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
+            const __m256i u = Q4 ? w : _mm256_abs_epi8(w);
+#pragma GCC unroll 2
+            for (int c = 0; c < C; c++) {
+                const __m256i p = Q4 ? _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a[c]), a8[c]), ones)
+                                     : dot_u8s8(u, _mm256_sign_epi8(a[c], w));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * dy[c]), acc[r][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            s[c * ss + r] = hsum8(acc[r][c]);
+}
+
+#define GEMM_Q32(name, Q4)                                                                                      \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                           \
+        int c = 0;                                                                                              \
+        for (; c + 2 <= ncols; c += 2)                                                                          \
+            gemm_q32_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, Q4);                    \
+        if (c < ncols)                                                                                          \
+            gemm_q32_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, Q4);                    \
+    }
+
+GEMM_Q32(gemm_q4_0, 1)
+GEMM_Q32(gemm_q8_0, 0)
+
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_f16, dot4_f16)
 HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
-HX_QUANT_GEMM_OF(gemm_q4_0, dot4_q4_0)
 HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
 HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
 HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
-HX_QUANT_GEMM_OF(gemm_q8_0, dot4_q8_0)
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
