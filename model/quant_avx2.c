@@ -9,7 +9,11 @@
  *
  * The Q8_0 x Q8_0 dot flips activation signs (maddubs takes one unsigned
  * operand), so activation quants must lie in -127..127, as
- * quantize_row makes them. */
+ * quantize_row makes them.
+ *
+ * The GEMM tiles (prompts) of Q4_0, Q8_0 and the K-quants take two
+ * activation rows per pass, as many as sixteen ymm registers hold next to
+ * the unpacked weights; wider tiles are passes of two. */
 #include <immintrin.h>
 
 #include "model/quant_impl.h"

@@ -15,6 +15,11 @@
  * sub-block scale is applied inside the integer sum.  vec_dot4 of the
  * 4/5-bit types shares the activation side between its four rows.
  *
+ * The GEMM tiles (prompts) of F16, Q4_0, Q8_0 and the K-quants unpack each
+ * weight block once for the tile's activation rows and each activation
+ * block once for its four weight rows; Q4_0 and Q8_0 use the one block per
+ * lane layout there too, since it halves the per-pair float work.
+ *
  * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
 #include <immintrin.h>
 
