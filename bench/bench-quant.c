@@ -4,7 +4,10 @@
  * weight bytes read.  Next to it, the memory read bandwidth this program
  * measures with a plain streaming read-sum over the same size.  Median of
  * several repetitions.  The last column is the compute ceiling: the same
- * GEMV over 1 MiB of rows that stay in cache.
+ * GEMV over 1 MiB of rows that stay in cache, and next to it the prompt
+ * kernel's: the GEMM tile (4 weight rows x HX_GEMM_COLS activation rows)
+ * over the same rows, in GB/s of weight bytes times activation rows, so
+ * that it reads as the hot dot4 column would if the tile gained nothing.
  *
  *   bench-quant [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...]
  *
@@ -46,8 +49,9 @@ typedef struct {
     size_t row_bytes;
     int64_t n, row0, row1;
     const void *act;
+    size_t act_bytes; /* row stride of act, for the GEMM tile */
     float *out;
-    int use4;
+    int use4; /* 2: the GEMM tile over HX_GEMM_COLS activation rows */
     /* memory bandwidth mode */
     const uint8_t *mem;
     size_t mem_bytes;
@@ -57,6 +61,10 @@ typedef struct {
 static void gemv_rows(job *j)
 {
     int64_t r = j->row0;
+    if (j->use4 == 2) /* out: HX_GEMM_COLS rows of row1 floats */
+        for (; r + 4 <= j->row1; r += 4)
+            j->ops->gemm(j->n, HX_GEMM_COLS, j->out + r, (size_t)j->row1, j->w + (size_t)r * j->row_bytes,
+                         j->row_bytes, j->act, j->act_bytes);
     if (j->use4)
         for (; r + 4 <= j->row1; r += 4)
             j->ops->vec_dot4(j->n, j->out + r, j->w + (size_t)r * j->row_bytes, j->row_bytes, j->act);
@@ -134,13 +142,14 @@ static double mem_bandwidth(const uint8_t *buf, size_t bytes, int nt, int reps)
 }
 
 static double gemv_bandwidth(const hx_quant_ops *ops, const uint8_t *w, size_t row_bytes, int64_t rows, int64_t n,
-                             const void *act, float *out, int nt, int use4, int reps)
+                             const void *act, size_t act_bytes, float *out, int nt, int use4, int reps)
 {
     double t[32];
     job jobs[8];
     memset(jobs, 0, sizeof jobs);
     for (int i = 0; i < nt; i++) {
-        jobs[i] = (job){.ops = ops, .w = w, .row_bytes = row_bytes, .n = n, .act = act, .out = out, .use4 = use4};
+        jobs[i] = (job){.ops = ops, .w = w, .row_bytes = row_bytes, .n = n, .act = act, .act_bytes = act_bytes,
+                        .out = out, .use4 = use4};
         jobs[i].row0 = rows * i / nt / 4 * 4;
         jobs[i].row1 = i == nt - 1 ? rows : rows * (i + 1) / nt / 4 * 4;
     }
@@ -185,7 +194,8 @@ int main(int argc, char **argv)
     uint8_t *buf = aligned_alloc(64, bytes);
     float *x = malloc(sizeof(float) * (size_t)n);
     uint8_t *act = aligned_alloc(64, 4 * (size_t)n + 64), *row = malloc(4 * (size_t)n);
-    if (!buf || !x || !act || !row) {
+    uint8_t *acts = aligned_alloc(64, HX_GEMM_COLS * (4 * (size_t)n + 64));
+    if (!buf || !x || !act || !row || !acts) {
         fprintf(stderr, "bench-quant: out of memory\n");
         return 1;
     }
@@ -201,8 +211,8 @@ int main(int argc, char **argv)
     printf("memory read bandwidth (%s streaming read-sum, %zu MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n\n",
            top >= HX_SIMD_AVX512 ? "AVX-512" : "SSE2", mib, bw1, bw2);
     printf("(scalar rows: the first 32 MiB of the matrix)\n\n");
-    printf("| type | level  | bytes/weight | 1T dot GB/s | 1T dot4 GB/s | 2T dot GB/s | 2T dot4 GB/s | 2T vs mem | 1T hot dot4 |\n");
-    printf("|------|--------|-------------:|------------:|-------------:|------------:|-------------:|----------:|------------:|\n");
+    printf("| type | level  | bytes/weight | 1T dot GB/s | 1T dot4 GB/s | 2T dot GB/s | 2T dot4 GB/s | 2T vs mem | 1T hot dot4 | 1T hot gemm |\n");
+    printf("|------|--------|-------------:|------------:|-------------:|------------:|-------------:|----------:|------------:|------------:|\n");
 
     static const hx_type types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q8_0,
                                     HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1,
@@ -221,8 +231,13 @@ int main(int argc, char **argv)
         for (int64_t r = 0; r < rows; r++)
             memcpy(buf + (size_t)r * rb, row, rb);
         hx_quant_ops_get_level(ref->vec_dot_type, HX_SIMD_SCALAR)->quantize_row(x, act, n);
+        /* the tile's activation rows: the same row, one copy per column */
+        const size_t arow = (hx_type_row_size(ref->vec_dot_type, (uint64_t)n) + 63) & ~(size_t)63;
+        for (int c = 0; c < HX_GEMM_COLS; c++)
+            memcpy(acts + (size_t)c * arow, act, hx_type_row_size(ref->vec_dot_type, (uint64_t)n));
         free(out);
-        out = malloc(sizeof(float) * (size_t)rows);
+        /* room for the GEMM tile's HX_GEMM_COLS output rows over the hot rows too */
+        out = malloc(sizeof(float) * ((size_t)rows + HX_GEMM_COLS * ((1u << 20) / rb + 4)));
         if (!out)
             return 1;
         for (hx_simd_level l = HX_SIMD_SCALAR; l <= top; l++) {
@@ -231,25 +246,30 @@ int main(int argc, char **argv)
              * slice of the matrix and fewer repetitions keep the run short */
             const int r = l == HX_SIMD_SCALAR ? (reps < 3 ? reps : 3) : reps;
             const int64_t nr = l == HX_SIMD_SCALAR && rows > scalar_rows ? scalar_rows : rows;
-            const double d1 = gemv_bandwidth(o, buf, rb, nr, n, act, out, 1, 0, r);
-            const double d2 = gemv_bandwidth(o, buf, rb, nr, n, act, out, 2, 0, r);
+            const double d1 = gemv_bandwidth(o, buf, rb, nr, n, act, 0, out, 1, 0, r);
+            const double d2 = gemv_bandwidth(o, buf, rb, nr, n, act, 0, out, 2, 0, r);
             if (l == HX_SIMD_SCALAR) {
-                printf("| %-4s | %-6s | %12.4f | %11.2f | %12s | %11.2f | %12s | %8.0f%% | %11s |\n", hx_type_name(t),
-                       hx_cpu_simd_name(l), (double)rb / (double)n, d1, "-", d2, "-", 100 * d2 / bw2, "-");
+                printf("| %-4s | %-6s | %12.4f | %11.2f | %12s | %11.2f | %12s | %8.0f%% | %11s | %11s |\n",
+                       hx_type_name(t), hx_cpu_simd_name(l), (double)rb / (double)n, d1, "-", d2, "-", 100 * d2 / bw2,
+                       "-", "-");
                 continue;
             }
-            const double q1 = gemv_bandwidth(o, buf, rb, rows, n, act, out, 1, 1, r);
-            const double q2 = gemv_bandwidth(o, buf, rb, rows, n, act, out, 2, 1, r);
+            const double q1 = gemv_bandwidth(o, buf, rb, rows, n, act, 0, out, 1, 1, r);
+            const double q2 = gemv_bandwidth(o, buf, rb, rows, n, act, 0, out, 2, 1, r);
             const double best2 = d2 > q2 ? d2 : q2;
             /* the compute ceiling: the same GEMV over 1 MiB that stays in
              * cache, run many times */
             const int64_t hot = (int64_t)((1u << 20) / rb) / 4 * 4;
             double th[31];
             for (int k = 0; k < 31; k++)
-                th[k] = gemv_bandwidth(o, buf, rb, hot, n, act, out, 1, 1, 1);
+                th[k] = gemv_bandwidth(o, buf, rb, hot, n, act, 0, out, 1, 1, 1);
             const double h1 = median(th, 31);
-            printf("| %-4s | %-6s | %12.4f | %11.2f | %12.2f | %11.2f | %12.2f | %8.0f%% | %11.2f |\n", hx_type_name(t),
-                   hx_cpu_simd_name(l), (double)rb / (double)n, d1, q1, d2, q2, 100 * best2 / bw2, h1);
+            for (int k = 0; k < 31; k++)
+                th[k] = HX_GEMM_COLS * gemv_bandwidth(o, buf, rb, hot, n, acts, arow, out, 1, 2, 1);
+            const double g1 = median(th, 31);
+            printf("| %-4s | %-6s | %12.4f | %11.2f | %12.2f | %11.2f | %12.2f | %8.0f%% | %11.2f | %11.2f |\n",
+                   hx_type_name(t), hx_cpu_simd_name(l), (double)rb / (double)n, d1, q1, d2, q2, 100 * best2 / bw2, h1,
+                   g1);
         }
         fflush(stdout);
     }
@@ -259,6 +279,7 @@ int main(int argc, char **argv)
     free(buf);
     free(x);
     free(act);
+    free(acts);
     free(row);
     return 0;
 }

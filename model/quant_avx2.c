@@ -9,7 +9,11 @@
  *
  * The Q8_0 x Q8_0 dot flips activation signs (maddubs takes one unsigned
  * operand), so activation quants must lie in -127..127, as
- * quantize_row makes them. */
+ * quantize_row makes them.
+ *
+ * The GEMM tiles (prompts) of Q4_0, Q8_0 and the K-quants take two
+ * activation rows per pass, as many as sixteen ymm registers hold next to
+ * the unpacked weights; wider tiles are passes of two. */
 #include <immintrin.h>
 
 #include "model/quant_impl.h"
@@ -622,17 +626,194 @@ HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
 HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
 HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
 
+/* ---- GEMM tiles (prompts) ------------------------------------------------ */
+
+/* 4 K-quant weight rows x C (1 or 2) Q8_K activation rows, one super-block
+ * at a time: each 32-quant run of a weight row is unpacked once, with its
+ * sub-block scale words, for both activation rows (maddubs + madd, as
+ * vec_dot, so the integer block sums are vec_dot's).  Sixteen ymm
+ * registers hold two columns' sums and the unpacked run, not four
+ * columns': wider tiles are made of passes of two.  KIND: 4 (Q4_K), 5
+ * (Q5_K), 6 (Q6_K). */
+static inline __attribute__((always_inline)) void gemm_k_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
+                                                              size_t bx, const uint8_t *y, size_t by, const int C,
+                                                              const int KIND)
+{
+    const size_t B = KIND == 6 ? sizeof(hx_block_q6_K) : KIND == 5 ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
+    const size_t A = sizeof(hx_block_q8_K), AQ = offsetof(hx_block_q8_K, qs), AS = offsetof(hx_block_q8_K, bsums);
+    const __m256i low = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256 acc[4][2];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++) {
+        const uint8_t *yb[2] = {y + i * A, y + by + i * A};
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *xb = x + r * bx + i * B;
+            for (int k = 0; k < (int)B; k += 64)
+                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
+            __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            __m256i mins;
+            float d, dmin = 0;
+            if (KIND == 6) {
+                const __m128i scb = _mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales)));
+                const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
+                #pragma GCC unroll 4
+                for (int h = 0; h < 2; h++) {
+                    __m256i q[4];
+                    q6_groups(xb, h, q);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const int p = 4 * h + k;
+                        const __m256i scv =
+                            _mm256_shuffle_epi8(sc_pairs, _mm256_set1_epi16((short)((2 * p) | ((2 * p + 1) << 8))));
+                        #pragma GCC unroll 4
+                        for (int c = 0; c < C; c++) {
+                            const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * p));
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], a), scv));
+                        }
+                    }
+                }
+                mins = _mm256_cvtepi8_epi16(scb);
+                d = h2f(xb + offsetof(hx_block_q6_K, d));
+            } else {
+                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                uint64_t sc, m;
+                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                const __m256i qh =
+                    KIND == 5 ? _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh))) : low;
+                #pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) { /* sub-block j: 32 quants, low (even j) or high nibbles */
+                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * (j / 2)));
+                    __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(b, 4) : b, low);
+                    if (KIND == 5)
+                        q = _mm256_or_si256(q, _mm256_slli_epi16(
+                                                   _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one), 4));
+                    const __m256i scv = k4_scale16(sc16, j);
+                    #pragma GCC unroll 4
+                    for (int c = 0; c < C; c++) {
+                        const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * j));
+                        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scv));
+                    }
+                }
+                d = h2f(xb);
+                dmin = h2f(xb + 2);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb[c] + AS));
+                const float dy = hx_ldf(yb[c]);
+                if (KIND == 6) { /* the quants' offset of 32 */
+                    isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(_mm256_madd_epi16(bs, mins), 5));
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                } else {
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)),
+                                                _mm256_set1_ps(-(dy * dmin)), acc[r][c]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            s[c * ss + r] = hsum8(acc[r][c]);
+}
+
+#define GEMM_K(name, KIND)                                                                                      \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                           \
+        int c = 0;                                                                                              \
+        for (; c + 2 <= ncols; c += 2)                                                                          \
+            gemm_k_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, KIND);                    \
+        if (c < ncols)                                                                                          \
+            gemm_k_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, KIND);                    \
+    }
+
+GEMM_K(gemm_q4_K, 4)
+GEMM_K(gemm_q5_K, 5)
+GEMM_K(gemm_q6_K, 6)
+
+/* 4 Q4_0/Q8_0 weight rows x C (1 or 2) Q8_0 activation rows, a block at a
+ * time: each weight block is unpacked once (Q4_0: its nibbles; Q8_0: |w|)
+ * for both activation rows, and each activation block's share that does
+ * not depend on the weights (Q4_0: 8·a) once for the four rows.  The
+ * per-block integer sums are vec_dot's: Q4_0 as q·a - 8·a in 16-bit pair
+ * sums, Q8_0 as |w|·(a with w's sign). */
+static inline __attribute__((always_inline)) void gemm_q32_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
+                                                                size_t bx, const uint8_t *y, size_t by, const int C,
+                                                                const int Q4)
+{
+    const size_t B = Q4 ? sizeof(hx_block_q4_0) : sizeof(hx_block_q8_0), A = sizeof(hx_block_q8_0);
+    const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK; i++) {
+        __m256i a[2], a8[2];
+        float dy[2];
+#pragma GCC unroll 2
+        for (int c = 0; c < C; c++) {
+            const uint8_t *yb = y + c * by + i * A;
+            a[c] = _mm256_loadu_si256((const __m256i *)(yb + offsetof(hx_block_q8_0, qs)));
+            if (Q4)
+                a8[c] = _mm256_maddubs_epi16(eight, a[c]);
+            dy[c] = h2f(yb);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *xb = x + r * bx + i * B;
+            if (!(i & 1))
+                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH), _MM_HINT_T0);
+            const float dx = h2f(xb);
+            const __m256i w = Q4 ? nibbles32(xb + offsetof(hx_block_q4_0, qs))
+                                 : _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
+            const __m256i u = Q4 ? w : _mm256_abs_epi8(w);
+#pragma GCC unroll 2
+            for (int c = 0; c < C; c++) {
+                const __m256i p = Q4 ? _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a[c]), a8[c]), ones)
+                                     : dot_u8s8(u, _mm256_sign_epi8(a[c], w));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * dy[c]), acc[r][c]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            s[c * ss + r] = hsum8(acc[r][c]);
+}
+
+#define GEMM_Q32(name, Q4)                                                                                      \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                           \
+        int c = 0;                                                                                              \
+        for (; c + 2 <= ncols; c += 2)                                                                          \
+            gemm_q32_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, Q4);                    \
+        if (c < ncols)                                                                                          \
+            gemm_q32_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, Q4);                    \
+    }
+
+GEMM_Q32(gemm_q4_0, 1)
+GEMM_Q32(gemm_q8_0, 0)
+
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_f16, dot4_f16)
 HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
-HX_QUANT_GEMM_OF(gemm_q4_0, dot4_q4_0)
 HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
 HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
 HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
-HX_QUANT_GEMM_OF(gemm_q8_0, dot4_q8_0)
-HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
-HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
-HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},

@@ -15,6 +15,11 @@
  * sub-block scale is applied inside the integer sum.  vec_dot4 of the
  * 4/5-bit types shares the activation side between its four rows.
  *
+ * The GEMM tiles (prompts) of F16, Q4_0, Q8_0 and the K-quants unpack each
+ * weight block once for the tile's activation rows and each activation
+ * block once for its four weight rows; Q4_0 and Q8_0 use the one block per
+ * lane layout there too, since it halves the per-pair float work.
+ *
  * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
 #include <immintrin.h>
 
@@ -66,6 +71,29 @@ static inline __m512i nibbles2x32(const uint8_t *p, const uint8_t *q)
 }
 
 static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* The sums of v[0..3]'s lanes, as four floats: one transposing tree for
+ * the four where four reductions would each narrow 16 lanes alone.  Each
+ * sum's order is fixed, whatever the other three hold. */
+static inline __m128 hsum4x16(const __m512 v[4])
+{
+    const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xee));
+    const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xee));
+    __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xdd));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0x4e));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0xb1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), w));
+}
+
+/* Writes a tile's 4 x C sums: s[c*ss + r] = sum of acc[r][c]'s lanes. */
+INLINE void store_tile(float *s, size_t ss, __m512 acc[4][HX_GEMM_COLS], const int C)
+{
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        const __m512 v[4] = {acc[0][c], acc[1][c], acc[2][c], acc[3][c]};
+        _mm_storeu_ps(s + c * ss, hsum4x16(v));
+    }
+}
 
 /* ---- plain types -------------------------------------------------------- */
 
@@ -681,11 +709,7 @@ INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
                 acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
         }
     }
-    #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
-            s[c * ss + r] = hsum16(acc[r][c]);
+    store_tile(s, ss, acc, C);
 }
 
 static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
@@ -698,24 +722,19 @@ static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, s
     }
 }
 
-/* The signed quants of weight blocks b, b+1 (at p, p + B) as one zmm. */
-INLINE __m512i q32_weights(const uint8_t *p, const int B, const int Q4)
+/* 4 Q8_0 weight rows x C Q8_0 activation rows, one block per 128-bit lane
+ * (as group32): a lane's first 16 quants meet the block's first 16
+ * activations and its last 16 the last 16, in two vpdpbusd into the same
+ * int32 lanes, so a (row, column) pair pays one conversion, one multiply
+ * and one FMA per four blocks where two blocks per zmm would pay them per
+ * two.  vpdpbusd wants one unsigned operand: the activations (-127..127)
+ * are flipped to a + 128 once per column, and 128 * sum(w), computed once
+ * per row, is the pair's starting value (a register copy rather than a
+ * subtraction).  The integer block sums are vec_dot's exactly. */
+INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                           const int C)
 {
-    if (Q4)
-        return _mm512_sub_epi8(nibbles2x32(p + 2, p + B + 2), _mm512_set1_epi8(8));
-    return load2x32(p + 2, p + B + 2);
-}
-
-/* 4 Q8_0/Q4_0 weight rows x C Q8_0 activation rows.  vpdpbusd wants one
- * unsigned operand: the activations (-127..127) become a + 128 with one
- * xor, shared by the four rows, and each lane starts from -128 * (its four
- * weights' sum), computed once per weight vector and shared by the C
- * columns, so every (row, column) pair costs one vpdpbusd per 64 quants
- * and the integer block sums are vec_dot's exactly. */
-INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
-                          const int C, const int Q4, const hx_type T)
-{
-    const int B = Q4 ? (int)sizeof(hx_block_q4_0) : (int)sizeof(hx_block_q8_0), A = (int)sizeof(hx_block_q8_0);
+    enum { B = sizeof(hx_block_q8_0), A = sizeof(hx_block_q8_0) };
     const int64_t nb = n / HX_QK;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][HX_GEMM_COLS];
@@ -735,63 +754,272 @@ INLINE void gemm_q32_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            __m512i w[4], neg[4];
-            __m512 sx[4];
-            #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                w[r] = q32_weights(x + r * bx + (i + 2 * k) * B, B, Q4);
-                neg[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, w[r]));
-                sx[r] = pair_scale(dx[r], k);
-            }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                                 4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                 4 * h, 4 * h, 4 * h, 4 * h);
+            __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS];
+            __m512 sy[HX_GEMM_COLS];
             #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
-                const uint8_t *yb = y + c * by + (i + 2 * k) * A;
-                const __m512i u = _mm512_xor_si512(load2x32(yb + 2, yb + A + 2), flip);
-                const __m512 sy = pair_scale(dy[c], k);
+                const uint8_t *yb = y + c * by + i * A;
+                alo[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 2), flip);
+                ahi[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 18), flip);
+                sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
+            }
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *xr = x + r * bx + i * B;
+                const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
+                const __m512i wlo = runs4x16(xr, B, 4 * h * B + 2), whi = runs4x16(xr, B, 4 * h * B + 18);
+                const __m512i neg = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo), flip, whi));
                 #pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    const __m512i p = _mm512_dpbusd_epi32(neg[r], u, w[r]);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sx[r], sy), acc[r][c]);
+                for (int c = 0; c < C; c++) {
+                    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
                 }
             }
         }
     }
-    #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        #pragma GCC unroll 4
+    store_tile(s, ss, acc, C);
+    for (int c = 0; i < nb && c < C; c++)
         for (int r = 0; r < 4; r++) {
-            float rest = 0;
-            if (i < nb)
-                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
-            s[c * ss + r] = hsum16(acc[r][c]) + rest;
+            float rest;
+            hx_quant_avx2_kernels[HX_TYPE_Q8_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
+            s[c * ss + r] += rest;
         }
 }
 
-#define GEMM_Q32(name, Q4, T)                                                                                   \
+static void gemm_q8_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    switch (ncols) {
+    case 4: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 4); break;
+    case 3: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 3); break;
+    case 2: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 2); break;
+    default: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 1); break;
+    }
+}
+
+/* 4 Q4_0 weight rows x C Q8_0 activation rows, the lane-per-block layout
+ * of gemm_q8_0_tile with the float work shared by the four rows: a pair's
+ * int32 lanes (four partial sums per block, each of 8 quants, |sum| <=
+ * 8 * 8 * 127) are narrowed by packs + madd, twice, into one zmm per
+ * column holding (block, row) sums of a whole block, |sum| <= 32512, so
+ * no step saturates.  A column then pays one conversion, one multiply
+ * and one FMA per four blocks for all four rows, and needs one
+ * accumulator instead of four. */
+INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                           const int C)
+{
+    enum { B = sizeof(hx_block_q4_0), A = sizeof(hx_block_q8_0) };
+    const int64_t nb = n / HX_QK;
+    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi16(1);
+    __m512 acc[HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256 dx[4], dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            prefetch_ahead(x + r * bx + i * B, 8 * B);
+            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+        /* the rows' scales as [dx0 | dx1] and [dx2 | dx3] for one permute */
+        const __m512 dx01 = _mm512_insertf32x8(_mm512_castps256_ps512(dx[0]), dx[1], 1);
+        const __m512 dx23 = _mm512_insertf32x8(_mm512_castps256_ps512(dx[2]), dx[3], 1);
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            /* lane 4L + r: block 4h + L; of row r (sx) or of the column (sy) */
+            const __m512i rsel = _mm512_set_epi32(24 + 4 * h + 3, 16 + 4 * h + 3, 8 + 4 * h + 3, 4 * h + 3,
+                                                  24 + 4 * h + 2, 16 + 4 * h + 2, 8 + 4 * h + 2, 4 * h + 2,
+                                                  24 + 4 * h + 1, 16 + 4 * h + 1, 8 + 4 * h + 1, 4 * h + 1,
+                                                  24 + 4 * h, 16 + 4 * h, 8 + 4 * h, 4 * h);
+            const __m512i csel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                                  4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                  4 * h, 4 * h, 4 * h, 4 * h);
+            const __m512 sx = _mm512_permutex2var_ps(dx01, rsel, dx23);
+            __m512i wlo[4], whi[4];
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const __m512i qz = runs4x16(x + r * bx + i * B, B, 4 * h * B + 2);
+                wlo[r] = _mm512_and_si512(qz, low);
+                whi[r] = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *yb = y + c * by + i * A;
+                const __m512i alo = runs4x16(yb, A, 4 * h * A + 2), ahi = runs4x16(yb, A, 4 * h * A + 18);
+                /* every row's sum starts from -8 * sum(a): (q - 8)·a */
+                const __m512i neg = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight, ahi));
+                __m512i t[4];
+                #pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+                    t[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, wlo[r], alo), whi[r], ahi);
+                const __m512i m01 = _mm512_madd_epi16(_mm512_packs_epi32(t[0], t[1]), ones);
+                const __m512i m23 = _mm512_madd_epi16(_mm512_packs_epi32(t[2], t[3]), ones);
+                const __m512i sum = _mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones);
+                const __m512 sy = _mm512_permutexvar_ps(csel, _mm512_castps256_ps512(dy[c]));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(sx, sy), acc[c]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        /* lanes 4L + r: add the four blocks L of each row r */
+        __m512 v = _mm512_add_ps(acc[c], _mm512_shuffle_f32x4(acc[c], acc[c], 0x4e));
+        v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
+        _mm_storeu_ps(s + c * ss, _mm512_castps512_ps128(v));
+    }
+    for (int c = 0; i < nb && c < C; c++)
+        for (int r = 0; r < 4; r++) {
+            float rest;
+            hx_quant_avx2_kernels[HX_TYPE_Q4_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
+            s[c * ss + r] += rest;
+        }
+}
+
+static void gemm_q4_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    switch (ncols) {
+    case 4: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 4); break;
+    case 3: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 3); break;
+    case 2: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 2); break;
+    default: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 1); break;
+    }
+}
+
+
+/* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
+ * time.  Each weight row's 256 quants are unpacked once into four zmm
+ * (64 quants each, two Q4_K/Q5_K sub-blocks or four Q6_K ones) with their
+ * sub-block scales as 16-bit words, and then meet the C activation rows:
+ * maddubs + vpdpwssd per 64 quants, as vec_dot, so the integer block sums
+ * are vec_dot's exactly.  The activations' 64-byte runs are read straight
+ * from L1 as memory operands, leaving the registers to the unpacked row
+ * and the 4 x C float accumulators.  Q6_K's offset of 32 folds into the
+ * same integer sum (one vpdpwssd of the block sums with -32 * scales); the
+ * Q4_K/Q5_K min term has its own float scale (dmin) and is one madd and
+ * one FMA per pair.  KIND: 4 (Q4_K), 5 (Q5_K), 6 (Q6_K). */
+INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                        const int C, const int KIND)
+{
+    const size_t B = KIND == 6 ? sizeof(hx_block_q6_K) : KIND == 5 ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
+    const size_t A = sizeof(hx_block_q8_K), AQ = offsetof(hx_block_q8_K, qs), AS = offsetof(hx_block_q8_K, bsums);
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512 acc[4][HX_GEMM_COLS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK_K; i++) {
+        float dy[HX_GEMM_COLS];
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            dy[c] = hx_ldf(y + c * by + i * A);
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *xb = x + r * bx + i * B;
+            prefetch_ahead(xb, (int)B);
+            __m512i w[4], sw[4];
+            __m256i mins = _mm256_setzero_si256();
+            float d, dmin = 0;
+            if (KIND == 6) {
+                const __m256i sc16 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales))));
+                const __m512i scz = _mm512_castsi256_si512(sc16);
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) { /* lane L of chunk k: sub-block 4k + L */
+                    const __m512i idx = _mm512_set_epi64(
+                        0x0001000100010001ll * (4 * k + 3), 0x0001000100010001ll * (4 * k + 3),
+                        0x0001000100010001ll * (4 * k + 2), 0x0001000100010001ll * (4 * k + 2),
+                        0x0001000100010001ll * (4 * k + 1), 0x0001000100010001ll * (4 * k + 1),
+                        0x0001000100010001ll * (4 * k), 0x0001000100010001ll * (4 * k));
+                    sw[k] = _mm512_permutexvar_epi16(idx, scz);
+                }
+                q6_half(xb, 0, w);
+                q6_half(xb, 1, w + 2);
+                mins = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+                d = h2f(xb + offsetof(hx_block_q6_K, d));
+            } else {
+                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                uint64_t sc, m;
+                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                __m512i hh = _mm512_setzero_si512();
+                if (KIND == 5) {
+                    const __m256i h = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh)));
+                    hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+                }
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * k));
+                    w[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1),
+                                            low);
+                    if (KIND == 5) {
+                        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
+                                                               _mm256_set1_epi8((char)(2 << (2 * k))), 1);
+                        w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hh, bit), w[k], _mm512_set1_epi8(16));
+                    }
+                    sw[k] = k4_scale_pair(sc16, 2 * k);
+                }
+                d = h2f(xb);
+                dmin = h2f(xb + 2);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *yb = y + c * by + i * A;
+                __m512i isum = _mm512_setzero_si512();
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+                    isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(yb + AQ + 64 * k)),
+                                               sw[k]);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb + AS));
+                if (KIND == 6) /* isum -= 32 * sum_g sc[g] * bsums[g] */
+                    isum = _mm512_dpwssd_epi32(isum, _mm512_zextsi256_si512(bs), _mm512_zextsi256_si512(mins));
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy[c] * d), acc[r][c]);
+                if (KIND != 6) {
+                    const __m256 mf = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mf), _mm512_set1_ps(-(dy[c] * dmin)), acc[r][c]);
+                }
+            }
+        }
+    }
+    store_tile(s, ss, acc, C);
+}
+
+#define GEMM_K(name, KIND)                                                                                      \
     static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
     {                                                                                                           \
         switch (ncols) {                                                                                        \
-        case 4: gemm_q32_tile(n, s, ss, x, bx, y, by, 4, Q4, T); break;                                         \
-        case 3: gemm_q32_tile(n, s, ss, x, bx, y, by, 3, Q4, T); break;                                         \
-        case 2: gemm_q32_tile(n, s, ss, x, bx, y, by, 2, Q4, T); break;                                         \
-        default: gemm_q32_tile(n, s, ss, x, bx, y, by, 1, Q4, T); break;                                        \
+        case 4: gemm_k_tile(n, s, ss, x, bx, y, by, 4, KIND); break;                                            \
+        case 3: gemm_k_tile(n, s, ss, x, bx, y, by, 3, KIND); break;                                            \
+        case 2: gemm_k_tile(n, s, ss, x, bx, y, by, 2, KIND); break;                                            \
+        default: gemm_k_tile(n, s, ss, x, bx, y, by, 1, KIND); break;                                           \
         }                                                                                                       \
     }
 
-GEMM_Q32(gemm_q8_0, 0, HX_TYPE_Q8_0)
-GEMM_Q32(gemm_q4_0, 1, HX_TYPE_Q4_0)
+GEMM_K(gemm_q4_K, 4)
+GEMM_K(gemm_q5_K, 5)
+GEMM_K(gemm_q6_K, 6)
 
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
 HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
 HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
 HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
-HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
-HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
-HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
 
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},

@@ -660,6 +660,56 @@ START_TEST(test_vec_dot4)
 }
 END_TEST
 
+/* Quants at the ends of their ranges (every Q4_0 nibble 0, so q - 8 = -8,
+ * against activations of 127 of one sign): the integer block sums are at
+ * their largest, where a kernel that narrows them to 16 bits would
+ * saturate.  The tile must still equal vec_dot and the exact sum. */
+START_TEST(test_gemm_extremes)
+{
+    for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        const hx_type t = weight_types[ti];
+        const hx_quant_ops *ref = hx_quant_ops_get_level(t, HX_SIMD_SCALAR);
+        const hx_type at = ref->vec_dot_type;
+        const int64_t n = block_len(t) == 1 ? 9 * 37 : 17 * block_len(t);
+        /* f32 activation rows stay float-aligned, as the matmul lays them out */
+        const size_t ya = at == HX_TYPE_F32 ? 4 : 3;
+        const size_t xs = row_bytes(t, n) + 1, ys = row_bytes(at, n) + ya;
+        uint8_t *x = alloc_bytes(4 * xs + 64), *y = alloc_bytes(HX_GEMM_COLS * ys + 64);
+        float *f = malloc(4 * (size_t)n);
+        ck_assert_ptr_nonnull(f);
+        for (int r = 0; r < 4; r++) { /* a constant negative value per block: every quant at its lowest */
+            for (int64_t i = 0; i < n; i++)
+                f[i] = -(1.0f + (float)((i / 32 + r) % 5));
+            ref->quantize_row(f, x + 1 + r * xs, n);
+        }
+        for (int c = 0; c < HX_GEMM_COLS; c++) {
+            const float sign = c % 2 ? -1.0f : 1.0f;
+            for (int64_t i = 0; i < n; i++)
+                f[i] = sign * (2.0f + (float)c);
+            hx_quant_ops_get_level(at, HX_SIMD_SCALAR)->quantize_row(f, y + ya + c * ys, n);
+        }
+        free(f);
+        for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+            const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+            float out[HX_GEMM_COLS * 4];
+            o->gemm(n, HX_GEMM_COLS, out, 4, x + 1, xs, y + ya, ys);
+            for (int c = 0; c < HX_GEMM_COLS; c++)
+                for (int r = 0; r < 4; r++) {
+                    float want;
+                    ref->vec_dot(n, &want, x + 1 + r * xs, y + ya + c * ys);
+                    double mag, exact, min_mag;
+                    dot_scale(t, x + 1 + r * xs, y + ya + c * ys, n, &mag, &exact, &min_mag);
+                    ck_assert_msg(fabs((double)out[4 * c + r] - want) <= DOT_TOL * (mag + min_mag) + 1e-30,
+                                  "%s extreme gemm row %d col %d at %s: %.9g, scalar vec_dot %.9g",
+                                  hx_type_name(t), r, c, hx_cpu_simd_name(l), out[4 * c + r], want);
+                }
+        }
+        free(x);
+        free(y);
+    }
+}
+END_TEST
+
 /* A GEMM tile equals vec_dot of each (row, column) pair at every level, for
  * every tile width, with weight and activation rows at odd offsets and
  * strides; block counts leave partial groups of eight. */
@@ -1128,6 +1178,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_vec_dot);
     tcase_add_test(tc, test_vec_dot4);
     tcase_add_test(tc, test_gemm);
+    tcase_add_test(tc, test_gemm_extremes);
     tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
     tcase_add_test(tc, test_quantize_ties);
