@@ -14,7 +14,7 @@
 
 #include "hetero.h"
 
-#define HX_PM_WINDOW 16
+#define HX_PM_WINDOW 64
 #define HX_PM_MIN_SAMPLES 3
 
 typedef struct hx_perfmodel hx_perfmodel;
