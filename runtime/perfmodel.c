@@ -43,35 +43,73 @@ double hx_perfmodel_median(const float *x, int n)
     return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
 }
 
+static double sorted_median(const float *v, uint32_t n)
+{
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+}
+
 void hx_pm_bucket_stats(const hx_pm_bucket *b, double *median, double *mean, double *lo, double *hi)
 {
     uint32_t n = b->w;
-    double sum = 0, mn = n ? b->s[0] : 0, mx = mn;
-    for (uint32_t i = 0; i < n; i++) {
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++)
         sum += b->s[i];
-        mn = b->s[i] < mn ? b->s[i] : mn;
-        mx = b->s[i] > mx ? b->s[i] : mx;
-    }
-    *median = hx_perfmodel_median(b->s, (int)n);
+    *median = sorted_median(b->sorted, n);
     if (mean)
         *mean = n ? sum / n : 0;
     if (lo)
-        *lo = mn;
+        *lo = n ? b->sorted[0] : 0;
     if (hi)
-        *hi = mx;
+        *hi = n ? b->sorted[n - 1] : 0;
 }
 
+/* First index in v[0..n) whose value is not below x. */
+static uint32_t lower_bound(const float *v, uint32_t n, float x)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void hx_pm_bucket_resort(hx_pm_bucket *b)
+{
+    for (uint32_t i = 0; i < b->w; i++) {
+        float e = b->s[i];
+        uint32_t j = i;
+        for (; j > 0 && b->sorted[j - 1] > e; j--)
+            b->sorted[j] = b->sorted[j - 1];
+        b->sorted[j] = e;
+    }
+    b->median = sorted_median(b->sorted, b->w);
+}
+
+/* Runs after every task: the window's sorted copy loses the value the ring
+ * overwrites and gains the new one, two binary searches and memmoves. */
 void hx_pm_bucket_add(hx_pm_bucket *b, double flops, double bytes, double seconds)
 {
     b->n++;
     /* Running means of the cost: the regression's abscissae. */
     b->flops += (flops - b->flops) / b->n;
     b->bytes += (bytes - b->bytes) / b->n;
-    b->s[b->head] = (float)seconds;
+    float x = (float)seconds;
+    if (b->w == HX_PM_WINDOW) {
+        uint32_t k = lower_bound(b->sorted, b->w, b->s[b->head]);
+        memmove(b->sorted + k, b->sorted + k + 1, (b->w - k - 1) * sizeof *b->sorted);
+        b->w--;
+    }
+    uint32_t k = lower_bound(b->sorted, b->w, x);
+    memmove(b->sorted + k + 1, b->sorted + k, (b->w - k) * sizeof *b->sorted);
+    b->sorted[k] = x;
+    b->w++;
+    b->s[b->head] = x;
     b->head = (b->head + 1) % HX_PM_WINDOW;
-    if (b->w < HX_PM_WINDOW)
-        b->w++;
-    hx_pm_bucket_stats(b, &b->median, NULL, NULL, NULL);
+    b->median = sorted_median(b->sorted, b->w);
 }
 
 hx_pm_entry *hx_pm_entry_add(hx_perfmodel *pm, const char *codelet, const char *device)

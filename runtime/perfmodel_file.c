@@ -119,7 +119,7 @@ static void parse_bucket(hx_pm_entry *e, const char *line)
     b->w = (uint32_t)w;
     memcpy(b->s, s, (size_t)w * sizeof *s);
     b->head = (uint32_t)w % HX_PM_WINDOW;
-    hx_pm_bucket_stats(b, &b->median, NULL, NULL, NULL);
+    hx_pm_bucket_resort(b);
 }
 
 static void load_file(hx_perfmodel *pm, const char *path)

@@ -12,6 +12,7 @@ typedef struct {
     uint32_t n;                /* measurements ever */
     uint32_t w, head;          /* window fill and next slot */
     float s[HX_PM_WINDOW];     /* seconds, a ring */
+    float sorted[HX_PM_WINDOW]; /* the same w values in order (the median per task costs a memmove) */
     double flops, bytes;       /* mean cost of the measured tasks */
     double median;             /* of the window, kept current */
 } hx_pm_bucket;
@@ -51,6 +52,8 @@ struct hx_perfmodel {
 int hx_pm_bucket_key(double size);
 double hx_pm_bucket_lo(int key);
 void hx_pm_bucket_add(hx_pm_bucket *b, double flops, double bytes, double seconds);
+/* After s and w were filled directly (a loaded file): sorted and median. */
+void hx_pm_bucket_resort(hx_pm_bucket *b);
 void hx_pm_bucket_stats(const hx_pm_bucket *b, double *median, double *mean, double *lo, double *hi);
 hx_pm_bucket *hx_pm_bucket_get(hx_pm_entry *e, int key, int create);
 hx_pm_entry *hx_pm_entry_add(hx_perfmodel *pm, const char *codelet, const char *device);
