@@ -103,7 +103,7 @@ $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BU
 # Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
 HX_TEST_DATA ?= $(CURDIR)/../shared/data
 test: all $(TEST_BIN)
-	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) $(TEST_BIN)
+	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:

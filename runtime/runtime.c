@@ -320,7 +320,9 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
     for (int d = 0; d < rt->ndevices && !rt->sim; d++)
         if ((s = hx_worker_start(rt->devices[d])))
             goto fail;
-    if (rt->sched.policy->uses_perfmodel && (s = open_perfmodels(rt, r.perfmodel_dir)))
+    /* Every policy records (the models are calibrated by whatever runs,
+     * and the simulator reads them); dmda also consults them. */
+    if ((s = open_perfmodels(rt, r.perfmodel_dir)))
         goto fail;
     if (rt->sim && (s = hx_sim_start(rt, r.perfmodel_dir)))
         goto fail;
