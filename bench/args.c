@@ -20,7 +20,8 @@ void hxb_args_usage(FILE *f)
           "  -r N                 repetitions of each test (default 3)\n"
           "  -t LIST              CPU threads (default: the runtime's, one per physical core)\n"
           "  -b LIST              largest batch per evaluation (default 512)\n"
-          "  --partition LIST     how each layer's tasks prefer devices: affinity, layers, auto\n"
+          "  --partition LIST     how each layer's tasks prefer devices: affinity, layers, auto,\n"
+          "                       colocated\n"
           "                       (default: the runtime's, HX_PARTITION or affinity)\n"
           "  --seqs LIST          sequences generated together in one batch (tg; default 1)\n"
           "  --devices SETS       device sets, ';'-separated or repeated, each a runtime device\n"
@@ -185,8 +186,9 @@ static int defaults(hxb_params *p)
         return -1;
     for (int i = 0; i < p->partitions.n; i++)
         if (strcmp(p->partitions.item[i], "affinity") && strcmp(p->partitions.item[i], "layers") &&
-            strcmp(p->partitions.item[i], "auto") && *p->partitions.item[i]) {
-            fprintf(stderr, "hetero-bench: --partition '%s': expected affinity, layers or auto\n",
+            strcmp(p->partitions.item[i], "auto") && strcmp(p->partitions.item[i], "colocated") &&
+            *p->partitions.item[i]) {
+            fprintf(stderr, "hetero-bench: --partition '%s': expected affinity, layers, auto or colocated\n",
                     p->partitions.item[i]);
             return -1;
         }

@@ -81,7 +81,7 @@ typedef struct {
     /* Indices into the parameter lists: the row's place in comparisons. */
     int model, test, threads_i, batch_i, partition_i, devices_i, sched_i, inject_i;
     int threads, batch; /* actual CPU threads, batch limit               */
-    char partition[16]; /* "affinity", "layers", "auto"                  */
+    char partition[16]; /* "affinity", "layers", "auto", "colocated"     */
     char devices[160];  /* the set, e.g. "cpu,fpga[pocl]"                */
     char sched[64], inject[128];
     hxb_test t;

@@ -320,6 +320,8 @@ typedef struct {
      * design's mapping: preprocessing on the CPU, GEMMs on a GPU, attention
      * on an FPGA, each falling back to the next best device that can run
      * it), "layers" (contiguous layers per device, as pipeline stages),
+     * "colocated" (every task with the GEMMs, on the device that holds the
+     * weights: no activation crosses PCIe within a layer),
      * "auto" (no preference: the scheduler alone decides).
      * NULL = HX_PARTITION or "affinity". */
     const char *partition;

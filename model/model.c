@@ -208,15 +208,15 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
         (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 && m->kv_type != HX_TYPE_F32))
         return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0 or f32", kv);
     const char *part = m->opts.partition ? m->opts.partition : getenv("HX_PARTITION");
-    static const char *const strategies[] = {"affinity", "layers", "auto"};
+    static const char *const strategies[] = {"affinity", "layers", "auto", "colocated"};
     m->partition = HX_PARTITION_AFFINITY;
     if (part && *part) {
         int found = -1;
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             if (!strcmp(part, strategies[i]))
                 found = i;
         if (found < 0)
-            return hx_error(HX_ERR_INVALID_ARG, "partition '%s': expected affinity, layers or auto", part);
+            return hx_error(HX_ERR_INVALID_ARG, "partition '%s': expected affinity, layers, auto or colocated", part);
         m->partition = (hx_partition_strategy)found;
     }
     m->opts.partition = NULL;

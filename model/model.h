@@ -15,7 +15,7 @@ struct hx_tokenizer;
 struct hx_plan;
 
 /* hx_model_options.partition, resolved; the partitioner reads it. */
-typedef enum { HX_PARTITION_AFFINITY, HX_PARTITION_LAYERS, HX_PARTITION_AUTO } hx_partition_strategy;
+typedef enum { HX_PARTITION_AFFINITY, HX_PARTITION_LAYERS, HX_PARTITION_AUTO, HX_PARTITION_COLOCATED } hx_partition_strategy;
 
 typedef struct {
     hx_buffer *buf;      /* NULL when the tensor is absent (optional ones) */

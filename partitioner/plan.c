@@ -9,6 +9,11 @@
  *             of a layer prefers its stage's device, or falls back as
  *             affinity does when that device cannot run it.
  *   auto      no preference: the scheduler alone decides.
+ *   colocated every task prefers the device of the GEMMs (by affinity: the
+ *             one that holds the weights), falling back as affinity does:
+ *             on a GPU with its own memory a layer's activations then never
+ *             cross PCIe, which for decode costs more than the CPU saves
+ *             (docs/simulator.md).
  *
  * The plan is built once per model by a dry run of the graph builder
  * (hx_llama_emit with a sink), so it follows the graph task by task. */
@@ -166,7 +171,19 @@ static void sink(void *user, int layer, hx_task_class cls, const hx_task_desc *d
         say(e, "the scheduler decides");
         return;
     }
-    if (b->strategy == HX_PARTITION_LAYERS) {
+    if (b->strategy == HX_PARTITION_COLOCATED) {
+        const class_map *gm = &maps[HX_CLASS_GEMM];
+        uint32_t gemm = 0;
+        for (int i = 0; i < gm->ntiers && !gemm; i++)
+            gemm = devices_in(rt, gm->tiers[i]);
+        if (capable & gemm) {
+            e->prefer = capable & gemm;
+            say(e, "with the GEMMs (%s)", e->cls == HX_CLASS_GEMM ? "their device" : "the weights' device");
+        } else {
+            say(e, "the GEMMs' device cannot run %s; ", d->codelet->name);
+            affinity(rt, e, capable);
+        }
+    } else if (b->strategy == HX_PARTITION_LAYERS) {
         /* Stage of the layer; the embedding goes with the first layer,
          * the output with the last. */
         uint32_t L = b->n_layer ? b->n_layer : 1;

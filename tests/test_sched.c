@@ -825,9 +825,9 @@ START_TEST(same_logits_whichever_policy_placed_the_tasks)
     write_test_model(model, sizeof model);
     run_result base = run_model(model, "cpu", "eager", "affinity", NULL);
     ck_assert_int_gt(base.gen.n, 0);
-    const char *parts[] = {"affinity", "layers", "auto"};
+    const char *parts[] = {"affinity", "layers", "auto", "colocated"};
     for (int p = 0; p < NPOL; p++)
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             if (k && strcmp(policies[p], "static") && strcmp(policies[p], "dmda"))
                 continue;
             run_result r = run_model(model, "cpu,fpga", policies[p], parts[k], NULL);

@@ -403,6 +403,40 @@ START_TEST(dmda_moves_weights_to_a_faster_device)
 }
 END_TEST
 
+/* With the GEMMs on a GPU with its own memory, `colocated` keeps a layer
+ * there: under static every task of a decode step runs on the GPU and only
+ * the step's inputs and logits cross the link. */
+START_TEST(colocated_layers_stay_on_the_gpu)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(cpu_gpu, "static", path, sizeof path);
+    hx_model_options mo = hx_model_options_default();
+    mo.partition = "colocated";
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t id = 3;
+    HX_ASSERT_OK(hx_session_eval(s, &id, 1, 0));
+    hx_runtime_stats_reset(rt);
+    for (int i = 0; i < 4; i++)
+        HX_ASSERT_OK(hx_session_eval(s, &id, 1, 0));
+    hx_device_stats cpu, gpu;
+    HX_ASSERT_OK(hx_device_stats_get(rt, 0, &cpu));
+    HX_ASSERT_OK(hx_device_stats_get(rt, 1, &gpu));
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_msg(cpu.tasks == 0 && gpu.tasks == st.tasks_done, "cpu %llu, gpu %llu of %llu tasks",
+                  (unsigned long long)cpu.tasks, (unsigned long long)gpu.tasks, (unsigned long long)st.tasks_done);
+    /* Per step: ids, positions, KV metadata and out rows in, the logits out. */
+    ck_assert_msg(st.copies <= 4 * 6, "%llu copies in 4 steps", (unsigned long long)st.copies);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -416,6 +450,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, models_without_weights);
     tcase_add_test(c, devices_sharing_cores_take_turns);
     tcase_add_test(c, dmda_moves_weights_to_a_faster_device);
+    tcase_add_test(c, colocated_layers_stay_on_the_gpu);
     suite_add_tcase(s, c);
     return s;
 }

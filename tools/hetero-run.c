@@ -24,7 +24,7 @@ static void usage(FILE *f)
           "  -b N               largest batch per evaluation (default 512)\n"
           "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
           "  --sched P          scheduling policy: eager, static, ws, dmda\n"
-          "  --partition S      partition strategy: affinity, layers, auto\n"
+          "  --partition S      partition strategy: affinity, layers, auto, colocated\n"
           "  --plan             print where each task of a layer goes and why, then exit\n"
           "  --stats            print each device's tasks, busy time and failures at the end\n"
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
