@@ -722,6 +722,19 @@ static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, s
     }
 }
 
+/* The blocks a tile's vector loop left (fewer than it takes at once):
+ * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */
+static void tile_tail(hx_type t, int64_t m, int C, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,
+                      size_t by)
+{
+    for (int c = 0; m > 0 && c < C; c++)
+        for (int r = 0; r < 4; r++) {
+            float rest;
+            hx_quant_avx2_kernels[t].vec_dot(m, &rest, x + r * bx, y + c * by);
+            s[c * ss + r] += rest;
+        }
+}
+
 /* 4 Q8_0 weight rows x C Q8_0 activation rows, one block per 128-bit lane
  * (as group32): a lane's first 16 quants meet the block's first 16
  * activations and its last 16 the last 16, in two vpdpbusd into the same
@@ -785,12 +798,7 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         }
     }
     store_tile(s, ss, acc, C);
-    for (int c = 0; i < nb && c < C; c++)
-        for (int r = 0; r < 4; r++) {
-            float rest;
-            hx_quant_avx2_kernels[HX_TYPE_Q8_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
-            s[c * ss + r] += rest;
-        }
+    tile_tail(HX_TYPE_Q8_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
 static void gemm_q8_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
@@ -880,12 +888,7 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
         _mm_storeu_ps(s + c * ss, _mm512_castps512_ps128(v));
     }
-    for (int c = 0; i < nb && c < C; c++)
-        for (int r = 0; r < 4; r++) {
-            float rest;
-            hx_quant_avx2_kernels[HX_TYPE_Q4_0].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * B, y + c * by + i * A);
-            s[c * ss + r] += rest;
-        }
+    tile_tail(HX_TYPE_Q4_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
 static void gemm_q4_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
