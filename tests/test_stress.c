@@ -651,10 +651,12 @@ static void *eval_main(void *p)
     a->nv = (int)info.n_vocab;
     a->logits = malloc(sizeof(float) * (size_t)a->nv * (DECODE + 1));
     int32_t ids[EVAL_TOKENS + DECODE];
-    srand(a->seed);
+    /* rand_r: srand/rand share one state between the evaluating threads,
+     * which would hand each a different prompt than its solo run's. */
+    unsigned state = a->seed;
     ids[0] = 256;
     for (int i = 1; i < EVAL_TOKENS + DECODE; i++)
-        ids[i] = rand() % 256;
+        ids[i] = rand_r(&state) % 256;
     hx_session *s = NULL;
     a->status = hx_session_open(a->m, &s);
     for (int k = 0; k <= DECODE && a->status == HX_OK; k++) {
