@@ -256,6 +256,9 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
         proto.threads = p->threads.v[c.t];
     snprintf(proto.sched, sizeof proto.sched, "%s", policy_name(p, c.s));
     snprintf(proto.inject, sizeof proto.inject, "%s", p->injects.item[c.i]);
+    /* The strategy a row without --partition gets: the runtime's default. */
+    const char *env_part = getenv("HX_PARTITION");
+    const char *default_part = env_part && *env_part ? env_part : "affinity";
     int rc = 0;
     for (int mi = 0; mi < r->nmodels && !rc; mi++)
         for (int b = 0; b < p->batches.n * p->partitions.n && !rc; b++) {
@@ -283,9 +286,7 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
                 *row = proto;
                 row->model = mi, row->test = t, row->batch_i = bi, row->partition_i = pi;
                 row->batch = p->batches.v[bi];
-                snprintf(row->partition, sizeof row->partition, "%s",
-                         *part ? part : getenv("HX_PARTITION") && *getenv("HX_PARTITION") ? getenv("HX_PARTITION")
-                                                                                       : "affinity");
+                snprintf(row->partition, sizeof row->partition, "%s", *part ? part : default_part);
                 row->t = r->tests[t];
                 if (p->progress)
                     fprintf(stderr, "hetero-bench: [%d/%d] %s, %s, %s, %d threads, batch %d: %s\n", ++*done, total,

@@ -728,19 +728,21 @@ static inline __attribute__((always_inline)) void gemm_k_cols(int64_t n, float *
             s[c * ss + r] = hsum8(acc[r][c]);
 }
 
-#define GEMM_K(name, KIND)                                                                                      \
+/* A gemm entry running its columns two at a time (16 registers hold the
+ * accumulators of a 4 x 2 tile); `arg` selects the type. */
+#define GEMM_PAIRS(name, cols, arg)                                                                              \
     static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                           \
-        int c = 0;                                                                                              \
-        for (; c + 2 <= ncols; c += 2)                                                                          \
-            gemm_k_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, KIND);                    \
-        if (c < ncols)                                                                                          \
-            gemm_k_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, KIND);                    \
+    {                                                                                                             \
+        int c = 0;                                                                                                \
+        for (; c + 2 <= ncols; c += 2)                                                                            \
+            cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, arg);                              \
+        if (c < ncols)                                                                                            \
+            cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, arg);                              \
     }
 
-GEMM_K(gemm_q4_K, 4)
-GEMM_K(gemm_q5_K, 5)
-GEMM_K(gemm_q6_K, 6)
+GEMM_PAIRS(gemm_q4_K, gemm_k_cols, 4)
+GEMM_PAIRS(gemm_q5_K, gemm_k_cols, 5)
+GEMM_PAIRS(gemm_q6_K, gemm_k_cols, 6)
 
 /* 4 Q4_0/Q8_0 weight rows x C (1 or 2) Q8_0 activation rows, a block at a
  * time: each weight block is unpacked once (Q4_0: its nibbles; Q8_0: |w|)
@@ -795,18 +797,8 @@ static inline __attribute__((always_inline)) void gemm_q32_cols(int64_t n, float
             s[c * ss + r] = hsum8(acc[r][c]);
 }
 
-#define GEMM_Q32(name, Q4)                                                                                      \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                           \
-        int c = 0;                                                                                              \
-        for (; c + 2 <= ncols; c += 2)                                                                          \
-            gemm_q32_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, Q4);                    \
-        if (c < ncols)                                                                                          \
-            gemm_q32_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, Q4);                    \
-    }
-
-GEMM_Q32(gemm_q4_0, 1)
-GEMM_Q32(gemm_q8_0, 0)
+GEMM_PAIRS(gemm_q4_0, gemm_q32_cols, 1)
+GEMM_PAIRS(gemm_q8_0, gemm_q32_cols, 0)
 
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_f16, dot4_f16)

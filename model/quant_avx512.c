@@ -680,6 +680,20 @@ HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
 
 /* ---- GEMM tiles (prompts) ------------------------------------------------ */
 
+/* A gemm entry calling a tile with its column count as a constant, so
+ * that the tile's loops over the columns unroll; extra arguments follow
+ * the count. */
+#define GEMM_BY_COLS(name, tile, ...)                                                                            \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        switch (ncols) {                                                                                          \
+        case 4: tile(n, s, ss, x, bx, y, by, 4, ##__VA_ARGS__); break;                                            \
+        case 3: tile(n, s, ss, x, bx, y, by, 3, ##__VA_ARGS__); break;                                            \
+        case 2: tile(n, s, ss, x, bx, y, by, 2, ##__VA_ARGS__); break;                                            \
+        default: tile(n, s, ss, x, bx, y, by, 1, ##__VA_ARGS__); break;                                           \
+        }                                                                                                         \
+    }
+
 /* 4 F16 weight rows x C f32 activation rows: one accumulator per output,
  * sixteen independent FMA chains, each converted weight vector used C
  * times and each activation vector four times. */
@@ -712,15 +726,7 @@ INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
     store_tile(s, ss, acc, C);
 }
 
-static void gemm_f16(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
-{
-    switch (ncols) {
-    case 4: gemm_f16_tile(n, s, ss, x, bx, y, by, 4); break;
-    case 3: gemm_f16_tile(n, s, ss, x, bx, y, by, 3); break;
-    case 2: gemm_f16_tile(n, s, ss, x, bx, y, by, 2); break;
-    default: gemm_f16_tile(n, s, ss, x, bx, y, by, 1); break;
-    }
-}
+GEMM_BY_COLS(gemm_f16, gemm_f16_tile)
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */
@@ -801,15 +807,7 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
     tile_tail(HX_TYPE_Q8_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
-static void gemm_q8_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
-{
-    switch (ncols) {
-    case 4: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 4); break;
-    case 3: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 3); break;
-    case 2: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 2); break;
-    default: gemm_q8_0_tile(n, s, ss, x, bx, y, by, 1); break;
-    }
-}
+GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
 
 /* 4 Q4_0 weight rows x C Q8_0 activation rows, the lane-per-block layout
  * of gemm_q8_0_tile with the float work shared by the four rows: a pair's
@@ -891,15 +889,7 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
     tile_tail(HX_TYPE_Q4_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
-static void gemm_q4_0(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
-{
-    switch (ncols) {
-    case 4: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 4); break;
-    case 3: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 3); break;
-    case 2: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 2); break;
-    default: gemm_q4_0_tile(n, s, ss, x, bx, y, by, 1); break;
-    }
-}
+GEMM_BY_COLS(gemm_q4_0, gemm_q4_0_tile)
 
 
 /* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
@@ -1003,20 +993,9 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
     store_tile(s, ss, acc, C);
 }
 
-#define GEMM_K(name, KIND)                                                                                      \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                           \
-        switch (ncols) {                                                                                        \
-        case 4: gemm_k_tile(n, s, ss, x, bx, y, by, 4, KIND); break;                                            \
-        case 3: gemm_k_tile(n, s, ss, x, bx, y, by, 3, KIND); break;                                            \
-        case 2: gemm_k_tile(n, s, ss, x, bx, y, by, 2, KIND); break;                                            \
-        default: gemm_k_tile(n, s, ss, x, bx, y, by, 1, KIND); break;                                           \
-        }                                                                                                       \
-    }
-
-GEMM_K(gemm_q4_K, 4)
-GEMM_K(gemm_q5_K, 5)
-GEMM_K(gemm_q6_K, 6)
+GEMM_BY_COLS(gemm_q4_K, gemm_k_tile, 4)
+GEMM_BY_COLS(gemm_q5_K, gemm_k_tile, 5)
+GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
 
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)

@@ -273,7 +273,7 @@ static hx_status discover(hx_runtime *rt, char **sel, int nsel)
     return HX_OK;
 }
 
-static hx_status open_perfmodels(hx_runtime *rt, const char *dir)
+hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_perfmodel **out)
 {
     char keys[HX_MAX_DEVICES][128];
     const char *ptr[HX_MAX_DEVICES];
@@ -281,7 +281,7 @@ static hx_status open_perfmodels(hx_runtime *rt, const char *dir)
         hx_perfmodel_device_key(&rt->devices[d]->info, keys[d], sizeof keys[d]);
         ptr[d] = keys[d];
     }
-    return hx_perfmodel_open(&rt->sched.pm, dir, ptr, rt->ndevices);
+    return hx_perfmodel_open(out, dir, ptr, rt->ndevices);
 }
 
 hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
@@ -322,7 +322,7 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
             goto fail;
     /* Every policy records (the models are calibrated by whatever runs,
      * and the simulator reads them); dmda also consults them. */
-    if ((s = open_perfmodels(rt, r.perfmodel_dir)))
+    if ((s = hx_runtime_perfmodels_open(rt, r.perfmodel_dir, &rt->sched.pm)))
         goto fail;
     if (rt->sim && (s = hx_sim_start(rt, r.perfmodel_dir)))
         goto fail;

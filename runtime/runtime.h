@@ -42,6 +42,9 @@ struct hx_runtime {
 };
 
 double hx_now(void); /* monotonic seconds */
+/* The performance models of the runtime's devices, keyed across runs. */
+struct hx_perfmodel;
+hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_perfmodel **out);
 /* Called by the worker when a task ends (runtime/task.c). */
 struct hx_task;
 void hx_task_complete(hx_runtime *rt, struct hx_task *t, hx_status s, const char *msg);

@@ -24,7 +24,6 @@ typedef struct hx_sched hx_sched;
 
 typedef struct {
     const char *name;
-    int uses_perfmodel;  /* consults the performance models (every policy records them) */
     int rebalances;      /* an idle device looks again every HX_REBALANCE_S
                             while others hold queued tasks (their predictions
                             go stale while it sleeps) */

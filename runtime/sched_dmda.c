@@ -255,5 +255,5 @@ static hx_task *dmda_pop(hx_sched *s, hx_device *dev)
 }
 
 const hx_sched_policy hx_sched_dmda = {
-    .name = "dmda", .uses_perfmodel = 1, .rebalances = 1, .push = dmda_push, .pop = dmda_pop, .drain = hx_sched_drain_queues,
+    .name = "dmda", .rebalances = 1, .push = dmda_push, .pop = dmda_pop, .drain = hx_sched_drain_queues,
 };

@@ -58,13 +58,7 @@ static hx_status open_measured(hx_runtime *rt, const char *dir)
     if (!dir || !*dir)
         return hx_error(HX_ERR_INVALID_ARG, "the machine has devices with 'times = measured' but the performance "
                                             "models are off (perfmodel_dir)");
-    char keys[HX_MAX_DEVICES][128];
-    const char *ptr[HX_MAX_DEVICES];
-    for (int d = 0; d < rt->ndevices; d++) {
-        hx_perfmodel_device_key(&rt->devices[d]->info, keys[d], sizeof keys[d]);
-        ptr[d] = keys[d];
-    }
-    hx_status s = hx_perfmodel_open(&rt->sim->measured, dir, ptr, rt->ndevices);
+    hx_status s = hx_runtime_perfmodels_open(rt, dir, &rt->sim->measured);
     if (s == HX_OK)
         hx_perfmodel_read_only(rt->sim->measured);
     return s;
