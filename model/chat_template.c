@@ -66,6 +66,13 @@ typedef struct {
     const char *opening; /* the assistant's turn, when asked for; NULL: the family has none */
 } chat_family;
 
+/* Granite 3 writes a tool call's role as is, Granite 4 as the assistant's. */
+#define GRANITE_TURNS(tool_call_role)                                                                  \
+    {{"assistant_tool_call",                                                                           \
+      "<|start_of_role|>" tool_call_role "<|end_of_role|><|tool_call|>%c<|end_of_text|>\n"},           \
+     {NULL, "<|start_of_role|>%r<|end_of_role|>%c<|end_of_text|>\n"}}
+#define GRANITE_OPENING "<|start_of_role|>assistant<|end_of_role|>"
+
 /* The formats use %r the role, %R the role with a capital first letter,
  * %U the role in capitals, %c the content, %t the content trimmed, %S the
  * system messages held back and a blank line (nothing when they are
@@ -145,18 +152,9 @@ static const chat_family families[] = {
      .turns = {{"system", "<|system|>\n%t<|endofturn|>\n"}, {"user", "<|user|>\n%t<|endofturn|>\n"},
                {"assistant", "<|assistant|>\n%t<|endofturn|>\n"}, {"tool", "<|tool|>\n%t<|endofturn|>\n"}},
      .opening = "<|assistant|>\n"},
-    {.name = "granite",
-     .turns = {{"assistant_tool_call", "<|start_of_role|>%r<|end_of_role|><|tool_call|>%c<|end_of_text|>\n"},
-               {NULL, "<|start_of_role|>%r<|end_of_role|>%c<|end_of_text|>\n"}},
-     .opening = "<|start_of_role|>assistant<|end_of_role|>"},
-    {.name = "granite-4.0",
-     .turns = {{"assistant_tool_call", "<|start_of_role|>assistant<|end_of_role|><|tool_call|>%c<|end_of_text|>\n"},
-               {NULL, "<|start_of_role|>%r<|end_of_role|>%c<|end_of_text|>\n"}},
-     .opening = "<|start_of_role|>assistant<|end_of_role|>"},
-    {.name = "granite-4.1",
-     .turns = {{"assistant_tool_call", "<|start_of_role|>assistant<|end_of_role|><|tool_call|>%c<|end_of_text|>\n"},
-               {NULL, "<|start_of_role|>%r<|end_of_role|>%c<|end_of_text|>\n"}},
-     .opening = "<|start_of_role|>assistant<|end_of_role|>"},
+    {.name = "granite", .turns = GRANITE_TURNS("%r"), .opening = GRANITE_OPENING},
+    {.name = "granite-4.0", .turns = GRANITE_TURNS("assistant"), .opening = GRANITE_OPENING},
+    {.name = "granite-4.1", .turns = GRANITE_TURNS("assistant"), .opening = GRANITE_OPENING},
     {.name = "megrez", .turns = {{NULL, "<|role_start|>%r<|role_end|>%c<|turn_end|>"}},
      .opening = "<|role_start|>assistant<|role_end|>"},
     {.name = "bailing", .turns = {{"user", "<role>HUMAN</role>%c"}, {NULL, "<role>%U</role>%c"}},

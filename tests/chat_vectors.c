@@ -31,6 +31,66 @@ static const hx_chat_message granite4_tool_call[] = {
     {"tool_response", "{\"temperature\": 72}"},
 };
 
+/* Texts several templates of one family give. */
+static const char expected_chatml[] = "<|im_start|>system\n"
+    "You are a helpful assistant<|im_end|>\n"
+    "<|im_start|>user\n"
+    "Hello<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "Hi there<|im_end|>\n"
+    "<|im_start|>user\n"
+    "Who are you<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "   I am an assistant   <|im_end|>\n"
+    "<|im_start|>user\n"
+    "Another question<|im_end|>\n"
+    "<|im_start|>assistant\n";
+static const char expected_gemma[] = "<start_of_turn>user\n"
+    "You are a helpful assistant\n"
+    "\n"
+    "Hello<end_of_turn>\n"
+    "<start_of_turn>model\n"
+    "Hi there<end_of_turn>\n"
+    "<start_of_turn>user\n"
+    "Who are you<end_of_turn>\n"
+    "<start_of_turn>model\n"
+    "I am an assistant<end_of_turn>\n"
+    "<start_of_turn>user\n"
+    "Another question<end_of_turn>\n"
+    "<start_of_turn>model\n";
+static const char expected_phi3[] = "<|system|>\n"
+    "You are a helpful assistant<|end|>\n"
+    "<|user|>\n"
+    "Hello<|end|>\n"
+    "<|assistant|>\n"
+    "Hi there<|end|>\n"
+    "<|user|>\n"
+    "Who are you<|end|>\n"
+    "<|assistant|>\n"
+    "   I am an assistant   <|end|>\n"
+    "<|user|>\n"
+    "Another question<|end|>\n"
+    "<|assistant|>\n";
+static const char expected_granite_4_0[] = "<|start_of_role|>system<|end_of_role|>You are a helpful assistant<|end_of_text|>\n"
+    "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
+    "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n"
+    "<|start_of_role|>user<|end_of_role|>Who are you<|end_of_text|>\n"
+    "<|start_of_role|>assistant<|end_of_role|>   I am an assistant   <|end_of_text|>\n"
+    "<|start_of_role|>user<|end_of_role|>Another question<|end_of_text|>\n"
+    "<|start_of_role|>user<|end_of_role|>What is the weather?<|end_of_text|>\n"
+    "<|start_of_role|>assistant<|end_of_role|><|tool_call|><tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"NYC\"}}\n"
+    "</tool_call><|end_of_text|>\n"
+    "<|start_of_role|>tool_response<|end_of_role|>{\"temperature\": 72}<|end_of_text|>\n"
+    "<|start_of_role|>assistant<|end_of_role|>";
+static const char expected_exaone3[] = "[|system|]You are a helpful assistant[|endofturn|]\n"
+    "[|user|]Hello\n"
+    "[|assistant|]Hi there[|endofturn|]\n"
+    "[|user|]Who are you\n"
+    "[|assistant|]I am an assistant[|endofturn|]\n"
+    "[|user|]Another question\n"
+    "[|assistant|]";
+
 const hx_chat_vector hx_chat_vectors[] = {
     {
         .model = "teknium/OpenHermes-2.5-Mistral-7B",
@@ -38,19 +98,7 @@ const hx_chat_vector hx_chat_vectors[] = {
         .jinja = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
                  "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
                  "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-        .expected = "<|im_start|>system\n"
-                    "You are a helpful assistant<|im_end|>\n"
-                    "<|im_start|>user\n"
-                    "Hello<|im_end|>\n"
-                    "<|im_start|>assistant\n"
-                    "Hi there<|im_end|>\n"
-                    "<|im_start|>user\n"
-                    "Who are you<|im_end|>\n"
-                    "<|im_start|>assistant\n"
-                    "   I am an assistant   <|im_end|>\n"
-                    "<|im_start|>user\n"
-                    "Another question<|im_end|>\n"
-                    "<|im_start|>assistant\n",
+        .expected = expected_chatml,
     },
     {
         .model = "mistralai/Mistral-7B-Instruct-v0.2 (NOTE: Old pre-v1 without a system prompt)",
@@ -147,19 +195,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + "
                  "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if "
                  "add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
-        .expected = "<start_of_turn>user\n"
-                    "You are a helpful assistant\n"
-                    "\n"
-                    "Hello<end_of_turn>\n"
-                    "<start_of_turn>model\n"
-                    "Hi there<end_of_turn>\n"
-                    "<start_of_turn>user\n"
-                    "Who are you<end_of_turn>\n"
-                    "<start_of_turn>model\n"
-                    "I am an assistant<end_of_turn>\n"
-                    "<start_of_turn>user\n"
-                    "Another question<end_of_turn>\n"
-                    "<start_of_turn>model\n",
+        .expected = expected_gemma,
     },
     {
         .model = "OrionStarAI/Orion-14B-Chat",
@@ -341,19 +377,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "'}}{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' "
                  "+ '\n"
                  "'}}{% endif %}{% endfor %}",
-        .expected = "<|system|>\n"
-                    "You are a helpful assistant<|end|>\n"
-                    "<|user|>\n"
-                    "Hello<|end|>\n"
-                    "<|assistant|>\n"
-                    "Hi there<|end|>\n"
-                    "<|user|>\n"
-                    "Who are you<|end|>\n"
-                    "<|assistant|>\n"
-                    "   I am an assistant   <|end|>\n"
-                    "<|user|>\n"
-                    "Another question<|end|>\n"
-                    "<|assistant|>\n",
+        .expected = expected_phi3,
     },
     {
         .model = "Phi-3-small",
@@ -363,19 +387,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "' + message['content'] + '<|end|>\n"
                  "' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n"
                  "' }}{% else %}{{ eos_token }}{% endif %}",
-        .expected = "<|system|>\n"
-                    "You are a helpful assistant<|end|>\n"
-                    "<|user|>\n"
-                    "Hello<|end|>\n"
-                    "<|assistant|>\n"
-                    "Hi there<|end|>\n"
-                    "<|user|>\n"
-                    "Who are you<|end|>\n"
-                    "<|assistant|>\n"
-                    "   I am an assistant   <|end|>\n"
-                    "<|user|>\n"
-                    "Another question<|end|>\n"
-                    "<|assistant|>\n",
+        .expected = expected_phi3,
     },
     {
         .model = "Phi-3-medium",
@@ -387,19 +399,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "'}}{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' "
                  "+ '\n"
                  "'}}{% endif %}{% endfor %}",
-        .expected = "<|system|>\n"
-                    "You are a helpful assistant<|end|>\n"
-                    "<|user|>\n"
-                    "Hello<|end|>\n"
-                    "<|assistant|>\n"
-                    "Hi there<|end|>\n"
-                    "<|user|>\n"
-                    "Who are you<|end|>\n"
-                    "<|assistant|>\n"
-                    "   I am an assistant   <|end|>\n"
-                    "<|user|>\n"
-                    "Another question<|end|>\n"
-                    "<|assistant|>\n",
+        .expected = expected_phi3,
     },
     {
         .model = "Phi-3-vision",
@@ -409,19 +409,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "' }}{% endfor %}{% if add_generation_prompt and messages[-1]['role'] != "
                  "'assistant' %}{{- '<|assistant|>\n"
                  "' -}}{% endif %}",
-        .expected = "<|system|>\n"
-                    "You are a helpful assistant<|end|>\n"
-                    "<|user|>\n"
-                    "Hello<|end|>\n"
-                    "<|assistant|>\n"
-                    "Hi there<|end|>\n"
-                    "<|user|>\n"
-                    "Who are you<|end|>\n"
-                    "<|assistant|>\n"
-                    "   I am an assistant   <|end|>\n"
-                    "<|user|>\n"
-                    "Another question<|end|>\n"
-                    "<|assistant|>\n",
+        .expected = expected_phi3,
     },
     {
         .model = "ChatGLM3",
@@ -1039,21 +1027,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "    {%- endif %}\n"
                  "{%- endfor %}\n"
                  "{# <tool_call> <tools> g4_default_system_message #}",
-        .expected = "<|start_of_role|>system<|end_of_role|>You are a helpful "
-                    "assistant<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>Who are you<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|>   I am an assistant   "
-                    "<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>Another question<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>What is the weather?<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|><|tool_call|><tool_call>\n"
-                    "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"NYC\"}}\n"
-                    "</tool_call><|end_of_text|>\n"
-                    "<|start_of_role|>tool_response<|end_of_role|>{\"temperature\": "
-                    "72}<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|>",
+        .expected = expected_granite_4_0,
         .extra = granite4_tool_call,
         .n_extra = sizeof granite4_tool_call / sizeof granite4_tool_call[0],
     },
@@ -1073,21 +1047,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "    {%- endif %}\n"
                  "{%- endfor %}\n"
                  "{# <tool_call> <tools> #}",
-        .expected = "<|start_of_role|>system<|end_of_role|>You are a helpful "
-                    "assistant<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>Hello<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|>Hi there<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>Who are you<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|>   I am an assistant   "
-                    "<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>Another question<|end_of_text|>\n"
-                    "<|start_of_role|>user<|end_of_role|>What is the weather?<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|><|tool_call|><tool_call>\n"
-                    "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"NYC\"}}\n"
-                    "</tool_call><|end_of_text|>\n"
-                    "<|start_of_role|>tool_response<|end_of_role|>{\"temperature\": "
-                    "72}<|end_of_text|>\n"
-                    "<|start_of_role|>assistant<|end_of_role|>",
+        .expected = expected_granite_4_0,
         .extra = granite4_tool_call,
         .n_extra = sizeof granite4_tool_call / sizeof granite4_tool_call[0],
     },
@@ -1103,19 +1063,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "' + message['content'] + '<|end|>\n"
                  "'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n"
                  "' }}{% else %}{{ eos_token }}{% endif %}",
-        .expected = "<|system|>\n"
-                    "You are a helpful assistant<|end|>\n"
-                    "<|user|>\n"
-                    "Hello<|end|>\n"
-                    "<|assistant|>\n"
-                    "Hi there<|end|>\n"
-                    "<|user|>\n"
-                    "Who are you<|end|>\n"
-                    "<|assistant|>\n"
-                    "   I am an assistant   <|end|>\n"
-                    "<|user|>\n"
-                    "Another question<|end|>\n"
-                    "<|assistant|>\n",
+        .expected = expected_phi3,
     },
     {
         .model = "google/gemma-2-2b-it",
@@ -1130,19 +1078,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "' + message['content'] | trim + '<end_of_turn>\n"
                  "' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n"
                  "'}}{% endif %}",
-        .expected = "<start_of_turn>user\n"
-                    "You are a helpful assistant\n"
-                    "\n"
-                    "Hello<end_of_turn>\n"
-                    "<start_of_turn>model\n"
-                    "Hi there<end_of_turn>\n"
-                    "<start_of_turn>user\n"
-                    "Who are you<end_of_turn>\n"
-                    "<start_of_turn>model\n"
-                    "I am an assistant<end_of_turn>\n"
-                    "<start_of_turn>user\n"
-                    "Another question<end_of_turn>\n"
-                    "<start_of_turn>model\n",
+        .expected = expected_gemma,
     },
     {
         .model = "HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -1154,19 +1090,7 @@ const hx_chat_vector hx_chat_vectors[] = {
                  "' + message['content'] + '<|im_end|>' + '\n"
                  "'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n"
                  "' }}{% endif %}",
-        .expected = "<|im_start|>system\n"
-                    "You are a helpful assistant<|im_end|>\n"
-                    "<|im_start|>user\n"
-                    "Hello<|im_end|>\n"
-                    "<|im_start|>assistant\n"
-                    "Hi there<|im_end|>\n"
-                    "<|im_start|>user\n"
-                    "Who are you<|im_end|>\n"
-                    "<|im_start|>assistant\n"
-                    "   I am an assistant   <|im_end|>\n"
-                    "<|im_start|>user\n"
-                    "Another question<|im_end|>\n"
-                    "<|im_start|>assistant\n",
+        .expected = expected_chatml,
     },
     {
         .model = NULL,
@@ -1255,24 +1179,12 @@ const hx_chat_vector hx_chat_vectors[] = {
     {
         .model = NULL,
         .family = "exaone3",
-        .expected = "[|system|]You are a helpful assistant[|endofturn|]\n"
-                    "[|user|]Hello\n"
-                    "[|assistant|]Hi there[|endofturn|]\n"
-                    "[|user|]Who are you\n"
-                    "[|assistant|]I am an assistant[|endofturn|]\n"
-                    "[|user|]Another question\n"
-                    "[|assistant|]",
+        .expected = expected_exaone3,
     },
     {
         .model = NULL,
         .family = "exaone4",
-        .expected = "[|system|]You are a helpful assistant[|endofturn|]\n"
-                    "[|user|]Hello\n"
-                    "[|assistant|]Hi there[|endofturn|]\n"
-                    "[|user|]Who are you\n"
-                    "[|assistant|]I am an assistant[|endofturn|]\n"
-                    "[|user|]Another question\n"
-                    "[|assistant|]",
+        .expected = expected_exaone3,
     },
     {
         .model = NULL,
