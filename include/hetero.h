@@ -602,7 +602,8 @@ HX_API hx_status hx_chat_template_name(const char *tmpl, const char **name);
 /* Formats `n` messages with template `tmpl` (a family name or Jinja source, as above);
  * add_assistant: end with the opening of the assistant's turn.  Same buffer contract as
  * hx_tokenizer_decode: writes *len bytes and a NUL; HX_ERR_RANGE when cap <= *len, with
- * *len the length needed (buf may be NULL when cap is 0). */
+ * *len the length needed (buf may be NULL when cap is 0).  A role the family has no place
+ * for (one llama.cpp would drop) is HX_ERR_UNSUPPORTED. */
 HX_API hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message *msgs, size_t n,
                                         int add_assistant, char *buf, size_t cap, size_t *len);
 /* The i-th built-in family name (for listings such as --help), NULL past the last. */
