@@ -282,16 +282,32 @@ static log_ppls log_ppl_of(const kld_sums *k)
     return p;
 }
 
+/* The RMS of Δp, with its uncertainty from the sums of Δp² and Δp⁴. */
+static void rms_dp(const kld_sums *k, double *rms, double *err)
+{
+    double ms, ms_err;
+    mean_err(k->dp2, k->dp4, k->count, &ms, &ms_err);
+    *rms = sqrt(ms);
+    *err = *rms > 0 ? 0.5 / *rms * ms_err : 0;
+}
+
+/* How often the top token is the base's, with its binomial uncertainty. */
+static void same_top(const kld_sums *k, double *f, double *err)
+{
+    *f = (double)k->same_top / k->count;
+    *err = k->count > 1 ? sqrt(*f * (1 - *f) / (k->count - 1)) : 0;
+}
+
 static void print_chunk_kld(int chunk, const kld_sums *k)
 {
     log_ppls p = log_ppl_of(k);
-    double kl, kl_err, ms, ms_err;
+    double kl, kl_err, rms, rms_err, top, top_err;
     mean_err(k->kld, k->kld2, k->count, &kl, &kl_err);
-    mean_err(k->dp2, k->dp4, k->count, &ms, &ms_err);
-    double rms = sqrt(ms), top = (double)k->same_top / k->count;
+    rms_dp(k, &rms, &rms_err);
+    same_top(k, &top, &top_err);
     printf("%4d    %9.4f ± %9.4f    %10.5f ± %10.5f    %10.5f ± %10.5f    %6.3f ± %6.3f %%    %6.3f ± %6.3f %%\n",
-           chunk, exp(p.lq), exp(p.lq) * p.lq_err, p.lq - p.lb, p.ratio_err, kl, kl_err, 100 * rms,
-           rms > 0 ? 100 * 0.5 / rms * ms_err : 0, 100 * top, k->count > 1 ? 100 * sqrt(top * (1 - top) / (k->count - 1)) : 0);
+           chunk, exp(p.lq), exp(p.lq) * p.lq_err, p.lq - p.lb, p.ratio_err, kl, kl_err, 100 * rms, 100 * rms_err,
+           100 * top, 100 * top_err);
     fflush(stdout);
 }
 
@@ -305,7 +321,8 @@ static void print_kld_summary(kld_sums *k)
     printf("\n====== Perplexity statistics ======\n");
     printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", q, qe);
     printf("Mean PPL(base)                : %10.6f ± %10.6f\n", b, be);
-    printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n", p.lq_err * p.lb_err > 0 ? 100 * cov / (p.lq_err * p.lb_err) : 0);
+    printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n",
+           p.lq_err * p.lb_err > 0 ? 100 * cov / (p.lq_err * p.lb_err) : 0);
     printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", p.lq - p.lb, p.ratio_err);
     printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", exp(p.lq - p.lb), exp(p.lq - p.lb) * p.ratio_err);
     printf("Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", q - b, diff_var > 0 ? sqrt(diff_var) : 0);
@@ -323,7 +340,7 @@ static void print_kld_summary(kld_sums *k)
     for (size_t i = 0; i < sizeof kq / sizeof *kq; i++)
         printf("%s KLD: %10.6f\n", kq[i].name, percentile(k->kld_v, n, kq[i].f));
 
-    double dp, dp_err, ms, ms_err;
+    double dp, dp_err, rms, rms_err, top, top_err;
     mean_err(k->dp, k->dp2, n, &dp, &dp_err);
     printf("\n====== Token probability statistics ======\n");
     printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100 * dp, 100 * dp_err);
@@ -334,10 +351,10 @@ static void print_kld_summary(kld_sums *k)
     };
     for (size_t i = 0; i < sizeof pq / sizeof *pq; i++)
         printf("%s Δp: %6.3f%%\n", pq[i].name, 100 * percentile(k->dp_v, n, pq[i].f));
-    mean_err(k->dp2, k->dp4, n, &ms, &ms_err);
-    double rms = sqrt(ms), top = (double)k->same_top / n;
-    printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100 * rms, rms > 0 ? 100 * 0.5 / rms * ms_err : 0);
-    printf("Same top p: %6.3f ± %5.3f %%\n", 100 * top, 100 * sqrt(top * (1 - top) / (n - 1)));
+    rms_dp(k, &rms, &rms_err);
+    same_top(k, &top, &top_err);
+    printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100 * rms, 100 * rms_err);
+    printf("Same top p: %6.3f ± %5.3f %%\n", 100 * top, 100 * top_err);
 }
 
 /* ---- evaluation ----------------------------------------------------------- */
@@ -572,7 +589,8 @@ int main(int argc, char **argv)
             print_kld_summary(&sc.k);
     } else {
         double mean = sc.nll / sc.count, var = sc.nll2 / sc.count - mean * mean, ppl = exp(mean);
-        printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, var > 0 && sc.count > 1 ? sqrt(var / (sc.count - 1)) * ppl : 0);
+        double err = var > 0 && sc.count > 1 ? sqrt(var / (sc.count - 1)) * ppl : 0;
+        printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
         if (sc.base && fflush(sc.base)) {
             fprintf(stderr, "hetero-perplexity: writing %s: %s\n", a.base, strerror(errno));
             goto out;
