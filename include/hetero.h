@@ -582,6 +582,11 @@ HX_API int32_t hx_tokenizer_vocab_size(const hx_tokenizer *tok);
 /* Special ids, -1 when the model has none. */
 HX_API int32_t hx_tokenizer_bos(const hx_tokenizer *tok);
 HX_API int32_t hx_tokenizer_eos(const hx_tokenizer *tok);
+/* Whether the model asks for BOS before / EOS after a prompt (GGUF
+ * tokenizer.ggml.add_bos_token / add_eos_token, else the vocabulary's
+ * default, as llama.cpp decides); 0 when it has no such token. */
+HX_API int hx_tokenizer_wants_bos(const hx_tokenizer *tok);
+HX_API int hx_tokenizer_wants_eos(const hx_tokenizer *tok);
 /* Whether `id` ends generation (EOS, EOT, <|im_end|>...). */
 HX_API int hx_tokenizer_is_eog(const hx_tokenizer *tok, int32_t id);
 

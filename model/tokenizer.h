@@ -89,9 +89,6 @@ const char *hx_tokenizer_text(const hx_tokenizer *t, int32_t id, size_t *len);
 float hx_tokenizer_score(const hx_tokenizer *t, int32_t id);
 /* The id of a token's exact text, or -1. */
 int32_t hx_tokenizer_find(const hx_tokenizer *t, const char *text, size_t len);
-/* Whether the model asks for BOS/EOS around a prompt (add_bos_token...). */
-int hx_tokenizer_wants_bos(const hx_tokenizer *t);
-int hx_tokenizer_wants_eos(const hx_tokenizer *t);
 
 /* Streaming detokenizer: feed ids one at a time and print what comes out.
  * Output is always valid UTF-8: a character split across tokens is held

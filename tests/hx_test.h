@@ -3,7 +3,9 @@
 #define HX_TEST_H
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "hetero.h"
 
@@ -22,6 +24,43 @@ static inline const char *hx_test_build_dir(void)
 {
     const char *b = getenv("HX_BUILD");
     return b ? b : "build";
+}
+
+/* A whole file, NUL-terminated (the test fails if it cannot be read). */
+static inline char *hx_test_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap + 1);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += got) == cap)
+            buf = realloc(buf, (cap *= 2) + 1);
+    ck_assert_msg(buf && !ferror(f), "cannot read %s", path);
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+/* The GGUF file of SmolLM2-135M-Instruct that make test fetches
+ * (HX_TEST_SMOLLM2), or NULL when there is none: the caller then skips what
+ * needs it, and this says so and why on stderr, so a run without the
+ * package registry reads as skipped, not as passed.  Under CI a missing
+ * model fails the test: there the registry is reachable, and the real
+ * model's checks must run. */
+static inline const char *hx_test_smollm2(const char *what)
+{
+    const char *p = getenv("HX_TEST_SMOLLM2");
+    if (p && *p && access(p, R_OK) == 0)
+        return p;
+    const char *why = p && *p ? "HX_TEST_SMOLLM2 names no readable file"
+                              : "no SmolLM2 file: the package registry was not reachable (see fetch-smollm2's "
+                                "message above), or HX_TEST_SMOLLM2 is not set (make test sets it)";
+    ck_assert_msg(!getenv("CI"), "%s: %s", what, why);
+    fprintf(stderr, "SKIPPED %s: %s\n", what, why);
+    return NULL;
 }
 
 #endif
