@@ -83,15 +83,17 @@ hx_status hx_tokenizer_create_bytes(hx_tokenizer **out);
 /* Writes that vocabulary's tokenizer.ggml.* keys, for synthetic GGUF files. */
 hx_status hx_tokenizer_write_bytes_kv(hx_gguf_writer *w);
 
+/* hx_tokenizer_encode with BOS and EOS where the model asks for them
+ * (add_special, as llama.cpp's llama_tokenize takes it). */
+hx_status hx_tokenizer_encode_prompt(const hx_tokenizer *t, const char *text, size_t len, int add_special,
+                                     int parse_special, int32_t *ids, size_t cap, size_t *n);
+
 /* Token facts; out-of-range ids give 0 / NULL. */
 unsigned hx_tokenizer_attr(const hx_tokenizer *t, int32_t id);
 const char *hx_tokenizer_text(const hx_tokenizer *t, int32_t id, size_t *len);
 float hx_tokenizer_score(const hx_tokenizer *t, int32_t id);
 /* The id of a token's exact text, or -1. */
 int32_t hx_tokenizer_find(const hx_tokenizer *t, const char *text, size_t len);
-/* Whether the model asks for BOS/EOS around a prompt (add_bos_token...). */
-int hx_tokenizer_wants_bos(const hx_tokenizer *t);
-int hx_tokenizer_wants_eos(const hx_tokenizer *t);
 
 /* Streaming detokenizer: feed ids one at a time and print what comes out.
  * Output is always valid UTF-8: a character split across tokens is held

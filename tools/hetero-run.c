@@ -288,9 +288,9 @@ int main(int argc, char **argv)
     }
     const char *prompt = a.prompt ? a.prompt : "Once upon a time";
     size_t n, len = strlen(prompt);
-    hx_model_tokenize(m, prompt, len, a.bos, NULL, 0, &n);
+    hx_model_tokenize(m, prompt, len, a.bos, 1, NULL, 0, &n);
     ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!ids || hx_model_tokenize(m, prompt, len, a.bos, ids, n, &n))
+    if (!ids || hx_model_tokenize(m, prompt, len, a.bos, 1, ids, n, &n))
         goto fail;
     fputs(prompt, stdout);
     hx_generation_stats gs;
