@@ -117,17 +117,25 @@ typedef struct {
 
 typedef struct {
     /* Devices to open, comma separated names or families ("cpu",
-     * "opencl", "fpga", "cuda", "all"); NULL = HX_DEVICES or "all". */
+     * "opencl", "fpga", "gpu", "cuda", "all"); NULL = HX_DEVICES or "all".
+     * "all" is every device that adds compute: a device that only runs on
+     * the cores the CPU device already uses (PoCL's CPU device) is left
+     * out, and opens when named ("opencl") or as an emulated FPGA
+     * (fpga_emulation). */
     const char *devices;
     /* CPU worker threads; 0 = HX_THREADS or one per physical core. */
     int cpu_threads;
     /* Present PoCL as an emulated FPGA: NULL = HX_FPGA_EMULATION;
      * "pocl" enables, "" or "off" disables. */
     const char *fpga_emulation;
-    /* Scheduling policy: "eager" (one central queue), "static" (each task
-     * on the device it prefers), "ws" (work stealing), "dmda" (earliest
-     * expected completion from the performance models and the cost of
-     * moving data, with load-aware migration); NULL = HX_SCHED or "eager". */
+    /* Scheduling policy: "static" (each task on the device it prefers:
+     * the same placement every run, hence the same results), "eager" (one
+     * central queue), "ws" (work stealing), "dmda" (earliest expected
+     * completion from the performance models and the cost of moving data,
+     * with load-aware migration); NULL = HX_SCHED or "static".  Under
+     * eager, ws and dmda a task's device depends on timing, so with two
+     * devices that compute differently (rounding) results may differ from
+     * run to run; see docs/scheduling.md. */
     const char *sched;
     /* Pin CPU threads to cores (hwloc); -1 = HX_PIN or off. */
     int pin_threads;
