@@ -655,6 +655,30 @@ HX_API int hx_tokenizer_wants_eos(const hx_tokenizer *tok);
 /* Whether `id` ends generation (EOS, EOT, <|im_end|>...). */
 HX_API int hx_tokenizer_is_eog(const hx_tokenizer *tok, int32_t id);
 
+/* ------------------------------------------------------------------------
+ * Chat templates: a conversation as the prompt text a chat model was
+ * trained on, by the built-in families of llama.cpp (not a Jinja engine).
+ * ---------------------------------------------------------------------- */
+
+/* One message of a conversation. role: "system", "user" or "assistant". */
+typedef struct { const char *role; const char *content; } hx_chat_message;
+/* The model's tokenizer.chat_template (its Jinja source), or NULL when the file has none. */
+HX_API const char *hx_model_chat_template(const hx_model *m);
+/* The built-in template family that `tmpl` is: a family name given as is ("chatml", "llama2",
+ * "llama2-sys", "llama3", "mistral-v1", "mistral-v3", "mistral-v7", "phi3", "gemma", "zephyr", ...)
+ * or a Jinja template source recognised as llama.cpp recognises it (llm_chat_detect_template).
+ * HX_ERR_UNSUPPORTED, with hx_last_error() saying so, for one it cannot apply. *name is static. */
+HX_API hx_status hx_chat_template_name(const char *tmpl, const char **name);
+/* Formats `n` messages with template `tmpl` (a family name or Jinja source, as above);
+ * add_assistant: end with the opening of the assistant's turn.  Same buffer contract as
+ * hx_tokenizer_decode: writes *len bytes and a NUL; HX_ERR_RANGE when cap <= *len, with
+ * *len the length needed (buf may be NULL when cap is 0).  A role the family has no place
+ * for (one llama.cpp would drop) is HX_ERR_UNSUPPORTED. */
+HX_API hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message *msgs, size_t n,
+                                        int add_assistant, char *buf, size_t cap, size_t *len);
+/* The i-th built-in family name (for listings such as --help), NULL past the last. */
+HX_API const char *hx_chat_template_builtin(size_t i);
+
 #ifdef __cplusplus
 }
 #endif

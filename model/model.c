@@ -252,6 +252,24 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
     return s;
 }
 
+/* A copy of tokenizer.chat_template: the GGUF string is not NUL-terminated,
+ * and callers keep the pointer for the model's life. */
+static hx_status read_chat_template(hx_model *m)
+{
+    const char *t;
+    uint64_t len;
+    hx_status s = hx_gguf_get_str(m->gguf, "tokenizer.chat_template", &t, &len);
+    if (s == HX_ERR_NOT_FOUND)
+        return HX_OK;
+    if (s)
+        return hx_error_context(s, "tokenizer.chat_template");
+    if (!(m->chat_template = malloc(len + 1)))
+        return hx_error(HX_ERR_NO_MEMORY, "tokenizer.chat_template: %llu bytes", (unsigned long long)len);
+    memcpy(m->chat_template, t, len);
+    m->chat_template[len] = '\0';
+    return HX_OK;
+}
+
 hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts, hx_model **out)
 {
     if (!rt || !path || !out)
@@ -269,6 +287,8 @@ hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options
         if (s == HX_OK && hx_tokenizer_vocab_size(m->tok) > (int32_t)m->info.n_vocab)
             s = hx_error(HX_ERR_FORMAT, "the vocabulary has %d tokens but token_embd only %u rows",
                          hx_tokenizer_vocab_size(m->tok), m->info.n_vocab);
+        if (s == HX_OK)
+            s = read_chat_template(m);
         if (s == HX_OK)
             s = hx_model_prepare(m, opts);
     }
@@ -311,6 +331,7 @@ void hx_model_free(hx_model *m)
     }
     free(m->layers);
     hx_tokenizer_free(m->tok);
+    free(m->chat_template);
     hx_gguf_close(m->gguf);
     free(m->plan);
     pthread_mutex_destroy(&m->eval_lock);
@@ -345,3 +366,5 @@ hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size
 }
 
 int hx_model_is_eog(const hx_model *m, int32_t id) { return m && hx_tokenizer_is_eog(m->tok, id); }
+
+const char *hx_model_chat_template(const hx_model *m) { return m ? m->chat_template : NULL; }

@@ -57,6 +57,7 @@ struct hx_model {
     hx_weight tok_embd, out_norm, output;
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
+    char *chat_template;       /* tokenizer.chat_template, NUL-terminated; NULL when absent */
     hx_kv_pool *kv;
     hx_activations act[HX_ACT_SETS];
     int n_act;
