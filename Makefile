@@ -83,6 +83,11 @@ $(SHARED): $(LIB_OBJ) $(CL_OBJ)
 $(BUILD)/hetero-%: tools/hetero-%.c $(STATIC)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+# hetero-run's modes and helpers live beside it in tools/run_*.c.
+RUN_SRC := $(sort $(wildcard tools/run_*.c))
+$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(STATIC)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 $(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(STATIC)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)

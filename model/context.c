@@ -1,25 +1,10 @@
 /* The context (tokens one session may hold) and the KV pool (tokens all
  * sessions hold), and the check that refuses a request before any work
  * when either would run out. */
-#include <stdio.h>
 #include <unistd.h>
 
 #include "model/context.h"
 #include "runtime/error.h"
-
-/* 4333 -> "4,333": the numbers in messages are read by people. */
-static const char *grouped(uint64_t v, char buf[32])
-{
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v), o = 0;
-    for (int i = 0; i < n; i++) {
-        if (i && (n - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
 
 static uint64_t kv_bytes_per_token(const hx_model *m)
 {
@@ -71,13 +56,11 @@ hx_status hx_model_resolve_context(hx_model *m)
     if (!o->kv_tokens)
         o->kv_tokens = o->n_ctx;
     const uint64_t bytes = pool_bytes(m, o->kv_tokens);
-    if (per_token && bytes > room) {
-        char a[32], b[32], c[32], d[32];
-        return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: %s tokens of KV cache take %s MiB; the machine's %s MiB "
-                                          "hold %s MiB beside the weights (lower n_ctx, hetero-run -c)",
-                        grouped(o->kv_tokens, a), grouped(bytes >> 20, b), grouped(mem >> 20, c),
-                        grouped(room >> 20, d));
-    }
+    if (per_token && bytes > room)
+        return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: %u tokens of KV cache take %llu MiB; the machine's "
+                                          "%llu MiB hold %llu MiB beside the weights (lower n_ctx, hetero-run -c)",
+                        o->kv_tokens, (unsigned long long)(bytes >> 20), (unsigned long long)(mem >> 20),
+                        (unsigned long long)(room >> 20));
     m->info.n_ctx = o->n_ctx;
     m->info.kv_tokens = o->kv_tokens;
     m->info.kv_bytes = bytes;
@@ -88,14 +71,13 @@ hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const cha
 {
     hx_model *m = s->m;
     const uint32_t n_ctx = m->opts.n_ctx, pos = s->pos;
-    char a[32], b[32], c[32], d[32];
     if (n_new > n_ctx - pos) {
         if (pos)
-            return hx_error(HX_ERR_RANGE, "context full: the %s is %s tokens and the session holds %s; the context "
-                                          "is %s tokens (n_ctx)",
-                            what, grouped(n_new, a), grouped(pos, b), grouped(n_ctx, c));
-        return hx_error(HX_ERR_RANGE, "context too small: the %s is %s tokens; the context is %s tokens (n_ctx)", what,
-                        grouped(n_new, a), grouped(n_ctx, c));
+            return hx_error(HX_ERR_RANGE, "context full: the %s is %zu tokens and the session holds %u; the context "
+                                          "is %u tokens (n_ctx)",
+                            what, n_new, pos, n_ctx);
+        return hx_error(HX_ERR_RANGE, "context too small: the %s is %zu tokens; the context is %u tokens (n_ctx)",
+                        what, n_new, n_ctx);
     }
     uint64_t want = pos + n_new + n_more;
     if (want > n_ctx)
@@ -106,9 +88,8 @@ hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const cha
     const uint32_t held = s->seq.n_blocks * m->kv->block_size, free_tokens = hx_kv_pool_free_tokens(m->kv);
     if (want <= (uint64_t)held + free_tokens)
         return st; /* not the pool: the block table itself could not grow */
-    return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %s tokens (%s already in the "
-                                      "session); the pool has %s of its %s tokens free, other sessions hold the "
+    return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
+                                      "session); the pool has %u of its %u tokens free, other sessions hold the "
                                       "rest (kv_tokens)",
-                    what, grouped(want, a), grouped(pos, b), grouped(free_tokens, c),
-                    grouped((uint64_t)m->kv->n_blocks * m->kv->block_size, d));
+                    what, (unsigned long long)want, pos, free_tokens, m->kv->n_blocks * m->kv->block_size);
 }
