@@ -107,12 +107,20 @@ $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BU
 
 # Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
 HX_TEST_DATA ?= $(CURDIR)/../shared/data
-test: all $(TEST_BIN)
-	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
+# The suites' Python references (tests/requirements.txt) go into a virtual
+# environment here when python3 lacks them (tools/test-python.sh); it comes
+# first on the suites' PATH.
+VENV ?= $(CURDIR)/$(BUILD)/venv
+$(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh tools/test-python.sh $(VENV) tests/requirements.txt $@
+test: all $(TEST_BIN) $(BUILD)/test-python.stamp
+	PATH="$(VENV)/bin:$$PATH" HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) \
+	  HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
+	$(MAKE) BUILD=build-asan VENV=$(VENV) OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
 # The README's main job: hetero-bench's default suite on the embedded model.
 bench: all
