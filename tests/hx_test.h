@@ -3,6 +3,7 @@
 #define HX_TEST_H
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "hetero.h"
@@ -22,6 +23,20 @@ static inline const char *hx_test_build_dir(void)
 {
     const char *b = getenv("HX_BUILD");
     return b ? b : "build";
+}
+
+/* A fresh directory /tmp/hx-TAG-XXXXXX in buf, and its removal. */
+static inline void hx_test_tmpdir(char *buf, size_t cap, const char *tag)
+{
+    ck_assert_int_lt(snprintf(buf, cap, "/tmp/hx-%s-XXXXXX", tag), (int)cap);
+    ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+static inline void hx_test_rmdir(const char *dir)
+{
+    char cmd[512];
+    ck_assert_int_lt(snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir), (int)sizeof cmd);
+    ck_assert_int_eq(system(cmd), 0);
 }
 
 #endif

@@ -21,19 +21,13 @@ static char model_path[128];
  * context 512. */
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hx-ctx-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    hx_test_tmpdir(tmpdir, sizeof tmpdir, "ctx");
     static const hx_synthetic_config c = {"ctx", 256, 2, 4, 2, 512, 512, "llama", 0};
     snprintf(model_path, sizeof model_path, "%s/ctx.gguf", tmpdir);
     HX_ASSERT_OK(hx_synthetic_write(model_path, &c, "f16", 7));
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void teardown(void) { hx_test_rmdir(tmpdir); }
 
 typedef struct {
     hx_runtime *rt;

@@ -13,18 +13,8 @@
 
 static char tmpdir[64];
 
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/hx-run-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void setup(void) { hx_test_tmpdir(tmpdir, sizeof tmpdir, "run"); }
+static void teardown(void) { hx_test_rmdir(tmpdir); }
 
 /* Runs hetero-run with `args` (shell words) and standard input `input`;
  * returns its exit status, its stdout and stderr in out/err. */
