@@ -88,8 +88,13 @@ hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const cha
     const uint32_t held = s->seq.n_blocks * m->kv->block_size, free_tokens = hx_kv_pool_free_tokens(m->kv);
     if (want <= (uint64_t)held + free_tokens)
         return st; /* not the pool: the block table itself could not grow */
+    const uint32_t total = m->kv->n_blocks * m->kv->block_size;
+    if (held + free_tokens == total)
+        return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
+                                          "session); the pool holds %u tokens in all (kv_tokens)",
+                        what, (unsigned long long)want, pos, total);
     return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
                                       "session); the pool has %u of its %u tokens free, other sessions hold the "
                                       "rest (kv_tokens)",
-                    what, (unsigned long long)want, pos, free_tokens, m->kv->n_blocks * m->kv->block_size);
+                    what, (unsigned long long)want, pos, free_tokens, total);
 }
