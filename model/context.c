@@ -55,6 +55,9 @@ hx_status hx_model_resolve_context(hx_model *m)
     }
     if (!o->kv_tokens)
         o->kv_tokens = o->n_ctx;
+    if (o->kv_tokens > UINT32_MAX - o->kv_block)
+        return hx_error(HX_ERR_INVALID_ARG, "KV pool of %u tokens: at most %u", o->kv_tokens,
+                        UINT32_MAX - o->kv_block);
     const uint64_t bytes = pool_bytes(m, o->kv_tokens);
     if (per_token && bytes > room)
         return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: %u tokens of KV cache take %llu MiB; the machine's "

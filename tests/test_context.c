@@ -185,6 +185,10 @@ START_TEST(smollm2_prompts_tokenize_as_llama_cpp)
     ck_assert_mem_eq(ids, chat, sizeof chat);
     ck_assert_int_eq(ids[0], in.bos);
     ck_assert(hx_model_is_eog(m, ids[10])); /* <|im_end|> */
+    ck_assert(!hx_model_is_eog(m, ids[0]));
+    HX_ASSERT_OK(hx_model_tokenize(m, "<|endoftext|>", 13, 0, 1, ids, 64, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert(hx_model_is_eog(m, ids[0]));
     HX_ASSERT_OK(hx_model_tokenize(m, c, strlen(c), 1, 0, ids, 64, &n));
     ck_assert_uint_gt(n, 16); /* the markup as plain text */
     hx_model_free(m);
