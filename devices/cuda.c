@@ -128,6 +128,16 @@ static cuda_lib *lib_find(char *why, size_t len)
         }
         return l;
     }
+    /* Without the NVIDIA driver the plugin finds no GPU, and loading it
+     * maps the CUDA runtime and cuBLAS (some 200 MiB resident) to learn
+     * that; the driver's library says it at once. */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver) {
+        const char *e = dlerror();
+        snprintf(why, len, "%s not loaded: no NVIDIA driver (%s)", CUDA_SONAME, e ? e : "libcuda.so.1 not found");
+        return NULL;
+    }
+    dlclose(driver);
     char dirs[3][PATH_MAX], exe[PATH_MAX];
     Dl_info info;
     dir_of(dladdr((void *)lib_find, &info) ? info.dli_fname : NULL, dirs[0], sizeof dirs[0]);

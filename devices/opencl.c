@@ -465,7 +465,7 @@ static hx_status ocl_discover(hx_runtime *rt, const hx_discover_options *o)
     if (nplat > MAX_PLATFORMS)
         nplat = MAX_PLATFORMS;
     int added = 0, emulation_used = 0;
-    char errors[256] = "";
+    char errors[256] = "", skipped[128] = "";
     for (cl_uint p = 0; p < nplat; p++) {
         char name[256] = "", vendor[256] = "";
         clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
@@ -481,6 +481,15 @@ static hx_status ocl_discover(hx_runtime *rt, const hx_discover_options *o)
         if (ndev > MAX_DEVICES_PER_PLATFORM)
             ndev = MAX_DEVICES_PER_PLATFORM;
         for (cl_uint i = 0; i < ndev; i++) {
+            cl_device_type type = 0;
+            clGetDeviceInfo(devs[i], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+            int emulate = o->fpga_emulation && !emulation_used && is_pocl(name, vendor);
+            if (o->skip_host_cores && (type & CL_DEVICE_TYPE_CPU) && !emulate) {
+                /* Not even opened: its context and threads cost memory. */
+                if (!skipped[0])
+                    info_string(devs[i], CL_DEVICE_NAME, skipped, sizeof skipped);
+                continue;
+            }
             hx_status s = add_device(rt, o, plats[p], name, vendor, devs[i], &emulation_used);
             /* One device that cannot open must not hide the others. */
             if (s == HX_OK)
@@ -489,7 +498,12 @@ static hx_status ocl_discover(hx_runtime *rt, const hx_discover_options *o)
                 snprintf(errors, sizeof errors, "; %.200s", hx_last_error());
         }
     }
-    if (!added)
+    if (!added && skipped[0] && !errors[0])
+        hx_runtime_set_absence(rt, HX_FAMILY_OPENCL,
+                               "'%s' computes on the CPU device's cores, so the default set leaves it out; "
+                               "ask for it with devices 'opencl' or HX_FPGA_EMULATION=pocl",
+                               skipped);
+    else if (!added)
         hx_runtime_set_absence(rt, HX_FAMILY_OPENCL, "no usable OpenCL device on %u platform%s%s", nplat,
                                nplat == 1 ? "" : "s", errors);
     hx_error_clear();

@@ -117,17 +117,25 @@ typedef struct {
 
 typedef struct {
     /* Devices to open, comma separated names or families ("cpu",
-     * "opencl", "fpga", "cuda", "all"); NULL = HX_DEVICES or "all". */
+     * "opencl", "fpga", "gpu", "cuda", "all"); NULL = HX_DEVICES or "all".
+     * "all" is every device that adds compute: a device that only runs on
+     * the cores the CPU device already uses (PoCL's CPU device) is left
+     * out, and opens when named ("opencl") or as an emulated FPGA
+     * (fpga_emulation). */
     const char *devices;
     /* CPU worker threads; 0 = HX_THREADS or one per physical core. */
     int cpu_threads;
     /* Present PoCL as an emulated FPGA: NULL = HX_FPGA_EMULATION;
      * "pocl" enables, "" or "off" disables. */
     const char *fpga_emulation;
-    /* Scheduling policy: "eager" (one central queue), "static" (each task
-     * on the device it prefers), "ws" (work stealing), "dmda" (earliest
-     * expected completion from the performance models and the cost of
-     * moving data, with load-aware migration); NULL = HX_SCHED or "eager". */
+    /* Scheduling policy: "static" (each task on the device it prefers:
+     * the same placement every run, hence the same results), "eager" (one
+     * central queue), "ws" (work stealing), "dmda" (earliest expected
+     * completion from the performance models and the cost of moving data,
+     * with load-aware migration); NULL = HX_SCHED or "static".  Under
+     * eager, ws and dmda a task's device depends on timing, so with two
+     * devices that compute differently (rounding) results may differ from
+     * run to run; see docs/scheduling.md. */
     const char *sched;
     /* Pin CPU threads to cores (hwloc); -1 = HX_PIN or off. */
     int pin_threads;
@@ -304,9 +312,9 @@ HX_API int hx_device_implements(const hx_runtime *rt, int device, const char *na
  * Models, sessions and generation
  *
  *     hx_model *m;   hx_model_load(rt, "model.gguf", NULL, &m);
- *     hx_session *s; hx_session_open(m, NULL, &s);
+ *     hx_session *s; hx_session_open(m, &s);
  *     int32_t ids[256]; size_t n;
- *     hx_model_tokenize(m, "Hello", 5, 1, ids, 256, &n);
+ *     hx_model_tokenize(m, "Hello", 5, 1, 1, ids, 256, &n);
  *     hx_session_eval(s, ids, n, 0);          // prefill
  *     const float *logits = hx_session_logits(s, -1);
  * ---------------------------------------------------------------------- */
@@ -327,13 +335,21 @@ typedef struct {
     const char *partition;
     /* KV cache: element type "f16" (default) or "q8_0"; NULL = HX_KV_TYPE. */
     const char *kv_type;
-    /* Tokens the KV pool holds across all sessions (0 = the model's
-     * context_length, at most 4096, as llama.cpp's default context). */
+    /* Tokens the KV pool holds across all sessions (0 = n_ctx: room for
+     * one session's whole context). */
     uint32_t kv_tokens;
     /* Tokens per KV block (0 = 16). */
     uint32_t kv_block;
     /* Largest number of tokens one evaluation takes (0 = 512). */
     uint32_t max_batch;
+    /* The context: the most tokens one session holds, prompt and generated
+     * together (llama.cpp's -c).  0 = the model's trained context
+     * (n_ctx_train), lowered when its KV cache would take more than half of
+     * the memory the weights leave (hx_model_info.n_ctx says what it got).
+     * A larger value is allowed (positions past the trained context may
+     * degrade the text); one whose KV cache cannot fit in memory is refused
+     * with HX_ERR_NO_MEMORY. */
+    uint32_t n_ctx;
 } hx_model_options;
 
 typedef struct {
@@ -342,6 +358,14 @@ typedef struct {
     char ftype[16];          /* type of most weights: "f16", "q4_K"...       */
     uint64_t n_params, file_bytes;
     uint32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_ff, head_dim;
+    uint32_t n_ctx;          /* the context a session may fill (options.n_ctx, resolved) */
+    uint32_t kv_tokens;      /* tokens the KV pool holds across all sessions */
+    uint64_t kv_bytes;       /* the KV pool's size */
+    int32_t bos, eos;        /* special ids, -1 when the vocabulary has none  */
+    /* Whether prompts start with BOS / end with EOS (GGUF
+     * tokenizer.ggml.add_bos_token / add_eos_token, else the vocabulary's
+     * default): what hx_model_tokenize's add_special adds. */
+    int add_bos, add_eos;
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);
@@ -397,11 +421,18 @@ HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, co
 HX_API hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *path, size_t cap,
                                            int *written);
 
-/* Tokenization with the model's own vocabulary (see hx_tokenizer_*). */
-HX_API hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_bos,
-                                   int32_t *ids, size_t cap, size_t *n);
+/* Tokenization with the model's own vocabulary (see hx_tokenizer_encode
+ * for the buffer contract).  add_special: add BOS and EOS where the model
+ * asks for them (hx_model_info.add_bos / add_eos), as llama.cpp's
+ * add_special does; parse_special: text spelling a special token (e.g.
+ * "<|im_start|>") becomes that token, as a chat prompt needs. */
+HX_API hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_special,
+                                   int parse_special, int32_t *ids, size_t cap, size_t *n);
 HX_API hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size_t cap,
                                          size_t *len);
+/* Whether `id` ends generation: EOS, EOT, EOM and the tokens llama.cpp
+ * marks end-of-generation by their text (<|im_end|>, <|endoftext|>,
+ * <|eot_id|>, <end_of_turn>...). */
 HX_API int hx_model_is_eog(const hx_model *m, int32_t id);
 
 /* A session is one sequence: its KV blocks and its position. */
@@ -410,7 +441,12 @@ HX_API void hx_session_close(hx_session *s);
 /* Tokens in the session's context so far. */
 HX_API uint32_t hx_session_position(const hx_session *s);
 /* Evaluates n tokens at the session's position (in chunks of max_batch).
- * logits_all: keep the logits of every token, else of the last one only. */
+ * logits_all: keep the logits of every token, else of the last one only.
+ * Before evaluating anything it checks that the tokens fit: past the
+ * context (hx_model_info.n_ctx) it fails with HX_ERR_RANGE, and when the
+ * KV pool cannot give the session the blocks it needs (other sessions
+ * hold them) with HX_ERR_NO_MEMORY; either way the message gives the
+ * numbers and the session is unchanged. */
 HX_API hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all);
 /* Logits of the i-th token of the last evaluation (-1 = its last token), or
  * NULL if they were not kept.  Valid until the next evaluation. */
@@ -437,22 +473,51 @@ typedef struct {
     float repeat_penalty; /* 1 = off */
     int32_t repeat_last_n;
     uint64_t seed;
+    /* Stop strings (vLLM's SamplingParams.stop, llama.cpp's "stop"):
+     * generation ends where the text first contains one of them, and the
+     * text passed to the callback ends before it.  NULL / 0 = none. */
+    const char *const *stop;
+    uint32_t n_stop;
 } hx_sampling;
 
 HX_API hx_sampling hx_sampling_default(void);
 
-/* Called for each generated token with its text piece (may be an empty
- * string while a multi-byte character is incomplete); return non-zero to
- * stop. */
+/* Called for each generated token with its text piece: the text that
+ * token completes.  It may be an empty string while a multi-byte
+ * character is incomplete, or while the text could still be the start of
+ * a stop string; what was held back comes with a later token, or at the
+ * end in a last call with token -1.  Return non-zero to stop. */
 typedef int (*hx_token_callback)(void *user, int32_t token, const char *piece);
+
+/* Why a generation ended. */
+typedef enum {
+    HX_FINISH_NONE = 0,     /* it did not end: an error stopped it */
+    HX_FINISH_STOP = 1,     /* an end-of-generation token, or a stop string */
+    HX_FINISH_LENGTH = 2,   /* n_predict tokens, or the context is full */
+    HX_FINISH_CALLBACK = 3, /* the callback asked to stop */
+} hx_finish_reason;
+
+/* "none", "stop", "length", "callback" (OpenAI's finish_reason words). */
+HX_API const char *hx_finish_reason_str(hx_finish_reason r);
 
 typedef struct {
     uint32_t prompt_tokens, generated_tokens;
     double prefill_seconds, decode_seconds;
+    hx_finish_reason finish;
+    /* With HX_FINISH_STOP: the index of the stop string that matched, or
+     * -1 for an end-of-generation token. */
+    int32_t stop_index;
 } hx_generation_stats;
 
-/* Evaluates the prompt, then samples up to n_predict tokens (stopping at an
- * end-of-generation token), calling `cb` for each. */
+/* Evaluates the prompt, then samples up to n_predict tokens, calling `cb`
+ * for each; it stops at an end-of-generation token (hx_model_is_eog), a
+ * stop string, or when the context is full, and says which in
+ * stats->finish.  Before evaluating anything it takes from the KV pool
+ * all the request may need (the prompt, plus n_predict tokens up to the
+ * context): a prompt longer than the context fails with HX_ERR_RANGE, a
+ * pool that cannot give that much with HX_ERR_NO_MEMORY, both with the
+ * numbers and nothing evaluated.  Reaching the context while generating
+ * is no error: it ends with HX_FINISH_LENGTH and HX_OK. */
 HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
                                      uint32_t n_predict, const hx_sampling *sampling,
                                      hx_token_callback cb, void *user, hx_generation_stats *stats);

@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "model/sampling.h"
+#include "model/context.h"
 #include "model/session.h"
+#include "model/stop_text.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
 
@@ -21,68 +23,143 @@ hx_sampling hx_sampling_default(void)
     return p;
 }
 
+const char *hx_finish_reason_str(hx_finish_reason r)
+{
+    switch (r) {
+    case HX_FINISH_STOP: return "stop";
+    case HX_FINISH_LENGTH: return "length";
+    case HX_FINISH_CALLBACK: return "callback";
+    case HX_FINISH_NONE: break;
+    }
+    return "none";
+}
+
+/* One generation's state beside the session: sampler, detokenizer, stop
+ * strings and the piece buffer. */
+typedef struct {
+    hx_sampler *smp;
+    hx_detok dt;
+    hx_stop_text stop;
+    char *piece;
+    size_t cap;
+} generation;
+
+static void generation_free(generation *g)
+{
+    hx_sampler_free(g->smp);
+    hx_stop_text_free(&g->stop);
+    free(g->piece);
+}
+
+static hx_status generation_init(generation *g, hx_model *m, const hx_sampling *sp)
+{
+    memset(g, 0, sizeof *g);
+    hx_sampler_params p = {sp->temperature, sp->top_k, sp->top_p, sp->min_p,
+                           sp->repeat_penalty, sp->repeat_last_n, sp->seed};
+    hx_status st = hx_stop_text_init(&g->stop, sp->stop, sp->n_stop);
+    if (st == HX_OK)
+        st = hx_sampler_create(&p, (int)m->info.n_vocab, &g->smp);
+    g->cap = hx_detok_max_out(m->tok) + 1;
+    if (st == HX_OK && !(g->piece = malloc(g->cap)))
+        st = hx_error(HX_ERR_NO_MEMORY, "generation");
+    hx_detok_init(&g->dt, m->tok, 0);
+    if (st)
+        generation_free(g);
+    return st;
+}
+
+/* The text token `tok` completes, through the stop strings: *text is what
+ * to pass on, *matched the stop string it ended at (-1: none). */
+static hx_status next_text(generation *g, int32_t tok, int eog, const char **text, int32_t *matched)
+{
+    size_t n = 0, len;
+    hx_status st = eog ? HX_OK : hx_detok_push(&g->dt, tok, g->piece, g->cap - 1, &n);
+    if (st == HX_OK)
+        st = hx_stop_text_push(&g->stop, g->piece, n, text, &len, matched);
+    return st;
+}
+
+/* What is still held once generation ended without a stop string: an
+ * incomplete character (as U+FFFD) and text that began a stop string. */
+static hx_status last_text(generation *g, const char **text, size_t *len, int32_t *matched)
+{
+    size_t n = 0;
+    hx_status st = hx_detok_finish(&g->dt, g->piece, g->cap - 1, &n);
+    return st ? st : hx_stop_text_finish(&g->stop, g->piece, n, text, len, matched);
+}
+
 hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
                               const hx_sampling *sampling, hx_token_callback cb, void *user,
                               hx_generation_stats *stats)
 {
-    if (!s || !prompt || n_prompt == 0)
+    hx_generation_stats gs = {.prompt_tokens = (uint32_t)n_prompt, .stop_index = -1};
+    if (stats)
+        *stats = gs;
+    if (!s)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_session_generate: NULL session");
+    if (!prompt || n_prompt == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_session_generate: no prompt");
     hx_model *m = s->m;
     if (!m->tok)
         return hx_error(HX_ERR_UNSUPPORTED, "hx_session_generate: the model has no tokenizer (shapes only)");
     hx_sampling def = hx_sampling_default();
-    const hx_sampling *sp = sampling ? sampling : &def;
-    hx_sampler_params p = {sp->temperature, sp->top_k, sp->top_p, sp->min_p,
-                           sp->repeat_penalty, sp->repeat_last_n, sp->seed};
-    hx_sampler *smp;
-    hx_status st = hx_sampler_create(&p, (int)m->info.n_vocab, &smp);
+    generation g;
+    hx_status st = generation_init(&g, m, sampling ? sampling : &def);
     if (st)
         return st;
-    size_t cap = hx_detok_max_out(m->tok) + 1;
-    char *piece = malloc(cap);
-    if (!piece) {
-        hx_sampler_free(smp);
-        return hx_error(HX_ERR_NO_MEMORY, "generation");
-    }
-    hx_detok dt;
-    hx_detok_init(&dt, m->tok, 0);
-    hx_generation_stats gs = {.prompt_tokens = (uint32_t)n_prompt};
+    /* The whole request's KV before any work: the last token sampled is
+     * never evaluated, so the prompt and n_predict - 1 more. */
+    st = hx_session_fit(s, n_prompt, n_predict ? n_predict - 1 : 0, "prompt");
     for (size_t i = 0; i < n_prompt && st == HX_OK; i++)
-        st = hx_sampler_accept(smp, prompt[i]);
+        st = hx_sampler_accept(g.smp, prompt[i]);
 
     double t0 = hx_runtime_clock(m->rt);
     if (st == HX_OK)
         st = hx_session_eval(s, prompt, n_prompt, 0);
     gs.prefill_seconds = hx_runtime_clock(m->rt) - t0;
     t0 = hx_runtime_clock(m->rt);
+    if (st == HX_OK && n_predict == 0)
+        gs.finish = HX_FINISH_LENGTH;
     for (uint32_t i = 0; st == HX_OK && i < n_predict; i++) {
-        int32_t tok;
-        st = hx_sampler_sample(smp, hx_session_logits(s, -1), &tok);
+        int32_t tok, matched;
+        const char *text;
+        st = hx_sampler_sample(g.smp, hx_session_logits(s, -1), &tok);
         if (st == HX_OK)
-            st = hx_sampler_accept(smp, tok);
+            st = hx_sampler_accept(g.smp, tok);
         if (st)
             break;
         gs.generated_tokens++;
         int eog = hx_tokenizer_is_eog(m->tok, tok);
-        size_t n = 0;
-        if (!eog)
-            st = hx_detok_push(&dt, tok, piece, cap - 1, &n);
-        piece[n] = '\0';
-        if (st == HX_OK && cb && cb(user, tok, piece))
+        if ((st = next_text(&g, tok, eog, &text, &matched)))
             break;
-        if (eog || i + 1 == n_predict)
+        if (eog || matched >= 0) {
+            gs.finish = HX_FINISH_STOP;
+            gs.stop_index = matched;
+        } else if (i + 1 == n_predict || s->pos >= m->opts.n_ctx) {
+            gs.finish = HX_FINISH_LENGTH;
+        }
+        if (cb && cb(user, tok, text) && !gs.finish)
+            gs.finish = HX_FINISH_CALLBACK;
+        if (gs.finish)
             break;
         st = hx_session_eval(s, &tok, 1, 0);
     }
     gs.decode_seconds = hx_runtime_clock(m->rt) - t0;
+    const char *text;
     size_t n = 0;
-    if (st == HX_OK && hx_detok_finish(&dt, piece, cap - 1, &n) == HX_OK && n && cb) {
-        piece[n] = '\0';
-        cb(user, -1, piece);
+    int32_t matched = -1;
+    if (st == HX_OK && gs.stop_index < 0 && (st = last_text(&g, &text, &n, &matched)) == HX_OK) {
+        if (matched >= 0) {
+            gs.finish = HX_FINISH_STOP;
+            gs.stop_index = matched;
+        }
+        if (n && cb)
+            cb(user, -1, text);
     }
+    if (st)
+        gs.finish = HX_FINISH_NONE;
     if (stats)
         *stats = gs;
-    free(piece);
-    hx_sampler_free(smp);
+    generation_free(&g);
     return st;
 }

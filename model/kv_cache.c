@@ -90,13 +90,21 @@ hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
         uint32_t free_tokens = p->n_free * p->block_size;
         pthread_mutex_unlock(&p->lock);
         return hx_error(HX_ERR_NO_MEMORY,
-                        "KV cache full: %u more blocks of %u tokens needed, %u tokens free of %u",
+                        "KV cache memory: %u more blocks of %u tokens needed, %u tokens free of %u",
                         more, p->block_size, free_tokens, p->n_blocks * p->block_size);
     }
     while (s->n_blocks < need)
         s->blocks[s->n_blocks++] = p->free_ids[--p->n_free];
     pthread_mutex_unlock(&p->lock);
     return HX_OK;
+}
+
+uint32_t hx_kv_pool_free_tokens(hx_kv_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    uint32_t n = p->n_free * p->block_size;
+    pthread_mutex_unlock(&p->lock);
+    return n;
 }
 
 void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s)

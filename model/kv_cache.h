@@ -31,6 +31,8 @@ void hx_kv_pool_free(hx_kv_pool *p);
 /* Grows the sequence's block table to hold n_tokens; on failure nothing
  * changes (HX_ERR_NO_MEMORY: the pool is exhausted). */
 hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens);
+/* Tokens the pool's free blocks hold now. */
+uint32_t hx_kv_pool_free_tokens(hx_kv_pool *p);
 /* Returns every block of the sequence to the pool. */
 void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s);
 /* Slot of position `pos`: block * block_size + offset. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/context.h"
 #include "model/model.h"
 #include "model/quant.h"
 #include "model/tokenizer.h"
@@ -225,10 +226,6 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
         m->opts.kv_block = 16;
     if (!m->opts.max_batch)
         m->opts.max_batch = 512;
-    if (!m->opts.kv_tokens) {
-        uint32_t ctx = m->info.n_ctx_train < 4096 ? m->info.n_ctx_train : 4096;
-        m->opts.kv_tokens = ctx;
-    }
     if (m->opts.kv_block > 4096 || m->opts.max_batch > 65536)
         return hx_error(HX_ERR_INVALID_ARG, "kv_block %u / max_batch %u out of range", m->opts.kv_block,
                         m->opts.max_batch);
@@ -240,7 +237,13 @@ void hx_model_act_free(hx_model *m);
 
 hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
 {
+    m->info.bos = hx_tokenizer_bos(m->tok);
+    m->info.eos = hx_tokenizer_eos(m->tok);
+    m->info.add_bos = hx_tokenizer_wants_bos(m->tok);
+    m->info.add_eos = hx_tokenizer_wants_eos(m->tok);
     hx_status s = resolve_options(m, opts);
+    if (s == HX_OK)
+        s = hx_model_resolve_context(m);
     if (s == HX_OK)
         s = hx_kv_pool_create(m->rt, m->kv_type, m->info.n_layer, m->info.n_head_kv, m->info.head_dim,
                               m->opts.kv_tokens, m->opts.kv_block, &m->kv);
@@ -343,14 +346,14 @@ hx_status hx_model_info_get(const hx_model *m, hx_model_info *out)
     return HX_OK;
 }
 
-hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_bos, int32_t *ids,
-                            size_t cap, size_t *n)
+hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_special, int parse_special,
+                            int32_t *ids, size_t cap, size_t *n)
 {
     if (!m)
         return hx_error(HX_ERR_INVALID_ARG, "hx_model_tokenize: NULL model");
     if (!m->tok)
         return hx_error(HX_ERR_UNSUPPORTED, "hx_model_tokenize: the model has no tokenizer (shapes only)");
-    return hx_tokenizer_encode(m->tok, text, len, add_bos, 0, ids, cap, n);
+    return hx_tokenizer_encode_prompt(m->tok, text, len, add_special, parse_special, ids, cap, n);
 }
 
 hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size_t cap, size_t *len)

@@ -83,6 +83,11 @@ hx_status hx_tokenizer_create_bytes(hx_tokenizer **out);
 /* Writes that vocabulary's tokenizer.ggml.* keys, for synthetic GGUF files. */
 hx_status hx_tokenizer_write_bytes_kv(hx_gguf_writer *w);
 
+/* hx_tokenizer_encode with BOS and EOS where the model asks for them
+ * (add_special, as llama.cpp's llama_tokenize takes it). */
+hx_status hx_tokenizer_encode_prompt(const hx_tokenizer *t, const char *text, size_t len, int add_special,
+                                     int parse_special, int32_t *ids, size_t cap, size_t *n);
+
 /* Token facts; out-of-range ids give 0 / NULL. */
 unsigned hx_tokenizer_attr(const hx_tokenizer *t, int32_t id);
 const char *hx_tokenizer_text(const hx_tokenizer *t, int32_t id, size_t *len);

@@ -105,11 +105,9 @@ oom:
     return hx_error(HX_ERR_NO_MEMORY, "tokenizer: special token split");
 }
 
-hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t len, int add_bos,
-                              int parse_special, int32_t *ids, size_t cap, size_t *n)
+static hx_status encode(const hx_tokenizer *t, const char *text, size_t len, int add_bos, int add_eos,
+                        int parse_special, int32_t *ids, size_t cap, size_t *n)
 {
-    if (!t || !n || (!text && len) || (!ids && cap))
-        return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_encode: NULL argument");
     *n = 0;
     /* Symbol indices are ints and a space may grow to 3 bytes. */
     if (len > (size_t)INT32_MAX / 4)
@@ -137,6 +135,8 @@ hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t le
         }
     }
     free(frags.v);
+    if (st == HX_OK && add_eos)
+        st = hx_tokenizer_push(&out, t->eos);
     if (st == HX_OK) {
         *n = out.n;
         if (out.n > cap)
@@ -147,4 +147,21 @@ hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t le
     }
     free(out.v);
     return st;
+}
+
+hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t len, int add_bos,
+                              int parse_special, int32_t *ids, size_t cap, size_t *n)
+{
+    if (!t || !n || (!text && len) || (!ids && cap))
+        return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_encode: NULL argument");
+    return encode(t, text, len, add_bos, 0, parse_special, ids, cap, n);
+}
+
+hx_status hx_tokenizer_encode_prompt(const hx_tokenizer *t, const char *text, size_t len, int add_special,
+                                     int parse_special, int32_t *ids, size_t cap, size_t *n)
+{
+    if (!t || !n || (!text && len) || (!ids && cap))
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_tokenize: NULL argument");
+    return encode(t, text, len, add_special && hx_tokenizer_wants_bos(t), add_special && hx_tokenizer_wants_eos(t),
+                  parse_special, ids, cap, n);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/context.h"
 #include "model/session.h"
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
@@ -47,7 +48,7 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
     }
     for (uint32_t k = 0; k < S && s == HX_OK; k++) {
         hx_session *se = seqs[k].s;
-        s = hx_kv_seq_reserve(m->kv, &se->seq, se->pos + seqs[k].count);
+        s = hx_session_fit(se, seqs[k].count, 0, "batch");
         if (se->seq.n_blocks > max_blocks)
             max_blocks = se->seq.n_blocks;
     }
@@ -130,8 +131,10 @@ static hx_status check_tokens(const hx_model *m, size_t n, const int32_t *tokens
 
 hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
 {
-    if (!s || (!tokens && n))
-        return hx_error(HX_ERR_INVALID_ARG, "hx_session_eval: NULL argument");
+    if (!s)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_session_eval: NULL session");
+    if (!tokens && n)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_session_eval: NULL tokens");
     if (n == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_session_eval: no tokens");
     hx_model *m = s->m;
@@ -150,14 +153,18 @@ hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int lo
         sess[i] = s;
     pthread_mutex_lock(&m->eval_lock);
     const uint32_t pos0 = s->pos;
-    st = hx_session_begin(s, (uint32_t)n, logits_all ? (uint32_t)n : 1);
+    /* The whole request before its first chunk: a prompt that cannot fit
+     * is refused before any work, not after evaluating what fits, and
+     * the session keeps even its last logits. */
+    hx_status fit = hx_session_fit(s, n, 0, "evaluation");
+    st = fit ? fit : hx_session_begin(s, (uint32_t)n, logits_all ? (uint32_t)n : 1);
     for (size_t off = 0; st == HX_OK && off < n; off += B) {
         size_t c = n - off < B ? n - off : B;
         for (size_t i = 0; i < c; i++)
             want[i] = logits_all || off + i == n - 1;
         st = eval_core(m, c, tokens + off, sess, want);
     }
-    if (st) {
+    if (st && !fit) {
         /* All or nothing: a chunk that failed rolls back the earlier ones. */
         s->pos = pos0;
         s->n_last = 0;

@@ -30,6 +30,10 @@ typedef struct {
     int cpu_threads;      /* 0 = one per physical core */
     int pin_threads;
     int fpga_emulation;   /* present PoCL as an emulated FPGA */
+    /* Leave out a device that computes on the host's cores (an OpenCL CPU
+     * device such as PoCL's): the CPU device already uses them.  Set for
+     * the default set, "all", unless such a device is asked for by name. */
+    int skip_host_cores;
     void *topology;       /* hwloc_topology_t, owned by the runtime */
 } hx_discover_options;
 

@@ -93,7 +93,7 @@ static hx_status resolve_options(const hx_runtime_options *o, resolved_options *
     if (!o)
         o = &dflt;
     snprintf(r->devices, sizeof r->devices, "%s", env_or(o->devices, "HX_DEVICES", "all"));
-    snprintf(r->sched, sizeof r->sched, "%s", env_or(o->sched, "HX_SCHED", "eager"));
+    snprintf(r->sched, sizeof r->sched, "%s", env_or(o->sched, "HX_SCHED", "static"));
     const char *strs[4] = {env_or(o->inject, "HX_INJECT", ""), env_or(o->trace, "HX_TRACE", ""),
                            o->perfmodel_dir, env_or(o->machine, "HX_SIM", "")};
     char *dst[4] = {r->inject, r->trace, r->perfmodel_dir, r->machine};
@@ -180,6 +180,23 @@ static hx_status split_selectors(char *list, char **tok, int max, int *n)
     if (*n == 0)
         return hx_error(HX_ERR_INVALID_ARG, "empty device list");
     return HX_OK;
+}
+
+/* Whether the devices come from "all" alone: no name asks for an OpenCL
+ * device.  "all" is every device that adds compute; a device that only
+ * runs on the cores the CPU device already uses (PoCL's CPU device) adds
+ * none, and a policy free to place a task on either would change the
+ * rounding, hence the text, from run to run.  It opens when asked for
+ * ("opencl") or as an emulated FPGA (fpga_emulation). */
+static int default_set_only(char **sel, int nsel)
+{
+    int all = 0;
+    for (int i = 0; i < nsel; i++) {
+        all |= !strcmp(sel[i], "all");
+        if (!strcmp(sel[i], "opencl"))
+            return 0;
+    }
+    return all;
 }
 
 /* ---- open / close ------------------------------------------------------ */
@@ -309,6 +326,7 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
     rt->discover = (hx_discover_options){.cpu_threads = r.cpu_threads,
                                          .pin_threads = r.pin,
                                          .fpga_emulation = r.fpga_emulation,
+                                         .skip_host_cores = default_set_only(sel, nsel),
                                          .topology = rt->topology};
     if ((s = hx_sched_init(&rt->sched, rt, r.sched)))
         goto fail;

@@ -63,4 +63,18 @@ static inline const char *hx_test_smollm2(const char *what)
     return NULL;
 }
 
+/* A fresh directory /tmp/hx-TAG-XXXXXX in buf, and its removal. */
+static inline void hx_test_tmpdir(char *buf, size_t cap, const char *tag)
+{
+    ck_assert_int_lt(snprintf(buf, cap, "/tmp/hx-%s-XXXXXX", tag), (int)cap);
+    ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+static inline void hx_test_rmdir(const char *dir)
+{
+    char cmd[512];
+    ck_assert_int_lt(snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir), (int)sizeof cmd);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
 #endif

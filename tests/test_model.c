@@ -352,7 +352,7 @@ START_TEST(bad_evaluations_lose_nothing)
     ck_assert_ptr_nonnull(strstr(hx_last_error(), "vocabulary"));
     ck_assert_uint_eq(hx_session_position(s), 10);
     ck_assert_int_eq(hx_session_eval(s, ids + 10, 30, 0), HX_ERR_NO_MEMORY);
-    ck_assert_ptr_nonnull(strstr(hx_last_error(), "KV cache full"));
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "KV cache memory"));
     ck_assert_uint_eq(hx_session_position(s), 10);
 
     /* The session continues as if the failures never happened. */

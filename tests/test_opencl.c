@@ -14,7 +14,7 @@
 
 START_TEST(discovery_finds_pocl)
 {
-    hx_runtime *rt = hx_cl_test_open("all", 0);
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
     int i = hx_cl_test_device(rt);
     hx_device_info d;
     HX_ASSERT_OK(hx_runtime_device_info(rt, i, &d));
@@ -96,6 +96,46 @@ START_TEST(fpga_emulation_by_option_and_environment)
     o.fpga_emulation = "off";
     o.devices = "fpga";
     ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_NO_DEVICE);
+}
+END_TEST
+
+/* The default set ("all") leaves out a device that computes on the cores
+ * the CPU device uses (PoCL's CPU device), saying why; naming it, or
+ * asking for the emulated FPGA, opens it. */
+static int host_core_opencl_devices(hx_runtime *rt)
+{
+    int n = 0;
+    for (int i = 0; i < hx_runtime_device_count(rt); i++) {
+        hx_device_info d;
+        HX_ASSERT_OK(hx_runtime_device_info(rt, i, &d));
+        n += d.family == HX_FAMILY_OPENCL && (d.kind == HX_KIND_CPU || d.emulated);
+    }
+    return n;
+}
+
+START_TEST(default_set_leaves_out_the_cpu_opencl_device)
+{
+    hx_runtime *rt = hx_cl_test_open("all", 0);
+    ck_assert_int_eq(host_core_opencl_devices(rt), 0);
+    const char *why = hx_runtime_absence_reason(rt, HX_FAMILY_OPENCL);
+    ck_assert_msg(why && strstr(why, "default set") && strstr(why, "'opencl'"), "absence: %s", why ? why : "(none)");
+    hx_runtime_close(rt);
+
+    setenv("HX_DEVICES", "all", 1);
+    hx_runtime_options o = hx_runtime_options_default();
+    o.fpga_emulation = "off";
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    unsetenv("HX_DEVICES");
+    ck_assert_int_eq(host_core_opencl_devices(rt), 0);
+    hx_runtime_close(rt);
+
+    rt = hx_cl_test_open("all,opencl", 0);
+    ck_assert_int_eq(host_core_opencl_devices(rt), 1);
+    hx_runtime_close(rt);
+    rt = hx_cl_test_open("all", 1);
+    ck_assert_int_eq(host_core_opencl_devices(rt), 1);
+    assert_emulated_fpga(rt);
+    hx_runtime_close(rt);
 }
 END_TEST
 
@@ -788,6 +828,7 @@ Suite *suite_opencl(void)
     tcase_add_test(tc, discovery_finds_pocl);
     tcase_add_test(tc, no_platform_is_an_absence_not_a_failure);
     tcase_add_test(tc, fpga_emulation_by_option_and_environment);
+    tcase_add_test(tc, default_set_leaves_out_the_cpu_opencl_device);
     tcase_add_test(tc, vector_add_on_opencl_and_cpu);
     tcase_add_test(tc, gemm_on_opencl_matches_cpu_and_reference);
     tcase_add_test(tc, unified_buffers_are_never_copied);

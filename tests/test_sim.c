@@ -279,7 +279,7 @@ static double decode(hx_runtime *rt, const char *shapes, int n)
     for (int i = 0; i < n; i++)
         HX_ASSERT_OK(hx_session_eval(s, ids + i % 8, 1, 0));
     double sec = hx_runtime_clock(rt) - t0;
-    ck_assert_int_eq(hx_model_tokenize(m, "a", 1, 0, NULL, 0, NULL), HX_ERR_UNSUPPORTED);
+    ck_assert_int_eq(hx_model_tokenize(m, "a", 1, 0, 0, NULL, 0, NULL), HX_ERR_UNSUPPORTED);
     hx_session_close(s);
     hx_model_free(m);
     return sec;

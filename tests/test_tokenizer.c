@@ -266,7 +266,8 @@ static void run_tool_vectors(const char *vocab)
     size_t bad = 0;
     for (size_t i = 0; i < v.n; i++) {
         temp_file(tmp, sizeof tmp, v.text[i], v.len[i]);
-        char *argv[] = {tool, "-m", model, "--file", tmp, NULL};
+        /* As llama.cpp's vectors are: no BOS, special tokens as text. */
+        char *argv[] = {tool, "-m", model, "--no-bos", "--no-parse-special", "--file", tmp, NULL};
         int rc = run_tool(argv, out, sizeof out, err, sizeof err);
         unlink(tmp);
         char *nl = strchr(out, '\n');
@@ -317,6 +318,26 @@ START_TEST(tool_errors)
     char *bos[] = {tool, "-m", model, "--bos", "Hello world", NULL};
     ck_assert_int_eq(run_tool(bos, out, sizeof out, err, sizeof err), 0);
     ck_assert_str_eq(out, "1 15043 3186\n");
+
+    /* As llama-tokenize: BOS where the model asks (the SPM vocabulary
+     * does), --no-bos drops it; special tokens parsed unless told not. */
+    char *dflt[] = {tool, "-m", model, "Hello world", NULL};
+    ck_assert_int_eq(run_tool(dflt, out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "1 15043 3186\n");
+    char *no_bos[] = {tool, "-m", model, "--no-bos", "Hello world", NULL};
+    ck_assert_int_eq(run_tool(no_bos, out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "15043 3186\n");
+    char *special[] = {tool, "-m", model, "--no-bos", "Hello</s>", NULL};
+    ck_assert_int_eq(run_tool(special, out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "15043 2\n");
+    char *plain[] = {tool, "-m", model, "--no-bos", "--no-parse-special", "Hello</s>", NULL};
+    ck_assert_int_eq(run_tool(plain, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strcmp(out, "15043 2\n") != 0 && strncmp(out, "15043 ", 6) == 0, "stdout: %s", out);
+    char gpt2[4096];
+    vocab_path(gpt2, sizeof gpt2, GPT2_VOCAB);
+    char *gpt2_dflt[] = {tool, "-m", gpt2, "Hello", NULL};
+    ck_assert_int_eq(run_tool(gpt2_dflt, out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "15496\n");
 }
 END_TEST
 

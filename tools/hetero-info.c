@@ -117,6 +117,10 @@ static void print_human(hx_runtime *rt, const hx_topology_info *t)
     }
 }
 
+/* Where the sums go, so that the reads are not optimized away (a local
+ * volatile only written is "set but not used" to clang). */
+static volatile double read_sink;
+
 /* Bytes per second one thread reads, summing a buffer larger than caches. */
 static double read_bandwidth(void)
 {
@@ -125,7 +129,6 @@ static double read_bandwidth(void)
     if (!a)
         return 10e9;
     memset(a, 1, n);
-    volatile double sink = 0;
     for (int rep = 0; rep < 3; rep++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -133,7 +136,7 @@ static double read_bandwidth(void)
         for (size_t i = 0; i < n / sizeof *a; i += 8)
             s += a[i] + a[i + 1] + a[i + 2] + a[i + 3] + a[i + 4] + a[i + 5] + a[i + 6] + a[i + 7];
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        sink += s;
+        read_sink += s;
         double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
         if (sec > 0 && n / sec > best)
             best = (double)n / sec;

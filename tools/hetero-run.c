@@ -1,7 +1,8 @@
-/* hetero-run: text in, text out.
- *   hetero-run [-m MODEL.gguf] [-p PROMPT | --tokens 1,2,3] [-n N] [--logits FILE] ...
+/* hetero-run: text in, text out, with llama-cli's options.
+ *   hetero-run [-m MODEL.gguf] [-p PROMPT | -f FILE | --tokens 1,2,3] [-n N] [-c N] [-cnv] ...
  * Without -m it runs the embedded synthetic model (written once to the
- * cache directory). */
+ * cache directory).  The conversation mode lives in run_chat.c, prompts'
+ * tokens and the context check in run_prompt.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,28 +11,41 @@
 #include <time.h>
 
 #include "hetero.h"
+#include "tools/run.h"
 
 static void usage(FILE *f)
 {
     fputs("usage: hetero-run [options]\n"
           "  -m FILE            GGUF model (default: the embedded synthetic 'tiny' model)\n"
           "  --synthetic P[:T]  embedded model preset P (tiny, small) in type T (default tiny:f16)\n"
-          "  -p TEXT            prompt (default \"Once upon a time\")\n"
+          "  -p TEXT            prompt (default \"Once upon a time\"); special tokens such as <|im_start|>\n"
+          "                     in it are tokens, as in llama-cli\n"
+          "  -f FILE            read the prompt from FILE\n"
+          "  --no-special       read special tokens in the prompt as plain text\n"
+          "  --no-bos           add no BOS/EOS even where the model asks for them\n"
+          "  -cnv, --conversation, --chat\n"
+          "                     conversation: -p is the first user turn, then a turn per line of\n"
+          "                     standard input, formatted with the model's chat template\n"
+          "  -sys, --system-prompt TEXT   the conversation's system prompt\n"
+          "  --chat-template NAME  a built-in template instead of the model's (chatml, llama3, ...)\n"
+          "  -n N               tokens to generate (default 64, in a conversation -1; -1 = until an\n"
+          "                     end-of-generation token or the end of the context)\n"
+          "  -c, --ctx-size N   context in tokens (default: the model's trained context, lowered\n"
+          "                     if its KV cache would not fit in memory)\n"
+          "  --stop TEXT        stop before TEXT (repeatable)\n"
           "  --tokens LIST      evaluate these token ids (comma separated) instead of a prompt\n"
           "  --logits FILE      write the logits of every evaluated position (float32 LE [n][n_vocab])\n"
-          "  -n N               tokens to generate (default 64; 0 with --tokens)\n"
           "  -t N               CPU threads (default: one per core)\n"
           "  -b N               largest batch per evaluation (default 512)\n"
           "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
-          "  --sched P          scheduling policy: eager, static, ws, dmda\n"
+          "  --sched P          scheduling policy: static (default), eager, ws, dmda\n"
           "  --partition S      partition strategy: affinity, layers, auto, colocated\n"
           "  --plan             print where each task of a layer goes and why, then exit\n"
           "  --stats            print each device's tasks, busy time and failures at the end\n"
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, f32\n"
-          "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --seed N   sampling\n"
-          "  --no-bos           do not prepend BOS to the prompt\n",
+          "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --seed N   sampling\n",
           f);
 }
 
@@ -98,27 +112,55 @@ static int print_piece(void *user, int32_t token, const char *piece)
     return 0;
 }
 
-typedef struct {
-    const char *model, *prompt, *tokens, *logits, *devices, *kv_type;
-    const char *sched, *partition, *trace, *inject;
-    char synthetic[64];
-    int n_predict, threads, batch, bos, plan, stats;
-    hx_sampling sampling;
-} args;
+/* A whole file, NUL-terminated (the prompt of -f). */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)size + 1)) && fread(buf, 1, (size_t)size, f) == (size_t)size) {
+        buf[size] = '\0';
+        *len = (size_t)size;
+    } else {
+        fprintf(stderr, "hetero-run: cannot read %s: %s\n", path, errno ? strerror(errno) : "short read");
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    return buf;
+}
 
-static int parse(int argc, char **argv, args *a)
+static int add_stop(run_args *a, const char *v)
+{
+    const char **s = realloc(a->stop, (a->n_stop + 1) * sizeof *s);
+    if (!s)
+        return -1;
+    s[a->n_stop++] = v;
+    a->stop = s;
+    return 0;
+}
+
+static int parse(int argc, char **argv, run_args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (!strcmp(o, name) && v && ++i)
+#define FLAG(name) (!strcmp(o, name))
         if (OPT("-m")) a->model = v;
         else if (OPT("--synthetic")) snprintf(a->synthetic, sizeof a->synthetic, "%s", v);
         else if (OPT("-p")) a->prompt = v;
+        else if (OPT("-f") || OPT("--file")) a->prompt_file = v;
         else if (OPT("--tokens")) a->tokens = v;
         else if (OPT("--logits")) a->logits = v;
         else if (OPT("-n")) a->n_predict = atoi(v);
-        else if (OPT("-t")) a->threads = atoi(v);
+        else if (OPT("-c") || OPT("--ctx-size")) a->n_ctx = atoi(v);
+        else if (OPT("--stop")) {
+            if (add_stop(a, v))
+                return -1;
+        } else if (OPT("-t")) a->threads = atoi(v);
         else if (OPT("-b")) a->batch = atoi(v);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
@@ -126,16 +168,20 @@ static int parse(int argc, char **argv, args *a)
         else if (OPT("--partition")) a->partition = v;
         else if (OPT("--trace")) a->trace = v;
         else if (OPT("--inject")) a->inject = v;
-        else if (!strcmp(o, "--plan")) a->plan = 1;
-        else if (!strcmp(o, "--stats")) a->stats = 1;
+        else if (OPT("-sys") || OPT("--system-prompt")) a->system_prompt = v;
+        else if (OPT("--chat-template")) a->chat_template = v;
+        else if (FLAG("-cnv") || FLAG("--conversation") || FLAG("--chat")) a->chat = 1;
+        else if (FLAG("--plan")) a->plan = 1;
+        else if (FLAG("--stats")) a->stats = 1;
         else if (OPT("--temp")) a->sampling.temperature = strtof(v, NULL);
         else if (OPT("--top-k")) a->sampling.top_k = atoi(v);
         else if (OPT("--top-p")) a->sampling.top_p = strtof(v, NULL);
         else if (OPT("--min-p")) a->sampling.min_p = strtof(v, NULL);
         else if (OPT("--repeat-penalty")) a->sampling.repeat_penalty = strtof(v, NULL);
         else if (OPT("--seed")) a->sampling.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(o, "--no-bos")) a->bos = 0;
-        else if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+        else if (FLAG("--no-bos")) a->add_special = 0;
+        else if (FLAG("--no-special")) a->parse_special = 0;
+        else if (FLAG("-h") || FLAG("--help")) {
             usage(stdout);
             exit(0);
         } else {
@@ -144,11 +190,26 @@ static int parse(int argc, char **argv, args *a)
             return -1;
         }
 #undef OPT
+#undef FLAG
     }
-    if (a->n_predict < -1 || a->threads < 0 || a->batch < 0) {
-        fprintf(stderr, "hetero-run: -n, -t and -b take non-negative numbers\n");
+    if (a->n_predict < -1 && a->n_predict != -2) {
+        fprintf(stderr, "hetero-run: -n takes -1 (until the end) or a non-negative number\n");
         return -1;
     }
+    if (a->threads < 0 || a->batch < 0 || a->n_ctx < 0) {
+        fprintf(stderr, "hetero-run: -t, -b and -c take non-negative numbers\n");
+        return -1;
+    }
+    if (a->prompt && a->prompt_file) {
+        fprintf(stderr, "hetero-run: give the prompt with -p or -f, not both\n");
+        return -1;
+    }
+    if (a->chat && (a->tokens || a->prompt_file)) {
+        fprintf(stderr, "hetero-run: a conversation takes its turns from -p and standard input, not --tokens or -f\n");
+        return -1;
+    }
+    a->sampling.stop = a->stop;
+    a->sampling.n_stop = a->n_stop;
     return 0;
 }
 
@@ -223,12 +284,86 @@ static int write_logits(const char *path, hx_session *s, size_t n, uint32_t n_vo
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* --tokens: evaluate ids as given, optionally writing every logit row. */
+static int run_tokens(hx_session *s, const run_args *a, const hx_model_info *in, int32_t **ids)
+{
+    size_t n;
+    if (parse_tokens(a->tokens, ids, &n)) {
+        fprintf(stderr, "hetero-run: --tokens takes comma-separated non-negative ids\n");
+        return 1;
+    }
+    if (run_check_context(in, n, 0))
+        return 1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (hx_session_eval(s, *ids, n, a->logits != NULL)) {
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (a->logits && write_logits(a->logits, s, n, in->n_vocab))
+        return 1;
+    fprintf(stderr, "hetero-run: evaluated %zu tokens in %.3f s (%.1f tokens/s)%s%s\n", n, sec, n / sec,
+            a->logits ? ", logits in " : "", a->logits ? a->logits : "");
+    return 0;
+}
+
+/* -p / -f: the prompt, then what the model generates after it.  A prompt
+ * the context cannot hold is refused before any work; a generation that
+ * fills the context ends there, with its text, and succeeds. */
+static int run_prompt(hx_model *m, hx_session *s, const run_args *a, const hx_model_info *in)
+{
+    size_t len = 0;
+    char *owned = a->prompt_file ? read_file(a->prompt_file, &len) : NULL;
+    if (a->prompt_file && !owned)
+        return 1;
+    const char *prompt = owned ? owned : a->prompt ? a->prompt : "Once upon a time";
+    if (!owned)
+        len = strlen(prompt);
+    int32_t *ids;
+    size_t n;
+    int rc = 1;
+    if (run_tokenize(m, prompt, len, a->add_special, a->parse_special, &ids, &n) == 0 &&
+        run_check_context(in, n, 0) == 0) {
+        fwrite(prompt, 1, len, stdout);
+        hx_generation_stats gs;
+        if (hx_session_generate(s, ids, n, run_n_predict(a), &a->sampling, print_piece, NULL, &gs)) {
+            fprintf(stderr, "\nhetero-run: %s\n", hx_last_error());
+        } else {
+            putchar('\n');
+            run_report(a, in, &gs, hx_session_position(s));
+            print_memory(a->model);
+            rc = 0;
+        }
+    }
+    free(ids);
+    free(owned);
+    return rc;
+}
+
+/* What the context is, when it is not what the model was trained for. */
+static void say_context(const run_args *a, const hx_model_info *in)
+{
+    char c[32], t[32];
+    if (!a->n_ctx && in->n_ctx < in->n_ctx_train)
+        fprintf(stderr, "hetero-run: context %s tokens of the model's %s: a longer one's KV cache would not fit "
+                        "in memory (-c N to choose)\n",
+                run_grouped(in->n_ctx, c), run_grouped(in->n_ctx_train, t));
+    else if (in->n_ctx > in->n_ctx_train)
+        fprintf(stderr, "hetero-run: context %s tokens is past the %s the model was trained for; text past that "
+                        "may degrade\n",
+                run_grouped(in->n_ctx, c), run_grouped(in->n_ctx_train, t));
+}
+
 int main(int argc, char **argv)
 {
-    args a = {.n_predict = -1, .bos = 1, .sampling = hx_sampling_default()};
+    run_args a = {.n_predict = -2, .add_special = 1, .parse_special = 1, .sampling = hx_sampling_default()};
     snprintf(a.synthetic, sizeof a.synthetic, "tiny:f16");
-    if (parse(argc, argv, &a))
+    if (parse(argc, argv, &a)) {
+        free(a.stop);
         return 2;
+    }
     char path[700];
     if (!a.model) {
         char preset[64], *type = strchr(a.synthetic, ':');
@@ -252,68 +387,39 @@ int main(int argc, char **argv)
     mo.kv_type = a.kv_type;
     mo.max_batch = (uint32_t)a.batch;
     mo.partition = a.partition;
-    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m) || hx_session_open(m, &s))
-        goto fail;
+    mo.n_ctx = (uint32_t)a.n_ctx;
+    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m) || hx_session_open(m, &s)) {
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+        goto out;
+    }
     hx_model_info info;
     hx_model_info_get(m, &info);
     fprintf(stderr, "hetero-run: %s (%s, %s, %.1fM parameters, %u layers)\n", info.name, info.arch, info.ftype,
             info.n_params / 1e6, info.n_layer);
+    say_context(&a, &info);
     if (a.plan) {
-        if (!hx_model_plan_size(m))
-            goto fail;
-        print_plan(rt, m, a.partition, info.n_layer);
-        rc = 0;
+        rc = hx_model_plan_size(m) ? (print_plan(rt, m, a.partition, info.n_layer), 0) : 1;
+        if (rc)
+            fprintf(stderr, "hetero-run: %s\n", hx_last_error());
         goto out;
     }
-    if (a.trace && hx_runtime_trace_start(rt, a.trace))
-        goto fail;
-    if (a.tokens) {
-        size_t n;
-        if (parse_tokens(a.tokens, &ids, &n)) {
-            fprintf(stderr, "hetero-run: --tokens takes comma-separated non-negative ids\n");
-            goto out;
-        }
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (hx_session_eval(s, ids, n, a.logits != NULL))
-            goto fail;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        if (a.logits && write_logits(a.logits, s, n, info.n_vocab))
-            goto out;
-        fprintf(stderr, "hetero-run: evaluated %zu tokens in %.3f s (%.1f tokens/s)%s%s\n", n, sec, n / sec,
-                a.logits ? ", logits in " : "", a.logits ? a.logits : "");
-        rc = 0;
+    if (a.trace && hx_runtime_trace_start(rt, a.trace)) {
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
         goto out;
     }
-    const char *prompt = a.prompt ? a.prompt : "Once upon a time";
-    size_t n, len = strlen(prompt);
-    hx_model_tokenize(m, prompt, len, a.bos, NULL, 0, &n);
-    ids = malloc((n ? n : 1) * sizeof *ids);
-    if (!ids || hx_model_tokenize(m, prompt, len, a.bos, ids, n, &n))
-        goto fail;
-    fputs(prompt, stdout);
-    hx_generation_stats gs;
-    if (hx_session_generate(s, ids, n, a.n_predict < 0 ? 64 : (uint32_t)a.n_predict, &a.sampling, print_piece,
-                            NULL, &gs))
-        goto fail;
-    putchar('\n');
-    fprintf(stderr, "hetero-run: prefill %u tokens in %.3f s (%.1f tokens/s), decode %u tokens in %.3f s "
-                    "(%.1f tokens/s)\n",
-            gs.prompt_tokens, gs.prefill_seconds, gs.prompt_tokens / (gs.prefill_seconds + 1e-12),
-            gs.generated_tokens, gs.decode_seconds,
-            gs.generated_tokens > 1 ? (gs.generated_tokens - 1) / (gs.decode_seconds + 1e-12) : 0.0);
-    print_memory(a.model);
-    rc = 0;
-    goto out;
-fail:
-    fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+    if (a.tokens)
+        rc = run_tokens(s, &a, &info, &ids);
+    else if (a.chat)
+        rc = run_chat(m, s, &a);
+    else
+        rc = run_prompt(m, s, &a, &info);
 out:
     if (a.stats && rt)
         print_stats(rt);
     if (a.trace && rt && hx_runtime_trace_stop(rt) == HX_OK)
         fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);
+    free(a.stop);
     hx_session_close(s);
     hx_model_free(m);
     hx_runtime_close(rt);

@@ -1,11 +1,13 @@
 /* hetero-tokenize: prints the token ids of a text under a GGUF file's
  * vocabulary, on one line, separated by spaces.
  *
- *   hetero-tokenize -m MODEL.gguf [--bos] [--special] (--file TEXTFILE | TEXT)
+ *   hetero-tokenize -m MODEL.gguf [--no-bos | --bos] [--no-parse-special] (--file TEXTFILE | TEXT)
  *
- * Without TEXT or --file the text is read from standard input.  --bos adds
- * the model's BOS token; --special lets text like "<s>" stand for control
- * tokens.  Exit status 1 on any error, with the reason on stderr. */
+ * Without TEXT or --file the text is read from standard input.  As with
+ * llama-tokenize, the text gets BOS when the model asks for it
+ * (tokenizer.ggml.add_bos_token; --no-bos: never, --bos: always) and text
+ * like "<|im_start|>" stands for its special token (--no-parse-special:
+ * plain text).  Exit status 1 on any error, with the reason on stderr. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: hetero-tokenize -m MODEL.gguf [--bos] [--special] "
+    fprintf(f, "usage: hetero-tokenize -m MODEL.gguf [--no-bos | --bos] [--no-parse-special] "
                "[--file TEXTFILE | TEXT]\n");
 }
 
@@ -48,17 +50,19 @@ static char *read_all(FILE *f, size_t *len)
 int main(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *text = NULL;
-    int bos = 0, special = 0;
+    int bos = -1, special = 1; /* bos -1: as the model asks */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) && i + 1 < argc) {
             model = argv[++i];
         } else if ((strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) && i + 1 < argc) {
             file = argv[++i];
-        } else if (strcmp(a, "--bos") == 0) {
-            bos = 1;
-        } else if (strcmp(a, "--special") == 0) {
+        } else if (strcmp(a, "--bos") == 0 || strcmp(a, "--no-bos") == 0) {
+            bos = a[2] == 'b';
+        } else if (strcmp(a, "--special") == 0 || strcmp(a, "--parse-special") == 0) {
             special = 1;
+        } else if (strcmp(a, "--no-parse-special") == 0) {
+            special = 0;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -120,6 +124,8 @@ int main(int argc, char **argv)
         free(owned);
         return 1;
     }
+    if (bos < 0)
+        bos = hx_tokenizer_wants_bos(tok);
     size_t n = 0;
     int32_t *ids = NULL;
     s = hx_tokenizer_encode(tok, text, len, bos, special, NULL, 0, &n);

@@ -1,0 +1,103 @@
+/* The context (tokens one session may hold) and the KV pool (tokens all
+ * sessions hold), and the check that refuses a request before any work
+ * when either would run out. */
+#include <unistd.h>
+
+#include "model/context.h"
+#include "runtime/error.h"
+
+static uint64_t kv_bytes_per_token(const hx_model *m)
+{
+    return 2ull * m->info.n_layer * m->info.n_head_kv * hx_type_row_size(m->kv_type, m->info.head_dim);
+}
+
+static uint64_t pool_bytes(const hx_model *m, uint32_t tokens)
+{
+    uint64_t block = m->opts.kv_block;
+    return (tokens + block - 1) / block * block * kv_bytes_per_token(m);
+}
+
+/* What the KV cache can take from; a simulated machine's buffers are
+ * sizes, not memory (runtime/buffer.c), so there it is unbounded. */
+static uint64_t machine_memory(hx_runtime *rt)
+{
+    if (hx_runtime_simulated(rt))
+        return UINT64_MAX;
+    hx_topology_info t;
+    if (hx_runtime_topology(rt, &t) == HX_OK && t.memory_bytes)
+        return t.memory_bytes;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+hx_status hx_model_resolve_context(hx_model *m)
+{
+    hx_model_options *o = &m->opts;
+    const uint64_t per_token = kv_bytes_per_token(m);
+    /* The weights are mapped and end up resident; the KV cache gets what
+     * memory they leave. */
+    const uint64_t mem = machine_memory(m->rt), weights = m->info.file_bytes;
+    const uint64_t room = mem > weights ? mem - weights : 0;
+    const int asked = o->n_ctx || o->kv_tokens;
+    if (!o->n_ctx)
+        o->n_ctx = m->info.n_ctx_train ? m->info.n_ctx_train : 2048;
+    if (!asked && per_token) {
+        /* The default takes at most half of that room: activations, the
+         * allocator and the rest of the machine need the other half. */
+        uint64_t fit = room / 2 / per_token;
+        fit -= fit % o->kv_block;
+        if (fit < o->n_ctx)
+            o->n_ctx = (uint32_t)fit;
+        if (o->n_ctx == 0)
+            return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: not one block of %u tokens (%llu bytes each) fits "
+                                              "in half of the %llu MiB the weights leave",
+                            o->kv_block, (unsigned long long)per_token, (unsigned long long)(room >> 20));
+    }
+    if (!o->kv_tokens)
+        o->kv_tokens = o->n_ctx;
+    if (o->kv_tokens > UINT32_MAX - o->kv_block)
+        return hx_error(HX_ERR_INVALID_ARG, "KV pool of %u tokens: at most %u", o->kv_tokens,
+                        UINT32_MAX - o->kv_block);
+    const uint64_t bytes = pool_bytes(m, o->kv_tokens);
+    if (per_token && bytes > room)
+        return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: %u tokens of KV cache take %llu MiB; the machine's "
+                                          "%llu MiB hold %llu MiB beside the weights (lower n_ctx, hetero-run -c)",
+                        o->kv_tokens, (unsigned long long)(bytes >> 20), (unsigned long long)(mem >> 20),
+                        (unsigned long long)(room >> 20));
+    m->info.n_ctx = o->n_ctx;
+    m->info.kv_tokens = o->kv_tokens;
+    m->info.kv_bytes = bytes;
+    return HX_OK;
+}
+
+hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const char *what)
+{
+    hx_model *m = s->m;
+    const uint32_t n_ctx = m->opts.n_ctx, pos = s->pos;
+    if (n_new > n_ctx - pos) {
+        if (pos)
+            return hx_error(HX_ERR_RANGE, "context full: the %s is %zu tokens and the session holds %u; the context "
+                                          "is %u tokens (n_ctx)",
+                            what, n_new, pos, n_ctx);
+        return hx_error(HX_ERR_RANGE, "context too small: the %s is %zu tokens; the context is %u tokens (n_ctx)",
+                        what, n_new, n_ctx);
+    }
+    uint64_t want = pos + n_new + n_more;
+    if (want > n_ctx)
+        want = n_ctx;
+    hx_status st = hx_kv_seq_reserve(m->kv, &s->seq, (uint32_t)want);
+    if (st == HX_OK)
+        return HX_OK;
+    const uint32_t held = s->seq.n_blocks * m->kv->block_size, free_tokens = hx_kv_pool_free_tokens(m->kv);
+    if (want <= (uint64_t)held + free_tokens)
+        return st; /* not the pool: the block table itself could not grow */
+    const uint32_t total = m->kv->n_blocks * m->kv->block_size;
+    if (held + free_tokens == total)
+        return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
+                                          "session); the pool holds %u tokens in all (kv_tokens)",
+                        what, (unsigned long long)want, pos, total);
+    return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
+                                      "session); the pool has %u of its %u tokens free, other sessions hold the "
+                                      "rest (kv_tokens)",
+                    what, (unsigned long long)want, pos, free_tokens, total);
+}
