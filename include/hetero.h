@@ -471,6 +471,11 @@ typedef struct {
     double submit_overhead_us;        /* mean per task */
     uint64_t retries;                 /* failed attempts run again */
     uint32_t devices_retired;         /* taken out of service after failing */
+    /* Task records held now: submitted and not finished, or finished with
+     * a handle not yet given to hx_task_wait.  A finished task nothing
+     * waits for is released at once, so this stays at the work in flight
+     * however long the runtime runs (hx_runtime_stats_reset leaves it). */
+    uint64_t tasks_alive;
 } hx_runtime_stats;
 
 /* A device's counters and its load monitor. */

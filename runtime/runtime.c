@@ -302,6 +302,7 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
         return hx_error(HX_ERR_NO_MEMORY, "runtime");
     pthread_mutex_init(&rt->lock, NULL);
     pthread_cond_init(&rt->idle, NULL);
+    hx_task_pool_init(&rt->task_pool);
     hx_trace_init(&rt->trace);
     rt->open_time = hx_now();
     if ((s = hx_topology_load(&rt->topology, &rt->topo_info)))
@@ -360,6 +361,7 @@ void hx_runtime_close(hx_runtime *rt)
         free(rt->absence[f]);
     hx_topology_free(rt->topology);
     hx_sim_close(rt);
+    hx_task_pool_destroy(&rt->task_pool);
     pthread_mutex_destroy(&rt->lock);
     pthread_cond_destroy(&rt->idle);
     free(rt);
@@ -415,6 +417,7 @@ void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
     o->migrations = atomic_load(&rt->stats.migrations);
     o->retries = atomic_load(&rt->stats.retries);
     o->devices_retired = atomic_load(&rt->stats.devices_retired);
+    o->tasks_alive = hx_task_pool_alive((hx_task_pool *)&rt->task_pool);
     o->submit_overhead_us =
         o->tasks_submitted ? (double)atomic_load(&rt->stats.submit_ns) / 1e3 / (double)o->tasks_submitted : 0;
 }

@@ -7,6 +7,7 @@
 
 #include "runtime/device.h"
 #include "runtime/sched.h"
+#include "runtime/task_pool.h"
 #include "runtime/trace.h"
 
 struct hx_runtime {
@@ -24,6 +25,7 @@ struct hx_runtime {
     int waiters;                   /* blocked on a task or buffer               */
     int idle_waiters;              /* blocked until inflight == 0 (wait_all)    */
     uint64_t inflight;             /* submitted, not yet completed        */
+    hx_task_pool task_pool;        /* task records (runtime/task_pool.c)  */
     hx_status first_failure;
     char first_failure_msg[512];
 

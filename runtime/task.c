@@ -1,6 +1,11 @@
 /* Task submission and the dependency DAG (sequential consistency: a task
  * depends on the last writer of each buffer it reads, and on the last
- * writer and every reader since of each buffer it writes). */
+ * writer and every reader since of each buffer it writes).  Only pending
+ * tasks are remembered: a task that finishes leaves its buffers' writer
+ * and reader records at once, since nothing submitted later can depend on
+ * it, so a runtime's bookkeeping is as large as its work in flight, never
+ * as its history (a model's weights are read by every evaluation and
+ * written by none). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +17,24 @@
 
 void hx_task_ref(hx_task *t) { atomic_fetch_add(&t->refs, 1); }
 
+void hx_task_release_memory(hx_task *t)
+{
+    if (t->desc.args && t->desc.args != (const void *)t->inline_args)
+        free((void *)t->desc.args);
+    if (t->succ != t->succ_inline)
+        free(t->succ);
+    free(t->msg);
+    t->desc.args = NULL;
+    t->succ = NULL;
+    t->msg = NULL;
+}
+
 void hx_task_unref(hx_task *t)
 {
     if (atomic_fetch_sub(&t->refs, 1) != 1)
         return;
-    if (t->desc.args && t->desc.args != (const void *)t->inline_args)
-        free((void *)t->desc.args);
-    free(t->succ);
-    free(t->msg);
-    free(t);
+    hx_task_release_memory(t);
+    hx_task_pool_put(&t->rt->task_pool, t);
 }
 
 void hx_task_cost(hx_task *t, double *flops, double *bytes)
@@ -82,10 +96,13 @@ static hx_status add_edge(hx_task *pred, hx_task *t)
     if (pred->done)
         return HX_OK;
     if (pred->nsucc == pred->capsucc) {
-        int cap = pred->capsucc ? 2 * pred->capsucc : 4;
-        hx_task **s = realloc(pred->succ, (size_t)cap * sizeof *s);
+        int cap = 2 * pred->capsucc;
+        int inl = pred->succ == pred->succ_inline;
+        hx_task **s = realloc(inl ? NULL : pred->succ, (size_t)cap * sizeof *s);
         if (!s)
             return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: dependency list");
+        if (inl)
+            memcpy(s, pred->succ_inline, sizeof pred->succ_inline);
         pred->succ = s;
         pred->capsucc = cap;
     }
@@ -94,7 +111,54 @@ static hx_status add_edge(hx_task *pred, hx_task *t)
     return HX_OK;
 }
 
-static hx_status add_reader(hx_buffer *b, hx_task *t)
+/* Where task `r` records its place in b's reader list `slot`: the index
+ * of its buffer b with that place (a task may read one buffer twice). */
+static int *slot_of(hx_task *r, const hx_buffer *b, int slot)
+{
+    for (int j = 0; j < r->desc.nbuffers; j++)
+        if (r->desc.buffers[j] == b && r->reader_slot[j] == slot)
+            return &r->reader_slot[j];
+    return NULL; /* unreachable while the slots are kept right */
+}
+
+/* A writer takes the list: its readers are no longer in it. */
+static void drop_readers(hx_buffer *b)
+{
+    for (int r = 0; r < b->nreaders; r++) {
+        int *slot = slot_of(b->readers[r], b, r);
+        if (slot)
+            *slot = -1;
+        hx_task_unref(b->readers[r]);
+    }
+    b->nreaders = 0;
+}
+
+/* Task t, finished, leaves the records of its i-th buffer; under rt->lock.
+ * The references those records held go with them (never the last one:
+ * the runtime holds its own until hx_task_complete returns). */
+static void forget(hx_task *t, int i)
+{
+    hx_buffer *b = t->desc.buffers[i];
+    if (b->last_writer == t) {
+        b->last_writer = NULL;
+        hx_task_unref(t);
+    }
+    int slot = t->reader_slot[i];
+    if (slot < 0)
+        return;
+    t->reader_slot[i] = -1;
+    int last = --b->nreaders;
+    if (slot != last) {
+        hx_task *moved = b->readers[last];
+        int *ms = slot_of(moved, b, last);
+        b->readers[slot] = moved;
+        if (ms)
+            *ms = slot;
+    }
+    hx_task_unref(t);
+}
+
+static hx_status add_reader(hx_buffer *b, hx_task *t, int i)
 {
     if (b->nreaders == b->capreaders) {
         int cap = b->capreaders ? 2 * b->capreaders : 4;
@@ -105,6 +169,7 @@ static hx_status add_reader(hx_buffer *b, hx_task *t)
         b->capreaders = cap;
     }
     hx_task_ref(t);
+    t->reader_slot[i] = b->nreaders;
     b->readers[b->nreaders++] = t;
     return HX_OK;
 }
@@ -120,15 +185,13 @@ static hx_status link_task(hx_task *t)
         if (d->modes[i] & HX_W) {
             for (int r = 0; r < b->nreaders && s == HX_OK; r++)
                 s = add_edge(b->readers[r], t);
-            for (int r = 0; r < b->nreaders; r++)
-                hx_task_unref(b->readers[r]);
-            b->nreaders = 0;
+            drop_readers(b);
             if (b->last_writer)
                 hx_task_unref(b->last_writer);
             hx_task_ref(t);
             b->last_writer = t;
         } else if (s == HX_OK) {
-            s = add_reader(b, t);
+            s = add_reader(b, t, i);
         }
         b->users++;
     }
@@ -143,13 +206,17 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
     hx_status s = validate(rt, desc);
     if (s)
         return s;
-    hx_task *t = calloc(1, sizeof *t);
+    hx_task *t = hx_task_pool_get(&rt->task_pool);
     if (!t)
         return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: no memory for a task");
     atomic_init(&t->refs, 1);
     t->desc = *desc;
     t->rt = rt;
     t->device = -1;
+    t->succ = t->succ_inline;
+    t->capsucc = HX_TASK_SUCC_INLINE;
+    for (int i = 0; i < HX_TASK_MAX_BUFFERS; i++)
+        t->reader_slot[i] = -1;
     if (desc->args_size <= sizeof t->inline_args) {
         if (desc->args_size)
             memcpy(t->inline_args, desc->args, desc->args_size);
@@ -157,7 +224,8 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
     } else {
         void *a = malloc(desc->args_size);
         if (!a) {
-            free(t);
+            t->desc.args = NULL;
+            hx_task_unref(t);
             return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: %zu bytes of arguments", desc->args_size);
         }
         memcpy(a, desc->args, desc->args_size);
@@ -214,12 +282,13 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         snprintf(rt->first_failure_msg, sizeof rt->first_failure_msg, "task '%s': %s",
                  t->desc.codelet->name, t->msg ? t->msg : "a task it depends on failed");
     }
+    /* Done, t gains no successor: the list is read below without the lock. */
     hx_task **succ = t->succ;
     int nsucc = t->nsucc;
-    t->succ = NULL;
-    t->nsucc = t->capsucc = 0;
-    for (int i = 0; i < t->desc.nbuffers; i++)
+    for (int i = 0; i < t->desc.nbuffers; i++) {
         t->desc.buffers[i]->users--;
+        forget(t, i);
+    }
     /* Counted before inflight drops, so wait_all's caller sees it. */
     atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
     rt->inflight--;
@@ -241,7 +310,6 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
             ready[nready++] = succ[i];
         }
     }
-    free(succ);
     for (int k = 0; k < nready; k++)
         hx_sched_push(&rt->sched, ready[k]);
     hx_task_unref(t);
