@@ -7,6 +7,7 @@
 #include "model/session.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 
 hx_sampling hx_sampling_default(void)
 {
@@ -21,11 +22,14 @@ hx_sampling hx_sampling_default(void)
     return p;
 }
 
-hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
-                              const hx_sampling *sampling, hx_token_callback cb, void *user,
-                              hx_generation_stats *stats)
+static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
+                          const hx_sampling *sampling, hx_token_callback cb, void *user,
+                          hx_generation_stats *stats)
 {
-    if (!s || !prompt || n_prompt == 0)
+    hx_status hs = hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_generate");
+    if (hs)
+        return hs;
+    if (!prompt || n_prompt == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_session_generate: no prompt");
     hx_model *m = s->m;
     if (!m->tok)
@@ -85,4 +89,12 @@ hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_pro
     free(piece);
     hx_sampler_free(smp);
     return st;
+}
+
+hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
+                              const hx_sampling *sampling, hx_token_callback cb, void *user,
+                              hx_generation_stats *stats)
+{
+    hx_api_enter();
+    return hx_api_leave(generate(s, prompt, n_prompt, n_predict, sampling, cb, user, stats));
 }

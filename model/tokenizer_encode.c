@@ -105,8 +105,8 @@ oom:
     return hx_error(HX_ERR_NO_MEMORY, "tokenizer: special token split");
 }
 
-hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t len, int add_bos,
-                              int parse_special, int32_t *ids, size_t cap, size_t *n)
+static hx_status encode_text(const hx_tokenizer *t, const char *text, size_t len, int add_bos,
+                             int parse_special, int32_t *ids, size_t cap, size_t *n)
 {
     if (!t || !n || (!text && len) || (!ids && cap))
         return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_encode: NULL argument");
@@ -147,4 +147,11 @@ hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t le
     }
     free(out.v);
     return st;
+}
+
+hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t len, int add_bos,
+                              int parse_special, int32_t *ids, size_t cap, size_t *n)
+{
+    hx_api_enter();
+    return hx_api_leave(encode_text(t, text, len, add_bos, parse_special, ids, cap, n));
 }

@@ -12,6 +12,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/sim.h"
 #include "runtime/task.h"
 
@@ -60,8 +61,11 @@ void hx_task_cost(hx_task *t, double *flops, double *bytes)
 
 static hx_status validate(hx_runtime *rt, const hx_task_desc *d)
 {
-    if (!rt || !d || !d->codelet)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_task_submit: NULL runtime, descriptor or codelet");
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_task_submit");
+    if (s)
+        return s;
+    if (!d || !d->codelet)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_task_submit: NULL descriptor or codelet");
     const char *name = d->codelet->name ? d->codelet->name : "(unnamed)";
     if (d->nbuffers < 0 || d->nbuffers > HX_TASK_MAX_BUFFERS)
         return hx_error(HX_ERR_INVALID_ARG, "task '%s': %d buffers (at most %d)", name, d->nbuffers,
@@ -198,7 +202,7 @@ static hx_status link_task(hx_task *t)
     return s;
 }
 
-hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
 {
     double t0 = hx_now();
     if (out)
@@ -315,7 +319,13 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
     hx_task_unref(t);
 }
 
-hx_status hx_task_wait(hx_task *t)
+hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+{
+    hx_api_enter();
+    return hx_api_leave(task_submit(rt, desc, out));
+}
+
+static hx_status task_wait(hx_task *t)
 {
     if (!t)
         return hx_error(HX_ERR_INVALID_ARG, "hx_task_wait: NULL task");
@@ -342,12 +352,16 @@ hx_status hx_task_wait(hx_task *t)
     return s;
 }
 
+hx_status hx_task_wait(hx_task *t)
+{
+    hx_api_enter();
+    return hx_api_leave(task_wait(t));
+}
+
 int hx_task_device(const hx_task *t) { return t ? t->device : -1; }
 
-hx_status hx_runtime_wait_all(hx_runtime *rt)
+hx_status hx_runtime_drain(hx_runtime *rt)
 {
-    if (!rt)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_wait_all: NULL runtime");
     if (rt->sim) {
         hx_status st = hx_sim_drain(rt);
         if (st)
@@ -368,4 +382,11 @@ hx_status hx_runtime_wait_all(hx_runtime *rt)
     if (s != HX_OK)
         hx_error(s, "%s", msg);
     return s;
+}
+
+hx_status hx_runtime_wait_all(hx_runtime *rt)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_wait_all");
+    return hx_api_leave(s ? s : hx_runtime_drain(rt));
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/runtime.h"
 #include "runtime/task.h"
 #include "runtime/trace.h"
@@ -88,7 +89,7 @@ void hx_trace_migration(hx_runtime *rt, const hx_task *t, int from, int to, cons
     if (!on(rt))
         return;
     hx_trace_event e = {.kind = HX_TRACE_MIGRATION, .dev = (int16_t)to, .from = (int16_t)from,
-                        .to = (int16_t)to, .t0 = hx_runtime_clock(rt), .id = t->id};
+                        .to = (int16_t)to, .t0 = hx_runtime_now(rt), .id = t->id};
     set_name(&e, why);
     add(rt, &e);
 }
@@ -97,7 +98,7 @@ void hx_trace_mark(hx_runtime *rt, hx_trace_kind kind, int dev, const hx_task *t
 {
     if (!on(rt))
         return;
-    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_runtime_clock(rt), .id = t ? t->id : 0};
+    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_runtime_now(rt), .id = t ? t->id : 0};
     set_name(&e, t ? t->desc.codelet->name : "retired");
     add(rt, &e);
 }
@@ -170,10 +171,10 @@ static void write_header(FILE *f, hx_runtime *rt)
 
 /* The file is opened now, so a path that cannot be written is reported by
  * the call that names it. */
-hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
+hx_status hx_trace_start(hx_runtime *rt, const char *path)
 {
-    if (!rt || !path || !*path)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_start: NULL runtime or empty path");
+    if (!path || !*path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_start: NULL or empty path");
     hx_trace *tr = &rt->trace;
     pthread_mutex_lock(&tr->lock);
     hx_status s = HX_OK;
@@ -194,7 +195,7 @@ hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
         tr->n = 0;
         tr->dropped = 0;
         tr->write_failed = 0;
-        tr->origin = hx_runtime_clock(rt);
+        tr->origin = hx_runtime_now(rt);
         write_header(f, rt);
         atomic_store(&tr->on, 1);
     } else {
@@ -205,10 +206,8 @@ hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
     return s;
 }
 
-hx_status hx_runtime_trace_stop(hx_runtime *rt)
+hx_status hx_trace_stop(hx_runtime *rt)
 {
-    if (!rt)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_stop: NULL runtime");
     hx_trace *tr = &rt->trace;
     pthread_mutex_lock(&tr->lock);
     if (!atomic_load(&tr->on)) {
@@ -230,4 +229,18 @@ hx_status hx_runtime_trace_stop(hx_runtime *rt)
     tr->n = 0;
     pthread_mutex_unlock(&tr->lock);
     return s;
+}
+
+hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_trace_start");
+    return hx_api_leave(s ? s : hx_trace_start(rt, path));
+}
+
+hx_status hx_runtime_trace_stop(hx_runtime *rt)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_trace_stop");
+    return hx_api_leave(s ? s : hx_trace_stop(rt));
 }
