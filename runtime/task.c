@@ -273,7 +273,7 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
 
 void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
 {
-    hx_task *ready[64];
+    hx_task *ready[64], *inline_succ[HX_TASK_SUCC_INLINE];
     int nready = 0;
     if (s != HX_OK && msg && !t->msg)
         t->msg = strdup(msg);
@@ -286,15 +286,23 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         snprintf(rt->first_failure_msg, sizeof rt->first_failure_msg, "task '%s': %s",
                  t->desc.codelet->name, t->msg ? t->msg : "a task it depends on failed");
     }
-    /* Done, t gains no successor: the list is read below without the lock. */
+    /* Done, t gains no successor: the list is taken out of the record and
+     * read below without the lock. */
     hx_task **succ = t->succ;
     int nsucc = t->nsucc;
+    if (succ == t->succ_inline)
+        succ = memcpy(inline_succ, t->succ_inline, (size_t)nsucc * sizeof *succ);
+    t->succ = t->succ_inline;
+    t->nsucc = 0;
     for (int i = 0; i < t->desc.nbuffers; i++) {
         t->desc.buffers[i]->users--;
         forget(t, i);
     }
-    /* Counted before inflight drops, so wait_all's caller sees it. */
+    /* Counted before inflight drops, so wait_all's caller sees it; the
+     * runtime's own reference goes before too, so that wait_all's caller
+     * finds no record alive but the handles it has not waited for. */
     atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
+    hx_task_unref(t);
     rt->inflight--;
     /* Wake only those whose condition may now hold: a futex call per task
      * would cost more than an empty task. */
@@ -316,7 +324,8 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
     }
     for (int k = 0; k < nready; k++)
         hx_sched_push(&rt->sched, ready[k]);
-    hx_task_unref(t);
+    if (succ != inline_succ)
+        free(succ);
 }
 
 hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
