@@ -314,17 +314,15 @@ static void unwrap(hx_weight *w)
 /* Refused while sessions of the model are open (hetero.h, "Handles"). */
 static hx_status model_free(hx_model *m)
 {
-    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_free");
-    if (s)
-        return s;
+    /* Sessions exist only of an open model: `m` may be read when it has. */
     size_t n = hx_handle_owned(m, HX_HANDLE_SESSION, NULL, 0);
     if (n)
         return hx_error(HX_ERR_STATE, "hx_model_free: %zu session%s of model '%s' %s still open; close %s first", n,
                         n > 1 ? "s" : "", m->info.name, n > 1 ? "are" : "is", n > 1 ? "them" : "it");
-    if ((s = hx_handle_remove(m, HX_HANDLE_MODEL, "hx_model_free")))
-        return s;
-    hx_model_destroy(m);
-    return HX_OK;
+    hx_status s = hx_handle_remove(m, HX_HANDLE_MODEL, "hx_model_free");
+    if (s == HX_OK)
+        hx_model_destroy(m);
+    return s;
 }
 
 hx_status hx_model_free(hx_model *m)
@@ -361,11 +359,9 @@ void hx_model_destroy(hx_model *m)
 
 static hx_status info_get(const hx_model *m, hx_model_info *out)
 {
-    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_info_get");
+    hx_status s = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_model_info_get");
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_info_get: NULL output");
     *out = m->info;
     return HX_OK;
 }
@@ -378,11 +374,9 @@ hx_status hx_model_info_get(const hx_model *m, hx_model_info *out)
 
 static hx_status stats_get(const hx_model *m, hx_model_stats *out)
 {
-    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_stats_get");
+    hx_status s = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_model_stats_get");
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_stats_get: NULL output");
     memset(out, 0, sizeof *out);
     out->sessions_open = (uint32_t)hx_handle_owned(m, HX_HANDLE_SESSION, NULL, 0);
     hx_kv_pool *kv = m->kv;

@@ -8,11 +8,9 @@
 
 static hx_status session_open(hx_model *m, hx_session **out)
 {
-    hx_status st = hx_handle_check(m, HX_HANDLE_MODEL, "hx_session_open");
+    hx_status st = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_session_open");
     if (st)
         return st;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_session_open: NULL output");
     hx_session *s = calloc(1, sizeof *s);
     if (!s)
         return hx_error(HX_ERR_NO_MEMORY, "session");

@@ -244,11 +244,9 @@ size_t hx_model_plan_size(hx_model *m)
 
 static hx_status plan_get(hx_model *m, size_t i, hx_plan_task *out)
 {
-    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_plan_get");
+    hx_status s = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_model_plan_get");
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_plan_get: NULL output");
     const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
     s = hx_plan_get_locked(m, &p);

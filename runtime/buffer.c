@@ -42,11 +42,9 @@ static hx_status host_alloc(hx_buffer *b)
 
 static hx_status buffer_new(hx_runtime *rt, size_t bytes, hx_buffer **out, const char *fn)
 {
-    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, fn);
+    hx_status s = hx_handle_check_call(rt, HX_HANDLE_RUNTIME, out, fn);
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "%s: NULL output", fn);
     *out = NULL;
     if (bytes == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer: size 0");

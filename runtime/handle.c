@@ -144,6 +144,14 @@ hx_status hx_handle_check(const void *h, hx_handle_kind kind, const char *fn)
     return ok ? HX_OK : refused(h, kind, fn);
 }
 
+hx_status hx_handle_check_call(const void *h, hx_handle_kind kind, const void *out, const char *fn)
+{
+    hx_status s = hx_handle_check(h, kind, fn);
+    if (s == HX_OK && !out)
+        s = hx_error(HX_ERR_INVALID_ARG, "%s: NULL output", fn);
+    return s;
+}
+
 size_t hx_handle_owned(const void *owner, hx_handle_kind kind, char *label, size_t cap_label)
 {
     size_t n = 0;

@@ -30,6 +30,9 @@ hx_status hx_handle_remove(const void *h, hx_handle_kind kind, const char *fn);
 /* HX_OK when `h` is an open handle of `kind`; HX_ERR_INVALID_ARG when NULL,
  * HX_ERR_STATE otherwise, the message naming `fn`. */
 hx_status hx_handle_check(const void *h, hx_handle_kind kind, const char *fn);
+/* hx_handle_check, then HX_ERR_INVALID_ARG when the call's output
+ * pointer `out` is NULL: how most calls on a handle begin. */
+hx_status hx_handle_check_call(const void *h, hx_handle_kind kind, const void *out, const char *fn);
 /* The open handles of `kind` that belong to `owner`; the label of one of
  * them goes to `label` (cap bytes) when there is one. */
 size_t hx_handle_owned(const void *owner, hx_handle_kind kind, char *label, size_t cap);

@@ -442,15 +442,20 @@ int hx_runtime_device_count(const hx_runtime *rt)
     return runtime_open_as(rt, "hx_runtime_device_count") ? rt->ndevices : 0;
 }
 
+/* How a call on one device begins: an open runtime, an output, a device. */
+static hx_status device_call(const hx_runtime *rt, int device, const void *out, const char *fn)
+{
+    hx_status s = hx_handle_check_call(rt, HX_HANDLE_RUNTIME, out, fn);
+    if (s == HX_OK && (device < 0 || device >= rt->ndevices))
+        s = hx_error(HX_ERR_RANGE, "%s: no device %d (%d devices)", fn, device, rt->ndevices);
+    return s;
+}
+
 static hx_status device_info(const hx_runtime *rt, int index, hx_device_info *out)
 {
-    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_device_info");
+    hx_status s = device_call(rt, index, out, "hx_runtime_device_info");
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_device_info: NULL output");
-    if (index < 0 || index >= rt->ndevices)
-        return hx_error(HX_ERR_RANGE, "device %d does not exist (%d devices)", index, rt->ndevices);
     *out = rt->devices[index]->info;
     return HX_OK;
 }
@@ -463,11 +468,9 @@ hx_status hx_runtime_device_info(const hx_runtime *rt, int index, hx_device_info
 
 static hx_status topology(const hx_runtime *rt, hx_topology_info *out)
 {
-    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_topology");
+    hx_status s = hx_handle_check_call(rt, HX_HANDLE_RUNTIME, out, "hx_runtime_topology");
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_topology: NULL output");
     *out = rt->topo_info;
     return HX_OK;
 }
@@ -506,13 +509,9 @@ void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
 
 static hx_status device_stats(const hx_runtime *rt, int device, hx_device_stats *out)
 {
-    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_device_stats_get");
+    hx_status s = device_call(rt, device, out, "hx_device_stats_get");
     if (s)
         return s;
-    if (!out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_device_stats_get: NULL output");
-    if (device < 0 || device >= rt->ndevices)
-        return hx_error(HX_ERR_RANGE, "hx_device_stats_get: no device %d (%d devices)", device, rt->ndevices);
     memset(out, 0, sizeof *out);
     hx_worker *w = rt->devices[device]->worker;
     double now = hx_runtime_now(rt);
