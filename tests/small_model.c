@@ -23,12 +23,13 @@ void hx_small_model_remove(hx_small_model *sm)
     rmdir(sm->dir);
 }
 
-hx_runtime *hx_small_runtime(int cpu_threads)
+hx_runtime *hx_small_runtime(int cpu_threads, const char *sched)
 {
     hx_runtime *rt = NULL;
     hx_runtime_options o = hx_runtime_options_default();
     o.devices = "cpu";
     o.cpu_threads = cpu_threads;
+    o.sched = sched;
     o.perfmodel_dir = "off";
     o.pin_threads = 0;
     o.inject = "";

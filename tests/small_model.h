@@ -14,6 +14,8 @@ typedef struct {
 /* Writes the model's 2-D weights in `type` ("f32", "q8_0"...). */
 void hx_small_model_write(hx_small_model *sm, const char *type);
 void hx_small_model_remove(hx_small_model *sm);
-hx_runtime *hx_small_runtime(int cpu_threads);
+/* The CPU alone, `sched` (NULL: the default policy), no injection nor
+ * trace, performance models in memory only. */
+hx_runtime *hx_small_runtime(int cpu_threads, const char *sched);
 
 #endif

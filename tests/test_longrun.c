@@ -87,7 +87,7 @@ START_TEST(session_cycles_keep_memory_flat)
     enum { WARMUP = 8, CYCLES = 48 };
     hx_small_model sm;
     hx_small_model_write(&sm, "q8_0");
-    hx_runtime *rt = hx_small_runtime(1);
+    hx_runtime *rt = hx_small_runtime(1, NULL);
     hx_model *m;
     HX_ASSERT_OK(hx_model_load(rt, sm.path, NULL, &m));
     generated first, g;
@@ -128,7 +128,7 @@ END_TEST
 START_TEST(task_bookkeeping_is_bounded)
 {
     enum { N = 64, PER_ROUND = 500, WARMUP = 10, ROUNDS = 500, OUTS = 8 };
-    hx_runtime *rt = hx_small_runtime(1);
+    hx_runtime *rt = hx_small_runtime(1, NULL);
     static float weights[N];
     for (int i = 0; i < N; i++)
         weights[i] = (float)i;

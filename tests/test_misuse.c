@@ -29,11 +29,18 @@ static hx_model *m;
 static void setup(void)
 {
     hx_small_model_write(&sm, "f32");
-    rt = hx_small_runtime(1);
+    rt = hx_small_runtime(1, NULL);
     HX_ASSERT_OK(hx_model_load(rt, sm.path, NULL, &m));
 }
 
 static void teardown(void) { hx_small_model_remove(&sm); }
+
+/* How every case ends: the model freed, then the runtime closed. */
+static void close_all(void)
+{
+    HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_runtime_close(rt));
+}
 
 static const int32_t prompt[] = {256, 72, 101, 108, 108, 111};
 enum { N_PROMPT = sizeof prompt / sizeof prompt[0] };
@@ -65,8 +72,7 @@ START_TEST(a_session_closed_twice_is_refused)
     session_works(s);
     HX_ASSERT_OK(hx_session_close(s));
     HX_ASSERT_OK(hx_session_close(NULL));
-    HX_ASSERT_OK(hx_model_free(m));
-    HX_ASSERT_OK(hx_runtime_close(rt));
+    close_all();
 }
 END_TEST
 
@@ -139,8 +145,7 @@ START_TEST(null_handles_are_named)
     EXPECT_REFUSED(hx_session_open(NULL, NULL), HX_ERR_INVALID_ARG, "NULL model");
     HX_ASSERT_OK(hx_model_free(NULL));
     HX_ASSERT_OK(hx_runtime_close(NULL));
-    HX_ASSERT_OK(hx_model_free(m));
-    HX_ASSERT_OK(hx_runtime_close(rt));
+    close_all();
 }
 END_TEST
 
@@ -162,9 +167,7 @@ START_TEST(a_success_leaves_no_error)
     ck_assert_msg(!*hx_last_error(), "after a successful generation: '%s'", hx_last_error());
     HX_ASSERT_OK(hx_session_close(s));
     HX_ASSERT_OK(hx_model_free(m2));
-    HX_ASSERT_OK(hx_model_free(m));
-    ck_assert_int_eq(hx_runtime_close(NULL), HX_OK);
-    HX_ASSERT_OK(hx_runtime_close(rt));
+    close_all();
     ck_assert_str_eq(hx_last_error(), "");
 }
 END_TEST
