@@ -139,7 +139,7 @@ static void drop_readers(hx_buffer *b)
 
 /* Task t, finished, leaves the records of its i-th buffer; under rt->lock.
  * The references those records held go with them (never the last one:
- * the runtime holds its own until hx_task_complete returns). */
+ * hx_task_complete drops the runtime's own after them). */
 static void forget(hx_task *t, int i)
 {
     hx_buffer *b = t->desc.buffers[i];
@@ -294,6 +294,7 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         succ = memcpy(inline_succ, t->succ_inline, (size_t)nsucc * sizeof *succ);
     t->succ = t->succ_inline;
     t->nsucc = 0;
+    t->capsucc = HX_TASK_SUCC_INLINE;
     for (int i = 0; i < t->desc.nbuffers; i++) {
         t->desc.buffers[i]->users--;
         forget(t, i);
