@@ -94,6 +94,11 @@ $(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(STATIC)
 $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+# bench-soak draws and measures with hetero-bench's helpers (SVG, RSS).
+BENCH_SOAK_LIB := bench/svg.c bench/stats.c
+$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(STATIC)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_SOAK_LIB) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 
 # One test binary: every tests/test_*.c defines `Suite *suite_NAME(void)`;
 # the list of suites is generated so a new file needs no registration.

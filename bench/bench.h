@@ -137,6 +137,8 @@ int hxb_results_reference(const hxb_results *r, int row);
 void hxb_stats_mean_std(const double *v, int n, double *mean, double *std);
 void hxb_stats_peak_rss_reset(void);
 uint64_t hxb_stats_peak_rss(void);
+/* Resident memory now (VmRSS), 0 where /proc is missing. */
+uint64_t hxb_stats_rss(void);
 double hxb_stats_now_ns(void);
 
 /* hooks.c: where the runtime's injection, tracing and simulator plug in. */

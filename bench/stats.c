@@ -1,4 +1,4 @@
-/* Sample statistics, the clock and peak memory. */
+/* Sample statistics, the clock and the process's memory. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,18 +39,28 @@ void hxb_stats_peak_rss_reset(void)
     }
 }
 
-uint64_t hxb_stats_peak_rss(void)
+/* A "Key:   123 kB" line of /proc/self/status, in KiB; 0 without it. */
+static unsigned long long status_kib(const char *key)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
+    size_t n = strlen(key);
     unsigned long long kib = 0;
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) {
-            kib = strtoull(line + 6, NULL, 10);
+        if (!strncmp(line, key, n) && line[n] == ':') {
+            kib = strtoull(line + n + 1, NULL, 10);
             break;
         }
     if (f)
         fclose(f);
+    return kib;
+}
+
+uint64_t hxb_stats_rss(void) { return (uint64_t)status_kib("VmRSS") * 1024; }
+
+uint64_t hxb_stats_peak_rss(void)
+{
+    unsigned long long kib = status_kib("VmHWM");
     if (!kib) {
         struct rusage ru;
         if (getrusage(RUSAGE_SELF, &ru) == 0)

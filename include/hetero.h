@@ -5,9 +5,13 @@
  * This header is the whole public API.  Conventions:
  *   - every function that can fail returns hx_status; HX_OK is 0;
  *   - hx_status_str() names a status, hx_last_error() gives the detail of the
- *     last failure on the calling thread (file, tensor, offset, device);
+ *     last failure on the calling thread (file, tensor, offset, device); a
+ *     call that returns HX_OK leaves it empty;
  *   - objects come in create/destroy (or open/close) pairs; destroy accepts
  *     NULL;
+ *   - misuse of a runtime, model or session handle (used after its close,
+ *     closed twice, closed while others depend on it) is detected and
+ *     refused with HX_ERR_STATE, not undefined: see "Handles" below;
  *   - environment variables HX_* only supply defaults for options that the
  *     API also takes (see README.md).
  *
@@ -68,8 +72,37 @@ typedef enum {
 
 /* The status's name, e.g. "HX_ERR_FORMAT"; never NULL. */
 HX_API const char *hx_status_str(hx_status s);
-/* A one-line description of the last error on this thread ("" if none). */
+/* A one-line description of the last failure on this thread.  A call that
+ * returns HX_OK empties it, whatever failed and was recovered from inside
+ * it (a call made from inside a callback, such as hx_token_callback,
+ * leaves that to the call around it).  Functions that return no status
+ * leave it as it was, except when they refuse a handle (see "Handles"). */
 HX_API const char *hx_last_error(void);
+
+/* ------------------------------------------------------------------------
+ * Handles
+ *
+ * Runtimes, models and sessions are checked on entry against the handles
+ * open in the process, by address, as SQLite checks its connections
+ * (SQLITE_MISUSE).  A handle closed already, or never opened, gets
+ * HX_ERR_STATE ("... is not an open session (closed already, or never
+ * opened)") from the functions that return a status, and 0 or NULL from
+ * the queries that return a value, the detail in hx_last_error(); NULL gets
+ * HX_ERR_INVALID_ARG, except from a close, for which it is HX_OK.
+ *
+ * A close that would leave another handle dangling is refused with
+ * HX_ERR_STATE naming what is still open, and changes nothing (as
+ * sqlite3_close answers SQLITE_BUSY): hx_model_free while sessions of the
+ * model are open, hx_runtime_close while models are loaded on it or its
+ * buffers are not destroyed.  Close in the reverse order of opening.
+ *
+ * Not detected: once the allocator gives a closed handle's address to a
+ * new handle of the same kind, the old pointer names the new object (as a
+ * reused file descriptor does); a handle closed by one thread while
+ * another is inside a call on it; buffers, tasks and tokenizers, which are
+ * not checked (destroying a buffer twice, or waiting for a task twice, is
+ * undefined).
+ * ---------------------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------
  * Runtime and devices
@@ -170,7 +203,11 @@ HX_API hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opt
 HX_API double hx_runtime_clock(const hx_runtime *rt);
 /* 1 when the runtime simulates a described machine. */
 HX_API int hx_runtime_simulated(const hx_runtime *rt);
-HX_API void hx_runtime_close(hx_runtime *rt);
+/* Waits for every task, writes a trace still recording and the
+ * performance models, and frees the runtime.  HX_ERR_STATE, the runtime
+ * left open and usable, while models are loaded on it or buffers created
+ * on it are not destroyed; task handles never waited for are released. */
+HX_API hx_status hx_runtime_close(hx_runtime *rt);
 
 HX_API int hx_runtime_device_count(const hx_runtime *rt);
 HX_API hx_status hx_runtime_device_info(const hx_runtime *rt, int index, hx_device_info *out);
@@ -379,8 +416,20 @@ HX_API hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_
  * tokenizer: evaluate token ids.  HX_ERR_UNSUPPORTED on a real runtime. */
 HX_API hx_status hx_model_load_shapes(hx_runtime *rt, const char *shapes, const char *type,
                                       const hx_model_options *opts, hx_model **out);
-HX_API void hx_model_free(hx_model *m);
+/* Unmaps the model and frees its KV pool.  HX_ERR_STATE, the model left
+ * loaded and usable, while sessions of it are open. */
+HX_API hx_status hx_model_free(hx_model *m);
 HX_API hx_status hx_model_info_get(const hx_model *m, hx_model_info *out);
+
+/* What a model holds now, for a server's monitoring. */
+typedef struct {
+    uint32_t sessions_open;
+    uint32_t kv_blocks_used;   /* KV blocks held by sessions             */
+    uint32_t kv_blocks_total;  /* the pool (hx_model_options.kv_tokens)  */
+    uint32_t kv_block_tokens;  /* tokens per block                       */
+} hx_model_stats;
+
+HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
 
 /* The partition plan: one entry per task of one evaluation, in submission
  * order, with the device the task prefers and why. */
@@ -437,7 +486,9 @@ HX_API int hx_model_is_eog(const hx_model *m, int32_t id);
 
 /* A session is one sequence: its KV blocks and its position. */
 HX_API hx_status hx_session_open(hx_model *m, hx_session **out);
-HX_API void hx_session_close(hx_session *s);
+/* Returns the session's KV blocks to the model's pool and frees it;
+ * HX_ERR_STATE for a session closed already. */
+HX_API hx_status hx_session_close(hx_session *s);
 /* Tokens in the session's context so far. */
 HX_API uint32_t hx_session_position(const hx_session *s);
 /* Evaluates n tokens at the session's position (in chunks of max_batch).
@@ -536,6 +587,11 @@ typedef struct {
     double submit_overhead_us;        /* mean per task */
     uint64_t retries;                 /* failed attempts run again */
     uint32_t devices_retired;         /* taken out of service after failing */
+    /* Task records held now: submitted and not finished, or finished with
+     * a handle not yet given to hx_task_wait.  A finished task nothing
+     * waits for is released at once, so this stays at the work in flight
+     * however long the runtime runs (hx_runtime_stats_reset leaves it). */
+    uint64_t tasks_alive;
 } hx_runtime_stats;
 
 /* A device's counters and its load monitor. */

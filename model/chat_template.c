@@ -303,7 +303,7 @@ static hx_status family_of(const char *tmpl, const chat_family **out)
     return HX_OK;
 }
 
-hx_status hx_chat_template_name(const char *tmpl, const char **name)
+static hx_status template_name(const char *tmpl, const char **name)
 {
     if (!tmpl || !name)
         return hx_error(HX_ERR_INVALID_ARG, "hx_chat_template_name: NULL argument");
@@ -313,8 +313,8 @@ hx_status hx_chat_template_name(const char *tmpl, const char **name)
     return st;
 }
 
-hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message *msgs, size_t n, int add_assistant,
-                                 char *buf, size_t cap, size_t *len)
+static hx_status apply_template(const char *tmpl, const hx_chat_message *msgs, size_t n, int add_assistant,
+                                char *buf, size_t cap, size_t *len)
 {
     if (!tmpl || (!msgs && n) || (!buf && cap) || !len)
         return hx_error(HX_ERR_INVALID_ARG, "hx_chat_apply_template: NULL argument");
@@ -342,4 +342,17 @@ hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message *msgs, 
     }
     buf[o.len] = '\0';
     return HX_OK;
+}
+
+hx_status hx_chat_template_name(const char *tmpl, const char **name)
+{
+    hx_api_enter();
+    return hx_api_leave(template_name(tmpl, name));
+}
+
+hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message *msgs, size_t n, int add_assistant,
+                                 char *buf, size_t cap, size_t *len)
+{
+    hx_api_enter();
+    return hx_api_leave(apply_template(tmpl, msgs, n, add_assistant, buf, cap, len));
 }

@@ -9,6 +9,7 @@
 #include "model/stop_text.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 
 hx_sampling hx_sampling_default(void)
 {
@@ -88,15 +89,16 @@ static hx_status last_text(generation *g, const char **text, size_t *len, int32_
     return st ? st : hx_stop_text_finish(&g->stop, g->piece, n, text, len, matched);
 }
 
-hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
-                              const hx_sampling *sampling, hx_token_callback cb, void *user,
-                              hx_generation_stats *stats)
+static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
+                          const hx_sampling *sampling, hx_token_callback cb, void *user,
+                          hx_generation_stats *stats)
 {
     hx_generation_stats gs = {.prompt_tokens = (uint32_t)n_prompt, .stop_index = -1};
     if (stats)
         *stats = gs;
-    if (!s)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_session_generate: NULL session");
+    hx_status hs = hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_generate");
+    if (hs)
+        return hs;
     if (!prompt || n_prompt == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_session_generate: no prompt");
     hx_model *m = s->m;
@@ -162,4 +164,12 @@ hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_pro
         *stats = gs;
     generation_free(&g);
     return st;
+}
+
+hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
+                              const hx_sampling *sampling, hx_token_callback cb, void *user,
+                              hx_generation_stats *stats)
+{
+    hx_api_enter();
+    return hx_api_leave(generate(s, prompt, n_prompt, n_predict, sampling, cb, user, stats));
 }

@@ -9,6 +9,7 @@
 #include "model/quant.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 
 static const char *const known_archs[] = {"llama", "mistral", "qwen2", NULL};
 
@@ -270,10 +271,10 @@ static hx_status read_chat_template(hx_model *m)
     return HX_OK;
 }
 
-hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts, hx_model **out)
+static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_options *opts, hx_model **out)
 {
-    if (!rt || !path || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_load: NULL argument");
+    if (!path || !out)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_load: NULL path or output");
     *out = NULL;
     hx_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -294,7 +295,7 @@ hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options
     }
     if (s) {
         hx_error_context(s, "loading %s", path);
-        hx_model_free(m);
+        hx_model_destroy(m);
         return s;
     }
     if (!m->info.name[0]) {
@@ -305,13 +306,55 @@ hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options
     return HX_OK;
 }
 
+hx_status hx_model_opened(hx_model *m, hx_model **out)
+{
+    hx_status s = hx_handle_add(m, HX_HANDLE_MODEL, m->rt, m->info.name);
+    if (s) {
+        hx_model_destroy(m);
+        m = NULL;
+    }
+    *out = m;
+    return s;
+}
+
+hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts, hx_model **out)
+{
+    hx_api_enter();
+    if (out)
+        *out = NULL;
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_model_load");
+    if (s == HX_OK && (s = model_load(rt, path, opts, out)) == HX_OK)
+        s = hx_model_opened(*out, out);
+    return hx_api_leave(s);
+}
+
 static void unwrap(hx_weight *w)
 {
     hx_buffer_destroy(w->buf);
     w->buf = NULL;
 }
 
-void hx_model_free(hx_model *m)
+/* Refused while sessions of the model are open (hetero.h, "Handles"). */
+static hx_status model_free(hx_model *m)
+{
+    /* Sessions exist only of an open model: `m` may be read when it has. */
+    size_t n = hx_handle_owned(m, HX_HANDLE_SESSION, NULL, 0);
+    if (n)
+        return hx_error(HX_ERR_STATE, "hx_model_free: %zu session%s of model '%s' %s still open; close %s first", n,
+                        n > 1 ? "s" : "", m->info.name, n > 1 ? "are" : "is", n > 1 ? "them" : "it");
+    hx_status s = hx_handle_remove(m, HX_HANDLE_MODEL, "hx_model_free");
+    if (s == HX_OK)
+        hx_model_destroy(m);
+    return s;
+}
+
+hx_status hx_model_free(hx_model *m)
+{
+    hx_api_enter();
+    return hx_api_leave(m ? model_free(m) : HX_OK);
+}
+
+void hx_model_destroy(hx_model *m)
 {
     if (!m)
         return;
@@ -338,33 +381,74 @@ void hx_model_free(hx_model *m)
     free(m);
 }
 
-hx_status hx_model_info_get(const hx_model *m, hx_model_info *out)
+static hx_status info_get(const hx_model *m, hx_model_info *out)
 {
-    if (!m || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_info_get: NULL argument");
+    hx_status s = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_model_info_get");
+    if (s)
+        return s;
     *out = m->info;
     return HX_OK;
+}
+
+hx_status hx_model_info_get(const hx_model *m, hx_model_info *out)
+{
+    hx_api_enter();
+    return hx_api_leave(info_get(m, out));
+}
+
+static hx_status stats_get(const hx_model *m, hx_model_stats *out)
+{
+    hx_status s = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_model_stats_get");
+    if (s)
+        return s;
+    memset(out, 0, sizeof *out);
+    out->sessions_open = (uint32_t)hx_handle_owned(m, HX_HANDLE_SESSION, NULL, 0);
+    hx_kv_pool *kv = m->kv;
+    pthread_mutex_lock(&kv->lock);
+    out->kv_blocks_total = kv->n_blocks;
+    out->kv_blocks_used = kv->n_blocks - kv->n_free;
+    pthread_mutex_unlock(&kv->lock);
+    out->kv_block_tokens = kv->block_size;
+    return HX_OK;
+}
+
+hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out)
+{
+    hx_api_enter();
+    return hx_api_leave(stats_get(m, out));
+}
+
+/* The model's tokenizer, or why there is none. */
+static hx_status tokenizer_of(const hx_model *m, const char *fn)
+{
+    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, fn);
+    if (s == HX_OK && !m->tok)
+        s = hx_error(HX_ERR_UNSUPPORTED, "%s: the model has no tokenizer (shapes only)", fn);
+    return s;
 }
 
 hx_status hx_model_tokenize(const hx_model *m, const char *text, size_t len, int add_special, int parse_special,
                             int32_t *ids, size_t cap, size_t *n)
 {
-    if (!m)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_tokenize: NULL model");
-    if (!m->tok)
-        return hx_error(HX_ERR_UNSUPPORTED, "hx_model_tokenize: the model has no tokenizer (shapes only)");
-    return hx_tokenizer_encode_prompt(m->tok, text, len, add_special, parse_special, ids, cap, n);
+    hx_api_enter();
+    hx_status s = tokenizer_of(m, "hx_model_tokenize");
+    return hx_api_leave(s ? s : hx_tokenizer_encode_prompt(m->tok, text, len, add_special, parse_special, ids,
+                                                           cap, n));
 }
 
 hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *buf, size_t cap, size_t *len)
 {
-    if (!m)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_token_to_piece: NULL model");
-    if (!m->tok)
-        return hx_error(HX_ERR_UNSUPPORTED, "hx_model_token_to_piece: the model has no tokenizer (shapes only)");
-    return hx_tokenizer_token_to_piece(m->tok, id, 0, buf, cap, len);
+    hx_api_enter();
+    hx_status s = tokenizer_of(m, "hx_model_token_to_piece");
+    return hx_api_leave(s ? s : hx_tokenizer_token_to_piece(m->tok, id, 0, buf, cap, len));
 }
 
-int hx_model_is_eog(const hx_model *m, int32_t id) { return m && hx_tokenizer_is_eog(m->tok, id); }
+int hx_model_is_eog(const hx_model *m, int32_t id)
+{
+    return hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_is_eog") == HX_OK && hx_tokenizer_is_eog(m->tok, id);
+}
 
-const char *hx_model_chat_template(const hx_model *m) { return m ? m->chat_template : NULL; }
+const char *hx_model_chat_template(const hx_model *m)
+{
+    return hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_chat_template") == HX_OK ? m->chat_template : NULL;
+}

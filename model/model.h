@@ -69,6 +69,11 @@ struct hx_model {
 /* What every way of opening a model ends with (model.c): its options
  * resolved, the KV pool and the activation buffers. */
 hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts);
+/* Makes a model just built an open handle of its runtime and gives it to
+ * the caller (*out), or frees it (*out = NULL) and says why (model.c). */
+hx_status hx_model_opened(hx_model *m, hx_model **out);
+/* Frees everything the model owns; no handle check (a failed load). */
+void hx_model_destroy(hx_model *m);
 /* The activation set for a batch of T tokens (model/activations.c). */
 hx_activations *hx_model_act_for(hx_model *m, uint32_t T);
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);

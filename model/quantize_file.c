@@ -38,8 +38,8 @@ static hx_status convert(const hx_gguf_tensor *t, hx_type to, void **out, uint64
     return HX_OK;
 }
 
-hx_status hx_model_quantize(const char *in_path, const char *out_path, const char *type, hx_quantize_report report,
-                            void *user)
+static hx_status quantize_file(const char *in_path, const char *out_path, const char *type, hx_quantize_report report,
+                               void *user)
 {
     hx_type to;
     if (!in_path || !out_path || !type)
@@ -86,4 +86,11 @@ hx_status hx_model_quantize(const char *in_path, const char *out_path, const cha
     free(owned);
     hx_gguf_close(g);
     return s;
+}
+
+hx_status hx_model_quantize(const char *in_path, const char *out_path, const char *type, hx_quantize_report report,
+                            void *user)
+{
+    hx_api_enter();
+    return hx_api_leave(quantize_file(in_path, out_path, type, report, user));
 }

@@ -4,29 +4,58 @@
 
 #include "model/session.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 
-hx_status hx_session_open(hx_model *m, hx_session **out)
+static hx_status session_open(hx_model *m, hx_session **out)
 {
-    if (!m || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_session_open: NULL argument");
-    *out = calloc(1, sizeof **out);
-    if (!*out)
+    hx_status st = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_session_open");
+    if (st)
+        return st;
+    hx_session *s = calloc(1, sizeof *s);
+    if (!s)
         return hx_error(HX_ERR_NO_MEMORY, "session");
-    (*out)->m = m;
+    s->m = m;
+    if ((st = hx_handle_add(s, HX_HANDLE_SESSION, m, ""))) {
+        free(s);
+        return st;
+    }
+    *out = s;
     return HX_OK;
 }
 
-void hx_session_close(hx_session *s)
+hx_status hx_session_open(hx_model *m, hx_session **out)
 {
-    if (!s)
-        return;
+    hx_api_enter();
+    if (out)
+        *out = NULL;
+    return hx_api_leave(session_open(m, out));
+}
+
+/* Of two closes of one session, racing or one after the other, the first
+ * takes it out of the registry and the second is refused there, before
+ * touching its memory. */
+static hx_status session_close(hx_session *s)
+{
+    hx_status st = hx_handle_remove(s, HX_HANDLE_SESSION, "hx_session_close");
+    if (st)
+        return st;
     hx_kv_seq_release(s->m->kv, &s->seq);
     free(s->logits);
     free(s->logit_row);
     free(s);
+    return HX_OK;
 }
 
-uint32_t hx_session_position(const hx_session *s) { return s ? s->pos : 0; }
+hx_status hx_session_close(hx_session *s)
+{
+    hx_api_enter();
+    return hx_api_leave(s ? session_close(s) : HX_OK);
+}
+
+uint32_t hx_session_position(const hx_session *s)
+{
+    return hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_position") == HX_OK ? s->pos : 0;
+}
 
 hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits)
 {
@@ -54,7 +83,7 @@ hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits)
 
 const float *hx_session_logits(const hx_session *s, int i)
 {
-    if (!s || s->n_last == 0)
+    if (hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_logits") || s->n_last == 0)
         return NULL;
     if (i < 0)
         i += (int)s->n_last;

@@ -11,6 +11,7 @@
 #include "model/synthetic.h"
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 
 typedef struct {
     const char *name, *title;
@@ -79,10 +80,10 @@ static hx_status build(hx_model *m, hx_type type)
     return HX_OK;
 }
 
-hx_status hx_model_load_shapes(hx_runtime *rt, const char *name, const char *type_name,
-                               const hx_model_options *opts, hx_model **out)
+static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_name,
+                             const hx_model_options *opts, hx_model **out)
 {
-    if (!rt || !name || !type_name || !out)
+    if (!name || !type_name || !out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_model_load_shapes: NULL argument");
     *out = NULL;
     if (!hx_runtime_simulated(rt))
@@ -118,9 +119,21 @@ hx_status hx_model_load_shapes(hx_runtime *rt, const char *name, const char *typ
         s = hx_model_prepare(m, opts);
     if (s) {
         hx_error_context(s, "shapes %s", name);
-        hx_model_free(m);
+        hx_model_destroy(m);
         return s;
     }
     *out = m;
     return HX_OK;
+}
+
+hx_status hx_model_load_shapes(hx_runtime *rt, const char *name, const char *type_name,
+                               const hx_model_options *opts, hx_model **out)
+{
+    hx_api_enter();
+    if (out)
+        *out = NULL;
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_model_load_shapes");
+    if (s == HX_OK && (s = load_shapes(rt, name, type_name, opts, out)) == HX_OK)
+        s = hx_model_opened(*out, out);
+    return hx_api_leave(s);
 }

@@ -203,7 +203,7 @@ hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, con
     return s;
 }
 
-hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed)
+static hx_status write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed)
 {
     const hx_synthetic_config *c = hx_synthetic_preset(preset);
     if (!c)
@@ -211,7 +211,13 @@ hx_status hx_model_write_synthetic(const char *path, const char *preset, const c
     return hx_synthetic_write(path, c, type, seed);
 }
 
-hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *path, size_t cap, int *written)
+hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed)
+{
+    hx_api_enter();
+    return hx_api_leave(write_synthetic(path, preset, type, seed));
+}
+
+static hx_status synthetic_cached(const char *preset, const char *type, char *path, size_t cap, int *written)
 {
     if (!preset || !type || !path || cap == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_model_synthetic_cached: NULL argument");
@@ -244,4 +250,10 @@ hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *
     if (s == HX_OK && written)
         *written = 1;
     return s;
+}
+
+hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *path, size_t cap, int *written)
+{
+    hx_api_enter();
+    return hx_api_leave(synthetic_cached(preset, type, path, cap, written));
 }

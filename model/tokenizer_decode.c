@@ -89,8 +89,8 @@ static hx_status put_out(const char *src, size_t n, char *buf, size_t cap, size_
     return HX_OK;
 }
 
-hx_status hx_tokenizer_token_to_piece(const hx_tokenizer *t, int32_t id, int special, char *buf,
-                                      size_t cap, size_t *len)
+static hx_status token_to_piece(const hx_tokenizer *t, int32_t id, int special, char *buf,
+                                size_t cap, size_t *len)
 {
     if (!t || !len || (!buf && cap))
         return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_token_to_piece: NULL argument");
@@ -107,6 +107,13 @@ hx_status hx_tokenizer_token_to_piece(const hx_tokenizer *t, int32_t id, int spe
     if (p != stackbuf)
         free(p);
     return st;
+}
+
+hx_status hx_tokenizer_token_to_piece(const hx_tokenizer *t, int32_t id, int special, char *buf,
+                                      size_t cap, size_t *len)
+{
+    hx_api_enter();
+    return hx_api_leave(token_to_piece(t, id, special, buf, cap, len));
 }
 
 /* Rewrites s[0..n) as valid UTF-8 into out (room for 3n bytes, or NULL to
@@ -177,9 +184,9 @@ static size_t clean_spaces(char *text, size_t total)
     return total;
 }
 
-hx_status hx_tokenizer_decode(const hx_tokenizer *t, const int32_t *ids, size_t n_ids,
-                              int remove_special, int unparse_special, char *buf, size_t cap,
-                              size_t *len)
+static hx_status decode_ids(const hx_tokenizer *t, const int32_t *ids, size_t n_ids,
+                            int remove_special, int unparse_special, char *buf, size_t cap,
+                            size_t *len)
 {
     if (!t || !len || (!ids && n_ids) || (!buf && cap))
         return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_decode: NULL argument");
@@ -222,6 +229,14 @@ hx_status hx_tokenizer_decode(const hx_tokenizer *t, const int32_t *ids, size_t 
     }
     free(raw);
     return st;
+}
+
+hx_status hx_tokenizer_decode(const hx_tokenizer *t, const int32_t *ids, size_t n_ids,
+                              int remove_special, int unparse_special, char *buf, size_t cap,
+                              size_t *len)
+{
+    hx_api_enter();
+    return hx_api_leave(decode_ids(t, ids, n_ids, remove_special, unparse_special, buf, cap, len));
 }
 
 size_t hx_detok_max_out(const hx_tokenizer *t)

@@ -152,9 +152,10 @@ static hx_status encode(const hx_tokenizer *t, const char *text, size_t len, int
 hx_status hx_tokenizer_encode(const hx_tokenizer *t, const char *text, size_t len, int add_bos,
                               int parse_special, int32_t *ids, size_t cap, size_t *n)
 {
+    hx_api_enter();
     if (!t || !n || (!text && len) || (!ids && cap))
-        return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_encode: NULL argument");
-    return encode(t, text, len, add_bos, 0, parse_special, ids, cap, n);
+        return hx_api_leave(hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_encode: NULL argument"));
+    return hx_api_leave(encode(t, text, len, add_bos, 0, parse_special, ids, cap, n));
 }
 
 hx_status hx_tokenizer_encode_prompt(const hx_tokenizer *t, const char *text, size_t len, int add_special,

@@ -184,7 +184,7 @@ hx_status hx_tokenizer_load(const hx_gguf *g, hx_tokenizer **out)
     return st;
 }
 
-hx_status hx_tokenizer_open(const char *path, hx_tokenizer **out)
+static hx_status tokenizer_open(const char *path, hx_tokenizer **out)
 {
     if (!path || !out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_tokenizer_open: NULL argument");
@@ -198,6 +198,12 @@ hx_status hx_tokenizer_open(const char *path, hx_tokenizer **out)
     if (st != HX_OK)
         hx_error_context(st, "%s", path);
     return st;
+}
+
+hx_status hx_tokenizer_open(const char *path, hx_tokenizer **out)
+{
+    hx_api_enter();
+    return hx_api_leave(tokenizer_open(path, out));
 }
 
 void hx_tokenizer_close(hx_tokenizer *t) { hx_tokenizer_free(t); }

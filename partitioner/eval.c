@@ -9,6 +9,7 @@
 #include "model/session.h"
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/ops.h"
 
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
@@ -129,10 +130,11 @@ static hx_status check_tokens(const hx_model *m, size_t n, const int32_t *tokens
     return HX_OK;
 }
 
-hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
+static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
 {
-    if (!s)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_session_eval: NULL session");
+    hx_status hs = hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_eval");
+    if (hs)
+        return hs;
     if (!tokens && n)
         return hx_error(HX_ERR_INVALID_ARG, "hx_session_eval: NULL tokens");
     if (n == 0)
@@ -175,9 +177,18 @@ hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int lo
     return st;
 }
 
-hx_status hx_batch_eval(hx_model *m, const hx_batch *b)
+hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
 {
-    if (!m || !b || !b->tokens || !b->sessions || b->n == 0)
+    hx_api_enter();
+    return hx_api_leave(session_eval(s, tokens, n, logits_all));
+}
+
+static hx_status batch_eval(hx_model *m, const hx_batch *b)
+{
+    hx_status hs = hx_handle_check(m, HX_HANDLE_MODEL, "hx_batch_eval");
+    if (hs)
+        return hs;
+    if (!b || !b->tokens || !b->sessions || b->n == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_batch_eval: empty or NULL batch");
     if (b->n > m->opts.max_batch)
         return hx_error(HX_ERR_INVALID_ARG, "hx_batch_eval: %zu entries, max_batch is %u", b->n,
@@ -185,6 +196,9 @@ hx_status hx_batch_eval(hx_model *m, const hx_batch *b)
     hx_status st = check_tokens(m, b->n, b->tokens);
     if (st)
         return st;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->sessions[i] && (st = hx_handle_check(b->sessions[i], HX_HANDLE_SESSION, "hx_batch_eval")))
+            return hx_error_context(st, "entry %zu", i);
     uint8_t *want = malloc(b->n);
     if (!want)
         return hx_error(HX_ERR_NO_MEMORY, "batch");
@@ -225,4 +239,10 @@ hx_status hx_batch_eval(hx_model *m, const hx_batch *b)
     pthread_mutex_unlock(&m->eval_lock);
     free(want);
     return st;
+}
+
+hx_status hx_batch_eval(hx_model *m, const hx_batch *b)
+{
+    hx_api_enter();
+    return hx_api_leave(batch_eval(m, b));
 }

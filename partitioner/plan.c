@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/runtime.h"
 
 const char *hx_task_class_str(hx_task_class c)
@@ -232,10 +233,8 @@ hx_status hx_plan_get_locked(hx_model *m, const struct hx_plan **out)
 
 size_t hx_model_plan_size(hx_model *m)
 {
-    if (!m) {
-        hx_error(HX_ERR_INVALID_ARG, "hx_model_plan_size: NULL model");
+    if (hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_plan_size"))
         return 0;
-    }
     const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
     hx_status s = hx_plan_get_locked(m, &p);
@@ -243,13 +242,14 @@ size_t hx_model_plan_size(hx_model *m)
     return s == HX_OK && p ? p->n : 0;
 }
 
-hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out)
+static hx_status plan_get(hx_model *m, size_t i, hx_plan_task *out)
 {
-    if (!m || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_model_plan_get: NULL argument");
+    hx_status s = hx_handle_check_call(m, HX_HANDLE_MODEL, out, "hx_model_plan_get");
+    if (s)
+        return s;
     const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
-    hx_status s = hx_plan_get_locked(m, &p);
+    s = hx_plan_get_locked(m, &p);
     pthread_mutex_unlock(&m->eval_lock);
     if (s || !p)
         return s ? s : hx_error(HX_ERR_STATE, "no partition plan");
@@ -266,4 +266,10 @@ hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out)
     out->prefer = e->prefer;
     memcpy(out->reason, e->reason, sizeof out->reason);
     return HX_OK;
+}
+
+hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out)
+{
+    hx_api_enter();
+    return hx_api_leave(plan_get(m, i, out));
 }

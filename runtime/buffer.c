@@ -6,6 +6,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/perfmodel.h"
 #include "runtime/sim.h"
 #include "runtime/trace.h"
@@ -39,10 +40,11 @@ static hx_status host_alloc(hx_buffer *b)
     return HX_OK;
 }
 
-static hx_status buffer_new(hx_runtime *rt, size_t bytes, hx_buffer **out)
+static hx_status buffer_new(hx_runtime *rt, size_t bytes, hx_buffer **out, const char *fn)
 {
-    if (!rt || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_buffer: NULL runtime or output");
+    hx_status s = hx_handle_check_call(rt, HX_HANDLE_RUNTIME, out, fn);
+    if (s)
+        return s;
     *out = NULL;
     if (bytes == 0)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer: size 0");
@@ -52,19 +54,28 @@ static hx_status buffer_new(hx_runtime *rt, size_t bytes, hx_buffer **out)
     b->rt = rt;
     b->size = bytes;
     pthread_mutex_init(&b->lock, NULL);
+    atomic_fetch_add(&rt->buffers, 1);
     *out = b;
     return HX_OK;
 }
 
-hx_status hx_buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
+/* Before any task knew it. */
+static void buffer_free(hx_buffer *b)
 {
-    hx_status s = buffer_new(rt, bytes, out);
+    atomic_fetch_sub(&b->rt->buffers, 1);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+static hx_status buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
+{
+    hx_status s = buffer_new(rt, bytes, out, "hx_buffer_create");
     if (s)
         return s;
     hx_buffer *b = *out;
     uint64_t mem = physical_memory(rt);
     if (bytes > mem) {
-        free(b);
+        buffer_free(b);
         *out = NULL;
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_create: %zu bytes asked, the machine has %llu",
                         bytes, (unsigned long long)mem);
@@ -72,8 +83,7 @@ hx_status hx_buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
     /* A simulated machine's buffers hold data only once the host asks for
      * it: a 70B model's weights and KV cache are sizes, not memory. */
     if (!rt->sim && (s = host_alloc(b))) {
-        pthread_mutex_destroy(&b->lock);
-        free(b);
+        buffer_free(b);
         *out = NULL;
         return hx_error_context(s, "hx_buffer_create");
     }
@@ -82,17 +92,29 @@ hx_status hx_buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
     return HX_OK;
 }
 
-hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only, hx_buffer **out)
+hx_status hx_buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
+{
+    hx_api_enter();
+    return hx_api_leave(buffer_create(rt, bytes, out));
+}
+
+static hx_status buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only, hx_buffer **out)
 {
     if (!host)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_wrap: NULL host pointer");
-    hx_status s = buffer_new(rt, bytes, out);
+    hx_status s = buffer_new(rt, bytes, out, "hx_buffer_wrap");
     if (s)
         return s;
     (*out)->host = host;
     (*out)->read_only = read_only;
     (*out)->valid[0] = 1;
     return HX_OK;
+}
+
+hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only, hx_buffer **out)
+{
+    hx_api_enter();
+    return hx_api_leave(buffer_wrap(rt, host, bytes, read_only, out));
 }
 
 size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
@@ -136,8 +158,7 @@ void hx_buffer_destroy(hx_buffer *b)
         else
             free(b->host);
     }
-    pthread_mutex_destroy(&b->lock);
-    free(b);
+    buffer_free(b);
 }
 
 static int valid_node_other_than(const hx_buffer *b, int node)
@@ -260,7 +281,7 @@ hx_msi_state hx_buffer_state(hx_buffer *b, int node)
     return st;
 }
 
-hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
+static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 {
     if (!b || !host || !(mode & HX_RW))
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_acquire: bad buffer, mode or output");
@@ -278,6 +299,12 @@ hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
     pthread_mutex_unlock(&b->lock);
     *host = s == HX_OK ? b->host : NULL;
     return s;
+}
+
+hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
+{
+    hx_api_enter();
+    return hx_api_leave(buffer_acquire(b, mode, host));
 }
 
 void hx_buffer_release(hx_buffer *b) { (void)b; }

@@ -17,4 +17,14 @@ hx_status hx_error(hx_status s, const char *fmt, ...) HX_PRINTF(2, 3);
 hx_status hx_error_context(hx_status s, const char *fmt, ...) HX_PRINTF(2, 3);
 void hx_error_clear(void);
 
+/* Every public function that returns hx_status runs between these two:
+ *     hx_api_enter();  ...  return hx_api_leave(s);
+ * so that a call returning HX_OK leaves hx_last_error() empty (hetero.h),
+ * whatever lookups failed and were tolerated inside it.  Only the
+ * outermost call clears: a public function the library calls itself (the
+ * wait inside an evaluation, a close on a failure path) must not wipe the
+ * detail its caller is about to return. */
+void hx_api_enter(void);
+hx_status hx_api_leave(hx_status s);
+
 #endif

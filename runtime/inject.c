@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/inject.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
@@ -72,10 +73,10 @@ hx_inject_draw hx_inject_next(hx_inject_state *st)
     return d;
 }
 
-hx_status hx_device_inject(hx_runtime *rt, int device, const hx_injection *inj)
+static hx_status inject(hx_runtime *rt, int device, const hx_injection *inj)
 {
-    if (!rt || device < 0 || device >= rt->ndevices)
-        return hx_error(HX_ERR_RANGE, "hx_device_inject: no device %d", device);
+    if (device < 0 || device >= rt->ndevices)
+        return hx_error(HX_ERR_RANGE, "hx_device_inject: no device %d (%d devices)", device, rt->ndevices);
     hx_worker *w = rt->devices[device]->worker;
     if (!w)
         return hx_error(HX_ERR_STATE, "hx_device_inject: device %d has no worker", device);
@@ -84,6 +85,13 @@ hx_status hx_device_inject(hx_runtime *rt, int device, const hx_injection *inj)
     if (s == HX_OK && inj && inj->slow != 1)
         hx_perfmodel_taint(rt->sched.pm, device);
     return s;
+}
+
+hx_status hx_device_inject(hx_runtime *rt, int device, const hx_injection *inj)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_device_inject");
+    return hx_api_leave(s ? s : inject(rt, device, inj));
 }
 
 static const char *const kinds[] = {"cpu", "gpu", "fpga", "accelerator", NULL};
@@ -139,7 +147,7 @@ static hx_status apply_entry(hx_runtime *rt, char *entry)
     for (int d = 0; d < rt->ndevices; d++) {
         if (dev >= 0 ? d != dev : (int)rt->devices[d]->info.kind != kind)
             continue;
-        hx_status s = hx_device_inject(rt, d, &inj);
+        hx_status s = inject(rt, d, &inj);
         if (s)
             return s;
         matched++;

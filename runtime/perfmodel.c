@@ -93,7 +93,11 @@ void hx_pm_bucket_resort(hx_pm_bucket *b)
  * overwrites and gains the new one, two binary searches and memmoves. */
 void hx_pm_bucket_add(hx_pm_bucket *b, double flops, double bytes, double seconds)
 {
-    b->n++;
+    /* Saturates rather than wrapping to 0 (a division by zero below): a
+     * server runs some buckets' tasks billions of times; from there on the
+     * means move by 2^-32 per task, which is all they need. */
+    if (b->n < UINT32_MAX)
+        b->n++;
     /* Running means of the cost: the regression's abscissae. */
     b->flops += (flops - b->flops) / b->n;
     b->bytes += (bytes - b->bytes) / b->n;

@@ -258,7 +258,7 @@ out:
     return s;
 }
 
-hx_status hx_perfmodel_read(const char *dir, int (*cb)(void *user, const hx_perfmodel_entry *e), void *user)
+static hx_status perfmodel_read(const char *dir, int (*cb)(void *user, const hx_perfmodel_entry *e), void *user)
 {
     char buf[512];
     if (!cb)
@@ -308,4 +308,10 @@ void hx_perfmodel_read_only(hx_perfmodel *pm)
     pthread_mutex_lock(&pm->lock);
     pm->dir[0] = '\0';
     pthread_mutex_unlock(&pm->lock);
+}
+
+hx_status hx_perfmodel_read(const char *dir, int (*cb)(void *user, const hx_perfmodel_entry *e), void *user)
+{
+    hx_api_enter();
+    return hx_api_leave(perfmodel_read(dir, cb, user));
 }

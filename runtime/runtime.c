@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/inject.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
@@ -20,12 +21,24 @@ double hx_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double hx_runtime_clock(const hx_runtime *rt)
+double hx_runtime_now(const hx_runtime *rt) { return rt && rt->sim ? hx_sim_now(rt->sim) : hx_now(); }
+
+/* The queries below that return a value, not a status, answer 0 (or NULL)
+ * for a handle that is not open, the detail in hx_last_error(). */
+static int runtime_open_as(const hx_runtime *rt, const char *fn)
 {
-    return rt && rt->sim ? hx_sim_now(rt->sim) : hx_now();
+    return hx_handle_check(rt, HX_HANDLE_RUNTIME, fn) == HX_OK;
 }
 
-int hx_runtime_simulated(const hx_runtime *rt) { return rt && rt->sim; }
+double hx_runtime_clock(const hx_runtime *rt)
+{
+    return runtime_open_as(rt, "hx_runtime_clock") ? hx_runtime_now(rt) : 0;
+}
+
+int hx_runtime_simulated(const hx_runtime *rt)
+{
+    return runtime_open_as(rt, "hx_runtime_simulated") && rt->sim;
+}
 
 hx_runtime_options hx_runtime_options_default(void)
 {
@@ -301,7 +314,9 @@ hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_
     return hx_perfmodel_open(out, dir, ptr, rt->ndevices);
 }
 
-hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
+static void runtime_teardown(hx_runtime *rt);
+
+static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts)
 {
     if (!out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_open: NULL output");
@@ -319,8 +334,15 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
         return hx_error(HX_ERR_NO_MEMORY, "runtime");
     pthread_mutex_init(&rt->lock, NULL);
     pthread_cond_init(&rt->idle, NULL);
+    hx_task_pool_init(&rt->task_pool);
     hx_trace_init(&rt->trace);
     rt->open_time = hx_now();
+    /* An open handle from here on: discovery and the simulator use the
+     * runtime's public queries. */
+    if ((s = hx_handle_add(rt, HX_HANDLE_RUNTIME, NULL, "runtime"))) {
+        runtime_teardown(rt);
+        return s;
+    }
     if ((s = hx_topology_load(&rt->topology, &rt->topo_info)))
         goto fail;
     rt->discover = (hx_discover_options){.cpu_threads = r.cpu_threads,
@@ -344,27 +366,65 @@ hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
         goto fail;
     if (rt->sim && (s = hx_sim_start(rt, r.perfmodel_dir)))
         goto fail;
-    rt->open_time = hx_runtime_clock(rt);
+    rt->open_time = hx_runtime_now(rt);
     if (r.inject[0] && (s = hx_inject_apply_spec(rt, r.inject)))
         goto fail;
-    if (r.trace[0] && (s = hx_runtime_trace_start(rt, r.trace)))
+    if (r.trace[0] && (s = hx_trace_start(rt, r.trace)))
         goto fail;
     *out = rt;
     return HX_OK;
 fail:
-    hx_runtime_close(rt); /* leaves the last error as it is */
+    hx_handle_remove(rt, HX_HANDLE_RUNTIME, "hx_runtime_open");
+    runtime_teardown(rt);
     return s;
 }
 
-void hx_runtime_close(hx_runtime *rt)
+hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
 {
-    if (!rt)
-        return;
+    hx_api_enter();
+    return hx_api_leave(runtime_open(out, opts));
+}
+
+/* Refused while something the caller holds still refers to the runtime:
+ * SQLite's answer to sqlite3_close with statements open (SQLITE_BUSY),
+ * which leaves every handle usable, rather than a close that frees what
+ * the caller will touch next. */
+static hx_status runtime_close(hx_runtime *rt)
+{
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_close");
+    if (s)
+        return s;
+    char name[72];
+    size_t n = hx_handle_owned(rt, HX_HANDLE_MODEL, name, sizeof name);
+    if (n)
+        return hx_error(HX_ERR_STATE, "hx_runtime_close: %zu model%s still loaded ('%s'%s); free %s first", n,
+                        n > 1 ? "s are" : " is", name, n > 1 ? " and others" : "", n > 1 ? "them" : "it");
+    int nb = atomic_load(&rt->buffers);
+    if (nb)
+        return hx_error(HX_ERR_STATE, "hx_runtime_close: %d buffer%s not destroyed; destroy %s first", nb,
+                        nb > 1 ? "s are" : " is", nb > 1 ? "them" : "it");
+    /* Of two closes racing, one removes the handle and goes on. */
+    if ((s = hx_handle_remove(rt, HX_HANDLE_RUNTIME, "hx_runtime_close")))
+        return s;
+    runtime_teardown(rt);
+    return HX_OK;
+}
+
+hx_status hx_runtime_close(hx_runtime *rt)
+{
+    hx_api_enter();
+    return hx_api_leave(rt ? runtime_close(rt) : HX_OK);
+}
+
+/* Everything the runtime owns goes (also after a failed open: the last
+ * error is left as it is). */
+static void runtime_teardown(hx_runtime *rt)
+{
     if (rt->sched.policy) {
-        hx_runtime_wait_all(rt);
+        hx_runtime_drain(rt);
         /* A trace still recording (the `trace` option, or never stopped)
          * is written now. */
-        if (atomic_load(&rt->trace.on) && hx_runtime_trace_stop(rt))
+        if (atomic_load(&rt->trace.on) && hx_trace_stop(rt))
             fprintf(stderr, "hetero: %s\n", hx_last_error()); /* nobody else can hear of it */
         hx_sched_shutdown(&rt->sched);
     }
@@ -378,6 +438,7 @@ void hx_runtime_close(hx_runtime *rt)
         free(rt->absence[f]);
     hx_topology_free(rt->topology);
     hx_sim_close(rt);
+    hx_task_pool_destroy(&rt->task_pool);
     pthread_mutex_destroy(&rt->lock);
     pthread_cond_destroy(&rt->idle);
     free(rt);
@@ -388,41 +449,67 @@ void hx_runtime_close(hx_runtime *rt)
 int hx_device_implements(const hx_runtime *rt, int device, const char *name)
 {
     const hx_codelet *cl = hx_codelet_builtin(name);
-    if (!rt || !cl || device < 0 || device >= rt->ndevices)
+    if (!runtime_open_as(rt, "hx_device_implements") || !cl || device < 0 || device >= rt->ndevices)
         return 0;
     hx_device *d = rt->devices[device];
     return d->ops->can_run(d, cl) != 0;
 }
 
-int hx_runtime_device_count(const hx_runtime *rt) { return rt ? rt->ndevices : 0; }
+int hx_runtime_device_count(const hx_runtime *rt)
+{
+    return runtime_open_as(rt, "hx_runtime_device_count") ? rt->ndevices : 0;
+}
+
+/* How a call on one device begins: an open runtime, an output, a device. */
+static hx_status device_call(const hx_runtime *rt, int device, const void *out, const char *fn)
+{
+    hx_status s = hx_handle_check_call(rt, HX_HANDLE_RUNTIME, out, fn);
+    if (s == HX_OK && (device < 0 || device >= rt->ndevices))
+        s = hx_error(HX_ERR_RANGE, "%s: no device %d (%d devices)", fn, device, rt->ndevices);
+    return s;
+}
+
+static hx_status device_info(const hx_runtime *rt, int index, hx_device_info *out)
+{
+    hx_status s = device_call(rt, index, out, "hx_runtime_device_info");
+    if (s)
+        return s;
+    *out = rt->devices[index]->info;
+    return HX_OK;
+}
 
 hx_status hx_runtime_device_info(const hx_runtime *rt, int index, hx_device_info *out)
 {
-    if (!rt || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_device_info: NULL argument");
-    if (index < 0 || index >= rt->ndevices)
-        return hx_error(HX_ERR_RANGE, "device %d does not exist (%d devices)", index, rt->ndevices);
-    *out = rt->devices[index]->info;
+    hx_api_enter();
+    return hx_api_leave(device_info(rt, index, out));
+}
+
+static hx_status topology(const hx_runtime *rt, hx_topology_info *out)
+{
+    hx_status s = hx_handle_check_call(rt, HX_HANDLE_RUNTIME, out, "hx_runtime_topology");
+    if (s)
+        return s;
+    *out = rt->topo_info;
     return HX_OK;
 }
 
 hx_status hx_runtime_topology(const hx_runtime *rt, hx_topology_info *out)
 {
-    if (!rt || !out)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_topology: NULL argument");
-    *out = rt->topo_info;
-    return HX_OK;
+    hx_api_enter();
+    return hx_api_leave(topology(rt, out));
 }
 
 const char *hx_runtime_absence_reason(const hx_runtime *rt, hx_device_family f)
 {
-    return rt && f < HX_FAMILY_COUNT ? rt->absence[f] : NULL;
+    return runtime_open_as(rt, "hx_runtime_absence_reason") && f < HX_FAMILY_COUNT ? rt->absence[f] : NULL;
 }
 
 void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
 {
+    if (!o)
+        return;
     memset(o, 0, sizeof *o);
-    if (!rt)
+    if (!runtime_open_as(rt, "hx_runtime_stats_get"))
         return;
     o->tasks_submitted = atomic_load(&rt->stats.submitted);
     o->tasks_done = atomic_load(&rt->stats.done);
@@ -433,17 +520,19 @@ void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
     o->migrations = atomic_load(&rt->stats.migrations);
     o->retries = atomic_load(&rt->stats.retries);
     o->devices_retired = atomic_load(&rt->stats.devices_retired);
+    o->tasks_alive = hx_task_pool_alive((hx_task_pool *)&rt->task_pool);
     o->submit_overhead_us =
         o->tasks_submitted ? (double)atomic_load(&rt->stats.submit_ns) / 1e3 / (double)o->tasks_submitted : 0;
 }
 
-hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out)
+static hx_status device_stats(const hx_runtime *rt, int device, hx_device_stats *out)
 {
-    if (!rt || !out || device < 0 || device >= rt->ndevices)
-        return hx_error(HX_ERR_RANGE, "hx_device_stats_get: no device %d", device);
+    hx_status s = device_call(rt, device, out, "hx_device_stats_get");
+    if (s)
+        return s;
     memset(out, 0, sizeof *out);
     hx_worker *w = rt->devices[device]->worker;
-    double now = hx_runtime_clock(rt);
+    double now = hx_runtime_now(rt);
     if (w) {
         out->tasks = atomic_load(&w->tasks);
         out->busy_seconds = (double)atomic_load(&w->busy_ns) * 1e-9;
@@ -462,9 +551,15 @@ hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats 
     return HX_OK;
 }
 
+hx_status hx_device_stats_get(const hx_runtime *rt, int device, hx_device_stats *out)
+{
+    hx_api_enter();
+    return hx_api_leave(device_stats(rt, device, out));
+}
+
 void hx_runtime_stats_reset(hx_runtime *rt)
 {
-    if (!rt)
+    if (!runtime_open_as(rt, "hx_runtime_stats_reset"))
         return;
     atomic_store(&rt->stats.submitted, 0);
     atomic_store(&rt->stats.done, 0);
@@ -483,5 +578,5 @@ void hx_runtime_stats_reset(hx_runtime *rt)
             atomic_store(&w->failures, 0);
         }
     }
-    rt->open_time = hx_runtime_clock(rt);
+    rt->open_time = hx_runtime_now(rt);
 }

@@ -7,6 +7,7 @@
 
 #include "runtime/device.h"
 #include "runtime/sched.h"
+#include "runtime/task_pool.h"
 #include "runtime/trace.h"
 
 struct hx_runtime {
@@ -24,6 +25,8 @@ struct hx_runtime {
     int waiters;                   /* blocked on a task or buffer               */
     int idle_waiters;              /* blocked until inflight == 0 (wait_all)    */
     uint64_t inflight;             /* submitted, not yet completed        */
+    hx_task_pool task_pool;        /* task records (runtime/task_pool.c)  */
+    _Atomic int buffers;           /* buffers not yet destroyed           */
     hx_status first_failure;
     char first_failure_msg[512];
 
@@ -42,9 +45,18 @@ struct hx_runtime {
 };
 
 double hx_now(void); /* monotonic seconds */
+/* hx_runtime_clock without the handle check, for the runtime's own use on
+ * every task. */
+double hx_runtime_now(const hx_runtime *rt);
 /* The performance models of the runtime's devices, keyed across runs. */
 struct hx_perfmodel;
 hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_perfmodel **out);
+/* hx_runtime_wait_all and hx_runtime_trace_start/stop without the handle
+ * check: what opening and closing the runtime do, while it is not in the
+ * registry of open handles. */
+hx_status hx_runtime_drain(hx_runtime *rt);
+hx_status hx_trace_start(hx_runtime *rt, const char *path);
+hx_status hx_trace_stop(hx_runtime *rt);
 /* Called by the worker when a task ends (runtime/task.c). */
 struct hx_task;
 void hx_task_complete(hx_runtime *rt, struct hx_task *t, hx_status s, const char *msg);

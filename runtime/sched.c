@@ -196,7 +196,7 @@ static void note_running(hx_sched *s, hx_sched_dev *dv, const hx_task *t)
         dv->running = 1;
         dv->running_calibrating = t->calibrating;
         dv->running_expected = t->expected;
-        dv->running_start = s->pm ? hx_runtime_clock(s->rt) : 0;
+        dv->running_start = s->pm ? hx_runtime_now(s->rt) : 0;
     }
 }
 
@@ -295,7 +295,7 @@ void hx_sched_load(hx_sched *s, int d, uint32_t *depth, double *backlog)
 {
     pthread_mutex_lock(&s->lock);
     *depth = s->dev[d].depth;
-    *backlog = s->pm ? hx_sched_backlog(s, d, hx_runtime_clock(s->rt)) : 0;
+    *backlog = s->pm ? hx_sched_backlog(s, d, hx_runtime_now(s->rt)) : 0;
     pthread_mutex_unlock(&s->lock);
 }
 

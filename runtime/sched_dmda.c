@@ -118,7 +118,7 @@ static int lower_bound(hx_sched *s, hx_task *t, int d, double *sec)
 static int dmda_push(hx_sched *s, hx_task *t)
 {
     uint32_t el = hx_sched_eligible(s, t);
-    double now = hx_runtime_clock(s->rt);
+    double now = hx_runtime_now(s->rt);
     int n = s->rt->ndevices;
     double backlog[HX_MAX_DEVICES];
     for (int d = 0; d < n; d++)
@@ -194,7 +194,7 @@ static int dmda_push(hx_sched *s, hx_task *t)
 /* An idle device pulls work from the most backlogged one. */
 static hx_task *pull(hx_sched *s, int me)
 {
-    double now = hx_runtime_clock(s->rt);
+    double now = hx_runtime_now(s->rt);
     double mine = hx_sched_backlog(s, me, now);
     int victim = -1;
     double vb = 0;

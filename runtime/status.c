@@ -8,6 +8,7 @@
 #define HX_ERROR_MAX 1024
 
 static _Thread_local char last_error[HX_ERROR_MAX];
+static _Thread_local int api_depth; /* public calls in progress on this thread */
 
 const char *hx_status_str(hx_status s)
 {
@@ -32,6 +33,15 @@ static const char *status_message(hx_status s)
 const char *hx_last_error(void) { return last_error; }
 
 void hx_error_clear(void) { last_error[0] = '\0'; }
+
+void hx_api_enter(void) { api_depth++; }
+
+hx_status hx_api_leave(hx_status s)
+{
+    if (--api_depth == 0 && s == HX_OK)
+        last_error[0] = '\0';
+    return s;
+}
 
 hx_status hx_error(hx_status s, const char *fmt, ...)
 {

@@ -1,26 +1,41 @@
 /* Task submission and the dependency DAG (sequential consistency: a task
  * depends on the last writer of each buffer it reads, and on the last
- * writer and every reader since of each buffer it writes). */
+ * writer and every reader since of each buffer it writes).  Only pending
+ * tasks are remembered: a task that finishes leaves its buffers' writer
+ * and reader records at once, since nothing submitted later can depend on
+ * it, so a runtime's bookkeeping is as large as its work in flight, never
+ * as its history (a model's weights are read by every evaluation and
+ * written by none). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/buffer.h"
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/sim.h"
 #include "runtime/task.h"
 
 void hx_task_ref(hx_task *t) { atomic_fetch_add(&t->refs, 1); }
 
+void hx_task_release_memory(hx_task *t)
+{
+    if (t->desc.args && t->desc.args != (const void *)t->inline_args)
+        free((void *)t->desc.args);
+    if (t->succ != t->succ_inline)
+        free(t->succ);
+    free(t->msg);
+    t->desc.args = NULL;
+    t->succ = NULL;
+    t->msg = NULL;
+}
+
 void hx_task_unref(hx_task *t)
 {
     if (atomic_fetch_sub(&t->refs, 1) != 1)
         return;
-    if (t->desc.args && t->desc.args != (const void *)t->inline_args)
-        free((void *)t->desc.args);
-    free(t->succ);
-    free(t->msg);
-    free(t);
+    hx_task_release_memory(t);
+    hx_task_pool_put(&t->rt->task_pool, t);
 }
 
 void hx_task_cost(hx_task *t, double *flops, double *bytes)
@@ -46,8 +61,11 @@ void hx_task_cost(hx_task *t, double *flops, double *bytes)
 
 static hx_status validate(hx_runtime *rt, const hx_task_desc *d)
 {
-    if (!rt || !d || !d->codelet)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_task_submit: NULL runtime, descriptor or codelet");
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_task_submit");
+    if (s)
+        return s;
+    if (!d || !d->codelet)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_task_submit: NULL descriptor or codelet");
     const char *name = d->codelet->name ? d->codelet->name : "(unnamed)";
     if (d->nbuffers < 0 || d->nbuffers > HX_TASK_MAX_BUFFERS)
         return hx_error(HX_ERR_INVALID_ARG, "task '%s': %d buffers (at most %d)", name, d->nbuffers,
@@ -82,10 +100,13 @@ static hx_status add_edge(hx_task *pred, hx_task *t)
     if (pred->done)
         return HX_OK;
     if (pred->nsucc == pred->capsucc) {
-        int cap = pred->capsucc ? 2 * pred->capsucc : 4;
-        hx_task **s = realloc(pred->succ, (size_t)cap * sizeof *s);
+        int cap = 2 * pred->capsucc;
+        int inl = pred->succ == pred->succ_inline;
+        hx_task **s = realloc(inl ? NULL : pred->succ, (size_t)cap * sizeof *s);
         if (!s)
             return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: dependency list");
+        if (inl)
+            memcpy(s, pred->succ_inline, sizeof pred->succ_inline);
         pred->succ = s;
         pred->capsucc = cap;
     }
@@ -94,7 +115,54 @@ static hx_status add_edge(hx_task *pred, hx_task *t)
     return HX_OK;
 }
 
-static hx_status add_reader(hx_buffer *b, hx_task *t)
+/* Where task `r` records its place in b's reader list `slot`: the index
+ * of its buffer b with that place (a task may read one buffer twice). */
+static int *slot_of(hx_task *r, const hx_buffer *b, int slot)
+{
+    for (int j = 0; j < r->desc.nbuffers; j++)
+        if (r->desc.buffers[j] == b && r->reader_slot[j] == slot)
+            return &r->reader_slot[j];
+    return NULL; /* unreachable while the slots are kept right */
+}
+
+/* A writer takes the list: its readers are no longer in it. */
+static void drop_readers(hx_buffer *b)
+{
+    for (int r = 0; r < b->nreaders; r++) {
+        int *slot = slot_of(b->readers[r], b, r);
+        if (slot)
+            *slot = -1;
+        hx_task_unref(b->readers[r]);
+    }
+    b->nreaders = 0;
+}
+
+/* Task t, finished, leaves the records of its i-th buffer; under rt->lock.
+ * The references those records held go with them (never the last one:
+ * hx_task_complete drops the runtime's own after them). */
+static void forget(hx_task *t, int i)
+{
+    hx_buffer *b = t->desc.buffers[i];
+    if (b->last_writer == t) {
+        b->last_writer = NULL;
+        hx_task_unref(t);
+    }
+    int slot = t->reader_slot[i];
+    if (slot < 0)
+        return;
+    t->reader_slot[i] = -1;
+    int last = --b->nreaders;
+    if (slot != last) {
+        hx_task *moved = b->readers[last];
+        int *ms = slot_of(moved, b, last);
+        b->readers[slot] = moved;
+        if (ms)
+            *ms = slot;
+    }
+    hx_task_unref(t);
+}
+
+static hx_status add_reader(hx_buffer *b, hx_task *t, int i)
 {
     if (b->nreaders == b->capreaders) {
         int cap = b->capreaders ? 2 * b->capreaders : 4;
@@ -105,6 +173,7 @@ static hx_status add_reader(hx_buffer *b, hx_task *t)
         b->capreaders = cap;
     }
     hx_task_ref(t);
+    t->reader_slot[i] = b->nreaders;
     b->readers[b->nreaders++] = t;
     return HX_OK;
 }
@@ -120,22 +189,20 @@ static hx_status link_task(hx_task *t)
         if (d->modes[i] & HX_W) {
             for (int r = 0; r < b->nreaders && s == HX_OK; r++)
                 s = add_edge(b->readers[r], t);
-            for (int r = 0; r < b->nreaders; r++)
-                hx_task_unref(b->readers[r]);
-            b->nreaders = 0;
+            drop_readers(b);
             if (b->last_writer)
                 hx_task_unref(b->last_writer);
             hx_task_ref(t);
             b->last_writer = t;
         } else if (s == HX_OK) {
-            s = add_reader(b, t);
+            s = add_reader(b, t, i);
         }
         b->users++;
     }
     return s;
 }
 
-hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
 {
     double t0 = hx_now();
     if (out)
@@ -143,13 +210,17 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
     hx_status s = validate(rt, desc);
     if (s)
         return s;
-    hx_task *t = calloc(1, sizeof *t);
+    hx_task *t = hx_task_pool_get(&rt->task_pool);
     if (!t)
         return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: no memory for a task");
     atomic_init(&t->refs, 1);
     t->desc = *desc;
     t->rt = rt;
     t->device = -1;
+    t->succ = t->succ_inline;
+    t->capsucc = HX_TASK_SUCC_INLINE;
+    for (int i = 0; i < HX_TASK_MAX_BUFFERS; i++)
+        t->reader_slot[i] = -1;
     if (desc->args_size <= sizeof t->inline_args) {
         if (desc->args_size)
             memcpy(t->inline_args, desc->args, desc->args_size);
@@ -157,7 +228,8 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
     } else {
         void *a = malloc(desc->args_size);
         if (!a) {
-            free(t);
+            t->desc.args = NULL;
+            hx_task_unref(t);
             return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: %zu bytes of arguments", desc->args_size);
         }
         memcpy(a, desc->args, desc->args_size);
@@ -201,7 +273,7 @@ hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out
 
 void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
 {
-    hx_task *ready[64];
+    hx_task *ready[64], *inline_succ[HX_TASK_SUCC_INLINE];
     int nready = 0;
     if (s != HX_OK && msg && !t->msg)
         t->msg = strdup(msg);
@@ -214,14 +286,24 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         snprintf(rt->first_failure_msg, sizeof rt->first_failure_msg, "task '%s': %s",
                  t->desc.codelet->name, t->msg ? t->msg : "a task it depends on failed");
     }
+    /* Done, t gains no successor: the list is taken out of the record and
+     * read below without the lock. */
     hx_task **succ = t->succ;
     int nsucc = t->nsucc;
-    t->succ = NULL;
-    t->nsucc = t->capsucc = 0;
-    for (int i = 0; i < t->desc.nbuffers; i++)
+    if (succ == t->succ_inline)
+        succ = memcpy(inline_succ, t->succ_inline, (size_t)nsucc * sizeof *succ);
+    t->succ = t->succ_inline;
+    t->nsucc = 0;
+    t->capsucc = HX_TASK_SUCC_INLINE;
+    for (int i = 0; i < t->desc.nbuffers; i++) {
         t->desc.buffers[i]->users--;
-    /* Counted before inflight drops, so wait_all's caller sees it. */
+        forget(t, i);
+    }
+    /* Counted before inflight drops, so wait_all's caller sees it; the
+     * runtime's own reference goes before too, so that wait_all's caller
+     * finds no record alive but the handles it has not waited for. */
     atomic_fetch_add(failed ? &rt->stats.failed : &rt->stats.done, 1);
+    hx_task_unref(t);
     rt->inflight--;
     /* Wake only those whose condition may now hold: a futex call per task
      * would cost more than an empty task. */
@@ -241,13 +323,19 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
             ready[nready++] = succ[i];
         }
     }
-    free(succ);
     for (int k = 0; k < nready; k++)
         hx_sched_push(&rt->sched, ready[k]);
-    hx_task_unref(t);
+    if (succ != inline_succ)
+        free(succ);
 }
 
-hx_status hx_task_wait(hx_task *t)
+hx_status hx_task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+{
+    hx_api_enter();
+    return hx_api_leave(task_submit(rt, desc, out));
+}
+
+static hx_status task_wait(hx_task *t)
 {
     if (!t)
         return hx_error(HX_ERR_INVALID_ARG, "hx_task_wait: NULL task");
@@ -274,12 +362,16 @@ hx_status hx_task_wait(hx_task *t)
     return s;
 }
 
+hx_status hx_task_wait(hx_task *t)
+{
+    hx_api_enter();
+    return hx_api_leave(task_wait(t));
+}
+
 int hx_task_device(const hx_task *t) { return t ? t->device : -1; }
 
-hx_status hx_runtime_wait_all(hx_runtime *rt)
+hx_status hx_runtime_drain(hx_runtime *rt)
 {
-    if (!rt)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_wait_all: NULL runtime");
     if (rt->sim) {
         hx_status st = hx_sim_drain(rt);
         if (st)
@@ -300,4 +392,11 @@ hx_status hx_runtime_wait_all(hx_runtime *rt)
     if (s != HX_OK)
         hx_error(s, "%s", msg);
     return s;
+}
+
+hx_status hx_runtime_wait_all(hx_runtime *rt)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_wait_all");
+    return hx_api_leave(s ? s : hx_runtime_drain(rt));
 }

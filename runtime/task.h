@@ -8,13 +8,22 @@
 
 typedef struct hx_task hx_task;
 
+/* Successors kept in the record itself: a task of a layer graph has a
+ * few (the norm before Q, K and V has three); more go to the heap. */
+#define HX_TASK_SUCC_INLINE 6
+
 struct hx_task {
     hx_task_desc desc;          /* args points into `inline_args` or heap */
     hx_runtime *rt;
     _Atomic int refs;           /* submitter handle + runtime + buffer links */
     _Atomic int pending;        /* unfinished predecessors + 1 during submit */
-    hx_task **succ;             /* successors (under rt->lock) */
+    hx_task **succ;             /* successors (under rt->lock): succ_inline, or the heap past it */
     int nsucc, capsucc;
+    hx_task *succ_inline[HX_TASK_SUCC_INLINE];
+    /* Per buffer: the task's place in that buffer's reader list, -1 when
+     * it is not there (a writer, or a writer since took the list); under
+     * rt->lock.  A finished task leaves the list in O(1). */
+    int reader_slot[HX_TASK_MAX_BUFFERS];
     int done;                   /* under rt->lock */
     _Atomic int dep_failed;     /* a predecessor failed: do not run (set by completing predecessors, unlocked) */
     hx_status status;
@@ -35,6 +44,7 @@ struct hx_task {
     double flops, bytes;        /* cost; flops < 0 until computed */
     double expected;            /* perf model estimate on the chosen device (s) */
     unsigned char inline_args[64];
+    hx_task *pool_prev, *pool_next; /* the pool's list of records handed out */
 };
 
 /* The task's cost, from its codelet's cost functions or, without them, the
@@ -42,6 +52,9 @@ struct hx_task {
 void hx_task_cost(hx_task *t, double *flops, double *bytes);
 
 void hx_task_ref(hx_task *t);
+/* The last reference returns the record to its runtime's pool. */
 void hx_task_unref(hx_task *t);
+/* Frees what the record points to (arguments, successors, message). */
+void hx_task_release_memory(hx_task *t);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/handle.h"
 #include "runtime/runtime.h"
 #include "runtime/task.h"
 #include "runtime/trace.h"
@@ -18,11 +19,30 @@ void hx_trace_init(hx_trace *t)
     pthread_mutex_init(&t->lock, NULL);
 }
 
+static void write_event(FILE *f, const hx_trace_event *e, double origin);
+
 void hx_trace_destroy(hx_trace *t)
 {
+    if (t->file)
+        fclose(t->file);
     free(t->ev);
     free(t->path);
     pthread_mutex_destroy(&t->lock);
+}
+
+/* Writes the buffered events; under the trace's lock.  A failed write is
+ * reported when the trace stops; later events are counted as dropped. */
+static void flush(hx_trace *tr)
+{
+    FILE *f = tr->file;
+    if (tr->write_failed) {
+        tr->dropped += tr->n;
+    } else {
+        for (size_t i = 0; i < tr->n; i++)
+            write_event(f, &tr->ev[i], tr->origin);
+        tr->write_failed = ferror(f) != 0;
+    }
+    tr->n = 0;
 }
 
 static void add(hx_runtime *rt, const hx_trace_event *e)
@@ -30,18 +50,9 @@ static void add(hx_runtime *rt, const hx_trace_event *e)
     hx_trace *tr = &rt->trace;
     pthread_mutex_lock(&tr->lock);
     if (atomic_load(&tr->on)) {
-        if (tr->n == tr->cap && tr->cap < HX_TRACE_MAX_EVENTS) {
-            size_t cap = tr->cap ? 2 * tr->cap : 4096;
-            hx_trace_event *ev = realloc(tr->ev, cap * sizeof *ev);
-            if (ev) {
-                tr->ev = ev;
-                tr->cap = cap;
-            }
-        }
-        if (tr->n < tr->cap)
-            tr->ev[tr->n++] = *e;
-        else
-            tr->dropped++;
+        if (tr->n == HX_TRACE_CHUNK)
+            flush(tr);
+        tr->ev[tr->n++] = *e;
     }
     pthread_mutex_unlock(&tr->lock);
 }
@@ -78,7 +89,7 @@ void hx_trace_migration(hx_runtime *rt, const hx_task *t, int from, int to, cons
     if (!on(rt))
         return;
     hx_trace_event e = {.kind = HX_TRACE_MIGRATION, .dev = (int16_t)to, .from = (int16_t)from,
-                        .to = (int16_t)to, .t0 = hx_runtime_clock(rt), .id = t->id};
+                        .to = (int16_t)to, .t0 = hx_runtime_now(rt), .id = t->id};
     set_name(&e, why);
     add(rt, &e);
 }
@@ -87,33 +98,9 @@ void hx_trace_mark(hx_runtime *rt, hx_trace_kind kind, int dev, const hx_task *t
 {
     if (!on(rt))
         return;
-    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_runtime_clock(rt), .id = t ? t->id : 0};
+    hx_trace_event e = {.kind = (uint8_t)kind, .dev = (int16_t)dev, .t0 = hx_runtime_now(rt), .id = t ? t->id : 0};
     set_name(&e, t ? t->desc.codelet->name : "retired");
     add(rt, &e);
-}
-
-hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
-{
-    if (!rt || !path || !*path)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_start: NULL runtime or empty path");
-    hx_trace *tr = &rt->trace;
-    pthread_mutex_lock(&tr->lock);
-    hx_status s = HX_OK;
-    char *p = NULL;
-    if (atomic_load(&tr->on))
-        s = hx_error(HX_ERR_STATE, "a trace is already being recorded (to %s)", tr->path);
-    else if (!(p = strdup(path)))
-        s = hx_error(HX_ERR_NO_MEMORY, "trace path");
-    if (s == HX_OK) {
-        free(tr->path);
-        tr->path = p;
-        tr->n = 0;
-        tr->dropped = 0;
-        tr->origin = hx_runtime_clock(rt);
-        atomic_store(&tr->on, 1);
-    }
-    pthread_mutex_unlock(&tr->lock);
-    return s;
 }
 
 static void json_string(FILE *f, const char *s)
@@ -163,10 +150,64 @@ static void write_event(FILE *f, const hx_trace_event *e, double origin)
     }
 }
 
-hx_status hx_runtime_trace_stop(hx_runtime *rt)
+/* Metadata first (a process per device, a thread for its tasks and one
+ * for the copies into its memory); every later event starts with a comma. */
+static void write_header(FILE *f, hx_runtime *rt)
 {
-    if (!rt)
-        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_stop: NULL runtime");
+    fputs("{\"traceEvents\":[", f);
+    for (int d = 0; d < rt->ndevices; d++) {
+        char name[200];
+        const hx_device_info *in = &rt->devices[d]->info;
+        snprintf(name, sizeof name, "dev %d %s: %s", d, hx_device_kind_str(in->kind), in->name);
+        fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", d ? "," : "", d);
+        json_string(f, name);
+        fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", d,
+                d);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"tasks\"}}", d);
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"copies in\"}}",
+                d);
+    }
+}
+
+/* The file is opened now, so a path that cannot be written is reported by
+ * the call that names it. */
+hx_status hx_trace_start(hx_runtime *rt, const char *path)
+{
+    if (!path || !*path)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_trace_start: NULL or empty path");
+    hx_trace *tr = &rt->trace;
+    pthread_mutex_lock(&tr->lock);
+    hx_status s = HX_OK;
+    char *p = NULL;
+    hx_trace_event *ev = NULL;
+    FILE *f = NULL;
+    if (atomic_load(&tr->on))
+        s = hx_error(HX_ERR_STATE, "a trace is already being recorded (to %s)", tr->path);
+    else if (!(p = strdup(path)) || !(ev = malloc(HX_TRACE_CHUNK * sizeof *ev)))
+        s = hx_error(HX_ERR_NO_MEMORY, "trace buffer");
+    else if (!(f = fopen(path, "w")))
+        s = hx_error(HX_ERR_IO, "cannot write the trace %s", path);
+    if (s == HX_OK) {
+        free(tr->path);
+        tr->path = p;
+        tr->ev = ev;
+        tr->file = f;
+        tr->n = 0;
+        tr->dropped = 0;
+        tr->write_failed = 0;
+        tr->origin = hx_runtime_now(rt);
+        write_header(f, rt);
+        atomic_store(&tr->on, 1);
+    } else {
+        free(p);
+        free(ev);
+    }
+    pthread_mutex_unlock(&tr->lock);
+    return s;
+}
+
+hx_status hx_trace_stop(hx_runtime *rt)
+{
     hx_trace *tr = &rt->trace;
     pthread_mutex_lock(&tr->lock);
     if (!atomic_load(&tr->on)) {
@@ -174,38 +215,32 @@ hx_status hx_runtime_trace_stop(hx_runtime *rt)
         return hx_error(HX_ERR_STATE, "no trace is being recorded");
     }
     atomic_store(&tr->on, 0);
+    FILE *f = tr->file;
+    flush(tr);
+    fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%llu}}\n",
+            (unsigned long long)tr->dropped);
+    int bad = ferror(f) || tr->write_failed;
     hx_status s = HX_OK;
-    FILE *f = fopen(tr->path, "w");
-    if (!f) {
-        s = hx_error(HX_ERR_IO, "cannot write the trace %s", tr->path);
-    } else {
-        /* Metadata first; every later event starts with a comma. */
-        fputs("{\"traceEvents\":[", f);
-        for (int d = 0; d < rt->ndevices; d++) {
-            char name[200];
-            const hx_device_info *in = &rt->devices[d]->info;
-            snprintf(name, sizeof name, "dev %d %s: %s", d, hx_device_kind_str(in->kind), in->name);
-            fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", d ? "," : "",
-                    d);
-            json_string(f, name);
-            fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", d,
-                    d);
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"tasks\"}}",
-                    d);
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"copies in\"}}",
-                    d);
-        }
-        for (size_t i = 0; i < tr->n; i++)
-            write_event(f, &tr->ev[i], tr->origin);
-        fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%llu}}\n",
-                (unsigned long long)tr->dropped);
-        int bad = ferror(f);
-        if (fclose(f) != 0 || bad)
-            s = hx_error(HX_ERR_IO, "writing the trace %s failed", tr->path);
-    }
+    if (fclose(f) != 0 || bad)
+        s = hx_error(HX_ERR_IO, "writing the trace %s failed", tr->path);
+    tr->file = NULL;
     free(tr->ev);
     tr->ev = NULL;
-    tr->n = tr->cap = 0;
+    tr->n = 0;
     pthread_mutex_unlock(&tr->lock);
     return s;
+}
+
+hx_status hx_runtime_trace_start(hx_runtime *rt, const char *path)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_trace_start");
+    return hx_api_leave(s ? s : hx_trace_start(rt, path));
+}
+
+hx_status hx_runtime_trace_stop(hx_runtime *rt)
+{
+    hx_api_enter();
+    hx_status s = hx_handle_check(rt, HX_HANDLE_RUNTIME, "hx_runtime_trace_stop");
+    return hx_api_leave(s ? s : hx_trace_stop(rt));
 }

@@ -1,6 +1,8 @@
-/* The trace: every task, copy and migration with its times, kept in memory
- * while recording and written as Chrome trace-event JSON when it stops.
- * Recording off costs one relaxed atomic load per event. */
+/* The trace: every task, copy and migration with its times, written as
+ * Chrome trace-event JSON.  Events gather in a buffer of HX_TRACE_CHUNK
+ * and go to the file each time it fills, so a trace of a server that runs
+ * for weeks holds one chunk in memory, not its history.  Recording off
+ * costs one relaxed atomic load per event. */
 #ifndef HX_RUNTIME_TRACE_H
 #define HX_RUNTIME_TRACE_H
 
@@ -10,8 +12,8 @@
 
 #include "hetero.h"
 
-/* Past this, events are counted as dropped (about 100 MiB). */
-#define HX_TRACE_MAX_EVENTS (1u << 20)
+/* Events held before they are written (about 300 KiB). */
+#define HX_TRACE_CHUNK 4096u
 
 typedef enum {
     HX_TRACE_TASK,
@@ -33,10 +35,12 @@ typedef struct {
 typedef struct {
     pthread_mutex_t lock;
     _Atomic int on;
-    hx_trace_event *ev;
-    size_t n, cap;
-    uint64_t dropped;
+    hx_trace_event *ev;      /* HX_TRACE_CHUNK events while recording */
+    size_t n;
+    uint64_t dropped;        /* events lost to a failed write */
     char *path;
+    void *file;              /* FILE *, open while recording */
+    int write_failed;
     double origin;
 } hx_trace;
 

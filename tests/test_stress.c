@@ -15,6 +15,7 @@
 #include "model/synthetic.h"
 #include "runtime/threadpool.h"
 #include "tests/hx_test.h"
+#include "tests/small_model.h"
 
 /* ---------------------------------------------------------------------
  * The team alone
@@ -231,20 +232,7 @@ static int phases_cpu(const hx_cpu_call *c)
 static const hx_codelet phases_codelet = {
     .name = "stress_phases", .cpu = phases_cpu, .cpu_prepare = phases_prepare, .cpu_scratch = phases_scratch};
 
-static hx_runtime *open_cpu(int threads, const char *sched)
-{
-    hx_runtime *rt = NULL;
-    hx_runtime_options o = hx_runtime_options_default();
-    o.devices = "cpu";
-    o.cpu_threads = threads;
-    o.sched = sched;
-    o.perfmodel_dir = "off";
-    o.pin_threads = 0;
-    o.inject = "";
-    o.trace = "";
-    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
-    return rt;
-}
+static hx_runtime *open_cpu(int threads, const char *sched) { return hx_small_runtime(threads, sched); }
 
 static hx_buffer *zeroed(hx_runtime *rt, size_t bytes)
 {
