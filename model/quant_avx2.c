@@ -617,14 +617,9 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
 HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
 HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
 HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
-HX_QUANT_DOT4_OF(dot4_q4_0, dot_q4_0)
 HX_QUANT_DOT4_OF(dot4_q4_1, dot_q4_1)
 HX_QUANT_DOT4_OF(dot4_q5_0, dot_q5_0)
 HX_QUANT_DOT4_OF(dot4_q5_1, dot_q5_1)
-HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
-HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
-HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
-HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
 
 /* ---- GEMM tiles (prompts) ------------------------------------------------ */
 
@@ -655,7 +650,7 @@ static inline __attribute__((always_inline)) void gemm_k_cols(int64_t n, float *
         for (int r = 0; r < 4; r++) {
             const uint8_t *xb = x + r * bx + i * B;
             for (int k = 0; k < (int)B; k += 64)
-                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
+                _mm_prefetch(hx_tile_prefetch(xb + k, i * B + k, bx), _MM_HINT_T0);
             __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
             __m256i mins;
             float d, dmin = 0;
@@ -777,7 +772,7 @@ static inline __attribute__((always_inline)) void gemm_q32_cols(int64_t n, float
         for (int r = 0; r < 4; r++) {
             const uint8_t *xb = x + r * bx + i * B;
             if (!(i & 1))
-                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH), _MM_HINT_T0);
+                _mm_prefetch(hx_tile_prefetch(xb, i * B, bx), _MM_HINT_T0);
             const float dx = h2f(xb);
             const __m256i w = Q4 ? nibbles32(xb + offsetof(hx_block_q4_0, qs))
                                  : _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
@@ -799,6 +794,12 @@ static inline __attribute__((always_inline)) void gemm_q32_cols(int64_t n, float
 
 GEMM_PAIRS(gemm_q4_0, gemm_q32_cols, 1)
 GEMM_PAIRS(gemm_q8_0, gemm_q32_cols, 0)
+
+HX_QUANT_DOT4_OF_GEMM(dot4_q4_0, gemm_q4_0)
+HX_QUANT_DOT4_OF_GEMM(dot4_q8_0, gemm_q8_0)
+HX_QUANT_DOT4_OF_GEMM(dot4_q4_K, gemm_q4_K)
+HX_QUANT_DOT4_OF_GEMM(dot4_q5_K, gemm_q5_K)
+HX_QUANT_DOT4_OF_GEMM(dot4_q6_K, gemm_q6_K)
 
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_f16, dot4_f16)

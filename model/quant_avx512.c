@@ -671,12 +671,7 @@ static void dequant_q6_K(const void *vx, float *y, int64_t n)
 }
 
 HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
-HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
 HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
-HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
-HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
-HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
-HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
 
 /* ---- GEMM tiles (prompts) ------------------------------------------------ */
 
@@ -693,6 +688,15 @@ HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
         default: tile(n, s, ss, x, bx, y, by, 1, ##__VA_ARGS__); break;                                           \
         }                                                                                                         \
     }
+
+/* Asks for the weight bytes a tile reads next, for [p, p + len) lying
+ * `off` bytes into one of its rows (see hx_tile_prefetch). */
+INLINE void prefetch_tile(const uint8_t *p, size_t off, size_t bx, const int len)
+{
+#pragma GCC unroll 8
+    for (int k = 0; k < len; k += 64)
+        _mm_prefetch(hx_tile_prefetch(p + k, off + k, bx), _MM_HINT_T0);
+}
 
 /* 4 F16 weight rows x C f32 activation rows: one accumulator per output,
  * sixteen independent FMA chains, each converted weight vector used C
@@ -712,7 +716,7 @@ INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             if (!(i & 31))
-                prefetch_ahead(x + r * bx + 2 * i, 64);
+                prefetch_tile(x + r * bx + 2 * i, (size_t)(2 * i), bx, 64);
             w[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + r * bx + 2 * i));
         }
         #pragma GCC unroll 4
@@ -767,7 +771,7 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         __m256 dx[4], dy[HX_GEMM_COLS];
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            prefetch_ahead(x + r * bx + i * B, 8 * B);
+            prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, 8 * B);
             fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
         }
         #pragma GCC unroll 4
@@ -832,7 +836,7 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         __m256 dx[4], dy[HX_GEMM_COLS];
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            prefetch_ahead(x + r * bx + i * B, 8 * B);
+            prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, 8 * B);
             fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
         }
         #pragma GCC unroll 4
@@ -923,7 +927,7 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *xb = x + r * bx + i * B;
-            prefetch_ahead(xb, (int)B);
+            prefetch_tile(xb, (size_t)(i * B), bx, (int)B);
             __m512i w[4], sw[4];
             __m256i mins = _mm256_setzero_si256();
             float d, dmin = 0;
@@ -996,6 +1000,12 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
 GEMM_BY_COLS(gemm_q4_K, gemm_k_tile, 4)
 GEMM_BY_COLS(gemm_q5_K, gemm_k_tile, 5)
 GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
+
+HX_QUANT_DOT4_OF_GEMM(dot4_f16, gemm_f16)
+HX_QUANT_DOT4_OF_GEMM(dot4_q8_0, gemm_q8_0)
+HX_QUANT_DOT4_OF_GEMM(dot4_q4_K, gemm_q4_K)
+HX_QUANT_DOT4_OF_GEMM(dot4_q5_K, gemm_q5_K)
+HX_QUANT_DOT4_OF_GEMM(dot4_q6_K, gemm_q6_K)
 
 HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
 HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)

@@ -28,6 +28,22 @@ extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048
 
+/* What a GEMM tile prefetches for the weight bytes at p, `off` bytes into
+ * one of its four rows (bx bytes apart): HX_QUANT_PREFETCH / 4 bytes
+ * ahead in the row (as much in flight over the four rows as a one-row dot
+ * keeps) or, past the row's end, in the same row of the next four rows.
+ * The matmul walks a matrix's groups of four rows in order, so those are
+ * the bytes the next tile reads; prefetching straight on past the end
+ * would fetch the rows the tile is reading itself and leave the next
+ * tile's row starts to demand misses (a decode step streamed four rows at
+ * a time at half of what it streamed one row at a time).  Rows shorter
+ * than the distance prefetch the next group's bytes at the same offset. */
+static inline const char *hx_tile_prefetch(const uint8_t *p, size_t off, size_t bx)
+{
+    const size_t d = HX_QUANT_PREFETCH / 4;
+    return (const char *)p + (bx <= d ? 4 * bx : off + d < bx ? d : d + 3 * bx);
+}
+
 /* Weight quantizers (round to nearest, as ggml's reference quantizers). */
 void hx_quant_quantize_f32(const float *x, void *y, int64_t n);
 void hx_quant_quantize_f16(const float *x, void *y, int64_t n);
@@ -84,6 +100,14 @@ static inline void hx_quant_k4_unpack(const uint8_t *scales, uint64_t *sc, uint6
     {                                                                                 \
         for (int r = 0; r < 4; r++)                                                   \
             dot(n, s + r, (const uint8_t *)x + (size_t)r * x_stride, y);              \
+    }
+
+/* A vec_dot4 that is a one-column gemm tile: the kernel a decode step's
+ * matmul runs, so the two agree bit for bit. */
+#define HX_QUANT_DOT4_OF_GEMM(name, gemm)                                                 \
+    static void name(int64_t n, float *s, const void *x, size_t x_stride, const void *y) \
+    {                                                                                     \
+        gemm(n, 1, s, 0, x, x_stride, y, 0);                                              \
     }
 
 /* A gemm made of vec_dot4 calls, one per activation row, for types and
