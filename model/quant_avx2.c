@@ -650,74 +650,77 @@ static inline __attribute__((always_inline)) void gemm_k_cols(int64_t n, float *
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / HX_QK_K; i++) {
-        const uint8_t *yb[2] = {y + i * A, y + by + i * A};
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *xb = x + r * bx + i * B;
-            for (int k = 0; k < (int)B; k += 64)
-                _mm_prefetch(hx_tile_prefetch(xb + k, i * B + k, bx), _MM_HINT_T0);
-            __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-            __m256i mins;
-            float d, dmin = 0;
-            if (KIND == 6) {
-                const __m128i scb = _mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales)));
-                const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
-                #pragma GCC unroll 4
-                for (int h = 0; h < 2; h++) {
-                    __m256i q[4];
-                    q6_groups(xb, h, q);
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n / HX_QK_K; i++) {
+            const uint8_t *yb[2] = {y + i * A, y + by + i * A};
+            #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xb = x + r * bx + i * B;
+                for (int k = 0; k < (int)B; k += 64)
+                    _mm_prefetch(hx_tile_prefetch(xb + k, i * B + k, bx, RS), _MM_HINT_T0);
+                __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                __m256i mins;
+                float d, dmin = 0;
+                if (KIND == 6) {
+                    const __m128i scb = _mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales)));
+                    const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
                     #pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        const int p = 4 * h + k;
-                        const __m256i scv =
-                            _mm256_shuffle_epi8(sc_pairs, _mm256_set1_epi16((short)((2 * p) | ((2 * p + 1) << 8))));
+                    for (int h = 0; h < 2; h++) {
+                        __m256i q[4];
+                        q6_groups(xb, h, q);
                         #pragma GCC unroll 4
-                        for (int c = 0; c < C; c++) {
-                            const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * p));
-                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], a), scv));
+                        for (int k = 0; k < 4; k++) {
+                            const int p = 4 * h + k;
+                            const __m256i scv =
+                                _mm256_shuffle_epi8(sc_pairs, _mm256_set1_epi16((short)((2 * p) | ((2 * p + 1) << 8))));
+                            #pragma GCC unroll 4
+                            for (int c = 0; c < C; c++) {
+                                const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * p));
+                                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], a), scv));
+                            }
                         }
                     }
-                }
-                mins = _mm256_cvtepi8_epi16(scb);
-                d = h2f(xb + offsetof(hx_block_q6_K, d));
-            } else {
-                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
-                uint64_t sc, m;
-                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
-                const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-                const __m128i mb = _mm_cvtsi64_si128((long long)m);
-                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
-                const __m256i qh =
-                    KIND == 5 ? _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh))) : low;
-                #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) { /* sub-block j: 32 quants, low (even j) or high nibbles */
-                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * (j / 2)));
-                    __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(b, 4) : b, low);
-                    if (KIND == 5)
-                        q = _mm256_or_si256(q, _mm256_slli_epi16(
-                                                   _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one), 4));
-                    const __m256i scv = k4_scale16(sc16, j);
-                    #pragma GCC unroll 4
-                    for (int c = 0; c < C; c++) {
-                        const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * j));
-                        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scv));
-                    }
-                }
-                d = h2f(xb);
-                dmin = h2f(xb + 2);
-            }
-            #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb[c] + AS));
-                const float dy = hx_ldf(yb[c]);
-                if (KIND == 6) { /* the quants' offset of 32 */
-                    isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(_mm256_madd_epi16(bs, mins), 5));
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                    mins = _mm256_cvtepi8_epi16(scb);
+                    d = h2f(xb + offsetof(hx_block_q6_K, d));
                 } else {
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)),
-                                                _mm256_set1_ps(-(dy * dmin)), acc[r][c]);
+                    const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                    uint64_t sc, m;
+                    hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                    mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                    const __m256i qh =
+                        KIND == 5 ? _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh))) : low;
+                    #pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) { /* sub-block j: 32 quants, low (even j) or high nibbles */
+                        const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * (j / 2)));
+                        __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(b, 4) : b, low);
+                        if (KIND == 5)
+                            q = _mm256_or_si256(q, _mm256_slli_epi16(
+                                                       _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one), 4));
+                        const __m256i scv = k4_scale16(sc16, j);
+                        #pragma GCC unroll 4
+                        for (int c = 0; c < C; c++) {
+                            const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * j));
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scv));
+                        }
+                    }
+                    d = h2f(xb);
+                    dmin = h2f(xb + 2);
+                }
+                #pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb[c] + AS));
+                    const float dy = hx_ldf(yb[c]);
+                    if (KIND == 6) { /* the quants' offset of 32 */
+                        isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(_mm256_madd_epi16(bs, mins), 5));
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                    } else {
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)),
+                                                    _mm256_set1_ps(-(dy * dmin)), acc[r][c]);
+                    }
                 }
             }
         }
@@ -768,21 +771,24 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
 #pragma GCC unroll 2
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 a[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < C; c++)
-            a[c] = _mm256_loadu_ps((const float *)(const void *)(y + c * by) + i);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *xr = x + r * bx + E * i;
-            if (!((E * i) & 63))
-                _mm_prefetch(hx_tile_prefetch(xr, E * i, bx), _MM_HINT_T0);
-            const __m256 w = plain8(xr, T);
-#pragma GCC unroll 2
+    const int RS = HX_TILE_ROWS(C);
+    const int64_t n8 = n / 8 * 8;
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n8; i += 8) {
+            __m256 a[2];
+    #pragma GCC unroll 2
             for (int c = 0; c < C; c++)
-                acc[r][c] = _mm256_fmadd_ps(w, a[c], acc[r][c]);
+                a[c] = _mm256_loadu_ps((const float *)(const void *)(y + c * by) + i);
+    #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xr = x + r * bx + E * i;
+                if (!((E * i) & 63))
+                    _mm_prefetch(hx_tile_prefetch(xr, E * i, bx, RS), _MM_HINT_T0);
+                const __m256 w = plain8(xr, T);
+    #pragma GCC unroll 2
+                for (int c = 0; c < C; c++)
+                    acc[r][c] = _mm256_fmadd_ps(w, a[c], acc[r][c]);
+            }
         }
     }
 #pragma GCC unroll 2
@@ -791,7 +797,7 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
         _mm_storeu_ps(t, hsum4x8(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
         const float *yc = (const float *)(const void *)(y + c * by);
         for (int r = 0; r < 4; r++) {
-            for (int64_t k = i; k < n; k++)
+            for (int64_t k = n8; k < n; k++)
                 t[r] += plain1(x + r * bx + E * k, T) * yc[k];
             s[c * ss + r] = t[r];
         }
@@ -846,7 +852,7 @@ static inline __attribute__((always_inline)) void gemm_q45_tile(int64_t n, float
         for (int r = 0; r < 4; r++) {
             const uint8_t *xb = x + r * bx + i * B;
             if (!(i & 1))
-                _mm_prefetch(hx_tile_prefetch(xb, i * B, bx), _MM_HINT_T0);
+                _mm_prefetch(hx_tile_prefetch(xb, i * B, bx, 4), _MM_HINT_T0);
             w[r] = nibbles32(xb + QS);
             if (QH >= 0)
                 w[r] = _mm256_or_si256(w[r], q5_high(hx_ld32(xb + QH)));
@@ -916,27 +922,30 @@ static inline __attribute__((always_inline)) void gemm_q8_0_cols(int64_t n, floa
 #pragma GCC unroll 2
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / HX_QK; i++) {
-        __m256i a[2];
-        float dy[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < C; c++) {
-            const uint8_t *yb = y + c * by + i * A;
-            a[c] = _mm256_loadu_si256((const __m256i *)(yb + offsetof(hx_block_q8_0, qs)));
-            dy[c] = h2f(yb);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *xb = x + r * bx + i * B;
-            if (!(i & 1))
-                _mm_prefetch(hx_tile_prefetch(xb, i * B, bx), _MM_HINT_T0);
-            const float dx = h2f(xb);
-            const __m256i w = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
-            const __m256i u = _mm256_abs_epi8(w);
-#pragma GCC unroll 2
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n / HX_QK; i++) {
+            __m256i a[2];
+            float dy[2];
+    #pragma GCC unroll 2
             for (int c = 0; c < C; c++) {
-                const __m256i p = dot_u8s8(u, _mm256_sign_epi8(a[c], w));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * dy[c]), acc[r][c]);
+                const uint8_t *yb = y + c * by + i * A;
+                a[c] = _mm256_loadu_si256((const __m256i *)(yb + offsetof(hx_block_q8_0, qs)));
+                dy[c] = h2f(yb);
+            }
+    #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xb = x + r * bx + i * B;
+                if (!(i & 1))
+                    _mm_prefetch(hx_tile_prefetch(xb, i * B, bx, RS), _MM_HINT_T0);
+                const float dx = h2f(xb);
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
+                const __m256i u = _mm256_abs_epi8(w);
+    #pragma GCC unroll 2
+                for (int c = 0; c < C; c++) {
+                    const __m256i p = dot_u8s8(u, _mm256_sign_epi8(a[c], w));
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * dy[c]), acc[r][c]);
+                }
             }
         }
     }

@@ -668,13 +668,14 @@ static void dequant_q6_K(const void *vx, float *y, int64_t n)
         }                                                                                                         \
     }
 
-/* Asks for the weight bytes a tile reads next, for [p, p + len) lying
- * `off` bytes into one of its rows (see hx_tile_prefetch). */
-INLINE void prefetch_tile(const uint8_t *p, size_t off, size_t bx, const int len)
+/* Asks for the weight bytes a tile reading `rows` rows together reads
+ * next, for [p, p + len) lying `off` bytes into one of its rows (see
+ * hx_tile_prefetch). */
+INLINE void prefetch_tile(const uint8_t *p, size_t off, size_t bx, const int rows, const int len)
 {
 #pragma GCC unroll 8
     for (int k = 0; k < len; k += 64)
-        _mm_prefetch(hx_tile_prefetch(p + k, off + k, bx), _MM_HINT_T0);
+        _mm_prefetch(hx_tile_prefetch(p + k, off + k, bx, rows), _MM_HINT_T0);
 }
 
 /* 4 plain (F32, F16, BF16) weight rows x C f32 activation rows: one
@@ -690,21 +691,24 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 w[4];
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            if (!((E * i) & 63))
-                prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 64);
-            w[r] = plain16(x + r * bx + E * i, m, T);
-        }
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+            __m512 w[4];
             #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
+            for (int r = r0; r < r0 + RS; r++) {
+                if (!((E * i) & 63))
+                    prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, RS, 64);
+                w[r] = plain16(x + r * bx + E * i, m, T);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
+                #pragma GCC unroll 4
+                for (int r = r0; r < r0 + RS; r++)
+                    acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
+            }
         }
     }
     store_tile(s, ss, acc, C);
@@ -748,49 +752,52 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        __m256 dx[4], dy[HX_GEMM_COLS];
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, 8 * B);
-            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
-        }
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
-                                                 4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
-                                                 4 * h, 4 * h, 4 * h, 4 * h);
-            __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS];
-            __m512 sy[HX_GEMM_COLS];
+    const int64_t nb8 = nb / 8 * 8;
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < nb8; i += 8) {
+            __m256 dx[4], dy[HX_GEMM_COLS];
             #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *yb = y + c * by + i * A;
-                alo[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 2), flip);
-                ahi[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 18), flip);
-                sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
+            for (int r = r0; r < r0 + RS; r++) {
+                prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, RS, 8 * B);
+                fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
             }
             #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                const uint8_t *xr = x + r * bx + i * B;
-                const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
-                const __m512i wlo = runs4x16(xr, B, 4 * h * B + 2), whi = runs4x16(xr, B, 4 * h * B + 18);
-                const __m512i neg = _mm512_sub_epi32(
-                    _mm512_setzero_si512(),
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo), flip, whi));
+            for (int c = 0; c < C; c++)
+                fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                                     4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                     4 * h, 4 * h, 4 * h, 4 * h);
+                __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS];
+                __m512 sy[HX_GEMM_COLS];
                 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
-                    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
+                    const uint8_t *yb = y + c * by + i * A;
+                    alo[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 2), flip);
+                    ahi[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 18), flip);
+                    sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
+                }
+                #pragma GCC unroll 4
+                for (int r = r0; r < r0 + RS; r++) {
+                    const uint8_t *xr = x + r * bx + i * B;
+                    const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
+                    const __m512i wlo = runs4x16(xr, B, 4 * h * B + 2), whi = runs4x16(xr, B, 4 * h * B + 18);
+                    const __m512i neg = _mm512_sub_epi32(
+                        _mm512_setzero_si512(),
+                        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo), flip, whi));
+                    #pragma GCC unroll 4
+                    for (int c = 0; c < C; c++) {
+                        const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
+                        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
+                    }
                 }
             }
         }
     }
     store_tile(s, ss, acc, C);
-    tile_tail(HX_TYPE_Q8_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
+    tile_tail(HX_TYPE_Q8_0, (nb - nb8) * HX_QK, C, s, ss, x + nb8 * B, bx, y + nb8 * A, by);
 }
 
 GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
@@ -827,7 +834,7 @@ INLINE void gemm_q45_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
         __m256 dx[4], mx[4], dy[HX_GEMM_COLS], sy[HX_GEMM_COLS];
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, 8 * B);
+            prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, 4, 8 * B);
             fields8(x + r * bx + i * B, B, 0, MINS ? 2 : -1, &dx[r], &mx[r]);
         }
         #pragma GCC unroll 4
@@ -923,77 +930,80 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / HX_QK_K; i++) {
-        float dy[HX_GEMM_COLS];
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            dy[c] = hx_ldf(y + c * by + i * A);
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *xb = x + r * bx + i * B;
-            prefetch_tile(xb, (size_t)(i * B), bx, (int)B);
-            __m512i w[4], sw[4];
-            __m256i mins = _mm256_setzero_si256();
-            float d, dmin = 0;
-            if (KIND == 6) {
-                const __m256i sc16 =
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales))));
-                const __m512i scz = _mm512_castsi256_si512(sc16);
-                #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) { /* lane L of chunk k: sub-block 4k + L */
-                    const __m512i idx = _mm512_set_epi64(
-                        0x0001000100010001ll * (4 * k + 3), 0x0001000100010001ll * (4 * k + 3),
-                        0x0001000100010001ll * (4 * k + 2), 0x0001000100010001ll * (4 * k + 2),
-                        0x0001000100010001ll * (4 * k + 1), 0x0001000100010001ll * (4 * k + 1),
-                        0x0001000100010001ll * (4 * k), 0x0001000100010001ll * (4 * k));
-                    sw[k] = _mm512_permutexvar_epi16(idx, scz);
-                }
-                q6_half(xb, 0, w);
-                q6_half(xb, 1, w + 2);
-                mins = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-                d = h2f(xb + offsetof(hx_block_q6_K, d));
-            } else {
-                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
-                uint64_t sc, m;
-                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
-                const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-                const __m128i mb = _mm_cvtsi64_si128((long long)m);
-                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
-                __m512i hh = _mm512_setzero_si512();
-                if (KIND == 5) {
-                    const __m256i h = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh)));
-                    hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-                }
-                #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * k));
-                    w[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1),
-                                            low);
-                    if (KIND == 5) {
-                        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
-                                                               _mm256_set1_epi8((char)(2 << (2 * k))), 1);
-                        w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hh, bit), w[k], _mm512_set1_epi8(16));
-                    }
-                    sw[k] = k4_scale_pair(sc16, 2 * k);
-                }
-                d = h2f(xb);
-                dmin = h2f(xb + 2);
-            }
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n / HX_QK_K; i++) {
+            float dy[HX_GEMM_COLS];
             #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *yb = y + c * by + i * A;
-                __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < C; c++)
+                dy[c] = hx_ldf(y + c * by + i * A);
+            #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xb = x + r * bx + i * B;
+                prefetch_tile(xb, (size_t)(i * B), bx, RS, (int)B);
+                __m512i w[4], sw[4];
+                __m256i mins = _mm256_setzero_si256();
+                float d, dmin = 0;
+                if (KIND == 6) {
+                    const __m256i sc16 =
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales))));
+                    const __m512i scz = _mm512_castsi256_si512(sc16);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) { /* lane L of chunk k: sub-block 4k + L */
+                        const __m512i idx = _mm512_set_epi64(
+                            0x0001000100010001ll * (4 * k + 3), 0x0001000100010001ll * (4 * k + 3),
+                            0x0001000100010001ll * (4 * k + 2), 0x0001000100010001ll * (4 * k + 2),
+                            0x0001000100010001ll * (4 * k + 1), 0x0001000100010001ll * (4 * k + 1),
+                            0x0001000100010001ll * (4 * k), 0x0001000100010001ll * (4 * k));
+                        sw[k] = _mm512_permutexvar_epi16(idx, scz);
+                    }
+                    q6_half(xb, 0, w);
+                    q6_half(xb, 1, w + 2);
+                    mins = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+                    d = h2f(xb + offsetof(hx_block_q6_K, d));
+                } else {
+                    const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                    uint64_t sc, m;
+                    hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                    mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                    __m512i hh = _mm512_setzero_si512();
+                    if (KIND == 5) {
+                        const __m256i h = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh)));
+                        hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+                    }
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * k));
+                        w[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1),
+                                                low);
+                        if (KIND == 5) {
+                            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
+                                                                   _mm256_set1_epi8((char)(2 << (2 * k))), 1);
+                            w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hh, bit), w[k], _mm512_set1_epi8(16));
+                        }
+                        sw[k] = k4_scale_pair(sc16, 2 * k);
+                    }
+                    d = h2f(xb);
+                    dmin = h2f(xb + 2);
+                }
                 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++)
-                    isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(yb + AQ + 64 * k)),
-                                               sw[k]);
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb + AS));
-                if (KIND == 6) /* isum -= 32 * sum_g sc[g] * bsums[g] */
-                    isum = _mm512_dpwssd_epi32(isum, _mm512_zextsi256_si512(bs), _mm512_zextsi256_si512(mins));
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy[c] * d), acc[r][c]);
-                if (KIND != 6) {
-                    const __m256 mf = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mf), _mm512_set1_ps(-(dy[c] * dmin)), acc[r][c]);
+                for (int c = 0; c < C; c++) {
+                    const uint8_t *yb = y + c * by + i * A;
+                    __m512i isum = _mm512_setzero_si512();
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++)
+                        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(yb + AQ + 64 * k)),
+                                                   sw[k]);
+                    const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb + AS));
+                    if (KIND == 6) /* isum -= 32 * sum_g sc[g] * bsums[g] */
+                        isum = _mm512_dpwssd_epi32(isum, _mm512_zextsi256_si512(bs), _mm512_zextsi256_si512(mins));
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy[c] * d), acc[r][c]);
+                    if (KIND != 6) {
+                        const __m256 mf = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+                        acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mf), _mm512_set1_ps(-(dy[c] * dmin)), acc[r][c]);
+                    }
                 }
             }
         }

@@ -28,19 +28,31 @@ extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048
 
-/* What a GEMM tile prefetches for the weight bytes at p, `off` bytes into
- * one of its four rows (bx bytes apart): HX_QUANT_PREFETCH / 4 bytes
- * ahead in the row (as much in flight over the four rows as a one-row dot
- * keeps) or, past the row's end, in the same row of the next four rows.
- * The matmul walks a matrix's groups of four rows in order, so those are
- * the bytes the next tile reads; prefetching straight on past the end
- * would fetch the rows the tile is reading itself and leave the next
- * tile's row starts to demand misses (a decode step streamed four rows at
- * a time at half of what it streamed one row at a time).  Rows shorter
+/* How a GEMM tile walks its four weight rows.  With several activation
+ * rows (a prompt) it reads the four together, each weight block meeting
+ * every activation row.  With one (a decode step, streaming the weights
+ * from memory) it reads them one after the other where each row's sums
+ * are its own: four interleaved streams over rows of a few KB left the
+ * hardware prefetchers untrained and streamed at half to a third of the
+ * rate of one sequential stream.  A row's arithmetic is the same either
+ * way, so an output's bits do not depend on the tile's width. */
+#define HX_TILE_ROWS(C) ((C) == 1 ? 1 : 4)
+
+/* What a GEMM tile reading `rows` of its four weight rows together (1 or
+ * 4) prefetches for the weight bytes at p, `off` bytes into one of them
+ * (bx bytes apart).  One row: HX_QUANT_PREFETCH ahead, as a one-row dot,
+ * on into the rows that follow.  Four: a quarter of that ahead in the row
+ * (as much in flight over the four) or, past the row's end, in the same
+ * row of the next four rows: the matmul walks a matrix's groups of four
+ * rows in order, so those are the bytes the next tile reads, where
+ * prefetching straight on would fetch the rows the tile is reading itself
+ * and leave the next tile's row starts to demand misses.  Rows shorter
  * than the distance prefetch the next group's bytes at the same offset. */
-static inline const char *hx_tile_prefetch(const uint8_t *p, size_t off, size_t bx)
+static inline const char *hx_tile_prefetch(const uint8_t *p, size_t off, size_t bx, int rows)
 {
     const size_t d = HX_QUANT_PREFETCH / 4;
+    if (rows == 1)
+        return (const char *)p + HX_QUANT_PREFETCH;
     return (const char *)p + (bx <= d ? 4 * bx : off + d < bx ? d : d + 3 * bx);
 }
 
