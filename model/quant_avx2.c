@@ -888,23 +888,10 @@ static inline __attribute__((always_inline)) void gemm_q45_tile(int64_t n, float
         _mm_storeu_ps(s + c * ss, _mm_add_ps(_mm256_castps256_ps128(acc[c]), _mm256_extractf128_ps(acc[c], 1)));
 }
 
-/* A gemm entry calling a tile with its column count as a constant, so
- * that the tile's loops over the columns unroll. */
-#define GEMM_BY_COLS(name, tile, arg)                                                                            \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                             \
-        switch (ncols) {                                                                                          \
-        case 4: tile(n, s, ss, x, bx, y, by, 4, arg); break;                                                      \
-        case 3: tile(n, s, ss, x, bx, y, by, 3, arg); break;                                                      \
-        case 2: tile(n, s, ss, x, bx, y, by, 2, arg); break;                                                      \
-        default: tile(n, s, ss, x, bx, y, by, 1, arg); break;                                                     \
-        }                                                                                                         \
-    }
-
-GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0)
-GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1)
-GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0)
-GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1)
 
 /* 4 Q8_0 weight rows x C (1 or 2) Q8_0 activation rows, a block at a
  * time: each weight block is unpacked once, as |w|, for both activation
@@ -956,17 +943,7 @@ static inline __attribute__((always_inline)) void gemm_q8_0_cols(int64_t n, floa
 
 GEMM_PAIRS(gemm_q8_0, gemm_q8_0_cols, 0)
 
-HX_QUANT_DOT4_OF_GEMM(dot4_f32, gemm_f32)
-HX_QUANT_DOT4_OF_GEMM(dot4_f16, gemm_f16)
-HX_QUANT_DOT4_OF_GEMM(dot4_bf16, gemm_bf16)
-HX_QUANT_DOT4_OF_GEMM(dot4_q4_0, gemm_q4_0)
-HX_QUANT_DOT4_OF_GEMM(dot4_q4_1, gemm_q4_1)
-HX_QUANT_DOT4_OF_GEMM(dot4_q5_0, gemm_q5_0)
-HX_QUANT_DOT4_OF_GEMM(dot4_q5_1, gemm_q5_1)
-HX_QUANT_DOT4_OF_GEMM(dot4_q8_0, gemm_q8_0)
-HX_QUANT_DOT4_OF_GEMM(dot4_q4_K, gemm_q4_K)
-HX_QUANT_DOT4_OF_GEMM(dot4_q5_K, gemm_q5_K)
-HX_QUANT_DOT4_OF_GEMM(dot4_q6_K, gemm_q6_K)
+HX_QUANT_DOT4S_OF_GEMMS
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},

@@ -654,20 +654,6 @@ static void dequant_q6_K(const void *vx, float *y, int64_t n)
 
 /* ---- GEMM tiles (prompts) ------------------------------------------------ */
 
-/* A gemm entry calling a tile with its column count as a constant, so
- * that the tile's loops over the columns unroll; extra arguments follow
- * the count. */
-#define GEMM_BY_COLS(name, tile, ...)                                                                            \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                             \
-        switch (ncols) {                                                                                          \
-        case 4: tile(n, s, ss, x, bx, y, by, 4, ##__VA_ARGS__); break;                                            \
-        case 3: tile(n, s, ss, x, bx, y, by, 3, ##__VA_ARGS__); break;                                            \
-        case 2: tile(n, s, ss, x, bx, y, by, 2, ##__VA_ARGS__); break;                                            \
-        default: tile(n, s, ss, x, bx, y, by, 1, ##__VA_ARGS__); break;                                           \
-        }                                                                                                         \
-    }
-
 /* Asks for the weight bytes a tile reading `rows` rows together reads
  * next, for [p, p + len) lying `off` bytes into one of its rows (see
  * hx_tile_prefetch). */
@@ -714,9 +700,9 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
     store_tile(s, ss, acc, C);
 }
 
-GEMM_BY_COLS(gemm_f32, gemm_plain_tile, HX_TYPE_F32)
-GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16)
-GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16)
+HX_QUANT_GEMM_BY_COLS(gemm_f32, gemm_plain_tile, HX_TYPE_F32)
+HX_QUANT_GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16)
+HX_QUANT_GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16)
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */
@@ -800,7 +786,7 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
     tile_tail(HX_TYPE_Q8_0, (nb - nb8) * HX_QK, C, s, ss, x + nb8 * B, bx, y + nb8 * A, by);
 }
 
-GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
+HX_QUANT_GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
 
 /* 4 weight rows of a 4/5-bit type x C Q8_0/Q8_1 activation rows, the
  * lane-per-block layout of gemm_q8_0_tile with the float work shared by
@@ -901,10 +887,10 @@ INLINE void gemm_q45_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
     tile_tail(T, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
-GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0, 18, 2, -1, 8, 0)
-GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0, 22, 6, 2, 16, 0)
-GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1, 20, 4, -1, 0, 1)
-GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1, 24, 8, 4, 0, 1)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0, 18, 2, -1, 8, 0)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0, 22, 6, 2, 16, 0)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1, 20, 4, -1, 0, 1)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1, 24, 8, 4, 0, 1)
 
 
 /* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
@@ -1011,21 +997,11 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
     store_tile(s, ss, acc, C);
 }
 
-GEMM_BY_COLS(gemm_q4_K, gemm_k_tile, 4)
-GEMM_BY_COLS(gemm_q5_K, gemm_k_tile, 5)
-GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_K, gemm_k_tile, 4)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_K, gemm_k_tile, 5)
+HX_QUANT_GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
 
-HX_QUANT_DOT4_OF_GEMM(dot4_f32, gemm_f32)
-HX_QUANT_DOT4_OF_GEMM(dot4_f16, gemm_f16)
-HX_QUANT_DOT4_OF_GEMM(dot4_bf16, gemm_bf16)
-HX_QUANT_DOT4_OF_GEMM(dot4_q4_0, gemm_q4_0)
-HX_QUANT_DOT4_OF_GEMM(dot4_q4_1, gemm_q4_1)
-HX_QUANT_DOT4_OF_GEMM(dot4_q5_0, gemm_q5_0)
-HX_QUANT_DOT4_OF_GEMM(dot4_q5_1, gemm_q5_1)
-HX_QUANT_DOT4_OF_GEMM(dot4_q8_0, gemm_q8_0)
-HX_QUANT_DOT4_OF_GEMM(dot4_q4_K, gemm_q4_K)
-HX_QUANT_DOT4_OF_GEMM(dot4_q5_K, gemm_q5_K)
-HX_QUANT_DOT4_OF_GEMM(dot4_q6_K, gemm_q6_K)
+HX_QUANT_DOT4S_OF_GEMMS
 
 
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {

@@ -122,6 +122,35 @@ static inline void hx_quant_k4_unpack(const uint8_t *scales, uint64_t *sc, uint6
         gemm(n, 1, s, 0, x, x_stride, y, 0);                                              \
     }
 
+/* A gemm entry calling a tile with its column count as a constant, so
+ * that the tile's loops over the columns unroll; extra arguments follow
+ * the count. */
+#define HX_QUANT_GEMM_BY_COLS(name, tile, ...)                                                                   \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        switch (ncols) {                                                                                          \
+        case 4: tile(n, s, ss, x, bx, y, by, 4, ##__VA_ARGS__); break;                                            \
+        case 3: tile(n, s, ss, x, bx, y, by, 3, ##__VA_ARGS__); break;                                            \
+        case 2: tile(n, s, ss, x, bx, y, by, 2, ##__VA_ARGS__); break;                                            \
+        default: tile(n, s, ss, x, bx, y, by, 1, ##__VA_ARGS__); break;                                           \
+        }                                                                                                         \
+    }
+
+/* Every weight type's vec_dot4 (dot4_f32 ...) as its one-column tile, for
+ * a level whose file defines gemm_f32 ... gemm_q6_K. */
+#define HX_QUANT_DOT4S_OF_GEMMS                         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_f32, gemm_f32)           \
+    HX_QUANT_DOT4_OF_GEMM(dot4_f16, gemm_f16)           \
+    HX_QUANT_DOT4_OF_GEMM(dot4_bf16, gemm_bf16)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q4_0, gemm_q4_0)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q4_1, gemm_q4_1)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q5_0, gemm_q5_0)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q5_1, gemm_q5_1)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q8_0, gemm_q8_0)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q4_K, gemm_q4_K)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q5_K, gemm_q5_K)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q6_K, gemm_q6_K)
+
 /* A gemm made of vec_dot4 calls, one per activation row, for types and
  * levels without a register-blocked kernel. */
 #define HX_QUANT_GEMM_OF(name, dot4)                                                                \
