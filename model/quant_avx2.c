@@ -847,7 +847,7 @@ static inline __attribute__((always_inline)) void gemm_q45_tile(int64_t n, float
         acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HX_QK; i++) {
         __m256i w[4];
-        __m128i f = _mm_setzero_si128();
+        int f[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *xb = x + r * bx + i * B;
@@ -856,9 +856,9 @@ static inline __attribute__((always_inline)) void gemm_q45_tile(int64_t n, float
             w[r] = nibbles32(xb + QS);
             if (QH >= 0)
                 w[r] = _mm256_or_si256(w[r], q5_high(hx_ld32(xb + QH)));
-            f = _mm_insert_epi32(f, (int)hx_ld32(xb), r); /* d (and m) */
+            f[r] = (int)hx_ld32(xb); /* d (and m) */
         }
-        const __m256 dm = _mm256_cvtph_ps(f);
+        const __m256 dm = _mm256_cvtph_ps(_mm_setr_epi32(f[0], f[1], f[2], f[3]));
         const __m256 dx = _mm256_permutevar8x32_ps(dm, pick_d);
         const __m256 mx = _mm256_permutevar8x32_ps(dm, pick_m);
 #pragma GCC unroll 4
