@@ -8,6 +8,8 @@
  * kernel's: the GEMM tile (4 weight rows x HX_GEMM_COLS activation rows)
  * over the same rows, in GB/s of weight bytes times activation rows, so
  * that it reads as the hot dot4 column would if the tile gained nothing.
+ * The dot4 columns run vec_dot4, which at the SIMD levels is that tile
+ * with one column: what a decode step's matmul runs.
  *
  *   bench-quant [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...]
  *

@@ -163,7 +163,8 @@ typedef void (*hx_dequantize_row_fn)(const void *x, float *y, int64_t n);
 typedef void (*hx_quantize_row_fn)(const float *x, void *y, int64_t n);
 /* *s = dot(weight row x, activation row y of vec_dot_type), n elements. */
 typedef void (*hx_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
-/* s[r] = dot(row r, y) for the 4 weight rows at x + r*x_stride (bytes). */
+/* s[r] = dot(row r, y) for the 4 weight rows at x + r*x_stride (bytes);
+ * at the SIMD levels, the gemm tile below with one column, bit for bit. */
 typedef void (*hx_vec_dot4_fn)(int64_t n, float *s, const void *x, size_t x_stride,
                                const void *y);
 /* A tile of a matrix product, for prompts: s[c*s_stride + r] = dot(weight

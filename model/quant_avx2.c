@@ -11,9 +11,12 @@
  * operand), so activation quants must lie in -127..127, as
  * quantize_row makes them.
  *
- * The GEMM tiles (prompts) of Q4_0, Q8_0 and the K-quants take two
- * activation rows per pass, as many as sixteen ymm registers hold next to
- * the unpacked weights; wider tiles are passes of two. */
+ * The GEMM tiles (prompts) of the plain types, Q8_0 and the K-quants take
+ * two activation rows per pass, as many as sixteen ymm registers hold
+ * next to the unpacked weights; wider tiles are passes of two.  Those of
+ * the other 32-element types narrow the four rows' sums into one vector
+ * per activation row and take all four in one pass.  vec_dot4 is a tile
+ * with one column: what a decode step's matmul runs. */
 #include <immintrin.h>
 
 #include "model/quant_impl.h"
@@ -237,41 +240,51 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-/* Element-wise products summed in four accumulators of eight lanes. */
-#define PLAIN_DOT(name, LOAD8, ELEM, ELEM_BYTES)                                              \
-    static void name(int64_t n, float *s, const void *vx, const void *vy)         \
-    {                                                                             \
-        const uint8_t *x = vx;                                                    \
-        const float *y = vy;                                                      \
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), \
-                         _mm256_setzero_ps()};                                    \
-        int64_t i = 0;                                                            \
-        for (; i + 32 <= n; i += 32) {                                            \
-            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + ELEM_BYTES * i), _MM_HINT_T0); \
-            if (ELEM_BYTES == 4)                                                  \
-                _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + 64 + ELEM_BYTES * i), _MM_HINT_T0); \
-            for (int k = 0; k < 4; k++)                                           \
-                acc[k] = _mm256_fmadd_ps(LOAD8(i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]); \
-        }                                                                         \
-        for (; i + 8 <= n; i += 8)                                                \
-            acc[0] = _mm256_fmadd_ps(LOAD8(i), _mm256_loadu_ps(y + i), acc[0]);   \
+/* Eight elements of a plain weight row as floats: F32 as stored, F16
+ * through F16C, BF16 by a 16-bit shift (exact). */
+static inline __attribute__((always_inline)) __m256 plain8(const uint8_t *p, const int T)
+{
+    if (T == HX_TYPE_F32)
+        return _mm256_loadu_ps((const float *)(const void *)p);
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (T == HX_TYPE_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) float plain1(const uint8_t *p, const int T)
+{
+    return T == HX_TYPE_F32 ? hx_ldf(p) : T == HX_TYPE_F16 ? h2f(p) : hx_bf16_to_fp32(hx_ld16(p));
+}
+
+/* Element-wise products summed in four accumulators of eight lanes; T is
+ * the weights' type, E its bytes per element. */
+#define PLAIN_DOT(name, T, E)                                                                         \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)                             \
+    {                                                                                                 \
+        const uint8_t *x = vx;                                                                        \
+        const float *y = vy;                                                                          \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),               \
+                         _mm256_setzero_ps()};                                                        \
+        int64_t i = 0;                                                                                \
+        for (; i + 32 <= n; i += 32) {                                                                \
+            _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + (E) * i), _MM_HINT_T0);               \
+            if ((E) == 4)                                                                             \
+                _mm_prefetch((const char *)(x + HX_QUANT_PREFETCH + 64 + (E) * i), _MM_HINT_T0);      \
+            for (int k = 0; k < 4; k++)                                                               \
+                acc[k] = _mm256_fmadd_ps(plain8(x + (E) * (i + 8 * k), T), _mm256_loadu_ps(y + i + 8 * k), acc[k]); \
+        }                                                                                             \
+        for (; i + 8 <= n; i += 8)                                                                    \
+            acc[0] = _mm256_fmadd_ps(plain8(x + (E) * i, T), _mm256_loadu_ps(y + i), acc[0]);         \
         float sum = hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
-        for (; i < n; i++)                                                        \
-            sum += ELEM(i) * y[i];                                                \
-        *s = sum;                                                                 \
+        for (; i < n; i++)                                                                            \
+            sum += plain1(x + (E) * i, T) * y[i];                                                     \
+        *s = sum;                                                                                     \
     }
 
-#define LD_F32(i) _mm256_loadu_ps((const float *)(const void *)(x + 4 * (i)))
-#define EL_F32(i) hx_ldf(x + 4 * (i))
-#define LD_F16(i) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 2 * (i))))
-#define EL_F16(i) h2f(x + 2 * (i))
-#define LD_BF16(i) \
-    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 2 * (i)))), 16))
-#define EL_BF16(i) hx_bf16_to_fp32(hx_ld16(x + 2 * (i)))
-
-PLAIN_DOT(dot_f32, LD_F32, EL_F32, 4)
-PLAIN_DOT(dot_f16, LD_F16, EL_F16, 2)
-PLAIN_DOT(dot_bf16, LD_BF16, EL_BF16, 2)
+PLAIN_DOT(dot_f32, HX_TYPE_F32, 4)
+PLAIN_DOT(dot_f16, HX_TYPE_F16, 2)
+PLAIN_DOT(dot_bf16, HX_TYPE_BF16, 2)
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
@@ -614,18 +627,6 @@ static void dot_q6_K(int64_t n, float *s, const void *vx, const void *vy)
     *s = hsum8(acc);
 }
 
-HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
-HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
-HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
-HX_QUANT_DOT4_OF(dot4_q4_0, dot_q4_0)
-HX_QUANT_DOT4_OF(dot4_q4_1, dot_q4_1)
-HX_QUANT_DOT4_OF(dot4_q5_0, dot_q5_0)
-HX_QUANT_DOT4_OF(dot4_q5_1, dot_q5_1)
-HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
-HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
-HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
-HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
-
 /* ---- GEMM tiles (prompts) ------------------------------------------------ */
 
 /* 4 K-quant weight rows x C (1 or 2) Q8_K activation rows, one super-block
@@ -649,74 +650,77 @@ static inline __attribute__((always_inline)) void gemm_k_cols(int64_t n, float *
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / HX_QK_K; i++) {
-        const uint8_t *yb[2] = {y + i * A, y + by + i * A};
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *xb = x + r * bx + i * B;
-            for (int k = 0; k < (int)B; k += 64)
-                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH + k), _MM_HINT_T0);
-            __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-            __m256i mins;
-            float d, dmin = 0;
-            if (KIND == 6) {
-                const __m128i scb = _mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales)));
-                const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
-                #pragma GCC unroll 4
-                for (int h = 0; h < 2; h++) {
-                    __m256i q[4];
-                    q6_groups(xb, h, q);
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n / HX_QK_K; i++) {
+            const uint8_t *yb[2] = {y + i * A, y + by + i * A};
+            #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xb = x + r * bx + i * B;
+                for (int k = 0; k < (int)B; k += 64)
+                    _mm_prefetch(hx_tile_prefetch(xb + k, i * B + k, bx, RS), _MM_HINT_T0);
+                __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                __m256i mins;
+                float d, dmin = 0;
+                if (KIND == 6) {
+                    const __m128i scb = _mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales)));
+                    const __m256i sc_pairs = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scb, split));
                     #pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        const int p = 4 * h + k;
-                        const __m256i scv =
-                            _mm256_shuffle_epi8(sc_pairs, _mm256_set1_epi16((short)((2 * p) | ((2 * p + 1) << 8))));
+                    for (int h = 0; h < 2; h++) {
+                        __m256i q[4];
+                        q6_groups(xb, h, q);
                         #pragma GCC unroll 4
-                        for (int c = 0; c < C; c++) {
-                            const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * p));
-                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], a), scv));
+                        for (int k = 0; k < 4; k++) {
+                            const int p = 4 * h + k;
+                            const __m256i scv =
+                                _mm256_shuffle_epi8(sc_pairs, _mm256_set1_epi16((short)((2 * p) | ((2 * p + 1) << 8))));
+                            #pragma GCC unroll 4
+                            for (int c = 0; c < C; c++) {
+                                const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * p));
+                                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], a), scv));
+                            }
                         }
                     }
-                }
-                mins = _mm256_cvtepi8_epi16(scb);
-                d = h2f(xb + offsetof(hx_block_q6_K, d));
-            } else {
-                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
-                uint64_t sc, m;
-                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
-                const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-                const __m128i mb = _mm_cvtsi64_si128((long long)m);
-                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
-                const __m256i qh =
-                    KIND == 5 ? _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh))) : low;
-                #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) { /* sub-block j: 32 quants, low (even j) or high nibbles */
-                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * (j / 2)));
-                    __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(b, 4) : b, low);
-                    if (KIND == 5)
-                        q = _mm256_or_si256(q, _mm256_slli_epi16(
-                                                   _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one), 4));
-                    const __m256i scv = k4_scale16(sc16, j);
-                    #pragma GCC unroll 4
-                    for (int c = 0; c < C; c++) {
-                        const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * j));
-                        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scv));
-                    }
-                }
-                d = h2f(xb);
-                dmin = h2f(xb + 2);
-            }
-            #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb[c] + AS));
-                const float dy = hx_ldf(yb[c]);
-                if (KIND == 6) { /* the quants' offset of 32 */
-                    isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(_mm256_madd_epi16(bs, mins), 5));
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                    mins = _mm256_cvtepi8_epi16(scb);
+                    d = h2f(xb + offsetof(hx_block_q6_K, d));
                 } else {
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)),
-                                                _mm256_set1_ps(-(dy * dmin)), acc[r][c]);
+                    const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                    uint64_t sc, m;
+                    hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                    mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                    const __m256i qh =
+                        KIND == 5 ? _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh))) : low;
+                    #pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) { /* sub-block j: 32 quants, low (even j) or high nibbles */
+                        const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * (j / 2)));
+                        __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(b, 4) : b, low);
+                        if (KIND == 5)
+                            q = _mm256_or_si256(q, _mm256_slli_epi16(
+                                                       _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one), 4));
+                        const __m256i scv = k4_scale16(sc16, j);
+                        #pragma GCC unroll 4
+                        for (int c = 0; c < C; c++) {
+                            const __m256i a = _mm256_loadu_si256((const __m256i *)(yb[c] + AQ + 32 * j));
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scv));
+                        }
+                    }
+                    d = h2f(xb);
+                    dmin = h2f(xb + 2);
+                }
+                #pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb[c] + AS));
+                    const float dy = hx_ldf(yb[c]);
+                    if (KIND == 6) { /* the quants' offset of 32 */
+                        isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(_mm256_madd_epi16(bs, mins), 5));
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                    } else {
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_set1_ps(dy * d), acc[r][c]);
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)),
+                                                    _mm256_set1_ps(-(dy * dmin)), acc[r][c]);
+                    }
                 }
             }
         }
@@ -744,74 +748,208 @@ GEMM_PAIRS(gemm_q4_K, gemm_k_cols, 4)
 GEMM_PAIRS(gemm_q5_K, gemm_k_cols, 5)
 GEMM_PAIRS(gemm_q6_K, gemm_k_cols, 6)
 
-/* 4 Q4_0/Q8_0 weight rows x C (1 or 2) Q8_0 activation rows, a block at a
- * time: each weight block is unpacked once (Q4_0: its nibbles; Q8_0: |w|)
- * for both activation rows, and each activation block's share that does
- * not depend on the weights (Q4_0: 8·a) once for the four rows.  The
- * per-block integer sums are vec_dot's: Q4_0 as q·a - 8·a in 16-bit pair
- * sums, Q8_0 as |w|·(a with w's sign). */
-static inline __attribute__((always_inline)) void gemm_q32_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
-                                                                size_t bx, const uint8_t *y, size_t by, const int C,
-                                                                const int Q4)
+/* The sums of a, b, c, d's lanes as four floats, one transposing tree. */
+static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
 {
-    const size_t B = Q4 ? sizeof(hx_block_q4_0) : sizeof(hx_block_q8_0), A = sizeof(hx_block_q8_0);
-    const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* 4 plain (F32, F16, BF16) weight rows x C (1 or 2) f32 activation rows:
+ * each weight vector is converted once for both activation rows, and
+ * eight accumulators are as many FMA chains as two FMA units with a
+ * latency of four keep busy.  Elements past the last whole eight are
+ * added in scalar code. */
+static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
+                                                                  size_t bx, const uint8_t *y, size_t by, const int C,
+                                                                  const int T)
+{
+    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m256 acc[4][2];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 2
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / HX_QK; i++) {
-        __m256i a[2], a8[2];
-        float dy[2];
-#pragma GCC unroll 2
-        for (int c = 0; c < C; c++) {
-            const uint8_t *yb = y + c * by + i * A;
-            a[c] = _mm256_loadu_si256((const __m256i *)(yb + offsetof(hx_block_q8_0, qs)));
-            if (Q4)
-                a8[c] = _mm256_maddubs_epi16(eight, a[c]);
-            dy[c] = h2f(yb);
+    const int RS = HX_TILE_ROWS(C);
+    const int64_t n8 = n / 8 * 8;
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n8; i += 8) {
+            __m256 a[2];
+    #pragma GCC unroll 2
+            for (int c = 0; c < C; c++)
+                a[c] = _mm256_loadu_ps((const float *)(const void *)(y + c * by) + i);
+    #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xr = x + r * bx + E * i;
+                if (!((E * i) & 63))
+                    _mm_prefetch(hx_tile_prefetch(xr, E * i, bx, RS), _MM_HINT_T0);
+                const __m256 w = plain8(xr, T);
+    #pragma GCC unroll 2
+                for (int c = 0; c < C; c++)
+                    acc[r][c] = _mm256_fmadd_ps(w, a[c], acc[r][c]);
+            }
         }
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < C; c++) {
+        float t[4];
+        _mm_storeu_ps(t, hsum4x8(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
+        const float *yc = (const float *)(const void *)(y + c * by);
+        for (int r = 0; r < 4; r++) {
+            for (int64_t k = n8; k < n; k++)
+                t[r] += plain1(x + r * bx + E * k, T) * yc[k];
+            s[c * ss + r] = t[r];
+        }
+    }
+}
+
+GEMM_PAIRS(gemm_f32, gemm_plain_cols, HX_TYPE_F32)
+GEMM_PAIRS(gemm_f16, gemm_plain_cols, HX_TYPE_F16)
+GEMM_PAIRS(gemm_bf16, gemm_plain_cols, HX_TYPE_BF16)
+
+/* 4 weight rows of a 4/5-bit type (Q4_0, Q4_1, Q5_0, Q5_1) x C Q8_0/Q8_1
+ * activation rows, a block at a time, every column in one pass: each
+ * weight block is unpacked once and each activation block loaded once.
+ * A (row, column) pair's products, summed in 16-bit pairs by maddubs (the
+ * zero point OFF as q·a - OFF·a, as vec_dot), are narrowed together with
+ * the other three rows' by madd, packs, madd, packs, madd into one vector
+ * per column holding the four rows' sums of each half block; an int16
+ * step holds at most 8 products, |sum| <= 8·31·127 = 31496, so nothing
+ * saturates.  A column then pays one conversion, one multiply and one FMA
+ * per block for all four rows (two FMAs with the Q8_1 min term), and
+ * needs one accumulator. */
+static inline __attribute__((always_inline)) void gemm_q45_tile(int64_t n, float *s, size_t ss, const uint8_t *x,
+                                                                size_t bx, const uint8_t *y, size_t by, const int C,
+                                                                const int T)
+{
+    const int MINS = T == HX_TYPE_Q4_1 || T == HX_TYPE_Q5_1;
+    const int OFF = T == HX_TYPE_Q4_0 ? 8 : T == HX_TYPE_Q5_0 ? 16 : 0;
+    const size_t B = T == HX_TYPE_Q4_0   ? sizeof(hx_block_q4_0)
+                     : T == HX_TYPE_Q4_1 ? sizeof(hx_block_q4_1)
+                     : T == HX_TYPE_Q5_0 ? sizeof(hx_block_q5_0)
+                                         : sizeof(hx_block_q5_1);
+    const size_t QS = T == HX_TYPE_Q4_0   ? offsetof(hx_block_q4_0, qs)
+                      : T == HX_TYPE_Q4_1 ? offsetof(hx_block_q4_1, qs)
+                      : T == HX_TYPE_Q5_0 ? offsetof(hx_block_q5_0, qs)
+                                          : offsetof(hx_block_q5_1, qs);
+    const int QH = T == HX_TYPE_Q5_0 ? (int)offsetof(hx_block_q5_0, qh)
+                   : T == HX_TYPE_Q5_1 ? (int)offsetof(hx_block_q5_1, qh)
+                                       : -1;
+    const size_t A = MINS ? sizeof(hx_block_q8_1) : sizeof(hx_block_q8_0);
+    const size_t AQ = MINS ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+    const __m256i ones = _mm256_set1_epi16(1);
+    /* the rows' [d, m] pairs, converted together, to [d0..d3 | d0..d3] and [m0..m3 | m0..m3] */
+    const __m256i pick_d = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), pick_m = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / HX_QK; i++) {
+        __m256i w[4];
+        int f[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *xb = x + r * bx + i * B;
             if (!(i & 1))
-                _mm_prefetch((const char *)(xb + HX_QUANT_PREFETCH), _MM_HINT_T0);
-            const float dx = h2f(xb);
-            const __m256i w = Q4 ? nibbles32(xb + offsetof(hx_block_q4_0, qs))
-                                 : _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
-            const __m256i u = Q4 ? w : _mm256_abs_epi8(w);
+                _mm_prefetch(hx_tile_prefetch(xb, i * B, bx, 4), _MM_HINT_T0);
+            w[r] = nibbles32(xb + QS);
+            if (QH >= 0)
+                w[r] = _mm256_or_si256(w[r], q5_high(hx_ld32(xb + QH)));
+            f[r] = (int)hx_ld32(xb); /* d (and m) */
+        }
+        const __m256 dm = _mm256_cvtph_ps(_mm_setr_epi32(f[0], f[1], f[2], f[3]));
+        const __m256 dx = _mm256_permutevar8x32_ps(dm, pick_d);
+        const __m256 mx = _mm256_permutevar8x32_ps(dm, pick_m);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *yb = y + c * by + i * A;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(yb + AQ));
+            const __m256i off = OFF ? _mm256_maddubs_epi16(_mm256_set1_epi8((char)OFF), a) : _mm256_setzero_si256();
+            __m256i t[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                __m256i p = _mm256_maddubs_epi16(w[r], a);
+                if (OFF)
+                    p = _mm256_sub_epi16(p, off);
+                t[r] = _mm256_madd_epi16(p, ones);
+            }
+            const __m256i m01 = _mm256_madd_epi16(_mm256_packs_epi32(t[0], t[1]), ones);
+            const __m256i m23 = _mm256_madd_epi16(_mm256_packs_epi32(t[2], t[3]), ones);
+            const __m256i sum = _mm256_madd_epi16(_mm256_packs_epi32(m01, m23), ones);
+            const __m128 ds = _mm_cvtph_ps(_mm_cvtsi32_si128((int)hx_ld32(yb))); /* d (and s) */
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dx, _mm256_broadcastss_ps(ds)), acc[c]);
+            if (MINS) /* m·s in the low half only: the halves are added at the end */
+                acc[c] = _mm256_fmadd_ps(mx, _mm256_zextps128_ps256(_mm_permute_ps(ds, 0x55)), acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm_storeu_ps(s + c * ss, _mm_add_ps(_mm256_castps256_ps128(acc[c]), _mm256_extractf128_ps(acc[c], 1)));
+}
+
+HX_QUANT_GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1)
+
+/* 4 Q8_0 weight rows x C (1 or 2) Q8_0 activation rows, a block at a
+ * time: each weight block is unpacked once, as |w|, for both activation
+ * rows; the per-block integer sums are vec_dot's, |w|·(a with w's sign).
+ * Its pair sums reach 2·127·127, too wide for gemm_q45_tile's 16-bit
+ * narrowing: each pair keeps its own accumulator. */
+static inline __attribute__((always_inline)) void gemm_q8_0_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
+                                                                 size_t bx, const uint8_t *y, size_t by, const int C,
+                                                                 const int unused)
+{
+    const size_t B = sizeof(hx_block_q8_0), A = sizeof(hx_block_q8_0);
+    __m256 acc[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
 #pragma GCC unroll 2
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n / HX_QK; i++) {
+            __m256i a[2];
+            float dy[2];
+    #pragma GCC unroll 2
             for (int c = 0; c < C; c++) {
-                const __m256i p = Q4 ? _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a[c]), a8[c]), ones)
-                                     : dot_u8s8(u, _mm256_sign_epi8(a[c], w));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * dy[c]), acc[r][c]);
+                const uint8_t *yb = y + c * by + i * A;
+                a[c] = _mm256_loadu_si256((const __m256i *)(yb + offsetof(hx_block_q8_0, qs)));
+                dy[c] = h2f(yb);
+            }
+    #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xb = x + r * bx + i * B;
+                if (!(i & 1))
+                    _mm_prefetch(hx_tile_prefetch(xb, i * B, bx, RS), _MM_HINT_T0);
+                const float dx = h2f(xb);
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q8_0, qs)));
+                const __m256i u = _mm256_abs_epi8(w);
+    #pragma GCC unroll 2
+                for (int c = 0; c < C; c++) {
+                    const __m256i p = dot_u8s8(u, _mm256_sign_epi8(a[c], w));
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dx * dy[c]), acc[r][c]);
+                }
             }
         }
     }
 #pragma GCC unroll 2
     for (int c = 0; c < C; c++)
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
-            s[c * ss + r] = hsum8(acc[r][c]);
+        _mm_storeu_ps(s + c * ss, hsum4x8(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
 }
 
-GEMM_PAIRS(gemm_q4_0, gemm_q32_cols, 1)
-GEMM_PAIRS(gemm_q8_0, gemm_q32_cols, 0)
+GEMM_PAIRS(gemm_q8_0, gemm_q8_0_cols, 0)
 
-HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
-HX_QUANT_GEMM_OF(gemm_f16, dot4_f16)
-HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
-HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
-HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
-HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
+HX_QUANT_DOT4S_OF_GEMMS
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
     [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16},
     [HX_TYPE_BF16] = {dequant_bf16, NULL, dot_bf16, dot4_bf16, gemm_bf16},
-    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0, gemm_q4_0},
+        [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0, gemm_q4_0},
     [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1, gemm_q4_1},
     [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0, gemm_q5_0},
     [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1, gemm_q5_1},

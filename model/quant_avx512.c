@@ -12,13 +12,14 @@
  * cross-lane permutes, which all queue on one port; Q8_0 holds two blocks
  * per zmm.  Quants are multiplied with VNNI (vpdpbusd: u8 x s8 summed into
  * int32, no saturation) or, for the K-quants, maddubs + vpdpwssd so the
- * sub-block scale is applied inside the integer sum.  vec_dot4 of the
- * 4/5-bit types shares the activation side between its four rows.
+ * sub-block scale is applied inside the integer sum.
  *
- * The GEMM tiles (prompts) of F16, Q4_0, Q8_0 and the K-quants unpack each
- * weight block once for the tile's activation rows and each activation
- * block once for its four weight rows; Q4_0 and Q8_0 use the one block per
- * lane layout there too, since it halves the per-pair float work.
+ * The GEMM tiles (prompts) of every type unpack each weight block once for
+ * the tile's activation rows and each activation block once for its four
+ * weight rows; the 32-element types use the one block per lane layout
+ * there too, since it halves the per-pair float work, and the 4/5-bit
+ * ones narrow the four rows' sums into one vector per activation row.
+ * vec_dot4 is a tile with one column: what a decode step's matmul runs.
  *
  * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
 #include <immintrin.h>
@@ -228,36 +229,43 @@ static void quant_q8_K(const float *x, void *vy, int64_t n)
     }
 }
 
-#define PLAIN_DOT(name, LOAD16, MLOAD16, ELEM_BYTES)                                                  \
-    static void name(int64_t n, float *s, const void *vx, const void *vy)                 \
-    {                                                                                     \
-        const uint8_t *x = vx;                                                            \
-        const float *y = vy;                                                              \
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),   \
-                         _mm512_setzero_ps()};                                            \
-        int64_t i = 0;                                                                    \
-        for (; i + 64 <= n; i += 64) {                                                    \
-            prefetch_ahead(x + (ELEM_BYTES) * i, 64 * (ELEM_BYTES));               \
-            for (int k = 0; k < 4; k++)                                                   \
-                acc[k] = _mm512_fmadd_ps(LOAD16(i + 16 * k), _mm512_loadu_ps(y + i + 16 * k), acc[k]); \
-        }                                                                                 \
-        for (; i < n; i += 16) {                                                          \
-            const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);  \
-            acc[0] = _mm512_fmadd_ps(MLOAD16(m, i), _mm512_maskz_loadu_ps(m, y + i), acc[0]); \
-        }                                                                                 \
-        *s = hsum16(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))); \
+/* Sixteen elements (m of them, the rest zero) of a plain weight row as
+ * floats: F32 as stored, F16 through the AVX-512 conversion, BF16 by a
+ * 16-bit shift (exact). */
+INLINE __m512 plain16(const uint8_t *p, __mmask16 m, const int T)
+{
+    if (T == HX_TYPE_F32)
+        return _mm512_maskz_loadu_ps(m, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return T == HX_TYPE_F16 ? _mm512_cvtph_ps(h) : bf16x16(h);
+}
+
+/* Element-wise products summed in four accumulators of sixteen lanes; T
+ * is the weights' type, E its bytes per element. */
+#define PLAIN_DOT(name, T, E)                                                                            \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)                                \
+    {                                                                                                    \
+        const uint8_t *x = vx;                                                                           \
+        const float *y = vy;                                                                             \
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),                  \
+                         _mm512_setzero_ps()};                                                           \
+        int64_t i = 0;                                                                                   \
+        for (; i + 64 <= n; i += 64) {                                                                   \
+            prefetch_ahead(x + (E) * i, 64 * (E));                                                       \
+            for (int k = 0; k < 4; k++)                                                                  \
+                acc[k] = _mm512_fmadd_ps(plain16(x + (E) * (i + 16 * k), 0xffff, T), _mm512_loadu_ps(y + i + 16 * k), \
+                                         acc[k]);                                                        \
+        }                                                                                                \
+        for (; i < n; i += 16) {                                                                         \
+            const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);                  \
+            acc[0] = _mm512_fmadd_ps(plain16(x + (E) * i, m, T), _mm512_maskz_loadu_ps(m, y + i), acc[0]);  \
+        }                                                                                                \
+        *s = hsum16(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));       \
     }
 
-#define LD_F32(i) _mm512_loadu_ps(x + 4 * (i))
-#define ML_F32(m, i) _mm512_maskz_loadu_ps(m, x + 4 * (i))
-#define LD_F16(i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + 2 * (i))))
-#define ML_F16(m, i) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + 2 * (i)))
-#define LD_BF16(i) bf16x16(_mm256_loadu_si256((const __m256i *)(x + 2 * (i))))
-#define ML_BF16(m, i) bf16x16(_mm256_maskz_loadu_epi16(m, x + 2 * (i)))
-
-PLAIN_DOT(dot_f32, LD_F32, ML_F32, 4)
-PLAIN_DOT(dot_f16, LD_F16, ML_F16, 2)
-PLAIN_DOT(dot_bf16, LD_BF16, ML_BF16, 2)
+PLAIN_DOT(dot_f32, HX_TYPE_F32, 4)
+PLAIN_DOT(dot_f16, HX_TYPE_F16, 2)
+PLAIN_DOT(dot_bf16, HX_TYPE_BF16, 2)
 
 /* ---- 32-element blocks -------------------------------------------------- */
 
@@ -356,102 +364,76 @@ INLINE void q5_masks(const uint8_t *x, const int B, const int QH, const int h, _
     *hi = _cvtu64_mask64(u);
 }
 
-/* Eight 32-blocks of a 4/5-bit type in each of R weight rows (bx bytes
- * apart) against eight Q8_0/Q8_1 blocks, one block per 128-bit lane, into
- * acc[2r], acc[2r+1] (and accm[r] for the Q8_1 min term).  B, QS, QH (-1:
- * none): weight block size and offsets; A, AQ: activation block size and
- * quant offset; OFF: the weights' zero point (8 or 16), or 0 with MINS for
- * the types with a min.  All compile-time constants.  With R = 4 the
- * activation side (loads, scales, OFF*sum(a)) is shared by the rows. */
-INLINE void group32(const uint8_t *x, const size_t bx, const uint8_t *y, const int R, const int B, const int QS,
-                           const int QH, const int A, const int AQ, const int OFF, const int MINS, __m512 *acc,
-                           __m256 *accm)
+/* The quants of blocks 4h..4h+3 of a 4/5-bit row at x, one block per
+ * 128-bit lane (runs4x16): its first 16 quants in *lo, its last 16 in
+ * *hi.  B, QS, QH (-1: none): block size and offsets, constants. */
+INLINE void unpack45(const uint8_t *x, const int B, const int QS, const int QH, const int h, __m512i *lo, __m512i *hi)
 {
-    __m256 dy, sy = _mm256_setzero_ps(), s8[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        prefetch_ahead(x + r * bx, 8 * B);
-    fields8(y, A, 0, MINS ? 2 : -1, &dy, &sy);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        __m256 dx, mx = _mm256_setzero_ps();
-        fields8(x + r * bx, B, 0, MINS ? 2 : -1, &dx, &mx);
-        s8[r] = _mm256_mul_ps(dx, dy);
-        if (MINS)
-            accm[r] = _mm256_fmadd_ps(mx, sy, accm[r]);
-    }
     const __m512i low = _mm512_set1_epi8(0x0f);
+    const __m512i qz = runs4x16(x, B, 4 * h * B + QS);
+    *lo = _mm512_and_si512(qz, low);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
+    if (QH >= 0) {
+        __mmask64 klo, khi;
+        q5_masks(x, B, QH, h, &klo, &khi);
+        *lo = _mm512_mask_add_epi8(*lo, klo, *lo, _mm512_set1_epi8(16));
+        *hi = _mm512_mask_add_epi8(*hi, khi, *hi, _mm512_set1_epi8(16));
+    }
+}
+
+/* Eight 32-blocks of a 4/5-bit weight row against eight Q8_0/Q8_1
+ * blocks, one block per 128-bit lane, into acc[0], acc[1] (and accm for
+ * the Q8_1 min term).  B, QS, QH (-1: none): weight block size and
+ * offsets; A, AQ: activation block size and quant offset; OFF: the
+ * weights' zero point (8 or 16), or 0 with MINS for the types with a min.
+ * All compile-time constants. */
+INLINE void group32(const uint8_t *x, const uint8_t *y, const int B, const int QS, const int QH, const int A,
+                    const int AQ, const int OFF, const int MINS, __m512 *acc, __m256 *accm)
+{
+    __m256 dy, sy = _mm256_setzero_ps(), dx, mx = _mm256_setzero_ps();
+    prefetch_ahead(x, 8 * B);
+    fields8(y, A, 0, MINS ? 2 : -1, &dy, &sy);
+    fields8(x, B, 0, MINS ? 2 : -1, &dx, &mx);
+    const __m256 s8 = _mm256_mul_ps(dx, dy);
+    if (MINS)
+        *accm = _mm256_fmadd_ps(mx, sy, *accm);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m512i alo = runs4x16(y, A, 4 * h * A + AQ), ahi = runs4x16(y, A, 4 * h * A + AQ + 16);
-        __m512i u = _mm512_setzero_si512();
+        __m512i qlo, qhi;
+        unpack45(x, B, QS, QH, h, &qlo, &qhi);
+        __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo, alo), qhi, ahi);
         if (OFF) { /* (q - OFF)·a = q·a - OFF·a */
             const __m512i o = _mm512_set1_epi8((char)OFF);
-            u = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(u, o, alo), o, ahi);
+            t = _mm512_sub_epi32(t, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), o, alo), o, ahi));
         }
         /* lane k holds block 4h+k: its scale in all four floats */
         const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2, 4 * h + 2,
                                              4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h, 4 * h, 4 * h, 4 * h);
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const uint8_t *xr = x + r * bx;
-            const __m512i qz = runs4x16(xr, B, 4 * h * B + QS);
-            __m512i qlo = _mm512_and_si512(qz, low), qhi = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
-            if (QH >= 0) {
-                __mmask64 klo, khi;
-                q5_masks(xr, B, QH, h, &klo, &khi);
-                qlo = _mm512_mask_add_epi8(qlo, klo, qlo, _mm512_set1_epi8(16));
-                qhi = _mm512_mask_add_epi8(qhi, khi, qhi, _mm512_set1_epi8(16));
-            }
-            __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), qlo, alo), qhi, ahi);
-            if (OFF)
-                t = _mm512_sub_epi32(t, u);
-            acc[2 * r + h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
-                                             _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(s8[r])), acc[2 * r + h]);
-        }
+        acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(s8)), acc[h]);
     }
 }
 
-#define DOT32_GROUPED(name, name4, T, B, QS, QH, A, AQ, OFF, MINS)                                           \
-    static void name(int64_t n, float *s, const void *vx, const void *vy)                                    \
-    {                                                                                                        \
-        const uint8_t *x = vx, *y = vy;                                                                      \
-        const int64_t nb = n / HX_QK;                                                                        \
-        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};                                          \
-        __m256 accm[1] = {_mm256_setzero_ps()};                                                              \
-        int64_t i = 0;                                                                                       \
-        for (; i + 8 <= nb; i += 8)                                                                          \
-            group32(x + i * (B), 0, y + i * (A), 1, B, QS, QH, A, AQ, OFF, MINS, acc, accm);                 \
-        float rest = 0;                                                                                      \
-        if (i < nb)                                                                                          \
-            hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + i * (B), y + i * (A));             \
-        *s = hsum16(_mm512_add_ps(acc[0], acc[1])) + hsum16(_mm512_zextps256_ps512(accm[0])) + rest;         \
-    }                                                                                                        \
-    static void name4(int64_t n, float *s, const void *vx, size_t bx, const void *vy)                        \
-    {                                                                                                        \
-        const uint8_t *x = vx, *y = vy;                                                                      \
-        const int64_t nb = n / HX_QK;                                                                        \
-        __m512 acc[8];                                                                                       \
-        __m256 accm[4];                                                                                      \
-        for (int r = 0; r < 4; r++) {                                                                        \
-            acc[2 * r] = acc[2 * r + 1] = _mm512_setzero_ps();                                               \
-            accm[r] = _mm256_setzero_ps();                                                                   \
-        }                                                                                                    \
-        int64_t i = 0;                                                                                       \
-        for (; i + 8 <= nb; i += 8)                                                                          \
-            group32(x + i * (B), bx, y + i * (A), 4, B, QS, QH, A, AQ, OFF, MINS, acc, accm);                \
-        for (int r = 0; r < 4; r++) {                                                                        \
-            float rest = 0;                                                                                  \
-            if (i < nb)                                                                                      \
-                hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + r * bx + i * (B), y + i * (A)); \
-            s[r] = hsum16(_mm512_add_ps(acc[2 * r], acc[2 * r + 1])) + hsum16(_mm512_zextps256_ps512(accm[r])) + rest; \
-        }                                                                                                    \
+#define DOT32_GROUPED(name, T, B, QS, QH, A, AQ, OFF, MINS)                                          \
+    static void name(int64_t n, float *s, const void *vx, const void *vy)                            \
+    {                                                                                                \
+        const uint8_t *x = vx, *y = vy;                                                              \
+        const int64_t nb = n / HX_QK;                                                                \
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};                                  \
+        __m256 accm = _mm256_setzero_ps();                                                           \
+        int64_t i = 0;                                                                               \
+        for (; i + 8 <= nb; i += 8)                                                                  \
+            group32(x + i * (B), y + i * (A), B, QS, QH, A, AQ, OFF, MINS, acc, &accm);              \
+        float rest = 0;                                                                              \
+        if (i < nb)                                                                                  \
+            hx_quant_avx2_kernels[T].vec_dot((nb - i) * HX_QK, &rest, x + i * (B), y + i * (A));     \
+        *s = hsum16(_mm512_add_ps(acc[0], acc[1])) + hsum16(_mm512_zextps256_ps512(accm)) + rest;    \
     }
 
-DOT32_GROUPED(dot_q4_0, dot4_q4_0, HX_TYPE_Q4_0, 18, 2, -1, 34, 2, 8, 0)
-DOT32_GROUPED(dot_q5_0, dot4_q5_0, HX_TYPE_Q5_0, 22, 6, 2, 34, 2, 16, 0)
-DOT32_GROUPED(dot_q4_1, dot4_q4_1, HX_TYPE_Q4_1, 20, 4, -1, 36, 4, 0, 1)
-DOT32_GROUPED(dot_q5_1, dot4_q5_1, HX_TYPE_Q5_1, 24, 8, 4, 36, 4, 0, 1)
+DOT32_GROUPED(dot_q4_0, HX_TYPE_Q4_0, 18, 2, -1, 34, 2, 8, 0)
+DOT32_GROUPED(dot_q5_0, HX_TYPE_Q5_0, 22, 6, 2, 34, 2, 16, 0)
+DOT32_GROUPED(dot_q4_1, HX_TYPE_Q4_1, 20, 4, -1, 36, 4, 0, 1)
+DOT32_GROUPED(dot_q5_1, HX_TYPE_Q5_1, 24, 8, 4, 36, 4, 0, 1)
 
 _Static_assert(sizeof(hx_block_q4_0) == 18 && offsetof(hx_block_q4_0, qs) == 2, "q4_0 layout");
 _Static_assert(sizeof(hx_block_q5_0) == 22 && offsetof(hx_block_q5_0, qh) == 2 && offsetof(hx_block_q5_0, qs) == 6,
@@ -670,63 +652,57 @@ static void dequant_q6_K(const void *vx, float *y, int64_t n)
     }
 }
 
-HX_QUANT_DOT4_OF(dot4_f32, dot_f32)
-HX_QUANT_DOT4_OF(dot4_f16, dot_f16)
-HX_QUANT_DOT4_OF(dot4_bf16, dot_bf16)
-HX_QUANT_DOT4_OF(dot4_q8_0, dot_q8_0)
-HX_QUANT_DOT4_OF(dot4_q4_K, dot_q4_K)
-HX_QUANT_DOT4_OF(dot4_q5_K, dot_q5_K)
-HX_QUANT_DOT4_OF(dot4_q6_K, dot_q6_K)
-
 /* ---- GEMM tiles (prompts) ------------------------------------------------ */
 
-/* A gemm entry calling a tile with its column count as a constant, so
- * that the tile's loops over the columns unroll; extra arguments follow
- * the count. */
-#define GEMM_BY_COLS(name, tile, ...)                                                                            \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                             \
-        switch (ncols) {                                                                                          \
-        case 4: tile(n, s, ss, x, bx, y, by, 4, ##__VA_ARGS__); break;                                            \
-        case 3: tile(n, s, ss, x, bx, y, by, 3, ##__VA_ARGS__); break;                                            \
-        case 2: tile(n, s, ss, x, bx, y, by, 2, ##__VA_ARGS__); break;                                            \
-        default: tile(n, s, ss, x, bx, y, by, 1, ##__VA_ARGS__); break;                                           \
-        }                                                                                                         \
-    }
-
-/* 4 F16 weight rows x C f32 activation rows: one accumulator per output,
- * sixteen independent FMA chains, each converted weight vector used C
- * times and each activation vector four times. */
-INLINE void gemm_f16_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
-                          const int C)
+/* Asks for the weight bytes a tile reading `rows` rows together reads
+ * next, for [p, p + len) lying `off` bytes into one of its rows (see
+ * hx_tile_prefetch). */
+INLINE void prefetch_tile(const uint8_t *p, size_t off, size_t bx, const int rows, const int len)
 {
+#pragma GCC unroll 8
+    for (int k = 0; k < len; k += 64)
+        _mm_prefetch(hx_tile_prefetch(p + k, off + k, bx, rows), _MM_HINT_T0);
+}
+
+/* 4 plain (F32, F16, BF16) weight rows x C f32 activation rows: one
+ * accumulator per output, sixteen independent FMA chains, each converted
+ * weight vector used C times and each activation vector four times. */
+INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
+                            const int C, const int T)
+{
+    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m512 acc[4][HX_GEMM_COLS];
     #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 w[4];
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            if (!(i & 31))
-                prefetch_ahead(x + r * bx + 2 * i, 64);
-            w[r] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + r * bx + 2 * i));
-        }
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+            __m512 w[4];
             #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
+            for (int r = r0; r < r0 + RS; r++) {
+                if (!((E * i) & 63))
+                    prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, RS, 64);
+                w[r] = plain16(x + r * bx + E * i, m, T);
+            }
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
+                #pragma GCC unroll 4
+                for (int r = r0; r < r0 + RS; r++)
+                    acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
+            }
         }
     }
     store_tile(s, ss, acc, C);
 }
 
-GEMM_BY_COLS(gemm_f16, gemm_f16_tile)
+HX_QUANT_GEMM_BY_COLS(gemm_f32, gemm_plain_tile, HX_TYPE_F32)
+HX_QUANT_GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16)
+HX_QUANT_GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16)
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */
@@ -762,85 +738,99 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        __m256 dx[4], dy[HX_GEMM_COLS];
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            prefetch_ahead(x + r * bx + i * B, 8 * B);
-            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
-        }
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
-                                                 4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
-                                                 4 * h, 4 * h, 4 * h, 4 * h);
-            __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS];
-            __m512 sy[HX_GEMM_COLS];
+    const int64_t nb8 = nb / 8 * 8;
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < nb8; i += 8) {
+            __m256 dx[4], dy[HX_GEMM_COLS];
             #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *yb = y + c * by + i * A;
-                alo[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 2), flip);
-                ahi[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 18), flip);
-                sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
+            for (int r = r0; r < r0 + RS; r++) {
+                prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, RS, 8 * B);
+                fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
             }
             #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                const uint8_t *xr = x + r * bx + i * B;
-                const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
-                const __m512i wlo = runs4x16(xr, B, 4 * h * B + 2), whi = runs4x16(xr, B, 4 * h * B + 18);
-                const __m512i neg = _mm512_sub_epi32(
-                    _mm512_setzero_si512(),
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo), flip, whi));
+            for (int c = 0; c < C; c++)
+                fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i sel = _mm512_set_epi32(4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 3, 4 * h + 2, 4 * h + 2,
+                                                     4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
+                                                     4 * h, 4 * h, 4 * h, 4 * h);
+                __m512i alo[HX_GEMM_COLS], ahi[HX_GEMM_COLS];
+                __m512 sy[HX_GEMM_COLS];
                 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
-                    const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
+                    const uint8_t *yb = y + c * by + i * A;
+                    alo[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 2), flip);
+                    ahi[c] = _mm512_xor_si512(runs4x16(yb, A, 4 * h * A + 18), flip);
+                    sy[c] = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dy[c]));
+                }
+                #pragma GCC unroll 4
+                for (int r = r0; r < r0 + RS; r++) {
+                    const uint8_t *xr = x + r * bx + i * B;
+                    const __m512 sx = _mm512_permutexvar_ps(sel, _mm512_castps256_ps512(dx[r]));
+                    const __m512i wlo = runs4x16(xr, B, 4 * h * B + 2), whi = runs4x16(xr, B, 4 * h * B + 18);
+                    const __m512i neg = _mm512_sub_epi32(
+                        _mm512_setzero_si512(),
+                        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wlo), flip, whi));
+                    #pragma GCC unroll 4
+                    for (int c = 0; c < C; c++) {
+                        const __m512i t = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, alo[c], wlo), ahi[c], whi);
+                        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sx, sy[c]), acc[r][c]);
+                    }
                 }
             }
         }
     }
     store_tile(s, ss, acc, C);
-    tile_tail(HX_TYPE_Q8_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
+    tile_tail(HX_TYPE_Q8_0, (nb - nb8) * HX_QK, C, s, ss, x + nb8 * B, bx, y + nb8 * A, by);
 }
 
-GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
+HX_QUANT_GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
 
-/* 4 Q4_0 weight rows x C Q8_0 activation rows, the lane-per-block layout
- * of gemm_q8_0_tile with the float work shared by the four rows: a pair's
- * int32 lanes (four partial sums per block, each of 8 quants, |sum| <=
- * 8 * 8 * 127) are narrowed by packs + madd, twice, into one zmm per
- * column holding (block, row) sums of a whole block, |sum| <= 32512, so
- * no step saturates.  A column then pays one conversion, one multiply
- * and one FMA per four blocks for all four rows, and needs one
- * accumulator instead of four. */
-INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
-                           const int C)
+/* 4 weight rows of a 4/5-bit type x C Q8_0/Q8_1 activation rows, the
+ * lane-per-block layout of gemm_q8_0_tile with the float work shared by
+ * the four rows: a pair's int32 lanes (four partial sums per block, each
+ * of 8 quants, |sum| <= 8·31·127 = 31496) are narrowed by packs + madd
+ * into sums of 16 quants, and those, twice as wide, by a second packs +
+ * madd where they fit 16 bits (Q4_0: 16·8·127, Q4_1: 16·15·127, Q5_0:
+ * 16·16·127 = 32512) or else (Q5_1) by two shuffles and an add, into one
+ * zmm per column holding (block, row) sums of a whole block.  A column
+ * then pays one conversion, one multiply and one FMA per four blocks for
+ * all four rows (and one more FMA for the Q8_1 min term), and needs one
+ * accumulator instead of four.  B, QS, QH (-1: none): weight block size
+ * and offsets; OFF: the zero point (8, 16) or 0 with MINS (Q8_1
+ * activations), as group32's. */
+INLINE void gemm_q45_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                          const int C, const hx_type T, const int B, const int QS, const int QH, const int OFF,
+                          const int MINS)
 {
-    enum { B = sizeof(hx_block_q4_0), A = sizeof(hx_block_q8_0) };
+    const int A = MINS ? (int)sizeof(hx_block_q8_1) : (int)sizeof(hx_block_q8_0);
+    const int AQ = MINS ? (int)offsetof(hx_block_q8_1, qs) : (int)offsetof(hx_block_q8_0, qs);
+    const int QMAX = OFF ? OFF : QH >= 0 ? 31 : 15;          /* the largest |q - OFF| */
+    const int NARROW16 = 16 * QMAX * 127 <= 32767; /* do sums of 16 products fit 16 bits? */
     const int64_t nb = n / HX_QK;
-    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi16(1);
+    const __m512i ones = _mm512_set1_epi16(1);
     __m512 acc[HX_GEMM_COLS];
     #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
         acc[c] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
-        __m256 dx[4], dy[HX_GEMM_COLS];
+        __m256 dx[4], mx[4], dy[HX_GEMM_COLS], sy[HX_GEMM_COLS];
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            prefetch_ahead(x + r * bx + i * B, 8 * B);
-            fields8(x + r * bx + i * B, B, 0, -1, &dx[r], NULL);
+            prefetch_tile(x + r * bx + i * B, (size_t)(i * B), bx, 4, 8 * B);
+            fields8(x + r * bx + i * B, B, 0, MINS ? 2 : -1, &dx[r], &mx[r]);
         }
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
-            fields8(y + c * by + i * A, A, 0, -1, &dy[c], NULL);
+            fields8(y + c * by + i * A, A, 0, MINS ? 2 : -1, &dy[c], &sy[c]);
         /* the rows' scales as [dx0 | dx1] and [dx2 | dx3] for one permute */
         const __m512 dx01 = _mm512_insertf32x8(_mm512_castps256_ps512(dx[0]), dx[1], 1);
         const __m512 dx23 = _mm512_insertf32x8(_mm512_castps256_ps512(dx[2]), dx[3], 1);
+        const __m512 mx01 = MINS ? _mm512_insertf32x8(_mm512_castps256_ps512(mx[0]), mx[1], 1) : dx01;
+        const __m512 mx23 = MINS ? _mm512_insertf32x8(_mm512_castps256_ps512(mx[2]), mx[3], 1) : dx23;
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             /* lane 4L + r: block 4h + L; of row r (sx) or of the column (sy) */
@@ -852,30 +842,38 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
                                                   4 * h + 2, 4 * h + 2, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1,
                                                   4 * h, 4 * h, 4 * h, 4 * h);
             const __m512 sx = _mm512_permutex2var_ps(dx01, rsel, dx23);
+            const __m512 smx = _mm512_permutex2var_ps(mx01, rsel, mx23);
             __m512i wlo[4], whi[4];
             #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++) {
-                const __m512i qz = runs4x16(x + r * bx + i * B, B, 4 * h * B + 2);
-                wlo[r] = _mm512_and_si512(qz, low);
-                whi[r] = _mm512_and_si512(_mm512_srli_epi16(qz, 4), low);
-            }
+            for (int r = 0; r < 4; r++)
+                unpack45(x + r * bx + i * B, B, QS, QH, h, &wlo[r], &whi[r]);
             #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
                 const uint8_t *yb = y + c * by + i * A;
-                const __m512i alo = runs4x16(yb, A, 4 * h * A + 2), ahi = runs4x16(yb, A, 4 * h * A + 18);
-                /* every row's sum starts from -8 * sum(a): (q - 8)·a */
-                const __m512i neg = _mm512_sub_epi32(
-                    _mm512_setzero_si512(),
-                    _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, alo), eight, ahi));
+                const __m512i alo = runs4x16(yb, A, 4 * h * A + AQ), ahi = runs4x16(yb, A, 4 * h * A + AQ + 16);
+                __m512i neg = _mm512_setzero_si512();
+                if (OFF) { /* every row's sum starts from -OFF * sum(a): (q - OFF)·a */
+                    const __m512i o = _mm512_set1_epi8((char)OFF);
+                    neg = _mm512_sub_epi32(neg, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, o, alo), o, ahi));
+                }
                 __m512i t[4];
                 #pragma GCC unroll 4
                 for (int r = 0; r < 4; r++)
                     t[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(neg, wlo[r], alo), whi[r], ahi);
                 const __m512i m01 = _mm512_madd_epi16(_mm512_packs_epi32(t[0], t[1]), ones);
                 const __m512i m23 = _mm512_madd_epi16(_mm512_packs_epi32(t[2], t[3]), ones);
-                const __m512i sum = _mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones);
-                const __m512 sy = _mm512_permutexvar_ps(csel, _mm512_castps256_ps512(dy[c]));
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(sx, sy), acc[c]);
+                __m512i sum;
+                if (NARROW16) {
+                    sum = _mm512_madd_epi16(_mm512_packs_epi32(m01, m23), ones);
+                } else { /* [t0a t1a t2a t3a] + [t0b t1b t2b t3b] per block */
+                    const __m512 f01 = _mm512_castsi512_ps(m01), f23 = _mm512_castsi512_ps(m23);
+                    sum = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(f01, f23, 0x88)),
+                                           _mm512_castps_si512(_mm512_shuffle_ps(f01, f23, 0xdd)));
+                }
+                const __m512 scy = _mm512_permutexvar_ps(csel, _mm512_castps256_ps512(dy[c]));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(sx, scy), acc[c]);
+                if (MINS) /* m·s of each (block, row) */
+                    acc[c] = _mm512_fmadd_ps(smx, _mm512_permutexvar_ps(csel, _mm512_castps256_ps512(sy[c])), acc[c]);
             }
         }
     }
@@ -886,10 +884,13 @@ INLINE void gemm_q4_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
         v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
         _mm_storeu_ps(s + c * ss, _mm512_castps512_ps128(v));
     }
-    tile_tail(HX_TYPE_Q4_0, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
+    tile_tail(T, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
-GEMM_BY_COLS(gemm_q4_0, gemm_q4_0_tile)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0, 18, 2, -1, 8, 0)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0, 22, 6, 2, 16, 0)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1, 20, 4, -1, 0, 1)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1, 24, 8, 4, 0, 1)
 
 
 /* 4 K-quant weight rows x C Q8_K activation rows, one super-block at a
@@ -915,77 +916,80 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / HX_QK_K; i++) {
-        float dy[HX_GEMM_COLS];
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            dy[c] = hx_ldf(y + c * by + i * A);
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *xb = x + r * bx + i * B;
-            prefetch_ahead(xb, (int)B);
-            __m512i w[4], sw[4];
-            __m256i mins = _mm256_setzero_si256();
-            float d, dmin = 0;
-            if (KIND == 6) {
-                const __m256i sc16 =
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales))));
-                const __m512i scz = _mm512_castsi256_si512(sc16);
-                #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) { /* lane L of chunk k: sub-block 4k + L */
-                    const __m512i idx = _mm512_set_epi64(
-                        0x0001000100010001ll * (4 * k + 3), 0x0001000100010001ll * (4 * k + 3),
-                        0x0001000100010001ll * (4 * k + 2), 0x0001000100010001ll * (4 * k + 2),
-                        0x0001000100010001ll * (4 * k + 1), 0x0001000100010001ll * (4 * k + 1),
-                        0x0001000100010001ll * (4 * k), 0x0001000100010001ll * (4 * k));
-                    sw[k] = _mm512_permutexvar_epi16(idx, scz);
-                }
-                q6_half(xb, 0, w);
-                q6_half(xb, 1, w + 2);
-                mins = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-                d = h2f(xb + offsetof(hx_block_q6_K, d));
-            } else {
-                const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
-                uint64_t sc, m;
-                hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
-                const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-                const __m128i mb = _mm_cvtsi64_si128((long long)m);
-                mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
-                __m512i hh = _mm512_setzero_si512();
-                if (KIND == 5) {
-                    const __m256i h = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh)));
-                    hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
-                }
-                #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * k));
-                    w[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1),
-                                            low);
-                    if (KIND == 5) {
-                        const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
-                                                               _mm256_set1_epi8((char)(2 << (2 * k))), 1);
-                        w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hh, bit), w[k], _mm512_set1_epi8(16));
-                    }
-                    sw[k] = k4_scale_pair(sc16, 2 * k);
-                }
-                d = h2f(xb);
-                dmin = h2f(xb + 2);
-            }
+    const int RS = HX_TILE_ROWS(C);
+    for (int r0 = 0; r0 < 4; r0 += RS) {
+        for (int64_t i = 0; i < n / HX_QK_K; i++) {
+            float dy[HX_GEMM_COLS];
             #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *yb = y + c * by + i * A;
-                __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < C; c++)
+                dy[c] = hx_ldf(y + c * by + i * A);
+            #pragma GCC unroll 4
+            for (int r = r0; r < r0 + RS; r++) {
+                const uint8_t *xb = x + r * bx + i * B;
+                prefetch_tile(xb, (size_t)(i * B), bx, RS, (int)B);
+                __m512i w[4], sw[4];
+                __m256i mins = _mm256_setzero_si256();
+                float d, dmin = 0;
+                if (KIND == 6) {
+                    const __m256i sc16 =
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xb + offsetof(hx_block_q6_K, scales))));
+                    const __m512i scz = _mm512_castsi256_si512(sc16);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) { /* lane L of chunk k: sub-block 4k + L */
+                        const __m512i idx = _mm512_set_epi64(
+                            0x0001000100010001ll * (4 * k + 3), 0x0001000100010001ll * (4 * k + 3),
+                            0x0001000100010001ll * (4 * k + 2), 0x0001000100010001ll * (4 * k + 2),
+                            0x0001000100010001ll * (4 * k + 1), 0x0001000100010001ll * (4 * k + 1),
+                            0x0001000100010001ll * (4 * k), 0x0001000100010001ll * (4 * k));
+                        sw[k] = _mm512_permutexvar_epi16(idx, scz);
+                    }
+                    q6_half(xb, 0, w);
+                    q6_half(xb, 1, w + 2);
+                    mins = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+                    d = h2f(xb + offsetof(hx_block_q6_K, d));
+                } else {
+                    const size_t qs = KIND == 5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
+                    uint64_t sc, m;
+                    hx_quant_k4_unpack(xb + offsetof(hx_block_q4_K, scales), &sc, &m);
+                    const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                    const __m128i mb = _mm_cvtsi64_si128((long long)m);
+                    mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+                    __m512i hh = _mm512_setzero_si512();
+                    if (KIND == 5) {
+                        const __m256i h = _mm256_loadu_si256((const __m256i *)(xb + offsetof(hx_block_q5_K, qh)));
+                        hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), h, 1);
+                    }
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        const __m256i b = _mm256_loadu_si256((const __m256i *)(xb + qs + 32 * k));
+                        w[k] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(b), _mm256_srli_epi16(b, 4), 1),
+                                                low);
+                        if (KIND == 5) {
+                            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
+                                                                   _mm256_set1_epi8((char)(2 << (2 * k))), 1);
+                            w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hh, bit), w[k], _mm512_set1_epi8(16));
+                        }
+                        sw[k] = k4_scale_pair(sc16, 2 * k);
+                    }
+                    d = h2f(xb);
+                    dmin = h2f(xb + 2);
+                }
                 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++)
-                    isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(yb + AQ + 64 * k)),
-                                               sw[k]);
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb + AS));
-                if (KIND == 6) /* isum -= 32 * sum_g sc[g] * bsums[g] */
-                    isum = _mm512_dpwssd_epi32(isum, _mm512_zextsi256_si512(bs), _mm512_zextsi256_si512(mins));
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy[c] * d), acc[r][c]);
-                if (KIND != 6) {
-                    const __m256 mf = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mf), _mm512_set1_ps(-(dy[c] * dmin)), acc[r][c]);
+                for (int c = 0; c < C; c++) {
+                    const uint8_t *yb = y + c * by + i * A;
+                    __m512i isum = _mm512_setzero_si512();
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++)
+                        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(w[k], _mm512_loadu_si512(yb + AQ + 64 * k)),
+                                                   sw[k]);
+                    const __m256i bs = _mm256_loadu_si256((const __m256i *)(yb + AS));
+                    if (KIND == 6) /* isum -= 32 * sum_g sc[g] * bsums[g] */
+                        isum = _mm512_dpwssd_epi32(isum, _mm512_zextsi256_si512(bs), _mm512_zextsi256_si512(mins));
+                    acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dy[c] * d), acc[r][c]);
+                    if (KIND != 6) {
+                        const __m256 mf = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins));
+                        acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mf), _mm512_set1_ps(-(dy[c] * dmin)), acc[r][c]);
+                    }
                 }
             }
         }
@@ -993,15 +997,12 @@ INLINE void gemm_k_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t
     store_tile(s, ss, acc, C);
 }
 
-GEMM_BY_COLS(gemm_q4_K, gemm_k_tile, 4)
-GEMM_BY_COLS(gemm_q5_K, gemm_k_tile, 5)
-GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_K, gemm_k_tile, 4)
+HX_QUANT_GEMM_BY_COLS(gemm_q5_K, gemm_k_tile, 5)
+HX_QUANT_GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
 
-HX_QUANT_GEMM_OF(gemm_f32, dot4_f32)
-HX_QUANT_GEMM_OF(gemm_bf16, dot4_bf16)
-HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
-HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
-HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
+HX_QUANT_DOT4S_OF_GEMMS
+
 
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},

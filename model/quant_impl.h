@@ -28,6 +28,34 @@ extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048
 
+/* How a GEMM tile walks its four weight rows.  With several activation
+ * rows (a prompt) it reads the four together, each weight block meeting
+ * every activation row.  With one (a decode step, streaming the weights
+ * from memory) it reads them one after the other where each row's sums
+ * are its own: four interleaved streams over rows of a few KB left the
+ * hardware prefetchers untrained and streamed at half to a third of the
+ * rate of one sequential stream.  A row's arithmetic is the same either
+ * way, so an output's bits do not depend on the tile's width. */
+#define HX_TILE_ROWS(C) ((C) == 1 ? 1 : 4)
+
+/* What a GEMM tile reading `rows` of its four weight rows together (1 or
+ * 4) prefetches for the weight bytes at p, `off` bytes into one of them
+ * (bx bytes apart).  One row: HX_QUANT_PREFETCH ahead, as a one-row dot,
+ * on into the rows that follow.  Four: a quarter of that ahead in the row
+ * (as much in flight over the four) or, past the row's end, in the same
+ * row of the next four rows: the matmul walks a matrix's groups of four
+ * rows in order, so those are the bytes the next tile reads, where
+ * prefetching straight on would fetch the rows the tile is reading itself
+ * and leave the next tile's row starts to demand misses.  Rows shorter
+ * than the distance prefetch the next group's bytes at the same offset. */
+static inline const char *hx_tile_prefetch(const uint8_t *p, size_t off, size_t bx, int rows)
+{
+    const size_t d = HX_QUANT_PREFETCH / 4;
+    if (rows == 1)
+        return (const char *)p + HX_QUANT_PREFETCH;
+    return (const char *)p + (bx <= d ? 4 * bx : off + d < bx ? d : d + 3 * bx);
+}
+
 /* Weight quantizers (round to nearest, as ggml's reference quantizers). */
 void hx_quant_quantize_f32(const float *x, void *y, int64_t n);
 void hx_quant_quantize_f16(const float *x, void *y, int64_t n);
@@ -85,6 +113,43 @@ static inline void hx_quant_k4_unpack(const uint8_t *scales, uint64_t *sc, uint6
         for (int r = 0; r < 4; r++)                                                   \
             dot(n, s + r, (const uint8_t *)x + (size_t)r * x_stride, y);              \
     }
+
+/* A vec_dot4 that is a one-column gemm tile: the kernel a decode step's
+ * matmul runs, so the two agree bit for bit. */
+#define HX_QUANT_DOT4_OF_GEMM(name, gemm)                                                 \
+    static void name(int64_t n, float *s, const void *x, size_t x_stride, const void *y) \
+    {                                                                                     \
+        gemm(n, 1, s, 0, x, x_stride, y, 0);                                              \
+    }
+
+/* A gemm entry calling a tile with its column count as a constant, so
+ * that the tile's loops over the columns unroll; extra arguments follow
+ * the count. */
+#define HX_QUANT_GEMM_BY_COLS(name, tile, ...)                                                                   \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        switch (ncols) {                                                                                          \
+        case 4: tile(n, s, ss, x, bx, y, by, 4, ##__VA_ARGS__); break;                                            \
+        case 3: tile(n, s, ss, x, bx, y, by, 3, ##__VA_ARGS__); break;                                            \
+        case 2: tile(n, s, ss, x, bx, y, by, 2, ##__VA_ARGS__); break;                                            \
+        default: tile(n, s, ss, x, bx, y, by, 1, ##__VA_ARGS__); break;                                           \
+        }                                                                                                         \
+    }
+
+/* Every weight type's vec_dot4 (dot4_f32 ...) as its one-column tile, for
+ * a level whose file defines gemm_f32 ... gemm_q6_K. */
+#define HX_QUANT_DOT4S_OF_GEMMS                         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_f32, gemm_f32)           \
+    HX_QUANT_DOT4_OF_GEMM(dot4_f16, gemm_f16)           \
+    HX_QUANT_DOT4_OF_GEMM(dot4_bf16, gemm_bf16)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q4_0, gemm_q4_0)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q4_1, gemm_q4_1)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q5_0, gemm_q5_0)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q5_1, gemm_q5_1)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q8_0, gemm_q8_0)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q4_K, gemm_q4_K)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q5_K, gemm_q5_K)         \
+    HX_QUANT_DOT4_OF_GEMM(dot4_q6_K, gemm_q6_K)
 
 /* A gemm made of vec_dot4 calls, one per activation row, for types and
  * levels without a register-blocked kernel. */

@@ -660,10 +660,12 @@ START_TEST(test_vec_dot4)
 }
 END_TEST
 
-/* Quants at the ends of their ranges (every Q4_0 nibble 0, so q - 8 = -8,
- * against activations of 127 of one sign): the integer block sums are at
- * their largest, where a kernel that narrows them to 16 bits would
- * saturate.  The tile must still equal vec_dot and the exact sum. */
+/* Quants at the ends of their ranges against activations of 127 of one
+ * sign: every Q4_0 nibble 0, so q - 8 = -8 (Q5_0: -16), and for the types
+ * with a min (Q4_1, Q5_1) every quant but a block's first at its top, 15
+ * or 31.  The integer block sums are at their largest, where a kernel
+ * that narrows them to 16 bits would saturate.  The tile must still equal
+ * vec_dot and the exact sum. */
 START_TEST(test_gemm_extremes)
 {
     for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
@@ -677,9 +679,14 @@ START_TEST(test_gemm_extremes)
         uint8_t *x = alloc_bytes(4 * xs + 64), *y = alloc_bytes(HX_GEMM_COLS * ys + 64);
         float *f = malloc(4 * (size_t)n);
         ck_assert_ptr_nonnull(f);
-        for (int r = 0; r < 4; r++) { /* a constant negative value per block: every quant at its lowest */
-            for (int64_t i = 0; i < n; i++)
-                f[i] = -(1.0f + (float)((i / 32 + r) % 5));
+        for (int r = 0; r < 4; r++) {
+            for (int64_t i = 0; i < n; i++) {
+                const float v = 1.0f + (float)((i / 32 + r) % 5);
+                if (at == HX_TYPE_Q8_1) /* a block's lowest value first, then its highest */
+                    f[i] = i % 32 ? v : -v;
+                else /* a constant negative value per block: every quant at its lowest */
+                    f[i] = -v;
+            }
             ref->quantize_row(f, x + 1 + r * xs, n);
         }
         for (int c = 0; c < HX_GEMM_COLS; c++) {
