@@ -3,7 +3,7 @@
 # Sources are found by wildcard: a new file in a room joins the build
 # without editing this file.  Files named *_avx2.c / *_avx512.c are
 # compiled with those instruction sets enabled; everything else targets
-# baseline x86-64, and callers dispatch at run time (model/cpu_features.c).
+# baseline x86-64, and callers dispatch at run time (kernels_cpu/cpu_features.c).
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -36,7 +36,7 @@ LDLIBS  := $(PKG_LIBS) -ldl -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 
-LIB_SRC := $(sort $(wildcard runtime/*.c devices/*.c model/*.c partitioner/*.c))
+LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c model/*.c partitioner/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CL_SRC  := $(sort $(wildcard kernels_cl/*.cl))
 CL_OBJ  := $(if $(CL_SRC),$(BUILD)/obj/kernels_cl_embed.o)

@@ -16,7 +16,7 @@
  * the unpacked weights; wider tiles are passes of two. */
 #include <immintrin.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "model/gguf.h"
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"

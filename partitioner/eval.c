@@ -10,7 +10,7 @@
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
 
