@@ -1,16 +1,16 @@
 /* Evaluation: a batch of (token, session) entries becomes one task graph.
  * This is the entry point of the session API (hx_session_eval,
- * hx_batch_eval); it lives with the partitioner because it drives it, while
- * the session state itself lives in model/session.c. */
+ * hx_batch_eval).  The engine drives the partitioner: it prepares the
+ * batch's activations and KV slots, has the partitioner emit the layer
+ * graphs, waits, and hands the logits back to the sessions. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/context.h"
-#include "model/session.h"
+#include "engine/session.h"
+#include "ops/ops.h"
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
-#include "ops/ops.h"
 
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
 
