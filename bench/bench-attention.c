@@ -17,7 +17,7 @@
 
 #include "devices/opencl.h"
 #include "hetero.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 #define BLOCK 16
 

@@ -25,8 +25,8 @@
 #include "hetero.h"
 #include "kernels_cu/dequant_tile.h"
 #include "kernels_cu/plugin.h"
-#include "model/types.h"
-#include "runtime/ops.h"
+#include "ops/types.h"
+#include "ops/ops.h"
 
 static hx_runtime *rt;
 static int gpu = -1, cpu = -1, failures, resident_checks;

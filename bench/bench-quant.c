@@ -13,7 +13,7 @@
  *
  *   bench-quant [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...]
  *
- * Uses the library's internal kernel API (model/quant.h): this benchmark
+ * Uses the library's internal kernel API (kernels_cpu/quant.h): this benchmark
  * is of those kernels, not of the public API. */
 #include <immintrin.h>
 #include <pthread.h>
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 
 static double now(void)
 {

@@ -1,6 +1,5 @@
 /* The models a run measures: -m files, or hetero's embedded synthetic
- * models, written once to $XDG_CACHE_HOME/hetero/models (~/.cache without
- * it) under the same names hetero-run uses, so both tools share them. */
+ * models, written once to hetero's cache (hx_model_synthetic_cached) under the same names hetero-run uses, so both tools share them. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

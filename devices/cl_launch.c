@@ -9,7 +9,7 @@
 #include "devices/cl_launch.h"
 #include "devices/opencl.h"
 #include "runtime/error.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 _Static_assert(sizeof(size_t) == 8, "buffer sizes are passed to kernels as ulong");
 

@@ -1,4 +1,4 @@
-/* OpenCL launches of the layer ops (runtime/ops.h): each checks its
+/* OpenCL launches of the layer ops (ops/ops.h): each checks its
  * arguments against the buffers' sizes, picks the kernel of
  * kernels_cl/<op>.cl and its geometry.  They return 0 or a negative
  * hx_status with the detail in hx_last_error(). */

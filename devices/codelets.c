@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "devices/codelets_ops.h"
-#include "devices/cpu_kernels.h"
+#include "kernels_cpu/cpu_kernels.h"
 
 static int vector_add_cl(const void *args, const size_t *sizes, hx_cl_launch *l)
 {

@@ -1,11 +1,11 @@
-/* The transformer layer's codelets (runtime/ops.h): CPU functions,
+/* The transformer layer's codelets (ops/ops.h): CPU functions,
  * OpenCL programs and launches (kernels_cl/<program>.cl, devices/cl_launch.c)
  * and costs.  CUDA kernels are attached by name in the plugin. */
 #include "devices/cl_launch.h"
 #include "devices/codelets_ops.h"
-#include "devices/cpu_kernels.h"
-#include "model/types.h"
-#include "runtime/ops.h"
+#include "kernels_cpu/cpu_kernels.h"
+#include "ops/types.h"
+#include "ops/ops.h"
 
 static double wbytes(uint32_t type, uint64_t rows, uint64_t cols)
 {

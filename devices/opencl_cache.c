@@ -13,27 +13,13 @@
 #include <unistd.h>
 
 #include "devices/opencl.h"
+#include "runtime/cache_dir.h"
 
 #define CACHE_MAGIC "HXCLBIN1"
 #define CACHE_HEADER 24 /* magic, key, size */
 #define CACHE_MAX_BYTES ((size_t)1 << 30)
 
-const char *hx_opencl_cache_dir(char *buf, size_t size)
-{
-    const char *root = getenv("HX_CACHE_DIR");
-    int n;
-    if (root && (!strcmp(root, "off") || !strcmp(root, "0")))
-        return NULL;
-    if (root && *root)
-        n = snprintf(buf, size, "%s/cl", root);
-    else if ((root = getenv("XDG_CACHE_HOME")) && *root)
-        n = snprintf(buf, size, "%s/hetero/cl", root);
-    else if ((root = getenv("HOME")) && *root)
-        n = snprintf(buf, size, "%s/.cache/hetero/cl", root);
-    else
-        return NULL;
-    return n > 0 && (size_t)n < size ? buf : NULL;
-}
+const char *hx_opencl_cache_dir(char *buf, size_t size) { return hx_cache_dir("cl", buf, size); }
 
 static uint64_t fnv1a(uint64_t h, const char *s)
 {

@@ -465,7 +465,8 @@ HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, co
                                    hx_quantize_report report, void *user);
 
 /* The path of the synthetic model `preset` in `type` in hetero's cache
- * ($XDG_CACHE_HOME/hetero/models, else ~/.cache/hetero/models), written
+ * ($HX_CACHE_DIR/models, else $XDG_CACHE_HOME/hetero/models, else
+ * ~/.cache/hetero/models; with HX_CACHE_DIR=off the latter two), written
  * there first (seed 1234) if absent; *written says whether it was. */
 HX_API hx_status hx_model_synthetic_cached(const char *preset, const char *type, char *path, size_t cap,
                                            int *written);

@@ -1,4 +1,4 @@
-/* attention over the paged KV cache (runtime/ops.h), K and V in F32, F16
+/* attention over the paged KV cache (ops/ops.h), K and V in F32, F16
  * or Q8_0, grouped-query (query head h reads KV head h / (Hq / Hkv)).
  *
  * prefill: a work-group per 16 (token, query head) rows of one KV head,

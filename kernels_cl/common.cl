@@ -65,7 +65,7 @@ float hx_q4_k(__global const uchar *row, uint k)
     return hx_half(b) * sc * (float)(hi ? (q >> 4) : (q & 15)) - hx_half(b + 2) * m;
 }
 
-/* ---- the paged KV cache (runtime/ops.h) ------------------------------- */
+/* ---- the paged KV cache (ops/ops.h) ------------------------------- */
 
 /* The cache slot of position j of sequence `seq`, or -1 when the block
  * table points outside the cache (bad metadata must not read out of it). */

@@ -1,4 +1,4 @@
-/* get_rows: out[t] = table[ids[t]] as F32 (runtime/ops.h).  An id outside
+/* get_rows: out[t] = table[ids[t]] as F32 (ops/ops.h).  An id outside
  * the table is reported through the status word and gives a row of NaN. */
 #include "common.cl"
 

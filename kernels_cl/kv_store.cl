@@ -1,5 +1,5 @@
 /* kv_store: writes the batch's K and V rows into their cache slots
- * (runtime/ops.h).  A slot outside the cache is skipped and reported
+ * (ops/ops.h).  A slot outside the cache is skipped and reported
  * through the status word. */
 #include "common.cl"
 

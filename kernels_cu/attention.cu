@@ -1,6 +1,6 @@
 /* The paged KV cache on the GPU: "kv_store" writes a batch's K and V rows
  * into their slots, "attention" reads them back through each sequence's
- * block table (layout in runtime/ops.h).  F16, Q8_0 and F32 caches.
+ * block table (layout in ops/ops.h).  F16, Q8_0 and F32 caches.
  *
  * Attention: one thread block per (token, query head).  Its warps take the
  * visible positions in turn, each keeping an online softmax (running max,

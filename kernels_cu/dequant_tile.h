@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "model/types.h"
+#include "ops/types.h"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>

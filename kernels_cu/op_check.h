@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "kernels_cu/dequant_tile.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 /* Dimensions handed to cuBLAS and to grid sizes must fit an int. */
 #define HX_OC_DIM_MAX 0x7fffffffu

@@ -1,5 +1,5 @@
 /* The element-wise and row-wise layer ops: rmsnorm, rope, add, swiglu,
- * get_rows (and the built-in vector_add).  Contracts in runtime/ops.h. */
+ * get_rows (and the built-in vector_add).  Contracts in ops/ops.h. */
 #include <math.h>
 #include <stdint.h>
 

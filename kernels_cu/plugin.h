@@ -48,7 +48,7 @@ typedef struct {
     int driver_version, runtime_version; /* 13000 = 13.0 */
 } hx_cuda_device_props;
 
-/* A kernel: its codelet name (runtime/ops.h) and its launcher.  `bufs` are
+/* A kernel: its codelet name (ops/ops.h) and its launcher.  `bufs` are
  * device addresses in the codelet's buffer order, `sizes` their sizes in
  * bytes, `args` the codelet's argument block.  Launches are asynchronous on
  * the context's stream; errors found only when the stream completes

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "hetero.h"
-#include "model/types.h"
+#include "ops/types.h"
 
 #define HX_GGUF_MAX_DIMS 4
 #define HX_GGUF_DEFAULT_ALIGNMENT 32

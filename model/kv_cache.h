@@ -7,7 +7,7 @@
 #include <pthread.h>
 
 #include "hetero.h"
-#include "model/types.h"
+#include "ops/types.h"
 
 typedef struct {
     hx_runtime *rt;

@@ -6,7 +6,7 @@
 
 #include "model/context.h"
 #include "model/model.h"
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"

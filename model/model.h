@@ -9,7 +9,7 @@
 #include "hetero.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
-#include "model/types.h"
+#include "ops/types.h"
 
 struct hx_tokenizer;
 struct hx_plan;

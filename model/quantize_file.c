@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "model/gguf.h"
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 #include "runtime/error.h"
 
 /* Matrices (2-D and up, rows in whole target blocks) change type; vectors

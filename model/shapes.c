@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 #include "model/synthetic.h"
 #include "runtime/buffer.h"
 #include "runtime/error.h"

@@ -13,10 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kernels_cpu/quant.h"
 #include "model/gguf.h"
-#include "model/quant.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
+#include "runtime/cache_dir.h"
 #include "runtime/error.h"
 
 static const hx_synthetic_config presets[] = {
@@ -225,12 +226,17 @@ static hx_status synthetic_cached(const char *preset, const char *type, char *pa
         *written = 0;
     if (!hx_synthetic_preset(preset))
         return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset);
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    /* hetero's cache (runtime/cache_dir.h), as for every other cache; a
+     * model must be written somewhere even when caching is off or there is
+     * no home, so then the user's cache, else /tmp's. */
     char dir[512];
-    if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/hetero/models", xdg);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/hetero/models", home && *home ? home : "/tmp");
+    if (!hx_cache_dir("models", dir, sizeof dir)) {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && *xdg)
+            snprintf(dir, sizeof dir, "%s/hetero/models", xdg);
+        else
+            snprintf(dir, sizeof dir, "%s/.cache/hetero/models", home && *home ? home : "/tmp");
+    }
     /* mkdir -p: every parent, the cache root included, may be missing. */
     for (char *p = dir + 1; *p; p++)
         if (*p == '/') {

@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 typedef struct {
     hx_model *m;

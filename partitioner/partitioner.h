@@ -51,7 +51,7 @@ typedef void (*hx_graph_sink)(void *user, int layer, hx_task_class cls, const hx
 
 /* Emits one evaluation's tasks: submitted with the plan's preferences, or
  * handed to `sink` when not NULL.  The model's ids, pos, meta and out_rows
- * buffers are filled by the caller (partitioner/eval.c). */
+ * buffers are filled by the caller (engine/eval.c). */
 hx_status hx_llama_emit(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
                         hx_graph_sink sink, void *user);
 

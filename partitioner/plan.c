@@ -1,5 +1,5 @@
 /* The partition plan: for each task of one evaluation, the device it
- * prefers and why, by one of three strategies.
+ * prefers and why, by one of four strategies.
  *
  *   affinity  the design's mapping: preprocessing on the CPU, GEMMs on a
  *             GPU (CUDA first, then OpenCL), attention on an FPGA, else

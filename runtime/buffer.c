@@ -271,16 +271,6 @@ void hx_buffer_set_read_only(hx_buffer *b)
     pthread_mutex_unlock(&b->lock);
 }
 
-hx_msi_state hx_buffer_state(hx_buffer *b, int node)
-{
-    pthread_mutex_lock(&b->lock);
-    hx_msi_state st = HX_MSI_INVALID;
-    if (node >= 0 && node < HX_MAX_NODES && b->valid[node])
-        st = valid_node_other_than(b, node) >= 0 ? HX_MSI_SHARED : HX_MSI_MODIFIED;
-    pthread_mutex_unlock(&b->lock);
-    return st;
-}
-
 static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 {
     if (!b || !host || !(mode & HX_RW))

@@ -11,8 +11,6 @@
 
 #define HX_MAX_NODES HX_MAX_DEVICES
 
-typedef enum { HX_MSI_INVALID = 0, HX_MSI_SHARED = 1, HX_MSI_MODIFIED = 2 } hx_msi_state;
-
 struct hx_buffer {
     hx_runtime *rt;
     void *host;
@@ -39,7 +37,6 @@ struct hx_buffer {
 hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **handle);
 /* After a task on `d` wrote the buffer: `d`'s node becomes the owner. */
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d);
-hx_msi_state hx_buffer_state(hx_buffer *b, int node);
 /* From now on no task writes it (a model's weights). */
 void hx_buffer_set_read_only(hx_buffer *b);
 

@@ -17,27 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/cache_dir.h"
 #include "runtime/error.h"
 #include "runtime/perfmodel_impl.h"
 
 #define MAGIC "hetero-perfmodel 1"
 
-const char *hx_perfmodel_default_dir(char *buf, size_t size)
-{
-    const char *root = getenv("HX_CACHE_DIR");
-    int n;
-    if (root && (!strcmp(root, "off") || !strcmp(root, "0")))
-        return NULL;
-    if (root && *root)
-        n = snprintf(buf, size, "%s/perfmodels", root);
-    else if ((root = getenv("XDG_CACHE_HOME")) && *root)
-        n = snprintf(buf, size, "%s/hetero/perfmodels", root);
-    else if ((root = getenv("HOME")) && *root)
-        n = snprintf(buf, size, "%s/.cache/hetero/perfmodels", root);
-    else
-        return NULL;
-    return n > 0 && (size_t)n < size ? buf : NULL;
-}
+const char *hx_perfmodel_default_dir(char *buf, size_t size) { return hx_cache_dir("perfmodels", buf, size); }
 
 /* The host's name, with nothing that would make it a path. */
 static void host_name(char *out, size_t size)

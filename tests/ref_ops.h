@@ -1,4 +1,4 @@
-/* Plain scalar references of the layer ops (runtime/ops.h), in double, for
+/* Plain scalar references of the layer ops (ops/ops.h), in double, for
  * checking every device's kernels.  Block decoding follows the GGUF spec;
  * nothing here is shared with the kernels under test. */
 #ifndef HX_TESTS_REF_OPS_H
@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 enum { HX_REF_F32 = 0, HX_REF_F16 = 1, HX_REF_Q4_0 = 2, HX_REF_Q8_0 = 8, HX_REF_Q4_K = 12 };
 

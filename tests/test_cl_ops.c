@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime/ops.h"
+#include "ops/ops.h"
 #include "tests/cl_test.h"
 #include "tests/ref_ops.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/stop_text.h"
+#include "engine/stop_text.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "tests/hx_test.h"

@@ -12,8 +12,8 @@
 #include "kernels_cu/dequant_tile.h"
 #include "kernels_cu/op_check.h"
 #include "kernels_cu/plugin.h"
-#include "model/quant.h"
-#include "model/types.h"
+#include "kernels_cpu/quant.h"
+#include "ops/types.h"
 #include "tests/hx_test.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -435,7 +435,7 @@ START_TEST(q4_k_tile_is_exact)
 }
 END_TEST
 
-/* Every quantized type against the CPU's scalar dequantization (model/quant),
+/* Every quantized type against the CPU's scalar dequantization (kernels_cpu/quant),
  * bit for bit: a weight tile on the GPU holds what the CPU computes with. */
 static uint32_t f16_field_offsets(uint32_t type, uint32_t off[2])
 {

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "devices/opencl.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "tests/cl_test.h"
 

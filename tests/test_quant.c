@@ -1,4 +1,4 @@
-/* Suite quant: tensor types' arithmetic (model/quant.h).
+/* Suite quant: tensor types' arithmetic (kernels_cpu/quant.h).
  *
  * What is checked, and against what:
  *  - block layouts: struct sizes equal the GGUF type table;
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 #include "tests/hx_test.h"
 
 /* Relative bound on |dot - reference| against sum |w_i a_i| + sum |m_b s_b|:

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "model/gguf.h"
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 #include "model/synthetic.h"
 #include "tests/hx_test.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sampling.h"
+#include "engine/sampling.h"
 #include "runtime/error.h"
 #include "tests/hx_test.h"
 

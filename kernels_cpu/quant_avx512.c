@@ -24,7 +24,7 @@
  * Dequantization gives the scalar reference's bits (see quant_scalar.c). */
 #include <immintrin.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF

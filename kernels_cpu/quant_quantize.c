@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 
 #define GROUP_EPS 1e-15f
 

@@ -1,8 +1,8 @@
 /* Stop strings over streamed text: the text is passed on as soon as it
  * cannot be the start of a stop string, and ends before the first stop
  * string it contains.  Internal (hx_session_generate). */
-#ifndef HX_MODEL_STOP_TEXT_H
-#define HX_MODEL_STOP_TEXT_H
+#ifndef HX_ENGINE_STOP_TEXT_H
+#define HX_ENGINE_STOP_TEXT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "model/types.h"
+#include "ops/types.h"
 
 static const hx_type_traits traits[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {"f32", 1, 4, 1},

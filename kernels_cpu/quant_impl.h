@@ -1,13 +1,13 @@
 /* What the quant_*.c files share: per-level kernel tables and field loads.
- * Not for callers outside model/quant*.c: they use model/quant.h. */
-#ifndef HX_MODEL_QUANT_IMPL_H
-#define HX_MODEL_QUANT_IMPL_H
+ * Not for callers outside kernels_cpu/quant*.c: they use kernels_cpu/quant.h. */
+#ifndef HX_KERNELS_CPU_QUANT_IMPL_H
+#define HX_KERNELS_CPU_QUANT_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 
 /* One level's kernels per type; NULL entries fall back to a lower level.
  * The tables are plain data so that reading them runs no code compiled

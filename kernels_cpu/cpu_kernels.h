@@ -1,6 +1,6 @@
 /* CPU implementations of the built-in codelets. */
-#ifndef HX_DEVICES_CPU_KERNELS_H
-#define HX_DEVICES_CPU_KERNELS_H
+#ifndef HX_KERNELS_CPU_CPU_KERNELS_H
+#define HX_KERNELS_CPU_CPU_KERNELS_H
 
 #include "hetero.h"
 
@@ -15,7 +15,7 @@ static inline void hx_cpu_split(uint64_t n, int ith, int nth, uint64_t *lo, uint
 int hx_cpu_vector_add(const hx_cpu_call *c);
 int hx_cpu_gemm_f32(const hx_cpu_call *c);
 
-/* The transformer layer's operations (runtime/ops.h). */
+/* The transformer layer's operations (ops/ops.h). */
 int hx_cpu_get_rows(const hx_cpu_call *c);
 int hx_cpu_rmsnorm(const hx_cpu_call *c);
 int hx_cpu_matmul_prepare(const hx_cpu_call *c);

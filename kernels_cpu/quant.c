@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 #include "runtime/error.h"
 
 static const hx_type dot_type[HX_TYPE_COUNT] = {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/stop_text.h"
+#include "engine/stop_text.h"
 #include "runtime/error.h"
 
 hx_status hx_stop_text_init(hx_stop_text *t, const char *const *stop, uint32_t n)

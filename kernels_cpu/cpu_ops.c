@@ -1,13 +1,13 @@
-/* CPU implementations of the transformer layer's operations (runtime/ops.h).
+/* CPU implementations of the transformer layer's operations (ops/ops.h).
  * Each runs on the whole CPU team: member ith of nth takes its share of
- * rows, and the quantized dot products come from model/quant.h with the
+ * rows, and the quantized dot products come from kernels_cpu/quant.h with the
  * best SIMD level the processor has. */
 #include <math.h>
 #include <string.h>
 
-#include "devices/cpu_kernels.h"
-#include "model/quant.h"
-#include "runtime/ops.h"
+#include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/quant.h"
+#include "ops/ops.h"
 
 #define ALIGN64(n) (((n) + 63) & ~(size_t)63)
 

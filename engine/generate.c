@@ -3,10 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sampling.h"
-#include "model/context.h"
-#include "model/session.h"
-#include "model/stop_text.h"
+#include "engine/sampling.h"
+#include "engine/session.h"
+#include "engine/stop_text.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"

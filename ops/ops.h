@@ -7,8 +7,8 @@
  * are GGUF tensors, row n of a [N][K] matrix holding K contiguous elements
  * in the tensor's type; a "meta" buffer holds int32 bookkeeping.
  * Codelets are found with hx_codelet_builtin(name). */
-#ifndef HX_RUNTIME_OPS_H
-#define HX_RUNTIME_OPS_H
+#ifndef HX_OPS_OPS_H
+#define HX_OPS_OPS_H
 
 #include <stdint.h>
 

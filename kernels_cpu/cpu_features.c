@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <strings.h>
 
-#include "model/quant.h"
+#include "kernels_cpu/quant.h"
 
 static uint32_t features;
 static pthread_once_t features_once = PTHREAD_ONCE_INIT;

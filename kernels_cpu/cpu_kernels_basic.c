@@ -1,5 +1,5 @@
 /* CPU kernels of the basic codelets: vector add, F32 GEMM. */
-#include "devices/cpu_kernels.h"
+#include "kernels_cpu/cpu_kernels.h"
 
 int hx_cpu_vector_add(const hx_cpu_call *c)
 {

@@ -1,6 +1,6 @@
 /* A session: one sequence's KV blocks, position and last logits. */
-#ifndef HX_MODEL_SESSION_H
-#define HX_MODEL_SESSION_H
+#ifndef HX_ENGINE_SESSION_H
+#define HX_ENGINE_SESSION_H
 
 #include "model/model.h"
 
@@ -16,5 +16,14 @@ struct hx_session {
 
 /* Prepares the per-token logits table for an evaluation of n tokens. */
 hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits);
+
+/* Makes sure session `s` can take n_new more tokens now, plus up to
+ * n_more after them (what a generation may add; counted up to the
+ * context only, since generation stops there), by taking every KV block
+ * that needs from the pool at once.  HX_ERR_RANGE when n_new does not fit
+ * in the context, HX_ERR_NO_MEMORY when the pool cannot give the blocks;
+ * the message names which ran out, with the numbers, and `what` the
+ * request ("prompt", "evaluation").  On failure nothing changes. */
+hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const char *what);
 
 #endif

@@ -1,8 +1,10 @@
-/* Sessions: open, close, logits of the last evaluation. */
+/* Sessions: open, close, logits of the last evaluation, and the check that
+ * refuses a request before any work when the context or the KV pool would
+ * run out. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/session.h"
+#include "engine/session.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -90,4 +92,36 @@ const float *hx_session_logits(const hx_session *s, int i)
     if (i < 0 || (uint32_t)i >= s->n_last || s->logit_row[i] < 0)
         return NULL;
     return s->logits + (size_t)s->logit_row[i] * s->m->info.n_vocab;
+}
+
+hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const char *what)
+{
+    hx_model *m = s->m;
+    const uint32_t n_ctx = m->opts.n_ctx, pos = s->pos;
+    if (n_new > n_ctx - pos) {
+        if (pos)
+            return hx_error(HX_ERR_RANGE, "context full: the %s is %zu tokens and the session holds %u; the context "
+                                          "is %u tokens (n_ctx)",
+                            what, n_new, pos, n_ctx);
+        return hx_error(HX_ERR_RANGE, "context too small: the %s is %zu tokens; the context is %u tokens (n_ctx)",
+                        what, n_new, n_ctx);
+    }
+    uint64_t want = pos + n_new + n_more;
+    if (want > n_ctx)
+        want = n_ctx;
+    hx_status st = hx_kv_seq_reserve(m->kv, &s->seq, (uint32_t)want);
+    if (st == HX_OK)
+        return HX_OK;
+    const uint32_t held = s->seq.n_blocks * m->kv->block_size, free_tokens = hx_kv_pool_free_tokens(m->kv);
+    if (want <= (uint64_t)held + free_tokens)
+        return st; /* not the pool: the block table itself could not grow */
+    const uint32_t total = m->kv->n_blocks * m->kv->block_size;
+    if (held + free_tokens == total)
+        return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
+                                          "session); the pool holds %u tokens in all (kv_tokens)",
+                        what, (unsigned long long)want, pos, total);
+    return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: the %s needs room for %llu tokens (%u already in the "
+                                      "session); the pool has %u of its %u tokens free, other sessions hold the "
+                                      "rest (kv_tokens)",
+                    what, (unsigned long long)want, pos, free_tokens, total);
 }

@@ -5,7 +5,7 @@
  * multiply-add), and the same dot products up to float summation order. */
 #include <stddef.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 
 #define H(p) hx_fp16_to_fp32(hx_ld16(p))
 

@@ -21,14 +21,14 @@
  *
  * Row lengths `n` count elements and must be multiples of the type's block
  * size (hx_type_get(t)->block_size); callers check with hx_quant_row_check. */
-#ifndef HX_MODEL_QUANT_H
-#define HX_MODEL_QUANT_H
+#ifndef HX_KERNELS_CPU_QUANT_H
+#define HX_KERNELS_CPU_QUANT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hetero.h"
-#include "model/types.h"
+#include "ops/types.h"
 
 #define HX_QK 32    /* elements per block of Q4_0 .. Q8_1 */
 #define HX_QK_K 256 /* elements per super-block of the K-quants */

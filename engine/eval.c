@@ -1,123 +1,37 @@
 /* Evaluation: a batch of (token, session) entries becomes one task graph.
  * This is the entry point of the session API (hx_session_eval,
- * hx_batch_eval); it lives with the partitioner because it drives it, while
- * the session state itself lives in model/session.c. */
+ * hx_batch_eval).  The engine drives the partitioner: it prepares the
+ * batch's activations and KV slots, has the partitioner emit the layer
+ * graphs, waits, and hands the logits back to the sessions. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/context.h"
-#include "model/session.h"
-#include "partitioner/partitioner.h"
+#include "engine/batch.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
-#include "runtime/ops.h"
 
-hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
-
-typedef struct {
-    hx_session *s;
-    uint32_t count; /* entries of this session in the batch */
-    uint32_t seen;  /* entries placed so far while filling  */
-} batch_seq;
-
-/* Up to max_batch entries, each session already begun (hx_session_begin).
- * On failure no session advances: its position and logits stay as they
- * were, and the KV slots written are overwritten by the next evaluation. */
+/* One evaluation of up to max_batch entries: the model side prepares the
+ * batch, the partitioner emits its graph, the runtime runs it, and the
+ * model side collects the logits.  On failure no session advances: its
+ * position and logits stay as they were, and the KV slots written are
+ * overwritten by the next evaluation. */
 static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_session *const *sessions,
                            const uint8_t *want)
 {
-    hx_activations *A = hx_model_act_for(m, (uint32_t)n);
-    batch_seq *seqs = calloc(n, sizeof *seqs);
-    if (!seqs)
-        return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
-    uint32_t S = 0, n_out = 0, max_blocks = 0;
-    hx_status s = HX_OK;
-    int32_t *seq_of = malloc(sizeof *seq_of * n);
-    if (!seq_of) {
-        free(seqs);
-        return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t k = 0;
-        while (k < S && seqs[k].s != sessions[i])
-            k++;
-        if (k == S)
-            seqs[S++].s = sessions[i];
-        seqs[k].count++;
-        seq_of[i] = (int32_t)k;
-        n_out += want[i] != 0;
-    }
-    for (uint32_t k = 0; k < S && s == HX_OK; k++) {
-        hx_session *se = seqs[k].s;
-        s = hx_session_fit(se, seqs[k].count, 0, "batch");
-        if (se->seq.n_blocks > max_blocks)
-            max_blocks = se->seq.n_blocks;
-    }
-    const uint32_t T = (uint32_t)n;
-    hx_kv_layout lay = {T, S, max_blocks, m->kv->block_size};
-    if (s == HX_OK)
-        s = hx_model_act_ensure(m, &A->meta, sizeof(int32_t) * hx_meta_ints(&lay));
-    if (s == HX_OK && n_out)
-        s = hx_model_act_ensure(m, &A->logits, sizeof(float) * n_out * m->info.n_vocab);
-    int32_t *ids, *pos, *meta, *rows;
-    if (s == HX_OK && (s = hx_buffer_acquire(A->ids, HX_W, (void **)&ids)) == HX_OK &&
-        (s = hx_buffer_acquire(A->pos, HX_W, (void **)&pos)) == HX_OK &&
-        (s = hx_buffer_acquire(A->meta, HX_W, (void **)&meta)) == HX_OK &&
-        (s = hx_buffer_acquire(A->out_rows, HX_W, (void **)&rows)) == HX_OK) {
-        uint32_t r = 0;
-        for (size_t i = 0; i < n; i++) {
-            batch_seq *q = &seqs[seq_of[i]];
-            uint32_t p = q->s->pos + q->seen++;
-            ids[i] = tokens[i];
-            pos[i] = (int32_t)p;
-            meta[i] = (int32_t)hx_kv_slot(m->kv, &q->s->seq, p);
-            meta[T + i] = (int32_t)p;
-            meta[2 * T + i] = seq_of[i];
-            if (want[i])
-                rows[r++] = (int32_t)i;
-        }
-        for (uint32_t k = 0; k < S; k++) {
-            int32_t *bt = meta + 3 * T + (size_t)k * max_blocks;
-            const hx_kv_seq *sq = &seqs[k].s->seq;
-            for (uint32_t j = 0; j < max_blocks; j++)
-                bt[j] = j < sq->n_blocks ? (int32_t)sq->blocks[j] : -1;
-        }
-    }
+    hx_batch_work w;
+    hx_status s = hx_batch_prepare(&w, m, n, tokens, sessions, want);
     if (s == HX_OK) {
-        hx_batch_shape shape = {A, T, S, max_blocks, n_out ? n_out : 1};
-        if (!n_out) { /* keep the graph's shape fixed: compute one row, keep none */
-            rows[0] = (int32_t)(n - 1);
-        }
         const struct hx_plan *plan;
         s = hx_plan_get_locked(m, &plan);
         if (s == HX_OK)
-            s = hx_llama_emit(m, &shape, plan, NULL, NULL);
-        hx_status w = hx_runtime_wait_all(m->rt);
+            s = hx_llama_emit(m, &w.shape, plan, NULL, NULL);
+        hx_status waited = hx_runtime_wait_all(m->rt);
         if (s == HX_OK)
-            s = w;
-    }
-    if (s == HX_OK && n_out) {
-        const float *logits;
-        s = hx_buffer_acquire(A->logits, HX_R, (void **)&logits);
-        const size_t V = m->info.n_vocab;
-        uint32_t r = 0;
-        for (size_t i = 0; s == HX_OK && i < n; i++) {
-            hx_session *se = sessions[i];
-            uint32_t idx = se->n_filled++;
-            if (!want[i])
-                continue;
-            memcpy(se->logits + (size_t)se->n_logits * V, logits + (size_t)r++ * V, V * sizeof(float));
-            se->logit_row[idx] = (int32_t)se->n_logits++;
-        }
-    } else if (s == HX_OK) {
-        for (size_t i = 0; i < n; i++)
-            sessions[i]->n_filled++;
+            s = waited;
     }
     if (s == HX_OK)
-        for (uint32_t k = 0; k < S; k++)
-            seqs[k].s->pos += seqs[k].count;
-    free(seqs);
-    free(seq_of);
+        s = hx_batch_collect(&w);
+    hx_batch_work_free(&w);
     return s;
 }
 

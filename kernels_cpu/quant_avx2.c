@@ -19,7 +19,7 @@
  * with one column: what a decode step's matmul runs. */
 #include <immintrin.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF

@@ -26,8 +26,8 @@
  * n_vocab) with top-p alone, for a nucleus of m tokens.  All memory is
  * allocated by hx_sampler_create.  A sampler is not thread-safe: use one
  * per sequence. */
-#ifndef HX_MODEL_SAMPLING_H
-#define HX_MODEL_SAMPLING_H
+#ifndef HX_ENGINE_SAMPLING_H
+#define HX_ENGINE_SAMPLING_H
 
 #include <stdint.h>
 

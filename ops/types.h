@@ -1,6 +1,6 @@
 /* Tensor element types, numbered as GGUF numbers them (ggml_type). */
-#ifndef HX_MODEL_TYPES_H
-#define HX_MODEL_TYPES_H
+#ifndef HX_OPS_TYPES_H
+#define HX_OPS_TYPES_H
 
 #include <stddef.h>
 #include <stdint.h>

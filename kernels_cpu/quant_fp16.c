@@ -2,7 +2,7 @@
  * arithmetic so they give the same bits on every CPU (and match F16C). */
 #include <string.h>
 
-#include "model/quant_impl.h"
+#include "kernels_cpu/quant_impl.h"
 
 static uint32_t f32_bits(float f)
 {

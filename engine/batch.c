@@ -1,0 +1,126 @@
+/* The model-side halves of an evaluation (engine/batch.h): batch
+ * bookkeeping, activations and KV slots before the graph, logits after. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/batch.h"
+#include "ops/ops.h"
+#include "runtime/error.h"
+
+/* Groups the entries by session and takes the KV blocks each needs. */
+static hx_status group_sessions(hx_batch_work *w, uint32_t *n_out, uint32_t *max_blocks)
+{
+    uint32_t S = 0;
+    hx_status s = HX_OK;
+    for (size_t i = 0; i < w->n; i++) {
+        uint32_t k = 0;
+        while (k < S && w->seqs[k].s != w->sessions[i])
+            k++;
+        if (k == S)
+            w->seqs[S++].s = w->sessions[i];
+        w->seqs[k].count++;
+        w->seq_of[i] = (int32_t)k;
+        *n_out += w->want[i] != 0;
+    }
+    w->shape.S = S;
+    for (uint32_t k = 0; k < S && s == HX_OK; k++) {
+        hx_session *se = w->seqs[k].s;
+        s = hx_session_fit(se, w->seqs[k].count, 0, "batch");
+        if (se->seq.n_blocks > *max_blocks)
+            *max_blocks = se->seq.n_blocks;
+    }
+    return s;
+}
+
+/* Writes each entry's token, position and KV slot, the sequences' block
+ * tables (ops/ops.h, hx_kv_layout) and the rows whose logits are kept. */
+static void fill_inputs(hx_batch_work *w, const int32_t *tokens, int32_t *ids, int32_t *pos, int32_t *meta,
+                        int32_t *rows)
+{
+    const hx_model *m = w->m;
+    const uint32_t T = w->shape.T, S = w->shape.S, max_blocks = w->shape.max_blocks;
+    uint32_t r = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        hx_batch_seq *q = &w->seqs[w->seq_of[i]];
+        uint32_t p = q->s->pos + q->seen++;
+        ids[i] = tokens[i];
+        pos[i] = (int32_t)p;
+        meta[i] = (int32_t)hx_kv_slot(m->kv, &q->s->seq, p);
+        meta[T + i] = (int32_t)p;
+        meta[2 * T + i] = w->seq_of[i];
+        if (w->want[i])
+            rows[r++] = (int32_t)i;
+    }
+    for (uint32_t k = 0; k < S; k++) {
+        int32_t *bt = meta + 3 * T + (size_t)k * max_blocks;
+        const hx_kv_seq *sq = &w->seqs[k].s->seq;
+        for (uint32_t j = 0; j < max_blocks; j++)
+            bt[j] = j < sq->n_blocks ? (int32_t)sq->blocks[j] : -1;
+    }
+    if (!r) /* keep the graph's shape fixed: compute one row, keep none */
+        rows[0] = (int32_t)(w->n - 1);
+}
+
+hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_t *tokens,
+                           hx_session *const *sessions, const uint8_t *want)
+{
+    memset(w, 0, sizeof *w);
+    w->m = m;
+    w->n = n;
+    w->sessions = sessions;
+    w->want = want;
+    hx_activations *A = hx_model_act_for(m, (uint32_t)n);
+    w->seqs = calloc(n, sizeof *w->seqs);
+    w->seq_of = malloc(sizeof *w->seq_of * n);
+    if (!w->seqs || !w->seq_of)
+        return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
+    uint32_t n_out = 0, max_blocks = 0;
+    hx_status s = group_sessions(w, &n_out, &max_blocks);
+    const uint32_t T = (uint32_t)n;
+    hx_kv_layout lay = {T, w->shape.S, max_blocks, m->kv->block_size};
+    if (s == HX_OK)
+        s = hx_model_act_ensure(m, &A->meta, sizeof(int32_t) * hx_meta_ints(&lay));
+    if (s == HX_OK && n_out)
+        s = hx_model_act_ensure(m, &A->logits, sizeof(float) * n_out * m->info.n_vocab);
+    w->n_out = n_out;
+    w->shape = (hx_batch_shape){A, T, w->shape.S, max_blocks, n_out ? n_out : 1};
+    int32_t *ids, *pos, *meta, *rows;
+    if (s == HX_OK && (s = hx_buffer_acquire(A->ids, HX_W, (void **)&ids)) == HX_OK &&
+        (s = hx_buffer_acquire(A->pos, HX_W, (void **)&pos)) == HX_OK &&
+        (s = hx_buffer_acquire(A->meta, HX_W, (void **)&meta)) == HX_OK &&
+        (s = hx_buffer_acquire(A->out_rows, HX_W, (void **)&rows)) == HX_OK)
+        fill_inputs(w, tokens, ids, pos, meta, rows);
+    return s;
+}
+
+hx_status hx_batch_collect(hx_batch_work *w)
+{
+    hx_status s = HX_OK;
+    if (w->n_out) {
+        const float *logits;
+        s = hx_buffer_acquire(w->shape.act->logits, HX_R, (void **)&logits);
+        const size_t V = w->m->info.n_vocab;
+        uint32_t r = 0;
+        for (size_t i = 0; s == HX_OK && i < w->n; i++) {
+            hx_session *se = w->sessions[i];
+            uint32_t idx = se->n_filled++;
+            if (!w->want[i])
+                continue;
+            memcpy(se->logits + (size_t)se->n_logits * V, logits + (size_t)r++ * V, V * sizeof(float));
+            se->logit_row[idx] = (int32_t)se->n_logits++;
+        }
+    } else {
+        for (size_t i = 0; i < w->n; i++)
+            w->sessions[i]->n_filled++;
+    }
+    if (s == HX_OK)
+        for (uint32_t k = 0; k < w->shape.S; k++)
+            w->seqs[k].s->pos += w->seqs[k].count;
+    return s;
+}
+
+void hx_batch_work_free(hx_batch_work *w)
+{
+    free(w->seqs);
+    free(w->seq_of);
+}

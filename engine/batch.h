@@ -1,0 +1,42 @@
+/* One batch on its way through the model: the model-side halves of an
+ * evaluation.  hx_batch_prepare groups the entries by session, takes the
+ * KV blocks they need, and fills the activation set's ids, positions, KV
+ * slots and output rows; hx_batch_collect hands the computed logits back to
+ * the sessions and advances them.  Between the two the engine has the
+ * partitioner emit the graph (engine/eval.c).  Internal. */
+#ifndef HX_ENGINE_BATCH_H
+#define HX_ENGINE_BATCH_H
+
+#include "engine/session.h"
+#include "partitioner/partitioner.h"
+
+typedef struct {
+    hx_session *s;
+    uint32_t count; /* entries of this session in the batch */
+    uint32_t seen;  /* entries placed so far while filling  */
+} hx_batch_seq;
+
+typedef struct {
+    hx_model *m;
+    size_t n;                    /* entries */
+    hx_session *const *sessions; /* per entry */
+    const uint8_t *want;         /* per entry: keep its logits */
+    hx_batch_seq *seqs;          /* the S distinct sessions */
+    int32_t *seq_of;             /* per entry: its index in seqs */
+    uint32_t n_out;              /* entries whose logits are kept */
+    hx_batch_shape shape;        /* what the partitioner emits for */
+} hx_batch_work;
+
+/* Up to max_batch entries, each session already begun (hx_session_begin).
+ * Fills `w`, which hx_batch_work_free releases whatever this returns. */
+hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_t *tokens,
+                           hx_session *const *sessions, const uint8_t *want);
+
+/* After the graph ran: the logits of the entries that want them go to
+ * their sessions, and every session advances by its entries.  On failure
+ * no session advances. */
+hx_status hx_batch_collect(hx_batch_work *w);
+
+void hx_batch_work_free(hx_batch_work *w);
+
+#endif
