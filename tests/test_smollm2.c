@@ -110,6 +110,7 @@ static float *read_floats(const char *path, size_t n)
  * llama.cpp, rounds each activation row to Q8_1 before the Q4_1 dot
  * products, 211 of them in a pass through SmolLM2's 30 layers. */
 #define REL_L2_BOUND 5e-2
+#define ARGMAX_GAP_RMS 4.0
 
 START_TEST(logits_match_reference)
 {
@@ -137,25 +138,34 @@ START_TEST(logits_match_reference)
     snprintf(f, sizeof f, "%s/ref.f32", dir);
     float *r = read_floats(f, n * V);
     double num = 0, den = 0;
-    size_t agree = 0;
+    size_t agree = 0, clear_misses = 0;
     for (size_t p = 0; p < n; p++) {
         size_t am = 0, ar = 0;
+        double pos_err = 0;
         for (size_t v = 0; v < V; v++) {
             size_t i = p * V + v;
-            num += ((double)a[i] - r[i]) * ((double)a[i] - r[i]);
+            double d = (double)a[i] - r[i];
+            num += d * d;
+            pos_err += d * d;
             den += (double)r[i] * r[i];
             am = a[i] > a[p * V + am] ? v : am;
             ar = r[i] > r[p * V + ar] ? v : ar;
         }
+        /* A different argmax is rounding only when the reference itself
+         * ranks the two candidates closer than a few times this position's
+         * RMS logit error; anything wider is a wrong answer. */
+        double gap = (double)r[p * V + ar] - r[p * V + am];
         agree += am == ar;
+        clear_misses += am != ar && gap > ARGMAX_GAP_RMS * sqrt(pos_err / V);
     }
     double rel = sqrt(num / den);
     fprintf(stderr, "  smollm2 q4_1 against the float64 reference on its dequantized weights: %zu positions, "
-                    "rel L2 %.4f, argmax agrees at %zu/%zu\n",
-            n, rel, agree, n);
+                    "rel L2 %.4f, argmax agrees at %zu/%zu (%zu apart by more than rounding)\n",
+            n, rel, agree, n, clear_misses);
     ck_assert_msg(rel <= REL_L2_BOUND, "rel L2 %g > %g", rel, REL_L2_BOUND);
-    /* A rounding step may swap two near-equal candidates, rarely more. */
-    ck_assert_msg(agree * 10 >= n * 9, "argmax agrees at only %zu of %zu positions", agree, n);
+    ck_assert_msg(clear_misses == 0, "argmax differs at %zu of %zu positions where the reference's choice is clear",
+                  clear_misses, n);
+    ck_assert_msg(agree * 4 >= n * 3, "argmax agrees at only %zu of %zu positions", agree, n);
     free(a);
     free(r);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
