@@ -239,9 +239,10 @@ HX_API hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int re
 HX_API void hx_buffer_destroy(hx_buffer *b);
 HX_API size_t hx_buffer_size(const hx_buffer *b);
 /* Makes the host copy valid for `mode` after the tasks submitted so far,
- * and returns it.  HX_W/HX_RW invalidate device replicas. */
+ * and returns it.  HX_W/HX_RW invalidate device replicas.  There is
+ * nothing to release afterwards: the caller's use ends where it submits
+ * the next task on the buffer. */
 HX_API hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host);
-HX_API void hx_buffer_release(hx_buffer *b);
 
 /* ------------------------------------------------------------------------
  * Codelets and tasks
