@@ -128,22 +128,13 @@ static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne
     return s ? hx_error_context(s, "tensor '%s'", name) : HX_OK;
 }
 
-static uint64_t dim(const hx_model_info *in, hx_dim d)
-{
-    switch (d) {
-    case HX_DIM_EMBD: return in->n_embd;
-    case HX_DIM_KV: return (uint64_t)in->n_head_kv * in->head_dim;
-    case HX_DIM_FF: return in->n_ff;
-    default: return 1;
-    }
-}
-
 /* Every tensor the architecture's entry names, with the shape its role has. */
 static hx_status load_weights(hx_model *m)
 {
     const hx_arch *a = m->arch;
     const hx_model_info *in = &m->info;
-    const uint64_t D = in->n_embd;
+    const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
     hx_status s;
     const hx_gguf_tensor *te = hx_gguf_find_tensor(m->gguf, a->token_embd);
     if (!te)
@@ -165,7 +156,7 @@ static hx_status load_weights(hx_model *m)
             char n[96];
             snprintf(n, sizeof n, "blk.%u.%s", l, a->layer_tensor[i]);
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
-            if ((s = weight(m, &m->layers[l].w[i], n, dim(in, sh->ne0), dim(in, sh->ne1),
+            if ((s = weight(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1],
                             a->layer_presence[i] == HX_TENSOR_REQUIRED)))
                 return s;
         }
