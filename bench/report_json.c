@@ -5,25 +5,10 @@
 
 #include "bench/bench.h"
 
-static void str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void key(FILE *f, const char *k, int first)
 {
     fputs(first ? "" : ", ", f);
-    str(f, k);
+    hx_json_write_string(f, k);
     fputs(": ", f);
 }
 
@@ -31,7 +16,7 @@ static void kstr(FILE *f, const char *k, const char *v)
 {
     key(f, k, 0);
     if (v)
-        str(f, v);
+        hx_json_write_string(f, v);
     else
         fputs("null", f);
 }
@@ -57,7 +42,7 @@ static void row_json(FILE *f, const hxb_results *r, int i)
     const hxb_model *m = &r->models[row->model];
     fputs("    {", f);
     key(f, "model", 1);
-    str(f, m->name);
+    hx_json_write_string(f, m->name);
     kstr(f, "model_path", m->path);
     kstr(f, "arch", m->arch);
     kstr(f, "type", m->type);
@@ -129,7 +114,7 @@ void hxb_report_json(FILE *f, const hxb_results *r, const hxb_params *p)
     key(f, "machine", 0);
     fputs("{", f);
     key(f, "cpu", 1);
-    str(f, r->cpu);
+    hx_json_write_string(f, r->cpu);
     kint(f, "cores", (unsigned)r->cores);
     kint(f, "memory_bytes", r->memory_bytes);
     kstr(f, "simulated", *r->simulated ? r->simulated : NULL);

@@ -10,19 +10,6 @@
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
-hx_sampling hx_sampling_default(void)
-{
-    hx_sampling p = {0};
-    p.temperature = 0.8f;
-    p.top_k = 40;
-    p.top_p = 0.95f;
-    p.min_p = 0.05f;
-    p.repeat_penalty = 1.0f;
-    p.repeat_last_n = 64;
-    p.seed = 0;
-    return p;
-}
-
 const char *hx_finish_reason_str(hx_finish_reason r)
 {
     switch (r) {
@@ -54,11 +41,9 @@ static void generation_free(generation *g)
 static hx_status generation_init(generation *g, hx_model *m, const hx_sampling *sp)
 {
     memset(g, 0, sizeof *g);
-    hx_sampler_params p = {sp->temperature, sp->top_k, sp->top_p, sp->min_p,
-                           sp->repeat_penalty, sp->repeat_last_n, sp->seed};
     hx_status st = hx_stop_text_init(&g->stop, sp->stop, sp->n_stop);
     if (st == HX_OK)
-        st = hx_sampler_create(&p, (int)m->info.n_vocab, &g->smp);
+        st = hx_sampler_create(sp, (int)m->info.n_vocab, &g->smp);
     g->cap = hx_detok_max_out(m->tok) + 1;
     if (st == HX_OK && !(g->piece = malloc(g->cap)))
         st = hx_error(HX_ERR_NO_MEMORY, "generation");

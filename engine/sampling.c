@@ -8,7 +8,7 @@
 #include "runtime/error.h"
 
 struct hx_sampler {
-    hx_sampler_params p;
+    hx_sampling p;    /* without the stop strings, which it does not own */
     int n_vocab;
     float *work;      /* the penalized logits                           */
     double *weight;   /* exp((logit - max) / T) of each survivor        */
@@ -21,9 +21,11 @@ struct hx_sampler {
     uint64_t rng[4];
 };
 
-hx_sampler_params hx_sampler_params_default(void)
+/* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * no repetition penalty (1.0) over a window of 64; seed 0; no stop strings. */
+hx_sampling hx_sampling_default(void)
 {
-    hx_sampler_params p = {
+    hx_sampling p = {
         .temperature = 0.8f,
         .top_k = 40,
         .top_p = 0.95f,
@@ -71,7 +73,7 @@ static void rng_seed(uint64_t s[4], uint64_t seed)
 
 /* ---- creation ----------------------------------------------------------- */
 
-static hx_status check_params(const hx_sampler_params *p, int n_vocab)
+static hx_status check_params(const hx_sampling *p, int n_vocab)
 {
     if (n_vocab <= 0)
         return hx_error(HX_ERR_INVALID_ARG, "sampler: n_vocab %d must be > 0", n_vocab);
@@ -95,7 +97,7 @@ static hx_status check_params(const hx_sampler_params *p, int n_vocab)
 
 static int penalties_on(const hx_sampler *s) { return s->p.repeat_penalty != 1.0f && s->p.repeat_last_n > 0; }
 
-hx_status hx_sampler_create(const hx_sampler_params *params, int n_vocab, hx_sampler **out)
+hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler **out)
 {
     if (!out)
         return hx_error(HX_ERR_INVALID_ARG, "sampler: NULL output pointer");
@@ -110,6 +112,8 @@ hx_status hx_sampler_create(const hx_sampler_params *params, int n_vocab, hx_sam
     if (!s)
         return hx_error(HX_ERR_NO_MEMORY, "sampler: %zu bytes", sizeof *s);
     s->p = *params;
+    s->p.stop = NULL;
+    s->p.n_stop = 0;
     s->n_vocab = n_vocab;
     size_t n = (size_t)n_vocab;
     s->work = malloc(n * sizeof *s->work);

@@ -36,25 +36,16 @@
 /* The longest repetition window accepted (tokens). */
 #define HX_SAMPLER_MAX_LAST_N (1 << 20)
 
-typedef struct {
-    float temperature;     /* >= 0; 0 = greedy                              */
-    int32_t top_k;         /* >= 0; 0 = off                                 */
-    float top_p;           /* (0, 1]; 1 = off                               */
-    float min_p;           /* [0, 1]; 0 = off                               */
-    float repeat_penalty;  /* > 0; 1 = off                                  */
-    int32_t repeat_last_n; /* [0, HX_SAMPLER_MAX_LAST_N]; 0 = off           */
-    uint64_t seed;
-} hx_sampler_params;
-
 typedef struct hx_sampler hx_sampler;
 
-/* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
- * no repetition penalty (1.0) over a window of 64; seed 0. */
-hx_sampler_params hx_sampler_params_default(void);
-
-/* Validates the parameters (HX_ERR_INVALID_ARG naming the bad one) and
- * allocates everything sampling needs.  *out is NULL on failure. */
-hx_status hx_sampler_create(const hx_sampler_params *params, int n_vocab, hx_sampler **out);
+/* Takes the public hx_sampling (hetero.h; hx_sampling_default gives
+ * llama.cpp's defaults) less its stop strings, which are text, not
+ * tokens: engine/stop_text.c has them.  Validates the parameters
+ * (HX_ERR_INVALID_ARG naming the bad one: temperature >= 0, top_k >= 0,
+ * top_p in (0, 1], min_p in [0, 1], repeat_penalty > 0, repeat_last_n in
+ * [0, HX_SAMPLER_MAX_LAST_N]) and allocates everything sampling needs.
+ * *out is NULL on failure. */
+hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler **out);
 /* Draws a token from logits[n_vocab] (not modified).  Does not record it:
  * call hx_sampler_accept with the token actually used. */
 hx_status hx_sampler_sample(hx_sampler *s, const float *logits, int32_t *token);

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -239,9 +240,10 @@ HX_API hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int re
 HX_API void hx_buffer_destroy(hx_buffer *b);
 HX_API size_t hx_buffer_size(const hx_buffer *b);
 /* Makes the host copy valid for `mode` after the tasks submitted so far,
- * and returns it.  HX_W/HX_RW invalidate device replicas. */
+ * and returns it.  HX_W/HX_RW invalidate device replicas.  There is
+ * nothing to release afterwards: the caller's use ends where it submits
+ * the next task on the buffer. */
 HX_API hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host);
-HX_API void hx_buffer_release(hx_buffer *b);
 
 /* ------------------------------------------------------------------------
  * Codelets and tasks
@@ -735,6 +737,16 @@ HX_API hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message 
                                         int add_assistant, char *buf, size_t cap, size_t *len);
 /* The i-th built-in family name (for listings such as --help), NULL past the last. */
 HX_API const char *hx_chat_template_builtin(size_t i);
+
+/* ------------------------------------------------------------------------
+ * JSON output
+ * ---------------------------------------------------------------------- */
+
+/* Writes `s` to `f` as a JSON string, quotes included: '"', '\\' and the
+ * control characters escaped, every other byte (UTF-8) as it is.  The one
+ * escaper of the library (its trace), the tools and the benchmarks.
+ * HX_ERR_IO when the stream is in error. */
+HX_API hx_status hx_json_write_string(FILE *f, const char *s);
 
 #ifdef __cplusplus
 }

@@ -11,28 +11,26 @@
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
-static const char *const known_archs[] = {"llama", "mistral", "qwen2", NULL};
-
 hx_model_options hx_model_options_default(void)
 {
     hx_model_options o = {0};
     return o;
 }
 
-static hx_status get_u32(const hx_gguf *g, const char *arch, const char *key, uint32_t *out, int required)
+static hx_status get_u32(const hx_gguf *g, const hx_arch *arch, hx_hparam key, uint32_t *out, int required)
 {
     char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
+    snprintf(k, sizeof k, "%s.%s", arch->key_prefix, arch->key[key]);
     hx_status s = hx_gguf_get_u32(g, k, out);
     if (s == HX_ERR_NOT_FOUND && !required)
         return HX_OK;
     return s ? hx_error_context(s, "model metadata") : HX_OK;
 }
 
-static hx_status get_f32(const hx_gguf *g, const char *arch, const char *key, float *out)
+static hx_status get_f32(const hx_gguf *g, const hx_arch *arch, hx_hparam key, float *out)
 {
     char k[128];
-    snprintf(k, sizeof k, "%s.%s", arch, key);
+    snprintf(k, sizeof k, "%s.%s", arch->key_prefix, arch->key[key]);
     hx_status s = hx_gguf_get_f32(g, k, out);
     return s == HX_ERR_NOT_FOUND ? HX_OK : s;
 }
@@ -50,11 +48,11 @@ static hx_status read_hparams(hx_model *m)
         len = sizeof in->arch - 1;
     memcpy(in->arch, arch, len);
     in->arch[len] = '\0';
-    int known = 0;
-    for (int i = 0; known_archs[i]; i++)
-        known |= !strcmp(in->arch, known_archs[i]);
-    if (!known)
-        return hx_error(HX_ERR_UNSUPPORTED, "architecture '%s' (hetero runs llama, mistral, qwen2)", in->arch);
+    if (!(m->arch = hx_arch_find(in->arch))) {
+        char known[256];
+        hx_arch_names(known, sizeof known);
+        return hx_error(HX_ERR_UNSUPPORTED, "architecture '%s' (hetero runs %s)", in->arch, known);
+    }
     const char *name;
     if (hx_gguf_get_str(g, "general.name", &name, &len) == HX_OK) {
         if (len >= sizeof in->name)
@@ -62,16 +60,16 @@ static hx_status read_hparams(hx_model *m)
         memcpy(in->name, name, len);
         in->name[len] = '\0';
     }
-    const char *a = in->arch;
-    if ((s = get_u32(g, a, "embedding_length", &in->n_embd, 1)) ||
-        (s = get_u32(g, a, "block_count", &in->n_layer, 1)) ||
-        (s = get_u32(g, a, "attention.head_count", &in->n_head, 1)) ||
-        (s = get_u32(g, a, "feed_forward_length", &in->n_ff, 1)))
+    const hx_arch *a = m->arch;
+    if ((s = get_u32(g, a, HX_HP_EMBD, &in->n_embd, 1)) ||
+        (s = get_u32(g, a, HX_HP_LAYERS, &in->n_layer, 1)) ||
+        (s = get_u32(g, a, HX_HP_HEADS, &in->n_head, 1)) ||
+        (s = get_u32(g, a, HX_HP_FF, &in->n_ff, 1)))
         return s;
     in->n_head_kv = in->n_head;
     in->n_ctx_train = 2048;
-    if ((s = get_u32(g, a, "attention.head_count_kv", &in->n_head_kv, 0)) ||
-        (s = get_u32(g, a, "context_length", &in->n_ctx_train, 0)))
+    if ((s = get_u32(g, a, HX_HP_HEADS_KV, &in->n_head_kv, 0)) ||
+        (s = get_u32(g, a, HX_HP_CTX, &in->n_ctx_train, 0)))
         return s;
     if (in->n_head == 0 || in->n_head_kv == 0 || in->n_embd % in->n_head || in->n_head % in->n_head_kv ||
         in->n_layer == 0 || in->n_layer > 1024 || in->n_embd > 65536)
@@ -83,23 +81,22 @@ static hx_status read_hparams(hx_model *m)
     hp->rope_base = 10000.0f;
     hp->rope_scale = 1.0f;
     hp->n_rot = in->head_dim;
-    if ((s = get_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->eps)) ||
-        (s = get_f32(g, a, "rope.freq_base", &hp->rope_base)) ||
-        (s = get_u32(g, a, "rope.dimension_count", &hp->n_rot, 0)))
+    if ((s = get_f32(g, a, HX_HP_NORM_EPS, &hp->eps)) ||
+        (s = get_f32(g, a, HX_HP_ROPE_BASE, &hp->rope_base)) ||
+        (s = get_u32(g, a, HX_HP_ROPE_DIMS, &hp->n_rot, 0)))
         return hx_error_context(s, "model metadata");
     char k[128];
-    snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+    snprintf(k, sizeof k, "%s.%s", a->key_prefix, a->key[HX_HP_ROPE_SCALING_TYPE]);
     const char *st;
     if (hx_gguf_get_str(g, k, &st, &len) == HX_OK && len == 6 && !memcmp(st, "linear", 6)) {
         float factor = 1.0f;
-        if ((s = get_f32(g, a, "rope.scaling.factor", &factor)))
+        if ((s = get_f32(g, a, HX_HP_ROPE_SCALING_FACTOR, &factor)))
             return s;
         if (factor > 0)
             hp->rope_scale = 1.0f / factor;
     }
     if (hp->n_rot > in->head_dim || hp->n_rot % 2)
         return hx_error(HX_ERR_FORMAT, "rope.dimension_count %u with head_dim %u", hp->n_rot, in->head_dim);
-    hp->rope_neox = !strcmp(a, "qwen2");
     return HX_OK;
 }
 
@@ -131,47 +128,38 @@ static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne
     return s ? hx_error_context(s, "tensor '%s'", name) : HX_OK;
 }
 
+/* Every tensor the architecture's entry names, with the shape its role has. */
 static hx_status load_weights(hx_model *m)
 {
+    const hx_arch *a = m->arch;
     const hx_model_info *in = &m->info;
     const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
     hx_status s;
-    const hx_gguf_tensor *te = hx_gguf_find_tensor(m->gguf, "token_embd.weight");
+    const hx_gguf_tensor *te = hx_gguf_find_tensor(m->gguf, a->token_embd);
     if (!te)
-        return hx_error(HX_ERR_FORMAT, "tensor 'token_embd.weight' is missing");
-    in = &m->info;
+        return hx_error(HX_ERR_FORMAT, "tensor '%s' is missing", a->token_embd);
     m->info.n_vocab = (uint32_t)(te->n_dims > 1 ? te->ne[1] : 0);
-    if ((s = weight(m, &m->tok_embd, "token_embd.weight", D, in->n_vocab, 1)) ||
-        (s = weight(m, &m->out_norm, "output_norm.weight", D, 1, 1)) ||
-        (s = weight(m, &m->output, "output.weight", D, in->n_vocab, 0)))
+    if ((s = weight(m, &m->tok_embd, a->token_embd, D, in->n_vocab, 1)) ||
+        (s = weight(m, &m->out_norm, a->output_norm, D, 1, 1)) ||
+        (s = weight(m, &m->output, a->output, D, in->n_vocab, 0)))
         return s;
     if (!m->output.buf)
         m->output = m->tok_embd; /* tied embeddings: the same buffer, not a copy */
     m->layers = calloc(in->n_layer, sizeof *m->layers);
     if (!m->layers)
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
-    int bias = !strcmp(in->arch, "qwen2");
-    for (uint32_t l = 0; l < in->n_layer; l++) {
-        hx_layer_weights *L = &m->layers[l];
-        char n[96];
-#define W(field, suffix, ne0, ne1, req)                                                      \
-    snprintf(n, sizeof n, "blk.%u.%s", l, suffix);                                           \
-    if ((s = weight(m, &L->field, n, ne0, ne1, req)))                                        \
-        return s;
-        W(attn_norm, "attn_norm.weight", D, 1, 1)
-        W(wq, "attn_q.weight", D, D, 1)
-        W(wk, "attn_k.weight", D, Dkv, 1)
-        W(wv, "attn_v.weight", D, Dkv, 1)
-        W(wo, "attn_output.weight", D, D, 1)
-        W(bq, "attn_q.bias", D, 1, bias)
-        W(bk, "attn_k.bias", Dkv, 1, bias)
-        W(bv, "attn_v.bias", Dkv, 1, bias)
-        W(ffn_norm, "ffn_norm.weight", D, 1, 1)
-        W(w_gate, "ffn_gate.weight", D, F, 1)
-        W(w_up, "ffn_up.weight", D, F, 1)
-        W(w_down, "ffn_down.weight", F, D, 1)
-#undef W
-    }
+    for (uint32_t l = 0; l < in->n_layer; l++)
+        for (int i = 0; i < HX_LAYER_SLOTS; i++) {
+            if (a->layer_presence[i] == HX_TENSOR_NONE)
+                continue;
+            char n[96];
+            snprintf(n, sizeof n, "blk.%u.%s", l, a->layer_tensor[i]);
+            const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
+            if ((s = weight(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1],
+                            a->layer_presence[i] == HX_TENSOR_REQUIRED)))
+                return s;
+        }
     return HX_OK;
 }
 
@@ -366,11 +354,8 @@ void hx_model_destroy(hx_model *m)
     unwrap(&m->out_norm);
     unwrap(&m->output);
     for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++) {
-        hx_layer_weights *L = &m->layers[l];
-        hx_weight *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv,
-                            &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            unwrap(all[i]);
+        for (int i = 0; i < HX_LAYER_SLOTS; i++)
+            unwrap(&m->layers[l].w[i]);
     }
     free(m->layers);
     hx_tokenizer_free(m->tok);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "hetero.h"
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
 #include "ops/types.h"
@@ -23,15 +24,14 @@ typedef struct {
     uint64_t ne0, ne1;   /* row length, rows */
 } hx_weight;
 
+/* One layer's weights by role (model/arch.h); absent ones have buf NULL. */
 typedef struct {
-    hx_weight attn_norm, wq, wk, wv, bq, bk, bv, wo;
-    hx_weight ffn_norm, w_gate, w_up, w_down;
+    hx_weight w[HX_LAYER_SLOTS];
 } hx_layer_weights;
 
 typedef struct {
     float eps, rope_base, rope_scale; /* rope_scale multiplies positions */
     uint32_t n_rot;
-    int rope_neox;
 } hx_model_hparams;
 
 /* The activations of one evaluation of up to max_batch tokens.  A model
@@ -51,6 +51,7 @@ struct hx_model {
     hx_runtime *rt;
     hx_gguf *gguf;
     hx_model_info info;
+    const hx_arch *arch;       /* its entry in the architecture table */
     hx_model_hparams hp;
     hx_model_options opts;
     hx_type kv_type;

@@ -68,15 +68,16 @@ static hx_status build(hx_model *m, hx_type type)
         return s;
     if (!(m->layers = calloc(in->n_layer, sizeof *m->layers)))
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
-    for (uint32_t l = 0; l < in->n_layer; l++) {
-        hx_layer_weights *L = &m->layers[l];
-        if ((s = weight(m, &L->attn_norm, type, D, 1)) || (s = weight(m, &L->wq, type, D, D)) ||
-            (s = weight(m, &L->wk, type, D, Dkv)) || (s = weight(m, &L->wv, type, D, Dkv)) ||
-            (s = weight(m, &L->wo, type, D, D)) || (s = weight(m, &L->ffn_norm, type, D, 1)) ||
-            (s = weight(m, &L->w_gate, type, D, F)) || (s = weight(m, &L->w_up, type, D, F)) ||
-            (s = weight(m, &L->w_down, type, F, D)))
-            return s;
-    }
+    /* A llama's required weights: shapes only, no biases. */
+    const hx_arch *a = m->arch;
+    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
+    for (uint32_t l = 0; l < in->n_layer; l++)
+        for (int i = 0; i < HX_LAYER_SLOTS; i++) {
+            const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
+            if (a->layer_presence[i] == HX_TENSOR_REQUIRED &&
+                (s = weight(m, &m->layers[l].w[i], type, dims[sh->ne0], dims[sh->ne1])))
+                return s;
+        }
     return HX_OK;
 }
 
@@ -102,7 +103,8 @@ static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_
     m->rt = rt;
     pthread_mutex_init(&m->eval_lock, NULL);
     hx_model_info *in = &m->info;
-    snprintf(in->arch, sizeof in->arch, "llama");
+    m->arch = hx_arch_find("llama");
+    snprintf(in->arch, sizeof in->arch, "%s", m->arch->name);
     snprintf(in->name, sizeof in->name, "%s", sh.title);
     snprintf(in->ftype, sizeof in->ftype, "%s", hx_type_name(type));
     in->n_vocab = sh.n_vocab;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "kernels_cpu/quant.h"
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
@@ -111,74 +112,72 @@ static hx_status tensor(writer *wr, const char *name, uint64_t cols, uint64_t ro
     return hx_gguf_writer_add_tensor(wr->w, name, type, rows == 1 ? 1 : 2, ne, data);
 }
 
-static hx_status write_all(writer *wr, const hx_synthetic_config *c, const char *type_name)
+/* How each layer weight is drawn: norms near 1, projections N(0, 1/fan_in)
+ * (the residual-stream ones smaller still), biases visibly non-zero. */
+typedef struct {
+    double mean, sd;
+} init;
+
+static void layer_inits(init *t, double in, double res, uint64_t D, uint64_t F)
+{
+    t[HX_LW_ATTN_NORM] = t[HX_LW_FFN_NORM] = (init){1, 0.1};
+    t[HX_LW_Q] = t[HX_LW_K] = t[HX_LW_V] = t[HX_LW_GATE] = t[HX_LW_UP] = (init){0, in};
+    t[HX_LW_O] = (init){0, res};
+    t[HX_LW_DOWN] = (init){0, res * sqrt((double)D / F)};
+    t[HX_LW_Q_BIAS] = t[HX_LW_K_BIAS] = t[HX_LW_V_BIAS] = (init){0, 0.5};
+}
+
+static hx_status set_u32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, uint32_t v)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
+    return hx_gguf_writer_set_u32(w, key, v);
+}
+
+static hx_status set_f32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, float v)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
+    return hx_gguf_writer_set_f32(w, key, v);
+}
+
+/* Everything the architecture's entry requires, and nothing optional. */
+static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_arch *a, const char *type_name)
 {
     hx_gguf_writer *w = wr->w;
     const uint64_t D = c->n_embd, Dkv = (uint64_t)c->n_embd / c->n_head * c->n_head_kv, F = c->n_ff;
     const uint64_t V = HX_TOKENIZER_BYTES_VOCAB;
+    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
     const double in = 1.0 / sqrt((double)D), res = in / sqrt(2.0 * c->n_layer);
-    const char *arch = c->arch ? c->arch : "llama";
-    const int qwen2 = !strcmp(arch, "qwen2");
-    char name[64], key[96];
+    init inits[HX_LAYER_SLOTS];
+    layer_inits(inits, in, res, D, F);
+    char name[64];
     hx_status s;
     snprintf(name, sizeof name, "hetero-synthetic-%s-%s", c->name, type_name);
-    if ((s = hx_gguf_writer_set_str(w, "general.architecture", arch)) ||
-        (s = hx_gguf_writer_set_str(w, "general.name", name)))
+    if ((s = hx_gguf_writer_set_str(w, "general.architecture", a->name)) ||
+        (s = hx_gguf_writer_set_str(w, "general.name", name)) ||
+        (s = set_u32(w, a, HX_HP_CTX, c->n_ctx)) || (s = set_u32(w, a, HX_HP_EMBD, c->n_embd)) ||
+        (s = set_u32(w, a, HX_HP_LAYERS, c->n_layer)) || (s = set_u32(w, a, HX_HP_FF, c->n_ff)) ||
+        (s = set_u32(w, a, HX_HP_HEADS, c->n_head)) || (s = set_u32(w, a, HX_HP_HEADS_KV, c->n_head_kv)) ||
+        (s = set_u32(w, a, HX_HP_ROPE_DIMS, c->n_embd / c->n_head)) ||
+        (s = set_f32(w, a, HX_HP_ROPE_BASE, a->typical_rope_base)) ||
+        (s = set_f32(w, a, HX_HP_NORM_EPS, a->typical_norm_eps)) || (s = hx_tokenizer_write_bytes_kv(w)))
         return s;
-    const struct {
-        const char *key;
-        uint32_t v;
-    } u[] = {
-        {"context_length", c->n_ctx},          {"embedding_length", c->n_embd},
-        {"block_count", c->n_layer},           {"feed_forward_length", c->n_ff},
-        {"attention.head_count", c->n_head},   {"attention.head_count_kv", c->n_head_kv},
-        {"rope.dimension_count", c->n_embd / c->n_head},
-    };
-    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
-        snprintf(key, sizeof key, "%s.%s", arch, u[i].key);
-        if ((s = hx_gguf_writer_set_u32(w, key, u[i].v)))
-            return s;
-    }
-    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
-    if ((s = hx_gguf_writer_set_f32(w, key, qwen2 ? 1000000.0f : 10000.0f)))
+    if ((s = tensor(wr, a->token_embd, D, V, 0, 1, wr->type)))
         return s;
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
-    if ((s = hx_gguf_writer_set_f32(w, key, qwen2 ? 1e-6f : 1e-5f)) || (s = hx_tokenizer_write_bytes_kv(w)))
-        return s;
-    if ((s = tensor(wr, "token_embd.weight", D, V, 0, 1, wr->type)))
-        return s;
-    for (uint32_t l = 0; l < c->n_layer; l++) {
-        const struct {
-            const char *n;
-            uint64_t cols, rows;
-            double mean, sd;
-            int vec;
-        } t[] = {
-            {"attn_norm.weight", D, 1, 1, 0.1, 1},  {"attn_q.weight", D, D, 0, in, 0},
-            {"attn_k.weight", D, Dkv, 0, in, 0},    {"attn_v.weight", D, Dkv, 0, in, 0},
-            {"attn_output.weight", D, D, 0, res, 0}, {"ffn_norm.weight", D, 1, 1, 0.1, 1},
-            {"ffn_gate.weight", D, F, 0, in, 0},    {"ffn_up.weight", D, F, 0, in, 0},
-            {"ffn_down.weight", F, D, 0, res * sqrt((double)D / F), 0},
-        };
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            snprintf(name, sizeof name, "blk.%u.%s", l, t[i].n);
-            if ((s = tensor(wr, name, t[i].cols, t[i].rows, t[i].mean, t[i].sd,
-                            t[i].vec ? HX_TYPE_F32 : wr->type)))
+    for (uint32_t l = 0; l < c->n_layer; l++)
+        for (int i = 0; i < HX_LAYER_SLOTS; i++) {
+            if (a->layer_presence[i] != HX_TENSOR_REQUIRED)
+                continue;
+            const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
+            snprintf(name, sizeof name, "blk.%u.%s", l, a->layer_tensor[i]);
+            if ((s = tensor(wr, name, dims[sh->ne0], dims[sh->ne1], inits[i].mean, inits[i].sd,
+                            sh->ne1 == HX_DIM_ONE ? HX_TYPE_F32 : wr->type)))
                 return s;
         }
-        const struct {
-            const char *n;
-            uint64_t len;
-        } bias[] = {{"attn_q.bias", D}, {"attn_k.bias", Dkv}, {"attn_v.bias", Dkv}};
-        for (size_t i = 0; qwen2 && i < 3; i++) {
-            snprintf(name, sizeof name, "blk.%u.%s", l, bias[i].n);
-            if ((s = tensor(wr, name, bias[i].len, 1, 0, 0.5, HX_TYPE_F32)))
-                return s;
-        }
-    }
-    if ((s = tensor(wr, "output_norm.weight", D, 1, 1, 0.1, HX_TYPE_F32)))
+    if ((s = tensor(wr, a->output_norm, D, 1, 1, 0.1, HX_TYPE_F32)))
         return s;
-    return c->tied ? HX_OK : tensor(wr, "output.weight", D, V, 0, 4.0 * in, wr->type);
+    return c->tied ? HX_OK : tensor(wr, a->output, D, V, 0, 4.0 * in, wr->type);
 }
 
 hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, const char *type, uint64_t seed)
@@ -191,10 +190,16 @@ hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, con
     if (c->n_head == 0 || c->n_head_kv == 0 || c->n_embd % c->n_head || c->n_head % c->n_head_kv ||
         c->n_layer == 0)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model '%s': impossible shape", c->name);
+    const hx_arch *a = hx_arch_find(c->arch ? c->arch : "llama");
+    if (!a) {
+        char known[256];
+        hx_arch_names(known, sizeof known);
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' (known: %s)", c->arch, known);
+    }
     writer wr = {.r = {.s = seed}, .type = t};
     hx_status s = hx_gguf_writer_create(&wr.w);
     if (s == HX_OK)
-        s = write_all(&wr, c, type);
+        s = write_all(&wr, c, a, type);
     if (s == HX_OK)
         s = hx_gguf_writer_write(wr.w, path);
     hx_gguf_writer_free(wr.w);

@@ -7,7 +7,7 @@
 typedef struct {
     const char *name;
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
-    const char *arch; /* "llama" (default when NULL) or "qwen2" (Q/K/V biases, neox RoPE) */
+    const char *arch; /* an entry of the architecture table (model/arch.h); NULL: "llama" */
     int tied;         /* no output.weight: the embedding matrix is reused */
 } hx_synthetic_config;
 

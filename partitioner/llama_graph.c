@@ -63,7 +63,8 @@ static void matmul(graph *g, const hx_weight *w, const hx_weight *bias, hx_buffe
 static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
 {
     const hx_model *m = g->m;
-    hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale, m->hp.rope_neox};
+    hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale,
+                    m->arch->rope == HX_ROPE_NEOX};
     /* Positions are the second slice of the meta buffer. */
     task(g, HX_CLASS_PREPROCESS, "rope", &a, sizeof a, 2, (hx_buffer *[]){x, g->b->act->pos},
          (hx_access[]){HX_RW, HX_R});
@@ -85,10 +86,10 @@ static void layer(graph *g, uint32_t l)
     const uint32_t T = g->b->T;
     const hx_kv_layout kv = {T, g->b->S, g->b->max_blocks, m->kv->block_size};
 
-    rmsnorm(g, A->x, &L->attn_norm, A->xn, T);
-    matmul(g, &L->wq, &L->bq, A->xn, A->q, T);
-    matmul(g, &L->wk, &L->bk, A->xn, A->k, T);
-    matmul(g, &L->wv, &L->bv, A->xn, A->v, T);
+    rmsnorm(g, A->x, &L->w[HX_LW_ATTN_NORM], A->xn, T);
+    matmul(g, &L->w[HX_LW_Q], &L->w[HX_LW_Q_BIAS], A->xn, A->q, T);
+    matmul(g, &L->w[HX_LW_K], &L->w[HX_LW_K_BIAS], A->xn, A->k, T);
+    matmul(g, &L->w[HX_LW_V], &L->w[HX_LW_V_BIAS], A->xn, A->v, T);
     rope(g, A->q, in->n_head, T);
     rope(g, A->k, in->n_head_kv, T);
 
@@ -102,16 +103,16 @@ static void layer(graph *g, uint32_t l)
          (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
          (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
 
-    matmul(g, &L->wo, NULL, A->att, A->o, T);
+    matmul(g, &L->w[HX_LW_O], NULL, A->att, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
 
-    rmsnorm(g, A->x, &L->ffn_norm, A->xn, T);
-    matmul(g, &L->w_gate, NULL, A->xn, A->g, T);
-    matmul(g, &L->w_up, NULL, A->xn, A->u, T);
+    rmsnorm(g, A->x, &L->w[HX_LW_FFN_NORM], A->xn, T);
+    matmul(g, &L->w[HX_LW_GATE], NULL, A->xn, A->g, T);
+    matmul(g, &L->w[HX_LW_UP], NULL, A->xn, A->u, T);
     hx_op_swiglu sw = {(uint64_t)T * in->n_ff};
     task(g, HX_CLASS_PREPROCESS, "swiglu", &sw, sizeof sw, 3, (hx_buffer *[]){A->g, A->u, A->h},
          (hx_access[]){HX_R, HX_R, HX_W});
-    matmul(g, &L->w_down, NULL, A->h, A->o, T);
+    matmul(g, &L->w[HX_LW_DOWN], NULL, A->h, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
 }
 

@@ -297,8 +297,6 @@ hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
     return hx_api_leave(buffer_acquire(b, mode, host));
 }
 
-void hx_buffer_release(hx_buffer *b) { (void)b; }
-
 /* ---- what a failed task must not leave behind -------------------------- */
 
 hx_status hx_buffer_checkpoint(hx_buffer *b, hx_device *d, void **saved)

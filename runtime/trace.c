@@ -103,27 +103,12 @@ void hx_trace_mark(hx_runtime *rt, hx_trace_kind kind, int dev, const hx_task *t
     add(rt, &e);
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void write_event(FILE *f, const hx_trace_event *e, double origin)
 {
     double ts = (e->t0 - origin) * 1e6, dur = (e->t1 - e->t0) * 1e6;
     static const char *const cat[] = {"task", "task_failed", "copy", "migration", "retry", "retire"};
     fputs(",\n{\"name\":", f);
-    json_string(f, e->name);
+    hx_json_write_string(f, e->name);
     fprintf(f, ",\"cat\":\"%s\",", cat[e->kind]);
     switch (e->kind) {
     case HX_TRACE_TASK:
@@ -160,7 +145,7 @@ static void write_header(FILE *f, hx_runtime *rt)
         const hx_device_info *in = &rt->devices[d]->info;
         snprintf(name, sizeof name, "dev %d %s: %s", d, hx_device_kind_str(in->kind), in->name);
         fprintf(f, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":", d ? "," : "", d);
-        json_string(f, name);
+        hx_json_write_string(f, name);
         fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", d,
                 d);
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"tasks\"}}", d);

@@ -63,7 +63,6 @@ static inline hx_buffer *hx_cl_test_buffer(hx_runtime *rt, const void *data, siz
     HX_ASSERT_OK(hx_buffer_create(rt, bytes, &b));
     HX_ASSERT_OK(hx_buffer_acquire(b, HX_W, &p));
     memcpy(p, data, bytes);
-    hx_buffer_release(b);
     return b;
 }
 

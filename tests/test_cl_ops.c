@@ -79,7 +79,6 @@ static void read_back(hx_buffer *b, void *dst, size_t bytes)
     void *p;
     HX_ASSERT_OK(hx_buffer_acquire(b, HX_R, &p));
     memcpy(dst, p, bytes);
-    hx_buffer_release(b);
 }
 
 static void destroy_all(hx_buffer **b, int n)

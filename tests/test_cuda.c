@@ -183,7 +183,6 @@ START_TEST(real_plugin_finds_gpus_or_names_the_cuda_error)
         HX_ASSERT_OK(hx_buffer_acquire(b[i], HX_W, (void **)&p[i]));
         for (size_t k = 0; k < n; k++)
             p[i][k] = rng_float();
-        hx_buffer_release(b[i]);
     }
     float *x = malloc(n * 4), *y = malloc(n * 4);
     memcpy(x, p[0], n * 4);

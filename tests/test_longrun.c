@@ -112,7 +112,7 @@ START_TEST(session_cycles_keep_memory_flat)
     /* Weights are read by every evaluation and written by none; the
      * positions and the KV bookkeeping are written by the host. */
     forgotten(m->tok_embd.buf, "token_embd");
-    forgotten(m->layers[0].wq.buf, "blk.0.attn_q");
+    forgotten(m->layers[0].w[HX_LW_Q].buf, "blk.0.attn_q");
     forgotten(m->act[0].pos, "the positions of a decode step");
     forgotten(m->act[0].meta, "the KV bookkeeping of a decode step");
     /* The lists each kept a task record (~400 bytes) per reader: 48
@@ -164,7 +164,6 @@ START_TEST(task_bookkeeping_is_bounded)
         float *p;
         HX_ASSERT_OK(hx_buffer_acquire(out[r % OUTS], HX_W, (void **)&p));
         p[0] = (float)r;
-        hx_buffer_release(out[r % OUTS]);
         ck_assert_uint_eq(tasks_alive(rt), 0);
     }
     long growth = heap_in_use() - base;

@@ -29,7 +29,6 @@ static hx_buffer *buffer_with(hx_runtime *rt, const float *data, size_t n)
     HX_ASSERT_OK(hx_buffer_create(rt, n * sizeof(float), &b));
     HX_ASSERT_OK(hx_buffer_acquire(b, HX_W, &p));
     memcpy(p, data, n * sizeof(float));
-    hx_buffer_release(b);
     return b;
 }
 

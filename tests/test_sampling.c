@@ -30,9 +30,9 @@ static void random_logits(float *l, int n, float lo, float hi)
         l[i] = lo + (hi - lo) * (float)test_uniform();
 }
 
-static hx_sampler_params plain(float temperature, uint64_t seed)
+static hx_sampling plain(float temperature, uint64_t seed)
 {
-    hx_sampler_params p = hx_sampler_params_default();
+    hx_sampling p = hx_sampling_default();
     p.temperature = temperature;
     p.top_k = 0;
     p.top_p = 1.0f;
@@ -42,7 +42,7 @@ static hx_sampler_params plain(float temperature, uint64_t seed)
     return p;
 }
 
-static hx_sampler *make(const hx_sampler_params *p, int n)
+static hx_sampler *make(const hx_sampling *p, int n)
 {
     hx_sampler *s = NULL;
     HX_ASSERT_OK(hx_sampler_create(p, n, &s));
@@ -77,7 +77,7 @@ static int by_logit_desc(const void *a, const void *b)
 /* The chain written out plainly: sort everything, cut with top-k, top-p
  * (probabilities of the survivors at T = 1), min-p, then the softmax at T
  * of what is left.  prob[i] = 0 for every token cut. */
-static void reference_distribution(const hx_sampler_params *p, const float *l, int n, double *prob)
+static void reference_distribution(const hx_sampling *p, const float *l, int n, double *prob)
 {
     int *order = malloc((size_t)n * sizeof *order);
     for (int i = 0; i < n; i++)
@@ -118,7 +118,7 @@ static void reference_distribution(const hx_sampler_params *p, const float *l, i
  * chi-square test at the 0.9999 quantile (Wilson-Hilferty): a real bias
  * gives a statistic in the hundreds at these sample sizes.  Tokens of
  * probability 0 must never come.  The seed is fixed, so the outcome is too. */
-static void check_distribution(const hx_sampler_params *p, const float *l, int n, int draws)
+static void check_distribution(const hx_sampling *p, const float *l, int n, int draws)
 {
     double *prob = malloc((size_t)n * sizeof *prob);
     int *count = calloc((size_t)n, sizeof *count);
@@ -152,7 +152,7 @@ static void check_distribution(const hx_sampler_params *p, const float *l, int n
 }
 
 /* Which tokens `draws` draws produce: seen[i] = 1 if token i came. */
-static void tokens_seen(const hx_sampler_params *p, const float *l, int n, int draws, int *seen)
+static void tokens_seen(const hx_sampling *p, const float *l, int n, int draws, int *seen)
 {
     hx_sampler *s = make(p, n);
     memset(seen, 0, (size_t)n * sizeof *seen);
@@ -177,7 +177,7 @@ START_TEST(greedy_is_argmax)
     float *l = malloc(32000 * sizeof *l);
     for (int k = 0; k < 5; k++) {
         int n = sizes[k];
-        hx_sampler_params p = hx_sampler_params_default(); /* filters on, as a user would leave them */
+        hx_sampling p = hx_sampling_default(); /* filters on, as a user would leave them */
         p.temperature = 0.0f;
         hx_sampler *s = make(&p, n);
         for (int trial = 0; trial < 20; trial++) {
@@ -200,7 +200,7 @@ START_TEST(seed_fixes_the_sequence)
     enum { N = 500, DRAWS = 300 };
     float l[N];
     random_logits(l, N, -2.0f, 2.0f);
-    hx_sampler_params p = plain(1.0f, 42);
+    hx_sampling p = plain(1.0f, 42);
     hx_sampler *a = make(&p, N), *b = make(&p, N);
     p.seed = 43;
     hx_sampler *c = make(&p, N);
@@ -229,7 +229,7 @@ START_TEST(distribution_matches_softmax)
     random_logits(l, N, -2.0f, 2.0f);
     static const float temps[] = {0.5f, 1.0f, 1.7f};
     for (int i = 0; i < 3; i++) {
-        hx_sampler_params p = plain(temps[i], 1000 + (uint64_t)i);
+        hx_sampling p = plain(temps[i], 1000 + (uint64_t)i);
         check_distribution(&p, l, N, 120000);
     }
 }
@@ -246,7 +246,7 @@ START_TEST(filtered_distribution_matches_reference)
         {0.9f, 10, 0.9f, 0.05f}, {2.0f, 25, 0.5f, 0.0f},  {1.0f, 0, 0.95f, 0.2f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        hx_sampler_params p = plain(cases[i].t, 77 + i);
+        hx_sampling p = plain(cases[i].t, 77 + i);
         p.top_k = cases[i].k;
         p.top_p = cases[i].top_p;
         p.min_p = cases[i].min_p;
@@ -267,7 +267,7 @@ START_TEST(top_k_stays_in_the_top_k)
             order[i] = i;
         sort_logits = l;
         qsort(order, N, sizeof *order, by_logit_desc);
-        hx_sampler_params p = plain(3.0f, 5 + (uint64_t)trial); /* hot: every survivor is likely */
+        hx_sampling p = plain(3.0f, 5 + (uint64_t)trial); /* hot: every survivor is likely */
         p.top_k = K;
         tokens_seen(&p, l, N, 20000, seen);
         for (int r = 0; r < N; r++)
@@ -279,7 +279,7 @@ END_TEST
 START_TEST(top_k_breaks_ties_towards_lower_ids)
 {
     const float l[6] = {1.0f, 5.0f, 2.0f, 5.0f, 5.0f, 0.0f};
-    hx_sampler_params p = plain(1.0f, 4);
+    hx_sampling p = plain(1.0f, 4);
     p.top_k = 2;
     int seen[6];
     tokens_seen(&p, l, 6, 2000, seen);
@@ -298,7 +298,7 @@ START_TEST(top_p_keeps_the_smallest_nucleus)
         {0.9f, {0, 1, 1, 1, 1}}, {0.97f, {1, 1, 1, 1, 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        hx_sampler_params p = plain(1.0f, 9);
+        hx_sampling p = plain(1.0f, 9);
         p.top_p = cases[c].p;
         int seen[5];
         tokens_seen(&p, l, 5, 4000, seen);
@@ -321,7 +321,7 @@ START_TEST(min_p_keeps_tokens_near_the_best)
         {0.01f, {1, 1, 1, 1, 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        hx_sampler_params p = plain(1.0f, 11);
+        hx_sampling p = plain(1.0f, 11);
         p.min_p = cases[c].m;
         int seen[5];
         tokens_seen(&p, l, 5, 4000, seen);
@@ -339,7 +339,7 @@ START_TEST(temperature_comes_after_the_filters)
     const double probs[5] = {0.4, 0.3, 0.15, 0.1, 0.05};
     float l[5];
     logits_of(probs, 5, l);
-    hx_sampler_params p = plain(100.0f, 3);
+    hx_sampling p = plain(100.0f, 3);
     p.top_p = 0.65f;
     int seen[5];
     tokens_seen(&p, l, 5, 4000, seen);
@@ -350,7 +350,7 @@ END_TEST
 START_TEST(repetition_penalty)
 {
     enum { N = 8 };
-    hx_sampler_params p = plain(0.0f, 0);
+    hx_sampling p = plain(0.0f, 0);
     p.repeat_penalty = 1.1f;
     p.repeat_last_n = 2;
 
@@ -408,7 +408,7 @@ END_TEST
 START_TEST(invalid_params_are_refused)
 {
     hx_sampler *s = (hx_sampler *)&s; /* must come back NULL */
-    hx_sampler_params good = hx_sampler_params_default();
+    hx_sampling good = hx_sampling_default();
     ck_assert_int_eq(hx_sampler_create(NULL, 10, &s), HX_ERR_INVALID_ARG);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(hx_sampler_create(&good, 10, NULL), HX_ERR_INVALID_ARG);
@@ -416,7 +416,7 @@ START_TEST(invalid_params_are_refused)
     ck_assert_int_eq(hx_sampler_create(&good, -5, &s), HX_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(hx_last_error(), "n_vocab"));
 
-    struct { const char *field; hx_sampler_params p; } bad[] = {
+    struct { const char *field; hx_sampling p; } bad[] = {
         {"temperature", good}, {"temperature", good}, {"temperature", good}, {"top_k", good},
         {"top_p", good},       {"top_p", good},       {"top_p", good},       {"top_p", good},
         {"min_p", good},       {"min_p", good},       {"min_p", good},       {"repeat_penalty", good},
@@ -451,7 +451,7 @@ START_TEST(invalid_params_are_refused)
     }
 
     /* The edges of each range are valid. */
-    hx_sampler_params edge = good;
+    hx_sampling edge = good;
     edge.top_p = 1.0f;
     edge.min_p = 1.0f;
     edge.top_k = 1000000;
@@ -475,7 +475,7 @@ START_TEST(bad_logits_are_refused)
     enum { N = 16 };
     float l[N];
     random_logits(l, N, -1.0f, 1.0f);
-    hx_sampler_params p = hx_sampler_params_default();
+    hx_sampling p = hx_sampling_default();
     hx_sampler *s = make(&p, N);
     int32_t t;
     ck_assert_int_eq(hx_sampler_sample(NULL, l, &t), HX_ERR_INVALID_ARG);

@@ -241,7 +241,6 @@ static hx_buffer *zeroed(hx_runtime *rt, size_t bytes)
     HX_ASSERT_OK(hx_buffer_create(rt, bytes, &b));
     HX_ASSERT_OK(hx_buffer_acquire(b, HX_W, &p));
     memset(p, 0, bytes);
-    hx_buffer_release(b);
     return b;
 }
 
@@ -273,8 +272,6 @@ static void check_chain(hx_buffer *data, hx_buffer *marks, uint32_t n, uint64_t 
                       last - first + 1);
         EXPECT(v[e] == x, "%s: element %u is wrong after steps %u..%u", what, e, first, last);
     }
-    hx_buffer_release(marks);
-    hx_buffer_release(data);
 }
 
 /* ---------------------------------------------------------------------
@@ -362,7 +359,6 @@ START_TEST(fans_in_and_out_are_exact)
     HX_ASSERT_OK(hx_buffer_acquire(out, HX_R, (void **)&v));
     for (uint32_t e = 0; e < N; e++)
         EXPECT(v[e] == expect[e], "%d threads: folded element %u is wrong", threads, e);
-    hx_buffer_release(out);
     for (int b = 0; b < FAN; b++) {
         uint32_t *m;
         HX_ASSERT_OK(hx_buffer_acquire(in[b], HX_R, (void **)&v));
@@ -371,8 +367,6 @@ START_TEST(fans_in_and_out_are_exact)
             EXPECT(m[e] == ROUNDS, "%d threads: writer %d visited element %u %u times", threads, b, e, m[e]);
             EXPECT(v[e] == cur[b][e], "%d threads: writer %d left element %u wrong", threads, b, e);
         }
-        hx_buffer_release(marks[b]);
-        hx_buffer_release(in[b]);
         hx_buffer_destroy(marks[b]);
         hx_buffer_destroy(in[b]);
     }
@@ -427,11 +421,9 @@ START_TEST(uneven_shares_then_a_reader)
     HX_ASSERT_OK(hx_buffer_acquire(out, HX_R, (void **)&v));
     for (uint32_t e = 0; e < N; e++)
         EXPECT(v[e] == xo[e], "%d threads: the reader saw a half-written element %u", threads, e);
-    hx_buffer_release(out);
     HX_ASSERT_OK(hx_buffer_acquire(ph, HX_R, (void **)&v));
     for (int i = 0; i < 32; i++)
         EXPECT(v[i] == (i < nth ? xp[i] : 0), "%d threads: share %d read a stale prepared word", threads, i);
-    hx_buffer_release(ph);
     check_chain(a, am, N, 0, 1, ROUNDS, "uneven writer");
     hx_buffer_destroy(a);
     hx_buffer_destroy(am);
@@ -466,10 +458,8 @@ static void *host_main(void *p)
     }
     hx_buffer_acquire(data, HX_W, &q);
     memset(q, 0, HOST_N * sizeof(uint64_t));
-    hx_buffer_release(data);
     hx_buffer_acquire(marks, HX_W, &q);
     memset(q, 0, HOST_N * 4);
-    hx_buffer_release(marks);
     uint64_t x[HOST_N] = {0};
     uint32_t step = 0;
     for (int r = 0; r < HOST_ROUNDS && !h->failures; r++) {
@@ -510,7 +500,6 @@ static void *host_main(void *p)
                     h->failures++;
                     snprintf(h->why, sizeof h->why, "host %d round %d: element %u wrong", h->id, r, e);
                 }
-            hx_buffer_release(data);
         }
     }
     uint32_t *m;
@@ -520,7 +509,6 @@ static void *host_main(void *p)
                 h->failures++;
                 snprintf(h->why, sizeof h->why, "host %d: element %u visited %u times, not %u", h->id, e, m[e], step);
             }
-        hx_buffer_release(marks);
     }
     hx_buffer_destroy(data);
     hx_buffer_destroy(marks);
@@ -588,8 +576,6 @@ START_TEST(host_threads_submit_and_wait_together)
         EXPECT(m[e] == HOSTS * HOST_ROUNDS, "shared element %u visited %u times", e, m[e]);
         EXPECT(v[e] == (uint64_t)HOST_ROUNDS * HOSTS * (HOSTS + 1) / 2, "shared element %u is wrong", e);
     }
-    hx_buffer_release(smarks);
-    hx_buffer_release(shared);
     hx_buffer_destroy(smarks);
     hx_buffer_destroy(shared);
     hx_runtime_close(rt);

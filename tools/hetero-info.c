@@ -18,21 +18,6 @@ static void usage(FILE *f)
           f);
 }
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 static void print_json(hx_runtime *rt, const hx_topology_info *t)
 {
     printf("{\n  \"topology\": {\"packages\": %d, \"numa_nodes\": %d, \"cores\": %d, \"pus\": %d, "
@@ -47,13 +32,13 @@ static void print_json(hx_runtime *rt, const hx_topology_info *t)
         if (hx_runtime_device_info(rt, i, &d) != HX_OK)
             continue;
         printf("%s\n    {\"index\": %d, \"name\": ", i ? "," : "", d.index);
-        json_str(d.name);
+        hx_json_write_string(stdout, d.name);
         printf(", \"vendor\": ");
-        json_str(d.vendor);
+        hx_json_write_string(stdout, d.vendor);
         printf(", \"platform\": ");
-        json_str(d.platform);
+        hx_json_write_string(stdout, d.platform);
         printf(", \"version\": ");
-        json_str(d.version);
+        hx_json_write_string(stdout, d.version);
         printf(", \"family\": \"%s\", \"kind\": \"%s\", \"compute_units\": %d, "
                "\"global_mem_bytes\": %llu, \"local_mem_bytes\": %llu, \"unified_memory\": %s, "
                "\"memory_node\": %d, \"numa_node\": %d, \"emulated\": %s}",
@@ -69,7 +54,7 @@ static void print_json(hx_runtime *rt, const hx_topology_info *t)
         if (!why)
             continue;
         printf("%s\"%s\": ", first ? "" : ", ", hx_device_family_str((hx_device_family)f));
-        json_str(why);
+        hx_json_write_string(stdout, why);
         first = 0;
     }
     printf("}\n}\n");

@@ -1,0 +1,72 @@
+/* The architecture table (model/arch.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "model/arch.h"
+
+const hx_layer_slot_shape hx_layer_slot_shapes[HX_LAYER_SLOTS] = {
+    [HX_LW_ATTN_NORM] = {HX_DIM_EMBD, HX_DIM_ONE}, [HX_LW_Q] = {HX_DIM_EMBD, HX_DIM_EMBD},
+    [HX_LW_K] = {HX_DIM_EMBD, HX_DIM_KV},          [HX_LW_V] = {HX_DIM_EMBD, HX_DIM_KV},
+    [HX_LW_O] = {HX_DIM_EMBD, HX_DIM_EMBD},        [HX_LW_FFN_NORM] = {HX_DIM_EMBD, HX_DIM_ONE},
+    [HX_LW_GATE] = {HX_DIM_EMBD, HX_DIM_FF},       [HX_LW_UP] = {HX_DIM_EMBD, HX_DIM_FF},
+    [HX_LW_DOWN] = {HX_DIM_FF, HX_DIM_EMBD},       [HX_LW_Q_BIAS] = {HX_DIM_EMBD, HX_DIM_ONE},
+    [HX_LW_K_BIAS] = {HX_DIM_KV, HX_DIM_ONE},      [HX_LW_V_BIAS] = {HX_DIM_KV, HX_DIM_ONE},
+};
+
+/* What llama.cpp's converter writes for every LLaMA-family architecture. */
+#define LLAMA_KEYS                                                                                          \
+    .key = {[HX_HP_CTX] = "context_length", [HX_HP_EMBD] = "embedding_length",                             \
+            [HX_HP_LAYERS] = "block_count", [HX_HP_FF] = "feed_forward_length",                            \
+            [HX_HP_HEADS] = "attention.head_count", [HX_HP_HEADS_KV] = "attention.head_count_kv",          \
+            [HX_HP_ROPE_DIMS] = "rope.dimension_count", [HX_HP_ROPE_BASE] = "rope.freq_base",              \
+            [HX_HP_NORM_EPS] = "attention.layer_norm_rms_epsilon",                                         \
+            [HX_HP_ROPE_SCALING_TYPE] = "rope.scaling.type", [HX_HP_ROPE_SCALING_FACTOR] = "rope.scaling.factor"}
+#define LLAMA_TENSORS                                                                                       \
+    .token_embd = "token_embd.weight", .output_norm = "output_norm.weight", .output = "output.weight",     \
+    .layer_tensor = {[HX_LW_ATTN_NORM] = "attn_norm.weight", [HX_LW_Q] = "attn_q.weight",                  \
+                     [HX_LW_K] = "attn_k.weight", [HX_LW_V] = "attn_v.weight",                             \
+                     [HX_LW_O] = "attn_output.weight", [HX_LW_FFN_NORM] = "ffn_norm.weight",               \
+                     [HX_LW_GATE] = "ffn_gate.weight", [HX_LW_UP] = "ffn_up.weight",                       \
+                     [HX_LW_DOWN] = "ffn_down.weight", [HX_LW_Q_BIAS] = "attn_q.bias",                     \
+                     [HX_LW_K_BIAS] = "attn_k.bias", [HX_LW_V_BIAS] = "attn_v.bias"}
+/* Every weight but the biases is required; `bias` says what the biases are. */
+#define LLAMA_PRESENCE(bias)                                                                                \
+    .layer_presence = {HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED,     \
+                       HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED,     \
+                       HX_TENSOR_REQUIRED, bias, bias, bias}
+
+static const hx_arch archs[] = {
+    /* Biases are optional: some llama fine-tunes carry them. */
+    {.name = "llama", .key_prefix = "llama", LLAMA_KEYS, .rope = HX_ROPE_NORMAL, .typical_rope_base = 10000.0f,
+     .typical_norm_eps = 1e-5f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_OPTIONAL)},
+    {.name = "mistral", .key_prefix = "mistral", LLAMA_KEYS, .rope = HX_ROPE_NORMAL,
+     .typical_rope_base = 10000.0f, .typical_norm_eps = 1e-5f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_OPTIONAL)},
+    {.name = "qwen2", .key_prefix = "qwen2", LLAMA_KEYS, .rope = HX_ROPE_NEOX, .typical_rope_base = 1000000.0f,
+     .typical_norm_eps = 1e-6f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_REQUIRED)},
+};
+
+const hx_arch *hx_arch_at(size_t i)
+{
+    return i < sizeof archs / sizeof archs[0] ? &archs[i] : NULL;
+}
+
+const hx_arch *hx_arch_find(const char *name)
+{
+    const hx_arch *a;
+    for (size_t i = 0; name && (a = hx_arch_at(i)); i++)
+        if (!strcmp(a->name, name))
+            return a;
+    return NULL;
+}
+
+void hx_arch_names(char *buf, size_t cap)
+{
+    size_t n = 0;
+    const hx_arch *a;
+    if (cap)
+        buf[0] = '\0';
+    for (size_t i = 0; (a = hx_arch_at(i)) && n < cap; i++) {
+        int w = snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", a->name);
+        n += w > 0 ? (size_t)w : 0;
+    }
+}
