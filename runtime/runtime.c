@@ -226,8 +226,20 @@ hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info, cons
     d->ops = ops;
     d->impl = impl;
     d->rt = rt;
+    for (int op = 0; op < HX_OP_COUNT && ops->bind_op; op++) {
+        d->op_impl[op] = hx_op_codelets[op];
+        d->op_bound[op] = ops->bind_op(d, (hx_op)op, &d->op_impl[op]) != 0;
+    }
     rt->devices[rt->ndevices++] = d;
     return HX_OK;
+}
+
+const hx_codelet *hx_device_codelet(const hx_device *d, const hx_codelet *cl)
+{
+    int op = hx_op_of(cl);
+    if (op < 0)
+        return cl;
+    return d->op_bound[op] ? &d->op_impl[op] : NULL;
 }
 
 void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt, ...)
@@ -448,11 +460,12 @@ static void runtime_teardown(hx_runtime *rt)
 
 int hx_device_implements(const hx_runtime *rt, int device, const char *name)
 {
-    const hx_codelet *cl = hx_codelet_builtin(name);
-    if (!runtime_open_as(rt, "hx_device_implements") || !cl || device < 0 || device >= rt->ndevices)
+    int op = hx_op_find(name);
+    if (!runtime_open_as(rt, "hx_device_implements") || op < 0 || device < 0 || device >= rt->ndevices)
         return 0;
     hx_device *d = rt->devices[device];
-    return d->ops->can_run(d, cl) != 0;
+    const hx_codelet *impl = hx_device_codelet(d, hx_op_codelet((hx_op)op));
+    return impl && d->ops->can_run(d, impl) != 0;
 }
 
 int hx_runtime_device_count(const hx_runtime *rt)
