@@ -1,6 +1,7 @@
 /* Devices: what the runtime knows of one, and the ops table through which
- * it reaches its backend.  The runtime never names a backend: the list of
- * backends comes from devices/backends.c (hx_device_backends). */
+ * it reaches its backend.  The runtime never names a backend: it is
+ * handed the list of backends when it opens (hx_runtime_open_with, called
+ * by hx_runtime_open in devices/backends.c). */
 #ifndef HX_RUNTIME_DEVICE_H
 #define HX_RUNTIME_DEVICE_H
 
@@ -104,8 +105,9 @@ hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info,
 void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Implemented in devices/backends.c: the backends, in discovery order,
- * ending with NULL. */
-const hx_device_ops *const *hx_device_backends(void);
+/* hx_runtime_open with the backends to discover, in order, ending with
+ * NULL. */
+hx_status hx_runtime_open_with(hx_runtime **out, const hx_runtime_options *opts,
+                               const hx_device_ops *const *backends);
 
 #endif

@@ -264,9 +264,8 @@ static void destroy_device(hx_device *d)
     free(d);
 }
 
-static hx_status discover(hx_runtime *rt, char **sel, int nsel)
+static hx_status discover(hx_runtime *rt, const hx_device_ops *const *backends, char **sel, int nsel)
 {
-    const hx_device_ops *const *backends = hx_device_backends();
     for (int b = 0; backends[b] && !rt->sim; b++) {
         int wanted = 0;
         for (int i = 0; i < nsel; i++)
@@ -328,7 +327,7 @@ hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_
 
 static void runtime_teardown(hx_runtime *rt);
 
-static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts)
+static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, const hx_device_ops *const *backends)
 {
     if (!out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_open: NULL output");
@@ -367,7 +366,7 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts)
     /* A simulated machine's devices stand in for discovery. */
     if (r.machine[0] && (s = hx_sim_open(rt, r.machine, r.perfmodel_dir)))
         goto fail;
-    if ((s = discover(rt, sel, nsel)))
+    if ((s = discover(rt, backends, sel, nsel)))
         goto fail;
     for (int d = 0; d < rt->ndevices && !rt->sim; d++)
         if ((s = hx_worker_start(rt->devices[d])))
@@ -391,10 +390,11 @@ fail:
     return s;
 }
 
-hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
+hx_status hx_runtime_open_with(hx_runtime **out, const hx_runtime_options *opts,
+                               const hx_device_ops *const *backends)
 {
     hx_api_enter();
-    return hx_api_leave(runtime_open(out, opts));
+    return hx_api_leave(runtime_open(out, opts, backends));
 }
 
 /* Refused while something the caller holds still refers to the runtime:
