@@ -198,6 +198,9 @@ static int cuda_bind_op(hx_device *d, hx_op op, hx_codelet *impl)
 static int cuda_can_run(hx_device *d, const hx_codelet *cl)
 {
     cuda_dev *cd = d->impl;
+    int op = hx_device_bound_op(d, cl);
+    if (op >= 0)
+        return cd->op_kernels[op] != NULL;
     return cl && cl->name && cd->lib->p->kernel_find(cl->name) != NULL;
 }
 

@@ -99,6 +99,16 @@ struct hx_device {
  * codelet. */
 const hx_codelet *hx_device_codelet(const hx_device *d, const hx_codelet *cl);
 
+/* The built-in op whose bound codelet on `d` is `cl`, or -1: lets a
+ * backend index its own per-op state without a name search. */
+static inline int hx_device_bound_op(const hx_device *d, const hx_codelet *cl)
+{
+    uintptr_t p = (uintptr_t)cl, first = (uintptr_t)d->op_impl;
+    return p >= first && p < first + sizeof d->op_impl && (p - first) % sizeof *cl == 0
+               ? (int)((p - first) / sizeof *cl)
+               : -1;
+}
+
 /* Implemented by the runtime, used by backends during discovery. */
 hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info,
                                 const hx_device_ops *ops, void *impl);

@@ -328,6 +328,8 @@ START_TEST(ops_are_bound_per_device_by_id)
         ck_assert_msg(impl && impl->cpu && impl != cl, "CPU did not bind %s", cl->name);
         ck_assert_str_eq(impl->name, cl->name);
         ck_assert_ptr_eq(impl->flops, cl->flops);
+        ck_assert_int_eq(hx_device_bound_op(cpu, impl), op);
+        ck_assert_int_eq(hx_device_bound_op(cpu, cl), -1);
         ck_assert(hx_device_implements(rt, 0, cl->name));
     }
     ck_assert_int_eq(hx_op_find("no_such_op"), -1);
@@ -336,6 +338,7 @@ START_TEST(ops_are_bound_per_device_by_id)
     static const hx_codelet own = {.name = "matmul"};
     ck_assert_int_eq(hx_op_of(&own), -1);
     ck_assert_ptr_eq(hx_device_codelet(cpu, &own), &own);
+    ck_assert_int_eq(hx_device_bound_op(cpu, &own), -1);
     hx_runtime_close(rt);
 }
 END_TEST
