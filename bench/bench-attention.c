@@ -284,7 +284,7 @@ int main(int argc, char **argv)
     hx_device_info ci, oi;
     hx_runtime_device_info(rt, cpu, &ci);
     hx_runtime_device_info(rt, cl, &oi);
-    int cpu_ok = hx_codelet_builtin("attention")->cpu != NULL;
+    int cpu_ok = hx_device_implements(rt, cpu, "attention");
     printf("# attention, model %s (Hq %u, Hkv %u, Dh %u), KV %s, block %d, median of %d\n", model_name, m.Hq, m.Hkv,
            m.Dh, kv_name, BLOCK, reps);
     printf("# opencl: %s (%s, %d CUs); cpu: %s, %d threads%s\n", oi.name, oi.platform, oi.compute_units, ci.name,

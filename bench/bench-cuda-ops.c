@@ -202,7 +202,7 @@ static void check_op(const char *op, const char *what, hx_buffer **bufs, const h
         buf_read(bufs[out], got, n * sizeof(float));
         report(op, what, nmse(got, ref, n), bound);
     }
-    if (cl->cpu && cpu >= 0) {
+    if (cpu >= 0 && hx_device_implements(rt, cpu, op)) {
         if (reset)
             reset(bufs, ctx);
         if ((s = run_on(cpu, cl, bufs, modes, nb, args, as))) {

@@ -69,6 +69,34 @@ static int holds(const size_t *sizes, int i, uint64_t a, uint64_t b, uint64_t c)
     REQUIRE(holds(sizes, i, a, b, c), "%s: buffer %d (%s) holds %zu bytes, %llu x %llu x %llu needed", op, \
             i, what, (sizes)[i], (unsigned long long)(a), (unsigned long long)(b), (unsigned long long)(c))
 
+int hx_cl_launch_vector_add(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_args_vector_add *a = args;
+    *l = (hx_cl_launch){.kernel = "vector_add", .work_dim = 1, .global = {a->n}, .nargs = 4};
+    for (int i = 0; i < 3; i++)
+        l->arg[i].buffer = i;
+    l->arg[3].buffer = -1;
+    l->arg[3].size = sizeof(uint64_t);
+    l->arg[3].value = &a->n;
+    return 0;
+}
+
+int hx_cl_launch_gemm_f32(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_args_gemm_f32 *g = args;
+    size_t gx = (g->N + 15) / 16 * 16, gy = (g->M + 15) / 16 * 16;
+    *l = (hx_cl_launch){.kernel = "gemm_f32", .work_dim = 2, .global = {gx, gy}, .local = {16, 16}, .nargs = 6};
+    for (int i = 0; i < 3; i++)
+        l->arg[i].buffer = i;
+    const uint32_t *dims[3] = {&g->M, &g->N, &g->K};
+    for (int i = 0; i < 3; i++) {
+        l->arg[3 + i].buffer = -1;
+        l->arg[3 + i].size = sizeof(uint32_t);
+        l->arg[3 + i].value = dims[i];
+    }
+    return 0;
+}
+
 int hx_cl_launch_get_rows(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     static const char *const kernels[] = {"get_rows_f32", "get_rows_f16", "get_rows_q8_0", "get_rows_q4_0"};

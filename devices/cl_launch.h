@@ -1,4 +1,4 @@
-/* OpenCL launches of the layer ops (ops/ops.h): each checks its
+/* OpenCL launches of the built-in ops (ops/op_list.h): each checks its
  * arguments against the buffers' sizes, picks the kernel of
  * kernels_cl/<op>.cl and its geometry.  They return 0 or a negative
  * hx_status with the detail in hx_last_error(). */
@@ -7,6 +7,8 @@
 
 #include "hetero.h"
 
+int hx_cl_launch_vector_add(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_gemm_f32(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_get_rows(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_rmsnorm(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_matmul(const void *args, const size_t *sizes, hx_cl_launch *l);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels_cpu/cpu_kernels.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/threadpool.h"
@@ -84,6 +85,32 @@ static hx_status cpu_run(hx_device *d, const hx_exec *x)
     return s;
 }
 
+/* The CPU implementations of the built-in ops (kernels_cpu/). */
+static const struct {
+    int (*run)(const hx_cpu_call *call);
+    int (*prepare)(const hx_cpu_call *call);
+    size_t (*scratch)(const void *args, const size_t *sizes, int nth);
+} cpu_op_impls[HX_OP_COUNT] = {
+    [HX_OP_VECTOR_ADD] = {.run = hx_cpu_vector_add},
+    [HX_OP_GEMM_F32] = {.run = hx_cpu_gemm_f32},
+    [HX_OP_GET_ROWS] = {.run = hx_cpu_get_rows},
+    [HX_OP_RMSNORM] = {.run = hx_cpu_rmsnorm},
+    [HX_OP_MATMUL] = {.run = hx_cpu_matmul, .prepare = hx_cpu_matmul_prepare, .scratch = hx_cpu_matmul_scratch},
+    [HX_OP_ROPE] = {.run = hx_cpu_rope},
+    [HX_OP_KV_STORE] = {.run = hx_cpu_kv_store},
+    [HX_OP_ATTENTION] = {.run = hx_cpu_attention, .scratch = hx_cpu_attention_scratch},
+    [HX_OP_ADD] = {.run = hx_cpu_add},
+    [HX_OP_SWIGLU] = {.run = hx_cpu_swiglu},
+};
+
+static int cpu_bind_op(hx_device *d, hx_op op, hx_codelet *impl)
+{
+    impl->cpu = cpu_op_impls[op].run;
+    impl->cpu_prepare = cpu_op_impls[op].prepare;
+    impl->cpu_scratch = cpu_op_impls[op].scratch;
+    return impl->cpu != NULL;
+}
+
 static int cpu_can_run(hx_device *d, const hx_codelet *cl) { return cl->cpu != NULL; }
 
 static hx_status cpu_worker_start(hx_device *d)
@@ -116,6 +143,7 @@ const hx_device_ops hx_cpu_ops = {
     .family = HX_FAMILY_CPU,
     .discover = cpu_discover,
     .destroy = cpu_destroy,
+    .bind_op = cpu_bind_op,
     .can_run = cpu_can_run,
     .run = cpu_run,
     .worker_start = cpu_worker_start,

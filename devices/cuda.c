@@ -42,6 +42,8 @@ typedef struct {
     hx_cuda_ctx *ctx;
     int ordinal;
     hx_cuda_device_props props;
+    /* The plugin's kernel of each built-in op, found by name once (bind). */
+    const hx_cuda_kernel *op_kernels[HX_OP_COUNT];
 } cuda_dev;
 
 /* A buffer replica on the device: device memory, or host memory that the
@@ -186,9 +188,19 @@ static hx_status plugin_error(cuda_dev *cd, int s, const char *what)
                     e && e[0] ? e : "failed");
 }
 
+static int cuda_bind_op(hx_device *d, hx_op op, hx_codelet *impl)
+{
+    cuda_dev *cd = d->impl;
+    cd->op_kernels[op] = cd->lib->p->kernel_find(impl->name);
+    return cd->op_kernels[op] != NULL;
+}
+
 static int cuda_can_run(hx_device *d, const hx_codelet *cl)
 {
     cuda_dev *cd = d->impl;
+    int op = hx_device_bound_op(d, cl);
+    if (op >= 0)
+        return cd->op_kernels[op] != NULL;
     return cl && cl->name && cd->lib->p->kernel_find(cl->name) != NULL;
 }
 
@@ -205,7 +217,7 @@ static hx_status cuda_run(hx_device *d, const hx_exec *x)
 {
     cuda_dev *cd = d->impl;
     const hx_cuda_plugin *p = cd->lib->p;
-    const hx_cuda_kernel *k = p->kernel_find(x->codelet->name);
+    const hx_cuda_kernel *k = x->op >= 0 ? cd->op_kernels[x->op] : p->kernel_find(x->codelet->name);
     if (!k)
         return hx_error(HX_ERR_UNSUPPORTED, "CUDA device %d: no kernel for '%s'", cd->ordinal, x->codelet->name);
     void *bufs[HX_TASK_MAX_BUFFERS];
@@ -305,6 +317,7 @@ const hx_device_ops hx_cuda_ops = {
     .family = HX_FAMILY_CUDA,
     .discover = cuda_discover,
     .destroy = cuda_destroy,
+    .bind_op = cuda_bind_op,
     .can_run = cuda_can_run,
     .can_run_args = cuda_can_run_args,
     .run = cuda_run,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "devices/cl_launch.h"
 #include "devices/opencl.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
@@ -105,6 +106,33 @@ static hx_status ocl_sync_host(hx_device *dev, void *handle, size_t bytes)
 }
 
 /* ---- running ---------------------------------------------------------- */
+
+/* The OpenCL implementations of the built-in ops: the embedded program
+ * (kernels_cl/<program>.cl) and the launch (devices/cl_launch.c). */
+static const struct {
+    const char *program;
+    int (*launch)(const void *args, const size_t *sizes, hx_cl_launch *out);
+} ocl_op_impls[HX_OP_COUNT] = {
+    [HX_OP_VECTOR_ADD] = {.program = "basic", .launch = hx_cl_launch_vector_add},
+    [HX_OP_GEMM_F32] = {.program = "basic", .launch = hx_cl_launch_gemm_f32},
+    [HX_OP_GET_ROWS] = {.program = "get_rows", .launch = hx_cl_launch_get_rows},
+    [HX_OP_RMSNORM] = {.program = "rmsnorm", .launch = hx_cl_launch_rmsnorm},
+    [HX_OP_MATMUL] = {.program = "matmul", .launch = hx_cl_launch_matmul},
+    [HX_OP_ROPE] = {.program = "rope", .launch = hx_cl_launch_rope},
+    [HX_OP_KV_STORE] = {.program = "kv_store", .launch = hx_cl_launch_kv_store},
+    [HX_OP_ATTENTION] = {.program = "attention", .launch = hx_cl_launch_attention},
+    [HX_OP_ADD] = {.program = "elementwise", .launch = hx_cl_launch_add},
+    [HX_OP_SWIGLU] = {.program = "elementwise", .launch = hx_cl_launch_swiglu},
+};
+
+/* Whether the device's program (or bitstream) holds the op is decided
+ * when a task asks (ocl_can_run), since programs are built on first use. */
+static int ocl_bind_op(hx_device *dev, hx_op op, hx_codelet *impl)
+{
+    impl->cl_program = ocl_op_impls[op].program;
+    impl->cl_launch = ocl_op_impls[op].launch;
+    return impl->cl_launch != NULL;
+}
 
 static int ocl_can_run(hx_device *dev, const hx_codelet *cl)
 {
@@ -532,6 +560,7 @@ const hx_device_ops hx_opencl_ops = {
     .family = HX_FAMILY_OPENCL,
     .discover = ocl_discover,
     .destroy = ocl_destroy,
+    .bind_op = ocl_bind_op,
     .can_run = ocl_can_run,
     .can_run_args = ocl_can_run_args,
     .run = ocl_run,

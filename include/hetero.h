@@ -284,7 +284,7 @@ typedef struct {
 typedef enum { HX_PREC_F32 = 0, HX_PREC_F16 = 1, HX_PREC_INT8 = 2, HX_PREC_COUNT } hx_precision;
 
 typedef struct {
-    const char *name;          /* unique; CUDA implementations are looked up by it */
+    const char *name;          /* unique; a CUDA plugin kernel of that name runs it */
     /* CPU: called on every thread of the CPU team; returns 0 or an hx_status. */
     int (*cpu)(const hx_cpu_call *call);
     /* Optional first phase, shared the same way, complete before `cpu` starts. */
@@ -341,7 +341,10 @@ typedef struct { uint64_t n; } hx_args_vector_add;
  * C[m][n] = sum_k A[m][k] * B[n][k]  (B holds weights row by row). */
 typedef struct { uint32_t M, N, K; } hx_args_gemm_f32;
 
-/* A built-in codelet by name, or NULL. */
+/* A built-in codelet by name, or NULL: its name and cost, found once and
+ * then submitted as often as wanted.  Each device binds its own
+ * implementation of the op when the runtime opens it, so the returned
+ * codelet's own implementation fields are empty. */
 HX_API const hx_codelet *hx_codelet_builtin(const char *name);
 /* 1 when the device has an implementation of the built-in codelet `name`
  * (for some arguments: an OpenCL matmul may lack a weight type). */

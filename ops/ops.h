@@ -6,7 +6,7 @@
  * Conventions: activations are F32, row-major, one row per token; weights
  * are GGUF tensors, row n of a [N][K] matrix holding K contiguous elements
  * in the tensor's type; a "meta" buffer holds int32 bookkeeping.
- * Codelets are found with hx_codelet_builtin(name). */
+ * Each op's id, name and cost are in ops/op_list.h. */
 #ifndef HX_OPS_OPS_H
 #define HX_OPS_OPS_H
 

@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "partitioner/partitioner.h"
 #include "runtime/error.h"
+#include "ops/op_list.h"
 #include "ops/ops.h"
 
 typedef struct {
@@ -23,20 +24,16 @@ typedef struct {
     hx_status status;
 } graph;
 
-static void task(graph *g, hx_task_class cls, const char *op, const void *args, size_t size, int n,
+static void task(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
                  hx_buffer *const *bufs, const hx_access *modes)
 {
     if (g->status)
         return;
-    hx_task_desc d = {.codelet = hx_codelet_builtin(op), .nbuffers = n, .args = args,
+    hx_task_desc d = {.codelet = hx_op_codelet(op), .nbuffers = n, .args = args,
                       .args_size = size, .device = -1};
     if (g->plan && g->seq < g->plan->n)
         d.prefer = g->plan->e[g->seq].prefer;
     g->seq++;
-    if (!d.codelet) {
-        g->status = hx_error(HX_ERR_UNSUPPORTED, "no codelet '%s'", op);
-        return;
-    }
     memcpy(d.buffers, bufs, sizeof *bufs * (size_t)n);
     memcpy(d.modes, modes, sizeof *modes * (size_t)n);
     if (g->sink)
@@ -48,7 +45,7 @@ static void task(graph *g, hx_task_class cls, const char *op, const void *args, 
 static void rmsnorm(graph *g, hx_buffer *x, const hx_weight *w, hx_buffer *y, uint32_t T)
 {
     hx_op_rmsnorm a = {T, (uint32_t)w->ne0, g->m->hp.eps};
-    task(g, HX_CLASS_PREPROCESS, "rmsnorm", &a, sizeof a, 3, (hx_buffer *[]){x, w->buf, y},
+    task(g, HX_CLASS_PREPROCESS, HX_OP_RMSNORM, &a, sizeof a, 3, (hx_buffer *[]){x, w->buf, y},
          (hx_access[]){HX_R, HX_R, HX_W});
 }
 
@@ -56,7 +53,7 @@ static void matmul(graph *g, const hx_weight *w, const hx_weight *bias, hx_buffe
 {
     hx_op_matmul a = {w->type, T, (uint32_t)w->ne1, (uint32_t)w->ne0, bias && bias->buf};
     hx_buffer *b[4] = {w->buf, x, y, a.has_bias ? bias->buf : NULL};
-    task(g, HX_CLASS_GEMM, "matmul", &a, sizeof a, a.has_bias ? 4 : 3, b,
+    task(g, HX_CLASS_GEMM, HX_OP_MATMUL, &a, sizeof a, a.has_bias ? 4 : 3, b,
          (hx_access[]){HX_R, HX_R, HX_W, HX_R});
 }
 
@@ -66,14 +63,14 @@ static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
     hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale,
                     m->arch->rope == HX_ROPE_NEOX};
     /* Positions are the second slice of the meta buffer. */
-    task(g, HX_CLASS_PREPROCESS, "rope", &a, sizeof a, 2, (hx_buffer *[]){x, g->b->act->pos},
+    task(g, HX_CLASS_PREPROCESS, HX_OP_ROPE, &a, sizeof a, 2, (hx_buffer *[]){x, g->b->act->pos},
          (hx_access[]){HX_RW, HX_R});
 }
 
 static void add(graph *g, hx_buffer *x, hx_buffer *y, uint64_t n)
 {
     hx_op_add a = {n};
-    task(g, HX_CLASS_PREPROCESS, "add", &a, sizeof a, 2, (hx_buffer *[]){x, y}, (hx_access[]){HX_RW, HX_R});
+    task(g, HX_CLASS_PREPROCESS, HX_OP_ADD, &a, sizeof a, 2, (hx_buffer *[]){x, y}, (hx_access[]){HX_RW, HX_R});
 }
 
 static void layer(graph *g, uint32_t l)
@@ -94,12 +91,12 @@ static void layer(graph *g, uint32_t l)
     rope(g, A->k, in->n_head_kv, T);
 
     hx_op_kv_store ks = {kv, in->n_head_kv, in->head_dim, m->kv_type};
-    task(g, HX_CLASS_ATTENTION, "kv_store", &ks, sizeof ks, 5,
+    task(g, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
          (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
          (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R});
     hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type,
                           1.0f / sqrtf((float)in->head_dim)};
-    task(g, HX_CLASS_ATTENTION, "attention", &at, sizeof at, 5,
+    task(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
          (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
          (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
 
@@ -110,7 +107,7 @@ static void layer(graph *g, uint32_t l)
     matmul(g, &L->w[HX_LW_GATE], NULL, A->xn, A->g, T);
     matmul(g, &L->w[HX_LW_UP], NULL, A->xn, A->u, T);
     hx_op_swiglu sw = {(uint64_t)T * in->n_ff};
-    task(g, HX_CLASS_PREPROCESS, "swiglu", &sw, sizeof sw, 3, (hx_buffer *[]){A->g, A->u, A->h},
+    task(g, HX_CLASS_PREPROCESS, HX_OP_SWIGLU, &sw, sizeof sw, 3, (hx_buffer *[]){A->g, A->u, A->h},
          (hx_access[]){HX_R, HX_R, HX_W});
     matmul(g, &L->w[HX_LW_DOWN], NULL, A->h, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
@@ -124,7 +121,7 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
     const uint32_t T = b->T, D = m->info.n_embd;
 
     hx_op_get_rows emb = {m->tok_embd.type, T, D};
-    task(&g, HX_CLASS_PREPROCESS, "get_rows", &emb, sizeof emb, 3, (hx_buffer *[]){m->tok_embd.buf, A->ids, A->x},
+    task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &emb, sizeof emb, 3, (hx_buffer *[]){m->tok_embd.buf, A->ids, A->x},
          (hx_access[]){HX_R, HX_R, HX_W});
     for (uint32_t l = 0; l < m->info.n_layer; l++)
         layer(&g, l);
@@ -133,7 +130,7 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
      * for a 512-token prompt that is one row instead of 512. */
     rmsnorm(&g, A->x, &m->out_norm, A->xn, T);
     hx_op_get_rows pick = {HX_TYPE_F32, b->n_out, D};
-    task(&g, HX_CLASS_PREPROCESS, "get_rows", &pick, sizeof pick, 3, (hx_buffer *[]){A->xn, A->out_rows, A->xo},
+    task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3, (hx_buffer *[]){A->xn, A->out_rows, A->xo},
          (hx_access[]){HX_R, HX_R, HX_W});
     matmul(&g, &m->output, NULL, A->xo, A->logits, b->n_out);
     return g.status;

@@ -1,6 +1,7 @@
 /* Devices: what the runtime knows of one, and the ops table through which
- * it reaches its backend.  The runtime never names a backend: the list of
- * backends comes from devices/backends.c (hx_device_backends). */
+ * it reaches its backend.  The runtime never names a backend: it is
+ * handed the list of backends when it opens (hx_runtime_open_with, called
+ * by hx_runtime_open in devices/backends.c). */
 #ifndef HX_RUNTIME_DEVICE_H
 #define HX_RUNTIME_DEVICE_H
 
@@ -8,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "hetero.h"
+#include "ops/op_list.h"
 
 typedef struct hx_device hx_device;
 typedef struct hx_device_ops hx_device_ops;
@@ -16,7 +18,8 @@ typedef struct hx_device_ops hx_device_ops;
  * block, and for each buffer the handle valid on the device's memory node
  * (host pointer for host memory; cl_mem, CUDA pointer ... otherwise). */
 typedef struct {
-    const hx_codelet *codelet;
+    const hx_codelet *codelet; /* for a built-in op, the device's bound one */
+    int op;                    /* the built-in op (ops/op_list.h), or -1 */
     const void *args;
     int nbuffers;
     void *handles[HX_TASK_MAX_BUFFERS];
@@ -47,6 +50,12 @@ struct hx_device_ops {
     hx_status (*discover)(hx_runtime *rt, const hx_discover_options *opts);
     void (*destroy)(hx_device *d);
 
+    /* Binds the device's implementation of the built-in op `op`: fills
+     * this backend's fields of `impl` (a copy of the op's codelet, with
+     * its name and cost) and returns 1, or returns 0 when the device
+     * does not implement the op.  Called once per op as the device is
+     * added; the runtime then hands the bound codelet to the calls below. */
+    int (*bind_op)(hx_device *d, hx_op op, hx_codelet *impl);
     /* Whether the device has an implementation of the codelet. */
     int (*can_run)(hx_device *d, const hx_codelet *cl);
     /* Optional: whether that implementation covers these arguments (an
@@ -80,7 +89,25 @@ struct hx_device {
     hx_runtime *rt;
     /* Runtime-owned worker state (runtime/worker.c). */
     void *worker;
+    /* The built-in ops the backend bound (bind_op), by op id. */
+    hx_codelet op_impl[HX_OP_COUNT];
+    unsigned char op_bound[HX_OP_COUNT];
 };
+
+/* The codelet the device runs for `cl`: its bound implementation of a
+ * built-in op (NULL if it has none), or `cl` itself for an application's
+ * codelet. */
+const hx_codelet *hx_device_codelet(const hx_device *d, const hx_codelet *cl);
+
+/* The built-in op whose bound codelet on `d` is `cl`, or -1: lets a
+ * backend index its own per-op state without a name search. */
+static inline int hx_device_bound_op(const hx_device *d, const hx_codelet *cl)
+{
+    uintptr_t p = (uintptr_t)cl, first = (uintptr_t)d->op_impl;
+    return p >= first && p < first + sizeof d->op_impl && (p - first) % sizeof *cl == 0
+               ? (int)((p - first) / sizeof *cl)
+               : -1;
+}
 
 /* Implemented by the runtime, used by backends during discovery. */
 hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info,
@@ -88,8 +115,9 @@ hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info,
 void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Implemented in devices/backends.c: the backends, in discovery order,
- * ending with NULL. */
-const hx_device_ops *const *hx_device_backends(void);
+/* hx_runtime_open with the backends to discover, in order, ending with
+ * NULL. */
+hx_status hx_runtime_open_with(hx_runtime **out, const hx_runtime_options *opts,
+                               const hx_device_ops *const *backends);
 
 #endif

@@ -226,8 +226,20 @@ hx_status hx_runtime_add_device(hx_runtime *rt, const hx_device_info *info, cons
     d->ops = ops;
     d->impl = impl;
     d->rt = rt;
+    for (int op = 0; op < HX_OP_COUNT && ops->bind_op; op++) {
+        d->op_impl[op] = hx_op_codelets[op];
+        d->op_bound[op] = ops->bind_op(d, (hx_op)op, &d->op_impl[op]) != 0;
+    }
     rt->devices[rt->ndevices++] = d;
     return HX_OK;
+}
+
+const hx_codelet *hx_device_codelet(const hx_device *d, const hx_codelet *cl)
+{
+    int op = hx_op_of(cl);
+    if (op < 0)
+        return cl;
+    return d->op_bound[op] ? &d->op_impl[op] : NULL;
 }
 
 void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt, ...)
@@ -252,9 +264,8 @@ static void destroy_device(hx_device *d)
     free(d);
 }
 
-static hx_status discover(hx_runtime *rt, char **sel, int nsel)
+static hx_status discover(hx_runtime *rt, const hx_device_ops *const *backends, char **sel, int nsel)
 {
-    const hx_device_ops *const *backends = hx_device_backends();
     for (int b = 0; backends[b] && !rt->sim; b++) {
         int wanted = 0;
         for (int i = 0; i < nsel; i++)
@@ -316,7 +327,7 @@ hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_
 
 static void runtime_teardown(hx_runtime *rt);
 
-static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts)
+static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, const hx_device_ops *const *backends)
 {
     if (!out)
         return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_open: NULL output");
@@ -355,7 +366,7 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts)
     /* A simulated machine's devices stand in for discovery. */
     if (r.machine[0] && (s = hx_sim_open(rt, r.machine, r.perfmodel_dir)))
         goto fail;
-    if ((s = discover(rt, sel, nsel)))
+    if ((s = discover(rt, backends, sel, nsel)))
         goto fail;
     for (int d = 0; d < rt->ndevices && !rt->sim; d++)
         if ((s = hx_worker_start(rt->devices[d])))
@@ -379,10 +390,11 @@ fail:
     return s;
 }
 
-hx_status hx_runtime_open(hx_runtime **out, const hx_runtime_options *opts)
+hx_status hx_runtime_open_with(hx_runtime **out, const hx_runtime_options *opts,
+                               const hx_device_ops *const *backends)
 {
     hx_api_enter();
-    return hx_api_leave(runtime_open(out, opts));
+    return hx_api_leave(runtime_open(out, opts, backends));
 }
 
 /* Refused while something the caller holds still refers to the runtime:
@@ -448,11 +460,12 @@ static void runtime_teardown(hx_runtime *rt)
 
 int hx_device_implements(const hx_runtime *rt, int device, const char *name)
 {
-    const hx_codelet *cl = hx_codelet_builtin(name);
-    if (!runtime_open_as(rt, "hx_device_implements") || !cl || device < 0 || device >= rt->ndevices)
+    int op = hx_op_find(name);
+    if (!runtime_open_as(rt, "hx_device_implements") || op < 0 || device < 0 || device >= rt->ndevices)
         return 0;
     hx_device *d = rt->devices[device];
-    return d->ops->can_run(d, cl) != 0;
+    const hx_codelet *impl = hx_device_codelet(d, hx_op_codelet((hx_op)op));
+    return impl && d->ops->can_run(d, impl) != 0;
 }
 
 int hx_runtime_device_count(const hx_runtime *rt)

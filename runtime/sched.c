@@ -32,13 +32,14 @@ uint32_t hx_sched_capable(hx_runtime *rt, const hx_task_desc *t)
     uint32_t m = 0;
     for (int d = 0; d < rt->ndevices; d++) {
         hx_device *dev = rt->devices[d];
-        if (!dev->ops->can_run(dev, t->codelet))
+        const hx_codelet *impl = hx_device_codelet(dev, t->codelet);
+        if (!impl || !dev->ops->can_run(dev, impl))
             continue;
         if (dev->ops->can_run_args) {
             for (int i = 0; !have_sizes && i < t->nbuffers; i++)
                 sizes[i] = hx_buffer_size(t->buffers[i]);
             have_sizes = 1;
-            if (!dev->ops->can_run_args(dev, t->codelet, t->args, sizes))
+            if (!dev->ops->can_run_args(dev, impl, t->args, sizes))
                 continue;
         }
         m |= 1u << d;

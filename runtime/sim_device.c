@@ -23,6 +23,9 @@ static int sim_can_run(hx_device *d, const hx_codelet *cl)
     return hx_machine_runs(s->m, cl->name);
 }
 
+/* A simulated device implements the ops its description names. */
+static int sim_bind_op(hx_device *d, hx_op op, hx_codelet *impl) { return sim_can_run(d, impl); }
+
 static hx_status sim_run(hx_device *d, const hx_exec *x)
 {
     (void)x;
@@ -70,6 +73,7 @@ static void sim_destroy(hx_device *d) { free(d->impl); }
 static const hx_device_ops sim_ops = {
     .name = "sim",
     .family = HX_FAMILY_COUNT, /* each device carries its described family */
+    .bind_op = sim_bind_op,
     .can_run = sim_can_run,
     .run = sim_run,
     .alloc = sim_alloc_mem,

@@ -21,7 +21,11 @@ static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
 {
     const hx_task_desc *desc = &t->desc;
     memset(x, 0, sizeof *x);
-    x->codelet = desc->codelet;
+    x->codelet = hx_device_codelet(d, desc->codelet);
+    x->op = hx_op_of(desc->codelet);
+    if (!x->codelet)
+        return hx_error(HX_ERR_UNSUPPORTED, "device %d has no implementation of '%s'", d->info.index,
+                        desc->codelet->name);
     x->args = desc->args;
     x->nbuffers = desc->nbuffers;
     for (int i = 0; i < desc->nbuffers; i++) {

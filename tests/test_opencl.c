@@ -342,9 +342,10 @@ START_TEST(device_memory_path)
     HX_ASSERT_OK(dev->ops->copy_in(dev, h[0], x, n * 4));
     HX_ASSERT_OK(dev->ops->copy_in(dev, h[1], y, n * 4));
     hx_args_vector_add a = {n};
-    hx_exec e = {.codelet = hx_codelet_builtin("vector_add"), .args = &a, .nbuffers = 3,
+    hx_exec e = {.codelet = hx_device_codelet(dev, hx_op_codelet(HX_OP_VECTOR_ADD)), .op = HX_OP_VECTOR_ADD,
+                 .args = &a, .nbuffers = 3,
                  .handles = {h[0], h[1], h[2]}, .sizes = {n * 4, n * 4, n * 4}, .modes = {HX_R, HX_R, HX_W}};
-    ck_assert(dev->ops->can_run(dev, e.codelet));
+    ck_assert(e.codelet && dev->ops->can_run(dev, e.codelet));
     HX_ASSERT_OK(dev->ops->run(dev, &e));
     HX_ASSERT_OK(dev->ops->copy_out(dev, z, h[2], n * 4));
     for (size_t i = 0; i < n; i++)

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/op_list.h"
+#include "runtime/device.h"
+#include "runtime/runtime.h"
 #include "tests/hx_test.h"
 
 static hx_runtime *open_cpu(void)
@@ -306,6 +309,39 @@ START_TEST(bad_requests_leave_runtime_usable)
 }
 END_TEST
 
+/* The op list is the one table: every op is found by its name, once, as
+ * the same codelet; the CPU binds its own implementation of each, and an
+ * application's codelet is run as it is. */
+START_TEST(ops_are_bound_per_device_by_id)
+{
+    hx_runtime *rt = open_cpu();
+    hx_device *cpu = rt->devices[0];
+    for (int op = 0; op < HX_OP_COUNT; op++) {
+        const hx_codelet *cl = hx_op_codelet((hx_op)op);
+        ck_assert_ptr_nonnull(cl->name);
+        ck_assert_int_eq(hx_op_find(cl->name), op);
+        ck_assert_int_eq(hx_op_of(cl), op);
+        ck_assert_ptr_eq(hx_codelet_builtin(cl->name), cl);
+        ck_assert_msg(hx_op_args_size[op] > 0, "op %s has no argument size", cl->name);
+        const hx_codelet *impl = hx_device_codelet(cpu, cl);
+        ck_assert_msg(impl && impl->cpu && impl != cl, "CPU did not bind %s", cl->name);
+        ck_assert_str_eq(impl->name, cl->name);
+        ck_assert_ptr_eq(impl->flops, cl->flops);
+        ck_assert_int_eq(hx_device_bound_op(cpu, impl), op);
+        ck_assert_int_eq(hx_device_bound_op(cpu, cl), -1);
+        ck_assert(hx_device_implements(rt, 0, cl->name));
+    }
+    ck_assert_int_eq(hx_op_find("no_such_op"), -1);
+    ck_assert_ptr_null(hx_codelet_builtin("no_such_op"));
+    ck_assert(!hx_device_implements(rt, 0, "no_such_op"));
+    static const hx_codelet own = {.name = "matmul"};
+    ck_assert_int_eq(hx_op_of(&own), -1);
+    ck_assert_ptr_eq(hx_device_codelet(cpu, &own), &own);
+    ck_assert_int_eq(hx_device_bound_op(cpu, &own), -1);
+    hx_runtime_close(rt);
+}
+END_TEST
+
 Suite *suite_runtime(void)
 {
     Suite *s = suite_create("runtime");
@@ -319,6 +355,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, task_error_reaches_submitter_and_dependents);
     tcase_add_test(tc, bad_options_get_clear_errors);
     tcase_add_test(tc, bad_requests_leave_runtime_usable);
+    tcase_add_test(tc, ops_are_bound_per_device_by_id);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,11 +1,33 @@
-/* The transformer layer's codelets (ops/ops.h): CPU functions,
- * OpenCL programs and launches (kernels_cl/<program>.cl, devices/cl_launch.c)
- * and costs.  CUDA kernels are attached by name in the plugin. */
-#include "devices/cl_launch.h"
-#include "devices/codelets_ops.h"
-#include "kernels_cpu/cpu_kernels.h"
-#include "ops/types.h"
+/* The built-in ops: names, argument sizes and costs.  What each op does to
+ * its buffers is in ops/ops.h (and hetero.h for vector_add and gemm_f32);
+ * how a device does it is bound by its backend (devices/). */
+#include <string.h>
+
+#include "ops/op_list.h"
 #include "ops/ops.h"
+#include "ops/types.h"
+
+static double vector_add_flops(const void *args, const size_t *sizes)
+{
+    return (double)((const hx_args_vector_add *)args)->n;
+}
+
+static double vector_add_bytes(const void *args, const size_t *sizes)
+{
+    return 12.0 * (double)((const hx_args_vector_add *)args)->n;
+}
+
+static double gemm_f32_flops(const void *args, const size_t *sizes)
+{
+    const hx_args_gemm_f32 *g = args;
+    return 2.0 * g->M * g->N * g->K;
+}
+
+static double gemm_f32_bytes(const void *args, const size_t *sizes)
+{
+    const hx_args_gemm_f32 *g = args;
+    return 4.0 * ((double)g->M * g->K + (double)g->N * g->K + (double)g->M * g->N);
+}
 
 static double wbytes(uint32_t type, uint64_t rows, uint64_t cols)
 {
@@ -104,59 +126,43 @@ static double add_bytes(const void *p, const size_t *s) { return 12.0 * ((const 
 static double swiglu_flops(const void *p, const size_t *s) { return 6.0 * ((const hx_op_swiglu *)p)->n; }
 static double swiglu_bytes(const void *p, const size_t *s) { return 12.0 * ((const hx_op_swiglu *)p)->n; }
 
-const hx_codelet hx_codelets_ops[] = {
-    {.name = "get_rows",
-     .cpu = hx_cpu_get_rows,
-     .cl_program = "get_rows",
-     .cl_launch = hx_cl_launch_get_rows,
-     .flops = get_rows_flops,
-     .bytes = get_rows_bytes},
-    {.name = "rmsnorm",
-     .cpu = hx_cpu_rmsnorm,
-     .cl_program = "rmsnorm",
-     .cl_launch = hx_cl_launch_rmsnorm,
-     .flops = rmsnorm_flops,
-     .bytes = rmsnorm_bytes},
-    {.name = "matmul",
-     .cpu = hx_cpu_matmul,
-     .cpu_prepare = hx_cpu_matmul_prepare,
-     .cpu_scratch = hx_cpu_matmul_scratch,
-     .cl_program = "matmul",
-     .cl_launch = hx_cl_launch_matmul,
-     .flops = matmul_flops,
-     .bytes = matmul_bytes,
-     .precision = matmul_precision},
-    {.name = "rope",
-     .cpu = hx_cpu_rope,
-     .cl_program = "rope",
-     .cl_launch = hx_cl_launch_rope,
-     .flops = rope_flops,
-     .bytes = rope_bytes},
-    {.name = "kv_store",
-     .cpu = hx_cpu_kv_store,
-     .cl_program = "kv_store",
-     .cl_launch = hx_cl_launch_kv_store,
-     .flops = kv_store_flops,
-     .bytes = kv_store_bytes},
-    {.name = "attention",
-     .cpu = hx_cpu_attention,
-     .cpu_scratch = hx_cpu_attention_scratch,
-     .cl_program = "attention",
-     .cl_launch = hx_cl_launch_attention,
-     .flops = attention_flops,
-     .bytes = attention_bytes,
-     .precision = attention_precision},
-    {.name = "add",
-     .cpu = hx_cpu_add,
-     .cl_program = "elementwise",
-     .cl_launch = hx_cl_launch_add,
-     .flops = add_flops,
-     .bytes = add_bytes},
-    {.name = "swiglu",
-     .cpu = hx_cpu_swiglu,
-     .cl_program = "elementwise",
-     .cl_launch = hx_cl_launch_swiglu,
-     .flops = swiglu_flops,
-     .bytes = swiglu_bytes},
-    {.name = NULL},
+const hx_codelet hx_op_codelets[HX_OP_COUNT] = {
+    [HX_OP_VECTOR_ADD] = {.name = "vector_add", .flops = vector_add_flops, .bytes = vector_add_bytes},
+    [HX_OP_GEMM_F32] = {.name = "gemm_f32", .flops = gemm_f32_flops, .bytes = gemm_f32_bytes},
+    [HX_OP_GET_ROWS] = {.name = "get_rows", .flops = get_rows_flops, .bytes = get_rows_bytes},
+    [HX_OP_RMSNORM] = {.name = "rmsnorm", .flops = rmsnorm_flops, .bytes = rmsnorm_bytes},
+    [HX_OP_MATMUL] = {.name = "matmul", .flops = matmul_flops, .bytes = matmul_bytes, .precision = matmul_precision},
+    [HX_OP_ROPE] = {.name = "rope", .flops = rope_flops, .bytes = rope_bytes},
+    [HX_OP_KV_STORE] = {.name = "kv_store", .flops = kv_store_flops, .bytes = kv_store_bytes},
+    [HX_OP_ATTENTION] = {.name = "attention", .flops = attention_flops, .bytes = attention_bytes,
+                         .precision = attention_precision},
+    [HX_OP_ADD] = {.name = "add", .flops = add_flops, .bytes = add_bytes},
+    [HX_OP_SWIGLU] = {.name = "swiglu", .flops = swiglu_flops, .bytes = swiglu_bytes},
 };
+
+const size_t hx_op_args_size[HX_OP_COUNT] = {
+    [HX_OP_VECTOR_ADD] = sizeof(hx_args_vector_add),
+    [HX_OP_GEMM_F32] = sizeof(hx_args_gemm_f32),
+    [HX_OP_GET_ROWS] = sizeof(hx_op_get_rows),
+    [HX_OP_RMSNORM] = sizeof(hx_op_rmsnorm),
+    [HX_OP_MATMUL] = sizeof(hx_op_matmul),
+    [HX_OP_ROPE] = sizeof(hx_op_rope),
+    [HX_OP_KV_STORE] = sizeof(hx_op_kv_store),
+    [HX_OP_ATTENTION] = sizeof(hx_op_attention),
+    [HX_OP_ADD] = sizeof(hx_op_add),
+    [HX_OP_SWIGLU] = sizeof(hx_op_swiglu),
+};
+
+int hx_op_find(const char *name)
+{
+    for (int op = 0; name && op < HX_OP_COUNT; op++)
+        if (!strcmp(hx_op_codelets[op].name, name))
+            return op;
+    return -1;
+}
+
+const hx_codelet *hx_codelet_builtin(const char *name)
+{
+    int op = hx_op_find(name);
+    return op < 0 ? NULL : &hx_op_codelets[op];
+}
