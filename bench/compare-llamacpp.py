@@ -34,8 +34,8 @@ each with `--npp` tokens of context, decode `--ntg` tokens each; hetero-bench
 
 Roofline (tg rows): the bytes decode reads per token (every weight tensor
 once, the token embedding table only where the output projection is
-separate from it, then one row of it; the KV cache left out, a few
-kilobytes per token at these lengths) times tokens/s, as a share of the
+separate from it, then one row of it; the KV cache left out: about 1 %
+of the weights at tg64 from an empty context) times tokens/s, as a share of the
 machine's read bandwidth at the same thread count (`--bandwidth`, else
 measured by build/bench-quant --bandwidth-only).
 """
