@@ -24,6 +24,8 @@ void hxb_args_usage(FILE *f)
           "                       colocated\n"
           "                       (default: the runtime's, HX_PARTITION or affinity)\n"
           "  --seqs LIST          sequences generated together in one batch (tg; default 1)\n"
+          "  -d LIST              context depth: tokens each session evaluates, unmeasured, before\n"
+          "                       the test (llama-bench's -d; default 0)\n"
           "  --devices SETS       device sets, ';'-separated or repeated, each a runtime device\n"
           "                       list: cpu, cpu,fpga, cpu,cuda, cpu,opencl, all ... (default cpu)\n"
           "  --sched LIST         scheduling policies (default: the runtime's)\n"
@@ -180,6 +182,7 @@ static int defaults(hxb_params *p)
     if (!p->prompts.n) intlist_push(&p->prompts, 64);
     if (!p->gens.n) intlist_push(&p->gens, 32);
     if (!p->seqs.n) intlist_push(&p->seqs, 1);
+    if (!p->depths.n) intlist_push(&p->depths, 0);
     if (!p->threads.n) intlist_push(&p->threads, 0);
     if (!p->batches.n) intlist_push(&p->batches, 512);
     if (!p->partitions.n && strlist_add(&p->partitions, "", 0))
@@ -238,7 +241,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
             continue;
         }
         static const char *const with_value[] = {
-            "-m", "--synthetic", "-p", "-n", "-r", "-t", "-b", "--seqs", "--devices", "--sched", "--inject",
+            "-m", "--synthetic", "-p", "-n", "-r", "-t", "-b", "--seqs", "-d", "--devices", "--sched", "--inject",
             "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", "--partition", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++)
@@ -262,6 +265,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         else if (!strcmp(o, "-t")) rc = intlist_parse(&p->threads, o, v, 0, 1024);
         else if (!strcmp(o, "-b")) rc = intlist_parse(&p->batches, o, v, 1, 65536);
         else if (!strcmp(o, "--seqs")) rc = intlist_parse(&p->seqs, o, v, 1, 256);
+        else if (!strcmp(o, "-d")) rc = intlist_parse(&p->depths, o, v, 0, 65536);
         else if (!strcmp(o, "--devices")) rc = strlist_split(&p->devices, o, v, ';');
         else if (!strcmp(o, "--sched")) rc = strlist_split(&p->scheds, o, v, ',');
         else if (!strcmp(o, "--inject")) rc = strlist_split(&p->injects, o, v, ';');

@@ -174,6 +174,7 @@ int main(int argc, char **argv)
     int reps = 5;
     int64_t n = 4096;
     const char *only = NULL;
+    int bandwidth_only = 0; /* the roofline's denominator, without the table */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mib") && i + 1 < argc)
             mib = (size_t)atol(argv[++i]);
@@ -183,8 +184,10 @@ int main(int argc, char **argv)
             n = atol(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc)
             only = argv[++i];
+        else if (!strcmp(argv[i], "--bandwidth-only"))
+            bandwidth_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...] [--bandwidth-only]\n", argv[0]);
             return 2;
         }
     }
@@ -212,6 +215,14 @@ int main(int argc, char **argv)
     const double bw1 = mem_bandwidth(buf, bytes, 1, reps), bw2 = mem_bandwidth(buf, bytes, 2, reps);
     printf("memory read bandwidth (%s streaming read-sum, %zu MiB): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n\n",
            top >= HX_SIMD_AVX512 ? "AVX-512" : "SSE2", mib, bw1, bw2);
+    if (bandwidth_only) {
+        free(acts);
+        free(row);
+        free(act);
+        free(x);
+        free(buf);
+        return 0;
+    }
     printf("(scalar rows: the first 32 MiB of the matrix)\n\n");
     printf("| type | level  | bytes/weight | 1T dot GB/s | 1T dot4 GB/s | 2T dot GB/s | 2T dot4 GB/s | 2T vs mem | 1T hot dot4 | 1T hot gemm |\n");
     printf("|------|--------|-------------:|------------:|-------------:|------------:|-------------:|----------:|------------:|------------:|\n");

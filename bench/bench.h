@@ -31,6 +31,7 @@ typedef struct {
     hxb_intlist prompts;   /* -p: prompt sizes, one pp test each           */
     hxb_intlist gens;      /* -n: generated tokens, one tg test each       */
     hxb_intlist seqs;      /* --seqs: sequences decoded together in tg     */
+    hxb_intlist depths;    /* -d: context tokens evaluated before a test   */
     hxb_intlist threads;   /* -t: 0 = the runtime's default                */
     hxb_intlist batches;   /* -b: largest tokens per evaluation            */
     hxb_strlist partitions; /* --partition: strategies; "" = the runtime's  */
@@ -57,8 +58,9 @@ typedef enum { HXB_PP, HXB_TG } hxb_test_kind;
 typedef struct {
     hxb_test_kind kind;
     int n;    /* prompt or generated tokens per sequence */
-    int seqs; /* sequences evaluated together (tg)       */
-    char name[32];
+    int seqs;  /* sequences evaluated together (tg)       */
+    int depth; /* tokens already in each session's context */
+    char name[40];
 } hxb_test;
 
 typedef struct {

@@ -1,32 +1,67 @@
 #!/usr/bin/env python3
 """hetero against llama.cpp on the same GGUF files, side by side.
 
-Usage: bench/compare-llamacpp.py LLAMA_BENCH [--llama-quantize BIN]
-                                 [--models tiny,small] [--types f16,q8_0,q4_0,q4_K_M]
-                                 [-p 128] [-n 64] [-t 2] [-r 5]
+Usage: bench/compare-llamacpp.py LLAMA_BENCH [--llama-batched-bench BIN]
+           [--llama-bench-avx2 BIN] [--llama-quantize BIN]
+           [--models tiny,small] [--types f16,q8_0,q4_0,q4_K_M]
+           [--model FILE ...] [--requantize q8_0,q4_K_M]
+           [--simd native|avx2,avx512] [-p 128] [-n 64] [-t 2] [-r 3]
+           [--batch 4,16,64] [--npp 128] [--ntg 64]
+           [--bandwidth GBPS] [--self-test]
 
 LLAMA_BENCH is an llama-bench binary built beforehand (hetero does not
-build llama.cpp).  For every model and type the two programs run in
-alternation, one repetition at a time, so that both see the same machine
-load; the table gives the median tokens/s of each and their ratio.
-Files: the embedded synthetic models (written by build/hetero-run); a
-Q4_K_M file is made by llama-quantize from the F16 one when the binary is
-given (hetero reads it as any GGUF), else that type is skipped.
+build llama.cpp).  Each row is one model at one hetero SIMD level; the two
+programs run in alternation, one repetition at a time (the order flipped
+every repetition), so that both see the same machine load; the table gives
+the median tokens/s of each and their ratio.
+
+Models: the embedded synthetic models (`--models` x `--types`, written by
+build/hetero-run; a Q4_K_M file is made by llama-quantize from the F16 one
+when `--llama-quantize` is given, else that type is skipped; `--models ''`
+for none) and real GGUF files (`--model`, repeatable), each also
+requantized to the `--requantize` types into a temporary directory
+(hetero-quantize where it knows the type, llama-quantize for the _M/_S
+mixes).
+
+SIMD: `--simd avx2,avx512` runs hetero at each level (HX_SIMD).  llama.cpp
+runs at the level it was built for ("native"), except that rows at avx2
+use `--llama-bench-avx2` when given (an llama.cpp built without AVX-512).
+
+Batched decode (`--batch 4,16`, with `--llama-batched-bench`): B sequences,
+each with `--npp` tokens of context, decode `--ntg` tokens each; hetero-bench
+`-n NTG --seqs B -d NPP` against llama-batched-bench `-npp NPP -ntg NTG
+-npl B` (its S_TG t/s), at the first SIMD level.
+
+Roofline (tg rows): the bytes decode reads per token (every weight tensor
+once, the token embedding table only where the output projection is
+separate from it, then one row of it; the KV cache left out: about 1 %
+of the weights at tg64 from an empty context) times tokens/s, as a share of the
+machine's read bandwidth at the same thread count (`--bandwidth`, else
+measured by build/bench-quant --bandwidth-only).
 """
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
+import struct
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("HX_BUILD", os.path.join(ROOT, "build"))
+HETERO_QUANTIZE_TYPES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}
 
 
 def cache_dir():
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "hetero", "models")
+
+
+def quiet(cmd, env=None):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 
 def synthetic(preset, typ, quantize_bin):
@@ -37,67 +72,335 @@ def synthetic(preset, typ, quantize_bin):
         if not os.path.exists(out):
             if not quantize_bin:
                 return None
-            subprocess.run([quantize_bin, src, out, "Q4_K_M"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            quiet([quantize_bin, src, out, "Q4_K_M"])
         return out
     path = os.path.join(cache_dir(), f"synthetic-{preset}-{typ}.gguf")
     if not os.path.exists(path):
-        subprocess.run([os.path.join(BUILD, "hetero-run"), "--synthetic", f"{preset}:{typ}",
-                        "--devices", "cpu", "-n", "1"], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        quiet([os.path.join(BUILD, "hetero-run"), "--synthetic", f"{preset}:{typ}", "--devices", "cpu", "-n", "1"])
     return path
 
 
-def hetero_once(model, p, n, t):
-    out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", str(p), "-n", str(n),
-                          "-t", str(t), "-r", "1", "--devices", "cpu", "-o", "json"],
-                         check=True, capture_output=True, text=True).stdout
-    res = json.loads(out)["results"]
-    return {r["test"]: r["avg_ts"] for r in res}
+def requantize(src, typ, workdir, quantize_bin):
+    """`src` requantized to `typ` in workdir; None when no tool can."""
+    out = os.path.join(workdir, f"{os.path.splitext(os.path.basename(src))[0]}-{typ}.gguf")
+    if os.path.exists(out):
+        return out
+    if typ.lower() in HETERO_QUANTIZE_TYPES:
+        quiet([os.path.join(BUILD, "hetero-quantize"), src, out, typ.upper()])
+    elif quantize_bin:
+        quiet([quantize_bin, "--allow-requantize", src, out, typ.upper()])
+    else:
+        return None
+    return out
 
 
-def llama_once(bench, model, p, n, t):
-    out = subprocess.run([bench, "-m", model, "-p", str(p), "-n", str(n), "-t", str(t), "-r", "1",
-                          "-o", "json"], check=True, capture_output=True, text=True).stdout
-    res = json.loads(out)
-    tests = {}
-    for r in res:
+# ---- reading what the programs print -------------------------------------
+
+def parse_hetero(text):
+    """hetero-bench -o json: {test: tokens/s}, and the model's file size."""
+    doc = json.loads(text)
+    return {r["test"]: r["avg_ts"] for r in doc["results"]}
+
+
+def parse_llama_bench(text):
+    """llama-bench -o json: {test: tokens/s} named as hetero-bench names them, and its commit."""
+    tests, commit = {}, "unknown"
+    for r in json.loads(text):
         name = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+        if r.get("n_depth"):
+            name += f"@d{r['n_depth']}"
         tests[name] = r["avg_ts"]
+        commit = r.get("build_commit") or commit
+    return tests, commit
+
+
+def parse_batched(text):
+    """llama-batched-bench --output-format jsonl: {tgNTGxPL@dNPP: S_TG tokens/s}."""
+    tests = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and '"speed_tg"' in line:
+            r = json.loads(line)
+            tests[batched_name(r["tg"], r["pl"], r["pp"])] = r["speed_tg"]
     return tests
+
+
+def batched_name(ntg, pl, npp):
+    return f"tg{ntg}x{pl}" + (f"@d{npp}" if npp else "")
+
+
+def parse_bandwidth(text, threads):
+    """bench-quant's line "memory read bandwidth (...): 1 thread X GB/s, 2 threads Y GB/s"."""
+    m = re.search(r"memory read bandwidth \(.*?\): 1 thread ([0-9.]+) GB/s, 2 threads ([0-9.]+) GB/s", text)
+    if not m:
+        raise ValueError("no memory read bandwidth line")
+    return float(m.group(1) if threads == 1 else m.group(2))
+
+
+def gguf_decode_bytes(path):
+    """Bytes one decoded token reads from the weights: every tensor's bytes
+    (the gap to the next tensor's offset, the last one's to the end of the
+    file), the token embedding table counted only when it is also the output
+    projection (no output.weight), else one row of it, which is noise."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return decode_bytes_of(gguf_tensors(data), len(data))
+
+
+def gguf_tensors(data):
+    """[(name, offset in the data section, data section start)] of a GGUF file's bytes."""
+    if data[:4] != b"GGUF":
+        raise ValueError("not a GGUF file")
+    pos = 8
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, pos)
+    pos += 16
+    fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    alignment = 32
+
+    def string(p):
+        (n,) = struct.unpack_from("<Q", data, p)
+        return data[p + 8:p + 8 + n].decode("utf-8", "replace"), p + 8 + n
+
+    def skip(t, p):
+        if t in fixed:
+            return p + fixed[t]
+        if t == 8:
+            return string(p)[1]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, p)
+            p += 12
+            if et in fixed:
+                return p + fixed[et] * n
+            for _ in range(n):
+                p = skip(et, p)
+            return p
+        raise ValueError(f"GGUF value type {t}")
+
+    for _ in range(n_kv):
+        key, pos = string(pos)
+        (t,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if key == "general.alignment" and t == 4:
+            (alignment,) = struct.unpack_from("<I", data, pos)
+        pos = skip(t, pos)
+    tensors = []
+    for _ in range(n_tensors):
+        name, pos = string(pos)
+        (nd,) = struct.unpack_from("<I", data, pos)
+        pos += 4 + 8 * nd + 4
+        (off,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        tensors.append((name, off))
+    start = (pos + alignment - 1) // alignment * alignment
+    return [(name, off, start) for name, off in tensors]
+
+
+def decode_bytes_of(tensors, file_size):
+    ordered = sorted(tensors, key=lambda t: t[1])
+    sizes = {}
+    for i, (name, off, start) in enumerate(ordered):
+        end = ordered[i + 1][1] + start if i + 1 < len(ordered) else file_size
+        sizes[name] = end - (off + start)
+    tied = "output.weight" not in sizes
+    return sum(s for name, s in sizes.items() if tied or name != "token_embd.weight")
+
+
+# ---- running them ---------------------------------------------------------
+
+def hetero_env(level):
+    env = dict(os.environ)
+    if level != "native":
+        env["HX_SIMD"] = level
+    return env
+
+
+def hetero_once(model, a, level):
+    out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", str(a.p), "-n", str(a.n),
+                          "-t", str(a.t), "-r", "1", "--devices", "cpu", "-o", "json"],
+                         check=True, capture_output=True, text=True, env=hetero_env(level)).stdout
+    return parse_hetero(out)
+
+
+def llama_once(bench, model, a):
+    out = subprocess.run([bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", "1",
+                          "-o", "json"], check=True, capture_output=True, text=True).stdout
+    return parse_llama_bench(out)
+
+
+def hetero_batched_once(model, a, level):
+    out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", "0", "-n", str(a.ntg),
+                          "--seqs", a.batch, "-d", str(a.npp), "-t", str(a.t), "-r", "1", "--devices", "cpu",
+                          "-o", "json"], check=True, capture_output=True, text=True, env=hetero_env(level)).stdout
+    return parse_hetero(out)
+
+
+def llama_batched_once(bin_, model, a):
+    most = max(int(b) for b in a.batch.split(","))
+    out = subprocess.run([bin_, "-m", model, "-npp", str(a.npp), "-ntg", str(a.ntg), "-npl", a.batch,
+                          "-t", str(a.t), "-tb", str(a.t), "-c", str(most * (a.npp + a.ntg) + 16),
+                          "--output-format", "jsonl"], check=True, capture_output=True, text=True)
+    return parse_batched(out.stdout + out.stderr)
+
+
+def seen(tests_commit, commits):
+    """The tests of llama_once's answer; its commit noted."""
+    commits.add(tests_commit[1])
+    return tests_commit[0]
+
+
+def alternate(reps, first, second):
+    """Medians of {test: t/s} of two measurements run in alternation."""
+    samples = ({}, {})
+    for r in range(reps):
+        order = ((0, first), (1, second)) if r % 2 == 0 else ((1, second), (0, first))
+        for who, fn in order:
+            for test, ts in fn().items():
+                samples[who].setdefault(test, []).append(ts)
+    return tuple({t: statistics.median(v) for t, v in s.items()} for s in samples)
+
+
+def measured_bandwidth(threads):
+    out = subprocess.run([os.path.join(BUILD, "bench-quant"), "--bandwidth-only", "--mib", "256", "--reps", "5"],
+                         check=True, capture_output=True, text=True).stdout
+    return parse_bandwidth(out, threads)
+
+
+def row(label, typ, level, llama_level, test, h, l, roof):
+    ratio = f"{h / l:.2f}x" if h and l else "-"
+    fmt = lambda v: f"{v:.1f}" if v else "-"
+    print(f"| {label} | {typ} | {level} | {llama_level} | {test} | {fmt(h)} | {fmt(l)} | {ratio} | {roof} |",
+          flush=True)
+
+
+def models_of(a, workdir):
+    out = []
+    for preset in filter(None, a.models.split(",")):
+        for typ in a.types.split(","):
+            out.append((f"synthetic {preset}", typ, synthetic(preset, typ, a.llama_quantize)))
+    for path in a.model:
+        base = os.path.basename(path)
+        m = re.search(r"\.(Q[0-9A-Z_]+|F16|F32|BF16)\.gguf$", base, re.I)
+        out.append((base, m.group(1) if m else "file", path))
+        for typ in filter(None, a.requantize.split(",")):
+            out.append((base, f"{typ} (requantized)", requantize(path, typ, workdir, a.llama_quantize)))
+    return out
+
+
+def compare(a):
+    if not os.access(a.llama_bench, os.X_OK):
+        sys.exit(f"compare-llamacpp: {a.llama_bench} is not an executable llama-bench")
+    levels = a.simd.split(",")
+    bw = a.bandwidth or measured_bandwidth(a.t)
+    workdir = tempfile.mkdtemp(prefix="hetero-compare-")
+    try:
+        models = models_of(a, workdir)
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+        print(f"threads {a.t}, {a.r} alternating repetitions, medians; load average {' '.join(load)} at the start; "
+              f"read bandwidth {bw:.1f} GB/s at {a.t} threads{' (given)' if a.bandwidth else ' (bench-quant)'}\n")
+        print("| model | type | hetero SIMD | llama.cpp SIMD | test | hetero t/s | llama.cpp t/s | hetero / llama.cpp "
+              "| roofline (hetero, llama.cpp) |")
+        print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
+        commits = set()
+        for label, typ, path in models:
+            if path is None:
+                row(label, typ, "-", "-", "skipped: no quantizer for this type (--llama-quantize)", 0, 0, "")
+                continue
+            per_token = gguf_decode_bytes(path)
+            for level in levels:
+                bench, llama_level = a.llama_bench, "native"
+                if level == "avx2" and a.llama_bench_avx2:
+                    bench, llama_level = a.llama_bench_avx2, "avx2"
+                hs, ls = alternate(a.r, lambda: hetero_once(path, a, level),
+                                   lambda: seen(llama_once(bench, path, a), commits))
+                for test in (f"pp{a.p}", f"tg{a.n}"):
+                    h, l = hs.get(test), ls.get(test)
+                    roof = ""
+                    if test.startswith("tg") and h and l:
+                        roof = f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
+                    row(label, typ, level, llama_level, test, h, l, roof)
+            if a.batch and a.llama_batched_bench:
+                hs, ls = alternate(a.r, lambda: hetero_batched_once(path, a, levels[0]),
+                                   lambda: llama_batched_once(a.llama_batched_bench, path, a))
+                for b in a.batch.split(","):
+                    test = batched_name(a.ntg, int(b), a.npp)
+                    row(label, typ, levels[0], "native", test, hs.get(test), ls.get(test), "")
+        with open("/proc/loadavg") as f:
+            load = f.read().split()[:3]
+        print(f"\nllama-bench build_commit {', '.join(sorted(commits)) or 'unknown'}; "
+              f"load average {' '.join(load)} at the end")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---- the parsers, on canned outputs ---------------------------------------
+
+def self_test():
+    lb = json.dumps([{"n_prompt": 128, "n_gen": 0, "n_depth": 0, "avg_ts": 250.5, "build_commit": "abc1234"},
+                     {"n_prompt": 0, "n_gen": 64, "avg_ts": 40.25, "build_commit": "abc1234"},
+                     {"n_prompt": 0, "n_gen": 64, "n_depth": 128, "avg_ts": 30.0}])
+    tests, commit = parse_llama_bench(lb)
+    assert tests == {"pp128": 250.5, "tg64": 40.25, "tg64@d128": 30.0}, tests
+    assert commit == "abc1234", commit
+    bb = ("main: n_kv_max = 3088 ...\n"
+          '{"n_kv_max": 3088, "pp": 128, "tg": 64, "pl": 4, "n_kv": 768, "t_pp": 1.0, "speed_pp": 512.0, '
+          '"t_tg": 2.0, "speed_tg": 128.0, "t": 3.0, "speed": 256.0}\n'
+          '{"n_kv_max": 3088, "pp": 128, "tg": 64, "pl": 16, "n_kv": 3072, "t_pp": 4.0, "speed_pp": 512.0, '
+          '"t_tg": 4.0, "speed_tg": 256.0, "t": 8.0, "speed": 384.0}\n')
+    assert parse_batched(bb) == {"tg64x4@d128": 128.0, "tg64x16@d128": 256.0}, parse_batched(bb)
+    hb = json.dumps({"results": [{"test": "pp128", "avg_ts": 300.0}, {"test": "tg64x4@d128", "avg_ts": 90.0}]})
+    assert parse_hetero(hb) == {"pp128": 300.0, "tg64x4@d128": 90.0}
+    bq = "memory read bandwidth (AVX-512 streaming read-sum, 256 MiB): 1 thread 11.5 GB/s, 2 threads 19.0 GB/s\n"
+    assert parse_bandwidth(bq, 1) == 11.5 and parse_bandwidth(bq, 2) == 19.0
+    # A GGUF of one string key and three tensors: an untied model reads all
+    # but the embedding table; a tied one reads that too.
+    def gguf(names_sizes):
+        kv = struct.pack("<Q", 12) + b"general.name" + struct.pack("<I", 8) + struct.pack("<Q", 1) + b"x"
+        info, off = b"", 0
+        for name, size in names_sizes:
+            info += struct.pack("<Q", len(name)) + name.encode() + struct.pack("<IQI", 1, size // 2, 1)
+            info += struct.pack("<Q", off)
+            off += size
+        head = b"GGUF" + struct.pack("<IQQ", 3, len(names_sizes), 1) + kv + info
+        head += b"\0" * ((32 - len(head) % 32) % 32)
+        return head + b"\1" * off
+    untied = gguf([("token_embd.weight", 64), ("blk.0.attn_q.weight", 96), ("output.weight", 64)])
+    assert decode_bytes_of(gguf_tensors(untied), len(untied)) == 160
+    tied = gguf([("token_embd.weight", 64), ("blk.0.attn_q.weight", 96)])
+    assert decode_bytes_of(gguf_tensors(tied), len(tied)) == 160
+    assert batched_name(64, 16, 0) == "tg64x16"
+    print("compare-llamacpp: self-test passed")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("llama_bench")
+    ap.add_argument("llama_bench", nargs="?")
+    ap.add_argument("--llama-batched-bench")
+    ap.add_argument("--llama-bench-avx2")
     ap.add_argument("--llama-quantize")
     ap.add_argument("--models", default="tiny,small")
     ap.add_argument("--types", default="f16,q8_0,q4_0,q4_K_M")
+    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--requantize", default="")
+    ap.add_argument("--simd", default="native")
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-t", type=int, default=2)
-    ap.add_argument("-r", type=int, default=5)
+    ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--batch", default="")
+    ap.add_argument("--npp", type=int, default=128)
+    ap.add_argument("--ntg", type=int, default=64)
+    ap.add_argument("--bandwidth", type=float, help="read bandwidth in GB/s at -t threads")
+    ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
-    if not os.access(a.llama_bench, os.X_OK):
-        sys.exit(f"compare-llamacpp: {a.llama_bench} is not an executable llama-bench")
-    print(f"| model | type | test | hetero t/s | llama.cpp t/s | hetero / llama.cpp |")
-    print(f"| --- | --- | --- | ---: | ---: | ---: |")
-    for preset in a.models.split(","):
-        for typ in a.types.split(","):
-            model = synthetic(preset, typ, a.llama_quantize)
-            if model is None:
-                print(f"| {preset} | {typ} | - | skipped: --llama-quantize not given | | |")
-                continue
-            samples = {"hetero": {}, "llama": {}}
-            for _ in range(a.r):
-                for who, fn in (("hetero", lambda: hetero_once(model, a.p, a.n, a.t)),
-                                ("llama", lambda: llama_once(a.llama_bench, model, a.p, a.n, a.t))):
-                    for test, ts in fn().items():
-                        samples[who].setdefault(test, []).append(ts)
-            for test in (f"pp{a.p}", f"tg{a.n}"):
-                h = statistics.median(samples["hetero"][test])
-                l = statistics.median(samples["llama"][test])
-                print(f"| {preset} | {typ} | {test} | {h:.1f} | {l:.1f} | {h / l:.2f}x |", flush=True)
+    if a.self_test:
+        return self_test()
+    if not a.llama_bench:
+        ap.error("LLAMA_BENCH is needed")
+    for level in a.simd.split(","):
+        if level not in ("native", "scalar", "avx2", "avx512"):
+            ap.error(f"--simd: '{level}' is none of native, scalar, avx2, avx512")
+    compare(a)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
  * what the runtime did meanwhile.  As llama-bench does, ppN evaluates N
  * tokens in one call on a fresh session and tgN evaluates N tokens one at
  * a time, each after the previous; the next token is the argmax of the
- * logits, so no sampler cost is measured and every run is the same. */
+ * logits, so no sampler cost is measured and every run is the same.  At a
+ * depth d (llama-bench's -d, llama-batched-bench's -npp) every session
+ * first evaluates d prompt tokens, unmeasured, so that the measured tokens
+ * attend to a context of that length. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +32,33 @@ static void fill_tokens(int32_t *ids, int n, uint32_t vocab, uint64_t seed)
     }
 }
 
-static hx_status run_pp(hx_runtime *rt, hx_model *m, const int32_t *ids, int n, double *ns)
+/* Opens a session holding `depth` tokens of context (unmeasured). */
+static hx_status open_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
+{
+    hx_status st = hx_session_open(m, s);
+    if (st || depth <= 0)
+        return st;
+    int32_t *ctx = malloc(sizeof *ctx * (size_t)depth);
+    if (!ctx) {
+        fprintf(stderr, "hetero-bench: out of memory\n");
+        st = HX_ERR_NO_MEMORY;
+    } else {
+        fill_tokens(ctx, depth, vocab, seed);
+        st = hx_session_eval(*s, ctx, (size_t)depth, 0);
+        free(ctx);
+    }
+    if (st) {
+        hx_session_close(*s);
+        *s = NULL;
+    }
+    return st;
+}
+
+static hx_status run_pp(hx_runtime *rt, hx_model *m, uint32_t vocab, const int32_t *ids, int n, int depth,
+                        double *ns)
 {
     hx_session *s;
-    hx_status st = hx_session_open(m, &s);
+    hx_status st = open_at_depth(m, vocab, depth, 99, &s);
     if (st)
         return st;
     double t0 = clock_ns(rt);
@@ -44,14 +70,14 @@ static hx_status run_pp(hx_runtime *rt, hx_model *m, const int32_t *ids, int n, 
 
 /* `seqs` sessions decoded together: each step is one batch holding one
  * token of every session, the way a server decodes parallel requests. */
-static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int seqs, double *ns)
+static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int seqs, int depth, double *ns)
 {
     hx_session *s[256] = {0};
     int32_t cur[256];
     hx_status st = HX_OK;
     fill_tokens(cur, seqs, vocab, 42);
     for (int k = 0; k < seqs && st == HX_OK; k++)
-        st = hx_session_open(m, &s[k]);
+        st = open_at_depth(m, vocab, depth, 99 + (uint64_t)k, &s[k]);
     double t0 = clock_ns(rt);
     for (int i = 0; i < n && st == HX_OK; i++) {
         if (seqs == 1) {
@@ -70,9 +96,10 @@ static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int 
 }
 
 static hx_status run_once(hx_runtime *rt, hx_model *m, const hxb_model *md, const hxb_test *t, const int32_t *ids,
-                          int n, double *ns)
+                          int n, int depth, double *ns)
 {
-    return t->kind == HXB_PP ? run_pp(rt, m, ids, n, ns) : run_tg(rt, m, md->n_vocab, n, t->seqs, ns);
+    return t->kind == HXB_PP ? run_pp(rt, m, md->n_vocab, ids, n, depth, ns)
+                             : run_tg(rt, m, md->n_vocab, n, t->seqs, depth, ns);
 }
 
 static void device_stats(hx_runtime *rt, hxb_row *row)
@@ -104,9 +131,10 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
         fill_tokens(ids, t->n, md->n_vocab, 1234);
     }
     /* The warm-up pages in the weights and sizes the activations; like
-     * llama-bench's, one token is enough to warm up generation. */
+     * llama-bench's, one token is enough to warm up generation, and no
+     * context is needed for it. */
     if (p->warmup)
-        st = run_once(rt, m, md, t, ids, t->kind == HXB_PP ? t->n : 1, &ns);
+        st = run_once(rt, m, md, t, ids, t->kind == HXB_PP ? t->n : 1, 0, &ns);
     row->reps = p->reps;
     row->samples_ns = calloc((size_t)p->reps, sizeof *row->samples_ns);
     double *ts = calloc((size_t)p->reps, sizeof *ts);
@@ -117,7 +145,7 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
     hxb_stats_peak_rss_reset();
     hx_runtime_stats_reset(rt);
     for (int r = 0; r < p->reps && st == HX_OK; r++) {
-        st = run_once(rt, m, md, t, ids, t->n, &row->samples_ns[r]);
+        st = run_once(rt, m, md, t, ids, t->n, t->depth, &row->samples_ns[r]);
         ts[r] = (double)t->n * t->seqs / (row->samples_ns[r] * 1e-9);
     }
     if (st == HX_OK) {

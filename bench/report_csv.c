@@ -35,7 +35,7 @@ static void unum(FILE *f, unsigned long long v) { fprintf(f, ",%llu", v); }
 void hxb_report_csv(FILE *f, const hxb_results *r)
 {
     fputs("model,model_path,arch,type,size_bytes,n_params,devices,policy,partition,inject,threads,n_batch,test,"
-          "n_prompt,n_gen,n_seqs,reps,avg_ns,stddev_ns,avg_ts,stddev_ts,vs_base,samples_ns,samples_ts,"
+          "n_prompt,n_gen,n_seqs,n_depth,reps,avg_ns,stddev_ns,avg_ts,stddev_ts,vs_base,samples_ns,samples_ts,"
           "device_busy_pct,device_tasks,tasks_per_run,submit_overhead_us,copies,bytes_copied,zero_copy_uses,"
           "migrations,peak_rss_bytes\n",
           f);
@@ -58,6 +58,7 @@ void hxb_report_csv(FILE *f, const hxb_results *r)
         unum(f, row->t.kind == HXB_PP ? (unsigned)row->t.n : 0);
         unum(f, row->t.kind == HXB_TG ? (unsigned)row->t.n : 0);
         unum(f, (unsigned)row->t.seqs);
+        unum(f, (unsigned)row->t.depth);
         unum(f, (unsigned)row->reps);
         num(f, row->avg_ns);
         num(f, row->stddev_ns);

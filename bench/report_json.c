@@ -58,6 +58,7 @@ static void row_json(FILE *f, const hxb_results *r, int i)
     kint(f, "n_prompt", row->t.kind == HXB_PP ? (unsigned)row->t.n : 0);
     kint(f, "n_gen", row->t.kind == HXB_TG ? (unsigned)row->t.n : 0);
     kint(f, "n_seqs", (unsigned)row->t.seqs);
+    kint(f, "n_depth", (unsigned)row->t.depth);
     kint(f, "reps", (unsigned)row->reps);
     knum(f, "avg_ns", row->avg_ns);
     knum(f, "stddev_ns", row->stddev_ns);

@@ -91,23 +91,36 @@ static void describe_devices(hx_runtime *rt, const char *set, hxb_row *row)
              hx_runtime_simulated(rt) ? "[sim]" : "");
 }
 
+/* A test at a depth is named as llama-bench names it ("tg64 @ d128"),
+ * without the spaces, since the name is also a chart's file name. */
+static void name_depth(hxb_test *t)
+{
+    size_t len = strlen(t->name);
+    if (t->depth > 0)
+        snprintf(t->name + len, sizeof t->name - len, "@d%d", t->depth);
+}
+
 static int build_tests(const hxb_params *p, hxb_results *r)
 {
-    r->tests = calloc((size_t)(p->prompts.n + p->gens.n * p->seqs.n), sizeof *r->tests);
+    r->tests = calloc((size_t)((p->prompts.n + p->gens.n * p->seqs.n) * p->depths.n), sizeof *r->tests);
     if (!r->tests)
         return -1;
-    for (int i = 0; i < p->prompts.n; i++)
-        if (p->prompts.v[i] > 0) {
-            hxb_test *t = &r->tests[r->ntests++];
-            *t = (hxb_test){HXB_PP, p->prompts.v[i], 1, ""};
-            snprintf(t->name, sizeof t->name, "pp%d", t->n);
-        }
-    for (int i = 0; i < p->gens.n; i++)
-        for (int k = 0; k < p->seqs.n && p->gens.v[i] > 0; k++) {
-            hxb_test *t = &r->tests[r->ntests++];
-            *t = (hxb_test){HXB_TG, p->gens.v[i], p->seqs.v[k], ""};
-            snprintf(t->name, sizeof t->name, p->seqs.v[k] > 1 ? "tg%dx%d" : "tg%d", t->n, t->seqs);
-        }
+    for (int d = 0; d < p->depths.n; d++)
+        for (int i = 0; i < p->prompts.n; i++)
+            if (p->prompts.v[i] > 0) {
+                hxb_test *t = &r->tests[r->ntests++];
+                *t = (hxb_test){HXB_PP, p->prompts.v[i], 1, p->depths.v[d], ""};
+                snprintf(t->name, sizeof t->name, "pp%d", t->n);
+                name_depth(t);
+            }
+    for (int d = 0; d < p->depths.n; d++)
+        for (int i = 0; i < p->gens.n; i++)
+            for (int k = 0; k < p->seqs.n && p->gens.v[i] > 0; k++) {
+                hxb_test *t = &r->tests[r->ntests++];
+                *t = (hxb_test){HXB_TG, p->gens.v[i], p->seqs.v[k], p->depths.v[d], ""};
+                snprintf(t->name, sizeof t->name, p->seqs.v[k] > 1 ? "tg%dx%d" : "tg%d", t->n, t->seqs);
+                name_depth(t);
+            }
     return 0;
 }
 
@@ -132,9 +145,9 @@ static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results
     md->n_ctx = in.n_ctx_train;
     hx_model_free(m);
     for (int t = 0; t < r->ntests; t++)
-        if ((uint32_t)r->tests[t].n > md->n_ctx) {
+        if ((uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth > md->n_ctx) {
             fprintf(stderr, "hetero-bench: %s needs %d positions but model '%s' has a context of %u\n",
-                    r->tests[t].name, r->tests[t].n, md->name, md->n_ctx);
+                    r->tests[t].name, r->tests[t].n + r->tests[t].depth, md->name, md->n_ctx);
             return -1;
         }
     return 0;
@@ -224,7 +237,8 @@ static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
 {
     uint64_t need = 0, dflt = md->n_ctx < 4096 ? md->n_ctx : 4096;
     for (int t = 0; t < r->ntests; t++) {
-        uint64_t n = (uint64_t)r->tests[t].seqs * (((uint64_t)r->tests[t].n + 15) / 16 * 16);
+        uint64_t len = (uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth;
+        uint64_t n = (uint64_t)r->tests[t].seqs * ((len + 15) / 16 * 16);
         if (n > need)
             need = n;
     }

@@ -290,6 +290,47 @@ START_TEST(injection_rows_and_traced_token)
 }
 END_TEST
 
+/* The number after "key": in a JSON text, from `from` on. */
+static double json_number(const char *from, const char *key)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\": ", key);
+    const char *at = strstr(from, quoted);
+    ck_assert_msg(at != NULL, "no %s in: %s", key, from);
+    return strtod(at + strlen(quoted), NULL);
+}
+
+/* Batched decode as llama-batched-bench runs it (-npp 8 -ntg 4 -npl 3):
+ * three sessions, each holding 8 tokens of context, step together; the
+ * rate counts every sequence's tokens. */
+START_TEST(batched_decode_at_a_depth)
+{
+    static char out[1 << 16];
+    char args[512], path[256];
+    snprintf(args, sizeof args, "-m %s -p 0 -n 4 --seqs 1,3 -d 8 -r 2 -o json", model);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    const char *one = strstr(out, "\"test\": \"tg4@d8\""), *three = strstr(out, "\"test\": \"tg4x3@d8\"");
+    ck_assert_msg(one && three, "no tg4@d8 and tg4x3@d8 rows in: %s", out);
+    ck_assert_ptr_null(strstr(out, "\"test\": \"pp"));
+    ck_assert_int_eq((int)json_number(three, "n_gen"), 4);
+    ck_assert_int_eq((int)json_number(three, "n_seqs"), 3);
+    ck_assert_int_eq((int)json_number(three, "n_depth"), 8);
+    ck_assert_int_eq((int)json_number(one, "n_seqs"), 1);
+    /* Each sample's rate is its tokens over its time: 3 x 4 tokens. */
+    const char *ns = strstr(three, "\"samples_ns\": [") + strlen("\"samples_ns\": [");
+    const char *ts = strstr(three, "\"samples_ts\": [") + strlen("\"samples_ts\": [");
+    double t0 = strtod(ns, NULL), r0 = strtod(ts, NULL);
+    ck_assert_double_gt(t0, 0);
+    ck_assert_double_eq_tol(r0 * t0 * 1e-9, 12.0, 1e-3);
+    snprintf(path, sizeof path, "%s/batched.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(out, f);
+    fclose(f);
+    assert_schema(path);
+}
+END_TEST
+
 /* Each mistake: a non-zero exit and a message that names it. */
 START_TEST(mistakes_fail_clearly)
 {
@@ -312,6 +353,8 @@ START_TEST(mistakes_fail_clearly)
         {"--sim bench/machines/epyc2s.machine --shapes llama2-9b", "unknown shapes 'llama2-9b'"},
         {"--fpga-emulation qemu", "'pocl'"},
         {"-p 4096", "context"},
+        {"-d 60", "context"},
+        {"-d x", "-d 'x'"},
     };
     static char out[1 << 14];
     char args[600];
@@ -342,6 +385,7 @@ Suite *suite_bench(void)
     tcase_add_test(tc, simulated_machine);
     tcase_add_test(tc, timeline_from_a_chrome_trace);
     tcase_add_test(tc, injection_rows_and_traced_token);
+    tcase_add_test(tc, batched_decode_at_a_depth);
     tcase_add_test(tc, mistakes_fail_clearly);
     suite_add_tcase(s, tc);
     return s;
