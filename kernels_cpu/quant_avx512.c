@@ -98,31 +98,25 @@ INLINE void store_tile(float *s, size_t ss, __m512 acc[4][HX_GEMM_COLS], const i
 
 /* ---- plain types -------------------------------------------------------- */
 
-static void dequant_f16(const void *vx, float *y, int64_t n)
-{
-    const uint8_t *x = vx;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + 2 * i))));
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + 2 * i)));
-    }
-}
-
+static inline __m512 f16x16(__m256i v) { return _mm512_cvtph_ps(v); }
 static inline __m512 bf16x16(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
 
-static void dequant_bf16(const void *vx, float *y, int64_t n)
+/* A row of 16-bit floats, 16 at a time, the tail under a mask; `cvt` is a
+ * constant at each (inlined) call, so no call remains. */
+static inline __attribute__((always_inline)) void dequant_16bit(const uint8_t *x, float *y, int64_t n,
+                                                                __m512 (*cvt)(__m256i))
 {
-    const uint8_t *x = vx;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, bf16x16(_mm256_loadu_si256((const __m256i *)(x + 2 * i))));
+        _mm512_storeu_ps(y + i, cvt(_mm256_loadu_si256((const __m256i *)(x + 2 * i))));
     if (i < n) {
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, m, bf16x16(_mm256_maskz_loadu_epi16(m, x + 2 * i)));
+        _mm512_mask_storeu_ps(y + i, m, cvt(_mm256_maskz_loadu_epi16(m, x + 2 * i)));
     }
 }
+
+static void dequant_f16(const void *vx, float *y, int64_t n) { dequant_16bit(vx, y, n, f16x16); }
+static void dequant_bf16(const void *vx, float *y, int64_t n) { dequant_16bit(vx, y, n, bf16x16); }
 
 static void quant_f16(const float *x, void *vy, int64_t n)
 {
