@@ -14,7 +14,10 @@
  * CUDA passed; an op a present device does not implement is listed the
  * same way.  PoCL is a build dependency: its absence fails.  CUDA runs
  * here when a GPU and the plugin are present (bench/gpu-check runs this
- * suite on such a machine).
+ * suite on such a machine); everywhere, the CUDA backend also runs on the
+ * plugin's host emulation (tests/fixtures/cuda_host_plugin.c), listed as
+ * such: it checks the backend and the coherence of a device with its own
+ * memory, not the GPU's kernels.
  *
  * Bounds, each ~1000x what was measured: ops that only move or decode
  * data 1e-12 (measured 0); float accumulations (norms, matmuls over K up
@@ -52,17 +55,23 @@ typedef struct {
     const char *emulation; /* hx_runtime_options.fpga_emulation */
     hx_device_family family;
     target_kind kind;
-    int simd;     /* the CPU kernels' level (hx_simd_level), or -1 */
-    int required; /* absent fails the test instead of being listed */
+    int simd;           /* the CPU kernels' level (hx_simd_level), or -1 */
+    int required;       /* absent fails the test instead of being listed */
+    const char *plugin; /* the CUDA plugin in the build directory to load */
 } target;
 
 static const target targets[] = {
-    {"CPU scalar", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_SCALAR, 1},
-    {"CPU AVX2", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_AVX2, 0},
-    {"CPU AVX-512", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_AVX512, 0},
-    {"OpenCL (PoCL CPU device)", "opencl", "off", HX_FAMILY_OPENCL, ON_OPENCL, -1, 1},
-    {"FPGA (PoCL emulation)", "fpga", "pocl", HX_FAMILY_OPENCL, ON_OPENCL, -1, 1},
-    {"CUDA", "cuda", "off", HX_FAMILY_CUDA, ON_CUDA, -1, 0},
+    {"CPU scalar", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_SCALAR, 1, NULL},
+    {"CPU AVX2", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_AVX2, 0, NULL},
+    {"CPU AVX-512", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_AVX512, 0, NULL},
+    {"OpenCL (PoCL CPU device)", "opencl", "off", HX_FAMILY_OPENCL, ON_OPENCL, -1, 1, NULL},
+    {"FPGA (PoCL emulation)", "fpga", "pocl", HX_FAMILY_OPENCL, ON_OPENCL, -1, 1, NULL},
+    {"CUDA", "cuda", "off", HX_FAMILY_CUDA, ON_CUDA, -1, 0, "libhetero-cuda.so"},
+    /* The CUDA backend (binding, coverage, copies to a memory of its own)
+     * on the plugin's host emulation, whose kernels round as the GPU's do:
+     * what runs of CUDA where there is no GPU.  Built with the tests. */
+    {"CUDA backend on the plugin's host emulation", "cuda", "off", HX_FAMILY_CUDA, ON_CUDA, -1, 1,
+     "libhetero-cuda-host.so"},
 };
 enum { N_TARGETS = sizeof targets / sizeof targets[0] };
 
@@ -89,9 +98,10 @@ static const char *open_target(const target *tg, hx_runtime **rt, int *dev, char
     if (tg->simd >= 0)
         HX_ASSERT_OK(hx_quant_set_level((hx_simd_level)tg->simd));
     char plugin[512];
-    snprintf(plugin, sizeof plugin, "%s/libhetero-cuda.so", hx_test_build_dir());
-    if (tg->kind == ON_CUDA && !getenv("HX_CUDA_PLUGIN") && access(plugin, R_OK) == 0)
-        setenv("HX_CUDA_PLUGIN", plugin, 1); /* the plugin this build made */
+    if (tg->plugin) { /* the plugin this build made */
+        snprintf(plugin, sizeof plugin, "%s/%s", hx_test_build_dir(), tg->plugin);
+        setenv("HX_CUDA_PLUGIN", plugin, 1);
+    }
     hx_runtime_options o = hx_runtime_options_default();
     o.devices = tg->devices;
     o.fpga_emulation = tg->emulation;
@@ -307,6 +317,14 @@ static void check_matmul(under_test *u, uint32_t type, uint32_t T, uint32_t N, u
     double e = hx_ref_nmse(y, ref, (size_t)T * N);
     ck_assert_msg(e <= matmul_bound(u, type, T), "%s: type %u T %u N %u K %u bias %d: nmse %g", u->tg->name, type, T,
                   N, K, bias, e);
+    if (!u->unified) { /* weights stay on a device with its own memory: a second product moves no weight */
+        hx_runtime_stats before, after;
+        hx_runtime_stats_get(u->rt, &before);
+        HX_ASSERT_OK(run(u, "matmul", &a, sizeof a, bias ? 4 : 3, b, (hx_access[]){HX_R, HX_R, HX_W, HX_R}));
+        hx_runtime_stats_get(u->rt, &after);
+        ck_assert_msg(after.bytes_copied - before.bytes_copied < row * N, "%s: a second product copied %llu bytes",
+                      u->tg->name, (unsigned long long)(after.bytes_copied - before.bytes_copied));
+    }
     hx_case_destroy(b, 4);
     free(W);
     free(x);
