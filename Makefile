@@ -51,6 +51,14 @@ TEST_BIN := $(BUILD)/hetero-tests
 
 STATIC := $(BUILD)/libhetero.a
 SHARED := $(BUILD)/libhetero.so
+# Tools and benchmarks link the shared library, as an application would,
+# and find it beside them (build/) or in ../lib (after make install); it
+# exports the HX_API functions of hetero.h alone (-fvisibility=hidden).
+# The micro-benchmarks that time internals (each include of theirs that
+# crosses an arrow is listed in tools/arrows-allowed.txt, the one place
+# that says so) link the static library, which holds every symbol.
+USE_SHARED := -L$(BUILD) -lhetero -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
+INTERNAL_BENCHES := $(addprefix $(BUILD)/,$(sort $(shell sed -n 's|^bench/\(bench-[a-z0-9-]*\)\.c -> .*|\1|p' tools/arrows-allowed.txt)))
 
 .PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows
 all: lib tools $(BENCHES) cuda
@@ -78,34 +86,42 @@ $(STATIC): $(LIB_OBJ) $(CL_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(SHARED): $(LIB_OBJ) $(CL_OBJ)
-	$(Q)$(CC) -shared -o $@ $^ $(LDLIBS) $(LDFLAGS)
+	$(Q)$(CC) -shared -Wl,-soname,libhetero.so -o $@ $^ $(LDLIBS) $(LDFLAGS)
 
-$(BUILD)/hetero-%: tools/hetero-%.c $(STATIC)
+$(BUILD)/hetero-%: tools/hetero-%.c $(SHARED)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # hetero-run's modes and helpers live beside it in tools/run_*.c.
 RUN_SRC := $(sort $(wildcard tools/run_*.c))
-$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(STATIC)
+$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
-$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(STATIC)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
+$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
-$(BUILD)/bench-%: bench/bench-%.c $(STATIC)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
+$(BUILD)/bench-%: bench/bench-%.c $(SHARED)
 	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
+$(INTERNAL_BENCHES): $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
+	@echo "  LD      $@ (static: it times internals)"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 # bench-soak draws and measures with hetero-bench's helpers (SVG, RSS).
 BENCH_SOAK_LIB := bench/svg.c bench/stats.c
-$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(STATIC)
+$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(SHARED)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_SOAK_LIB) -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_SOAK_LIB) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 
 # One test binary: every tests/test_*.c defines `Suite *suite_NAME(void)`;
 # the list of suites is generated so a new file needs no registration.
 $(BUILD)/gen/suites.inc: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	$(Q)grep -ho '^Suite \*suite_[a-z0-9_]*(void)' $(TEST_SRC) | sed 's/^Suite \*\(suite_[a-z0-9_]*\)(void)/HX_SUITE(\1)/' > $@
-$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC)
+# The CUDA plugin's host emulation, on which the ops suite runs the CUDA
+# backend where there is no GPU (tests/fixtures/cuda_host_plugin.c).
+CUDA_HOST_PLUGIN := $(BUILD)/libhetero-cuda-host.so
+$(CUDA_HOST_PLUGIN): tests/fixtures/cuda_host_plugin.c kernels_cu/plugin.h kernels_cu/op_check.h kernels_cu/dequant_tile.h
+	$(Q)$(CC) $(ALL_CFLAGS) -shared $< -o $@ -lm $(LDFLAGS)
+$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)

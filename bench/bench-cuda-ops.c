@@ -1,14 +1,16 @@
-/* bench-cuda-ops: every CUDA kernel against a scalar host reference on
- * random inputs, through the runtime (tasks pinned to the GPU), with the
- * normalized mean squared error of each and a bound; then GEMM speed of
- * the plugin's path beside cuBLAS's own GEMM on the same shapes.
+/* bench-cuda-ops: the speed of the CUDA plugin's matmul beside cuBLAS's own
+ * GEMM on the same shapes (device-resident data), the same product as a
+ * runtime task, and the plugin's paths that aligned runtime buffers never
+ * take (weights and activations at odd offsets), each with its normalized
+ * mean squared error against a host decoding.  Whether every op computes
+ * the right values on the GPU is the `ops` test suite's (tests/test_ops.c),
+ * which runs every op on every device against the scalar references.
  *
- *   build/bench-cuda-ops [--allow-absent] [--no-perf] [--perf-n N]
+ *   build/bench-cuda-ops [--allow-absent] [--perf-n N]
  *   build/bench-cuda-ops --compare A.f32 B.f32 BOUND   (NMSE of B against A)
  *
- * Exit status: 0 all within bounds, 1 a failure, 2 no CUDA device (0 with
- * --allow-absent).  When the CPU backend implements an op (its built-in
- * codelet has a CPU function) the CPU result is compared too.
+ * Exit status: 0 all ran (and the error column within bounds), 1 a
+ * failure, 2 no CUDA device (0 with --allow-absent).
  *
  * The host reference decodes weights with kernels_cu/dequant_tile.h, whose
  * host side the `cuda` test suite checks bit for bit against a scalar
@@ -29,7 +31,7 @@
 #include "ops/ops.h"
 
 static hx_runtime *rt;
-static int gpu = -1, cpu = -1, failures, resident_checks;
+static int gpu = -1, failures;
 static uint32_t perf_n = 4096; /* N = K of the speed table */
 
 /* ---- random data -------------------------------------------------------- */
@@ -127,16 +129,6 @@ static hx_buffer *buf_from(const void *data, size_t bytes)
     return b;
 }
 
-static void buf_read(hx_buffer *b, void *out, size_t bytes)
-{
-    void *p;
-    if (hx_buffer_acquire(b, HX_R, &p)) {
-        fprintf(stderr, "read back: %s\n", hx_last_error());
-        exit(1);
-    }
-    memcpy(out, p, bytes);
-}
-
 /* The op's codelet: the built-in one when this build has it (so the CPU
  * runs it too), else one that only names the op for the CUDA plugin. */
 static const hx_codelet *codelet_for(const char *name, hx_codelet *local)
@@ -180,422 +172,6 @@ static void report(const char *op, const char *what, double err, double bound)
     int ok = err <= bound;
     failures += !ok;
     printf("  %-10s %-38s nmse %-10.3g bound %-8.0e %s\n", op, what, err, bound, ok ? "ok" : "FAIL");
-}
-
-/* Runs the op on the GPU (and on the CPU when it can), compares output
- * buffer `out` (n floats, after the run) with `ref`.  `reset` restores
- * in/out buffers between the two runs (for RW ops). */
-typedef void (*reset_fn)(hx_buffer **bufs, void *ctx);
-
-static void check_op(const char *op, const char *what, hx_buffer **bufs, const hx_access *modes, int nb,
-                     const void *args, size_t as, int out, size_t n, const double *ref, double bound,
-                     double cpu_bound, reset_fn reset, void *ctx)
-{
-    hx_codelet local;
-    const hx_codelet *cl = codelet_for(op, &local);
-    float *got = malloc(n * sizeof(float));
-    hx_status s = run_on(gpu, cl, bufs, modes, nb, args, as);
-    if (s) {
-        printf("  %-10s %-34s FAIL: %s\n", op, what, hx_last_error());
-        failures++;
-    } else {
-        buf_read(bufs[out], got, n * sizeof(float));
-        report(op, what, nmse(got, ref, n), bound);
-    }
-    if (cpu >= 0 && hx_device_implements(rt, cpu, op)) {
-        if (reset)
-            reset(bufs, ctx);
-        if ((s = run_on(cpu, cl, bufs, modes, nb, args, as))) {
-            printf("  %-10s %-34s cpu FAIL: %s\n", op, what, hx_last_error());
-            failures++;
-        } else {
-            buf_read(bufs[out], got, n * sizeof(float));
-            char w[64];
-            snprintf(w, sizeof w, "%s (cpu)", what);
-            report(op, w, nmse(got, ref, n), cpu_bound);
-        }
-    }
-    free(got);
-}
-
-/* ---- ops ---------------------------------------------------------------- */
-
-static void check_matmul(uint32_t type, uint32_t T, uint32_t N, uint32_t K, int bias)
-{
-    uint64_t rb = hx_dq_row_bytes(type, K);
-    uint8_t *w = make_weights(type, N, K);
-    float *x = malloc(sizeof(float) * T * K), *b = malloc(sizeof(float) * N), *row = malloc(sizeof(float) * K);
-    double *ref = calloc((size_t)T * N, sizeof(double));
-    fill(x, (size_t)T * K, 1.0f);
-    fill(b, N, 1.0f);
-    for (uint32_t n = 0; n < N; n++) {
-        decode_row(type, w + n * rb, K, row);
-        for (uint32_t t = 0; t < T; t++) {
-            double s = bias ? b[n] : 0.0;
-            for (uint32_t k = 0; k < K; k++)
-                s += (double)row[k] * x[(uint64_t)t * K + k];
-            ref[(uint64_t)t * N + n] = s;
-        }
-    }
-    hx_buffer *bufs[4] = {buf_from(w, rb * N), buf_from(x, sizeof(float) * T * K),
-                          buf_from(NULL, sizeof(float) * T * N), bias ? buf_from(b, sizeof(float) * N) : NULL};
-    hx_access modes[4] = {HX_R, HX_R, HX_W, HX_R};
-    hx_op_matmul a = {.wtype = type, .T = T, .N = N, .K = K, .has_bias = (uint32_t)bias};
-    /* Decode reads weights as they are; prefill rounds activations (and
-     * quantized weights) to 16 bits for the tensor cores.  The CPU path
-     * quantizes activations to Q8 for quantized weights. */
-    int half = T > 1 && type != HX_TYPE_F32;
-    double bound = !half ? 1e-9 : type == HX_TYPE_BF16 ? 1e-4 : 1e-5;
-    double cpu_bound = hx_dq_is_quantized(type) ? 1e-3 : 1e-4;
-    char what[64];
-    snprintf(what, sizeof what, "%s T=%u N=%u K=%u%s", hx_type_name(type), T, N, K, bias ? " +bias" : "");
-    check_op("matmul", what, bufs, modes, 3 + bias, &a, sizeof a, 2, (size_t)T * N, ref, bound, cpu_bound, NULL,
-             NULL);
-
-    /* Weights stay resident: a second product copies activations only. */
-    hx_runtime_stats before, after;
-    hx_runtime_stats_get(rt, &before);
-    hx_codelet local;
-    if (run_on(gpu, codelet_for("matmul", &local), bufs, modes, 3 + bias, &a, sizeof a) == HX_OK) {
-        hx_runtime_stats_get(rt, &after);
-        uint64_t moved = after.bytes_copied - before.bytes_copied;
-        uint64_t limit = sizeof(float) * ((uint64_t)T * K + (uint64_t)T * N);
-        int ok = moved <= limit;
-        failures += !ok;
-        resident_checks += ok;
-        if (!ok)
-            printf("  %-10s %-34s FAIL: second run copied %llu bytes (activations are %llu): weights re-uploaded\n",
-                   "matmul", what, (unsigned long long)moved, (unsigned long long)limit);
-    }
-    for (int i = 0; i < 4; i++)
-        hx_buffer_destroy(bufs[i]);
-    free(w);
-    free(x);
-    free(b);
-    free(row);
-    free(ref);
-}
-
-static void check_rmsnorm(uint32_t T, uint32_t D)
-{
-    float *x = malloc(sizeof(float) * T * D), *w = malloc(sizeof(float) * D);
-    double *ref = malloc(sizeof(double) * T * D);
-    fill(x, (size_t)T * D, 3.0f);
-    fill(w, D, 1.0f);
-    const float eps = 1e-5f;
-    for (uint32_t t = 0; t < T; t++) {
-        double ss = 0;
-        for (uint32_t i = 0; i < D; i++)
-            ss += (double)x[t * D + i] * x[t * D + i];
-        double sc = 1.0 / sqrt(ss / D + eps);
-        for (uint32_t i = 0; i < D; i++)
-            ref[t * D + i] = x[t * D + i] * sc * w[i];
-    }
-    hx_buffer *bufs[3] = {buf_from(x, 4 * T * D), buf_from(w, 4 * D), buf_from(NULL, 4 * T * D)};
-    hx_access modes[3] = {HX_R, HX_R, HX_W};
-    hx_op_rmsnorm a = {.T = T, .D = D, .eps = eps};
-    char what[64];
-    snprintf(what, sizeof what, "T=%u D=%u", T, D);
-    check_op("rmsnorm", what, bufs, modes, 3, &a, sizeof a, 2, (size_t)T * D, ref, 1e-10, 1e-10, NULL, NULL);
-    for (int i = 0; i < 3; i++)
-        hx_buffer_destroy(bufs[i]);
-    free(x);
-    free(w);
-    free(ref);
-}
-
-struct rope_ctx {
-    const float *x;
-    size_t bytes;
-};
-
-static void rope_reset(hx_buffer **bufs, void *ctx)
-{
-    struct rope_ctx *r = ctx;
-    void *p;
-    if (hx_buffer_acquire(bufs[0], HX_W, &p) == HX_OK) {
-        memcpy(p, r->x, r->bytes);
-    }
-}
-
-static void check_rope(uint32_t T, uint32_t H, uint32_t Dh, uint32_t n_rot, int neox)
-{
-    size_t n = (size_t)T * H * Dh;
-    float *x = malloc(4 * n);
-    int32_t *pos = malloc(4 * T);
-    double *ref = malloc(8 * n);
-    fill(x, n, 2.0f);
-    for (uint32_t t = 0; t < T; t++)
-        pos[t] = (int32_t)(rnd() % 32768);
-    const float base = 500000.0f, fs = 1.0f;
-    for (uint32_t t = 0; t < T; t++)
-        for (uint32_t h = 0; h < H; h++) {
-            const float *v = x + ((size_t)t * H + h) * Dh;
-            double *o = ref + ((size_t)t * H + h) * Dh;
-            for (uint32_t i = 0; i < Dh; i++)
-                o[i] = v[i];
-            for (uint32_t i = 0; i < n_rot / 2; i++) {
-                double th = pos[t] * (double)fs * pow(base, -2.0 * i / n_rot);
-                uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
-                o[i0] = v[i0] * cos(th) - v[i1] * sin(th);
-                o[i1] = v[i0] * sin(th) + v[i1] * cos(th);
-            }
-        }
-    hx_buffer *bufs[2] = {buf_from(x, 4 * n), buf_from(pos, 4 * T)};
-    hx_access modes[2] = {HX_RW, HX_R};
-    hx_op_rope a = {.T = T, .H = H, .Dh = Dh, .n_rot = n_rot, .freq_base = base, .freq_scale = fs,
-                    .neox = (uint32_t)neox};
-    char what[64];
-    snprintf(what, sizeof what, "%s T=%u H=%u Dh=%u rot=%u", neox ? "neox" : "normal", T, H, Dh, n_rot);
-    struct rope_ctx rc = {x, 4 * n};
-    /* Positions up to 32768: a float angle there carries ~1e-3 rad of
-     * error, hence the looser bound for a CPU that computes in float. */
-    check_op("rope", what, bufs, modes, 2, &a, sizeof a, 0, n, ref, 1e-10, 1e-5, rope_reset, &rc);
-    for (int i = 0; i < 2; i++)
-        hx_buffer_destroy(bufs[i]);
-    free(x);
-    free(pos);
-    free(ref);
-}
-
-static void check_add_swiglu(uint64_t n)
-{
-    float *x = malloc(4 * n), *y = malloc(4 * n);
-    double *ref = malloc(8 * n);
-    fill(x, n, 4.0f);
-    fill(y, n, 4.0f);
-    for (uint64_t i = 0; i < n; i++)
-        ref[i] = (double)x[i] / (1.0 + exp(-(double)x[i])) * y[i];
-    hx_buffer *bufs[3] = {buf_from(x, 4 * n), buf_from(y, 4 * n), buf_from(NULL, 4 * n)};
-    hx_access sm[3] = {HX_R, HX_R, HX_W};
-    hx_op_swiglu sa = {.n = n};
-    char what[64];
-    snprintf(what, sizeof what, "n=%llu", (unsigned long long)n);
-    check_op("swiglu", what, bufs, sm, 3, &sa, sizeof sa, 2, n, ref, 1e-10, 1e-8, NULL, NULL);
-    for (uint64_t i = 0; i < n; i++)
-        ref[i] = (double)x[i] + y[i];
-    struct rope_ctx rc = {x, 4 * n};
-    hx_access am[2] = {HX_RW, HX_R};
-    hx_op_add aa = {.n = n};
-    check_op("add", what, bufs, am, 2, &aa, sizeof aa, 0, n, ref, 1e-12, 1e-12, rope_reset, &rc);
-    for (int i = 0; i < 3; i++)
-        hx_buffer_destroy(bufs[i]);
-    free(x);
-    free(y);
-    free(ref);
-}
-
-static void check_get_rows(uint32_t type, uint32_t V, uint32_t D, uint32_t T)
-{
-    uint64_t rb = hx_dq_row_bytes(type, D);
-    uint8_t *w = make_weights(type, V, D);
-    int32_t *ids = malloc(4 * T);
-    float *row = malloc(4 * D);
-    double *ref = malloc(8 * (size_t)T * D);
-    for (uint32_t t = 0; t < T; t++) {
-        ids[t] = (int32_t)(rnd() % V);
-        decode_row(type, w + (uint64_t)ids[t] * rb, D, row);
-        for (uint32_t i = 0; i < D; i++)
-            ref[(size_t)t * D + i] = row[i];
-    }
-    hx_buffer *bufs[3] = {buf_from(w, rb * V), buf_from(ids, 4 * T), buf_from(NULL, 4 * (size_t)T * D)};
-    hx_access modes[3] = {HX_R, HX_R, HX_W};
-    hx_op_get_rows a = {.type = type, .T = T, .D = D};
-    char what[64];
-    snprintf(what, sizeof what, "%s V=%u D=%u T=%u", hx_type_name(type), V, D, T);
-    check_op("get_rows", what, bufs, modes, 3, &a, sizeof a, 2, (size_t)T * D, ref, 1e-14, 1e-14, NULL, NULL);
-    /* A token id outside the table: the task fails with HX_ERR_RANGE and
-     * the device stays usable. */
-    hx_codelet local;
-    ids[T / 2] = (int32_t)V;
-    void *p;
-    if (hx_buffer_acquire(bufs[1], HX_W, &p) == HX_OK) {
-        memcpy(p, ids, 4 * T);
-    }
-    hx_status s = run_on(gpu, codelet_for("get_rows", &local), bufs, modes, 3, &a, sizeof a);
-    int ok = s == HX_ERR_RANGE;
-    ids[T / 2] = 0;
-    if (hx_buffer_acquire(bufs[1], HX_W, &p) == HX_OK) {
-        memcpy(p, ids, 4 * T);
-    }
-    ok = ok && run_on(gpu, codelet_for("get_rows", &local), bufs, modes, 3, &a, sizeof a) == HX_OK;
-    failures += !ok;
-    printf("  %-10s %-34s %s\n", "get_rows", "bad id -> HX_ERR_RANGE, then usable", ok ? "ok" : "FAIL");
-    for (int i = 0; i < 3; i++)
-        hx_buffer_destroy(bufs[i]);
-    free(w);
-    free(ids);
-    free(row);
-    free(ref);
-}
-
-/* The host's Q8_0 quantization of one 32-element block (as llama.cpp's
- * reference quantizer does it). */
-static void quantize_q8_0(const float *x, uint8_t *b)
-{
-    float amax = 0;
-    for (int i = 0; i < 32; i++)
-        amax = fmaxf(amax, fabsf(x[i]));
-    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    put16(b, hx_dq_f32_to_f16(d));
-    for (int i = 0; i < 32; i++)
-        b[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
-}
-
-static void store_row(uint32_t kv_type, const float *x, uint32_t E, uint8_t *dst)
-{
-    if (kv_type == HX_TYPE_F16)
-        for (uint32_t e = 0; e < E; e++)
-            put16(dst + 2 * e, hx_dq_f32_to_f16(x[e]));
-    else if (kv_type == HX_TYPE_F32)
-        memcpy(dst, x, 4 * (size_t)E);
-    else
-        for (uint32_t g = 0; g < E / 32; g++)
-            quantize_q8_0(x + 32 * g, dst + 34 * g);
-}
-
-/* kv_store then attention over a paged cache: two sequences whose blocks
- * are scattered, one prefilling T0 tokens, one decoding at position P1. */
-static void check_kv(uint32_t kv_type, uint32_t Hq, uint32_t Hkv, uint32_t Dh)
-{
-    const uint32_t bs = 16, nblocks = 24, max_blocks = 10, S = 2, T0 = 37, P1 = 130;
-    uint32_t E = Hkv * Dh, T = T0 + 1;
-    uint64_t rb = hx_dq_row_bytes(kv_type, E), cache = rb * bs * nblocks;
-    uint32_t perm[24];
-    for (uint32_t i = 0; i < nblocks; i++)
-        perm[i] = i;
-    for (uint32_t i = nblocks - 1; i > 0; i--) {
-        uint32_t j = rnd() % (i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    hx_kv_layout l = {.T = T, .S = S, .max_blocks = max_blocks, .block_size = bs};
-    int32_t *meta = calloc(hx_meta_ints(&l), 4);
-    int32_t *bt = meta + 3 * T;
-    for (uint32_t s = 0; s < S; s++)
-        for (uint32_t b = 0; b < max_blocks; b++)
-            bt[s * max_blocks + b] = (int32_t)perm[(s * max_blocks + b) % nblocks];
-    for (uint32_t t = 0; t < T; t++) {
-        uint32_t s = t < T0 ? 0 : 1, p = t < T0 ? t : P1;
-        meta[T + t] = (int32_t)p;
-        meta[2 * T + t] = (int32_t)s;
-        meta[t] = bt[s * max_blocks + p / bs] * (int32_t)bs + (int32_t)(p % bs);
-    }
-    /* Caches already holding sequence 1's earlier positions (random). */
-    uint8_t *kc = calloc(1, cache), *vc = calloc(1, cache);
-    float *tmp = malloc(4 * E);
-    for (uint32_t p = 0; p < P1; p++) {
-        uint64_t slot = (uint64_t)bt[max_blocks + p / bs] * bs + p % bs;
-        fill(tmp, E, 1.0f);
-        store_row(kv_type, tmp, E, kc + slot * rb);
-        fill(tmp, E, 1.0f);
-        store_row(kv_type, tmp, E, vc + slot * rb);
-    }
-    float *k = malloc(4 * (size_t)T * E), *v = malloc(4 * (size_t)T * E), *q = malloc(4 * (size_t)T * Hq * Dh);
-    fill(k, (size_t)T * E, 1.0f);
-    fill(v, (size_t)T * E, 1.0f);
-    fill(q, (size_t)T * Hq * Dh, 1.0f);
-    /* Reference caches after the store. */
-    uint8_t *rk = malloc(cache), *rv = malloc(cache);
-    memcpy(rk, kc, cache);
-    memcpy(rv, vc, cache);
-    for (uint32_t t = 0; t < T; t++) {
-        store_row(kv_type, k + (size_t)t * E, E, rk + (uint64_t)meta[t] * rb);
-        store_row(kv_type, v + (size_t)t * E, E, rv + (uint64_t)meta[t] * rb);
-    }
-    hx_buffer *bk = buf_from(k, 4 * (size_t)T * E), *bv = buf_from(v, 4 * (size_t)T * E);
-    hx_buffer *bkc = buf_from(kc, cache), *bvc = buf_from(vc, cache), *bm = buf_from(meta, 4 * hx_meta_ints(&l));
-    hx_buffer *sb[5] = {bk, bv, bkc, bvc, bm};
-    hx_access sm[5] = {HX_R, HX_R, HX_RW, HX_RW, HX_R};
-    hx_op_kv_store sa = {.kv = l, .Hkv = Hkv, .Dh = Dh, .kv_type = kv_type};
-    hx_codelet local;
-    char what[64];
-    snprintf(what, sizeof what, "%s Hq=%u Hkv=%u Dh=%u", hx_type_name(kv_type), Hq, Hkv, Dh);
-    hx_status s = run_on(gpu, codelet_for("kv_store", &local), sb, sm, 5, &sa, sizeof sa);
-    uint8_t *gk = malloc(cache), *gv = malloc(cache);
-    if (s) {
-        printf("  %-10s %-34s FAIL: %s\n", "kv_store", what, hx_last_error());
-        failures++;
-    } else {
-        buf_read(bkc, gk, cache);
-        buf_read(bvc, gv, cache);
-        int same = !memcmp(gk, rk, cache) && !memcmp(gv, rv, cache);
-        failures += !same;
-        printf("  %-10s %-34s %s\n", "kv_store", what, same ? "bit-exact ok" : "FAIL: caches differ");
-    }
-    /* Attention over the reference caches, so a kv_store bug cannot hide
-     * an attention bug. */
-    float scale = 1.0f / sqrtf((float)Dh);
-    double *ref = calloc((size_t)T * Hq * Dh, 8);
-    float *kr = malloc(4 * E), *vr = malloc(4 * E);
-    double *sc = malloc(8 * (P1 + 1));
-    for (uint32_t t = 0; t < T; t++) {
-        uint32_t sq = (uint32_t)meta[2 * T + t], p = (uint32_t)meta[T + t];
-        for (uint32_t h = 0; h < Hq; h++) {
-            uint32_t hk = h / (Hq / Hkv);
-            const float *qh = q + ((size_t)t * Hq + h) * Dh;
-            double mx = -INFINITY, sum = 0;
-            for (uint32_t j = 0; j <= p; j++) {
-                uint64_t slot = (uint64_t)bt[sq * max_blocks + j / bs] * bs + j % bs;
-                decode_row(kv_type, rk + slot * rb, E, kr);
-                double d = 0;
-                for (uint32_t e = 0; e < Dh; e++)
-                    d += (double)(qh[e] * scale) * kr[hk * Dh + e];
-                sc[j] = d;
-                mx = d > mx ? d : mx;
-            }
-            double *o = ref + ((size_t)t * Hq + h) * Dh;
-            for (uint32_t j = 0; j <= p; j++) {
-                uint64_t slot = (uint64_t)bt[sq * max_blocks + j / bs] * bs + j % bs;
-                decode_row(kv_type, rv + slot * rb, E, vr);
-                double w = exp(sc[j] - mx);
-                sum += w;
-                for (uint32_t e = 0; e < Dh; e++)
-                    o[e] += w * vr[hk * Dh + e];
-            }
-            for (uint32_t e = 0; e < Dh; e++)
-                o[e] /= sum;
-        }
-    }
-    void *pp;
-    if (hx_buffer_acquire(bkc, HX_W, &pp) == HX_OK) {
-        memcpy(pp, rk, cache);
-    }
-    if (hx_buffer_acquire(bvc, HX_W, &pp) == HX_OK) {
-        memcpy(pp, rv, cache);
-    }
-    hx_buffer *bq = buf_from(q, 4 * (size_t)T * Hq * Dh), *bo = buf_from(NULL, 4 * (size_t)T * Hq * Dh);
-    hx_buffer *ab[5] = {bq, bkc, bvc, bm, bo};
-    hx_access am[5] = {HX_R, HX_R, HX_R, HX_R, HX_W};
-    hx_op_attention aa = {.kv = l, .Hq = Hq, .Hkv = Hkv, .Dh = Dh, .kv_type = kv_type, .scale = scale};
-    /* The CPU dots Q8_0 keys with queries quantized to Q8_0, as llama.cpp does. */
-    check_op("attention", what, ab, am, 5, &aa, sizeof aa, 4, (size_t)T * Hq * Dh, ref, 1e-9,
-             kv_type == HX_TYPE_Q8_0 ? 1e-4 : 1e-6, NULL, NULL);
-    /* A block number outside the cache in the table: HX_ERR_RANGE. */
-    if (hx_buffer_acquire(bm, HX_W, &pp) == HX_OK) {
-        ((int32_t *)pp)[3 * T + max_blocks] = (int32_t)nblocks + 5;
-    }
-    s = run_on(gpu, codelet_for("attention", &local), ab, am, 5, &aa, sizeof aa);
-    failures += s != HX_ERR_RANGE;
-    printf("  %-10s %-34s %s\n", "attention", "bad block -> HX_ERR_RANGE", s == HX_ERR_RANGE ? "ok" : "FAIL");
-    hx_buffer *all[] = {bk, bv, bkc, bvc, bm, bq, bo};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        hx_buffer_destroy(all[i]);
-    free(meta);
-    free(kc);
-    free(vc);
-    free(tmp);
-    free(k);
-    free(v);
-    free(q);
-    free(rk);
-    free(rv);
-    free(gk);
-    free(gv);
-    free(ref);
-    free(kr);
-    free(vr);
-    free(sc);
 }
 
 /* ---- speed: the plugin's matmul beside cuBLAS --------------------------- */
@@ -880,17 +456,15 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && !strcmp(argv[1], "--compare"))
         return compare_files(argv[2], argv[3], atof(argv[4]));
-    int allow_absent = 0, do_perf = 1;
+    int allow_absent = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--allow-absent"))
             allow_absent = 1;
-        else if (!strcmp(argv[i], "--no-perf"))
-            do_perf = 0;
         else if (!strcmp(argv[i], "--perf-n") && i + 1 < argc && atoi(argv[i + 1]) >= 256 &&
                  atoi(argv[i + 1]) % 256 == 0)
             perf_n = (uint32_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--allow-absent] [--no-perf] [--perf-n N (multiple of 256)]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--allow-absent] [--perf-n N (multiple of 256)]\n", argv[0]);
             return 1;
         }
     }
@@ -908,8 +482,6 @@ int main(int argc, char **argv)
             printf("GPU: device %d, %s (%s), %d SMs, %.1f GiB%s\n", i, d.name, d.version, d.compute_units,
                    d.global_mem_bytes / 1073741824.0, d.unified_memory ? ", unified memory" : "");
         }
-        if (d.family == HX_FAMILY_CPU && cpu < 0)
-            cpu = i;
     }
     if (gpu < 0) {
         const char *why = hx_runtime_absence_reason(rt, HX_FAMILY_CUDA);
@@ -917,35 +489,9 @@ int main(int argc, char **argv)
         hx_runtime_close(rt);
         return allow_absent ? 0 : 2;
     }
-    printf("\nOps against the scalar host reference (nmse = sum (got-ref)^2 / sum ref^2):\n");
-    const uint32_t types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q8_0, HX_TYPE_Q4_0, HX_TYPE_Q4_1,
-                              HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
-    for (int t = 0; t < 11; t++) {
-        check_matmul(types[t], 1, 1000, 768, 0);
-        check_matmul(types[t], 1, 2048, 4096, 1);
-        check_matmul(types[t], 7, 520, 1024, 0);
-        check_matmul(types[t], 33, 1100, 2048, 1);
-        check_get_rows(types[t], 300, 512, 17);
-    }
-    check_matmul(HX_TYPE_Q8_0, 40, 9000, 4096, 0); /* 72 MiB of F16 weights: two tiles */
-    check_rmsnorm(1, 4096);
-    check_rmsnorm(9, 5120);
-    check_rope(5, 8, 128, 128, 0);
-    check_rope(5, 8, 128, 64, 1);
-    check_rope(3, 4, 80, 80, 1);
-    check_add_swiglu(1000003);
-    check_kv(HX_TYPE_F16, 8, 2, 128);
-    check_kv(HX_TYPE_F16, 4, 4, 80);
-    check_kv(HX_TYPE_Q8_0, 8, 2, 64);
-    check_kv(HX_TYPE_F16, 2, 1, 256);
-    check_kv(HX_TYPE_F32, 8, 4, 64);
-    printf("  %-10s %-34s %s\n", "matmul", "weights resident on a second run",
-           resident_checks ? "ok" : "FAIL (never checked)");
-    failures += !resident_checks;
-    if (do_perf)
-        perf();
+    perf();
     hx_runtime_close(rt);
-    printf("\nbench-cuda-ops: %s (%d failure%s)\n", failures ? "FAILED" : "all within bounds", failures,
+    printf("\nbench-cuda-ops: %s (%d failure%s)\n", failures ? "FAILED" : "all ran, errors within bounds", failures,
            failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

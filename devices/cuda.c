@@ -188,10 +188,15 @@ static hx_status plugin_error(cuda_dev *cd, int s, const char *what)
                     e && e[0] ? e : "failed");
 }
 
+/* The plugin's kernel of the op, found by its id in the plugin's table. */
 static int cuda_bind_op(hx_device *d, hx_op op, hx_codelet *impl)
 {
     cuda_dev *cd = d->impl;
-    cd->op_kernels[op] = cd->lib->p->kernel_find(impl->name);
+    const hx_cuda_plugin *p = cd->lib->p;
+    cd->op_kernels[op] = NULL;
+    for (int k = 0; k < p->nkernels && !cd->op_kernels[op]; k++)
+        if (p->kernels[k].op == (int)op)
+            cd->op_kernels[op] = &p->kernels[k];
     return cd->op_kernels[op] != NULL;
 }
 
@@ -205,12 +210,14 @@ static int cuda_can_run(hx_device *d, const hx_codelet *cl)
 }
 
 /* Lets the scheduler keep tasks the kernels do not cover (a weight type or
- * head size they lack) on other devices instead of failing them here. */
+ * head size they lack) on other devices instead of failing them here: the
+ * bound kernel of the op answers, with no name search per task. */
 static int cuda_can_run_args(hx_device *d, const hx_codelet *cl, const void *args, const size_t *sizes)
 {
     cuda_dev *cd = d->impl;
-    const hx_cuda_plugin *p = cd->lib->p;
-    return cl && cl->name && (!p->covers || p->covers(cl->name, args));
+    int op = hx_device_bound_op(d, cl);
+    const hx_cuda_kernel *k = op >= 0 ? cd->op_kernels[op] : cl ? cd->lib->p->kernel_find(cl->name) : NULL;
+    return k && (!k->covers || !args || k->covers(args));
 }
 
 static hx_status cuda_run(hx_device *d, const hx_exec *x)

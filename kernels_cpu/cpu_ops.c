@@ -214,15 +214,20 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
     const int32_t *meta = c->buffers[4];
     const uint64_t slots = c->sizes[2] / rbytes;
     uint64_t lo, hi;
+    int bad = 0;
     hx_cpu_split(a->kv.T, c->ith, c->nth, &lo, &hi);
     for (uint64_t t = lo; t < hi; t++) {
         int32_t s = token_slot(meta, (uint32_t)t);
-        if (s < 0 || (uint64_t)s >= slots)
-            return HX_ERR_RANGE;
+        /* A slot outside the cache fails the task, but the batch's valid
+         * tokens are still written, as every device's kv_store does. */
+        if (s < 0 || (uint64_t)s >= slots) {
+            bad = 1;
+            continue;
+        }
         q->quantize_row(k + t * row, kc + (uint64_t)s * rbytes, (int64_t)row);
         q->quantize_row(v + t * row, vc + (uint64_t)s * rbytes, (int64_t)row);
     }
-    return 0;
+    return bad ? HX_ERR_RANGE : 0;
 }
 
 /* Per thread: the scores of one (token, head) over its context, the query

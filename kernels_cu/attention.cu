@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         if (threadIdx.x == 0)
             atomicOr(flag, HX_CU_BAD_KV_META);
         for (uint32_t e = threadIdx.x; e < Dh; e += blockDim.x)
-            o[e] = 0.0f;
+            o[e] = HX_CU_NAN;
         return;
     }
     const int32_t *table = meta + 3 * (uint64_t)T + (uint64_t)seq * max_blocks;
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         float r = 0.0f;
         for (int i = 0; i < ATT_WARPS; i++)
             r += sm_acc[i][e] * f[i];
-        o[e] = sm_bad || L <= 0.0f ? 0.0f : r / L;
+        o[e] = sm_bad || L <= 0.0f ? HX_CU_NAN : r / L;
     }
 }
 

@@ -18,6 +18,10 @@ enum {
     HX_CU_BAD_KV_META = 4u,  /* attention: sequence, position or block    */
 };
 
+/* What a row named by an index out of range holds, on every backend: a
+ * value no consumer can take for data (the task fails with HX_ERR_RANGE). */
+#define HX_CU_NAN __int_as_float(0x7fc00000)
+
 /* A cuBLASLt algorithm chosen once per problem shape and alignment. */
 struct hx_cu_plan {
     int valid;

@@ -208,23 +208,28 @@ static inline int hx_oc_kv_covered(uint32_t kv_type, uint32_t Dh)
     return kv_type == HX_TYPE_F16 || kv_type == HX_TYPE_F32 || (kv_type == HX_TYPE_Q8_0 && Dh % 32 == 0);
 }
 
-static inline int hx_oc_covers(const char *name, const void *args)
+/* Per op, whether its CUDA kernel covers these arguments
+ * (hx_cuda_kernel.covers). */
+static inline int hx_oc_covers_matmul(const void *args)
 {
-    if (!name || !args)
-        return 1;
-    if (!strcmp(name, "matmul"))
-        return hx_dq_supported(((const hx_op_matmul *)args)->wtype);
-    if (!strcmp(name, "get_rows"))
-        return hx_dq_supported(((const hx_op_get_rows *)args)->type);
-    if (!strcmp(name, "kv_store")) {
-        const hx_op_kv_store *a = (const hx_op_kv_store *)args;
-        return hx_oc_kv_covered(a->kv_type, a->Dh);
-    }
-    if (!strcmp(name, "attention")) {
-        const hx_op_attention *a = (const hx_op_attention *)args;
-        return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX;
-    }
-    return 1;
+    return hx_dq_supported(((const hx_op_matmul *)args)->wtype);
+}
+
+static inline int hx_oc_covers_get_rows(const void *args)
+{
+    return hx_dq_supported(((const hx_op_get_rows *)args)->type);
+}
+
+static inline int hx_oc_covers_kv_store(const void *args)
+{
+    const hx_op_kv_store *a = (const hx_op_kv_store *)args;
+    return hx_oc_kv_covered(a->kv_type, a->Dh);
+}
+
+static inline int hx_oc_covers_attention(const void *args)
+{
+    const hx_op_attention *a = (const hx_op_attention *)args;
+    return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX;
 }
 
 #endif

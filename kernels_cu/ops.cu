@@ -174,7 +174,7 @@ __global__ void k_get_rows_groups(uint32_t type, const uint8_t *__restrict__ tab
         if (id < 0 || (uint64_t)id >= rows) {
             atomicOr(flag, HX_CU_BAD_ROW_ID);
             for (int k = 0; k < HX_DQ_GROUP; k++)
-                o[k] = 0.0f;
+                o[k] = HX_CU_NAN;
             continue;
         }
         float v[HX_DQ_GROUP];
@@ -196,7 +196,7 @@ __global__ void k_get_rows_plain(uint32_t type, const uint8_t *__restrict__ tabl
         if (id < 0 || (uint64_t)id >= rows) {
             if (k == 0)
                 atomicOr(flag, HX_CU_BAD_ROW_ID);
-            out[i] = 0.0f;
+            out[i] = HX_CU_NAN;
             continue;
         }
         out[i] = hx_dq_plain_elem(type, table + (uint64_t)id * rb, k);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels_cu/common.cuh"
+#include "ops/op_list.h"
 
 /* Set by kernels_cu/cuda.mk: the toolkit and the code it embedded. */
 #ifndef HX_CUDA_BUILD
@@ -399,10 +400,16 @@ static void plugin_event_destroy(hx_cuda_event *e)
 /* ---- kernels ------------------------------------------------------------ */
 
 static const hx_cuda_kernel kernels[] = {
-    {"matmul", hx_cu_matmul},     {"gemm_f32", hx_cu_gemm_f32}, {"rmsnorm", hx_cu_rmsnorm},
-    {"rope", hx_cu_rope},         {"add", hx_cu_add},           {"vector_add", hx_cu_vector_add},
-    {"swiglu", hx_cu_swiglu},     {"get_rows", hx_cu_get_rows}, {"kv_store", hx_cu_kv_store},
-    {"attention", hx_cu_attention},
+    {"matmul", hx_cu_matmul, HX_OP_MATMUL, hx_oc_covers_matmul},
+    {"gemm_f32", hx_cu_gemm_f32, HX_OP_GEMM_F32, NULL},
+    {"rmsnorm", hx_cu_rmsnorm, HX_OP_RMSNORM, NULL},
+    {"rope", hx_cu_rope, HX_OP_ROPE, NULL},
+    {"add", hx_cu_add, HX_OP_ADD, NULL},
+    {"vector_add", hx_cu_vector_add, HX_OP_VECTOR_ADD, NULL},
+    {"swiglu", hx_cu_swiglu, HX_OP_SWIGLU, NULL},
+    {"get_rows", hx_cu_get_rows, HX_OP_GET_ROWS, hx_oc_covers_get_rows},
+    {"kv_store", hx_cu_kv_store, HX_OP_KV_STORE, hx_oc_covers_kv_store},
+    {"attention", hx_cu_attention, HX_OP_ATTENTION, hx_oc_covers_attention},
 };
 
 static const hx_cuda_kernel *plugin_kernel_find(const char *name)
@@ -413,11 +420,6 @@ static const hx_cuda_kernel *plugin_kernel_find(const char *name)
         if (!strcmp(kernels[i].name, name))
             return &kernels[i];
     return NULL;
-}
-
-static int plugin_covers(const char *name, const void *args)
-{
-    return plugin_kernel_find(name) != NULL && hx_oc_covers(name, args);
 }
 
 /* ---- measurement -------------------------------------------------------- */
@@ -511,7 +513,6 @@ static const hx_cuda_plugin g_plugin = {
     (int)(sizeof kernels / sizeof kernels[0]),
     plugin_kernel_find,
     plugin_bench_cublas_gemm,
-    plugin_covers,
 };
 
 extern "C" __attribute__((visibility("default"))) const hx_cuda_plugin *hx_cuda_plugin_v1(void)

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define HX_CUDA_PLUGIN_ABI 1
+#define HX_CUDA_PLUGIN_ABI 2 /* 2: kernels carry their op id and coverage */
 #define HX_CUDA_PLUGIN_SYMBOL "hx_cuda_plugin_v1"
 
 typedef struct hx_cuda_ctx hx_cuda_ctx;
@@ -48,7 +48,8 @@ typedef struct {
     int driver_version, runtime_version; /* 13000 = 13.0 */
 } hx_cuda_device_props;
 
-/* A kernel: its codelet name (ops/ops.h) and its launcher.  `bufs` are
+/* A kernel: its codelet name (ops/ops.h), its launcher, the op it
+ * implements and which of that op's arguments it covers.  `bufs` are
  * device addresses in the codelet's buffer order, `sizes` their sizes in
  * bytes, `args` the codelet's argument block.  Launches are asynchronous on
  * the context's stream; errors found only when the stream completes
@@ -56,6 +57,14 @@ typedef struct {
 typedef struct {
     const char *name;
     int (*launch)(hx_cuda_ctx *c, const void *args, void *const *bufs, const size_t *sizes, int nbufs);
+    /* The op's id in ops/op_list.h (hx_op): the backend binds the kernel
+     * by it when a device is added, never by name. */
+    int op;
+    /* Whether the kernel handles these (valid) arguments: weight and
+     * table types, KV cache type, head size; asked per task so that the
+     * scheduler keeps the others on other devices.  NULL: whatever is
+     * valid. */
+    int (*covers)(const void *args);
 } hx_cuda_kernel;
 
 typedef enum { HX_CUDA_COPY_H2D = 0, HX_CUDA_COPY_D2H = 1, HX_CUDA_COPY_D2D = 2 } hx_cuda_copy_kind;
@@ -109,7 +118,7 @@ typedef struct hx_cuda_plugin {
     /* -- kernels -- */
     const hx_cuda_kernel *kernels; /* nkernels entries */
     int nkernels;
-    const hx_cuda_kernel *(*kernel_find)(const char *name);
+    const hx_cuda_kernel *(*kernel_find)(const char *name); /* an application's codelet, by name */
 
     /* -- measurement -- */
     /* cuBLAS's own GEMM on device-resident random data, for comparison with
@@ -118,12 +127,6 @@ typedef struct hx_cuda_plugin {
      * accumulation; mean seconds per product over `iters` after a warm-up. */
     int (*bench_cublas_gemm)(hx_cuda_ctx *c, uint32_t type, uint32_t T, uint32_t N, uint32_t K, int iters,
                              double *seconds);
-
-    /* -- coverage (appended) -- */
-    /* Whether the named kernel handles these (valid) arguments: weight and
-     * table types, KV cache type, head size.  1 for a kernel that takes
-     * whatever is valid, 0 for an unknown name. */
-    int (*covers)(const char *name, const void *args);
 } hx_cuda_plugin;
 
 typedef const hx_cuda_plugin *(*hx_cuda_plugin_entry)(void);

@@ -8,7 +8,6 @@
 #include "runtime/error.h"
 #include "runtime/handle.h"
 #include "runtime/perfmodel.h"
-#include "runtime/sim.h"
 #include "runtime/trace.h"
 
 /* Below this, malloc'd memory is already local by first touch and an mmap
@@ -35,8 +34,8 @@ static hx_status host_alloc(hx_buffer *b)
         b->host = NULL;
     if (!b->host)
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer: cannot allocate %zu bytes", bytes);
-    if (b->rt->sim)
-        memset(b->host, 0, bytes); /* what the simulated tasks "wrote" */
+    if (b->rt->executor->host_storage_on_demand)
+        memset(b->host, 0, bytes); /* what tasks that do not run "wrote" */
     return HX_OK;
 }
 
@@ -80,9 +79,8 @@ static hx_status buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_create: %zu bytes asked, the machine has %llu",
                         bytes, (unsigned long long)mem);
     }
-    /* A simulated machine's buffers hold data only once the host asks for
-     * it: a 70B model's weights and KV cache are sizes, not memory. */
-    if (!rt->sim && (s = host_alloc(b))) {
+    /* Or when the host first asks for it (runtime/executor.h). */
+    if (!rt->executor->host_storage_on_demand && (s = host_alloc(b))) {
         buffer_free(b);
         *out = NULL;
         return hx_error_context(s, "hx_buffer_create");
@@ -123,10 +121,11 @@ size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
 static void wait_unused(hx_buffer *b)
 {
     hx_runtime *rt = b->rt;
-    if (rt->sim)
-        hx_sim_drain(rt); /* a stall is reported by the next wait */
+    /* When the tasks cannot all complete (a simulation stalled), the next
+     * wait reports it. */
+    hx_status s = rt->executor->advance(rt);
     pthread_mutex_lock(&rt->lock);
-    while (b->users > 0 && !rt->sim) {
+    while (b->users > 0 && s == HX_OK) {
         rt->waiters++;
         pthread_cond_wait(&rt->idle, &rt->lock);
         rt->waiters--;
@@ -180,9 +179,8 @@ static hx_device *device_of_node(hx_runtime *rt, int node)
 /* Counts, traces and times a copy (the bus model learns from it). */
 static void count_copy(hx_runtime *rt, hx_device *d, int from, int to, size_t bytes, double t0)
 {
-    double t1 = hx_now();
-    if (rt->sim)
-        hx_sim_copy(rt, from ? from : to, bytes, &t0, &t1);
+    double t1;
+    rt->executor->copy_span(rt, from ? from : to, bytes, &t0, &t1);
     atomic_fetch_add(&rt->stats.copies, 1);
     atomic_fetch_add(&rt->stats.bytes_copied, bytes);
     hx_perfmodel_bus_record(rt->sched.pm, from ? from : to, bytes, t1 - t0);

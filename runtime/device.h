@@ -38,11 +38,12 @@ typedef struct {
      * the default set, "all", unless such a device is asked for by name. */
     int skip_host_cores;
     void *topology;       /* hwloc_topology_t, owned by the runtime */
+    const char *machine;  /* a description to simulate (runtime/sim.c), or "" */
 } hx_discover_options;
 
 struct hx_device_ops {
-    const char *name;          /* "cpu", "opencl", "cuda" */
-    hx_device_family family;
+    const char *name;          /* "cpu", "opencl", "cuda", "sim" */
+    hx_device_family family;   /* HX_FAMILY_COUNT: devices of any family (the simulator's) */
 
     /* Appends this backend's devices with hx_runtime_add_device().  A
      * backend with nothing to offer returns HX_OK after recording why with

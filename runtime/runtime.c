@@ -21,7 +21,7 @@ double hx_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double hx_runtime_now(const hx_runtime *rt) { return rt && rt->sim ? hx_sim_now(rt->sim) : hx_now(); }
+double hx_runtime_now(const hx_runtime *rt) { return rt ? rt->executor->now(rt) : hx_now(); }
 
 /* The queries below that return a value, not a status, answer 0 (or NULL)
  * for a handle that is not open, the detail in hx_last_error(). */
@@ -37,7 +37,7 @@ double hx_runtime_clock(const hx_runtime *rt)
 
 int hx_runtime_simulated(const hx_runtime *rt)
 {
-    return runtime_open_as(rt, "hx_runtime_simulated") && rt->sim;
+    return runtime_open_as(rt, "hx_runtime_simulated") && rt->executor->simulated;
 }
 
 hx_runtime_options hx_runtime_options_default(void)
@@ -266,8 +266,8 @@ static void destroy_device(hx_device *d)
 
 static hx_status discover(hx_runtime *rt, const hx_device_ops *const *backends, char **sel, int nsel)
 {
-    for (int b = 0; backends[b] && !rt->sim; b++) {
-        int wanted = 0;
+    for (int b = 0; backends[b]; b++) {
+        int wanted = backends[b]->family == HX_FAMILY_COUNT; /* selection below picks among them */
         for (int i = 0; i < nsel; i++)
             wanted |= selector_family(sel[i], backends[b]->family);
         if (!wanted)
@@ -348,6 +348,7 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, 
     hx_task_pool_init(&rt->task_pool);
     hx_trace_init(&rt->trace);
     rt->open_time = hx_now();
+    rt->executor = &hx_executor_threads;
     /* An open handle from here on: discovery and the simulator use the
      * runtime's public queries. */
     if ((s = hx_handle_add(rt, HX_HANDLE_RUNTIME, NULL, "runtime"))) {
@@ -360,22 +361,20 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, 
                                          .pin_threads = r.pin,
                                          .fpga_emulation = r.fpga_emulation,
                                          .skip_host_cores = default_set_only(sel, nsel),
-                                         .topology = rt->topology};
+                                         .topology = rt->topology,
+                                         .machine = r.machine};
     if ((s = hx_sched_init(&rt->sched, rt, r.sched)))
         goto fail;
-    /* A simulated machine's devices stand in for discovery. */
-    if (r.machine[0] && (s = hx_sim_open(rt, r.machine, r.perfmodel_dir)))
+    /* A simulated machine is one more backend, whose described devices
+     * stand in for this machine's. */
+    static const hx_device_ops *const simulated[] = {&hx_sim_backend, NULL};
+    if ((s = discover(rt, r.machine[0] ? simulated : backends, sel, nsel)))
         goto fail;
-    if ((s = discover(rt, backends, sel, nsel)))
-        goto fail;
-    for (int d = 0; d < rt->ndevices && !rt->sim; d++)
-        if ((s = hx_worker_start(rt->devices[d])))
-            goto fail;
     /* Every policy records (the models are calibrated by whatever runs,
      * and the simulator reads them); dmda also consults them. */
     if ((s = hx_runtime_perfmodels_open(rt, r.perfmodel_dir, &rt->sched.pm)))
         goto fail;
-    if (rt->sim && (s = hx_sim_start(rt, r.perfmodel_dir)))
+    if ((s = rt->executor->start(rt, r.perfmodel_dir)))
         goto fail;
     rt->open_time = hx_runtime_now(rt);
     if (r.inject[0] && (s = hx_inject_apply_spec(rt, r.inject)))
@@ -449,7 +448,7 @@ static void runtime_teardown(hx_runtime *rt)
     for (int f = 0; f < HX_FAMILY_COUNT; f++)
         free(rt->absence[f]);
     hx_topology_free(rt->topology);
-    hx_sim_close(rt);
+    rt->executor->close(rt);
     hx_task_pool_destroy(&rt->task_pool);
     pthread_mutex_destroy(&rt->lock);
     pthread_cond_destroy(&rt->idle);

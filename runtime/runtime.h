@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "runtime/device.h"
+#include "runtime/executor.h"
 #include "runtime/sched.h"
 #include "runtime/task_pool.h"
 #include "runtime/trace.h"
@@ -41,7 +42,10 @@ struct hx_runtime {
     } stats;
     _Atomic uint64_t next_task_id;
     hx_trace trace;
-    struct hx_sim *sim;            /* a simulated machine (runtime/sim.c), or NULL */
+    /* How tasks advance (runtime/executor.h): worker threads, unless the
+     * backend that discovered the devices (the simulator) set its own. */
+    const hx_executor *executor;
+    void *executor_state;
 };
 
 double hx_now(void); /* monotonic seconds */

@@ -1,4 +1,5 @@
-/* The simulator's event loop (see sim.h).  One task runs on a device at a
+/* The simulator's executor (see sim.h and runtime/executor.h): its event
+ * loop, virtual clock and copy times.  One task runs on a device at a
  * time, as with a real worker; the next event is always the earliest end
  * of a running task, so the loop is a scan over at most HX_MAX_DEVICES. */
 #include <stdlib.h>
@@ -18,18 +19,22 @@ typedef struct {
     double start, run, end; /* copies from start to run, the kernel to end */
 } sim_slot;
 
-struct hx_sim {
+typedef struct hx_sim {
     hx_machine machine;
     pthread_mutex_t lock;   /* one drain at a time */
     double now;
     double copies_end;      /* the copies of the task being started end here */
     sim_slot slot[HX_MAX_DEVICES];
     hx_perfmodel *measured; /* this host's models, read only (times = measured) */
-};
+} hx_sim;
 
-double hx_sim_now(const hx_sim *sim) { return sim->now; }
+static hx_sim *sim_of(const hx_runtime *rt) { return rt->executor_state; }
 
-hx_status hx_sim_open(hx_runtime *rt, const char *path, const char *perfmodel_dir)
+static double sim_now(const hx_runtime *rt) { return sim_of(rt)->now; }
+
+static const hx_executor sim_executor;
+
+hx_status hx_sim_open(hx_runtime *rt, const char *path)
 {
     hx_sim *sim = calloc(1, sizeof *sim);
     if (!sim)
@@ -40,12 +45,12 @@ hx_status hx_sim_open(hx_runtime *rt, const char *path, const char *perfmodel_di
         return s;
     }
     pthread_mutex_init(&sim->lock, NULL);
-    rt->sim = sim;
-    const char *base = strrchr(path, '/');
-    for (int d = 0; d < sim->machine.ndevices && s == HX_OK; d++)
-        s = hx_sim_device_add(rt, &sim->machine.dev[d], base ? base + 1 : path);
-    return s;
+    rt->executor = &sim_executor;
+    rt->executor_state = sim;
+    return HX_OK;
 }
+
+const hx_machine *hx_sim_machine(const hx_runtime *rt) { return &sim_of(rt)->machine; }
 
 /* After the device table is final (selection may drop devices). */
 static hx_status open_measured(hx_runtime *rt, const char *dir)
@@ -58,16 +63,19 @@ static hx_status open_measured(hx_runtime *rt, const char *dir)
     if (!dir || !*dir)
         return hx_error(HX_ERR_INVALID_ARG, "the machine has devices with 'times = measured' but the performance "
                                             "models are off (perfmodel_dir)");
-    hx_status s = hx_runtime_perfmodels_open(rt, dir, &rt->sim->measured);
+    hx_status s = hx_runtime_perfmodels_open(rt, dir, &sim_of(rt)->measured);
     if (s == HX_OK)
-        hx_perfmodel_read_only(rt->sim->measured);
+        hx_perfmodel_read_only(sim_of(rt)->measured);
     return s;
 }
 
-hx_status hx_sim_start(hx_runtime *rt, const char *perfmodel_dir)
+/* After device selection: the devices' counters, and the measured models.
+ * `perfmodel_dir` ("" = none) holds this host's measured models, the
+ * times of devices described with "times = measured". */
+static hx_status sim_start(hx_runtime *rt, const char *perfmodel_dir)
 {
     for (int d = 0; d < rt->ndevices; d++) {
-        hx_status s = hx_worker_init(rt->devices[d], hx_sim_now(rt->sim));
+        hx_status s = hx_worker_init(rt->devices[d], sim_now(rt));
         if (s)
             return s;
     }
@@ -78,20 +86,20 @@ hx_status hx_sim_start(hx_runtime *rt, const char *perfmodel_dir)
     return open_measured(rt, perfmodel_dir);
 }
 
-void hx_sim_close(hx_runtime *rt)
+static void sim_close(hx_runtime *rt)
 {
-    hx_sim *sim = rt->sim;
-    if (!sim)
-        return;
+    hx_sim *sim = sim_of(rt);
     hx_perfmodel_close(sim->measured);
     pthread_mutex_destroy(&sim->lock);
     free(sim);
-    rt->sim = NULL;
+    rt->executor_state = NULL;
 }
 
-void hx_sim_copy(hx_runtime *rt, int node, size_t bytes, double *t0, double *t1)
+/* A copy between host memory and `node` of `bytes` is being made now: its
+ * simulated start, and its end (the device's next task waits for it). */
+static void sim_copy(hx_runtime *rt, int node, size_t bytes, double *t0, double *t1)
 {
-    hx_sim *sim = rt->sim;
+    hx_sim *sim = sim_of(rt);
     double sec = 0;
     for (int d = 0; d < rt->ndevices; d++)
         if (rt->devices[d]->info.memory_node == node)
@@ -106,8 +114,8 @@ static double task_seconds(hx_runtime *rt, int d, hx_task *t)
     const hx_machine_device *m = hx_sim_device_described(rt->devices[d]);
     double flops, bytes, sec;
     hx_task_cost(t, &flops, &bytes);
-    if (m->measured && rt->sim->measured &&
-        hx_perfmodel_estimate(rt->sim->measured, t->desc.codelet, d, flops, bytes, &sec) && sec > 0)
+    if (m->measured && sim_of(rt)->measured &&
+        hx_perfmodel_estimate(sim_of(rt)->measured, t->desc.codelet, d, flops, bytes, &sec) && sec > 0)
         return m->launch + sec; /* a worker's time between its tasks is not in its measurements */
     hx_precision p = HX_PREC_F32;
     if (t->desc.codelet->precision) {
@@ -124,7 +132,7 @@ static double task_seconds(hx_runtime *rt, int d, hx_task *t)
 static int cores_busy(hx_runtime *rt, int d)
 {
     for (int e = 0; e < rt->ndevices; e++)
-        if (e != d && rt->sim->slot[e].task &&
+        if (e != d && sim_of(rt)->slot[e].task &&
             hx_sched_cores_shared(&rt->devices[d]->info, &rt->devices[e]->info))
             return 1;
     return 0;
@@ -134,7 +142,7 @@ static int cores_busy(hx_runtime *rt, int d)
  * Returns 1 when the device is busy now. */
 static int start_next(hx_runtime *rt, int d)
 {
-    hx_sim *sim = rt->sim;
+    hx_sim *sim = sim_of(rt);
     hx_device *dev = rt->devices[d];
     hx_worker *w = dev->worker;
     for (;;) {
@@ -175,7 +183,7 @@ static int start_next(hx_runtime *rt, int d)
 
 static void finish(hx_runtime *rt, int d)
 {
-    hx_sim *sim = rt->sim;
+    hx_sim *sim = sim_of(rt);
     hx_device *dev = rt->devices[d];
     hx_worker *w = dev->worker;
     sim_slot *sl = &sim->slot[d];
@@ -206,9 +214,10 @@ static void finish(hx_runtime *rt, int d)
     hx_task_complete(rt, t, s, s ? hx_last_error() : NULL);
 }
 
-hx_status hx_sim_drain(hx_runtime *rt)
+/* Runs the event loop until every submitted task has completed. */
+static hx_status sim_drain(hx_runtime *rt)
 {
-    hx_sim *sim = rt->sim;
+    hx_sim *sim = sim_of(rt);
     pthread_mutex_lock(&sim->lock);
     for (;;) {
         for (int d = 0; d < rt->ndevices; d++)
@@ -232,3 +241,13 @@ hx_status hx_sim_drain(hx_runtime *rt)
                         (unsigned long long)left);
     return HX_OK;
 }
+
+static const hx_executor sim_executor = {
+    .now = sim_now,
+    .advance = sim_drain,
+    .copy_span = sim_copy,
+    .start = sim_start,
+    .close = sim_close,
+    .host_storage_on_demand = 1,
+    .simulated = 1,
+};

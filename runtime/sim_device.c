@@ -1,9 +1,12 @@
-/* Simulated devices: what a described device offers the runtime.  They
- * implement the codelets their description names, hold no data (a
- * device-memory allocation is a token that counts against the described
- * capacity), and never run a kernel: the simulator times their tasks. */
+/* The simulator's backend: what a described device offers the runtime.
+ * Its discovery loads the description (and sets the simulator's
+ * executor); its devices implement the codelets their description names,
+ * hold no data (a device-memory allocation is a token that counts against
+ * the described capacity), and never run a kernel: the executor's event
+ * loop times their tasks (runtime/sim.c). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/error.h"
 #include "runtime/sim.h"
@@ -70,9 +73,23 @@ static hx_status sim_copy_out(hx_device *d, void *host, void *handle, size_t byt
 
 static void sim_destroy(hx_device *d) { free(d->impl); }
 
-static const hx_device_ops sim_ops = {
+/* The description's devices, in its order, in place of this machine's. */
+static hx_status sim_discover(hx_runtime *rt, const hx_discover_options *opts)
+{
+    hx_status s = hx_sim_open(rt, opts->machine);
+    if (s)
+        return s;
+    const hx_machine *m = hx_sim_machine(rt);
+    const char *base = strrchr(opts->machine, '/');
+    for (int d = 0; d < m->ndevices && s == HX_OK; d++)
+        s = hx_sim_device_add(rt, &m->dev[d], base ? base + 1 : opts->machine);
+    return s;
+}
+
+const hx_device_ops hx_sim_backend = {
     .name = "sim",
     .family = HX_FAMILY_COUNT, /* each device carries its described family */
+    .discover = sim_discover,
     .bind_op = sim_bind_op,
     .can_run = sim_can_run,
     .run = sim_run,
@@ -105,7 +122,7 @@ hx_status hx_sim_device_add(hx_runtime *rt, const hx_machine_device *m, const ch
     /* Running on another device's cores is what an emulated device does
      * (PoCL standing in for an FPGA); the scheduler pools their cores. */
     info.emulated = m->shares >= 0;
-    hx_status st = hx_runtime_add_device(rt, &info, &sim_ops, s);
+    hx_status st = hx_runtime_add_device(rt, &info, &hx_sim_backend, s);
     if (st)
         free(s);
     return st;

@@ -13,7 +13,6 @@
 #include "runtime/buffer.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
-#include "runtime/sim.h"
 #include "runtime/task.h"
 
 void hx_task_ref(hx_task *t) { atomic_fetch_add(&t->refs, 1); }
@@ -340,8 +339,8 @@ static hx_status task_wait(hx_task *t)
     if (!t)
         return hx_error(HX_ERR_INVALID_ARG, "hx_task_wait: NULL task");
     hx_runtime *rt = t->rt;
-    if (rt->sim && !t->done) {
-        hx_status st = hx_sim_drain(rt);
+    if (!t->done) {
+        hx_status st = rt->executor->advance(rt);
         if (st && !t->done) {
             hx_task_unref(t);
             return st;
@@ -372,11 +371,9 @@ int hx_task_device(const hx_task *t) { return t ? t->device : -1; }
 
 hx_status hx_runtime_drain(hx_runtime *rt)
 {
-    if (rt->sim) {
-        hx_status st = hx_sim_drain(rt);
-        if (st)
-            return st;
-    }
+    hx_status st = rt->executor->advance(rt);
+    if (st)
+        return st;
     pthread_mutex_lock(&rt->lock);
     while (rt->inflight > 0) {
         rt->idle_waiters++;

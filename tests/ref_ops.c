@@ -346,6 +346,17 @@ void hx_ref_add(uint64_t n, const float *x, const float *y, double *out)
         out[i] = (double)x[i] + y[i];
 }
 
+void hx_ref_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *A, const float *B, double *C)
+{
+    for (uint32_t m = 0; m < M; m++)
+        for (uint32_t n = 0; n < N; n++) {
+            double s = 0;
+            for (uint32_t k = 0; k < K; k++)
+                s += (double)A[(size_t)m * K + k] * B[(size_t)n * K + k];
+            C[(size_t)m * N + n] = s;
+        }
+}
+
 void hx_ref_swiglu(uint64_t n, const float *gate, const float *up, double *out)
 {
     for (uint64_t i = 0; i < n; i++)

@@ -36,7 +36,9 @@ void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, ui
                      const int32_t *meta, uint64_t n_slots);
 void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
                       const int32_t *meta, double *out);
-void hx_ref_add(uint64_t n, const float *x, const float *y, double *out);
+void hx_ref_add(uint64_t n, const float *x, const float *y, double *out); /* vector_add too */
+/* gemm_f32 (hetero.h): C[m][n] = sum_k A[m][k] * B[n][k]. */
+void hx_ref_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *A, const float *B, double *C);
 void hx_ref_swiglu(uint64_t n, const float *gate, const float *up, double *out);
 
 /* Normalized mean squared error sum((got - ref)^2) / sum(ref^2); infinity

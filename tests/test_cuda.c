@@ -2,7 +2,9 @@
  * exactly; the dequantization tiles (kernels_cu/dequant_tile.h) equal a
  * scalar decoding of the GGUF blocks; argument checks refuse what would
  * read out of bounds on the GPU.  On a machine with a GPU the real plugin
- * also runs a task here; the full GPU check is bench/gpu-check. */
+ * describes it here; every op on it against the scalar references is the
+ * `ops` suite's (tests/test_ops.c), which bench/gpu-check runs. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "kernels_cu/op_check.h"
 #include "kernels_cu/plugin.h"
 #include "kernels_cpu/quant.h"
+#include "ops/op_list.h"
 #include "ops/types.h"
 #include "tests/hx_test.h"
 
@@ -161,8 +164,7 @@ START_TEST(real_plugin_finds_gpus_or_names_the_cuda_error)
         unsetenv("HX_CUDA_PLUGIN");
         return;
     }
-    /* A GPU: describe it and run a task on it. */
-    int dev = -1;
+    /* A GPU: the plugin describes it (the `ops` suite runs every op on it). */
     for (int i = 0; i < hx_runtime_device_count(rt); i++) {
         hx_device_info d;
         HX_ASSERT_OK(hx_runtime_device_info(rt, i, &d));
@@ -172,36 +174,41 @@ START_TEST(real_plugin_finds_gpus_or_names_the_cuda_error)
         ck_assert_int_gt(d.compute_units, 0);
         ck_assert_uint_gt(d.global_mem_bytes, 0);
         ck_assert_str_eq(d.platform, "CUDA");
-        dev = dev < 0 ? i : dev;
     }
-    const size_t n = 4099;
-    hx_buffer *b[3];
-    float *p[3];
-    rng_seed(5);
-    for (int i = 0; i < 3; i++) {
-        HX_ASSERT_OK(hx_buffer_create(rt, n * 4, &b[i]));
-        HX_ASSERT_OK(hx_buffer_acquire(b[i], HX_W, (void **)&p[i]));
-        for (size_t k = 0; k < n; k++)
-            p[i][k] = rng_float();
-    }
-    float *x = malloc(n * 4), *y = malloc(n * 4);
-    memcpy(x, p[0], n * 4);
-    memcpy(y, p[1], n * 4);
-    hx_args_vector_add a = {n};
-    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {b[0], b[1], b[2]},
-                      .modes = {HX_R, HX_R, HX_W}, .args = &a, .args_size = sizeof a, .device = dev};
-    HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
-    HX_ASSERT_OK(hx_runtime_wait_all(rt));
-    float *z;
-    HX_ASSERT_OK(hx_buffer_acquire(b[2], HX_R, (void **)&z));
-    for (size_t k = 0; k < n; k++)
-        ck_assert_float_eq(z[k], x[k] + y[k]);
-    for (int i = 0; i < 3; i++)
-        hx_buffer_destroy(b[i]);
-    free(x);
-    free(y);
     hx_runtime_close(rt);
     unsetenv("HX_CUDA_PLUGIN");
+}
+END_TEST
+
+/* The plugin's kernels carry their op ids (the backend binds by them):
+ * each is the id of its name in the op list, and every op has one kernel.
+ * The plugin loads without a GPU; only its devices need one. */
+START_TEST(plugin_kernels_carry_their_op_ids)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/libhetero-cuda.so", hx_test_build_dir());
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "cuda: %s not built (no nvcc, or NO_CUDA): op-id test not applicable\n", path);
+        return;
+    }
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(dl != NULL, "%s", dlerror());
+    hx_cuda_plugin_entry entry;
+    *(void **)&entry = dlsym(dl, HX_CUDA_PLUGIN_SYMBOL);
+    ck_assert_ptr_nonnull(entry);
+    const hx_cuda_plugin *p = entry();
+    ck_assert_int_eq(p->abi, HX_CUDA_PLUGIN_ABI);
+    int kernels_of[HX_OP_COUNT] = {0};
+    for (int k = 0; k < p->nkernels; k++) {
+        const hx_cuda_kernel *kr = &p->kernels[k];
+        ck_assert_msg(kr->op == hx_op_find(kr->name), "kernel %s carries op %d", kr->name, kr->op);
+        ck_assert_ptr_eq(p->kernel_find(kr->name), kr);
+        kernels_of[kr->op]++;
+    }
+    for (int op = 0; op < HX_OP_COUNT; op++)
+        ck_assert_msg(kernels_of[op] == 1, "op %s has %d CUDA kernels", hx_op_codelet((hx_op)op)->name,
+                      kernels_of[op]);
+    dlclose(dl);
 }
 END_TEST
 
@@ -683,30 +690,28 @@ END_TEST
 START_TEST(coverage_follows_types_and_head_size)
 {
     hx_op_matmul mm = {.wtype = HX_TYPE_Q6_K, .T = 1, .N = 1, .K = 256};
-    ck_assert(hx_oc_covers("matmul", &mm));
+    ck_assert(hx_oc_covers_matmul(&mm));
     mm.wtype = HX_TYPE_IQ2_XXS;
-    ck_assert(!hx_oc_covers("matmul", &mm));
+    ck_assert(!hx_oc_covers_matmul(&mm));
     hx_op_get_rows gr = {.type = HX_TYPE_Q5_K, .T = 1, .D = 256};
-    ck_assert(hx_oc_covers("get_rows", &gr));
+    ck_assert(hx_oc_covers_get_rows(&gr));
     gr.type = HX_TYPE_Q2_K;
-    ck_assert(!hx_oc_covers("get_rows", &gr));
+    ck_assert(!hx_oc_covers_get_rows(&gr));
     hx_op_attention at = {.Hq = 4, .Hkv = 2, .Dh = 128, .kv_type = HX_TYPE_Q8_0};
-    ck_assert(hx_oc_covers("attention", &at));
+    ck_assert(hx_oc_covers_attention(&at));
     at.Dh = 80; /* Q8_0 blocks would straddle heads */
-    ck_assert(!hx_oc_covers("attention", &at));
+    ck_assert(!hx_oc_covers_attention(&at));
     at.kv_type = HX_TYPE_F16;
-    ck_assert(hx_oc_covers("attention", &at));
+    ck_assert(hx_oc_covers_attention(&at));
     at.Dh = 512;
-    ck_assert(!hx_oc_covers("attention", &at));
+    ck_assert(!hx_oc_covers_attention(&at));
     at.Dh = 128;
     at.kv_type = HX_TYPE_Q4_0;
-    ck_assert(!hx_oc_covers("attention", &at));
+    ck_assert(!hx_oc_covers_attention(&at));
     hx_op_kv_store ks = {.Hkv = 2, .Dh = 512, .kv_type = HX_TYPE_F32};
-    ck_assert(hx_oc_covers("kv_store", &ks)); /* storing has no head-size limit */
+    ck_assert(hx_oc_covers_kv_store(&ks)); /* storing has no head-size limit */
     ks.kv_type = HX_TYPE_Q4_0;
-    ck_assert(!hx_oc_covers("kv_store", &ks));
-    hx_op_rmsnorm rn = {.T = 1, .D = 7};
-    ck_assert(hx_oc_covers("rmsnorm", &rn));
+    ck_assert(!hx_oc_covers_kv_store(&ks));
 }
 END_TEST
 
@@ -719,6 +724,7 @@ Suite *suite_cuda(void)
     tcase_add_test(load, absent_when_the_library_is_not_a_plugin);
     tcase_add_test(load, absent_when_the_file_is_not_a_library);
     tcase_add_test(load, real_plugin_finds_gpus_or_names_the_cuda_error);
+    tcase_add_test(load, plugin_kernels_carry_their_op_ids);
     tcase_add_test(load, default_search_opens_or_explains);
     tcase_add_test(load, cpu_only_runtime_records_no_cuda_reason);
     suite_add_tcase(s, load);

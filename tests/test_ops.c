@@ -1,0 +1,755 @@
+/* Every op of the op list (ops/op_list.h) on every device the runtime
+ * opens that implements it, against the scalar references of
+ * tests/ref_ops.c, on random (never zero) inputs of many shapes and types,
+ * by normalized mean squared error.
+ *
+ * The devices: the CPU at each SIMD level this processor runs (the CPU
+ * kernels forced to it, as HX_SIMD does), PoCL's CPU device opened by name
+ * as an OpenCL device, the same presented as an emulated FPGA (it offers
+ * only its bitstream's kernels), and CUDA.  Each test is one op, looped
+ * over the devices; every task is pinned to the device under test.  A
+ * device that is absent prints "ops: NAME absent: OP not checked"
+ * and the test `ops_every_device_is_checked_or_named` counts and lists
+ * them, so a machine without a GPU reads as CUDA not checked, never as
+ * CUDA passed; an op a present device does not implement is listed the
+ * same way.  PoCL is a build dependency: its absence fails.  CUDA runs
+ * here when a GPU and the plugin are present (bench/gpu-check runs this
+ * suite on such a machine); everywhere, the CUDA backend also runs on the
+ * plugin's host emulation (tests/fixtures/cuda_host_plugin.c), listed as
+ * such: it checks the backend and the coherence of a device with its own
+ * memory, not the GPU's kernels.
+ *
+ * Bounds, each ~1000x what was measured: ops that only move or decode
+ * data 1e-12 (measured 0); float accumulations (norms, matmuls over K up
+ * to 1024, softmax-weighted sums over up to 200 keys) 1e-10 (measured <=
+ * 3e-13 on PoCL); rope 1e-9, since theta is computed in float for
+ * positions up to 600 (measured <= 2e-11).  On the CPU, quantized weights
+ * meet activations quantized to Q8_0/Q8_K, and a Q8_0 KV cache meets a
+ * query quantized to Q8_0, as in llama.cpp: rounding to 8 bits with one
+ * scale per block costs ~1e-5 NMSE over many outputs, up to ~2e-4 for a
+ * single dot product with cancellation, so those cases are held to 1e-3.
+ * On CUDA, a prefill rounds activations and dequantized weights to 16 bits
+ * for the tensor cores (1e-5, BF16 1e-4), and decode reads them as they
+ * are (1e-9).  A Q8_0 cache written by a kernel may differ from the
+ * reference in a rounding tie of the scale's division (1e-6 on the decoded
+ * values). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_cpu/quant.h"
+#include "ops/op_list.h"
+#include "tests/cl_test.h"
+#include "tests/op_cases.h"
+#include "tests/ref_ops.h"
+
+#define NMSE_EXACT 1e-12
+#define NMSE_ACCUM 1e-10
+#define NMSE_ROPE 1e-9
+
+typedef enum { ON_CPU, ON_OPENCL, ON_CUDA } target_kind;
+
+typedef struct {
+    const char *name;      /* as the suite prints it */
+    const char *devices;   /* hx_runtime_options.devices */
+    const char *emulation; /* hx_runtime_options.fpga_emulation */
+    hx_device_family family;
+    target_kind kind;
+    int simd;           /* the CPU kernels' level (hx_simd_level), or -1 */
+    int required;       /* absent fails the test instead of being listed */
+    const char *plugin; /* the CUDA plugin in the build directory to load */
+} target;
+
+static const target targets[] = {
+    {"CPU scalar", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_SCALAR, 1, NULL},
+    {"CPU AVX2", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_AVX2, 0, NULL},
+    {"CPU AVX-512", "cpu", "off", HX_FAMILY_CPU, ON_CPU, HX_SIMD_AVX512, 0, NULL},
+    {"OpenCL (PoCL CPU device)", "opencl", "off", HX_FAMILY_OPENCL, ON_OPENCL, -1, 1, NULL},
+    {"FPGA (PoCL emulation)", "fpga", "pocl", HX_FAMILY_OPENCL, ON_OPENCL, -1, 1, NULL},
+    {"CUDA", "cuda", "off", HX_FAMILY_CUDA, ON_CUDA, -1, 0, "libhetero-cuda.so"},
+    /* The CUDA backend (binding, coverage, copies to a memory of its own)
+     * on the plugin's host emulation, whose kernels round as the GPU's do:
+     * what runs of CUDA where there is no GPU.  Built with the tests. */
+    {"CUDA backend on the plugin's host emulation", "cuda", "off", HX_FAMILY_CUDA, ON_CUDA, -1, 1,
+     "libhetero-cuda-host.so"},
+};
+enum { N_TARGETS = sizeof targets / sizeof targets[0] };
+
+/* The device under test of the current test. */
+typedef struct {
+    const target *tg;
+    hx_runtime *rt;
+    int dev;
+    /* The device computes in host memory.  A failed task's outputs reach
+     * the host only then: elsewhere the coherence layer keeps the host's
+     * copy, so after an error only the status is checked. */
+    int unified;
+} under_test;
+
+/* Why the target cannot be opened here (its absence), or NULL with *rt
+ * open on it and *dev its index. */
+static const char *open_target(const target *tg, hx_runtime **rt, int *dev, char *why, size_t cap)
+{
+    *rt = NULL;
+    if (tg->simd >= 0 && tg->simd > (int)hx_cpu_simd_max()) {
+        snprintf(why, cap, "this CPU runs %s at most", hx_cpu_simd_name(hx_cpu_simd_max()));
+        return why;
+    }
+    if (tg->simd >= 0)
+        HX_ASSERT_OK(hx_quant_set_level((hx_simd_level)tg->simd));
+    char plugin[512];
+    if (tg->plugin) { /* the plugin this build made */
+        snprintf(plugin, sizeof plugin, "%s/%s", hx_test_build_dir(), tg->plugin);
+        setenv("HX_CUDA_PLUGIN", plugin, 1);
+    }
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = tg->devices;
+    o.fpga_emulation = tg->emulation;
+    o.cpu_threads = 2;
+    hx_status st = hx_runtime_open(rt, &o);
+    if (st != HX_OK) {
+        ck_assert_msg(st == HX_ERR_NO_DEVICE && !tg->required, "%s: %s", tg->name, hx_last_error());
+        snprintf(why, cap, "%s", hx_last_error());
+        return why;
+    }
+    for (*dev = 0; *dev < hx_runtime_device_count(*rt); ++*dev) {
+        hx_device_info d;
+        HX_ASSERT_OK(hx_runtime_device_info(*rt, *dev, &d));
+        if (d.family == tg->family)
+            return NULL;
+    }
+    ck_abort_msg("%s opened without a %s device", tg->name, hx_device_family_str(tg->family));
+    return NULL;
+}
+
+/* Opens loop target i for op `name`; 0 (and a printed line) when it is
+ * absent or does not implement the op. */
+static int begin(int i, const char *name, under_test *u)
+{
+    char why[512];
+    u->tg = &targets[i];
+    if (open_target(u->tg, &u->rt, &u->dev, why, sizeof why)) {
+        printf("ops: %s absent: %s not checked\n", u->tg->name, name); /* why: in the matrix test */
+        return 0;
+    }
+    hx_device_info info;
+    HX_ASSERT_OK(hx_runtime_device_info(u->rt, u->dev, &info));
+    u->unified = info.unified_memory;
+    if (!hx_device_implements(u->rt, u->dev, name)) {
+        printf("ops: %s does not implement %s: not checked\n", u->tg->name, name);
+        hx_runtime_close(u->rt);
+        return 0;
+    }
+    return 1;
+}
+
+static void end(under_test *u)
+{
+    hx_runtime_close(u->rt);
+    if (u->tg->simd >= 0)
+        HX_ASSERT_OK(hx_quant_set_level(hx_cpu_simd_max()));
+}
+
+static hx_status run(under_test *u, const char *op, const void *args, size_t args_size, int n, hx_buffer **b,
+                     const hx_access *modes)
+{
+    return hx_case_run(u->rt, u->dev, op, args, args_size, n, b, modes);
+}
+
+static int quantized(uint32_t type) { return type != HX_REF_F32 && type != HX_REF_F16; }
+
+static double matmul_bound(const under_test *u, uint32_t type, uint32_t T)
+{
+    if (u->tg->kind == ON_CPU)
+        return quantized(type) ? 1e-3 : NMSE_ACCUM;
+    if (u->tg->kind == ON_CUDA)
+        return T > 1 && type != HX_REF_F32 ? 1e-5 : 1e-9;
+    return NMSE_ACCUM;
+}
+
+static double attention_bound(const under_test *u, uint32_t kv_type)
+{
+    if (u->tg->kind == ON_CPU && kv_type == HX_REF_Q8_0)
+        return 1e-3;
+    return u->tg->kind == ON_CUDA ? 1e-9 : NMSE_ACCUM;
+}
+
+/* ---- gemm_f32 ------------------------------------------------------------- */
+
+START_TEST(gemm_f32_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "gemm_f32", &u))
+        return;
+    const uint32_t shapes[][3] = {{1, 1, 1}, {1, 67, 129}, {7, 33, 64}, {19, 130, 77}, {64, 64, 256}};
+    unsigned seed = 14;
+    for (int s = 0; s < 5; s++) {
+        uint32_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *A = malloc(4ull * M * K), *B = malloc(4ull * N * K), *C = malloc(4ull * M * N);
+        double *ref = malloc(sizeof(double) * M * N);
+        hx_case_random(A, (size_t)M * K, &seed);
+        hx_case_random(B, (size_t)N * K, &seed);
+        hx_ref_gemm_f32(M, N, K, A, B, ref);
+        hx_buffer *b[3] = {hx_case_buffer(u.rt, A, 4ull * M * K), hx_case_buffer(u.rt, B, 4ull * N * K),
+                           hx_case_empty(u.rt, 4ull * M * N)};
+        hx_args_gemm_f32 g = {M, N, K};
+        HX_ASSERT_OK(run(&u, "gemm_f32", &g, sizeof g, 3, b, (hx_access[]){HX_R, HX_R, HX_W}));
+        hx_case_read(b[2], C, 4ull * M * N);
+        double e = hx_ref_nmse(C, ref, (size_t)M * N);
+        ck_assert_msg(e <= NMSE_ACCUM, "%s: M %u N %u K %u: nmse %g", u.tg->name, M, N, K, e);
+        hx_case_destroy(b, 3);
+        free(A);
+        free(B);
+        free(C);
+        free(ref);
+    }
+    end(&u);
+}
+END_TEST
+
+/* ---- get_rows ------------------------------------------------------------ */
+
+START_TEST(get_rows_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "get_rows", &u))
+        return;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_0};
+    const uint32_t dims[][2] = {{1, 32}, {5, 96}, {17, 4096}, {3, 33}};
+    unsigned seed = 1;
+    for (int ti = 0; ti < 4; ti++)
+        for (int s = 0; s < 4; s++) {
+            uint32_t type = types[ti], T = dims[s][0], D = dims[s][1], V = 37;
+            if (D % hx_ref_block(type))
+                continue;
+            size_t row = hx_ref_row_bytes(type, D);
+            uint8_t *table = malloc(row * V);
+            for (uint32_t v = 0; v < V; v++)
+                hx_ref_random_row(type, table + v * row, D, &seed);
+            int32_t *ids = malloc(4 * T);
+            for (uint32_t t = 0; t < T; t++)
+                ids[t] = (int32_t)(hx_ref_uniform(&seed) * 0.5f * V + 0.5f * V) % (int32_t)V;
+            if (T > 2)
+                ids[T - 1] = (int32_t)V; /* one past the table: an error, and a NaN row */
+            hx_op_get_rows a = {type, T, D};
+            double *ref = malloc(sizeof(double) * T * D);
+            hx_ref_get_rows(&a, table, row * V, ids, ref);
+            hx_buffer *b[3] = {hx_case_buffer(u.rt, table, row * V), hx_case_buffer(u.rt, ids, 4 * T),
+                               hx_case_empty(u.rt, 4ull * T * D)};
+            hx_status st = run(&u, "get_rows", &a, sizeof a, 3, b, (hx_access[]){HX_R, HX_R, HX_W});
+            if (T > 2) {
+                ck_assert_int_eq(st, HX_ERR_RANGE);
+                /* The status is the contract; each backend words the detail. */
+                ck_assert_msg(strstr(hx_last_error(), "get_rows"), "%s", hx_last_error());
+            } else {
+                HX_ASSERT_OK(st);
+            }
+            float *out = malloc(4ull * T * D);
+            hx_case_read(b[2], out, 4ull * T * D);
+            uint32_t good = T > 2 ? T - 1 : T;
+            double e = hx_ref_nmse(out, ref, (size_t)good * D);
+            ck_assert_msg(st || e <= NMSE_EXACT, "%s: type %u T %u D %u: nmse %g", u.tg->name, type, T, D, e);
+            ck_assert_msg(!st || !u.unified || e <= NMSE_EXACT, "%s: type %u T %u D %u: the valid rows: nmse %g",
+                          u.tg->name, type, T, D, e);
+            for (uint32_t d = 0; good < T && u.unified && d < D; d++)
+                ck_assert_msg(isnan(out[(size_t)good * D + d]), "out-of-table id gave %g", out[(size_t)good * D + d]);
+            hx_case_destroy(b, 3);
+            free(table);
+            free(ids);
+            free(ref);
+            free(out);
+        }
+    end(&u);
+}
+END_TEST
+
+/* ---- rmsnorm ------------------------------------------------------------- */
+
+START_TEST(rmsnorm_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "rmsnorm", &u))
+        return;
+    const uint32_t dims[][2] = {{1, 1}, {3, 17}, {7, 4096}, {2, 1000}, {65, 64}};
+    unsigned seed = 2;
+    for (int s = 0; s < 5; s++) {
+        uint32_t T = dims[s][0], D = dims[s][1];
+        float *x = malloc(4ull * T * D), *w = malloc(4ull * D), *y = malloc(4ull * T * D);
+        hx_case_random(x, (size_t)T * D, &seed);
+        hx_case_random(w, D, &seed);
+        hx_op_rmsnorm a = {T, D, 1e-5f};
+        double *ref = malloc(sizeof(double) * T * D);
+        hx_ref_rmsnorm(&a, x, w, ref);
+        hx_buffer *b[3] = {hx_case_buffer(u.rt, x, 4ull * T * D), hx_case_buffer(u.rt, w, 4ull * D),
+                           hx_case_empty(u.rt, 4ull * T * D)};
+        HX_ASSERT_OK(run(&u, "rmsnorm", &a, sizeof a, 3, b, (hx_access[]){HX_R, HX_R, HX_W}));
+        hx_case_read(b[2], y, 4ull * T * D);
+        double e = hx_ref_nmse(y, ref, (size_t)T * D);
+        ck_assert_msg(e <= NMSE_ACCUM, "%s: T %u D %u: nmse %g", u.tg->name, T, D, e);
+        hx_case_destroy(b, 3);
+        free(x);
+        free(w);
+        free(y);
+        free(ref);
+    }
+    end(&u);
+}
+END_TEST
+
+/* ---- matmul -------------------------------------------------------------- */
+
+static void check_matmul(under_test *u, uint32_t type, uint32_t T, uint32_t N, uint32_t K, int bias, unsigned *seed)
+{
+    size_t row = hx_ref_row_bytes(type, K);
+    uint8_t *W = malloc(row * N);
+    for (uint32_t n = 0; n < N; n++)
+        hx_ref_random_row(type, W + n * row, K, seed);
+    float *x = malloc(4ull * T * K + 4), *bs = malloc(4ull * N), *y = malloc(4ull * T * N);
+    hx_case_random(x, (size_t)T * K, seed);
+    hx_case_random(bs, N, seed);
+    hx_op_matmul a = {type, T, N, K, (uint32_t)bias};
+    double *ref = malloc(sizeof(double) * T * N);
+    hx_ref_matmul(&a, W, x, bs, ref);
+    hx_buffer *b[4] = {hx_case_buffer(u->rt, W, row * N), hx_case_buffer(u->rt, x, 4ull * T * K + 4),
+                       hx_case_empty(u->rt, 4ull * T * N), hx_case_buffer(u->rt, bs, 4ull * N)};
+    HX_ASSERT_OK(run(u, "matmul", &a, sizeof a, bias ? 4 : 3, b, (hx_access[]){HX_R, HX_R, HX_W, HX_R}));
+    hx_case_read(b[2], y, 4ull * T * N);
+    double e = hx_ref_nmse(y, ref, (size_t)T * N);
+    ck_assert_msg(e <= matmul_bound(u, type, T), "%s: type %u T %u N %u K %u bias %d: nmse %g", u->tg->name, type, T,
+                  N, K, bias, e);
+    if (!u->unified) { /* weights stay on a device with its own memory: a second product moves no weight */
+        hx_runtime_stats before, after;
+        hx_runtime_stats_get(u->rt, &before);
+        HX_ASSERT_OK(run(u, "matmul", &a, sizeof a, bias ? 4 : 3, b, (hx_access[]){HX_R, HX_R, HX_W, HX_R}));
+        hx_runtime_stats_get(u->rt, &after);
+        ck_assert_msg(after.bytes_copied - before.bytes_copied < row * N, "%s: a second product copied %llu bytes",
+                      u->tg->name, (unsigned long long)(after.bytes_copied - before.bytes_copied));
+    }
+    hx_case_destroy(b, 4);
+    free(W);
+    free(x);
+    free(bs);
+    free(y);
+    free(ref);
+}
+
+START_TEST(matmul_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "matmul", &u))
+        return;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_0, HX_REF_Q4_K};
+    const uint32_t shapes[][3] = {{1, 1, 256}, {1, 67, 512}, {2, 33, 256}, {17, 45, 768}, {33, 70, 256}, {1, 300, 1024}};
+    unsigned seed = 3;
+    for (int ti = 0; ti < 5; ti++)
+        for (int s = 0; s < 6; s++)
+            check_matmul(&u, types[ti], shapes[s][0], shapes[s][1], shapes[s][2], s % 2, &seed);
+    /* F32 and F16 take any K, including ones that end mid-block. */
+    check_matmul(&u, HX_REF_F32, 1, 13, 77, 1, &seed);
+    check_matmul(&u, HX_REF_F16, 5, 19, 45, 0, &seed);
+    check_matmul(&u, HX_REF_F32, 16, 16, 33, 0, &seed);
+    end(&u);
+}
+END_TEST
+
+/* ---- rope ---------------------------------------------------------------- */
+
+START_TEST(rope_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "rope", &u))
+        return;
+    const uint32_t shapes[][4] = {{5, 3, 64, 64}, {1, 8, 128, 128}, {7, 2, 10, 10}, {4, 3, 64, 32}, {9, 1, 96, 96}};
+    unsigned seed = 4;
+    for (int s = 0; s < 5; s++)
+        for (uint32_t neox = 0; neox < 2; neox++) {
+            uint32_t T = shapes[s][0], H = shapes[s][1], Dh = shapes[s][2], n_rot = shapes[s][3];
+            size_t n = (size_t)T * H * Dh;
+            float *x = malloc(4 * n), *y = malloc(4 * n);
+            int32_t *pos = malloc(4 * T);
+            hx_case_random(x, n, &seed);
+            for (uint32_t t = 0; t < T; t++)
+                pos[t] = (int32_t)((hx_ref_uniform(&seed) + 1.0f) * 300.0f);
+            hx_op_rope a = {T, H, Dh, n_rot, 10000.0f, s == 3 ? 0.5f : 1.0f, neox};
+            double *ref = malloc(sizeof(double) * n);
+            hx_ref_rope(&a, x, pos, ref);
+            hx_buffer *b[2] = {hx_case_buffer(u.rt, x, 4 * n), hx_case_buffer(u.rt, pos, 4 * T)};
+            HX_ASSERT_OK(run(&u, "rope", &a, sizeof a, 2, b, (hx_access[]){HX_RW, HX_R}));
+            hx_case_read(b[0], y, 4 * n);
+            double e = hx_ref_nmse(y, ref, n);
+            ck_assert_msg(e <= NMSE_ROPE, "%s: shape %d neox %u: nmse %g", u.tg->name, s, neox, e);
+            hx_case_destroy(b, 2);
+            free(x);
+            free(y);
+            free(pos);
+            free(ref);
+        }
+    end(&u);
+}
+END_TEST
+
+/* ---- kv_store ------------------------------------------------------------ */
+
+/* Decoded, the row the kernel wrote in a slot matches the reference's and
+ * the stored values. */
+static void check_written_row(const under_test *u, uint32_t kv_type, uint32_t Dh, const uint8_t *mine,
+                              const uint8_t *ref, const float *src, unsigned long long slot)
+{
+    double *want = malloc(sizeof(double) * Dh), *orig = malloc(sizeof(double) * Dh), *dec = malloc(sizeof(double) * Dh);
+    float *got = malloc(4 * Dh);
+    hx_ref_dequantize(kv_type, mine, dec, Dh);
+    for (uint32_t d = 0; d < Dh; d++)
+        got[d] = (float)dec[d];
+    hx_ref_dequantize(kv_type, ref, want, Dh);
+    double e = hx_ref_nmse(got, want, Dh);
+    ck_assert_msg(e <= (kv_type != HX_REF_Q8_0 ? NMSE_EXACT : 1e-6), "%s: type %u slot %llu: nmse %g", u->tg->name,
+                  kv_type, slot, e);
+    for (uint32_t d = 0; d < Dh; d++)
+        orig[d] = src[d];
+    e = hx_ref_nmse(got, orig, Dh);
+    ck_assert_msg(e <= 1e-4, "%s: type %u slot %llu: %g from the stored values", u->tg->name, kv_type, slot, e);
+    free(want);
+    free(orig);
+    free(dec);
+    free(got);
+}
+
+/* With `bad`, two tokens name slots outside the cache: the task fails with
+ * HX_ERR_RANGE, writes the valid ones and nothing else. */
+static void check_kv_store(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32_t Dh, int bad, unsigned *seed)
+{
+    const uint32_t T = 7, block_size = 16, n_blocks = 6, S = 2, max_blocks = 3;
+    const uint64_t n_slots = (uint64_t)n_blocks * block_size;
+    size_t row = hx_ref_row_bytes(kv_type, Dh), cache = n_slots * Hkv * row;
+    uint8_t *kc = malloc(cache), *vc = malloc(cache), *kref = malloc(cache), *vref = malloc(cache);
+    for (size_t i = 0; i < cache; i++) {
+        kc[i] = (uint8_t)(hx_ref_uniform(seed) * 127);
+        vc[i] = (uint8_t)(hx_ref_uniform(seed) * 127);
+    }
+    memcpy(kref, kc, cache);
+    memcpy(vref, vc, cache);
+    hx_kv_layout kv = {T, S, max_blocks, block_size};
+    int32_t *meta = calloc(hx_meta_ints(&kv), 4);
+    /* Distinct slots spread over the cache (with `bad`, one invalid each way). */
+    const int32_t slots[7] = {3, 17, 95, 40, bad ? -1 : 0, 64, bad ? (int32_t)n_slots : 80};
+    for (uint32_t t = 0; t < T; t++)
+        meta[t] = slots[t];
+    size_t n = (size_t)T * Hkv * Dh;
+    float *k = malloc(4 * n), *v = malloc(4 * n);
+    hx_case_random(k, n, seed);
+    hx_case_random(v, n, seed);
+    hx_op_kv_store a = {kv, Hkv, Dh, kv_type};
+    hx_ref_kv_store(&a, k, v, kref, vref, meta, n_slots);
+    hx_buffer *b[5] = {hx_case_buffer(u->rt, k, 4 * n), hx_case_buffer(u->rt, v, 4 * n),
+                       hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
+                       hx_case_buffer(u->rt, meta, 4ull * hx_meta_ints(&kv))};
+    hx_status st = run(u, "kv_store", &a, sizeof a, 5, b, (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R});
+    if (bad) {
+        ck_assert_int_eq(st, HX_ERR_RANGE);
+        ck_assert_msg(strstr(hx_last_error(), "kv_store"), "%s: %s", u->tg->name, hx_last_error());
+    } else {
+        HX_ASSERT_OK(st);
+    }
+    hx_case_read(b[2], kc, cache);
+    hx_case_read(b[3], vc, cache);
+    /* Rows not written are untouched, byte for byte. */
+    for (uint64_t slot = 0; slot < n_slots && (!bad || u->unified); slot++) {
+        int written = -1;
+        for (uint32_t t = 0; t < T; t++)
+            if (slots[t] >= 0 && (uint64_t)slots[t] == slot)
+                written = (int)t;
+        for (uint32_t h = 0; h < Hkv; h++)
+            for (int which = 0; which < 2; which++) {
+                const uint8_t *mine = (which ? vc : kc) + (slot * Hkv + h) * row;
+                const uint8_t *ref = (which ? vref : kref) + (slot * Hkv + h) * row;
+                if (written < 0)
+                    ck_assert_msg(!memcmp(mine, ref, row), "%s: slot %llu head %u was overwritten", u->tg->name,
+                                  (unsigned long long)slot, h);
+                else
+                    check_written_row(u, kv_type, Dh, mine, ref, (which ? v : k) + ((size_t)written * Hkv + h) * Dh,
+                                      (unsigned long long)slot);
+            }
+    }
+    hx_case_destroy(b, 5);
+    free(kc);
+    free(vc);
+    free(kref);
+    free(vref);
+    free(meta);
+    free(k);
+    free(v);
+}
+
+START_TEST(kv_store_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "kv_store", &u))
+        return;
+    unsigned seed = 5;
+    for (int bad = 0; bad < 2; bad++) {
+        check_kv_store(&u, HX_REF_F32, 2, 24, bad, &seed);
+        check_kv_store(&u, HX_REF_F16, 1, 64, bad, &seed);
+        check_kv_store(&u, HX_REF_F16, 4, 40, bad, &seed);
+        check_kv_store(&u, HX_REF_Q8_0, 2, 64, bad, &seed);
+        check_kv_store(&u, HX_REF_Q8_0, 3, 128, bad, &seed);
+    }
+    end(&u);
+}
+END_TEST
+
+/* ---- attention ----------------------------------------------------------- */
+
+/* What the last attention_run's task said: reading its output back
+ * succeeds, and a success empties hx_last_error(). */
+static char run_error[1024];
+
+static float *attention_run(under_test *u, hx_att_setup *o, hx_status expect)
+{
+    hx_buffer *b[5];
+    hx_att_buffers(u->rt, o, b);
+    hx_status st = run(u, "attention", &o->a, sizeof o->a, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
+    ck_assert_msg(st == expect, "%s: attention: %s, expected %s: %s", u->tg->name, hx_status_str(st),
+                  hx_status_str(expect), hx_last_error());
+    snprintf(run_error, sizeof run_error, "%s", hx_last_error());
+    float *out = malloc(4 * o->q_floats);
+    hx_case_read(b[4], out, 4 * o->q_floats);
+    hx_case_destroy(b, 5);
+    return out;
+}
+
+static void check_attention(under_test *u, const hx_att_case *c, unsigned *seed, const char *what)
+{
+    hx_att_setup o;
+    hx_att_setup_make(c, &o, seed);
+    double *ref = malloc(sizeof(double) * o.q_floats);
+    hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+    float *out = attention_run(u, &o, HX_OK);
+    double e = hx_ref_nmse(out, ref, o.q_floats);
+    ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s: type %u Hq %u Hkv %u Dh %u bs %u S %u T %u: nmse %g",
+                  u->tg->name, what, c->kv_type, c->Hq, c->Hkv, c->Dh, c->block_size, c->S, o.a.kv.T, e);
+    free(ref);
+    free(out);
+    hx_att_setup_free(&o);
+}
+
+START_TEST(attention_prefill_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 6;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0};
+    const uint32_t gqa[][2] = {{4, 4}, {4, 2}, {8, 2}, {8, 1}};
+    for (int ti = 0; ti < 3; ti++)
+        for (int g = 0; g < 4; g++) {
+            /* One sequence from scratch, crossing several blocks. */
+            hx_att_case one = {types[ti], gqa[g][0], gqa[g][1], 64, 16, 1, {37}, {37}, 0};
+            check_attention(&u, &one, &seed, "one sequence");
+            /* Three sequences, each a chunk after cached context. */
+            hx_att_case three = {types[ti], gqa[g][0], gqa[g][1], 32, 16, 3, {50, 17, 90}, {9, 17, 5}, g % 2};
+            check_attention(&u, &three, &seed, "three sequences");
+        }
+    /* Head sizes at the edges, odd block sizes. */
+    hx_att_case wide = {HX_REF_F16, 4, 2, 128, 5, 2, {23, 11}, {8, 11}, 1};
+    check_attention(&u, &wide, &seed, "Dh 128, block 5");
+    hx_att_case narrow = {HX_REF_F16, 6, 3, 40, 7, 2, {30, 3}, {30, 2}, 0};
+    check_attention(&u, &narrow, &seed, "Dh 40, block 7");
+    hx_att_case q8wide = {HX_REF_Q8_0, 8, 8, 128, 16, 1, {70}, {20}, 0};
+    check_attention(&u, &q8wide, &seed, "q8_0 Dh 128");
+    /* Head sizes off the kernels' 8-wide vectors. */
+    hx_att_case tail = {HX_REF_F16, 4, 2, 20, 16, 2, {40, 19}, {33, 19}, 1};
+    check_attention(&u, &tail, &seed, "Dh 20");
+    hx_att_case tail32 = {HX_REF_F32, 3, 1, 36, 8, 1, {25}, {25}, 0};
+    check_attention(&u, &tail32, &seed, "f32 Dh 36");
+    end(&u);
+}
+END_TEST
+
+START_TEST(attention_decode_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 7;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0};
+    const uint32_t gqa[][2] = {{4, 4}, {4, 2}, {8, 2}, {8, 1}, {16, 2}};
+    for (int ti = 0; ti < 3; ti++)
+        for (int g = 0; g < 5; g++) {
+            hx_att_case one = {types[ti], gqa[g][0], gqa[g][1], 64, 16, 1, {1}, {1}, 0};
+            check_attention(&u, &one, &seed, "first token");
+            hx_att_case batch = {types[ti], gqa[g][0], gqa[g][1], 64, 16, 4, {33, 200, 16, 17}, {1, 1, 1, 1}, 0};
+            check_attention(&u, &batch, &seed, "decode batch");
+        }
+    hx_att_case odd = {HX_REF_F16, 6, 2, 40, 3, 3, {10, 1, 52}, {1, 1, 1}, 0};
+    check_attention(&u, &odd, &seed, "Dh 40, block 3");
+    hx_att_case tail = {HX_REF_F16, 4, 4, 20, 16, 2, {33, 70}, {1, 1}, 0};
+    check_attention(&u, &tail, &seed, "Dh 20");
+    hx_att_case wide = {HX_REF_Q8_0, 32, 4, 128, 16, 2, {129, 64}, {1, 1}, 0};
+    check_attention(&u, &wide, &seed, "Dh 128, 8 heads per KV head");
+    end(&u);
+}
+END_TEST
+
+/* Metadata pointing outside the batch or the cache fails the task with
+ * HX_ERR_RANGE and gives NaN rows, never a stray access; the other rows
+ * are still right. */
+START_TEST(attention_bad_metadata_gives_nan_rows)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 8;
+    for (int decode = 0; decode < 2; decode++) {
+        hx_att_case c = {HX_REF_F16, 4, 2, 32, 16, 2, {20, 30}, {decode ? 1 : 4, decode ? 1 : 3}, 0};
+        hx_att_setup o;
+        hx_att_setup_make(&c, &o, &seed);
+        uint32_t T = o.a.kv.T;
+        double *ref = malloc(sizeof(double) * o.q_floats);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+        o.meta[2 * T + T - 1] = 7; /* last token: a sequence that does not exist */
+        o.meta[T + 0] = 1 << 30;   /* first token: a position past every block */
+        float *out = attention_run(&u, &o, HX_ERR_RANGE);
+        ck_assert_msg(strstr(run_error, "attention"), "%s", run_error);
+        size_t row = (size_t)c.Hq * c.Dh;
+        for (size_t i = 0; i < row && u.unified; i++) {
+            ck_assert(isnan(out[i]));
+            ck_assert(isnan(out[(T - 1) * row + i]));
+        }
+        if (T > 2 && u.unified) {
+            double e = hx_ref_nmse(out + row, ref + row, (T - 2) * row);
+            ck_assert_msg(e <= attention_bound(&u, c.kv_type), "%s: valid rows: nmse %g", u.tg->name, e);
+        }
+        free(ref);
+        free(out);
+        hx_att_setup_free(&o);
+    }
+    /* A block table entry past the cache: both kernels refuse to read it. */
+    for (int decode = 0; decode < 2; decode++) {
+        hx_att_case c = {HX_REF_Q8_0, 4, 2, 32, 16, 2, {20, 30}, {decode ? 1 : 4, decode ? 1 : 3}, 0};
+        hx_att_setup o;
+        hx_att_setup_make(&c, &o, &seed);
+        o.meta[3 * o.a.kv.T + o.a.kv.max_blocks + 1] = 1 << 20; /* sequence 1, block 1 */
+        free(attention_run(&u, &o, HX_ERR_RANGE));
+        hx_att_setup_free(&o);
+    }
+    end(&u);
+}
+END_TEST
+
+/* ---- vector_add, add, swiglu -------------------------------------------- */
+
+typedef void (*elementwise_ref)(uint64_t n, const float *x, const float *y, double *out);
+
+/* An op of two arrays of n floats (its argument block is that n): x, six
+ * times wider (gates far into both tails of silu), and y in; the output
+ * in a third buffer, or in x when `in_place`. */
+static void check_elementwise(int target, const char *op, int in_place, elementwise_ref ref_of, double bound,
+                              unsigned seed)
+{
+    under_test u;
+    if (!begin(target, op, &u))
+        return;
+    const uint64_t sizes[] = {1, 1000, 100003};
+    for (int s = 0; s < 3; s++) {
+        uint64_t n = sizes[s];
+        float *x = malloc(4 * n), *y = malloc(4 * n), *z = malloc(4 * n);
+        hx_case_random(x, n, &seed);
+        hx_case_random(y, n, &seed);
+        for (uint64_t i = 0; i < n; i++)
+            x[i] *= 6.0f;
+        double *ref = malloc(sizeof(double) * n);
+        ref_of(n, x, y, ref);
+        hx_buffer *b[3] = {hx_case_buffer(u.rt, x, 4 * n), hx_case_buffer(u.rt, y, 4 * n), hx_case_empty(u.rt, 4 * n)};
+        const hx_access modes[3] = {in_place ? HX_RW : HX_R, HX_R, HX_W};
+        HX_ASSERT_OK(run(&u, op, &n, sizeof n, in_place ? 2 : 3, b, modes));
+        hx_case_read(b[in_place ? 0 : 2], z, 4 * n);
+        double e = hx_ref_nmse(z, ref, n);
+        ck_assert_msg(e <= bound, "%s: %s n %llu: nmse %g", u.tg->name, op, (unsigned long long)n, e);
+        hx_case_destroy(b, 3);
+        free(x);
+        free(y);
+        free(z);
+        free(ref);
+    }
+    end(&u);
+}
+
+/* hx_args_vector_add, hx_op_add and hx_op_swiglu are each one uint64_t n. */
+_Static_assert(sizeof(hx_args_vector_add) == sizeof(uint64_t) && sizeof(hx_op_add) == sizeof(uint64_t) &&
+                   sizeof(hx_op_swiglu) == sizeof(uint64_t),
+               "elementwise argument blocks are n alone");
+
+START_TEST(vector_add_matches_reference) { check_elementwise(_i, "vector_add", 0, hx_ref_add, NMSE_EXACT, 13); }
+END_TEST
+
+START_TEST(add_matches_reference) { check_elementwise(_i, "add", 1, hx_ref_add, NMSE_EXACT, 9); }
+END_TEST
+
+START_TEST(swiglu_matches_reference) { check_elementwise(_i, "swiglu", 0, hx_ref_swiglu, NMSE_ACCUM, 10); }
+END_TEST
+
+/* ---- the matrix ---------------------------------------------------------- */
+
+/* The test of each op of the op list: a new op without one fails here. */
+static const TTest *op_test(int op)
+{
+    const TTest *const tests[HX_OP_COUNT] = {
+    [HX_OP_VECTOR_ADD] = vector_add_matches_reference, [HX_OP_GEMM_F32] = gemm_f32_matches_reference,
+    [HX_OP_GET_ROWS] = get_rows_matches_reference,     [HX_OP_RMSNORM] = rmsnorm_matches_reference,
+    [HX_OP_MATMUL] = matmul_matches_reference,         [HX_OP_ROPE] = rope_matches_reference,
+    [HX_OP_KV_STORE] = kv_store_matches_reference,     [HX_OP_ATTENTION] = attention_prefill_matches_reference,
+    [HX_OP_ADD] = add_matches_reference,               [HX_OP_SWIGLU] = swiglu_matches_reference,
+    };
+    return tests[op];
+}
+
+/* Every op has a test, and every device x op pair is either checked by
+ * the tests above or named here with the reason it is not: the lines a
+ * reader of `make test` sees, with their counts. */
+START_TEST(ops_every_device_is_checked_or_named)
+{
+    for (int op = 0; op < HX_OP_COUNT; op++)
+        ck_assert_msg(op_test(op), "op %s has no test in this suite", hx_op_codelet((hx_op)op)->name);
+    int checked = 0, absent = 0, missing = 0;
+    for (int i = 0; i < N_TARGETS; i++) {
+        hx_runtime *rt;
+        int dev;
+        char why[512], list[512] = "", lacks[512] = "";
+        if (open_target(&targets[i], &rt, &dev, why, sizeof why)) {
+            printf("ops: %s absent: not checked (%s)\n", targets[i].name, why);
+            absent += HX_OP_COUNT;
+            continue;
+        }
+        for (int op = 0; op < HX_OP_COUNT; op++) {
+            const char *name = hx_op_codelet((hx_op)op)->name;
+            int has = hx_device_implements(rt, dev, name);
+            char *to = has ? list : lacks;
+            snprintf(to + strlen(to), sizeof list - strlen(to), "%s%s", *to ? " " : "", name);
+            checked += has;
+            missing += !has;
+        }
+        printf("ops: %s checks %s%s%s\n", targets[i].name, list, *lacks ? "; does not implement " : "", lacks);
+        hx_runtime_close(rt);
+        if (targets[i].simd >= 0)
+            HX_ASSERT_OK(hx_quant_set_level(hx_cpu_simd_max()));
+    }
+    printf("ops: %d device x op pairs checked, %d not implemented, %d skipped (device absent)\n", checked, missing,
+           absent);
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
+Suite *suite_ops(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("every_device");
+    tcase_set_timeout(tc, 600);
+    tcase_add_unchecked_fixture(tc, hx_cl_test_cache_setup, hx_cl_test_cache_teardown);
+    tcase_add_test(tc, ops_every_device_is_checked_or_named);
+    for (int op = 0; op < HX_OP_COUNT; op++)
+        tcase_add_loop_test(tc, op_test(op), 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_decode_matches_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_bad_metadata_gives_nan_rows, 0, N_TARGETS);
+    suite_add_tcase(s, tc);
+    return s;
+}
