@@ -44,7 +44,8 @@ static hx_status check_tokens(const hx_model *m, size_t n, const int32_t *tokens
     return HX_OK;
 }
 
-static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
+static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all, uint64_t n_more,
+                              const char *what)
 {
     hx_status hs = hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_eval");
     if (hs)
@@ -69,21 +70,32 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
         sess[i] = s;
     pthread_mutex_lock(&m->eval_lock);
     const uint32_t pos0 = s->pos;
+    /* Leading blocks the prefix cache holds are attached, not evaluated;
+     * every token's logits need every token evaluated. */
+    uint32_t reused = 0;
+    st = logits_all ? HX_OK : hx_session_reuse_prefix(s, tokens, n, &reused);
     /* The whole request before its first chunk: a prompt that cannot fit
      * is refused before any work, not after evaluating what fits, and
      * the session keeps even its last logits. */
-    hx_status fit = hx_session_fit(s, n, 0, "evaluation");
+    hx_status fit = st ? st : hx_session_fit(s, n - reused, n_more, what);
     st = fit ? fit : hx_session_begin(s, (uint32_t)n, logits_all ? (uint32_t)n : 1);
-    for (size_t off = 0; st == HX_OK && off < n; off += B) {
+    if (st == HX_OK)
+        s->n_filled = reused;
+    for (size_t off = reused; st == HX_OK && off < n; off += B) {
         size_t c = n - off < B ? n - off : B;
         for (size_t i = 0; i < c; i++)
             want[i] = logits_all || off + i == n - 1;
         st = eval_core(m, c, tokens + off, sess, want);
     }
-    if (st && !fit) {
-        /* All or nothing: a chunk that failed rolls back the earlier ones. */
-        s->pos = pos0;
-        s->n_last = 0;
+    if (st == HX_OK) {
+        s->reused = reused;
+    } else {
+        /* All or nothing: a chunk that failed rolls back the earlier ones,
+         * and blocks attached from the cache go back to it. */
+        hx_session_rewind(s, pos0, reused != 0);
+        s->reused = 0;
+        if (!fit)
+            s->n_last = 0;
     }
     pthread_mutex_unlock(&m->eval_lock);
     free(want);
@@ -91,10 +103,16 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
     return st;
 }
 
+hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n, int logits_all, uint64_t n_more,
+                                  const char *what)
+{
+    return session_eval(s, tokens, n, logits_all, n_more, what);
+}
+
 hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
 {
     hx_api_enter();
-    return hx_api_leave(session_eval(s, tokens, n, logits_all));
+    return hx_api_leave(session_eval(s, tokens, n, logits_all, 0, "evaluation"));
 }
 
 static hx_status batch_eval(hx_model *m, const hx_batch *b)

@@ -93,15 +93,14 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
     hx_status st = generation_init(&g, m, sampling ? sampling : &def);
     if (st)
         return st;
-    /* The whole request's KV before any work: the last token sampled is
-     * never evaluated, so the prompt and n_predict - 1 more. */
-    st = hx_session_fit(s, n_prompt, n_predict ? n_predict - 1 : 0, "prompt");
     for (size_t i = 0; i < n_prompt && st == HX_OK; i++)
         st = hx_sampler_accept(g.smp, prompt[i]);
 
+    /* The whole request's KV before any work: the last token sampled is
+     * never evaluated, so the prompt and n_predict - 1 more. */
     double t0 = hx_runtime_clock(m->rt);
     if (st == HX_OK)
-        st = hx_session_eval(s, prompt, n_prompt, 0);
+        st = hx_session_eval_request(s, prompt, n_prompt, 0, n_predict ? n_predict - 1 : 0, "prompt");
     gs.prefill_seconds = hx_runtime_clock(m->rt) - t0;
     t0 = hx_runtime_clock(m->rt);
     if (st == HX_OK && n_predict == 0)

@@ -44,6 +44,8 @@ static hx_status session_close(hx_session *s)
     hx_kv_seq_release(s->m->kv, &s->seq);
     free(s->logits);
     free(s->logit_row);
+    free(s->tokens);
+    free(s->keys);
     free(s);
     return HX_OK;
 }
@@ -109,7 +111,14 @@ hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const cha
     uint64_t want = pos + n_new + n_more;
     if (want > n_ctx)
         want = n_ctx;
-    hx_status st = hx_kv_seq_reserve(m->kv, &s->seq, (uint32_t)want);
+    hx_status st = hx_session_grow_tokens(s, (uint32_t)want);
+    if (st == HX_OK)
+        st = hx_kv_seq_reserve(m->kv, &s->seq, (uint32_t)want);
+    /* The blocks written now become the session's own: a block it shares
+     * (a fork's, or a cached prefix's) is copied first. */
+    const uint32_t bs = m->kv->block_size;
+    if (st == HX_OK && n_new)
+        st = hx_kv_seq_make_writable(m->kv, &s->seq, pos / bs, (uint32_t)((pos + n_new - 1) / bs));
     if (st == HX_OK)
         return HX_OK;
     const uint32_t held = s->seq.n_blocks * m->kv->block_size, free_tokens = hx_kv_pool_free_tokens(m->kv);

@@ -382,6 +382,11 @@ typedef struct {
     uint32_t kv_tokens;
     /* Tokens per KV block (0 = 16). */
     uint32_t kv_block;
+    /* Prefix caching (vLLM's automatic prefix caching): a session's full
+     * KV blocks stay in the pool keyed by their tokens, and a prompt that
+     * starts with the same tokens attaches them instead of evaluating
+     * them.  0 = on (HX_KV_PREFIX_CACHE=0 turns it off), 1 = on, -1 = off. */
+    int kv_prefix_cache;
     /* Largest number of tokens one evaluation takes (0 = 512). */
     uint32_t max_batch;
     /* The context: the most tokens one session holds, prompt and generated
@@ -432,6 +437,13 @@ typedef struct {
     uint32_t kv_blocks_used;   /* KV blocks held by sessions             */
     uint32_t kv_blocks_total;  /* the pool (hx_model_options.kv_tokens)  */
     uint32_t kv_block_tokens;  /* tokens per block                       */
+    /* The prefix cache (hx_model_options.kv_prefix_cache). */
+    uint32_t kv_blocks_cached; /* held by no session, kept for a later prompt; evictable */
+    uint32_t kv_blocks_shared; /* held by more than one session           */
+    uint64_t kv_bytes_used;    /* the blocks held by sessions, all layers */
+    uint64_t kv_hits, kv_misses; /* a prompt's full blocks found / not found in the cache */
+    uint64_t kv_evictions;     /* cached blocks whose room went to another */
+    uint64_t kv_tokens_reused; /* prompt tokens attached instead of evaluated */
 } hx_model_stats;
 
 HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
@@ -505,6 +517,16 @@ HX_API uint32_t hx_session_position(const hx_session *s);
  * hold them) with HX_ERR_NO_MEMORY; either way the message gives the
  * numbers and the session is unchanged. */
 HX_API hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all);
+/* Prompt tokens the last hx_session_eval (or hx_session_generate) took
+ * from the prefix cache instead of evaluating: the leading full KV blocks
+ * another session (open or closed) had evaluated with the same tokens.
+ * Only with the session at a block boundary, never the last token (its
+ * logits are computed), and never with logits_all. */
+HX_API uint32_t hx_session_reused_tokens(const hx_session *s);
+/* A new session holding the same context as `s`, its KV blocks shared
+ * (copy-on-write: a block is copied when either session writes into it)
+ * and its last logits copied: for n > 1 samples of one prompt, or beams. */
+HX_API hx_status hx_session_fork(hx_session *s, hx_session **out);
 /* Logits of the i-th token of the last evaluation (-1 = its last token), or
  * NULL if they were not kept.  Valid until the next evaluation. */
 HX_API const float *hx_session_logits(const hx_session *s, int i);
