@@ -118,6 +118,8 @@ hx_status hx_batch_collect(hx_batch_work *w)
         for (uint32_t k = 0; k < w->shape.S; k++) {
             w->seqs[k].s->pos += w->seqs[k].count;
             hx_session_publish(w->seqs[k].s);
+            if (!w->seqs[k].s->in_request)
+                hx_session_slide(w->seqs[k].s);
         }
     return s;
 }

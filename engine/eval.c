@@ -81,14 +81,19 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
     st = fit ? fit : hx_session_begin(s, (uint32_t)n, logits_all ? (uint32_t)n : 1);
     if (st == HX_OK)
         s->n_filled = reused;
+    /* A chunk that fails rolls the session back: the blocks its first
+     * tokens' window needs must still be there. */
+    s->in_request = 1;
     for (size_t off = reused; st == HX_OK && off < n; off += B) {
         size_t c = n - off < B ? n - off : B;
         for (size_t i = 0; i < c; i++)
             want[i] = logits_all || off + i == n - 1;
         st = eval_core(m, c, tokens + off, sess, want);
     }
+    s->in_request = 0;
     if (st == HX_OK) {
         s->reused = reused;
+        hx_session_slide(s);
     } else {
         /* All or nothing: a chunk that failed rolls back the earlier ones,
          * and blocks attached from the cache go back to it. */

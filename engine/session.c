@@ -108,6 +108,11 @@ hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const cha
         return hx_error(HX_ERR_RANGE, "context too small: the %s is %zu tokens; the context is %u tokens (n_ctx)",
                         what, n_new, n_ctx);
     }
+    /* With a sliding window blocks come back as the window moves on:
+     * reserving a whole generation ahead would ask for what it never
+     * holds at once. */
+    if (m->hp.n_swa)
+        n_more = 0;
     uint64_t want = pos + n_new + n_more;
     if (want > n_ctx)
         want = n_ctx;

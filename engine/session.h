@@ -16,6 +16,7 @@ struct hx_session {
     uint64_t *keys;        /* [cap_keys]: the prefix key of each full block */
     uint32_t cap_tokens, cap_keys, n_keys;
     uint32_t reused;       /* tokens the last evaluation took from the prefix cache */
+    int in_request;        /* a multi-chunk evaluation runs: keep the window's blocks until it ends */
 };
 
 /* Prepares the per-token logits table for an evaluation of n tokens. */
@@ -43,6 +44,9 @@ hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n
 hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused);
 /* After an evaluation: keys the session's blocks it filled. */
 void hx_session_publish(hx_session *s);
+/* With a sliding window: gives back the blocks wholly before the window
+ * of the session's next token. */
+void hx_session_slide(hx_session *s);
 /* Back to position pos (an evaluation that failed); with drop_blocks the
  * blocks past it go back to the pool (those attached from the cache),
  * else they stay reserved. */

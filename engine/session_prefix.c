@@ -82,6 +82,13 @@ void hx_session_publish(hx_session *s)
     }
 }
 
+void hx_session_slide(hx_session *s)
+{
+    const uint32_t W = s->m->hp.n_swa, bs = s->m->kv->block_size;
+    if (W && s->pos >= W)
+        hx_kv_seq_forget(s->m->kv, &s->seq, (s->pos - W + 1) / bs);
+}
+
 void hx_session_rewind(hx_session *s, uint32_t pos, int drop_blocks)
 {
     const uint32_t bs = s->m->kv->block_size;
@@ -107,8 +114,10 @@ static hx_status copy_state(hx_session *f, const hx_session *s)
         st = hx_session_begin(f, s->n_last, s->n_logits);
     if (st)
         return st;
-    memcpy(f->tokens, s->tokens, sizeof *f->tokens * s->pos);
-    memcpy(f->keys, s->keys, sizeof *f->keys * s->n_keys);
+    if (s->pos) /* an empty session has no arrays yet */
+        memcpy(f->tokens, s->tokens, sizeof *f->tokens * s->pos);
+    if (s->n_keys)
+        memcpy(f->keys, s->keys, sizeof *f->keys * s->n_keys);
     f->n_keys = s->n_keys;
     if (s->n_last) {
         memcpy(f->logits, s->logits, sizeof *f->logits * V * s->n_logits);

@@ -408,6 +408,11 @@ typedef struct {
     uint32_t n_ctx;          /* the context a session may fill (options.n_ctx, resolved) */
     uint32_t kv_tokens;      /* tokens the KV pool holds across all sessions */
     uint64_t kv_bytes;       /* the KV pool's size */
+    /* GGUF <arch>.attention.sliding_window (Mistral 7B v0.1's 4096): each
+     * token attends to the last sliding_window positions only, and a
+     * session's KV blocks wholly before them go back to the pool, so its
+     * memory stays bounded however long it runs.  0 = the whole context. */
+    uint32_t sliding_window;
     int32_t bos, eos;        /* special ids, -1 when the vocabulary has none  */
     /* Whether prompts start with BOS / end with EOS (GGUF
      * tokenizer.ggml.add_bos_token / add_eos_token, else the vocabulary's

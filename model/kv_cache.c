@@ -155,7 +155,7 @@ static uint32_t take(hx_kv_pool *p)
 
 static void drop(hx_kv_pool *p, uint32_t b)
 {
-    if (--p->blocks[b].ref)
+    if (b == HX_KV_NONE || --p->blocks[b].ref)
         return;
     if (p->blocks[b].keyed)
         lru_append(p, b);
@@ -221,6 +221,16 @@ void hx_kv_seq_truncate(hx_kv_pool *p, hx_kv_seq *s, uint32_t keep)
     pthread_mutex_unlock(&p->lock);
 }
 
+void hx_kv_seq_forget(hx_kv_pool *p, hx_kv_seq *s, uint32_t n)
+{
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < n && i < s->n_blocks; i++) {
+        drop(p, s->blocks[i]);
+        s->blocks[i] = HX_KV_NONE;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s)
 {
     hx_kv_seq_truncate(p, s, 0);
@@ -252,6 +262,10 @@ hx_status hx_kv_seq_make_writable(hx_kv_pool *p, hx_kv_seq *s, uint32_t first, u
     pthread_mutex_lock(&p->lock);
     for (uint32_t i = first; i <= last && i < s->n_blocks && st == HX_OK; i++) {
         uint32_t b = s->blocks[i];
+        if (b == HX_KV_NONE) {
+            st = hx_error(HX_ERR_STATE, "KV block %u of a session was returned to the pool (out of its window)", i);
+            break;
+        }
         if (p->blocks[b].ref == 1) {
             if (p->blocks[b].keyed)
                 unkey(p, b);
@@ -282,7 +296,8 @@ hx_status hx_kv_seq_share(hx_kv_pool *p, const hx_kv_seq *src, hx_kv_seq *dst)
         return st;
     pthread_mutex_lock(&p->lock);
     for (uint32_t i = 0; i < src->n_blocks; i++)
-        p->blocks[dst->blocks[i] = src->blocks[i]].ref++;
+        if ((dst->blocks[i] = src->blocks[i]) != HX_KV_NONE)
+            p->blocks[src->blocks[i]].ref++;
     dst->n_blocks = src->n_blocks;
     pthread_mutex_unlock(&p->lock);
     return HX_OK;
@@ -336,7 +351,7 @@ void hx_kv_seq_publish(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key
 {
     pthread_mutex_lock(&p->lock);
     uint32_t b = s->blocks[index];
-    if (!p->blocks[b].keyed && find(p, key, parent, tokens) == HX_KV_NONE) {
+    if (b != HX_KV_NONE && !p->blocks[b].keyed && find(p, key, parent, tokens) == HX_KV_NONE) {
         hx_kv_block *k = &p->blocks[b];
         k->keyed = 1;
         k->key = key;

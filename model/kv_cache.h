@@ -56,6 +56,8 @@ typedef struct {
     pthread_mutex_t lock;
 } hx_kv_pool;
 
+/* A block table: block i holds positions [i * block_size, (i + 1) *
+ * block_size); HX_KV_NONE for a block given back (out of the window). */
 typedef struct {
     uint32_t *blocks;
     uint32_t n_blocks, cap;
@@ -73,6 +75,9 @@ uint32_t hx_kv_pool_free_tokens(hx_kv_pool *p);
 /* Drops the sequence's hold on every block: a keyed block becomes cached
  * (its last block first in line for eviction), another one free. */
 void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s);
+/* Drops the first n blocks, leaving HX_KV_NONE in their place (a sliding
+ * window has left them behind). */
+void hx_kv_seq_forget(hx_kv_pool *p, hx_kv_seq *s, uint32_t n);
 /* Drops the blocks from index `keep` on. */
 void hx_kv_seq_truncate(hx_kv_pool *p, hx_kv_seq *s, uint32_t keep);
 /* Makes blocks [first, last] of the sequence its own before it writes

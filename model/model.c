@@ -83,8 +83,10 @@ static hx_status read_hparams(hx_model *m)
     hp->n_rot = in->head_dim;
     if ((s = get_f32(g, a, HX_HP_NORM_EPS, &hp->eps)) ||
         (s = get_f32(g, a, HX_HP_ROPE_BASE, &hp->rope_base)) ||
-        (s = get_u32(g, a, HX_HP_ROPE_DIMS, &hp->n_rot, 0)))
+        (s = get_u32(g, a, HX_HP_ROPE_DIMS, &hp->n_rot, 0)) ||
+        (s = get_u32(g, a, HX_HP_SLIDING_WINDOW, &hp->n_swa, 0)))
         return hx_error_context(s, "model metadata");
+    in->sliding_window = hp->n_swa;
     char k[128];
     snprintf(k, sizeof k, "%s.%s", a->key_prefix, a->key[HX_HP_ROPE_SCALING_TYPE]);
     const char *st;

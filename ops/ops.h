@@ -69,6 +69,10 @@ typedef struct {
     hx_kv_layout kv;
     uint32_t Hq, Hkv, Dh, kv_type;
     float scale;
+    /* A sliding window: token t attends to positions pos[t] - window + 1
+     * .. pos[t] only, and its sequence's block table may hold -1 for the
+     * blocks wholly before them (returned to the pool).  0 = no window. */
+    uint32_t window;
 } hx_op_attention;
 
 /* "add": x (RW, f32 [n]), y (R, f32 [n]);  x += y. */

@@ -382,7 +382,7 @@ static void attention_setup(const att_case *c, att_setup *o, unsigned *seed)
         T += c->fresh[s];
     }
     hx_kv_layout kv = {T, c->S, max_blocks, c->block_size};
-    o->a = (hx_op_attention){kv, c->Hq, c->Hkv, c->Dh, c->kv_type, 1.0f / sqrtf((float)c->Dh)};
+    o->a = (hx_op_attention){kv, c->Hq, c->Hkv, c->Dh, c->kv_type, 1.0f / sqrtf((float)c->Dh), 0};
     o->meta_ints = hx_meta_ints(&kv);
     o->meta = malloc(4 * o->meta_ints);
     for (size_t i = 0; i < o->meta_ints; i++)
@@ -752,13 +752,13 @@ START_TEST(bad_arguments_are_refused)
     mm = (hx_op_matmul){6 /* Q5_0 */, 1, 4, 32, 0};
     ck_assert_int_eq(run(rt, "matmul", &mm, sizeof mm, 3, b, r3w), HX_ERR_NO_DEVICE);
 
-    hx_op_attention at = {{1, 1, 1, 16}, 4, 4, 256, HX_REF_F16, 1.0f};
+    hx_op_attention at = {{1, 1, 1, 16}, 4, 4, 256, HX_REF_F16, 1.0f, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_NO_DEVICE);
-    at = (hx_op_attention){{1, 1, 1, 16}, 6, 4, 32, HX_REF_F16, 1.0f};
+    at = (hx_op_attention){{1, 1, 1, 16}, 6, 4, 32, HX_REF_F16, 1.0f, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_INVALID_ARG);
-    at = (hx_op_attention){{1u << 30, 1, 1, 16}, 4, 4, 32, HX_REF_F16, 1.0f};
+    at = (hx_op_attention){{1u << 30, 1, 1, 16}, 4, 4, 32, HX_REF_F16, 1.0f, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_INVALID_ARG);
     hx_op_rope ro = {1, 1, 8, 9, 10000.0f, 1.0f, 0};
