@@ -17,6 +17,10 @@ struct hx_session {
     uint32_t cap_tokens, cap_keys, n_keys;
     uint32_t reused;       /* tokens the last evaluation took from the prefix cache */
     int in_request;        /* a multi-chunk evaluation runs: keep the window's blocks until it ends */
+    int shifted;           /* a context shift moved keys: blocks from keep_blocks on are not published */
+    uint32_t keep_blocks;
+    int32_t shift_keep;    /* hx_session_set_context_shift: tokens kept, -1 = no shift */
+    uint32_t shift_discard;
 };
 
 /* Prepares the per-token logits table for an evaluation of n tokens. */
@@ -44,6 +48,11 @@ hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n
 hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused);
 /* After an evaluation: keys the session's blocks it filled. */
 void hx_session_publish(hx_session *s);
+/* Context shift (engine/session_shift.c) under the model's evaluation
+ * lock; and, where the session asked for it and its context is full, the
+ * shift it asked for (*shifted says whether one happened). */
+hx_status hx_session_shift_locked(hx_session *s, uint32_t n_keep, uint32_t n_discard);
+hx_status hx_session_shift_if_full(hx_session *s, int *shifted);
 /* With a sliding window: gives back the blocks wholly before the window
  * of the session's next token. */
 void hx_session_slide(hx_session *s);

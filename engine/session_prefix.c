@@ -73,7 +73,7 @@ void hx_session_publish(hx_session *s)
     if (!p->prefix_cache)
         return;
     const uint32_t bs = p->block_size;
-    for (uint32_t j = s->n_keys; (j + 1) * bs <= s->pos; j++) {
+    for (uint32_t j = s->n_keys; (j + 1) * bs <= s->pos && !(s->shifted && j >= s->keep_blocks); j++) {
         const int32_t *t = s->tokens + (size_t)j * bs;
         const uint64_t parent = parent_key(s, j), key = hx_kv_key(p, parent, t);
         s->keys[j] = key;
@@ -126,6 +126,10 @@ static hx_status copy_state(hx_session *f, const hx_session *s)
         f->n_filled = s->n_filled;
     }
     f->pos = s->pos;
+    f->shifted = s->shifted;
+    f->keep_blocks = s->keep_blocks;
+    f->shift_keep = s->shift_keep;
+    f->shift_discard = s->shift_discard;
     return hx_kv_seq_share(s->m->kv, &s->seq, &f->seq);
 }
 

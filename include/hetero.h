@@ -532,6 +532,21 @@ HX_API uint32_t hx_session_reused_tokens(const hx_session *s);
  * (copy-on-write: a block is copied when either session writes into it)
  * and its last logits copied: for n > 1 samples of one prompt, or beams. */
 HX_API hx_status hx_session_fork(hx_session *s, hx_session **out);
+/* Context shift (llama.cpp's --keep N with its context shift): drops the
+ * n_discard tokens after the first n_keep; the later tokens' keys and
+ * values move back over them, the keys rotated by RoPE to their new
+ * positions, so the session holds n_discard fewer tokens and can go on.
+ * The logits of the last evaluation stay.  HX_ERR_RANGE when it holds
+ * fewer than n_keep + n_discard tokens (or n_discard is 0);
+ * HX_ERR_UNSUPPORTED for a sliding-window model. */
+HX_API hx_status hx_session_shift(hx_session *s, uint32_t n_keep, uint32_t n_discard);
+/* What hx_session_generate does when the session's context fills: with
+ * n_keep >= 0, shift (hx_session_shift) keeping the first n_keep tokens
+ * and dropping n_discard (0 = half of the rest, as llama.cpp), then go
+ * on; with n_keep < 0 (the default) end with HX_FINISH_LENGTH.  A few
+ * kept tokens and a small n_discard are StreamingLLM's attention sinks
+ * with a recent window. */
+HX_API hx_status hx_session_set_context_shift(hx_session *s, int32_t n_keep, uint32_t n_discard);
 /* Logits of the i-th token of the last evaluation (-1 = its last token), or
  * NULL if they were not kept.  Valid until the next evaluation. */
 HX_API const float *hx_session_logits(const hx_session *s, int i);
@@ -591,6 +606,7 @@ typedef struct {
     /* With HX_FINISH_STOP: the index of the stop string that matched, or
      * -1 for an end-of-generation token. */
     int32_t stop_index;
+    uint32_t context_shifts; /* hx_session_set_context_shift's shifts made */
 } hx_generation_stats;
 
 /* Evaluates the prompt, then samples up to n_predict tokens, calling `cb`

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tests/hx_test.h"
+#include "tests/kv_test.h"
 #include "tests/small_model.h"
 
 #define BS 16 /* tokens per block */
@@ -36,15 +37,6 @@ static hx_model *load(uint32_t kv_tokens, int prefix_cache)
     hx_model *m = NULL;
     HX_ASSERT_OK(hx_model_load(rt, sm.path, &o, &m));
     return m;
-}
-
-/* Tokens of a prompt: `n` pseudo-random byte tokens from `seed`. */
-static void tokens(int32_t *t, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        t[i] = (int32_t)((seed >> 16) % 256);
-    }
 }
 
 static size_t vocab(hx_model *m)
@@ -103,8 +95,8 @@ START_TEST(common_prefix_is_evaluated_once)
     hx_session *s[4];
     uint32_t used_before = 0;
     for (size_t k = 0; k < n_sess; k++) {
-        tokens(t[k], prefix, 7);
-        tokens(t[k] + prefix, suffix + n_dec, 100 + (unsigned)k);
+        hx_kv_test_tokens(t[k], prefix, 7);
+        hx_kv_test_tokens(t[k] + prefix, suffix + n_dec, 100 + (unsigned)k);
         HX_ASSERT_OK(hx_session_open(m, &s[k]));
         HX_ASSERT_OK(hx_session_eval(s[k], t[k], n, 0));
         const uint32_t reused = hx_session_reused_tokens(s[k]);
@@ -151,7 +143,7 @@ START_TEST(last_token_and_logits_all_are_evaluated)
     const size_t V = vocab(m);
     int32_t t[64];
     float *want = malloc(sizeof(float) * V);
-    tokens(t, 64, 3);
+    hx_kv_test_tokens(t, 64, 3);
     hx_session *a, *b, *c;
     HX_ASSERT_OK(hx_session_open(m, &a));
     HX_ASSERT_OK(hx_session_eval(a, t, 64, 0));
@@ -184,7 +176,7 @@ START_TEST(cached_blocks_are_evicted_least_recently_used_first)
     int32_t p[3][5 * BS];
     float *want = malloc(sizeof(float) * V);
     for (int k = 0; k < 3; k++)
-        tokens(p[k], n, 20 + (unsigned)k);
+        hx_kv_test_tokens(p[k], n, 20 + (unsigned)k);
     hx_session *s;
     for (int k = 0; k < 2; k++) { /* A, then B: 10 blocks cached */
         HX_ASSERT_OK(hx_session_open(m, &s));
@@ -240,8 +232,8 @@ START_TEST(full_pool_refuses_with_nothing_changed)
     hx_model *m = load(6 * BS, 0);
     const size_t V = vocab(m);
     int32_t t[4 * BS], u[4 * BS];
-    tokens(t, 4 * BS, 1);
-    tokens(u, 4 * BS, 2);
+    hx_kv_test_tokens(t, 4 * BS, 1);
+    hx_kv_test_tokens(u, 4 * BS, 2);
     memcpy(u, t, sizeof(int32_t) * 2 * BS); /* a common prefix of 2 blocks */
     hx_session *a, *b;
     HX_ASSERT_OK(hx_session_open(m, &a));
@@ -266,7 +258,7 @@ START_TEST(full_pool_refuses_with_nothing_changed)
     HX_ASSERT_OK(hx_session_open(m, &c));
     int32_t w[6 * BS];
     memcpy(w, t, sizeof(int32_t) * 2 * BS);
-    tokens(w + 2 * BS, 4 * BS, 9);
+    hx_kv_test_tokens(w + 2 * BS, 4 * BS, 9);
     ck_assert_int_eq(hx_session_eval(c, w, 6 * BS, 0), HX_ERR_NO_MEMORY);
     ck_assert_uint_eq(hx_session_position(c), 0);
     ck_assert_uint_eq(hx_session_reused_tokens(c), 0);
@@ -292,9 +284,9 @@ START_TEST(fork_continues_as_an_independent_session)
     hx_model *m = load(512, cache), *ref = load(512, -1);
     const size_t V = vocab(m), n = 40;
     int32_t t[40 + 4], u[40 + 4];
-    tokens(t, n + 4, 5);
+    hx_kv_test_tokens(t, n + 4, 5);
     memcpy(u, t, sizeof(int32_t) * n);
-    tokens(u + n, 4, 6);
+    hx_kv_test_tokens(u + n, 4, 6);
     float *wt = malloc(sizeof(float) * V * 5), *wu = malloc(sizeof(float) * V * 5);
     reference(ref, t, n, t + n, 4, wt);
     reference(ref, u, n, u + n, 4, wu);

@@ -7,6 +7,7 @@
 
 #include "model/synthetic.h"
 #include "tests/hx_test.h"
+#include "tests/kv_test.h"
 #include "tests/small_model.h"
 
 enum { W = 24, BS = 16, N_POS = 72, N_PREFILL = 40 };
@@ -73,16 +74,6 @@ static void run(hx_model *m, const int32_t *t, float *out, size_t V)
     HX_ASSERT_OK(hx_session_close(s));
 }
 
-static double rel_l2(const float *a, const float *b, size_t from, size_t to)
-{
-    double num = 0, den = 0;
-    for (size_t i = from; i < to; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / den);
-}
-
 START_TEST(window_logits_match_reference)
 {
     hx_runtime *rt = hx_small_runtime(2, NULL);
@@ -113,16 +104,18 @@ START_TEST(window_logits_match_reference)
     /* As close as the f32 models of tests/test_model.c, at every position. */
     double worst = 0;
     for (int i = 0; i < N_POS; i++) {
-        double e = rel_l2(got, want, (size_t)i * V, (size_t)(i + 1) * V);
+        double e = hx_kv_test_rel_l2(got + (size_t)i * V, want + (size_t)i * V, V);
         ck_assert_msg(e <= 1e-4, "position %d: rel L2 %g from the reference", i, e);
         worst = e > worst ? e : worst;
     }
+    const size_t past = (size_t)(W + 8) * V; /* positions well past the window's start */
+    const double apart = hx_kv_test_rel_l2(got + past, whole + past, (size_t)N_POS * V - past);
     fprintf(stderr, "  window %d, %d positions: worst rel L2 %.3g from the reference, %.3g from no window\n", W,
-            N_POS, worst, rel_l2(got, whole, (size_t)(W + 8) * V, (size_t)N_POS * V));
+            N_POS, worst, apart);
     /* The window matters: before it fills the two models agree, after it
      * they part. */
-    ck_assert_double_le(rel_l2(got, whole, 0, (size_t)W * V), 1e-6);
-    ck_assert_double_ge(rel_l2(got, whole, (size_t)(W + 8) * V, (size_t)N_POS * V), 1e-3);
+    ck_assert_double_le(hx_kv_test_rel_l2(got, whole, (size_t)W * V), 1e-6);
+    ck_assert_double_ge(apart, 1e-3);
     free(got);
     free(whole);
     free(want);
@@ -149,10 +142,7 @@ START_TEST(window_memory_is_flat_over_10000_tokens)
     uint32_t peak = 0;
     for (int i = N_PREFILL; i < 10000; i++) {
         const float *l = hx_session_logits(s, -1);
-        int32_t next = 0;
-        for (uint32_t v = 1; v < in.n_vocab; v++)
-            if (l[v] > l[next])
-                next = (int32_t)v;
+        int32_t next = hx_kv_test_argmax(l, in.n_vocab);
         hx_status st = hx_session_eval(s, &next, 1, 0);
         ck_assert_msg(st == HX_OK, "token %d: %s", i, hx_last_error());
         hx_model_stats ms;
