@@ -32,7 +32,7 @@ void hxb_args_usage(FILE *f)
           "  --inject SPECS       slowdowns injected by the runtime, ';'-separated or repeated\n"
           "                       ('none' = no injection)\n"
           "  --fpga-emulation pocl  present PoCL as an emulated FPGA (never done implicitly)\n"
-          "  --kv-type T          KV cache type: f16 (default), q8_0, f32\n"
+          "  --kv-type T          KV cache type: f16 (default), q8_0, q4_0, f32\n"
           "  -o md|json|csv       output format (default md)\n"
           "  --plot DIR           also write DIR/hetero-bench.json and SVG charts of each test\n"
           "  --trace FILE         have the runtime write a Chrome trace of one token to FILE\n"

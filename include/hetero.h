@@ -375,7 +375,8 @@ typedef struct {
      * "auto" (no preference: the scheduler alone decides).
      * NULL = HX_PARTITION or "affinity". */
     const char *partition;
-    /* KV cache: element type "f16" (default) or "q8_0"; NULL = HX_KV_TYPE. */
+    /* KV cache: element type "f16" (default), "q8_0", "q4_0" (attention on
+     * the CPU only) or "f32"; NULL = HX_KV_TYPE. */
     const char *kv_type;
     /* Tokens the KV pool holds across all sessions (0 = n_ctx: room for
      * one session's whole context). */

@@ -10,8 +10,10 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out)
 {
     *out = NULL;
-    if (type != HX_TYPE_F16 && type != HX_TYPE_Q8_0 && type != HX_TYPE_F32)
-        return hx_error(HX_ERR_UNSUPPORTED, "KV cache type %s (f32, f16 or q8_0)", hx_type_name(type));
+    /* Q4_0: the CPU's attention reads it; OpenCL and CUDA refuse it, so
+     * such attention stays on the CPU. */
+    if (type != HX_TYPE_F16 && type != HX_TYPE_Q8_0 && type != HX_TYPE_F32 && type != HX_TYPE_Q4_0)
+        return hx_error(HX_ERR_UNSUPPORTED, "KV cache type %s (f32, f16, q8_0 or q4_0)", hx_type_name(type));
     size_t head = hx_type_row_size(type, Dh);
     if (!head)
         return hx_error(HX_ERR_INVALID_ARG, "KV cache type %s needs head_dim %u to be a multiple of %u",

@@ -196,9 +196,9 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     const char *kv = m->opts.kv_type ? m->opts.kv_type : getenv("HX_KV_TYPE");
     if (!kv)
         kv = "f16";
-    if (!hx_type_from_name(kv, &m->kv_type) ||
-        (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 && m->kv_type != HX_TYPE_F32))
-        return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0 or f32", kv);
+    if (!hx_type_from_name(kv, &m->kv_type) || (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 &&
+                                                 m->kv_type != HX_TYPE_F32 && m->kv_type != HX_TYPE_Q4_0))
+        return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0, q4_0 or f32", kv);
     const char *part = m->opts.partition ? m->opts.partition : getenv("HX_PARTITION");
     static const char *const strategies[] = {"affinity", "layers", "auto", "colocated"};
     m->partition = HX_PARTITION_AFFINITY;

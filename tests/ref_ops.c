@@ -149,6 +149,28 @@ void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n)
     }
 }
 
+/* llama.cpp's quantize_row_q4_0_ref: d = the value of largest magnitude
+ * over -8, q = x / d + 8 truncated after adding 0.5, at most 15. */
+void hx_ref_quantize_q4_0(const float *x, uint8_t *out, uint32_t n)
+{
+    for (uint32_t b = 0; b < n / 32; b++, x += 32, out += 18) {
+        float amax = 0, max = 0;
+        for (int i = 0; i < 32; i++)
+            if (amax < fabsf(x[i])) {
+                amax = fabsf(x[i]);
+                max = x[i];
+            }
+        float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        uint16_t h = hx_ref_f32_to_f16(d);
+        out[0] = (uint8_t)h;
+        out[1] = (uint8_t)(h >> 8);
+        for (int i = 0; i < 16; i++) {
+            int q0 = (int8_t)(x[i] * id + 8.5f), q1 = (int8_t)(x[16 + i] * id + 8.5f);
+            out[2 + i] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
+        }
+    }
+}
+
 float hx_ref_uniform(unsigned *seed)
 {
     *seed = *seed * 1103515245u + 12345u;
@@ -269,6 +291,10 @@ static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t 
 {
     if (kv_type == HX_REF_Q8_0) {
         hx_ref_quantize_q8_0(src, dst, Dh);
+        return;
+    }
+    if (kv_type == HX_REF_Q4_0) {
+        hx_ref_quantize_q4_0(src, dst, Dh);
         return;
     }
     if (kv_type == HX_REF_F32) {

@@ -37,7 +37,11 @@ static double matmul_bound(uint32_t type)
     return on_cpu() && type != HX_REF_F32 && type != HX_REF_F16 ? 1e-3 : NMSE_ACCUM;
 }
 
-static double attention_bound(uint32_t kv_type) { return on_cpu() && kv_type == HX_REF_Q8_0 ? 1e-3 : NMSE_ATTENTION; }
+/* The CPU rounds the query to Q8_0 for a Q8_0 or Q4_0 cache's dot products. */
+static double attention_bound(uint32_t kv_type)
+{
+    return on_cpu() && (kv_type == HX_REF_Q8_0 || kv_type == HX_REF_Q4_0) ? 1e-3 : NMSE_ATTENTION;
+}
 
 static hx_runtime *open_opencl(void)
 {
@@ -537,6 +541,21 @@ START_TEST(attention_decode_matches_reference)
 }
 END_TEST
 
+/* A Q4_0 cache: the CPU's kernels read it (the OpenCL and CUDA ones refuse
+ * it, which leaves such attention to the CPU: see
+ * q4_0_cache_goes_to_the_cpu). */
+START_TEST(attention_q4_0_matches_reference)
+{
+    hx_runtime *rt = open_opencl();
+    unsigned seed = 17;
+    att_case prefill = {HX_REF_Q4_0, 8, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 1};
+    check_attention(rt, &prefill, &seed, "q4_0 prefill");
+    att_case decode = {HX_REF_Q4_0, 8, 4, 128, 16, 4, {33, 200, 16, 17}, {1, 1, 1, 1}, 0};
+    check_attention(rt, &decode, &seed, "q4_0 decode");
+    hx_runtime_close(rt);
+}
+END_TEST
+
 /* Metadata pointing outside the batch or the cache fails the task with
  * HX_ERR_RANGE and gives NaN rows, never a stray access; the other rows
  * are still right. */
@@ -647,6 +666,43 @@ END_TEST
 
 /* A bitstream with only the decode kernels: decode steps go to the FPGA,
  * prefills to the CPU, as they would on a card built so. */
+/* Attention the OpenCL kernels do not take (a Q4_0 cache, a sliding
+ * window) runs on the CPU beside them, right, and pinned to the OpenCL
+ * device it is refused. */
+START_TEST(q4_0_cache_goes_to_the_cpu)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,opencl", 0);
+    int cl = hx_cl_test_device(rt), cpu = hx_cl_test_cpu(rt);
+    unsigned seed = 23;
+    att_case q4 = {HX_REF_Q4_0, 4, 2, 64, 16, 2, {40, 20}, {1, 1}, 0};
+    att_case window = {HX_REF_F16, 4, 2, 64, 16, 2, {40, 20}, {1, 1}, 0};
+    const att_case *cases[] = {&q4, &window};
+    for (int i = 0; i < 2; i++) {
+        att_setup o;
+        attention_setup(cases[i], &o, &seed);
+        o.a.window = i ? 8 : 0;
+        hx_device_stats before, after;
+        HX_ASSERT_OK(hx_device_stats_get(rt, cl, &before));
+        for (int k = 0; k < 4; k++) /* eager would hand some to an idle PoCL */
+            free(attention_run(rt, &o, HX_OK));
+        HX_ASSERT_OK(hx_device_stats_get(rt, cl, &after));
+        ck_assert_uint_eq(after.tasks, before.tasks);
+        HX_ASSERT_OK(hx_device_stats_get(rt, cpu, &after));
+        ck_assert_uint_ge(after.tasks, 4);
+        hx_buffer *b[5] = {buffer_of(rt, o.q, 4 * o.q_floats), buffer_of(rt, o.kc, o.cache_bytes),
+                           buffer_of(rt, o.vc, o.cache_bytes), buffer_of(rt, o.meta, 4 * o.meta_ints),
+                           buffer_empty(rt, 4 * o.q_floats)};
+        hx_task_desc d = {.codelet = hx_codelet_builtin("attention"), .nbuffers = 5, .args = &o.a,
+                          .args_size = sizeof o.a, .device = cl, .buffers = {b[0], b[1], b[2], b[3], b[4]},
+                          .modes = {HX_R, HX_R, HX_R, HX_R, HX_W}};
+        ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_NO_DEVICE);
+        destroy_all(b, 5);
+        attention_free(&o);
+    }
+    hx_runtime_close(rt);
+}
+END_TEST
+
 START_TEST(partial_bitstream_splits_by_kernel)
 {
     char dir[300], path[400];
@@ -793,6 +849,7 @@ Suite *suite_cl_ops(void)
     tcase_add_test(tc, attention_bad_metadata_gives_nan_rows);
     tcase_add_test(tc, emulated_fpga_runs_only_its_bitstream);
     tcase_add_test(tc, unsupported_arguments_go_to_the_cpu);
+    tcase_add_test(tc, q4_0_cache_goes_to_the_cpu);
     tcase_add_test(tc, partial_bitstream_splits_by_kernel);
     tcase_add_test(tc, elementwise_ops_match_reference);
     tcase_add_test(tc, bad_arguments_are_refused);
@@ -813,6 +870,7 @@ Suite *suite_cpu_ops(void)
     tcase_add_test(tc, attention_prefill_matches_reference);
     tcase_add_test(tc, attention_decode_matches_reference);
     tcase_add_test(tc, attention_bad_metadata_gives_nan_rows);
+    tcase_add_test(tc, attention_q4_0_matches_reference);
     tcase_add_test(tc, elementwise_ops_match_reference);
     suite_add_tcase(s, tc);
     return s;

@@ -26,9 +26,10 @@ static void teardown(void)
     hx_small_model_remove(&sm);
 }
 
-static hx_model *load(uint32_t kv_tokens, int prefix_cache)
+static hx_model *load_kv(uint32_t kv_tokens, int prefix_cache, const char *kv_type)
 {
     hx_model_options o = hx_model_options_default();
+    o.kv_type = kv_type;
     o.kv_tokens = kv_tokens;
     o.kv_block = BS;
     o.n_ctx = 512;
@@ -38,6 +39,8 @@ static hx_model *load(uint32_t kv_tokens, int prefix_cache)
     HX_ASSERT_OK(hx_model_load(rt, sm.path, &o, &m));
     return m;
 }
+
+static hx_model *load(uint32_t kv_tokens, int prefix_cache) { return load_kv(kv_tokens, prefix_cache, NULL); }
 
 static size_t vocab(hx_model *m)
 {
@@ -320,6 +323,54 @@ START_TEST(fork_continues_as_an_independent_session)
 }
 END_TEST
 
+/* Every KV type shares prefixes bit for bit, its blocks weigh what its
+ * rows do, and its logits stay near an f32 cache's. */
+START_TEST(kv_types_share_prefixes_and_shrink)
+{
+    static const char *const types[] = {"f32", "f16", "q8_0", "q4_0"};
+    static const double bound[] = {0, 1e-3, 1e-2, 0.1};
+    const size_t n = 3 * BS + 5;
+    int32_t a[3 * BS + 5], b[3 * BS + 5];
+    hx_kv_test_tokens(a, n, 31);
+    memcpy(b, a, sizeof a);
+    hx_kv_test_tokens(b + 2 * BS, n - 2 * BS, 32);
+    float *f32 = NULL;
+    uint64_t bytes[4];
+    for (int i = 0; i < 4; i++) {
+        hx_model *m = load_kv(512, 0, types[i]), *ref = load_kv(512, -1, types[i]);
+        const size_t V = vocab(m);
+        float *want = malloc(sizeof(float) * V);
+        reference(ref, b, n, NULL, 0, want);
+        hx_session *sa, *sb;
+        HX_ASSERT_OK(hx_session_open(m, &sa));
+        HX_ASSERT_OK(hx_session_eval(sa, a, n, 0));
+        HX_ASSERT_OK(hx_session_open(m, &sb));
+        HX_ASSERT_OK(hx_session_eval(sb, b, n, 0));
+        ck_assert_uint_eq(hx_session_reused_tokens(sb), 2 * BS);
+        same_logits(sb, want, V, types[i]);
+        bytes[i] = stats(m).kv_bytes_used;
+        if (!f32) {
+            f32 = want;
+        } else {
+            double e = hx_kv_test_rel_l2(want, f32, V);
+            fprintf(stderr, "  kv %s: logits rel L2 %.3g from an f32 cache; %llu bytes held\n", types[i], e,
+                    (unsigned long long)bytes[i]);
+            ck_assert_msg(e <= bound[i], "kv %s: rel L2 %g from f32", types[i], e);
+            free(want);
+        }
+        HX_ASSERT_OK(hx_session_close(sa));
+        HX_ASSERT_OK(hx_session_close(sb));
+        HX_ASSERT_OK(hx_model_free(m));
+        HX_ASSERT_OK(hx_model_free(ref));
+    }
+    /* Head size 32: 128, 64, 34 and 18 bytes per head row. */
+    ck_assert_uint_eq(bytes[0] * 64, bytes[1] * 128);
+    ck_assert_uint_eq(bytes[0] * 34, bytes[2] * 128);
+    ck_assert_uint_eq(bytes[0] * 18, bytes[3] * 128);
+    free(f32);
+}
+END_TEST
+
 START_TEST(fork_and_reuse_refuse_bad_handles)
 {
     hx_model *m = load(512, 0);
@@ -351,6 +402,7 @@ Suite *suite_kv(void)
     tcase_add_test(c, cached_blocks_are_evicted_least_recently_used_first);
     tcase_add_test(c, full_pool_refuses_with_nothing_changed);
     tcase_add_loop_test(c, fork_continues_as_an_independent_session, 0, 2);
+    tcase_add_test(c, kv_types_share_prefixes_and_shrink);
     tcase_add_test(c, fork_and_reuse_refuse_bad_handles);
     suite_add_tcase(s, c);
     return s;

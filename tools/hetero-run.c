@@ -44,7 +44,7 @@ static void usage(FILE *f)
           "  --stats            print each device's tasks, busy time and failures at the end\n"
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
-          "  --kv-type T        KV cache type: f16 (default), q8_0, f32\n"
+          "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
           "  --context-shift    when the context fills, drop old tokens and go on (llama.cpp's)\n"
           "  --keep N           tokens a context shift keeps at the start (default 0)\n"
           "  --shift-step N     tokens a context shift drops (default: half of the rest); with\n"
