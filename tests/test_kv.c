@@ -216,6 +216,9 @@ START_TEST(cached_blocks_are_evicted_least_recently_used_first)
     same_logits(s, want, V, "A again");
     HX_ASSERT_OK(hx_session_close(s));
     st = stats(m);
+    fprintf(stderr, "  pool of 12 blocks, prompts of 5: %llu blocks found, %llu not, %llu evicted\n",
+            (unsigned long long)st.kv_hits, (unsigned long long)st.kv_misses,
+            (unsigned long long)st.kv_evictions);
     ck_assert_uint_eq(st.kv_hits - hits, 5);
     /* C 3, B's last block 1, A's four: the one B held unkeyed (its key
      * was cached already) was free, so 3. */

@@ -144,6 +144,11 @@ START_TEST(threads_share_fork_and_evict)
     ck_assert_uint_eq(st.kv_blocks_used, 0);
     ck_assert_uint_gt(st.kv_hits, 0);
     ck_assert_uint_gt(st.kv_evictions, 0);
+    fprintf(stderr, "  %d threads x %d rounds (a prompt, a fork, %d tokens each) in a pool of %u blocks: every "
+                    "request ran; %llu blocks found, %llu not, %llu evicted, %llu tokens reused\n",
+            THREADS, ROUNDS, DEC, st.kv_blocks_total, (unsigned long long)st.kv_hits,
+            (unsigned long long)st.kv_misses, (unsigned long long)st.kv_evictions,
+            (unsigned long long)st.kv_tokens_reused);
     free(want);
     HX_ASSERT_OK(hx_model_free(m));
     HX_ASSERT_OK(hx_model_free(ref));
