@@ -153,7 +153,19 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
                     want[i] = 0;
         }
     }
+    int32_t *tokens = malloc(sizeof *tokens * b->n);
+    hx_session **sessions = malloc(sizeof *sessions * b->n);
+    uint8_t *kept_want = malloc(b->n);
+    hx_batch_reuse *undo = malloc(sizeof *undo * b->n);
+    size_t kept = 0, n_undo = 0;
+    if (!tokens || !sessions || !kept_want || !undo)
+        st = hx_error(HX_ERR_NO_MEMORY, "batch");
     pthread_mutex_lock(&m->eval_lock);
+    /* A prompt's leading blocks the cache holds are attached, their
+     * entries left out, as in hx_session_eval. */
+    if (st == HX_OK)
+        st = hx_batch_reuse_prefix(b->n, b->tokens, b->sessions, want, tokens, sessions, kept_want, &kept, undo,
+                                   &n_undo);
     /* Each session's per-token table covers its entries in this batch. */
     for (size_t i = 0; i < b->n && st == HX_OK; i++) {
         int first = 1;
@@ -168,13 +180,24 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         if (first)
             st = hx_session_begin(b->sessions[i], count, nlog);
     }
+    for (size_t u = 0; u < n_undo && st == HX_OK; u++)
+        undo[u].s->n_filled = undo[u].reused;
     if (st == HX_OK)
-        st = eval_core(m, b->n, b->tokens, b->sessions, want);
+        st = eval_core(m, kept, tokens, sessions, kept_want);
+    for (size_t u = 0; u < n_undo; u++) {
+        undo[u].s->reused = st ? 0 : undo[u].reused;
+        if (st && undo[u].reused)
+            hx_session_rewind(undo[u].s, undo[u].pos0, 1);
+    }
     if (st)
         for (size_t i = 0; i < b->n; i++)
             b->sessions[i]->n_last = 0;
     pthread_mutex_unlock(&m->eval_lock);
     free(want);
+    free(tokens);
+    free(sessions);
+    free(kept_want);
+    free(undo);
     return st;
 }
 

@@ -46,6 +46,19 @@ hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n
  * of `tokens`, always leaving the last token to evaluate, and advances the
  * session past them; *reused says how many tokens that was. */
 hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused);
+/* A batch's sessions as they were before hx_batch_reuse_prefix. */
+typedef struct {
+    hx_session *s;
+    uint32_t pos0, reused;
+} hx_batch_reuse;
+/* hx_session_reuse_prefix over a batch of n entries (hx_batch_eval): for
+ * each session whose entries keep no logits before its last one, attaches
+ * the cached blocks of its leading tokens and leaves out their entries.
+ * The entries kept go, in order, to out_tokens / out_sessions / out_want
+ * (*kept of them); undo[] (one per session, *n_undo) says what each took. */
+hx_status hx_batch_reuse_prefix(size_t n, const int32_t *tokens, hx_session *const *sessions, const uint8_t *want,
+                                int32_t *out_tokens, hx_session **out_sessions, uint8_t *out_want, size_t *kept,
+                                hx_batch_reuse *undo, size_t *n_undo);
 /* After an evaluation: keys the session's blocks it filled. */
 void hx_session_publish(hx_session *s);
 /* Context shift (engine/session_shift.c) under the model's evaluation

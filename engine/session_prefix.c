@@ -67,6 +67,64 @@ hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n
     return HX_OK;
 }
 
+hx_status hx_batch_reuse_prefix(size_t n, const int32_t *tokens, hx_session *const *sessions, const uint8_t *want,
+                                int32_t *out_tokens, hx_session **out_sessions, uint8_t *out_want, size_t *kept,
+                                hx_batch_reuse *undo, size_t *n_undo)
+{
+    int32_t *mine = malloc(sizeof *mine * n);
+    uint32_t *skip = calloc(n, sizeof *skip); /* per entry: its session's entries to leave out */
+    if (!mine || !skip) {
+        free(mine);
+        free(skip);
+        return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
+    }
+    hx_status st = HX_OK;
+    *n_undo = 0;
+    for (size_t i = 0; i < n && st == HX_OK; i++) {
+        hx_session *s = sessions[i];
+        int first = 1;
+        for (size_t j = 0; j < i && first; j++)
+            first = sessions[j] != s;
+        if (!first)
+            continue;
+        /* Its tokens in order; a logit kept before its last entry needs
+         * every entry evaluated. */
+        size_t count = 0, last = i;
+        for (size_t j = i; j < n; j++)
+            if (sessions[j] == s) {
+                mine[count++] = tokens[j];
+                last = j;
+            }
+        int plain = 1;
+        for (size_t j = i; j < last && plain; j++)
+            plain = sessions[j] != s || !want[j];
+        hx_batch_reuse *u = &undo[(*n_undo)++];
+        *u = (hx_batch_reuse){s, s->pos, 0};
+        if (plain)
+            st = hx_session_reuse_prefix(s, mine, count, &u->reused);
+        skip[i] = u->reused;
+    }
+    /* The first `reused` entries of each session go; its first entry
+     * holds how many are left to skip. */
+    size_t k = 0;
+    for (size_t i = 0; i < n && st == HX_OK; i++) {
+        size_t f = 0;
+        while (sessions[f] != sessions[i])
+            f++;
+        if (skip[f]) {
+            skip[f]--;
+            continue;
+        }
+        out_tokens[k] = tokens[i];
+        out_sessions[k] = sessions[i];
+        out_want[k++] = want[i];
+    }
+    *kept = k;
+    free(mine);
+    free(skip);
+    return st;
+}
+
 void hx_session_publish(hx_session *s)
 {
     hx_kv_pool *p = s->m->kv;

@@ -523,11 +523,12 @@ HX_API uint32_t hx_session_position(const hx_session *s);
  * hold them) with HX_ERR_NO_MEMORY; either way the message gives the
  * numbers and the session is unchanged. */
 HX_API hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all);
-/* Prompt tokens the last hx_session_eval (or hx_session_generate) took
- * from the prefix cache instead of evaluating: the leading full KV blocks
- * another session (open or closed) had evaluated with the same tokens.
- * Only with the session at a block boundary, never the last token (its
- * logits are computed), and never with logits_all. */
+/* Prompt tokens the last hx_session_eval, hx_session_generate or
+ * hx_batch_eval took from the prefix cache instead of evaluating: the
+ * leading full KV blocks another session (open or closed) had evaluated
+ * with the same tokens.  Only with the session at a block boundary, never
+ * its last token (its logits are computed), and never when logits are
+ * kept for an earlier token (logits_all, want_logits). */
 HX_API uint32_t hx_session_reused_tokens(const hx_session *s);
 /* A new session holding the same context as `s`, its KV blocks shared
  * (copy-on-write: a block is copied when either session writes into it)

@@ -169,6 +169,53 @@ START_TEST(last_token_and_logits_all_are_evaluated)
 }
 END_TEST
 
+/* hx_batch_eval attaches cached blocks too: two sessions' prompts in one
+ * batch, their entries interleaved, evaluate only what the cache lacks;
+ * one that keeps an earlier token's logits evaluates everything. */
+START_TEST(batch_reuses_prefixes)
+{
+    hx_model *m = load(512, 0), *ref = load(512, -1);
+    const size_t V = vocab(m), n = BS + 14;
+    int32_t p[3][BS + 14];
+    for (int k = 0; k < 3; k++) {
+        hx_kv_test_tokens(p[k], BS, 40);
+        hx_kv_test_tokens(p[k] + BS, n - BS, 41 + (unsigned)k);
+    }
+    hx_session *a, *s[2];
+    HX_ASSERT_OK(hx_session_open(m, &a));
+    HX_ASSERT_OK(hx_session_eval(a, p[0], n, 0));
+    int32_t tokens[2 * (BS + 14)];
+    hx_session *who[2 * (BS + 14)];
+    uint8_t want[2 * (BS + 14)] = {0};
+    for (int k = 0; k < 2; k++)
+        HX_ASSERT_OK(hx_session_open(m, &s[k]));
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            tokens[2 * i + (size_t)k] = p[1 + k][i];
+            who[2 * i + (size_t)k] = s[k];
+        }
+    want[2 * n - 2] = want[2 * n - 1] = 1;
+    want[1] = 1; /* session 1 keeps its first token's logits: no reuse */
+    hx_batch b = {2 * n, tokens, who, want};
+    HX_ASSERT_OK(hx_batch_eval(m, &b));
+    ck_assert_uint_eq(hx_session_reused_tokens(s[0]), BS);
+    ck_assert_uint_eq(hx_session_reused_tokens(s[1]), 0);
+    ck_assert_ptr_nonnull(hx_session_logits(s[1], 0));
+    ck_assert_ptr_null(hx_session_logits(s[0], 0));
+    float *w = malloc(sizeof(float) * V);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_uint_eq(hx_session_position(s[k]), n);
+        reference(ref, p[1 + k], n, NULL, 0, w);
+        same_logits(s[k], w, V, k ? "batch, every token evaluated" : "batch, prefix attached");
+        HX_ASSERT_OK(hx_session_close(s[k]));
+    }
+    HX_ASSERT_OK(hx_session_close(a));
+    free(w);
+    HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_model_free(ref));
+}
+END_TEST
+
 /* A pool of 12 blocks and prompts of 5: closed sessions' blocks stay
  * cached, a new prompt evicts the least recently used, a prompt whose
  * blocks survived finds them, and every request that fits alone runs. */
@@ -402,6 +449,7 @@ Suite *suite_kv(void)
     tcase_set_timeout(c, 300);
     tcase_add_loop_test(c, common_prefix_is_evaluated_once, 0, 2);
     tcase_add_test(c, last_token_and_logits_all_are_evaluated);
+    tcase_add_test(c, batch_reuses_prefixes);
     tcase_add_test(c, cached_blocks_are_evicted_least_recently_used_first);
     tcase_add_test(c, full_pool_refuses_with_nothing_changed);
     tcase_add_loop_test(c, fork_continues_as_an_independent_session, 0, 2);
