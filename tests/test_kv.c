@@ -318,6 +318,17 @@ START_TEST(full_pool_refuses_with_nothing_changed)
     s1 = stats(m);
     ck_assert_uint_eq(s1.kv_blocks_used, s0.kv_blocks_used);
     ck_assert_uint_eq(s1.kv_blocks_shared, 0);
+    /* Its first 4 blocks in a batch (max_batch): 2 attached, 2 more
+     * needed, 1 free: refused as well, nothing attached. */
+    hx_session *who[4 * BS];
+    for (int i = 0; i < 4 * BS; i++)
+        who[i] = c;
+    hx_batch batch = {4 * BS, w, who, NULL};
+    ck_assert_int_eq(hx_batch_eval(m, &batch), HX_ERR_NO_MEMORY);
+    ck_assert_uint_eq(hx_session_position(c), 0);
+    s1 = stats(m);
+    ck_assert_uint_eq(s1.kv_blocks_used, s0.kv_blocks_used);
+    ck_assert_uint_eq(s1.kv_blocks_shared, 0);
     HX_ASSERT_OK(hx_session_close(a));
     HX_ASSERT_OK(hx_session_eval(b, u + 8, 4 * BS - 8, 0));
     ck_assert_uint_eq(hx_session_position(b), 4 * BS);
