@@ -517,6 +517,9 @@ HX_API hx_status hx_session_close(hx_session *s);
 HX_API uint32_t hx_session_position(const hx_session *s);
 /* Evaluates n tokens at the session's position (in chunks of max_batch).
  * logits_all: keep the logits of every token, else of the last one only.
+ * Without logits_all, leading full KV blocks the prefix cache holds for
+ * the same tokens are attached instead of evaluated (the results are the
+ * same; hx_session_reused_tokens says how many).
  * Before evaluating anything it checks that the tokens fit: past the
  * context (hx_model_info.n_ctx) it fails with HX_ERR_RANGE, and when the
  * KV pool cannot give the session the blocks it needs (other sessions
