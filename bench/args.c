@@ -32,7 +32,7 @@ void hxb_args_usage(FILE *f)
           "  --inject SPECS       slowdowns injected by the runtime, ';'-separated or repeated\n"
           "                       ('none' = no injection)\n"
           "  --fpga-emulation pocl  present PoCL as an emulated FPGA (never done implicitly)\n"
-          "  --kv-type T          KV cache type: f16 (default), q8_0, f32\n"
+          "  --kv-type T          KV cache type: f16 (default), q8_0, q4_0, f32\n"
           "  -o md|json|csv       output format (default md)\n"
           "  --plot DIR           also write DIR/hetero-bench.json and SVG charts of each test\n"
           "  --trace FILE         have the runtime write a Chrome trace of one token to FILE\n"
@@ -44,6 +44,10 @@ void hxb_args_usage(FILE *f)
           "  --shapes LIST        with --sim: models without weights as NAME:TYPE, NAME one of\n"
           "                       llama2-7b, llama2-13b, llama2-70b, tiny, small (default\n"
           "                       llama2-7b:q4_0 when no -m is given)\n"
+          "  --prefix-share N     instead of pp/tg: N sessions whose prompts share a prefix, with\n"
+          "                       the KV prefix cache and without (tokens evaluated, time, KV held)\n"
+          "  --prefix-len L       --prefix-share's common prefix (default 1024 tokens)\n"
+          "  --suffix-len S       --prefix-share's different suffixes (default 32 tokens)\n"
           "  --no-warmup          skip the warm-up run before each test\n"
           "  --progress           report each combination on stderr\n"
           "  -h, --help           this text\n"
@@ -223,10 +227,26 @@ static int defaults(hxb_params *p)
     return 0;
 }
 
+/* An option taking one number, not a list. */
+static int one_int(const char *o, const char *v, long lo, long hi, int *out)
+{
+    hxb_intlist r = {0};
+    int rc = intlist_parse(&r, o, v, lo, hi);
+    if (!rc && r.n != 1) {
+        fprintf(stderr, "hetero-bench: %s takes one number\n", o);
+        rc = -1;
+    }
+    if (!rc)
+        *out = r.v[0];
+    return rc;
+}
+
 int hxb_args_parse(int argc, char **argv, hxb_params *p)
 {
     memset(p, 0, sizeof *p);
     p->reps = 3;
+    p->prefix_len = 1024;
+    p->suffix_len = 32;
     p->warmup = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -242,7 +262,8 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         }
         static const char *const with_value[] = {
             "-m", "--synthetic", "-p", "-n", "-r", "-t", "-b", "--seqs", "-d", "--devices", "--sched", "--inject",
-            "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", "--partition", NULL};
+            "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", "--partition",
+            "--prefix-share", "--prefix-len", "--suffix-len", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++)
             known |= !strcmp(o, with_value[k]);
@@ -281,15 +302,12 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
                 rc = -1;
             }
             p->fpga_emulation = v;
+        } else if (!strcmp(o, "--prefix-share") || !strcmp(o, "--prefix-len") || !strcmp(o, "--suffix-len")) {
+            rc = one_int(o, v, !strcmp(o, "--prefix-share") ? 1 : 0, !strcmp(o, "--prefix-share") ? 256 : 65536,
+                         !strcmp(o, "--prefix-share") ? &p->prefix_share
+                         : !strcmp(o, "--prefix-len") ? &p->prefix_len : &p->suffix_len);
         } else if (!strcmp(o, "-r")) {
-            hxb_intlist r = {0};
-            rc = intlist_parse(&r, o, v, 1, 1000);
-            if (!rc && r.n != 1) {
-                fprintf(stderr, "hetero-bench: -r takes one number\n");
-                rc = -1;
-            }
-            if (!rc)
-                p->reps = r.v[0];
+            rc = one_int(o, v, 1, 1000, &p->reps);
         }
         if (rc)
             return -1;

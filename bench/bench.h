@@ -46,6 +46,8 @@ typedef struct {
     const char *timeline; /* an existing Chrome trace to draw             */
     const char *sim;      /* machine description for the simulator        */
     const char *plot;     /* directory for JSON + SVG                     */
+    int prefix_share;     /* --prefix-share N: sessions with a common prefix, 0 = off */
+    int prefix_len, suffix_len; /* --prefix-len, --suffix-len               */
 } hxb_params;
 
 /* args.c: 0, or -1 after printing why (exit code 2), or 1 for --help. */
@@ -121,6 +123,9 @@ hx_status hxb_model_open(hx_runtime *rt, const hxb_model *md, const hx_model_opt
  * statistics over the measured repetitions. */
 hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hxb_test *t,
                       const hxb_params *p, hxb_row *row);
+
+/* prefix_share.c: --prefix-share N on each model, reported in p->format. */
+int hxb_prefix_share(const hxb_params *p, const hxb_results *r);
 
 /* run.c: checks every configuration, then measures every combination. */
 int hxb_run_all(const hxb_params *p, hxb_results *r);

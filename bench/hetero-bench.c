@@ -117,7 +117,9 @@ int main(int argc, char **argv)
         return rc;
     }
     hxb_results r = {0};
-    if (hxb_models_resolve(&p, &r) || hxb_run_all(&p, &r)) {
+    if (p.prefix_share) {
+        rc = hxb_models_resolve(&p, &r) || hxb_prefix_share(&p, &r) ? 1 : 0;
+    } else if (hxb_models_resolve(&p, &r) || hxb_run_all(&p, &r)) {
         rc = 1;
     } else {
         if (p.format == HXB_MD) hxb_report_md(stdout, &r);

@@ -237,6 +237,10 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     if (rc)
         return rc;
     REQUIRE(a->Hq % a->Hkv == 0, "attention: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);
+    if (a->window)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "attention: a sliding window of %u (the OpenCL kernels attend to "
+                                                 "the whole context; the CPU's take a window)",
+                             a->window);
     if (a->Dh > HX_CL_ATTENTION_DH_MAX)
         return (int)hx_error(HX_ERR_UNSUPPORTED, "attention: Dh=%u (the OpenCL kernels hold at most %d)", a->Dh,
                              HX_CL_ATTENTION_DH_MAX);

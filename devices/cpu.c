@@ -101,6 +101,7 @@ static const struct {
     [HX_OP_ATTENTION] = {.run = hx_cpu_attention, .scratch = hx_cpu_attention_scratch},
     [HX_OP_ADD] = {.run = hx_cpu_add},
     [HX_OP_SWIGLU] = {.run = hx_cpu_swiglu},
+    [HX_OP_KV_SHIFT] = {.run = hx_cpu_kv_shift, .scratch = hx_cpu_kv_shift_scratch},
 };
 
 static int cpu_bind_op(hx_device *d, hx_op op, hx_codelet *impl)

@@ -46,6 +46,7 @@ static void fill_inputs(hx_batch_work *w, const int32_t *tokens, int32_t *ids, i
         ids[i] = tokens[i];
         pos[i] = (int32_t)p;
         meta[i] = (int32_t)hx_kv_slot(m->kv, &q->s->seq, p);
+        q->s->tokens[p] = tokens[i]; /* the prefix key of its block, once full */
         meta[T + i] = (int32_t)p;
         meta[2 * T + i] = w->seq_of[i];
         if (w->want[i])
@@ -114,8 +115,12 @@ hx_status hx_batch_collect(hx_batch_work *w)
             w->sessions[i]->n_filled++;
     }
     if (s == HX_OK)
-        for (uint32_t k = 0; k < w->shape.S; k++)
+        for (uint32_t k = 0; k < w->shape.S; k++) {
             w->seqs[k].s->pos += w->seqs[k].count;
+            hx_session_publish(w->seqs[k].s);
+            if (!w->seqs[k].s->in_request)
+                hx_session_slide(w->seqs[k].s);
+        }
     return s;
 }
 

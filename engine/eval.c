@@ -44,7 +44,8 @@ static hx_status check_tokens(const hx_model *m, size_t n, const int32_t *tokens
     return HX_OK;
 }
 
-static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
+static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all, uint64_t n_more,
+                              const char *what)
 {
     hx_status hs = hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_eval");
     if (hs)
@@ -69,21 +70,37 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
         sess[i] = s;
     pthread_mutex_lock(&m->eval_lock);
     const uint32_t pos0 = s->pos;
+    /* Leading blocks the prefix cache holds are attached, not evaluated;
+     * every token's logits need every token evaluated. */
+    uint32_t reused = 0;
+    st = logits_all ? HX_OK : hx_session_reuse_prefix(s, tokens, n, &reused);
     /* The whole request before its first chunk: a prompt that cannot fit
      * is refused before any work, not after evaluating what fits, and
      * the session keeps even its last logits. */
-    hx_status fit = hx_session_fit(s, n, 0, "evaluation");
+    hx_status fit = st ? st : hx_session_fit(s, n - reused, n_more, what);
     st = fit ? fit : hx_session_begin(s, (uint32_t)n, logits_all ? (uint32_t)n : 1);
-    for (size_t off = 0; st == HX_OK && off < n; off += B) {
+    if (st == HX_OK)
+        s->n_filled = reused;
+    /* A chunk that fails rolls the session back: the blocks its first
+     * tokens' window needs must still be there. */
+    s->in_request = 1;
+    for (size_t off = reused; st == HX_OK && off < n; off += B) {
         size_t c = n - off < B ? n - off : B;
         for (size_t i = 0; i < c; i++)
             want[i] = logits_all || off + i == n - 1;
         st = eval_core(m, c, tokens + off, sess, want);
     }
-    if (st && !fit) {
-        /* All or nothing: a chunk that failed rolls back the earlier ones. */
-        s->pos = pos0;
-        s->n_last = 0;
+    s->in_request = 0;
+    if (st == HX_OK) {
+        s->reused = reused;
+        hx_session_slide(s);
+    } else {
+        /* All or nothing: a chunk that failed rolls back the earlier ones,
+         * and blocks attached from the cache go back to it. */
+        hx_session_rewind(s, pos0, reused != 0);
+        s->reused = 0;
+        if (!fit)
+            s->n_last = 0;
     }
     pthread_mutex_unlock(&m->eval_lock);
     free(want);
@@ -91,10 +108,16 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
     return st;
 }
 
+hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n, int logits_all, uint64_t n_more,
+                                  const char *what)
+{
+    return session_eval(s, tokens, n, logits_all, n_more, what);
+}
+
 hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all)
 {
     hx_api_enter();
-    return hx_api_leave(session_eval(s, tokens, n, logits_all));
+    return hx_api_leave(session_eval(s, tokens, n, logits_all, 0, "evaluation"));
 }
 
 static hx_status batch_eval(hx_model *m, const hx_batch *b)
@@ -130,7 +153,19 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
                     want[i] = 0;
         }
     }
+    int32_t *tokens = malloc(sizeof *tokens * b->n);
+    hx_session **sessions = malloc(sizeof *sessions * b->n);
+    uint8_t *kept_want = malloc(b->n);
+    hx_batch_reuse *undo = malloc(sizeof *undo * b->n);
+    size_t kept = 0, n_undo = 0;
+    if (!tokens || !sessions || !kept_want || !undo)
+        st = hx_error(HX_ERR_NO_MEMORY, "batch");
     pthread_mutex_lock(&m->eval_lock);
+    /* A prompt's leading blocks the cache holds are attached, their
+     * entries left out, as in hx_session_eval. */
+    if (st == HX_OK)
+        st = hx_batch_reuse_prefix(b->n, b->tokens, b->sessions, want, tokens, sessions, kept_want, &kept, undo,
+                                   &n_undo);
     /* Each session's per-token table covers its entries in this batch. */
     for (size_t i = 0; i < b->n && st == HX_OK; i++) {
         int first = 1;
@@ -145,13 +180,24 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         if (first)
             st = hx_session_begin(b->sessions[i], count, nlog);
     }
+    for (size_t u = 0; u < n_undo && st == HX_OK; u++)
+        undo[u].s->n_filled = undo[u].reused;
     if (st == HX_OK)
-        st = eval_core(m, b->n, b->tokens, b->sessions, want);
+        st = eval_core(m, kept, tokens, sessions, kept_want);
+    for (size_t u = 0; u < n_undo; u++) {
+        undo[u].s->reused = st ? 0 : undo[u].reused;
+        if (st && undo[u].reused)
+            hx_session_rewind(undo[u].s, undo[u].pos0, 1);
+    }
     if (st)
         for (size_t i = 0; i < b->n; i++)
             b->sessions[i]->n_last = 0;
     pthread_mutex_unlock(&m->eval_lock);
     free(want);
+    free(tokens);
+    free(sessions);
+    free(kept_want);
+    free(undo);
     return st;
 }
 

@@ -93,15 +93,14 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
     hx_status st = generation_init(&g, m, sampling ? sampling : &def);
     if (st)
         return st;
-    /* The whole request's KV before any work: the last token sampled is
-     * never evaluated, so the prompt and n_predict - 1 more. */
-    st = hx_session_fit(s, n_prompt, n_predict ? n_predict - 1 : 0, "prompt");
     for (size_t i = 0; i < n_prompt && st == HX_OK; i++)
         st = hx_sampler_accept(g.smp, prompt[i]);
 
+    /* The whole request's KV before any work: the last token sampled is
+     * never evaluated, so the prompt and n_predict - 1 more. */
     double t0 = hx_runtime_clock(m->rt);
     if (st == HX_OK)
-        st = hx_session_eval(s, prompt, n_prompt, 0);
+        st = hx_session_eval_request(s, prompt, n_prompt, 0, n_predict ? n_predict - 1 : 0, "prompt");
     gs.prefill_seconds = hx_runtime_clock(m->rt) - t0;
     t0 = hx_runtime_clock(m->rt);
     if (st == HX_OK && n_predict == 0)
@@ -121,14 +120,19 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
         if (eog || matched >= 0) {
             gs.finish = HX_FINISH_STOP;
             gs.stop_index = matched;
-        } else if (i + 1 == n_predict || s->pos >= m->opts.n_ctx) {
+        } else if (i + 1 == n_predict || (s->pos >= m->opts.n_ctx && s->shift_keep < 0)) {
             gs.finish = HX_FINISH_LENGTH;
         }
         if (cb && cb(user, tok, text) && !gs.finish)
             gs.finish = HX_FINISH_CALLBACK;
         if (gs.finish)
             break;
-        st = hx_session_eval(s, &tok, 1, 0);
+        /* A full context with a shift asked for makes room instead. */
+        int shifted;
+        st = hx_session_shift_if_full(s, &shifted);
+        gs.context_shifts += (uint32_t)shifted;
+        if (st == HX_OK)
+            st = hx_session_eval(s, &tok, 1, 0);
     }
     gs.decode_seconds = hx_runtime_clock(m->rt) - t0;
     const char *text;

@@ -17,6 +17,7 @@ static hx_status session_open(hx_model *m, hx_session **out)
     if (!s)
         return hx_error(HX_ERR_NO_MEMORY, "session");
     s->m = m;
+    s->shift_keep = -1;
     if ((st = hx_handle_add(s, HX_HANDLE_SESSION, m, ""))) {
         free(s);
         return st;
@@ -44,6 +45,8 @@ static hx_status session_close(hx_session *s)
     hx_kv_seq_release(s->m->kv, &s->seq);
     free(s->logits);
     free(s->logit_row);
+    free(s->tokens);
+    free(s->keys);
     free(s);
     return HX_OK;
 }
@@ -106,10 +109,22 @@ hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const cha
         return hx_error(HX_ERR_RANGE, "context too small: the %s is %zu tokens; the context is %u tokens (n_ctx)",
                         what, n_new, n_ctx);
     }
+    /* With a sliding window blocks come back as the window moves on:
+     * reserving a whole generation ahead would ask for what it never
+     * holds at once. */
+    if (m->hp.n_swa)
+        n_more = 0;
     uint64_t want = pos + n_new + n_more;
     if (want > n_ctx)
         want = n_ctx;
-    hx_status st = hx_kv_seq_reserve(m->kv, &s->seq, (uint32_t)want);
+    hx_status st = hx_session_grow_tokens(s, (uint32_t)want);
+    if (st == HX_OK)
+        st = hx_kv_seq_reserve(m->kv, &s->seq, (uint32_t)want);
+    /* The blocks written now become the session's own: a block it shares
+     * (a fork's, or a cached prefix's) is copied first. */
+    const uint32_t bs = m->kv->block_size;
+    if (st == HX_OK && n_new)
+        st = hx_kv_seq_make_writable(m->kv, &s->seq, pos / bs, (uint32_t)((pos + n_new - 1) / bs));
     if (st == HX_OK)
         return HX_OK;
     const uint32_t held = s->seq.n_blocks * m->kv->block_size, free_tokens = hx_kv_pool_free_tokens(m->kv);

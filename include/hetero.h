@@ -375,13 +375,19 @@ typedef struct {
      * "auto" (no preference: the scheduler alone decides).
      * NULL = HX_PARTITION or "affinity". */
     const char *partition;
-    /* KV cache: element type "f16" (default) or "q8_0"; NULL = HX_KV_TYPE. */
+    /* KV cache: element type "f16" (default), "q8_0", "q4_0" (attention on
+     * the CPU only) or "f32"; NULL = HX_KV_TYPE. */
     const char *kv_type;
     /* Tokens the KV pool holds across all sessions (0 = n_ctx: room for
      * one session's whole context). */
     uint32_t kv_tokens;
     /* Tokens per KV block (0 = 16). */
     uint32_t kv_block;
+    /* Prefix caching (vLLM's automatic prefix caching): a session's full
+     * KV blocks stay in the pool keyed by their tokens, and a prompt that
+     * starts with the same tokens attaches them instead of evaluating
+     * them.  0 = on (HX_KV_PREFIX_CACHE=0 turns it off), 1 = on, -1 = off. */
+    int kv_prefix_cache;
     /* Largest number of tokens one evaluation takes (0 = 512). */
     uint32_t max_batch;
     /* The context: the most tokens one session holds, prompt and generated
@@ -403,6 +409,11 @@ typedef struct {
     uint32_t n_ctx;          /* the context a session may fill (options.n_ctx, resolved) */
     uint32_t kv_tokens;      /* tokens the KV pool holds across all sessions */
     uint64_t kv_bytes;       /* the KV pool's size */
+    /* GGUF <arch>.attention.sliding_window (Mistral 7B v0.1's 4096): each
+     * token attends to the last sliding_window positions only, and a
+     * session's KV blocks wholly before them go back to the pool, so its
+     * memory stays bounded however long it runs.  0 = the whole context. */
+    uint32_t sliding_window;
     int32_t bos, eos;        /* special ids, -1 when the vocabulary has none  */
     /* Whether prompts start with BOS / end with EOS (GGUF
      * tokenizer.ggml.add_bos_token / add_eos_token, else the vocabulary's
@@ -432,6 +443,13 @@ typedef struct {
     uint32_t kv_blocks_used;   /* KV blocks held by sessions             */
     uint32_t kv_blocks_total;  /* the pool (hx_model_options.kv_tokens)  */
     uint32_t kv_block_tokens;  /* tokens per block                       */
+    /* The prefix cache (hx_model_options.kv_prefix_cache). */
+    uint32_t kv_blocks_cached; /* held by no session, kept for a later prompt; evictable */
+    uint32_t kv_blocks_shared; /* held by more than one session           */
+    uint64_t kv_bytes_used;    /* the blocks held by sessions, all layers */
+    uint64_t kv_hits, kv_misses; /* a prompt's full blocks found / not found in the cache */
+    uint64_t kv_evictions;     /* cached blocks whose room went to another */
+    uint64_t kv_tokens_reused; /* prompt tokens attached instead of evaluated */
 } hx_model_stats;
 
 HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
@@ -499,12 +517,41 @@ HX_API hx_status hx_session_close(hx_session *s);
 HX_API uint32_t hx_session_position(const hx_session *s);
 /* Evaluates n tokens at the session's position (in chunks of max_batch).
  * logits_all: keep the logits of every token, else of the last one only.
+ * Without logits_all, leading full KV blocks the prefix cache holds for
+ * the same tokens are attached instead of evaluated (the results are the
+ * same; hx_session_reused_tokens says how many).
  * Before evaluating anything it checks that the tokens fit: past the
  * context (hx_model_info.n_ctx) it fails with HX_ERR_RANGE, and when the
  * KV pool cannot give the session the blocks it needs (other sessions
  * hold them) with HX_ERR_NO_MEMORY; either way the message gives the
  * numbers and the session is unchanged. */
 HX_API hx_status hx_session_eval(hx_session *s, const int32_t *tokens, size_t n, int logits_all);
+/* Prompt tokens the last hx_session_eval, hx_session_generate or
+ * hx_batch_eval took from the prefix cache instead of evaluating: the
+ * leading full KV blocks another session (open or closed) had evaluated
+ * with the same tokens.  Only with the session at a block boundary, never
+ * its last token (its logits are computed), and never when logits are
+ * kept for an earlier token (logits_all, want_logits). */
+HX_API uint32_t hx_session_reused_tokens(const hx_session *s);
+/* A new session holding the same context as `s`, its KV blocks shared
+ * (copy-on-write: a block is copied when either session writes into it)
+ * and its last logits copied: for n > 1 samples of one prompt, or beams. */
+HX_API hx_status hx_session_fork(hx_session *s, hx_session **out);
+/* Context shift (llama.cpp's --keep N with its context shift): drops the
+ * n_discard tokens after the first n_keep; the later tokens' keys and
+ * values move back over them, the keys rotated by RoPE to their new
+ * positions, so the session holds n_discard fewer tokens and can go on.
+ * The logits of the last evaluation stay.  HX_ERR_RANGE when it holds
+ * fewer than n_keep + n_discard tokens (or n_discard is 0);
+ * HX_ERR_UNSUPPORTED for a sliding-window model. */
+HX_API hx_status hx_session_shift(hx_session *s, uint32_t n_keep, uint32_t n_discard);
+/* What hx_session_generate does when the session's context fills: with
+ * n_keep >= 0, shift (hx_session_shift) keeping the first n_keep tokens
+ * and dropping n_discard (0 = half of the rest, as llama.cpp), then go
+ * on; with n_keep < 0 (the default) end with HX_FINISH_LENGTH.  A few
+ * kept tokens and a small n_discard are StreamingLLM's attention sinks
+ * with a recent window. */
+HX_API hx_status hx_session_set_context_shift(hx_session *s, int32_t n_keep, uint32_t n_discard);
 /* Logits of the i-th token of the last evaluation (-1 = its last token), or
  * NULL if they were not kept.  Valid until the next evaluation. */
 HX_API const float *hx_session_logits(const hx_session *s, int i);
@@ -564,6 +611,7 @@ typedef struct {
     /* With HX_FINISH_STOP: the index of the stop string that matched, or
      * -1 for an end-of-generation token. */
     int32_t stop_index;
+    uint32_t context_shifts; /* hx_session_set_context_shift's shifts made */
 } hx_generation_stats;
 
 /* Evaluates the prompt, then samples up to n_predict tokens, calling `cb`

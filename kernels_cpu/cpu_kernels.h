@@ -27,5 +27,7 @@ int hx_cpu_attention(const hx_cpu_call *c);
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_add(const hx_cpu_call *c);
 int hx_cpu_swiglu(const hx_cpu_call *c);
+int hx_cpu_kv_shift(const hx_cpu_call *c);
+size_t hx_cpu_kv_shift_scratch(const void *args, const size_t *sizes, int nth);
 
 #endif

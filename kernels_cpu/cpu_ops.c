@@ -281,8 +281,10 @@ int hx_cpu_attention(const hx_cpu_call *c)
          * and no read outside the cache. */
         int bad = pos < 0 || seq < 0 || (uint32_t)seq >= l->S ||
                   (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size;
+        /* The first position it sees: 0, or the window's start. */
+        const int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
         const int32_t *blocks = bad ? NULL : seq_blocks(l, meta, seq);
-        for (int32_t p = 0; !bad && p <= pos; p += (int32_t)l->block_size) {
+        for (int32_t p = p0 - p0 % (int32_t)l->block_size; !bad && p <= pos; p += (int32_t)l->block_size) {
             int32_t b = blocks[p / l->block_size];
             bad = b < 0 || (uint64_t)b * l->block_size >= slots;
         }
@@ -294,7 +296,7 @@ int hx_cpu_attention(const hx_cpu_call *c)
         }
         qq->quantize_row(qv + ((uint64_t)t * a->Hq + h) * a->Dh, qrow, a->Dh);
         float mx = -INFINITY;
-        for (int32_t p = 0; p <= pos; p++) {
+        for (int32_t p = p0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             kq->vec_dot(a->Dh, &score[p], kc + (uint64_t)slot * rbytes + kvh * hbytes, qrow);
             score[p] *= a->scale;
@@ -302,11 +304,11 @@ int hx_cpu_attention(const hx_cpu_call *c)
                 mx = score[p];
         }
         double sum = 0;
-        for (int32_t p = 0; p <= pos; p++)
+        for (int32_t p = p0; p <= pos; p++)
             sum += score[p] = expf(score[p] - mx);
         memset(o, 0, a->Dh * sizeof(float));
         const float inv = (float)(1.0 / sum);
-        for (int32_t p = 0; p <= pos; p++) {
+        for (int32_t p = p0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             kq->dequantize_row(vc + (uint64_t)slot * rbytes + kvh * hbytes, vrow, a->Dh);
             const float w = score[p] * inv;

@@ -229,7 +229,9 @@ static inline int hx_oc_covers_kv_store(const void *args)
 static inline int hx_oc_covers_attention(const void *args)
 {
     const hx_op_attention *a = (const hx_op_attention *)args;
-    return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX;
+    /* No window in the CUDA kernels: such a layer's attention stays
+     * on a device whose kernel takes one (the CPU). */
+    return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX && !a->window;
 }
 
 #endif

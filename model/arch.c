@@ -20,7 +20,8 @@ const hx_layer_slot_shape hx_layer_slot_shapes[HX_LAYER_SLOTS] = {
             [HX_HP_HEADS] = "attention.head_count", [HX_HP_HEADS_KV] = "attention.head_count_kv",          \
             [HX_HP_ROPE_DIMS] = "rope.dimension_count", [HX_HP_ROPE_BASE] = "rope.freq_base",              \
             [HX_HP_NORM_EPS] = "attention.layer_norm_rms_epsilon",                                         \
-            [HX_HP_ROPE_SCALING_TYPE] = "rope.scaling.type", [HX_HP_ROPE_SCALING_FACTOR] = "rope.scaling.factor"}
+            [HX_HP_ROPE_SCALING_TYPE] = "rope.scaling.type", [HX_HP_ROPE_SCALING_FACTOR] = "rope.scaling.factor",     \
+            [HX_HP_SLIDING_WINDOW] = "attention.sliding_window"}
 #define LLAMA_TENSORS                                                                                       \
     .token_embd = "token_embd.weight", .output_norm = "output_norm.weight", .output = "output.weight",     \
     .layer_tensor = {[HX_LW_ATTN_NORM] = "attn_norm.weight", [HX_LW_Q] = "attn_q.weight",                  \

@@ -36,6 +36,7 @@ extern const hx_layer_slot_shape hx_layer_slot_shapes[HX_LAYER_SLOTS];
 typedef enum {
     HX_HP_CTX, HX_HP_EMBD, HX_HP_LAYERS, HX_HP_FF, HX_HP_HEADS, HX_HP_HEADS_KV,
     HX_HP_ROPE_DIMS, HX_HP_ROPE_BASE, HX_HP_NORM_EPS, HX_HP_ROPE_SCALING_TYPE, HX_HP_ROPE_SCALING_FACTOR,
+    HX_HP_SLIDING_WINDOW,
     HX_HPARAMS
 } hx_hparam;
 

@@ -1,5 +1,7 @@
-/* Paged KV cache: the block pool and per-sequence block tables. */
+/* Paged KV cache: the block pool, per-sequence block tables, and the
+ * prefix store (keys, reference counts, the LRU list of cached blocks). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/kv_cache.h"
 #include "runtime/error.h"
@@ -8,8 +10,10 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out)
 {
     *out = NULL;
-    if (type != HX_TYPE_F16 && type != HX_TYPE_Q8_0 && type != HX_TYPE_F32)
-        return hx_error(HX_ERR_UNSUPPORTED, "KV cache type %s (f32, f16 or q8_0)", hx_type_name(type));
+    /* Q4_0: the CPU's attention reads it; OpenCL and CUDA refuse it, so
+     * such attention stays on the CPU. */
+    if (type != HX_TYPE_F16 && type != HX_TYPE_Q8_0 && type != HX_TYPE_F32 && type != HX_TYPE_Q4_0)
+        return hx_error(HX_ERR_UNSUPPORTED, "KV cache type %s (f32, f16, q8_0 or q4_0)", hx_type_name(type));
     size_t head = hx_type_row_size(type, Dh);
     if (!head)
         return hx_error(HX_ERR_INVALID_ARG, "KV cache type %s needs head_dim %u to be a multiple of %u",
@@ -26,15 +30,26 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
     p->Dh = Dh;
     p->block_size = block_size;
     p->n_blocks = (n_tokens + block_size - 1) / block_size;
+    p->block_bytes = (size_t)block_size * Hkv * head;
+    p->prefix_cache = 1;
+    p->seed = 0x9e3779b97f4a7c15ull ^ type;
+    p->lru_head = p->lru_tail = HX_KV_NONE;
+    p->n_buckets = 1;
+    while (p->n_buckets < p->n_blocks)
+        p->n_buckets *= 2;
     pthread_mutex_init(&p->lock, NULL);
     p->k = calloc(n_layer, sizeof *p->k);
     p->v = calloc(n_layer, sizeof *p->v);
     p->free_ids = malloc(sizeof *p->free_ids * p->n_blocks);
-    if (!p->k || !p->v || !p->free_ids) {
+    p->blocks = calloc(p->n_blocks, sizeof *p->blocks);
+    p->tokens = malloc(sizeof *p->tokens * p->n_blocks * block_size);
+    p->buckets = malloc(sizeof *p->buckets * p->n_buckets);
+    if (!p->k || !p->v || !p->free_ids || !p->blocks || !p->tokens || !p->buckets) {
         hx_kv_pool_free(p);
         return hx_error(HX_ERR_NO_MEMORY, "KV pool tables");
     }
-    size_t bytes = (size_t)p->n_blocks * block_size * Hkv * head;
+    memset(p->buckets, 0xff, sizeof *p->buckets * p->n_buckets);
+    size_t bytes = (size_t)p->n_blocks * p->block_bytes;
     for (uint32_t l = 0; l < n_layer; l++) {
         hx_status s = hx_buffer_create(rt, bytes, &p->k[l]);
         if (s == HX_OK)
@@ -65,36 +80,127 @@ void hx_kv_pool_free(hx_kv_pool *p)
     free(p->k);
     free(p->v);
     free(p->free_ids);
+    free(p->blocks);
+    free(p->tokens);
+    free(p->buckets);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
+
+/* ---- the hash table and the LRU list (callers hold the lock) ------------ */
+
+static uint32_t *bucket_of(hx_kv_pool *p, uint64_t key) { return &p->buckets[key & (p->n_buckets - 1)]; }
+
+static void unkey(hx_kv_pool *p, uint32_t b)
+{
+    uint32_t *at = bucket_of(p, p->blocks[b].key);
+    while (*at != b)
+        at = &p->blocks[*at].hnext;
+    *at = p->blocks[b].hnext;
+    p->blocks[b].keyed = 0;
+}
+
+static uint32_t find(hx_kv_pool *p, uint64_t key, uint64_t parent, const int32_t *tokens)
+{
+    /* The token ids are compared too: a 64-bit collision must not hand a
+     * sequence another prompt's keys and values. */
+    for (uint32_t b = *bucket_of(p, key); b != HX_KV_NONE; b = p->blocks[b].hnext)
+        if (p->blocks[b].key == key && p->blocks[b].parent == parent &&
+            !memcmp(p->tokens + (size_t)b * p->block_size, tokens, sizeof *tokens * p->block_size))
+            return b;
+    return HX_KV_NONE;
+}
+
+static void lru_remove(hx_kv_pool *p, uint32_t b)
+{
+    hx_kv_block *k = &p->blocks[b];
+    if (k->prev != HX_KV_NONE)
+        p->blocks[k->prev].next = k->next;
+    else
+        p->lru_head = k->next;
+    if (k->next != HX_KV_NONE)
+        p->blocks[k->next].prev = k->prev;
+    else
+        p->lru_tail = k->prev;
+    p->n_cached--;
+}
+
+static void lru_append(hx_kv_pool *p, uint32_t b)
+{
+    hx_kv_block *k = &p->blocks[b];
+    k->prev = p->lru_tail;
+    k->next = HX_KV_NONE;
+    if (p->lru_tail != HX_KV_NONE)
+        p->blocks[p->lru_tail].next = b;
+    else
+        p->lru_head = b;
+    p->lru_tail = b;
+    p->n_cached++;
+}
+
+/* A block for a sequence: a free one, else the least recently used cached
+ * one, its key forgotten. */
+static uint32_t take(hx_kv_pool *p)
+{
+    uint32_t b;
+    if (p->n_free) {
+        b = p->free_ids[--p->n_free];
+    } else {
+        b = p->lru_head;
+        lru_remove(p, b);
+        unkey(p, b);
+        p->count.evictions++;
+    }
+    p->blocks[b].ref = 1;
+    return b;
+}
+
+static void drop(hx_kv_pool *p, uint32_t b)
+{
+    if (b == HX_KV_NONE || --p->blocks[b].ref)
+        return;
+    if (p->blocks[b].keyed)
+        lru_append(p, b);
+    else
+        p->free_ids[p->n_free++] = b;
+}
+
+static hx_status grow_table(hx_kv_seq *s, uint32_t need)
+{
+    if (need <= s->cap)
+        return HX_OK;
+    uint32_t cap = s->cap ? s->cap : 4;
+    while (cap < need)
+        cap *= 2;
+    uint32_t *b = realloc(s->blocks, sizeof *b * cap);
+    if (!b)
+        return hx_error(HX_ERR_NO_MEMORY, "KV block table");
+    s->blocks = b;
+    s->cap = cap;
+    return HX_OK;
+}
+
+/* ---- sequences ---------------------------------------------------------- */
 
 hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
 {
     uint32_t need = (n_tokens + p->block_size - 1) / p->block_size;
     if (need <= s->n_blocks)
         return HX_OK;
-    if (need > s->cap) {
-        uint32_t cap = s->cap ? s->cap : 4;
-        while (cap < need)
-            cap *= 2;
-        uint32_t *b = realloc(s->blocks, sizeof *b * cap);
-        if (!b)
-            return hx_error(HX_ERR_NO_MEMORY, "KV block table");
-        s->blocks = b;
-        s->cap = cap;
-    }
+    hx_status st = grow_table(s, need);
+    if (st)
+        return st;
     pthread_mutex_lock(&p->lock);
     uint32_t more = need - s->n_blocks;
-    if (more > p->n_free) {
-        uint32_t free_tokens = p->n_free * p->block_size;
+    if (more > p->n_free + p->n_cached) {
+        uint32_t free_tokens = (p->n_free + p->n_cached) * p->block_size;
         pthread_mutex_unlock(&p->lock);
         return hx_error(HX_ERR_NO_MEMORY,
                         "KV cache memory: %u more blocks of %u tokens needed, %u tokens free of %u",
                         more, p->block_size, free_tokens, p->n_blocks * p->block_size);
     }
     while (s->n_blocks < need)
-        s->blocks[s->n_blocks++] = p->free_ids[--p->n_free];
+        s->blocks[s->n_blocks++] = take(p);
     pthread_mutex_unlock(&p->lock);
     return HX_OK;
 }
@@ -102,18 +208,180 @@ hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
 uint32_t hx_kv_pool_free_tokens(hx_kv_pool *p)
 {
     pthread_mutex_lock(&p->lock);
-    uint32_t n = p->n_free * p->block_size;
+    uint32_t n = (p->n_free + p->n_cached) * p->block_size;
     pthread_mutex_unlock(&p->lock);
     return n;
 }
 
-void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s)
+void hx_kv_seq_truncate(hx_kv_pool *p, hx_kv_seq *s, uint32_t keep)
 {
     pthread_mutex_lock(&p->lock);
-    for (uint32_t i = 0; i < s->n_blocks; i++)
-        p->free_ids[p->n_free++] = s->blocks[i];
+    /* The last block first: a prefix's tail is the least likely to be
+     * asked for again, so it goes first when room is needed (as vLLM). */
+    while (s->n_blocks > keep)
+        drop(p, s->blocks[--s->n_blocks]);
     pthread_mutex_unlock(&p->lock);
+}
+
+void hx_kv_seq_forget(hx_kv_pool *p, hx_kv_seq *s, uint32_t n)
+{
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < n && i < s->n_blocks; i++) {
+        drop(p, s->blocks[i]);
+        s->blocks[i] = HX_KV_NONE;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s)
+{
+    hx_kv_seq_truncate(p, s, 0);
     free(s->blocks);
     s->blocks = NULL;
     s->n_blocks = s->cap = 0;
+}
+
+/* Copies block `from` to block `to` in every layer's K and V.  A simulated
+ * machine's buffers hold no data worth copying (runtime/buffer.c). */
+static hx_status copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
+{
+    if (hx_runtime_simulated(p->rt))
+        return HX_OK;
+    for (uint32_t l = 0; l < p->n_layer; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            uint8_t *d;
+            hx_status st = hx_buffer_acquire(kv ? p->v[l] : p->k[l], HX_RW, (void **)&d);
+            if (st)
+                return hx_error_context(st, "copy of a shared KV block");
+            memcpy(d + (size_t)to * p->block_bytes, d + (size_t)from * p->block_bytes, p->block_bytes);
+        }
+    return HX_OK;
+}
+
+hx_status hx_kv_seq_make_writable(hx_kv_pool *p, hx_kv_seq *s, uint32_t first, uint32_t last)
+{
+    hx_status st = HX_OK;
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = first; i <= last && i < s->n_blocks && st == HX_OK; i++) {
+        uint32_t b = s->blocks[i];
+        if (b == HX_KV_NONE) {
+            st = hx_error(HX_ERR_STATE, "KV block %u of a session was returned to the pool (out of its window)", i);
+            break;
+        }
+        if (p->blocks[b].ref == 1) {
+            if (p->blocks[b].keyed)
+                unkey(p, b);
+            continue;
+        }
+        if (!p->n_free && !p->n_cached) {
+            st = hx_error(HX_ERR_NO_MEMORY, "KV cache memory: no block left for a copy of a shared block "
+                                            "(%u blocks, every one held)", p->n_blocks);
+            break;
+        }
+        uint32_t c = take(p);
+        st = copy_block(p, b, c);
+        if (st) {
+            drop(p, c);
+            break;
+        }
+        p->blocks[b].ref--; /* still held by another sequence */
+        s->blocks[i] = c;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+hx_status hx_kv_seq_share(hx_kv_pool *p, const hx_kv_seq *src, hx_kv_seq *dst)
+{
+    hx_status st = grow_table(dst, src->n_blocks);
+    if (st)
+        return st;
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < src->n_blocks; i++)
+        if ((dst->blocks[i] = src->blocks[i]) != HX_KV_NONE)
+            p->blocks[src->blocks[i]].ref++;
+    dst->n_blocks = src->n_blocks;
+    pthread_mutex_unlock(&p->lock);
+    return HX_OK;
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    /* splitmix64's finalizer over the running state: every input bit
+     * reaches every output bit. */
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+uint64_t hx_kv_key(const hx_kv_pool *p, uint64_t parent, const int32_t *tokens)
+{
+    uint64_t h = mix(p->seed, parent);
+    for (uint32_t i = 0; i < p->block_size; i++)
+        h = mix(h, (uint32_t)tokens[i]);
+    return h;
+}
+
+int hx_kv_seq_attach(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key, uint64_t parent,
+                     const int32_t *tokens)
+{
+    if (index > s->n_blocks || grow_table(s, index + 1))
+        return 0;
+    pthread_mutex_lock(&p->lock);
+    uint32_t b = find(p, key, parent, tokens);
+    if (b != HX_KV_NONE) {
+        if (p->blocks[b].ref++ == 0)
+            lru_remove(p, b);
+        if (index < s->n_blocks)
+            drop(p, s->blocks[index]);
+        else
+            s->n_blocks++;
+        s->blocks[index] = b;
+        p->count.tokens_reused += p->block_size;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return b != HX_KV_NONE;
+}
+
+void hx_kv_seq_publish(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key, uint64_t parent,
+                       const int32_t *tokens)
+{
+    pthread_mutex_lock(&p->lock);
+    uint32_t b = s->blocks[index];
+    if (b != HX_KV_NONE && !p->blocks[b].keyed && find(p, key, parent, tokens) == HX_KV_NONE) {
+        hx_kv_block *k = &p->blocks[b];
+        k->keyed = 1;
+        k->key = key;
+        k->parent = parent;
+        memcpy(p->tokens + (size_t)b * p->block_size, tokens, sizeof *tokens * p->block_size);
+        uint32_t *at = bucket_of(p, key);
+        k->hnext = *at;
+        *at = b;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void hx_kv_pool_count(hx_kv_pool *p, uint32_t hits, uint32_t misses)
+{
+    pthread_mutex_lock(&p->lock);
+    p->count.hits += hits;
+    p->count.misses += misses;
+    pthread_mutex_unlock(&p->lock);
+}
+
+void hx_kv_pool_usage(hx_kv_pool *p, uint32_t *held, uint32_t *cached, uint32_t *shared, hx_kv_counters *c)
+{
+    pthread_mutex_lock(&p->lock);
+    *held = p->n_blocks - p->n_free - p->n_cached;
+    *cached = p->n_cached;
+    *shared = 0;
+    for (uint32_t b = 0; b < p->n_blocks; b++)
+        *shared += p->blocks[b].ref > 1;
+    *c = p->count;
+    pthread_mutex_unlock(&p->lock);
 }

@@ -1,6 +1,18 @@
 /* The paged KV cache (vLLM's PagedAttention layout): per layer one K and
  * one V buffer of fixed-size blocks from a shared pool; each sequence keeps
- * a block table; blocks go back to the pool when the sequence ends. */
+ * a block table.
+ *
+ * The pool is also a store of prefixes (vLLM's automatic prefix caching):
+ * a full block can carry a key, the hash of the previous block's key and
+ * its token ids, so that a sequence starting with the same tokens attaches
+ * the block instead of computing it again.  Blocks are reference counted;
+ * a block held by several sequences, or keyed, is read-only, and a
+ * sequence that must write into one takes a private copy first.  A keyed
+ * block no sequence holds stays in the pool on an LRU list until its room
+ * is needed.  Every block is in exactly one of three states:
+ *   held     ref > 0 (keyed or not)
+ *   cached   ref == 0, keyed: on the LRU list, evictable
+ *   free     ref == 0, not keyed: on the free stack */
 #ifndef HX_MODEL_KV_CACHE_H
 #define HX_MODEL_KV_CACHE_H
 
@@ -9,17 +21,43 @@
 #include "hetero.h"
 #include "ops/types.h"
 
+#define HX_KV_NONE UINT32_MAX
+
+typedef struct {
+    uint32_t ref;        /* sequences holding the block */
+    uint32_t keyed;      /* its key is in the table: full and read-only */
+    uint64_t key, parent;
+    uint32_t hnext;      /* next block of its hash bucket */
+    uint32_t prev, next; /* LRU neighbours while cached */
+} hx_kv_block;
+
+typedef struct {
+    uint64_t hits, misses;   /* prefix blocks found / looked up and not found */
+    uint64_t evictions;      /* cached blocks whose room was taken */
+    uint64_t tokens_reused;  /* tokens attached instead of evaluated */
+} hx_kv_counters;
+
 typedef struct {
     hx_runtime *rt;
     hx_type type;
     uint32_t n_layer, Hkv, Dh;
     uint32_t block_size, n_blocks;
+    size_t block_bytes;     /* of one block in one layer's K (or V) buffer */
     hx_buffer **k, **v;     /* [n_layer] */
+    int prefix_cache;       /* keyed blocks are looked up and kept */
+    uint64_t seed;          /* the root key: what else decides a block's contents */
+    hx_kv_block *blocks;    /* [n_blocks] */
+    int32_t *tokens;        /* [n_blocks][block_size]: a keyed block's token ids */
     uint32_t *free_ids;     /* stack of free block ids */
     uint32_t n_free;
+    uint32_t lru_head, lru_tail, n_cached; /* head: least recently used */
+    uint32_t *buckets, n_buckets;          /* hash table of keyed blocks */
+    hx_kv_counters count;
     pthread_mutex_t lock;
 } hx_kv_pool;
 
+/* A block table: block i holds positions [i * block_size, (i + 1) *
+ * block_size); HX_KV_NONE for a block given back (out of the window). */
 typedef struct {
     uint32_t *blocks;
     uint32_t n_blocks, cap;
@@ -28,13 +66,47 @@ typedef struct {
 hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out);
 void hx_kv_pool_free(hx_kv_pool *p);
-/* Grows the sequence's block table to hold n_tokens; on failure nothing
- * changes (HX_ERR_NO_MEMORY: the pool is exhausted). */
+/* Grows the sequence's block table to hold n_tokens, taking free blocks
+ * first and then evicting the least recently used cached ones; on failure
+ * nothing changes (HX_ERR_NO_MEMORY: every block is held). */
 hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens);
-/* Tokens the pool's free blocks hold now. */
+/* Tokens the pool could give now: free and cached blocks. */
 uint32_t hx_kv_pool_free_tokens(hx_kv_pool *p);
-/* Returns every block of the sequence to the pool. */
+/* Drops the sequence's hold on every block: a keyed block becomes cached
+ * (its last block first in line for eviction), another one free. */
 void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s);
+/* Drops the first n blocks, leaving HX_KV_NONE in their place (a sliding
+ * window has left them behind). */
+void hx_kv_seq_forget(hx_kv_pool *p, hx_kv_seq *s, uint32_t n);
+/* Drops the blocks from index `keep` on. */
+void hx_kv_seq_truncate(hx_kv_pool *p, hx_kv_seq *s, uint32_t keep);
+/* Makes blocks [first, last] of the sequence its own before it writes
+ * them: a shared block is copied to a new one, a keyed block held by this
+ * sequence alone loses its key.  HX_ERR_NO_MEMORY when no block is left
+ * for a copy (the blocks done so far stay done: they hold the same data). */
+hx_status hx_kv_seq_make_writable(hx_kv_pool *p, hx_kv_seq *s, uint32_t first, uint32_t last);
+/* `dst` (empty) holds the same blocks as `src`. */
+hx_status hx_kv_seq_share(hx_kv_pool *p, const hx_kv_seq *src, hx_kv_seq *dst);
+
+/* The key of a full block: its token ids after the block keyed `parent`
+ * (the pool's seed for the first block). */
+uint64_t hx_kv_key(const hx_kv_pool *p, uint64_t parent, const int32_t *tokens);
+/* Attaches the keyed block matching (key, parent, tokens) as the
+ * sequence's block `index` (its block count, or a block of it not yet
+ * written, which goes back to the pool).  0 when the pool has none. */
+int hx_kv_seq_attach(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key, uint64_t parent,
+                     const int32_t *tokens);
+/* Keys the sequence's full block `index`, now written, unless the pool
+ * already has a block with that key. */
+void hx_kv_seq_publish(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key, uint64_t parent,
+                       const int32_t *tokens);
+/* Counts a lookup's outcome: `hits` blocks attached, `misses` not found. */
+void hx_kv_pool_count(hx_kv_pool *p, uint32_t hits, uint32_t misses);
+
+/* Blocks held, cached, and held by more than one sequence, with the
+ * counters, read at once. */
+void hx_kv_pool_usage(hx_kv_pool *p, uint32_t *held, uint32_t *cached, uint32_t *shared, hx_kv_counters *c);
+
 /* Slot of position `pos`: block * block_size + offset. */
 static inline uint32_t hx_kv_slot(const hx_kv_pool *p, const hx_kv_seq *s, uint32_t pos)
 {

@@ -83,8 +83,10 @@ static hx_status read_hparams(hx_model *m)
     hp->n_rot = in->head_dim;
     if ((s = get_f32(g, a, HX_HP_NORM_EPS, &hp->eps)) ||
         (s = get_f32(g, a, HX_HP_ROPE_BASE, &hp->rope_base)) ||
-        (s = get_u32(g, a, HX_HP_ROPE_DIMS, &hp->n_rot, 0)))
+        (s = get_u32(g, a, HX_HP_ROPE_DIMS, &hp->n_rot, 0)) ||
+        (s = get_u32(g, a, HX_HP_SLIDING_WINDOW, &hp->n_swa, 0)))
         return hx_error_context(s, "model metadata");
+    in->sliding_window = hp->n_swa;
     char k[128];
     snprintf(k, sizeof k, "%s.%s", a->key_prefix, a->key[HX_HP_ROPE_SCALING_TYPE]);
     const char *st;
@@ -194,9 +196,9 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     const char *kv = m->opts.kv_type ? m->opts.kv_type : getenv("HX_KV_TYPE");
     if (!kv)
         kv = "f16";
-    if (!hx_type_from_name(kv, &m->kv_type) ||
-        (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 && m->kv_type != HX_TYPE_F32))
-        return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0 or f32", kv);
+    if (!hx_type_from_name(kv, &m->kv_type) || (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 &&
+                                                 m->kv_type != HX_TYPE_F32 && m->kv_type != HX_TYPE_Q4_0))
+        return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0, q4_0 or f32", kv);
     const char *part = m->opts.partition ? m->opts.partition : getenv("HX_PARTITION");
     static const char *const strategies[] = {"affinity", "layers", "auto", "colocated"};
     m->partition = HX_PARTITION_AFFINITY;
@@ -221,6 +223,20 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     return HX_OK;
 }
 
+/* Whether the pool keeps prefixes, and the root of its keys: besides the
+ * tokens, a block's contents depend on the KV type (in the pool's seed
+ * already) and the model, whose weights' size and shape stand for it. */
+static void configure_prefix_cache(hx_model *m)
+{
+    const char *env = getenv("HX_KV_PREFIX_CACHE");
+    int on = m->opts.kv_prefix_cache ? m->opts.kv_prefix_cache > 0 : !(env && !strcmp(env, "0"));
+    m->kv->prefix_cache = on;
+    const hx_model_info *in = &m->info;
+    const uint64_t id[] = {in->file_bytes, in->n_params, in->n_vocab, in->n_embd, in->n_layer, in->n_ff};
+    for (size_t i = 0; i < sizeof id / sizeof *id; i++)
+        m->kv->seed = m->kv->seed * 0x100000001b3ull ^ id[i];
+}
+
 hx_status hx_model_act_alloc(hx_model *m); /* model/activations.c */
 void hx_model_act_free(hx_model *m);
 
@@ -236,6 +252,8 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
     if (s == HX_OK)
         s = hx_kv_pool_create(m->rt, m->kv_type, m->info.n_layer, m->info.n_head_kv, m->info.head_dim,
                               m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+    if (s == HX_OK)
+        configure_prefix_cache(m);
     if (s == HX_OK)
         s = hx_model_act_alloc(m);
     return s;
@@ -389,11 +407,15 @@ static hx_status stats_get(const hx_model *m, hx_model_stats *out)
     memset(out, 0, sizeof *out);
     out->sessions_open = (uint32_t)hx_handle_owned(m, HX_HANDLE_SESSION, NULL, 0);
     hx_kv_pool *kv = m->kv;
-    pthread_mutex_lock(&kv->lock);
+    hx_kv_counters c;
+    hx_kv_pool_usage(kv, &out->kv_blocks_used, &out->kv_blocks_cached, &out->kv_blocks_shared, &c);
     out->kv_blocks_total = kv->n_blocks;
-    out->kv_blocks_used = kv->n_blocks - kv->n_free;
-    pthread_mutex_unlock(&kv->lock);
     out->kv_block_tokens = kv->block_size;
+    out->kv_bytes_used = (uint64_t)out->kv_blocks_used * kv->block_bytes * 2 * kv->n_layer;
+    out->kv_hits = c.hits;
+    out->kv_misses = c.misses;
+    out->kv_evictions = c.evictions;
+    out->kv_tokens_reused = c.tokens_reused;
     return HX_OK;
 }
 

@@ -32,6 +32,7 @@ typedef struct {
 typedef struct {
     float eps, rope_base, rope_scale; /* rope_scale multiplies positions */
     uint32_t n_rot;
+    uint32_t n_swa; /* sliding window: a token attends to the last n_swa positions; 0 = all */
 } hx_model_hparams;
 
 /* The activations of one evaluation of up to max_batch tokens.  A model

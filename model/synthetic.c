@@ -142,7 +142,8 @@ static hx_status set_f32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, float
 }
 
 /* Everything the architecture's entry requires, and nothing optional. */
-static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_arch *a, const char *type_name)
+static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_arch *a, const char *type_name,
+                           uint32_t window)
 {
     hx_gguf_writer *w = wr->w;
     const uint64_t D = c->n_embd, Dkv = (uint64_t)c->n_embd / c->n_head * c->n_head_kv, F = c->n_ff;
@@ -161,7 +162,9 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_ar
         (s = set_u32(w, a, HX_HP_HEADS, c->n_head)) || (s = set_u32(w, a, HX_HP_HEADS_KV, c->n_head_kv)) ||
         (s = set_u32(w, a, HX_HP_ROPE_DIMS, c->n_embd / c->n_head)) ||
         (s = set_f32(w, a, HX_HP_ROPE_BASE, a->typical_rope_base)) ||
-        (s = set_f32(w, a, HX_HP_NORM_EPS, a->typical_norm_eps)) || (s = hx_tokenizer_write_bytes_kv(w)))
+        (s = set_f32(w, a, HX_HP_NORM_EPS, a->typical_norm_eps)) ||
+        (window && (s = set_u32(w, a, HX_HP_SLIDING_WINDOW, window))) ||
+        (s = hx_tokenizer_write_bytes_kv(w)))
         return s;
     if ((s = tensor(wr, a->token_embd, D, V, 0, 1, wr->type)))
         return s;
@@ -182,6 +185,12 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_ar
 
 hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, const char *type, uint64_t seed)
 {
+    return hx_synthetic_write_windowed(path, c, type, seed, 0);
+}
+
+hx_status hx_synthetic_write_windowed(const char *path, const hx_synthetic_config *c, const char *type,
+                                      uint64_t seed, uint32_t window)
+{
     hx_type t;
     if (!path || !c || !type)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: NULL argument");
@@ -199,7 +208,7 @@ hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, con
     writer wr = {.r = {.s = seed}, .type = t};
     hx_status s = hx_gguf_writer_create(&wr.w);
     if (s == HX_OK)
-        s = write_all(&wr, c, a, type);
+        s = write_all(&wr, c, a, type, window);
     if (s == HX_OK)
         s = hx_gguf_writer_write(wr.w, path);
     hx_gguf_writer_free(wr.w);

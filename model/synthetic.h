@@ -16,5 +16,8 @@ typedef struct {
 const hx_synthetic_config *hx_synthetic_preset(const char *name);
 /* Writes a model of any shape; `type` names the 2-D weights' type. */
 hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, const char *type, uint64_t seed);
+/* The same with <arch>.attention.sliding_window = `window` (0: none). */
+hx_status hx_synthetic_write_windowed(const char *path, const hx_synthetic_config *c, const char *type,
+                                      uint64_t seed, uint32_t window);
 
 #endif

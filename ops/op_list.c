@@ -121,6 +121,17 @@ static double attention_bytes(const void *p, const size_t *s)
     return 2.0 * ctx * wbytes(a->kv_type, 1, (uint64_t)a->Hkv * a->Dh) + 8.0 * a->kv.T * a->Hq * a->Dh;
 }
 
+static double kv_shift_flops(const void *p, const size_t *s)
+{
+    const hx_op_kv_shift *a = p;
+    return 6.0 * a->n * a->Hkv * a->n_rot / 2;
+}
+static double kv_shift_bytes(const void *p, const size_t *s)
+{
+    const hx_op_kv_shift *a = p;
+    return 4.0 * a->n * wbytes(a->kv_type, 1, (uint64_t)a->Hkv * a->Dh);
+}
+
 static double add_flops(const void *p, const size_t *s) { return (double)((const hx_op_add *)p)->n; }
 static double add_bytes(const void *p, const size_t *s) { return 12.0 * ((const hx_op_add *)p)->n; }
 static double swiglu_flops(const void *p, const size_t *s) { return 6.0 * ((const hx_op_swiglu *)p)->n; }
@@ -138,6 +149,7 @@ const hx_codelet hx_op_codelets[HX_OP_COUNT] = {
                          .precision = attention_precision},
     [HX_OP_ADD] = {.name = "add", .flops = add_flops, .bytes = add_bytes},
     [HX_OP_SWIGLU] = {.name = "swiglu", .flops = swiglu_flops, .bytes = swiglu_bytes},
+    [HX_OP_KV_SHIFT] = {.name = "kv_shift", .flops = kv_shift_flops, .bytes = kv_shift_bytes},
 };
 
 const size_t hx_op_args_size[HX_OP_COUNT] = {
@@ -151,6 +163,7 @@ const size_t hx_op_args_size[HX_OP_COUNT] = {
     [HX_OP_ATTENTION] = sizeof(hx_op_attention),
     [HX_OP_ADD] = sizeof(hx_op_add),
     [HX_OP_SWIGLU] = sizeof(hx_op_swiglu),
+    [HX_OP_KV_SHIFT] = sizeof(hx_op_kv_shift),
 };
 
 int hx_op_find(const char *name)

@@ -69,7 +69,26 @@ typedef struct {
     hx_kv_layout kv;
     uint32_t Hq, Hkv, Dh, kv_type;
     float scale;
+    /* A sliding window: token t attends to positions pos[t] - window + 1
+     * .. pos[t] only, and its sequence's block table may hold -1 for the
+     * blocks wholly before them (returned to the pool).  0 = no window. */
+    uint32_t window;
 } hx_op_attention;
+
+/* "kv_shift" (a context shift): k_cache (RW), v_cache (RW), moves (R,
+ * int32 [n][2]: source slot, destination slot).  In order, each move
+ * copies a slot's values and its keys rotated by `delta` positions
+ * (RoPE's angles are linear in the position, so a key at position p
+ * rotated by delta is the key at p + delta), requantized to kv_type.
+ * Moves go to lower positions: a destination is never a later move's
+ * source.  The RoPE fields are hx_op_rope's. */
+typedef struct {
+    uint32_t n, Hkv, Dh, kv_type;
+    int32_t delta;
+    uint32_t n_rot;
+    float freq_base, freq_scale;
+    uint32_t neox;
+} hx_op_kv_shift;
 
 /* "add": x (RW, f32 [n]), y (R, f32 [n]);  x += y. */
 typedef struct {

@@ -95,7 +95,7 @@ static void layer(graph *g, uint32_t l)
          (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
          (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R});
     hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type,
-                          1.0f / sqrtf((float)in->head_dim)};
+                          1.0f / sqrtf((float)in->head_dim), m->hp.n_swa};
     task(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
          (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
          (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});

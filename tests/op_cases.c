@@ -110,7 +110,7 @@ void hx_att_setup_make(const hx_att_case *c, hx_att_setup *o, unsigned *seed)
         T += c->fresh[s];
     }
     hx_kv_layout kv = {T, c->S, max_blocks, c->block_size};
-    o->a = (hx_op_attention){kv, c->Hq, c->Hkv, c->Dh, c->kv_type, 1.0f / sqrtf((float)c->Dh)};
+    o->a = (hx_op_attention){kv, c->Hq, c->Hkv, c->Dh, c->kv_type, 1.0f / sqrtf((float)c->Dh), 0};
     o->meta_ints = hx_meta_ints(&kv);
     o->meta = malloc(4 * o->meta_ints);
     for (size_t i = 0; i < o->meta_ints; i++)

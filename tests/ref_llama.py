@@ -19,7 +19,8 @@ a fast runtime) also rounds the activations before a quantized dot product
 needs a looser tolerance, and the flag makes that choice explicit.
 
 Supported: general.architecture llama, mistral (RoPE NORM) and qwen2 (RoPE
-NEOX, q/k/v biases); linear RoPE scaling; llama3-style rope_freqs.weight.
+NEOX, q/k/v biases); linear RoPE scaling; llama3-style rope_freqs.weight;
+a sliding window (<arch>.attention.sliding_window).
 """
 
 import argparse
@@ -95,6 +96,10 @@ class Model:
             raise ModelError(f"RoPE scaling {scaling!r} is not supported")
         # llama.cpp: freq_scale = 1/factor, absent or 0 meaning 1.
         self.freq_scale = 1.0 if factor == 0.0 else 1.0 / factor
+        # A sliding window (Mistral 7B v0.1): a query at position i sees the
+        # keys at i - n_swa + 1 .. i, as llama.cpp's LLAMA_SWA_TYPE_STANDARD
+        # masks p1 - p0 >= n_swa.  0 = the whole context.
+        self.n_swa = int(self.meta(f"{a}.attention.sliding_window", 0))
         self.rope_type = ARCH_ROPE[a]
         self.qkv_bias = ARCH_QKV_BIAS[a]
 
@@ -237,6 +242,8 @@ def attention(m, q, k, v):
     scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(m.head_dim_k)
     future = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)
     scores[:, future] = -np.inf
+    if m.n_swa:
+        scores[:, np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.n_swa)] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p /= p.sum(axis=-1, keepdims=True)

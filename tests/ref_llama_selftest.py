@@ -31,7 +31,7 @@ import ref_llama  # noqa: E402
 TOL = 1e-12
 
 BASE = dict(n_layer=3, n_embd=32, n_head=4, n_kv=2, hd=8, n_ff=48, vocab=64, n_rot=None,
-            base=10000.0, factor=None, wtype="f32", tied=False, freq_factors=False)
+            base=10000.0, factor=None, wtype="f32", tied=False, freq_factors=False, swa=0)
 CONFIGS = [
     # n_embd != n_head * head_dim makes every attention matrix non-square.
     dict(BASE, name="llama-f32-keylen", arch="llama", n_embd=40),
@@ -40,6 +40,8 @@ CONFIGS = [
          factor=2.0, wtype="q8_0", freq_factors=True),
     dict(BASE, name="qwen2-bf16-partial-rope", arch="qwen2", n_rot=6, factor=4.0, wtype="bf16",
          n_kv=1),
+    # A window shorter than the tokens: the last positions see 3 keys.
+    dict(BASE, name="mistral-f32-sliding-window", arch="mistral", swa=3),
 ]
 TOKENS = [5, 17, 0, 63, 17, 42, 8, 8, 31, 2]
 
@@ -88,6 +90,8 @@ def build(c, path, seed, transpose=None):
         g.add_uint32(f"{arch}.attention.value_length", D)
     if c["n_rot"]:
         g.add_uint32(f"{arch}.rope.dimension_count", n_rot)
+    if c["swa"]:
+        g.add_uint32(f"{arch}.attention.sliding_window", c["swa"])
     if c["factor"]:
         g.add_string(f"{arch}.rope.scaling.type", "linear")
         g.add_float32(f"{arch}.rope.scaling.factor", c["factor"])
@@ -183,12 +187,14 @@ def loop_forward(c, W, tokens, neox=None, kv_head_of=None):
             for hh in range(H):
                 qh = rope_head(q[hh * D:(hh + 1) * D], pos)
                 g = kv_head_of(hh)
-                s = [float(qh.dot(kc[j][g])) / math.sqrt(D) for j in range(pos + 1)]
+                # The keys it sees: all before it, or the window's.
+                seen = range(max(0, pos - c["swa"] + 1) if c["swa"] else 0, pos + 1)
+                s = [float(qh.dot(kc[j][g])) / math.sqrt(D) for j in seen]
                 top = max(s)
                 e = [math.exp(si - top) for si in s]
                 z = sum(e)
-                for j in range(pos + 1):
-                    att[hh * D:(hh + 1) * D] += (e[j] / z) * vc[j][g]
+                for i, j in enumerate(seen):
+                    att[hh * D:(hh + 1) * D] += (e[i] / z) * vc[j][g]
             x = x + W[b + "attn_output.weight"].dot(att)
             h = norm(x, W[b + "ffn_norm.weight"])
             gate = W[b + "ffn_gate.weight"].dot(h)

@@ -149,6 +149,28 @@ void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n)
     }
 }
 
+/* llama.cpp's quantize_row_q4_0_ref: d = the value of largest magnitude
+ * over -8, q = x / d + 8 truncated after adding 0.5, at most 15. */
+void hx_ref_quantize_q4_0(const float *x, uint8_t *out, uint32_t n)
+{
+    for (uint32_t b = 0; b < n / 32; b++, x += 32, out += 18) {
+        float amax = 0, max = 0;
+        for (int i = 0; i < 32; i++)
+            if (amax < fabsf(x[i])) {
+                amax = fabsf(x[i]);
+                max = x[i];
+            }
+        float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        uint16_t h = hx_ref_f32_to_f16(d);
+        out[0] = (uint8_t)h;
+        out[1] = (uint8_t)(h >> 8);
+        for (int i = 0; i < 16; i++) {
+            int q0 = (int8_t)(x[i] * id + 8.5f), q1 = (int8_t)(x[16 + i] * id + 8.5f);
+            out[2 + i] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
+        }
+    }
+}
+
 float hx_ref_uniform(unsigned *seed)
 {
     *seed = *seed * 1103515245u + 12345u;
@@ -271,6 +293,10 @@ static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t 
         hx_ref_quantize_q8_0(src, dst, Dh);
         return;
     }
+    if (kv_type == HX_REF_Q4_0) {
+        hx_ref_quantize_q4_0(src, dst, Dh);
+        return;
+    }
     if (kv_type == HX_REF_F32) {
         memcpy(dst, src, 4 * (size_t)Dh);
         return;
@@ -306,12 +332,14 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
     for (uint32_t t = 0; t < kv->T; t++) {
         int32_t pos = meta[kv->T + t], seq = meta[2 * kv->T + t];
         const int32_t *table = meta + 3 * kv->T + (size_t)seq * kv->max_blocks;
+        /* A window sees only its last `window` positions. */
+        int32_t first = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
         for (uint32_t h = 0; h < a->Hq; h++) {
             const float *qv = q + ((size_t)t * a->Hq + h) * a->Dh;
             double *o = out + ((size_t)t * a->Hq + h) * a->Dh;
             uint32_t g = h / rep;
             double mx = -INFINITY, sum = 0;
-            for (int32_t j = 0; j <= pos; j++) {
+            for (int32_t j = first; j <= pos; j++) {
                 size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
                 hx_ref_dequantize(a->kv_type, kc + (slot * a->Hkv + g) * row, kr, a->Dh);
                 double dot = 0;
@@ -322,7 +350,7 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
             }
             for (uint32_t d = 0; d < a->Dh; d++)
                 acc[d] = 0;
-            for (int32_t j = 0; j <= pos; j++) {
+            for (int32_t j = first; j <= pos; j++) {
                 size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
                 hx_ref_dequantize(a->kv_type, vc + (slot * a->Hkv + g) * row, vr, a->Dh);
                 double p = exp(s[j] - mx);
@@ -338,6 +366,33 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
     free(vr);
     free(s);
     free(acc);
+}
+
+/* Each move in order: the value row copied, the key row decoded, rotated
+ * by delta positions in double and written back in the cache's type. */
+void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves)
+{
+    size_t row = kv_row_bytes(a->kv_type, a->Dh);
+    double *k = malloc(sizeof(double) * a->Dh);
+    float *kf = malloc(sizeof(float) * a->Dh);
+    for (uint32_t m = 0; m < a->n; m++)
+        for (uint32_t h = 0; h < a->Hkv; h++) {
+            size_t src = ((size_t)moves[2 * m] * a->Hkv + h) * row, dst = ((size_t)moves[2 * m + 1] * a->Hkv + h) * row;
+            memmove(vc + dst, vc + src, row);
+            hx_ref_dequantize(a->kv_type, kc + src, k, a->Dh);
+            for (uint32_t i = 0; i < a->n_rot / 2; i++) {
+                double theta = a->delta * (double)a->freq_scale * pow(a->freq_base, -2.0 * i / a->n_rot);
+                uint32_t p0 = a->neox ? i : 2 * i, p1 = a->neox ? i + a->n_rot / 2 : 2 * i + 1;
+                double x0 = k[p0], x1 = k[p1];
+                k[p0] = x0 * cos(theta) - x1 * sin(theta);
+                k[p1] = x0 * sin(theta) + x1 * cos(theta);
+            }
+            for (uint32_t d = 0; d < a->Dh; d++)
+                kf[d] = (float)k[d];
+            kv_write(a->kv_type, kf, kc + dst, a->Dh);
+        }
+    free(k);
+    free(kf);
 }
 
 void hx_ref_add(uint64_t n, const float *x, const float *y, double *out)

@@ -22,6 +22,7 @@ size_t hx_ref_row_bytes(uint32_t type, uint32_t n);
 void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n);
 /* Q8_0 as GGUF defines it: d = max|x| / 127 stored as f16, q = round(x / d). */
 void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n);
+void hx_ref_quantize_q4_0(const float *x, uint8_t *out, uint32_t n);
 /* Fills a row of n elements of `type` with random but valid encodings. */
 void hx_ref_random_row(uint32_t type, void *row, uint32_t n, unsigned *seed);
 float hx_ref_uniform(unsigned *seed); /* in [-1, 1) */
@@ -36,6 +37,8 @@ void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, ui
                      const int32_t *meta, uint64_t n_slots);
 void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
                       const int32_t *meta, double *out);
+/* kv_shift over caches of whole rows: moves are (source, destination) slots. */
+void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves);
 void hx_ref_add(uint64_t n, const float *x, const float *y, double *out); /* vector_add too */
 /* gemm_f32 (hetero.h): C[m][n] = sum_k A[m][k] * B[n][k]. */
 void hx_ref_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *A, const float *B, double *C);

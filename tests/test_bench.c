@@ -332,6 +332,39 @@ START_TEST(batched_decode_at_a_depth)
 END_TEST
 
 /* Each mistake: a non-zero exit and a message that names it. */
+/* --prefix-share: the later sessions evaluate their suffix only, hold the
+ * prefix's blocks once, and give the unshared run's logits. */
+START_TEST(prefix_share_rows)
+{
+    static char out[1 << 14];
+    char args[512];
+    snprintf(args, sizeof args, "-m %s --prefix-share 3 --prefix-len 32 --suffix-len 8 -r 1 -o csv", model);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    char *save = NULL, *l = strtok_r(out, "\n", &save);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_str_eq(l, "model,prefix_cache,session,prefix_tokens,suffix_tokens,evaluated_tokens,reused_tokens,"
+                        "avg_ns,kv_bytes_used,logits_equal_unshared");
+    unsigned long long kv[2][3];
+    for (int r = 0; r < 6; r++) {
+        ck_assert_ptr_nonnull(l = strtok_r(NULL, "\n", &save));
+        char *cell[16];
+        ck_assert_int_eq(split_csv(l, cell, 16), 10);
+        const int on = !strcmp(cell[1], "on"), k = atoi(cell[2]) - 1;
+        ck_assert_int_eq(on, r < 3);
+        ck_assert_int_eq(k, r % 3);
+        ck_assert_int_eq(atoi(cell[5]), on && k ? 8 : 40);
+        ck_assert_int_eq(atoi(cell[6]), on && k ? 32 : 0);
+        ck_assert_int_eq(atoi(cell[9]), on);
+        kv[on][k] = strtoull(cell[8], NULL, 10);
+    }
+    /* One block of 16 tokens more per later session with the cache, the
+     * whole prompt's three without. */
+    ck_assert_uint_eq(kv[1][1] - kv[1][0], kv[1][0] / 3);
+    ck_assert_uint_eq(kv[1][2] - kv[1][1], kv[1][0] / 3);
+    ck_assert_uint_eq(kv[0][2], 3 * kv[0][0]);
+}
+END_TEST
+
 START_TEST(mistakes_fail_clearly)
 {
     static const struct {
@@ -386,6 +419,7 @@ Suite *suite_bench(void)
     tcase_add_test(tc, timeline_from_a_chrome_trace);
     tcase_add_test(tc, injection_rows_and_traced_token);
     tcase_add_test(tc, batched_decode_at_a_depth);
+    tcase_add_test(tc, prefix_share_rows);
     tcase_add_test(tc, mistakes_fail_clearly);
     suite_add_tcase(s, tc);
     return s;

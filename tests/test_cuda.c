@@ -205,8 +205,11 @@ START_TEST(plugin_kernels_carry_their_op_ids)
         ck_assert_ptr_eq(p->kernel_find(kr->name), kr);
         kernels_of[kr->op]++;
     }
+    /* Ops the plugin leaves to other devices, by design: a context shift
+     * is rare and moves few rows, so it runs on the CPU. */
+    const int not_on_cuda[HX_OP_COUNT] = {[HX_OP_KV_SHIFT] = 1};
     for (int op = 0; op < HX_OP_COUNT; op++)
-        ck_assert_msg(kernels_of[op] == 1, "op %s has %d CUDA kernels", hx_op_codelet((hx_op)op)->name,
+        ck_assert_msg(kernels_of[op] == !not_on_cuda[op], "op %s has %d CUDA kernels", hx_op_codelet((hx_op)op)->name,
                       kernels_of[op]);
     dlclose(dl);
 }

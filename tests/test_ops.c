@@ -169,7 +169,7 @@ static double matmul_bound(const under_test *u, uint32_t type, uint32_t T)
 
 static double attention_bound(const under_test *u, uint32_t kv_type)
 {
-    if (u->tg->kind == ON_CPU && kv_type == HX_REF_Q8_0)
+    if (u->tg->kind == ON_CPU && (kv_type == HX_REF_Q8_0 || kv_type == HX_REF_Q4_0))
         return 1e-3;
     return u->tg->kind == ON_CUDA ? 1e-9 : NMSE_ACCUM;
 }
@@ -590,6 +590,55 @@ START_TEST(attention_decode_matches_reference)
 }
 END_TEST
 
+/* A Q4_0 cache and a sliding window: the CPU's kernels take them; the
+ * OpenCL and CUDA kernels refuse them (HX_ERR_NO_DEVICE when pinned there),
+ * which leaves such attention to the CPU.  Both are checked. */
+START_TEST(attention_q4_0_and_window_match_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 17;
+    const hx_att_case cases[] = {
+        {HX_REF_Q4_0, 8, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 1}, /* prefill */
+        {HX_REF_Q4_0, 8, 4, 128, 16, 4, {33, 200, 16, 17}, {1, 1, 1, 1}, 0},
+        {HX_REF_F16, 4, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 0},  /* with a window of 8 */
+        {HX_REF_F32, 4, 2, 32, 8, 2, {70, 9}, {1, 1}, 0},            /* with a window of 24 */
+    };
+    const uint32_t window[] = {0, 0, 8, 24};
+    for (int i = 0; i < 4; i++) {
+        hx_att_setup o;
+        hx_att_setup_make(&cases[i], &o, &seed);
+        o.a.window = window[i];
+        if (u.tg->kind != ON_CPU) {
+            free(attention_run(&u, &o, HX_ERR_NO_DEVICE));
+            printf("ops: %s refuses attention over a %s cache%s (it runs on the CPU)\n", u.tg->name,
+                   cases[i].kv_type == HX_REF_Q4_0 ? "q4_0" : "f16/f32", window[i] ? " with a window" : "");
+            hx_att_setup_free(&o);
+            continue;
+        }
+        double *ref = malloc(sizeof(double) * o.q_floats);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+        float *out = attention_run(&u, &o, HX_OK);
+        double e = hx_ref_nmse(out, ref, o.q_floats);
+        ck_assert_msg(e <= attention_bound(&u, cases[i].kv_type), "%s: case %d window %u: nmse %g", u.tg->name, i,
+                      window[i], e);
+        if (window[i]) { /* the window changes the answer: the check has power */
+            o.a.window = 0;
+            double *full = malloc(sizeof(double) * o.q_floats);
+            hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, full);
+            ck_assert_msg(hx_ref_nmse(out, full, o.q_floats) > 1e-6, "%s: window %u changed nothing", u.tg->name,
+                          window[i]);
+            free(full);
+        }
+        free(out);
+        free(ref);
+        hx_att_setup_free(&o);
+    }
+    end(&u);
+}
+END_TEST
+
 /* Metadata pointing outside the batch or the cache fails the task with
  * HX_ERR_RANGE and gives NaN rows, never a stray access; the other rows
  * are still right. */
@@ -688,6 +737,87 @@ END_TEST
 START_TEST(swiglu_matches_reference) { check_elementwise(_i, "swiglu", 0, hx_ref_swiglu, NMSE_ACCUM, 10); }
 END_TEST
 
+/* ---- kv_shift -------------------------------------------------------------- */
+
+/* A context shift over caches of random rows: moves to lower slots, one
+ * chain reading a slot an earlier move wrote, keys rotated by delta.  The
+ * values are copied byte for byte; the keys are compared decoded.  With
+ * `bad`, a move names a slot past the cache: HX_ERR_RANGE. */
+static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32_t Dh, int neox, int bad,
+                           unsigned *seed)
+{
+    const uint32_t n_slots = 48, n = 20;
+    size_t row = hx_ref_row_bytes(kv_type, Dh), cache = (size_t)n_slots * Hkv * row;
+    uint8_t *kc = malloc(cache), *vc = malloc(cache), *kref = malloc(cache), *vref = malloc(cache);
+    for (uint32_t r = 0; r < n_slots * Hkv; r++) { /* random but valid encodings */
+        hx_ref_random_row(kv_type, kc + r * row, Dh, seed);
+        hx_ref_random_row(kv_type, vc + r * row, Dh, seed);
+    }
+    memcpy(kref, kc, cache);
+    memcpy(vref, vc, cache);
+    /* Drop 7 tokens after the first 4: slot 4 + 7 + i moves to 4 + i. */
+    int32_t moves[2 * 20];
+    for (uint32_t i = 0; i < n; i++) {
+        moves[2 * i] = (int32_t)(11 + i);
+        moves[2 * i + 1] = (int32_t)(4 + i);
+    }
+    if (bad)
+        moves[2 * 13] = (int32_t)n_slots;
+    hx_op_kv_shift a = {n, Hkv, Dh, kv_type, -7, Dh - (Dh % 4 ? 2 : 0), 10000.0f, 1.0f, (uint32_t)neox};
+    if (!bad)
+        hx_ref_kv_shift(&a, kref, vref, moves);
+    hx_buffer *b[3] = {hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
+                       hx_case_buffer(u->rt, moves, sizeof moves)};
+    hx_status st = run(u, "kv_shift", &a, sizeof a, 3, b, (hx_access[]){HX_RW, HX_RW, HX_R});
+    if (bad) {
+        ck_assert_int_eq(st, HX_ERR_RANGE);
+    } else {
+        HX_ASSERT_OK(st);
+        hx_case_read(b[0], kc, cache);
+        hx_case_read(b[1], vc, cache);
+        ck_assert_msg(!memcmp(vc, vref, cache), "%s: kv_shift: values differ from the reference", u->tg->name);
+        double *mine = malloc(sizeof(double) * Dh * n_slots * Hkv), *want = malloc(sizeof(double) * Dh * n_slots * Hkv);
+        float *minef = malloc(sizeof(float) * Dh * n_slots * Hkv);
+        for (uint32_t r = 0; r < n_slots * Hkv; r++) {
+            hx_ref_dequantize(kv_type, kc + r * row, mine + (size_t)r * Dh, Dh);
+            hx_ref_dequantize(kv_type, kref + r * row, want + (size_t)r * Dh, Dh);
+        }
+        for (size_t i = 0; i < (size_t)Dh * n_slots * Hkv; i++)
+            minef[i] = (float)mine[i];
+        /* Rotating in float, then rounding to the cache's type, may land one
+         * step of that type away from the double reference's rounding. */
+        double e = hx_ref_nmse(minef, want, (size_t)Dh * n_slots * Hkv);
+        double bound = kv_type == HX_REF_F32 ? NMSE_ROPE : kv_type == HX_REF_F16 ? 1e-7 : 1e-4;
+        ck_assert_msg(e <= bound, "%s: kv_shift type %u Dh %u neox %d: keys nmse %g", u->tg->name, kv_type, Dh,
+                      neox, e);
+        free(mine);
+        free(want);
+        free(minef);
+    }
+    hx_case_destroy(b, 3);
+    free(kc);
+    free(vc);
+    free(kref);
+    free(vref);
+}
+
+START_TEST(kv_shift_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "kv_shift", &u))
+        return;
+    unsigned seed = 21;
+    for (int neox = 0; neox < 2; neox++) {
+        check_kv_shift(&u, HX_REF_F32, 2, 24, neox, 0, &seed);
+        check_kv_shift(&u, HX_REF_F16, 3, 64, neox, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q8_0, 2, 64, neox, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q4_0, 1, 128, neox, 0, &seed);
+    }
+    check_kv_shift(&u, HX_REF_F16, 2, 32, 0, 1, &seed);
+    end(&u);
+}
+END_TEST
+
 /* ---- the matrix ---------------------------------------------------------- */
 
 /* The test of each op of the op list: a new op without one fails here. */
@@ -699,6 +829,7 @@ static const TTest *op_test(int op)
     [HX_OP_MATMUL] = matmul_matches_reference,         [HX_OP_ROPE] = rope_matches_reference,
     [HX_OP_KV_STORE] = kv_store_matches_reference,     [HX_OP_ATTENTION] = attention_prefill_matches_reference,
     [HX_OP_ADD] = add_matches_reference,               [HX_OP_SWIGLU] = swiglu_matches_reference,
+    [HX_OP_KV_SHIFT] = kv_shift_matches_reference,
     };
     return tests[op];
 }
@@ -750,6 +881,7 @@ Suite *suite_ops(void)
         tcase_add_loop_test(tc, op_test(op), 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_decode_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_bad_metadata_gives_nan_rows, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_q4_0_and_window_match_reference, 0, N_TARGETS);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -44,7 +44,11 @@ static void usage(FILE *f)
           "  --stats            print each device's tasks, busy time and failures at the end\n"
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
-          "  --kv-type T        KV cache type: f16 (default), q8_0, f32\n"
+          "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
+          "  --context-shift    when the context fills, drop old tokens and go on (llama.cpp's)\n"
+          "  --keep N           tokens a context shift keeps at the start (default 0)\n"
+          "  --shift-step N     tokens a context shift drops (default: half of the rest); with\n"
+          "                     --keep 4, a small step keeps attention sinks and a recent window\n"
           "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --seed N   sampling\n",
           f);
 }
@@ -164,6 +168,9 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("-b")) a->batch = atoi(v);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
+        else if (FLAG("--context-shift")) a->context_shift = 1;
+        else if (OPT("--keep")) a->keep = atoi(v);
+        else if (OPT("--shift-step")) a->shift_step = atoi(v);
         else if (OPT("--sched")) a->sched = v;
         else if (OPT("--partition")) a->partition = v;
         else if (OPT("--trace")) a->trace = v;
@@ -196,8 +203,8 @@ static int parse(int argc, char **argv, run_args *a)
         fprintf(stderr, "hetero-run: -n takes -1 (until the end) or a non-negative number\n");
         return -1;
     }
-    if (a->threads < 0 || a->batch < 0 || a->n_ctx < 0) {
-        fprintf(stderr, "hetero-run: -t, -b and -c take non-negative numbers\n");
+    if (a->threads < 0 || a->batch < 0 || a->n_ctx < 0 || a->keep < 0 || a->shift_step < 0) {
+        fprintf(stderr, "hetero-run: -t, -b, -c, --keep and --shift-step take non-negative numbers\n");
         return -1;
     }
     if (a->prompt && a->prompt_file) {
@@ -397,6 +404,10 @@ int main(int argc, char **argv)
     fprintf(stderr, "hetero-run: %s (%s, %s, %.1fM parameters, %u layers)\n", info.name, info.arch, info.ftype,
             info.n_params / 1e6, info.n_layer);
     say_context(&a, &info);
+    if (a.context_shift && hx_session_set_context_shift(s, a.keep, (uint32_t)a.shift_step)) {
+        fprintf(stderr, "hetero-run: --context-shift: %s\n", hx_last_error());
+        goto out;
+    }
     if (a.plan) {
         rc = hx_model_plan_size(m) ? (print_plan(rt, m, a.partition, info.n_layer), 0) : 1;
         if (rc)

@@ -19,6 +19,7 @@ typedef struct {
     int add_special;   /* BOS/EOS as the model asks (--no-bos: none) */
     int parse_special; /* special tokens spelled in a prompt are tokens (--no-special: text) */
     int plan, stats, chat;
+    int context_shift, keep, shift_step; /* --context-shift, --keep N, --shift-step N */
     hx_sampling sampling;
 } run_args;
 

@@ -80,4 +80,6 @@ void run_report(const run_args *a, const hx_model_info *in, const hx_generation_
             gs->generated_tokens, gs->decode_seconds,
             gs->generated_tokens > 1 ? (gs->generated_tokens - 1) / (gs->decode_seconds + 1e-12) : 0.0,
             hx_finish_reason_str(gs->finish), why);
+    if (gs->context_shifts)
+        fprintf(stderr, "hetero-run: %u context shifts (--keep %d)\n", gs->context_shifts, a->keep);
 }

@@ -1,0 +1,66 @@
+/* The CPU's kv_shift (ops/ops.h): a context shift moves a session's later
+ * keys and values back over the tokens it drops, rotating each key by the
+ * distance it moved.  The team splits the KV heads, not the moves: a move
+ * may read a slot an earlier move wrote, so each head's moves run in
+ * order, and heads are independent bytes of a row. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/quant.h"
+#include "ops/ops.h"
+
+/* Per thread: one head's key as floats. */
+size_t hx_cpu_kv_shift_scratch(const void *args, const size_t *sizes, int nth)
+{
+    const hx_op_kv_shift *a = args;
+    return ((a->Dh * sizeof(float) + 63) & ~(size_t)63) * (size_t)nth;
+}
+
+int hx_cpu_kv_shift(const hx_cpu_call *c)
+{
+    const hx_op_kv_shift *a = c->args;
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
+    const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, (uint64_t)a->Hkv * a->Dh);
+    const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
+    if (!q || !q->dequantize_row || !rbytes || !hbytes || hbytes * a->Hkv != rbytes || a->n_rot > a->Dh ||
+        a->n_rot % 2 || a->n_rot > 1024)
+        return HX_ERR_INVALID_ARG;
+    uint8_t *kc = c->buffers[0], *vc = c->buffers[1];
+    const int32_t *moves = c->buffers[2];
+    const uint64_t slots = c->sizes[0] / rbytes;
+    if (c->sizes[2] < (uint64_t)a->n * 2 * sizeof(int32_t) || c->sizes[1] / rbytes < slots)
+        return HX_ERR_INVALID_ARG;
+    float *k = (float *)((uint8_t *)c->scratch + ((a->Dh * sizeof(float) + 63) & ~(size_t)63) * (size_t)c->ith);
+
+    /* The rotation by delta positions, the same for every key. */
+    const uint32_t half = a->n_rot / 2;
+    float cs[512], sn[512];
+    const double step = pow((double)a->freq_base, -2.0 / a->n_rot);
+    double inv_freq = 1.0;
+    for (uint32_t i = 0; i < half; i++, inv_freq *= step) {
+        const double th = (double)a->delta * a->freq_scale * inv_freq;
+        cs[i] = (float)cos(th);
+        sn[i] = (float)sin(th);
+    }
+    uint64_t lo, hi;
+    hx_cpu_split(a->Hkv, c->ith, c->nth, &lo, &hi);
+    for (uint32_t m = 0; m < a->n && lo < hi; m++) {
+        const int32_t from = moves[2 * m], to = moves[2 * m + 1];
+        if (from < 0 || to < 0 || (uint64_t)from >= slots || (uint64_t)to >= slots)
+            return HX_ERR_RANGE;
+        for (uint64_t h = lo; h < hi; h++) {
+            const size_t src = (size_t)from * rbytes + h * hbytes, dst = (size_t)to * rbytes + h * hbytes;
+            memmove(vc + dst, vc + src, hbytes);
+            q->dequantize_row(kc + src, k, a->Dh);
+            for (uint32_t i = 0; i < half; i++) {
+                const uint32_t i0 = a->neox ? i : 2 * i, i1 = a->neox ? i + half : 2 * i + 1;
+                const float x0 = k[i0], x1 = k[i1];
+                k[i0] = x0 * cs[i] - x1 * sn[i];
+                k[i1] = x0 * sn[i] + x1 * cs[i];
+            }
+            q->quantize_row(k, kc + dst, a->Dh);
+        }
+    }
+    return 0;
+}
