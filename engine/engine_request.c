@@ -184,18 +184,18 @@ void hx_engine_req_finish(hx_engine *e, hx_engine_req *q, hx_status st, hx_finis
     hx_generation_stats *gs = &q->res.stats;
     if (st && !q->res.error[0])
         snprintf(q->res.error, sizeof q->res.error, "%s", hx_last_error());
+    const char *held = "";
     if (st == HX_OK && why != HX_FINISH_CANCELLED && gs->stop_index < 0 && q->started) {
-        const char *text;
         size_t n = 0;
         int32_t matched = -1;
-        st = hx_generation_last_text(&q->gen, &text, &n, &matched);
+        st = hx_generation_last_text(&q->gen, &held, &n, &matched);
         if (st == HX_OK && matched >= 0) {
             why = HX_FINISH_STOP;
             gs->stop_index = matched;
         }
-        if (st == HX_OK && n && q->r.on_token) {
-            hx_engine_token t = {.id = q->id, .token = -1, .piece = text};
-            q->r.on_token(q->r.user, &t);
+        if (st) {
+            snprintf(q->res.error, sizeof q->res.error, "%s", hx_last_error());
+            held = "";
         }
     }
     if (q->state == HX_REQ_RUNNING)
@@ -208,6 +208,10 @@ void hx_engine_req_finish(hx_engine *e, hx_engine_req *q, hx_status st, hx_finis
     q->res.total_seconds = t - q->t_submit;
     q->res.first_token_seconds = q->generated ? q->t_first_token - q->t_submit : 0;
     q->res.queue_seconds = q->t_first_eval > 0 ? q->t_first_eval - q->t_submit : q->res.total_seconds;
+    if (q->r.on_token) {
+        hx_engine_token last = {.id = q->id, .last = 1, .result = &q->res, .token = -1, .piece = held};
+        q->r.on_token(q->r.user, &last);
+    }
     pthread_mutex_lock(&e->lock);
     e->stats.finished++;
     e->stats.failed += st != HX_OK;

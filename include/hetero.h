@@ -623,11 +623,14 @@ typedef struct {
 
 /* One generated token as the engine hands it to a request's callback, on
  * the engine thread: keep it short (copy and return), since the whole
- * batch waits for it.  token -1 with an empty-or-not piece is the end's
- * flush of held text (as hx_token_callback's). */
+ * batch waits for it.  Every request gets one last call, `last` set and
+ * token -1, whatever ended it (its piece: text held back until the end,
+ * or ""; `result` says how it ended, as hx_engine_wait will). */
 #define HX_ENGINE_MAX_TOP 20
 typedef struct {
     uint64_t id;
+    int last;
+    const struct hx_request_result *result; /* with `last` only */
     int32_t token;
     const char *piece;     /* the text it completes (see hx_token_callback) */
     float logprob;         /* log-probability of `token` under the model (not the sampler's filters) */
@@ -636,7 +639,8 @@ typedef struct {
     float top_logprob[HX_ENGINE_MAX_TOP];
 } hx_engine_token;
 
-/* Return non-zero to stop the request (finish HX_FINISH_CALLBACK). */
+/* Return non-zero to stop the request (finish HX_FINISH_CALLBACK); the
+ * last call's return is not looked at. */
 typedef int (*hx_engine_callback)(void *user, const hx_engine_token *t);
 
 typedef struct {
@@ -656,7 +660,7 @@ typedef struct {
     void *user;
 } hx_request;
 
-typedef struct {
+typedef struct hx_request_result {
     hx_status status;          /* HX_OK, or why the request failed */
     char error[256];           /* the failure's detail, "" on success */
     hx_generation_stats stats; /* prompt/generated tokens, finish, stop_index */

@@ -20,6 +20,8 @@ typedef struct {
     uint32_t n;
     char text[1024];
     int first_rank;           /* order of its first token among all requests */
+    int lasts;                /* calls marked last */
+    hx_finish_reason last_finish;
     atomic_int *rank;         /* shared counter of first tokens */
     /* A gate: the first token waits until the test opens it, so the
      * engine holds this request while the test queues others. */
@@ -29,6 +31,10 @@ typedef struct {
 static int on_token(void *user, const hx_engine_token *t)
 {
     seen *s = user;
+    if (t->last) {
+        s->lasts++;
+        s->last_finish = t->result->stats.finish;
+    }
     if (t->token >= 0 && s->n < MAX_OUT)
         s->tokens[s->n++] = t->token;
     if (s->n == 1 && t->token >= 0 && s->rank)
@@ -159,6 +165,8 @@ START_TEST(greedy_alone_equals_among_sixteen)
         hx_request_result res = run_one(f.e, &r);
         ck_assert_uint_eq(res.stats.generated_tokens, alone[i].n);
         ck_assert_uint_gt(alone[i].n, 0);
+        ck_assert_int_eq(alone[i].lasts, 1);
+        ck_assert_int_eq(alone[i].last_finish, res.stats.finish);
     }
     hx_request_result res[16];
     run_sixteen(f.e, together, res);
@@ -214,6 +222,8 @@ START_TEST(cancel_ends_a_request_and_frees_its_blocks)
     HX_ASSERT_OK(hx_engine_wait(f.e, id, -1, &res));
     ck_assert_int_eq(res.status, HX_OK);
     ck_assert_int_eq(res.stats.finish, HX_FINISH_CANCELLED);
+    ck_assert_int_eq(s.lasts, 1);
+    ck_assert_int_eq(s.last_finish, HX_FINISH_CANCELLED);
     ck_assert_uint_lt(res.stats.generated_tokens, 200);
     HX_ASSERT_OK(hx_model_stats_get(f.m, &ms));
     ck_assert_uint_eq(ms.sessions_open, 0);
