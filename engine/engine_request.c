@@ -161,7 +161,7 @@ hx_status hx_engine_req_sample(hx_engine *e, hx_engine_req *q, int *ended)
     pthread_mutex_lock(&e->lock);
     e->stats.generated_tokens++;
     pthread_mutex_unlock(&e->lock);
-    int eog = hx_model_is_eog(e->m, t.token);
+    int eog = !q->r.ignore_eos && hx_model_is_eog(e->m, t.token);
     int32_t matched = -1;
     if ((st = hx_generation_next_text(&q->gen, t.token, eog, &t.piece, &matched)))
         return st;

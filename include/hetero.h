@@ -656,6 +656,7 @@ typedef struct {
     uint32_t expected_tokens;  /* HX_POLICY_SHORT_FIRST's length; 0 = max_tokens */
     const char *tenant;        /* the fairness group (an API key's name); NULL = "" */
     uint32_t top_logprobs;     /* alternatives per token in the callback, <= HX_ENGINE_MAX_TOP */
+    int ignore_eos;            /* end-of-generation tokens do not end it (benchmarks' fixed lengths) */
     hx_engine_callback on_token;
     void *user;
 } hx_request;

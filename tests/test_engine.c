@@ -365,6 +365,27 @@ START_TEST(bad_requests_are_refused_at_submission)
 }
 END_TEST
 
+START_TEST(ignore_eos_runs_to_max_tokens)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    /* Greedy, this prompt ends at an end-of-generation token before 32. */
+    seen stops = {0}, goes_on = {0};
+    hx_request r = greedy(prompts[2], 32, &stops);
+    hx_request_result res = run_one(f.e, &r);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_STOP);
+    ck_assert_int_eq(res.stats.stop_index, -1);
+    ck_assert_uint_lt(stops.n, 32);
+    r = greedy(prompts[2], 32, &goes_on);
+    r.ignore_eos = 1;
+    res = run_one(f.e, &r);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_LENGTH);
+    ck_assert_uint_eq(goes_on.n, 32);
+    ck_assert_int_eq(memcmp(stops.tokens, goes_on.tokens, sizeof *stops.tokens * stops.n), 0);
+    close_fixture(&f);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
     Suite *s = suite_create("engine");
@@ -375,6 +396,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_small_pool_preempts_and_every_request_completes);
     tcase_add_test(tc, policies_order_the_queue);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
+    tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
     suite_add_tcase(s, tc);
     return s;
 }

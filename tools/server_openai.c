@@ -134,7 +134,7 @@ static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b
         return fail(b, "invalid_value", "'stop' is empty");
     }
     s->stop = p->stop;
-    if (get_bool(o, "stream", &p->stream, b))
+    if (get_bool(o, "stream", &p->stream, b) || get_bool(o, "ignore_eos", &p->r.ignore_eos, b))
         return -1;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
