@@ -385,6 +385,20 @@ def too_many_and_drain():
     print("ok SIGTERM drains the streams in flight and exits 0")
 
 
+def serve_bench(srv):
+    """bench/serve-bench drives the server: every request completes, with its asked length."""
+    with tempfile.TemporaryDirectory() as d:
+        rc = subprocess.run([sys.executable, "bench/serve-bench", "--base-url", srv.url, "--num-prompts", "6",
+                             "--max-concurrency", "3", "--input-len", "8", "--output-len", "5", "--quiet",
+                             "--json", f"{d}/r.json", "--svg", f"{d}/r.svg"], timeout=120).returncode
+        check(rc == 0, f"serve-bench exited {rc}")
+        r = json.load(open(f"{d}/r.json"))
+        check(r["completed"] == 6 and r["total_output_tokens"] == 30 and r["ttft_ms"]["p99"] > 0,
+              f"serve-bench: {r}")
+        check("<svg" in open(f"{d}/r.svg").read(), "serve-bench drew no SVG")
+    print("ok serve-bench: 6 requests of 5 tokens (ignore_eos), JSON and SVG")
+
+
 def main():
     t0 = time.time()
     srv = Server("-c", "512", "--max-requests", "80", "-np", "16")
@@ -393,6 +407,7 @@ def main():
         concurrent(srv, model)
         bad_input(srv, model)
         disconnect_and_slow_reader(srv, model)
+        serve_bench(srv)
     finally:
         srv.stop()
     tenants()
