@@ -161,7 +161,10 @@ static void format_events(srv_job *j)
             event(j, chunk(j, json_pack("[o]", c)));
             ch->sent_role = 1;
         }
-        int fresh = ch->n_pieces > ch->sent_pieces || ch->text_len > ch->sent_text;
+        /* A token with no text yet (part of a character, the start of a
+         * stop string, an end-of-generation token) waits for text, unless
+         * its log-probability is asked for. */
+        int fresh = ch->text_len > ch->sent_text || (j->logprobs && ch->n_pieces > ch->sent_pieces);
         if (ch->ended && ch->res.status != HX_OK) {
             event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type", "server_error", "code",
                                hx_status_str(ch->res.status)));
