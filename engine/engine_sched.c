@@ -45,12 +45,14 @@ static int policy_cmp(const hx_engine *e, const hx_engine_req *a, const hx_engin
 
 ptrdiff_t hx_engine_pick(hx_engine *e, hx_engine_req *const *cand, size_t n)
 {
+    /* Tenants are looked up first: a new one may move the table. */
+    for (size_t i = 0; i < n; i++)
+        if (!hx_engine_tenant_of(e, cand[i]->tenant))
+            return -1;
     ptrdiff_t best = -1;
     const hx_engine_tenant *bt = NULL;
     for (size_t i = 0; i < n; i++) {
         const hx_engine_tenant *t = hx_engine_tenant_of(e, cand[i]->tenant);
-        if (!t)
-            continue;
         int better = best < 0;
         if (!better && e->o.policy == HX_POLICY_PRIORITY && cand[i]->r.priority != cand[best]->r.priority)
             better = cand[i]->r.priority > cand[best]->r.priority;
