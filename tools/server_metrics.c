@@ -70,6 +70,13 @@ static void metric(text *t, const char *name, const char *type, const char *help
     put(t, "# HELP hetero_%s %s\n# TYPE hetero_%s %s\n", name, help, name, type);
 }
 
+/* One counter or gauge; integers up to 2^53 print exactly. */
+static void scalar(text *t, const char *name, const char *type, const char *help, double v)
+{
+    metric(t, name, type, help);
+    put(t, "hetero_%s %.17g\n", name, v);
+}
+
 static void hist(text *t, const char *name, const char *help, const srv_hist *h)
 {
     metric(t, name, "histogram", help);
@@ -97,32 +104,24 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     metric(&t, "requests_total", "counter", "HTTP requests answered, by status.");
     for (int k = 0; k < 6; k++)
         put(&t, "hetero_requests_total{code=\"%s\"} %llu\n", classes[k], (unsigned long long)m.requests[k]);
-    metric(&t, "requests_in_flight", "gauge", "Completion requests being answered now.");
-    put(&t, "hetero_requests_in_flight %u\n", m.in_flight);
-    metric(&t, "prompt_tokens_total", "counter", "Prompt tokens evaluated (recomputation after preemption included).");
-    put(&t, "hetero_prompt_tokens_total %llu\n", (unsigned long long)es.prompt_tokens);
-    metric(&t, "generation_tokens_total", "counter", "Tokens generated.");
-    put(&t, "hetero_generation_tokens_total %llu\n", (unsigned long long)es.generated_tokens);
+    scalar(&t, "requests_in_flight", "gauge", "Completion requests being answered now.", (double)m.in_flight);
+    scalar(&t, "prompt_tokens_total", "counter", "Prompt tokens evaluated (recomputation after preemption included).",
+           (double)es.prompt_tokens);
+    scalar(&t, "generation_tokens_total", "counter", "Tokens generated.", (double)es.generated_tokens);
     hist(&t, "time_to_first_token_seconds", "From the request's arrival to its first token.", &m.ttft);
     hist(&t, "inter_token_latency_seconds", "Between two tokens of one choice.", &m.itl);
     hist(&t, "e2e_request_latency_seconds", "From the request's arrival to its last token.", &m.e2e);
     hist(&t, "queue_time_seconds", "From the request's arrival to its first evaluation.", &m.queue);
-    metric(&t, "requests_waiting", "gauge", "Requests queued in the engine (preempted ones included).");
-    put(&t, "hetero_requests_waiting %u\n", es.waiting);
-    metric(&t, "requests_running", "gauge", "Requests holding KV blocks in the engine.");
-    put(&t, "hetero_requests_running %u\n", es.running);
-    metric(&t, "preemptions_total", "counter", "Requests preempted because the KV pool was full.");
-    put(&t, "hetero_preemptions_total %llu\n", (unsigned long long)es.preemptions);
-    metric(&t, "engine_steps_total", "counter", "Engine steps (one batched evaluation each).");
-    put(&t, "hetero_engine_steps_total %llu\n", (unsigned long long)es.steps);
-    metric(&t, "engine_busy_seconds_total", "counter", "Time the engine spent evaluating.");
-    put(&t, "hetero_engine_busy_seconds_total %.6f\n", es.busy_seconds);
-    metric(&t, "kv_blocks_used", "gauge", "KV blocks held by sequences.");
-    put(&t, "hetero_kv_blocks_used %u\n", ms.kv_blocks_used);
-    metric(&t, "kv_blocks_total", "gauge", "KV blocks in the pool.");
-    put(&t, "hetero_kv_blocks_total %u\n", ms.kv_blocks_total);
-    metric(&t, "kv_block_tokens", "gauge", "Tokens per KV block.");
-    put(&t, "hetero_kv_block_tokens %u\n", ms.kv_block_tokens);
+    scalar(&t, "requests_waiting", "gauge", "Requests queued in the engine (preempted ones included).",
+           (double)es.waiting);
+    scalar(&t, "requests_running", "gauge", "Requests holding KV blocks in the engine.", (double)es.running);
+    scalar(&t, "preemptions_total", "counter", "Requests preempted because the KV pool was full.",
+           (double)es.preemptions);
+    scalar(&t, "engine_steps_total", "counter", "Engine steps (one batched evaluation each).", (double)es.steps);
+    scalar(&t, "engine_busy_seconds_total", "counter", "Time the engine spent evaluating.", (double)es.busy_seconds);
+    scalar(&t, "kv_blocks_used", "gauge", "KV blocks held by sequences.", (double)ms.kv_blocks_used);
+    scalar(&t, "kv_blocks_total", "gauge", "KV blocks in the pool.", (double)ms.kv_blocks_total);
+    scalar(&t, "kv_block_tokens", "gauge", "Tokens per KV block.", (double)ms.kv_block_tokens);
     metric(&t, "device_busy_ratio", "gauge", "Each device's busy share over the last second or so.");
     for (int d = 0; d < hx_runtime_device_count(S->rt); d++) {
         hx_device_info di;

@@ -143,8 +143,9 @@ static void event(srv_job *j, json_t *v)
 
 static json_t *chunk(srv_job *j, json_t *choices)
 {
-    return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", j->chat ? "chat.completion.chunk" : "text_completion",
-                     "created", (json_int_t)j->created, "model", j->S->model_name, "choices", choices);
+    return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object",
+                     j->chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)j->created,
+                     "model", j->S->model_name, "choices", choices);
 }
 
 /* Formats what arrived since the last call (under the job's lock). */
