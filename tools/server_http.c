@@ -2,6 +2,7 @@
  * and the routes (which need an API key, which drain on SIGTERM). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -102,8 +103,16 @@ static enum MHD_Result completion(srv *S, struct MHD_Connection *c, const char *
         char msg[256];
         snprintf(msg, sizeof msg, "Rate limit reached for '%s' (%u concurrent, %u queued, %u tokens per minute); retry "
                                   "in %u s.", t->name, t->max_concurrent, t->queue, t->tokens_per_minute, retry);
-        char *text = json_dumps(error_object("rate_limit_error", "rate_limit_exceeded", msg), JSON_COMPACT);
-        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        json_t *err = error_object("rate_limit_error", "rate_limit_exceeded", msg);
+        char *text = json_dumps(err, JSON_COMPACT);
+        json_decref(err);
+        struct MHD_Response *r =
+            text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+        if (!r) {
+            free(text);
+            srv_request_end(S, NULL, 0);
+            return MHD_NO;
+        }
         MHD_add_response_header(r, "Content-Type", "application/json");
         MHD_add_response_header(r, "Retry-After", secs);
         ret = MHD_queue_response(c, 429, r);
