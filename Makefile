@@ -11,14 +11,16 @@ CC      ?= cc
 OPT     ?= -O2
 PKGS    := hwloc OpenCL numa
 TESTPKG := check
+# hetero-server's HTTP and JSON libraries (tools/server_*.c).
+SERVER_PKGS := libmicrohttpd jansson
 
-DEPS_OK := $(shell pkg-config --exists $(PKGS) $(TESTPKG) && echo yes)
+DEPS_OK := $(shell pkg-config --exists $(PKGS) $(TESTPKG) $(SERVER_PKGS) && echo yes)
 ifneq ($(DEPS_OK),yes)
   ifneq ($(filter-out deps help,$(or $(MAKECMDGOALS),all)),)
     $(info hetero: some dependencies are missing; running tools/install-deps.sh)
     DEPS_RC := $(shell sh tools/install-deps.sh >&2; echo $$?)
     ifneq ($(DEPS_RC),0)
-      $(error hetero: missing dependencies (pkg-config: $(PKGS) $(TESTPKG)). Install them with 'sudo sh tools/install-deps.sh' or see README.md)
+      $(error hetero: missing dependencies (pkg-config: $(PKGS) $(TESTPKG) $(SERVER_PKGS)). Install them with 'sudo sh tools/install-deps.sh' or see README.md)
     endif
   endif
 endif
@@ -96,6 +98,11 @@ RUN_SRC := $(sort $(wildcard tools/run_*.c))
 $(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
+SERVER_SRC := $(sort $(wildcard tools/server_*.c))
+$(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHARED)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags $(SERVER_PKGS)) $< $(SERVER_SRC) -o $@ $(USE_SHARED) \
+	  $$(pkg-config --libs $(SERVER_PKGS)) $(LDLIBS) $(LDFLAGS)
 $(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)

@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampling.h"
+#include "engine/generation.h"
 #include "engine/session.h"
-#include "engine/stop_text.h"
 #include "model/tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
@@ -16,61 +15,10 @@ const char *hx_finish_reason_str(hx_finish_reason r)
     case HX_FINISH_STOP: return "stop";
     case HX_FINISH_LENGTH: return "length";
     case HX_FINISH_CALLBACK: return "callback";
+    case HX_FINISH_CANCELLED: return "cancelled";
     case HX_FINISH_NONE: break;
     }
     return "none";
-}
-
-/* One generation's state beside the session: sampler, detokenizer, stop
- * strings and the piece buffer. */
-typedef struct {
-    hx_sampler *smp;
-    hx_detok dt;
-    hx_stop_text stop;
-    char *piece;
-    size_t cap;
-} generation;
-
-static void generation_free(generation *g)
-{
-    hx_sampler_free(g->smp);
-    hx_stop_text_free(&g->stop);
-    free(g->piece);
-}
-
-static hx_status generation_init(generation *g, hx_model *m, const hx_sampling *sp)
-{
-    memset(g, 0, sizeof *g);
-    hx_status st = hx_stop_text_init(&g->stop, sp->stop, sp->n_stop);
-    if (st == HX_OK)
-        st = hx_sampler_create(sp, (int)m->info.n_vocab, &g->smp);
-    g->cap = hx_detok_max_out(m->tok) + 1;
-    if (st == HX_OK && !(g->piece = malloc(g->cap)))
-        st = hx_error(HX_ERR_NO_MEMORY, "generation");
-    hx_detok_init(&g->dt, m->tok, 0);
-    if (st)
-        generation_free(g);
-    return st;
-}
-
-/* The text token `tok` completes, through the stop strings: *text is what
- * to pass on, *matched the stop string it ended at (-1: none). */
-static hx_status next_text(generation *g, int32_t tok, int eog, const char **text, int32_t *matched)
-{
-    size_t n = 0, len;
-    hx_status st = eog ? HX_OK : hx_detok_push(&g->dt, tok, g->piece, g->cap - 1, &n);
-    if (st == HX_OK)
-        st = hx_stop_text_push(&g->stop, g->piece, n, text, &len, matched);
-    return st;
-}
-
-/* What is still held once generation ended without a stop string: an
- * incomplete character (as U+FFFD) and text that began a stop string. */
-static hx_status last_text(generation *g, const char **text, size_t *len, int32_t *matched)
-{
-    size_t n = 0;
-    hx_status st = hx_detok_finish(&g->dt, g->piece, g->cap - 1, &n);
-    return st ? st : hx_stop_text_finish(&g->stop, g->piece, n, text, len, matched);
 }
 
 static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict,
@@ -89,8 +37,8 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
     if (!m->tok)
         return hx_error(HX_ERR_UNSUPPORTED, "hx_session_generate: the model has no tokenizer (shapes only)");
     hx_sampling def = hx_sampling_default();
-    generation g;
-    hx_status st = generation_init(&g, m, sampling ? sampling : &def);
+    hx_generation g;
+    hx_status st = hx_generation_init(&g, m, sampling ? sampling : &def);
     if (st)
         return st;
     for (size_t i = 0; i < n_prompt && st == HX_OK; i++)
@@ -115,7 +63,7 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
             break;
         gs.generated_tokens++;
         int eog = hx_tokenizer_is_eog(m->tok, tok);
-        if ((st = next_text(&g, tok, eog, &text, &matched)))
+        if ((st = hx_generation_next_text(&g, tok, eog, &text, &matched)))
             break;
         if (eog || matched >= 0) {
             gs.finish = HX_FINISH_STOP;
@@ -138,7 +86,7 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
     const char *text;
     size_t n = 0;
     int32_t matched = -1;
-    if (st == HX_OK && gs.stop_index < 0 && (st = last_text(&g, &text, &n, &matched)) == HX_OK) {
+    if (st == HX_OK && gs.stop_index < 0 && (st = hx_generation_last_text(&g, &text, &n, &matched)) == HX_OK) {
         if (matched >= 0) {
             gs.finish = HX_FINISH_STOP;
             gs.stop_index = matched;
@@ -150,7 +98,7 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
         gs.finish = HX_FINISH_NONE;
     if (stats)
         *stats = gs;
-    generation_free(&g);
+    hx_generation_free(&g);
     return st;
 }
 

@@ -48,9 +48,11 @@ static hx_status pass_on(hx_stop_text *t, size_t n, const char **out, size_t *n_
     hx_status s = grow(&t->out, &t->cap_out, n + 1);
     if (s)
         return s;
-    memcpy(t->out, t->held, n);
+    if (n) /* nothing held yet: held may still be NULL */
+        memcpy(t->out, t->held, n);
     t->out[n] = '\0';
-    memmove(t->held, t->held + n, t->nheld - n);
+    if (t->nheld > n)
+        memmove(t->held, t->held + n, t->nheld - n);
     t->nheld -= n;
     *out = t->out;
     *n_out = n;

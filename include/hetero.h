@@ -599,9 +599,11 @@ typedef enum {
     HX_FINISH_STOP = 1,     /* an end-of-generation token, or a stop string */
     HX_FINISH_LENGTH = 2,   /* n_predict tokens, or the context is full */
     HX_FINISH_CALLBACK = 3, /* the callback asked to stop */
+    HX_FINISH_CANCELLED = 4, /* hx_engine_cancel, or the engine closed first */
 } hx_finish_reason;
 
-/* "none", "stop", "length", "callback" (OpenAI's finish_reason words). */
+/* "none", "stop", "length", "callback", "cancelled" (OpenAI's finish_reason
+ * words for the first three). */
 HX_API const char *hx_finish_reason_str(hx_finish_reason r);
 
 typedef struct {
@@ -626,6 +628,124 @@ typedef struct {
 HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
                                      uint32_t n_predict, const hx_sampling *sampling,
                                      hx_token_callback cb, void *user, hx_generation_stats *stats);
+
+/* ------------------------------------------------------------------------
+ * Serving engine: many requests, one model, continuous batching
+ *
+ * One engine thread runs steps; any thread submits, cancels and waits.
+ * Each step is one hx_batch_eval: one decode token for every running
+ * request plus prefill chunks of waiting ones up to a token budget
+ * (chunked prefill), so a long prompt never stalls the others' decode.
+ * A request is admitted when the KV pool has room for its next chunk;
+ * when an evaluation finds the pool full, the lowest-priority running
+ * request (the latest among equals) is preempted: its session is closed,
+ * freeing its blocks, and it is queued again to be recomputed, its text
+ * unchanged.  Greedy requests give the same tokens alone or batched.
+ *
+ *     hx_engine *e;  hx_engine_create(model, NULL, &e);
+ *     hx_request r = hx_request_default();
+ *     r.text = "Once upon a time"; r.max_tokens = 32; r.on_token = cb;
+ *     uint64_t id;   hx_engine_submit(e, &r, &id);
+ *     hx_request_result res;  hx_engine_wait(e, id, &res);
+ *     hx_engine_destroy(e);
+ * ---------------------------------------------------------------------- */
+
+typedef struct hx_engine hx_engine;
+
+/* Which waiting request is admitted first.  Whatever the policy, tenants
+ * take turns: the waiting request of the tenant with the fewest running
+ * requests goes first (round robin among equals), then the policy orders
+ * within. */
+typedef enum {
+    HX_POLICY_FCFS = 0,        /* arrival order */
+    HX_POLICY_SHORT_FIRST = 1, /* shortest expected output first (expected_tokens, else max_tokens) */
+    HX_POLICY_PRIORITY = 2,    /* highest hx_request.priority first, then arrival */
+} hx_engine_policy;
+
+typedef struct {
+    hx_engine_policy policy;
+    uint32_t max_running;  /* requests holding a session at once (0 = 64) */
+    uint32_t token_budget; /* tokens per step, decode and prefill (0 = the model's max_batch) */
+    uint32_t max_waiting;  /* submissions queued beyond that; more get HX_ERR_NO_MEMORY (0 = no limit) */
+} hx_engine_options;
+
+/* One generated token as the engine hands it to a request's callback, on
+ * the engine thread: keep it short (copy and return), since the whole
+ * batch waits for it.  Every request gets one last call, `last` set and
+ * token -1, whatever ended it (its piece: text held back until the end,
+ * or ""; `result` says how it ended, as hx_engine_wait will). */
+#define HX_ENGINE_MAX_TOP 20
+typedef struct {
+    uint64_t id;
+    int last;
+    const struct hx_request_result *result; /* with `last` only */
+    int32_t token;
+    const char *piece;     /* the text it completes (see hx_token_callback) */
+    float logprob;         /* log-probability of `token` under the model (not the sampler's filters) */
+    uint32_t n_top;        /* hx_request.top_logprobs alternatives, most likely first */
+    int32_t top_token[HX_ENGINE_MAX_TOP];
+    float top_logprob[HX_ENGINE_MAX_TOP];
+} hx_engine_token;
+
+/* Return non-zero to stop the request (finish HX_FINISH_CALLBACK); the
+ * last call's return is not looked at. */
+typedef int (*hx_engine_callback)(void *user, const hx_engine_token *t);
+
+typedef struct {
+    /* The prompt: token ids, or else text tokenized as hx_model_tokenize
+     * does with add_special and parse_special (BOS where the model asks,
+     * special tokens spelled in it are tokens).  Copied at submission. */
+    const int32_t *tokens;
+    size_t n_tokens;
+    const char *text;
+    hx_sampling sampling;      /* stop strings copied at submission */
+    uint32_t max_tokens;       /* tokens to generate; >= 1; capped by the context */
+    int32_t priority;          /* HX_POLICY_PRIORITY's order; the lowest is preempted first */
+    uint32_t expected_tokens;  /* HX_POLICY_SHORT_FIRST's length; 0 = max_tokens */
+    const char *tenant;        /* the fairness group (an API key's name); NULL = "" */
+    uint32_t top_logprobs;     /* alternatives per token in the callback, <= HX_ENGINE_MAX_TOP */
+    int ignore_eos;            /* end-of-generation tokens do not end it (benchmarks' fixed lengths) */
+    hx_engine_callback on_token;
+    void *user;
+} hx_request;
+
+typedef struct hx_request_result {
+    hx_status status;          /* HX_OK, or why the request failed */
+    char error[256];           /* the failure's detail, "" on success */
+    hx_generation_stats stats; /* prompt/generated tokens, finish, stop_index */
+    double queue_seconds;      /* submission to its first evaluation */
+    double first_token_seconds;/* submission to its first token */
+    double total_seconds;      /* submission to its end */
+    uint32_t preemptions;
+} hx_request_result;
+
+typedef struct {
+    uint32_t waiting, running;
+    uint64_t submitted, finished, failed, cancelled, preemptions, steps;
+    uint64_t prompt_tokens, generated_tokens;
+    double busy_seconds;       /* time spent in the steps' evaluations */
+} hx_engine_stats;
+
+HX_API hx_engine_options hx_engine_options_default(void);
+HX_API hx_request hx_request_default(void);
+/* Starts the engine thread on model `m` (which must outlive the engine). */
+HX_API hx_status hx_engine_create(hx_model *m, const hx_engine_options *opts, hx_engine **out);
+/* Cancels what is still running or waiting, waits for the engine thread,
+ * frees the requests nobody waited for and the engine.  NULL is HX_OK. */
+HX_API hx_status hx_engine_destroy(hx_engine *e);
+/* Queues a request; *id names it to hx_engine_cancel and hx_engine_wait.
+ * Refused at once (nothing queued): a prompt longer than the context
+ * (HX_ERR_RANGE), bad sampling parameters or max_tokens 0
+ * (HX_ERR_INVALID_ARG), a full queue (HX_ERR_NO_MEMORY). */
+HX_API hx_status hx_engine_submit(hx_engine *e, const hx_request *r, uint64_t *id);
+/* Ends a request at its next step (finish HX_FINISH_CANCELLED), freeing its
+ * KV blocks; HX_ERR_NOT_FOUND for an id not submitted or already waited for. */
+HX_API hx_status hx_engine_cancel(hx_engine *e, uint64_t id);
+/* Waits for the request to end, fills *out and forgets the id.
+ * timeout_s < 0 waits for ever; HX_ERR_STATE when the time runs out first
+ * (the request goes on; wait again).  HX_ERR_NOT_FOUND for an unknown id. */
+HX_API hx_status hx_engine_wait(hx_engine *e, uint64_t id, double timeout_s, hx_request_result *out);
+HX_API hx_status hx_engine_stats_get(hx_engine *e, hx_engine_stats *out);
 
 /* ------------------------------------------------------------------------
  * Statistics

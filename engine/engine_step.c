@@ -1,0 +1,165 @@
+/* One step of the serving engine: a single hx_batch_eval holding one
+ * decode token for every running request that has one, the prefill chunks
+ * of running requests still reading their prompt, and the first chunks of
+ * newly admitted ones, up to the token budget (chunked prefill, as
+ * Sarathi-Serve and vLLM do: decode goes first, so a long prompt delays
+ * nobody's next token by more than one budget's worth of work). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "runtime/error.h"
+
+static double now(hx_engine *e) { return hx_runtime_clock(e->m->rt); }
+
+/* Appends up to `max` of q's pending tokens to the batch. */
+static size_t add_entries(hx_engine *e, size_t n, hx_engine_req *q, uint32_t max)
+{
+    uint32_t pending = q->n_toks - q->n_eval, c = pending < max ? pending : max;
+    for (uint32_t i = 0; i < c; i++) {
+        e->b_tokens[n + i] = q->toks[q->n_eval + i];
+        e->b_sessions[n + i] = q->sess;
+        e->b_want[n + i] = c == pending && i + 1 == c;
+        e->b_owner[n + i] = q;
+    }
+    return n + c;
+}
+
+/* Cancelled requests end; the others still waiting become the
+ * candidates, in *cand (freed by the caller), their number returned. */
+static size_t sweep(hx_engine *e, hx_engine_req ***cand)
+{
+    size_t n = 0, nc = 0;
+    pthread_mutex_lock(&e->lock);
+    const size_t all = e->n_all;
+    hx_engine_req **c = *cand = malloc(sizeof *c * (all ? all : 1));
+    for (size_t i = 0; c && i < all; i++) {
+        hx_engine_req *q = e->all[i];
+        if (q->state != HX_REQ_DONE && q->cancel)
+            c[all - ++nc] = q; /* from the back */
+        else if (q->state == HX_REQ_WAITING)
+            c[n++] = q;
+    }
+    pthread_mutex_unlock(&e->lock);
+    for (size_t i = 0; i < nc; i++)
+        hx_engine_req_finish(e, c[all - 1 - i], HX_OK, HX_FINISH_CANCELLED);
+    return n;
+}
+
+/* Admits waiting requests while the budget, max_running and the KV pool
+ * allow: each gets a session and its first prefill chunk. */
+static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
+{
+    const uint32_t budget = e->o.token_budget;
+    hx_model_stats ms;
+    if (hx_model_stats_get(e->m, &ms))
+        return n;
+    /* Room kept back for the running requests' next tokens. */
+    int64_t free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
+                          (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
+    while (n < budget && e->n_running < e->o.max_running && nc) {
+        ptrdiff_t k = hx_engine_pick(e, cand, nc);
+        if (k < 0)
+            break;
+        hx_engine_req *q = cand[k];
+        uint32_t chunk = q->n_toks < budget - n ? q->n_toks : (uint32_t)(budget - n);
+        if (chunk > free_tokens)
+            break; /* the policy's next one waits for room rather than being overtaken */
+        cand[k] = cand[--nc];
+        hx_status st = hx_session_open(e->m, &q->sess);
+        for (uint32_t i = 0; st == HX_OK && !q->started && i < q->n_prompt; i++)
+            st = hx_sampler_accept(q->gen.smp, q->toks[i]);
+        if (st) {
+            hx_engine_req_finish(e, q, st, HX_FINISH_NONE);
+            continue;
+        }
+        q->started = 1;
+        if (q->t_first_eval <= 0)
+            q->t_first_eval = now(e);
+        hx_engine_running_add(e, q);
+        n = add_entries(e, n, q, chunk);
+        free_tokens -= chunk;
+    }
+    return n;
+}
+
+/* After the evaluation: requests whose every token is in the KV sample
+ * their next one, and those that ended leave. */
+static void collect(hx_engine *e, size_t n)
+{
+    for (size_t i = 0, j; i < n; i = j) {
+        hx_engine_req *q = e->b_owner[i];
+        for (j = i; j < n && e->b_owner[j] == q; j++)
+            ;
+        const uint32_t first = q->n_eval;
+        q->n_eval += (uint32_t)(j - i);
+        if (first < q->n_prompt) {
+            pthread_mutex_lock(&e->lock);
+            e->stats.prompt_tokens += (q->n_eval < q->n_prompt ? q->n_eval : q->n_prompt) - first;
+            pthread_mutex_unlock(&e->lock);
+        }
+        if (q->n_eval < q->n_toks)
+            continue;
+        int ended = 0;
+        hx_status st = hx_engine_req_sample(e, q, &ended);
+        if (st || ended)
+            hx_engine_req_finish(e, q, st, q->res.stats.finish);
+    }
+}
+
+hx_status hx_engine_step(hx_engine *e, int *idle)
+{
+    *idle = 0;
+    hx_engine_req **cand;
+    size_t nc = sweep(e, &cand);
+    if (!cand)
+        return hx_error(HX_ERR_NO_MEMORY, "engine step");
+    const uint32_t budget = e->o.token_budget;
+    size_t n = 0;
+    for (int decode = 1; decode >= 0; decode--)
+        for (uint32_t i = 0; i < e->n_running && n < budget; i++) {
+            hx_engine_req *q = e->running[i];
+            if ((q->n_toks - q->n_eval == 1) == decode)
+                n = add_entries(e, n, q, (uint32_t)(budget - n));
+        }
+    if (!e->hold_admission || e->n_running == 0)
+        n = admit(e, n, cand, nc);
+    free(cand);
+    if (n == 0) {
+        *idle = 1;
+        return HX_OK;
+    }
+    const hx_batch b = {n, e->b_tokens, e->b_sessions, e->b_want};
+    double t0 = now(e);
+    hx_status st = hx_batch_eval(e->m, &b);
+    pthread_mutex_lock(&e->lock);
+    e->stats.busy_seconds += now(e) - t0;
+    e->stats.steps++;
+    pthread_mutex_unlock(&e->lock);
+    if (st == HX_ERR_NO_MEMORY) {
+        /* The pool is full: the victim's blocks go back and it is
+         * recomputed later; alone, a request that cannot fit fails. */
+        hx_engine_req *v = hx_engine_victim(e);
+        e->hold_admission = 1;
+        if (e->n_running > 1)
+            hx_engine_req_preempt(e, v);
+        else if (v)
+            hx_engine_req_finish(e, v, st, HX_FINISH_NONE);
+        return HX_OK;
+    }
+    if (st) {
+        /* A failed evaluation fails its requests, not the engine. */
+        char why[sizeof e->b_owner[0]->res.error];
+        snprintf(why, sizeof why, "%s", hx_last_error());
+        for (size_t i = 0; i < n; i++)
+            if (e->b_owner[i]->state == HX_REQ_RUNNING) {
+                snprintf(e->b_owner[i]->res.error, sizeof why, "%s", why);
+                hx_engine_req_finish(e, e->b_owner[i], st, HX_FINISH_NONE);
+            }
+        return HX_OK;
+    }
+    e->hold_admission = 0;
+    collect(e, n);
+    return HX_OK;
+}

@@ -1,0 +1,34 @@
+/* The text side of one generation, beside its session: the sampler, the
+ * streaming detokenizer, the stop strings and the piece buffer.  Shared by
+ * hx_session_generate (one caller) and the serving engine (many requests
+ * in one batch).  Internal. */
+#ifndef HX_ENGINE_GENERATION_H
+#define HX_ENGINE_GENERATION_H
+
+#include "engine/sampling.h"
+#include "engine/stop_text.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+
+typedef struct {
+    hx_sampler *smp;
+    hx_detok dt;
+    hx_stop_text stop;
+    char *piece;
+    size_t cap;
+} hx_generation;
+
+/* Validates `sp` (its stop strings are not copied: they must outlive g). */
+hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampling *sp);
+void hx_generation_free(hx_generation *g);
+
+/* The text token `tok` completes, through the stop strings: *text is what
+ * to pass on, *matched the stop string it ended at (-1: none).  An
+ * end-of-generation token (eog) adds no text. */
+hx_status hx_generation_next_text(hx_generation *g, int32_t tok, int eog, const char **text, int32_t *matched);
+
+/* What is still held once generation ended without a stop string: an
+ * incomplete character (as U+FFFD) and text that began a stop string. */
+hx_status hx_generation_last_text(hx_generation *g, const char **text, size_t *len, int32_t *matched);
+
+#endif

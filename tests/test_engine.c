@@ -1,0 +1,402 @@
+/* The serving engine (hx_engine) on the small synthetic model: a greedy
+ * request gives the same tokens alone and among 16 submitted at once from
+ * several threads (and as hx_session_generate gives them); a cancelled
+ * request ends and frees its KV blocks; a pool too small for everyone
+ * preempts and still completes every request with the same text; the
+ * policies (FCFS, short-first, priority) and the tenants' turns order the
+ * admissions; bad requests are refused at submission. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "tests/hx_test.h"
+#include "tests/small_model.h"
+
+#define MAX_OUT 64
+
+/* What a request's callback saw. */
+typedef struct {
+    int32_t tokens[MAX_OUT];
+    uint32_t n;
+    char text[1024];
+    int first_rank;           /* order of its first token among all requests */
+    int lasts;                /* calls marked last */
+    hx_finish_reason last_finish;
+    atomic_int *rank;         /* shared counter of first tokens */
+    /* A gate: the first token waits until the test opens it, so the
+     * engine holds this request while the test queues others. */
+    atomic_int *gate;
+} seen;
+
+static int on_token(void *user, const hx_engine_token *t)
+{
+    seen *s = user;
+    if (t->last) {
+        s->lasts++;
+        s->last_finish = t->result->stats.finish;
+    }
+    if (t->token >= 0 && s->n < MAX_OUT)
+        s->tokens[s->n++] = t->token;
+    if (s->n == 1 && t->token >= 0 && s->rank)
+        s->first_rank = atomic_fetch_add(s->rank, 1);
+    strncat(s->text, t->piece, sizeof s->text - strlen(s->text) - 1);
+    while (s->gate && !atomic_load(s->gate))
+        usleep(1000);
+    return 0;
+}
+
+static int direct_token(void *user, int32_t token, const char *piece)
+{
+    hx_engine_token t = {.token = token, .piece = piece};
+    return on_token(user, &t);
+}
+
+typedef struct {
+    hx_small_model sm;
+    hx_runtime *rt;
+    hx_model *m;
+    hx_engine *e;
+} fixture;
+
+static void open_fixture(fixture *f, uint32_t kv_tokens, const hx_engine_options *eo)
+{
+    hx_small_model_write(&f->sm, "f32");
+    f->rt = hx_small_runtime(2, NULL);
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_tokens = kv_tokens;
+    mo.kv_block = 16;
+    HX_ASSERT_OK(hx_model_load(f->rt, f->sm.path, &mo, &f->m));
+    HX_ASSERT_OK(hx_engine_create(f->m, eo, &f->e));
+}
+
+static void close_fixture(fixture *f)
+{
+    HX_ASSERT_OK(hx_engine_destroy(f->e));
+    hx_model_stats ms;
+    HX_ASSERT_OK(hx_model_stats_get(f->m, &ms));
+    ck_assert_uint_eq(ms.sessions_open, 0);
+    ck_assert_uint_eq(ms.kv_blocks_used, 0);
+    HX_ASSERT_OK(hx_model_free(f->m));
+    HX_ASSERT_OK(hx_runtime_close(f->rt));
+    hx_small_model_remove(&f->sm);
+}
+
+static const char *prompts[16] = {
+    "Once upon a time", "The quick brown fox", "In a hole in the ground", "It was a bright cold day",
+    "Call me Ishmael", "All happy families", "A screaming comes", "Mother died today",
+    "Happy families are all alike, every unhappy family is unhappy in its own way", "Far out",
+    "Lolita, light of my life", "The sky above the port", "Many years later", "I am an invisible man",
+    "It was the best of times, it was the worst of times", "Stately, plump"};
+
+static hx_request greedy(const char *text, uint32_t max_tokens, seen *s)
+{
+    hx_request r = hx_request_default();
+    r.text = text;
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0;
+    r.on_token = on_token;
+    r.user = s;
+    return r;
+}
+
+static hx_request_result run_one(hx_engine *e, const hx_request *r)
+{
+    uint64_t id;
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_submit(e, r, &id));
+    HX_ASSERT_OK(hx_engine_wait(e, id, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    return res;
+}
+
+typedef struct {
+    hx_engine *e;
+    int first, count;
+    seen *out;
+    uint64_t *ids;
+} submitter;
+
+static void *submit_some(void *arg)
+{
+    submitter *s = arg;
+    for (int i = s->first; i < s->first + s->count; i++) {
+        hx_request r = greedy(prompts[i], 24, &s->out[i]);
+        if (hx_engine_submit(s->e, &r, &s->ids[i]) != HX_OK)
+            s->ids[i] = 0;
+    }
+    return NULL;
+}
+
+/* Submits the 16 prompts from 4 threads at once, waits for them all. */
+static void run_sixteen(hx_engine *e, seen *out, hx_request_result *res)
+{
+    uint64_t ids[16];
+    pthread_t th[4];
+    submitter sub[4];
+    for (int t = 0; t < 4; t++) {
+        sub[t] = (submitter){e, 4 * t, 4, out, ids};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, submit_some, &sub[t]), 0);
+    }
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    for (int i = 0; i < 16; i++) {
+        ck_assert_msg(ids[i] != 0, "submission %d refused", i);
+        HX_ASSERT_OK(hx_engine_wait(e, ids[i], -1, &res[i]));
+        ck_assert_msg(res[i].status == HX_OK, "request %d: %s", i, res[i].error);
+    }
+}
+
+static void assert_same(const seen *a, const seen *b, int i)
+{
+    ck_assert_msg(a->n == b->n && !memcmp(a->tokens, b->tokens, sizeof *a->tokens * a->n),
+                  "request %d: %u tokens alone, %u batched; texts '%s' / '%s'", i, a->n, b->n, a->text, b->text);
+    ck_assert_str_eq(a->text, b->text);
+}
+
+START_TEST(greedy_alone_equals_among_sixteen)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    static seen alone[16], together[16];
+    memset(alone, 0, sizeof alone);
+    memset(together, 0, sizeof together);
+    for (int i = 0; i < 16; i++) {
+        hx_request r = greedy(prompts[i], 24, &alone[i]);
+        hx_request_result res = run_one(f.e, &r);
+        ck_assert_uint_eq(res.stats.generated_tokens, alone[i].n);
+        ck_assert_uint_gt(alone[i].n, 0);
+        ck_assert_int_eq(alone[i].lasts, 1);
+        ck_assert_int_eq(alone[i].last_finish, res.stats.finish);
+    }
+    hx_request_result res[16];
+    run_sixteen(f.e, together, res);
+    for (int i = 0; i < 16; i++)
+        assert_same(&alone[i], &together[i], i);
+    hx_engine_stats st;
+    HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
+    ck_assert_uint_eq(st.submitted, 32);
+    ck_assert_uint_eq(st.finished, 32);
+    ck_assert_uint_eq(st.waiting + st.running, 0);
+    /* Batched: fewer steps than one per token. */
+    uint64_t tokens = 0;
+    for (int i = 0; i < 16; i++)
+        tokens += together[i].n;
+    ck_assert_uint_eq(st.generated_tokens, 2 * tokens);
+
+    /* The engine's greedy text is hx_session_generate's. */
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(f.m, &s));
+    int32_t ids[128];
+    size_t n;
+    HX_ASSERT_OK(hx_model_tokenize(f.m, prompts[0], strlen(prompts[0]), 1, 1, ids, 128, &n));
+    hx_sampling sp = hx_sampling_default();
+    sp.temperature = 0;
+    seen direct = {0};
+    hx_generation_stats gs;
+    HX_ASSERT_OK(hx_session_generate(s, ids, n, 24, &sp, direct_token, &direct, &gs));
+    HX_ASSERT_OK(hx_session_close(s));
+    assert_same(&alone[0], &direct, 0);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(cancel_ends_a_request_and_frees_its_blocks)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    atomic_int gate = 0;
+    seen s = {.gate = &gate};
+    hx_request r = greedy(prompts[1], 200, &s);
+    r.sampling.temperature = 0.8f; /* no early end-of-text on a greedy loop */
+    uint64_t id;
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r, &id));
+    while (s.n == 0)
+        usleep(1000);
+    hx_model_stats ms;
+    HX_ASSERT_OK(hx_model_stats_get(f.m, &ms));
+    ck_assert_uint_eq(ms.sessions_open, 1);
+    ck_assert_uint_gt(ms.kv_blocks_used, 0);
+    HX_ASSERT_OK(hx_engine_cancel(f.e, id));
+    atomic_store(&gate, 1);
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_wait(f.e, id, -1, &res));
+    ck_assert_int_eq(res.status, HX_OK);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_CANCELLED);
+    ck_assert_int_eq(s.lasts, 1);
+    ck_assert_int_eq(s.last_finish, HX_FINISH_CANCELLED);
+    ck_assert_uint_lt(res.stats.generated_tokens, 200);
+    HX_ASSERT_OK(hx_model_stats_get(f.m, &ms));
+    ck_assert_uint_eq(ms.sessions_open, 0);
+    ck_assert_uint_eq(ms.kv_blocks_used, 0);
+    ck_assert_int_eq(hx_engine_cancel(f.e, id), HX_ERR_NOT_FOUND);
+    ck_assert_int_eq(hx_engine_wait(f.e, id, 0, &res), HX_ERR_NOT_FOUND);
+    /* The engine goes on serving. */
+    seen after = {0};
+    hx_request r2 = greedy(prompts[2], 8, &after);
+    hx_request_result res2 = run_one(f.e, &r2);
+    ck_assert_uint_gt(after.n, 0);
+    ck_assert_uint_eq(after.n, res2.stats.generated_tokens);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(a_small_pool_preempts_and_every_request_completes)
+{
+    static seen alone[16], together[16];
+    memset(alone, 0, sizeof alone);
+    memset(together, 0, sizeof together);
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    for (int i = 0; i < 16; i++) {
+        hx_request r = greedy(prompts[i], 24, &alone[i]);
+        run_one(f.e, &r);
+    }
+    close_fixture(&f);
+    /* 8 blocks of 16 tokens: room for about two of the requests at once. */
+    open_fixture(&f, 128, NULL);
+    hx_request_result res[16];
+    run_sixteen(f.e, together, res);
+    uint32_t preempted = 0;
+    for (int i = 0; i < 16; i++) {
+        assert_same(&alone[i], &together[i], i);
+        preempted += res[i].preemptions;
+    }
+    hx_engine_stats st;
+    HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
+    ck_assert_uint_gt(st.preemptions, 0);
+    ck_assert_uint_eq(st.preemptions, preempted);
+    ck_assert_uint_eq(st.failed, 0);
+    close_fixture(&f);
+}
+END_TEST
+
+/* One request holds the only running slot (its first token waits on a
+ * gate) while four more queue; the order in which those four start is the
+ * policy's.  Returns the first-token ranks of the four. */
+static void queued_order(hx_engine_policy policy, const uint32_t max_tokens[4], const int32_t prio[4],
+                         const char *const tenants[4], int rank_out[4])
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.policy = policy;
+    eo.max_running = 1;
+    fixture f;
+    open_fixture(&f, 0, &eo);
+    atomic_int gate = 0, rank = 0;
+    seen blocker = {.gate = &gate, .rank = &rank};
+    static seen s[4];
+    memset(s, 0, sizeof s);
+    hx_request r = greedy(prompts[0], 4, &blocker);
+    r.tenant = tenants[0];
+    uint64_t bid, ids[4];
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r, &bid));
+    while (blocker.n == 0)
+        usleep(1000);
+    for (int i = 0; i < 4; i++) {
+        s[i].rank = &rank;
+        hx_request q = greedy(prompts[i + 1], max_tokens[i], &s[i]);
+        q.priority = prio[i];
+        q.tenant = tenants[i];
+        HX_ASSERT_OK(hx_engine_submit(f.e, &q, &ids[i]));
+    }
+    atomic_store(&gate, 1);
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_wait(f.e, bid, -1, &res));
+    for (int i = 0; i < 4; i++) {
+        HX_ASSERT_OK(hx_engine_wait(f.e, ids[i], -1, &res));
+        ck_assert_msg(res.status == HX_OK, "%s", res.error);
+        rank_out[i] = s[i].first_rank;
+    }
+    close_fixture(&f);
+}
+
+START_TEST(policies_order_the_queue)
+{
+    const uint32_t len[4] = {12, 3, 8, 5};
+    const int32_t prio[4] = {0, 1, 5, 0};
+    const char *const one[4] = {"a", "a", "a", "a"};
+    int rank[4];
+    /* rank 0 is the blocker's first token. */
+    queued_order(HX_POLICY_FCFS, len, prio, one, rank);
+    ck_assert_msg(rank[0] == 1 && rank[1] == 2 && rank[2] == 3 && rank[3] == 4, "fcfs: %d %d %d %d", rank[0],
+                  rank[1], rank[2], rank[3]);
+    queued_order(HX_POLICY_SHORT_FIRST, len, prio, one, rank);
+    ck_assert_msg(rank[1] == 1 && rank[3] == 2 && rank[2] == 3 && rank[0] == 4, "short-first: %d %d %d %d", rank[0],
+                  rank[1], rank[2], rank[3]);
+    queued_order(HX_POLICY_PRIORITY, len, prio, one, rank);
+    ck_assert_msg(rank[2] == 1 && rank[1] == 2 && rank[0] == 3 && rank[3] == 4, "priority: %d %d %d %d", rank[0],
+                  rank[1], rank[2], rank[3]);
+    /* Tenants take turns: b's one request goes before a's queue behind it. */
+    const char *const two[4] = {"a", "a", "a", "b"};
+    queued_order(HX_POLICY_FCFS, len, prio, two, rank);
+    ck_assert_msg(rank[3] == 1 && rank[0] == 2 && rank[1] == 3 && rank[2] == 4, "tenants: %d %d %d %d", rank[0],
+                  rank[1], rank[2], rank[3]);
+}
+END_TEST
+
+START_TEST(bad_requests_are_refused_at_submission)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    uint64_t id;
+    hx_request r = greedy(prompts[0], 0, NULL);
+    ck_assert_int_eq(hx_engine_submit(f.e, &r, &id), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "max_tokens"), "%s", hx_last_error());
+    r.max_tokens = 4;
+    r.sampling.top_p = 2;
+    ck_assert_int_eq(hx_engine_submit(f.e, &r, &id), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "top_p"), "%s", hx_last_error());
+    static char longp[2048];
+    memset(longp, 'x', sizeof longp - 1);
+    hx_request big = greedy(longp, 4, NULL);
+    ck_assert_int_eq(hx_engine_submit(f.e, &big, &id), HX_ERR_RANGE);
+    ck_assert_msg(strstr(hx_last_error(), "context"), "%s", hx_last_error());
+    int32_t bad = 1 << 20;
+    hx_request tok = hx_request_default();
+    tok.tokens = &bad;
+    tok.n_tokens = 1;
+    ck_assert_int_eq(hx_engine_submit(f.e, &tok, &id), HX_ERR_RANGE);
+    hx_request none = hx_request_default();
+    ck_assert_int_eq(hx_engine_submit(f.e, &none, &id), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_engine_submit(NULL, &r, &id), HX_ERR_INVALID_ARG);
+    hx_engine_stats st;
+    HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
+    ck_assert_uint_eq(st.submitted, 0);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(ignore_eos_runs_to_max_tokens)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    /* Greedy, this prompt ends at an end-of-generation token before 32. */
+    seen stops = {0}, goes_on = {0};
+    hx_request r = greedy(prompts[2], 32, &stops);
+    hx_request_result res = run_one(f.e, &r);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_STOP);
+    ck_assert_int_eq(res.stats.stop_index, -1);
+    ck_assert_uint_lt(stops.n, 32);
+    r = greedy(prompts[2], 32, &goes_on);
+    r.ignore_eos = 1;
+    res = run_one(f.e, &r);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_LENGTH);
+    ck_assert_uint_eq(goes_on.n, 32);
+    ck_assert_int_eq(memcmp(stops.tokens, goes_on.tokens, sizeof *stops.tokens * stops.n), 0);
+    close_fixture(&f);
+}
+END_TEST
+
+Suite *suite_engine(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("serving");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, greedy_alone_equals_among_sixteen);
+    tcase_add_test(tc, cancel_ends_a_request_and_frees_its_blocks);
+    tcase_add_test(tc, a_small_pool_preempts_and_every_request_completes);
+    tcase_add_test(tc, policies_order_the_queue);
+    tcase_add_test(tc, bad_requests_are_refused_at_submission);
+    tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,145 @@
+/* hetero-server's /metrics, in Prometheus' text format: requests by
+ * status, tokens, latency histograms (time to first token, inter-token,
+ * end to end, queue), the engine's queue and preemptions, the KV pool and
+ * each device's busy share. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/server.h"
+
+static const double bounds[SRV_HIST_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                1,     2.5,  5,     10,   20,  40,  80};
+
+void srv_metrics_init(srv_metrics *M)
+{
+    memset(M, 0, sizeof *M);
+    pthread_mutex_init(&M->lock, NULL);
+}
+
+void srv_hist_add(srv_metrics *M, srv_hist *h, double s)
+{
+    pthread_mutex_lock(&M->lock);
+    int b = 0;
+    while (b < SRV_HIST_BUCKETS && s > bounds[b])
+        b++;
+    h->count[b]++;
+    h->sum += s;
+    h->n++;
+    pthread_mutex_unlock(&M->lock);
+}
+
+void srv_metrics_status(srv_metrics *M, unsigned status)
+{
+    int k = status / 100 == 2 ? 0 : status == 400 ? 1 : status == 401 ? 2 : status == 429 ? 3 : status >= 500 ? 4 : 5;
+    pthread_mutex_lock(&M->lock);
+    M->requests[k]++;
+    pthread_mutex_unlock(&M->lock);
+}
+
+/* A growing text buffer. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = t->s ? vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap) : -1;
+        va_end(ap);
+        if (k >= 0 && (size_t)k < t->cap - t->n) {
+            t->n += (size_t)k;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 8192;
+        char *s = realloc(t->s, cap);
+        if (!s)
+            return;
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+static void metric(text *t, const char *name, const char *type, const char *help)
+{
+    put(t, "# HELP hetero_%s %s\n# TYPE hetero_%s %s\n", name, help, name, type);
+}
+
+/* One counter or gauge; integers up to 2^53 print exactly. */
+static void scalar(text *t, const char *name, const char *type, const char *help, double v)
+{
+    metric(t, name, type, help);
+    put(t, "hetero_%s %.17g\n", name, v);
+}
+
+static void hist(text *t, const char *name, const char *help, const srv_hist *h)
+{
+    metric(t, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int b = 0; b < SRV_HIST_BUCKETS; b++) {
+        cum += h->count[b];
+        put(t, "hetero_%s_bucket{le=\"%g\"} %llu\n", name, bounds[b], (unsigned long long)cum);
+    }
+    put(t, "hetero_%s_bucket{le=\"+Inf\"} %llu\nhetero_%s_sum %.6f\nhetero_%s_count %llu\n", name,
+        (unsigned long long)h->n, name, h->sum, name, (unsigned long long)h->n);
+}
+
+enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
+{
+    srv_metrics m;
+    pthread_mutex_lock(&S->metrics.lock);
+    m = S->metrics;
+    pthread_mutex_unlock(&S->metrics.lock);
+    hx_engine_stats es = {0};
+    hx_engine_stats_get(S->e, &es);
+    hx_model_stats ms = {0};
+    hx_model_stats_get(S->m, &ms);
+    text t = {0};
+    static const char *const classes[6] = {"2xx", "400", "401", "429", "5xx", "other"};
+    metric(&t, "requests_total", "counter", "HTTP requests answered, by status.");
+    for (int k = 0; k < 6; k++)
+        put(&t, "hetero_requests_total{code=\"%s\"} %llu\n", classes[k], (unsigned long long)m.requests[k]);
+    scalar(&t, "requests_in_flight", "gauge", "Completion requests being answered now.", (double)m.in_flight);
+    scalar(&t, "prompt_tokens_total", "counter", "Prompt tokens evaluated (recomputation after preemption included).",
+           (double)es.prompt_tokens);
+    scalar(&t, "generation_tokens_total", "counter", "Tokens generated.", (double)es.generated_tokens);
+    hist(&t, "time_to_first_token_seconds", "From the request's arrival to its first token.", &m.ttft);
+    hist(&t, "inter_token_latency_seconds", "Between two tokens of one choice.", &m.itl);
+    hist(&t, "e2e_request_latency_seconds", "From the request's arrival to its last token.", &m.e2e);
+    hist(&t, "queue_time_seconds", "From the request's arrival to its first evaluation.", &m.queue);
+    scalar(&t, "requests_waiting", "gauge", "Requests queued in the engine (preempted ones included).",
+           (double)es.waiting);
+    scalar(&t, "requests_running", "gauge", "Requests holding KV blocks in the engine.", (double)es.running);
+    scalar(&t, "preemptions_total", "counter", "Requests preempted because the KV pool was full.",
+           (double)es.preemptions);
+    scalar(&t, "engine_steps_total", "counter", "Engine steps (one batched evaluation each).", (double)es.steps);
+    scalar(&t, "engine_busy_seconds_total", "counter", "Time the engine spent evaluating.", (double)es.busy_seconds);
+    scalar(&t, "kv_blocks_used", "gauge", "KV blocks held by sequences.", (double)ms.kv_blocks_used);
+    scalar(&t, "kv_blocks_total", "gauge", "KV blocks in the pool.", (double)ms.kv_blocks_total);
+    scalar(&t, "kv_block_tokens", "gauge", "Tokens per KV block.", (double)ms.kv_block_tokens);
+    metric(&t, "device_busy_ratio", "gauge", "Each device's busy share over the last second or so.");
+    for (int d = 0; d < hx_runtime_device_count(S->rt); d++) {
+        hx_device_info di;
+        hx_device_stats ds;
+        if (hx_runtime_device_info(S->rt, d, &di) || hx_device_stats_get(S->rt, d, &ds))
+            continue;
+        json_t *name = json_string(di.name);
+        char *q = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
+        put(&t, "hetero_device_busy_ratio{device=\"%d\",name=%s} %.4f\n", d, q ? q : "\"?\"", ds.recent_busy);
+        free(q);
+        json_decref(name);
+    }
+    if (!t.s)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(t.n, t.s, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    srv_metrics_status(&S->metrics, 200);
+    return ret;
+}

@@ -1,0 +1,545 @@
+/* hetero-server's OpenAI bodies: /v1/completions and /v1/chat/completions
+ * requests checked field by field (a wrong type or a value out of range is
+ * a 400 naming the field; a field that would change the answer and that
+ * hetero does not do is refused, not ignored), their engine requests, and
+ * the responses and stream chunks; /tokenize and /detokenize as
+ * llama-server has them. */
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/server.h"
+
+/* A 400 waiting to be sent: the first problem found. */
+typedef struct {
+    char msg[384];
+    const char *code;
+} bad;
+
+static int fail(bad *b, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(bad *b, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+    va_end(ap);
+    b->code = code;
+    return -1;
+}
+
+/* Optional number field in [lo, hi]; absent or null leaves *out. */
+static int get_num(json_t *o, const char *key, double lo, double hi, double *out, bad *b)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return fail(b, "invalid_type", "'%s' must be a number", key);
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi))
+        return fail(b, "invalid_value", "'%s' is %g; it must be in [%g, %g]", key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, bad *b)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return fail(b, "invalid_type", "'%s' must be an integer", key);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(b, "invalid_value", "'%s' is %lld; it must be in [%lld, %lld]", key, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *o, const char *key, int *out, bad *b)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return fail(b, "invalid_type", "'%s' must be a boolean", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* What one completion request asks for. */
+typedef struct {
+    hx_request r;
+    const char *stop[SRV_MAX_STOP];
+    int n, stream, include_usage, logprobs;
+    char *prompt;              /* the text (chat: formatted), owned */
+    int32_t *tokens;           /* or the ids, owned */
+    size_t n_tokens;
+} parsed;
+
+static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b)
+{
+    double temp = 1, top_p = 1, min_p = 0, rep = 1, pres = 0, freq = 0;
+    long long top_k = 0, seed = -1, max_tokens = chat ? (long long)n_ctx : 16, n = 1, last_n = 64, prio = 0;
+    if (get_num(o, "temperature", 0, 2, &temp, b) || get_num(o, "top_p", 0, 1, &top_p, b) ||
+        get_num(o, "min_p", 0, 1, &min_p, b) || get_int(o, "top_k", 0, 1 << 20, &top_k, b) ||
+        get_num(o, "repeat_penalty", 0.01, 10, &rep, b) || get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, b) ||
+        get_num(o, "presence_penalty", -2, 2, &pres, b) || get_num(o, "frequency_penalty", -2, 2, &freq, b) ||
+        get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, b) || get_int(o, "n", 1, SRV_MAX_N, &n, b) ||
+        get_int(o, "priority", INT32_MIN, INT32_MAX, &prio, b))
+        return -1;
+    if (get_int(o, "max_tokens", LLONG_MIN, LLONG_MAX, &max_tokens, b) ||
+        get_int(o, "max_completion_tokens", LLONG_MIN, LLONG_MAX, &max_tokens, b))
+        return -1;
+    if (max_tokens <= 0)
+        return fail(b, "invalid_value", "'max_tokens' is %lld; it must be at least 1", max_tokens);
+    if (top_p <= 0)
+        return fail(b, "invalid_value", "'top_p' is 0; it must be in (0, 1]");
+    if (pres != 0 || freq != 0)
+        return fail(b, "unsupported_parameter", "'presence_penalty' and 'frequency_penalty' are not supported; "
+                                                "'repeat_penalty' (llama.cpp's) is");
+    hx_sampling *s = &p->r.sampling;
+    s->temperature = (float)temp;
+    s->top_p = (float)top_p;
+    s->min_p = (float)min_p;
+    s->top_k = (int32_t)top_k;
+    s->repeat_penalty = (float)rep;
+    s->repeat_last_n = (int32_t)last_n;
+    if (seed >= 0)
+        s->seed = (uint64_t)seed;
+    else
+        s->seed = (uint64_t)srv_now() * 1000003u ^ (uint64_t)(uintptr_t)p;
+    p->r.max_tokens = max_tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)max_tokens;
+    p->r.priority = (int32_t)prio;
+    p->n = (int)n;
+    json_t *stop = json_object_get(o, "stop");
+    if (json_is_string(stop)) {
+        p->stop[0] = json_string_value(stop);
+        s->n_stop = 1;
+    } else if (json_is_array(stop)) {
+        if (json_array_size(stop) > SRV_MAX_STOP)
+            return fail(b, "invalid_value", "'stop' has %zu strings; at most %d", json_array_size(stop), SRV_MAX_STOP);
+        for (size_t i = 0; i < json_array_size(stop); i++) {
+            json_t *v = json_array_get(stop, i);
+            if (!json_is_string(v) || !json_string_length(v))
+                return fail(b, "invalid_type", "'stop' must hold non-empty strings");
+            p->stop[s->n_stop++] = json_string_value(v);
+        }
+    } else if (stop && !json_is_null(stop)) {
+        return fail(b, "invalid_type", "'stop' must be a string or an array of strings");
+    } else if (json_is_string(stop) && !json_string_length(stop)) {
+        return fail(b, "invalid_value", "'stop' is empty");
+    }
+    s->stop = p->stop;
+    if (get_bool(o, "stream", &p->stream, b) || get_bool(o, "ignore_eos", &p->r.ignore_eos, b))
+        return -1;
+    json_t *so = json_object_get(o, "stream_options");
+    if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
+        return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
+    /* Fields that would change the answer, which hetero does not do. */
+    static const char *const refused[] = {"tools", "tool_choice", "functions", "function_call", "suffix", "logit_bias",
+                                          "best_of", "echo", "response_format", "grammar", "json_schema"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        json_t *v = json_object_get(o, refused[i]);
+        int harmless = !v || json_is_null(v) || json_is_false(v) ||
+                       (json_is_object(v) && json_object_size(v) == 0) ||
+                       (!strcmp(refused[i], "best_of") && json_is_integer(v) && json_integer_value(v) == 1) ||
+                       (!strcmp(refused[i], "response_format") && json_is_object(v) &&
+                        json_is_string(json_object_get(v, "type")) &&
+                        !strcmp(json_string_value(json_object_get(v, "type")), "text"));
+        if (!harmless)
+            return fail(b, "unsupported_parameter", "'%s' is not supported", refused[i]);
+    }
+    return 0;
+}
+
+/* A completion's prompt: a string, or token ids, or a one-element array of
+ * either (several prompts in one request are refused). */
+static int parse_prompt(json_t *o, parsed *p, bad *b)
+{
+    json_t *v = json_object_get(o, "prompt");
+    if (json_is_array(v) && json_array_size(v) == 1 &&
+        (json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0))))
+        v = json_array_get(v, 0);
+    if (json_is_string(v)) {
+        p->prompt = strdup(json_string_value(v));
+        return p->prompt ? 0 : fail(b, "server_error", "out of memory");
+    }
+    if (!json_is_array(v) || !json_array_size(v))
+        return fail(b, "invalid_type", v ? "'prompt' must be a string or an array of token ids (one prompt per request)"
+                                         : "'prompt' is missing");
+    p->n_tokens = json_array_size(v);
+    if (!(p->tokens = malloc(sizeof *p->tokens * p->n_tokens)))
+        return fail(b, "server_error", "out of memory");
+    for (size_t i = 0; i < p->n_tokens; i++) {
+        json_t *t = json_array_get(v, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
+            return fail(b, "invalid_type", "'prompt' element %zu is not a token id", i);
+        p->tokens[i] = (int32_t)json_integer_value(t);
+    }
+    return 0;
+}
+
+/* A message's content: a string, or an array of {"type":"text","text":...}. */
+static char *content_text(json_t *c, bad *b, size_t i)
+{
+    if (json_is_string(c))
+        return strdup(json_string_value(c));
+    if (json_is_null(c))
+        return strdup("");
+    if (!json_is_array(c)) {
+        fail(b, "invalid_type", "messages[%zu].content must be a string or an array of text parts", i);
+        return NULL;
+    }
+    size_t len = 0;
+    for (size_t k = 0; k < json_array_size(c); k++) {
+        json_t *part = json_array_get(c, k), *t = json_object_get(part, "text");
+        json_t *type = json_object_get(part, "type");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(t)) {
+            fail(b, "unsupported_parameter", "messages[%zu].content[%zu]: only text parts are supported", i, k);
+            return NULL;
+        }
+        len += json_string_length(t);
+    }
+    char *s = malloc(len + 1), *w = s;
+    for (size_t k = 0; s && k < json_array_size(c); k++) {
+        json_t *t = json_object_get(json_array_get(c, k), "text");
+        memcpy(w, json_string_value(t), json_string_length(t));
+        w += json_string_length(t);
+    }
+    if (s)
+        *w = '\0';
+    return s;
+}
+
+/* The conversation through the chat template into p->prompt. */
+static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
+{
+    json_t *msgs = json_object_get(o, "messages");
+    if (!json_is_array(msgs) || !json_array_size(msgs))
+        return fail(b, msgs ? "invalid_type" : "missing_parameter",
+                    msgs ? "'messages' must be a non-empty array" : "'messages' is missing");
+    size_t n = json_array_size(msgs);
+    hx_chat_message *m = calloc(n, sizeof *m);
+    char **texts = calloc(n, sizeof *texts);
+    int rc = m && texts ? 0 : fail(b, "server_error", "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        json_t *msg = json_array_get(msgs, i), *role = json_object_get(msg, "role");
+        if (!json_is_object(msg) || !json_is_string(role)) {
+            rc = fail(b, "invalid_type", "messages[%zu] must be an object with a string 'role'", i);
+            break;
+        }
+        m[i].role = json_string_value(role);
+        if (!strcmp(m[i].role, "developer"))
+            m[i].role = "system"; /* OpenAI's newer name for it */
+        if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") && strcmp(m[i].role, "assistant")) {
+            rc = fail(b, "invalid_value", "messages[%zu].role '%s' is not system, user or assistant", i, m[i].role);
+            break;
+        }
+        if (!(texts[i] = content_text(json_object_get(msg, "content"), b, i)))
+            rc = b->code ? -1 : fail(b, "server_error", "out of memory");
+        m[i].content = texts[i];
+    }
+    size_t len = 0;
+    if (!rc && hx_chat_apply_template(S->chat_template, m, n, 1, NULL, 0, &len) != HX_ERR_RANGE)
+        rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    if (!rc && (!(p->prompt = malloc(len + 1)) ||
+                hx_chat_apply_template(S->chat_template, m, n, 1, p->prompt, len + 1, &len) != HX_OK))
+        rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(m);
+    return rc;
+}
+
+static int parse_logprobs(json_t *o, parsed *p, int chat, bad *b)
+{
+    long long top = 0;
+    if (chat) {
+        if (get_bool(o, "logprobs", &p->logprobs, b) || get_int(o, "top_logprobs", 0, HX_ENGINE_MAX_TOP, &top, b))
+            return -1;
+        if (top && !p->logprobs)
+            return fail(b, "invalid_value", "'top_logprobs' needs 'logprobs': true");
+    } else {
+        long long lp = -1;
+        if (get_int(o, "logprobs", 0, HX_ENGINE_MAX_TOP, &lp, b))
+            return -1;
+        p->logprobs = lp >= 0;
+        top = lp > 0 ? lp : 0;
+    }
+    p->r.top_logprobs = (uint32_t)top;
+    return 0;
+}
+
+/* Text as JSON, bytes that are not UTF-8 replaced by U+FFFD (a token's
+ * piece may be part of a character). */
+static json_t *utf8_string(const char *s, size_t n)
+{
+    json_t *v = json_stringn(s, n);
+    if (v)
+        return v;
+    char *w = malloc(3 * n + 1);
+    size_t k = 0;
+    for (size_t i = 0; w && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        json_t *one = len && i + len <= n ? json_stringn(s + i, (size_t)len) : NULL;
+        if (one) {
+            memcpy(w + k, s + i, (size_t)len);
+            k += (size_t)len;
+            i += (size_t)len - 1;
+            json_decref(one);
+        } else {
+            memcpy(w + k, "\xef\xbf\xbd", 3);
+            k += 3;
+        }
+    }
+    v = w ? json_stringn(w, k) : NULL;
+    free(w);
+    return v;
+}
+
+static json_t *token_text(srv *S, int32_t id, json_t **bytes)
+{
+    char buf[256];
+    size_t len = 0;
+    if (hx_model_token_to_piece(S->m, id, buf, sizeof buf, &len) != HX_OK)
+        len = 0;
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t i = 0; i < len; i++)
+            json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
+    }
+    return utf8_string(buf, len);
+}
+
+static json_t *logprobs_json(srv_job *j, const srv_choice *ch, size_t from)
+{
+    srv *S = j->S;
+    if (j->chat) {
+        json_t *content = json_array();
+        for (size_t i = from; i < ch->n_pieces; i++) {
+            const srv_piece *p = &ch->pieces[i];
+            json_t *bytes, *tops = json_array();
+            for (uint32_t k = 0; k < p->n_top; k++) {
+                json_t *tb, *tt = token_text(S, p->top_token[k], &tb);
+                json_array_append_new(tops, json_pack("{s:o,s:f,s:o}", "token", tt, "logprob",
+                                                      (double)p->top_logprob[k], "bytes", tb));
+            }
+            json_t *tt = token_text(S, p->token, &bytes);
+            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", tt, "logprob", (double)p->logprob,
+                                                     "bytes", bytes, "top_logprobs", tops));
+        }
+        return json_pack("{s:o}", "content", content);
+    }
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    size_t off = 0; /* offsets count from the text of this response or chunk */
+    for (size_t i = from; i < ch->n_pieces; i++) {
+        const srv_piece *p = &ch->pieces[i];
+        json_t *t = token_text(S, p->token, NULL);
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += json_string_length(t);
+        json_array_append_new(tokens, t);
+        json_array_append_new(lps, json_real(p->logprob));
+        json_t *top = json_object();
+        for (uint32_t k = 0; k < p->n_top; k++) {
+            json_t *tt = token_text(S, p->top_token[k], NULL);
+            json_object_set_new(top, json_string_value(tt), json_real(p->top_logprob[k]));
+            json_decref(tt);
+        }
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
+const char *srv_finish_str(const srv_choice *ch)
+{
+    switch (ch->res.stats.finish) {
+    case HX_FINISH_LENGTH: return "length";
+    default: return "stop";
+    }
+}
+
+json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t from_text, int final)
+{
+    json_t *text = utf8_string(ch->text ? ch->text + from_text : "", ch->text_len - from_text);
+    json_t *c = json_pack("{s:i}", "index", ch->index);
+    if (j->chat)
+        json_object_set_new(c, j->stream ? "delta" : "message",
+                            j->stream ? json_pack("{s:o}", "content", text)
+                                      : json_pack("{s:s,s:o}", "role", "assistant", "content", text));
+    else
+        json_object_set_new(c, "text", text);
+    json_object_set_new(c, "logprobs", j->logprobs ? logprobs_json(j, ch, from_piece) : json_null());
+    json_object_set_new(c, "finish_reason", final ? json_string(srv_finish_str(ch)) : json_null());
+    return c;
+}
+
+json_t *srv_usage_json(srv_job *j)
+{
+    json_int_t completion = 0;
+    for (int i = 0; i < j->n; i++)
+        completion += j->ch[i].res.stats.generated_tokens;
+    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens", completion,
+                     "total_tokens", (json_int_t)j->prompt_tokens + completion);
+}
+
+static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
+{
+    srv_job_wait(j);
+    for (int i = 0; i < j->n; i++)
+        if (j->ch[i].res.status != HX_OK) {
+            enum MHD_Result r = srv_error(c, 500, "server_error", hx_status_str(j->ch[i].res.status), "%s",
+                                          j->ch[i].res.error);
+            srv_job_free(j);
+            return r;
+        }
+    json_t *choices = json_array();
+    for (int i = 0; i < j->n; i++)
+        json_array_append_new(choices, srv_choice_json(j, &j->ch[i], 0, 0, 1));
+    json_t *body = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",
+                             j->chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created,
+                             "model", j->S->model_name, "choices", choices, "usage", srv_usage_json(j));
+    enum MHD_Result r = srv_json(c, 200, body);
+    srv_job_free(j);
+    return r;
+}
+
+/* An engine refusal as the HTTP status a client expects. */
+static enum MHD_Result refused(struct MHD_Connection *c, hx_status st)
+{
+    if (st == HX_ERR_RANGE && strstr(hx_last_error(), "context"))
+        return srv_error(c, 400, "invalid_request_error", "context_length_exceeded", "%s", hx_last_error());
+    if (st == HX_ERR_RANGE || st == HX_ERR_INVALID_ARG)
+        return srv_error(c, 400, "invalid_request_error", "invalid_value", "%s", hx_last_error());
+    if (st == HX_ERR_NO_MEMORY && strstr(hx_last_error(), "waiting"))
+        return srv_error(c, 503, "server_error", "server_busy", "%s", hx_last_error());
+    if (st == HX_ERR_NO_MEMORY)
+        return srv_error(c, 400, "invalid_request_error", "context_length_exceeded", "%s", hx_last_error());
+    return srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error());
+}
+
+enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int chat,
+                               srv_tenant *tenant, int *owned)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return srv_error(c, 400, "invalid_request_error", "invalid_json", "The body is not valid JSON: %s (line %d, "
+                         "column %d)", je.text, je.line, je.column);
+    parsed p = {.r = hx_request_default()};
+    bad b = {{0}, NULL};
+    int rc = json_is_object(o) ? 0 : fail(&b, "invalid_type", "The body must be a JSON object");
+    if (!rc)
+        rc = parse_sampling(o, &p, S->info.n_ctx, chat, &b);
+    if (!rc)
+        rc = chat ? parse_messages(S, o, &p, &b) : parse_prompt(o, &p, &b);
+    if (!rc)
+        rc = parse_logprobs(o, &p, chat, &b);
+    srv_job *j = rc ? NULL : srv_job_new(S, chat, p.n);
+    enum MHD_Result ret = MHD_NO;
+    if (rc) {
+        ret = srv_error(c, 400, "invalid_request_error", b.code, "%s", b.msg);
+    } else if (!j) {
+        ret = srv_error(c, 500, "server_error", "out_of_memory", "out of memory");
+    } else {
+        j->stream = p.stream;
+        j->include_usage = p.include_usage;
+        j->logprobs = p.logprobs;
+        j->tenant = tenant;
+        j->owns_slot = 1;
+        *owned = 1;
+        p.r.text = p.prompt;
+        p.r.tokens = p.tokens;
+        p.r.n_tokens = p.n_tokens;
+        p.r.tenant = tenant ? tenant->name : NULL;
+        p.r.on_token = srv_on_token;
+        const uint64_t seed = p.r.sampling.seed;
+        hx_status st = HX_OK;
+        for (int i = 0; i < p.n && st == HX_OK; i++) {
+            p.r.user = &j->ch[i];
+            p.r.sampling.seed = seed + (uint64_t)i;
+            st = hx_engine_submit(S->e, &p.r, &j->ch[i].id);
+        }
+        if (st) {
+            ret = refused(c, st);
+            srv_job_free(j);
+        } else {
+            ret = p.stream ? srv_stream_respond(c, j) : respond_whole(c, j);
+        }
+    }
+    free(p.prompt);
+    free(p.tokens);
+    json_decref(o);
+    return ret;
+}
+
+enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len, int detokenize)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return srv_error(c, 400, "invalid_request_error", "invalid_json", "The body is not a JSON object: %s",
+                         o ? "" : je.text);
+    }
+    enum MHD_Result ret;
+    if (detokenize) {
+        json_t *ids = json_object_get(o, "tokens");
+        char *text = NULL;
+        size_t n = 0, cap = 0;
+        int ok = json_is_array(ids);
+        for (size_t i = 0; ok && i < json_array_size(ids); i++) {
+            json_t *t = json_array_get(ids, i);
+            char piece[256];
+            size_t pl = 0;
+            ok = json_is_integer(t) && json_integer_value(t) >= 0 && json_integer_value(t) < S->info.n_vocab &&
+                 hx_model_token_to_piece(S->m, (int32_t)json_integer_value(t), piece, sizeof piece, &pl) == HX_OK;
+            if (ok && n + pl + 1 > cap) {
+                char *g = realloc(text, cap = 2 * (n + pl + 1));
+                ok = g != NULL;
+                if (g)
+                    text = g;
+            }
+            if (ok) {
+                memcpy(text + n, piece, pl);
+                n += pl;
+            }
+        }
+        ret = ok ? srv_json(c, 200, json_pack("{s:o}", "content", utf8_string(text ? text : "", n)))
+                 : srv_error(c, 400, "invalid_request_error", "invalid_value",
+                             "'tokens' must be an array of token ids below %u", S->info.n_vocab);
+        free(text);
+    } else {
+        json_t *content = json_object_get(o, "content");
+        int add_special = 0, parse_special = 1, pieces = 0;
+        bad b = {{0}, NULL};
+        if (!json_is_string(content) || get_bool(o, "add_special", &add_special, &b) ||
+            get_bool(o, "parse_special", &parse_special, &b) || get_bool(o, "with_pieces", &pieces, &b)) {
+            ret = srv_error(c, 400, "invalid_request_error", b.code ? b.code : "invalid_type", "%s",
+                            b.code ? b.msg : "'content' must be a string");
+        } else {
+            size_t n = 0, tl = json_string_length(content);
+            const char *s = json_string_value(content);
+            hx_model_tokenize(S->m, s, tl, add_special, parse_special, NULL, 0, &n);
+            int32_t *ids = malloc(sizeof *ids * (n ? n : 1));
+            hx_status st = ids ? hx_model_tokenize(S->m, s, tl, add_special, parse_special, ids, n, &n)
+                               : HX_ERR_NO_MEMORY;
+            json_t *arr = json_array();
+            for (size_t i = 0; st == HX_OK && i < n; i++)
+                json_array_append_new(arr, pieces ? json_pack("{s:i,s:o}", "id", ids[i], "piece",
+                                                              token_text(S, ids[i], NULL))
+                                                  : json_integer(ids[i]));
+            ret = st ? (json_decref(arr), srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error()))
+                     : srv_json(c, 200, json_pack("{s:o}", "tokens", arr));
+            free(ids);
+        }
+    }
+    json_decref(o);
+    return ret;
+}

@@ -1,0 +1,249 @@
+/* A completion's choices as the engine fills them, and its streamed
+ * response.  The engine's callback only copies the token into the choice
+ * (under the job's lock) and returns: a slow reader never holds up the
+ * batch, its text waits here.  The HTTP thread formats what arrived as
+ * Server-Sent Events and writes them; when the client is gone, MHD frees
+ * the response, which cancels the choices still running (their KV blocks
+ * return to the pool at the engine's next step). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/server.h"
+
+srv_job *srv_job_new(srv *S, int chat, int n)
+{
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->S = S;
+    j->chat = chat;
+    j->n = n;
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->cond, NULL);
+    for (int i = 0; i < n; i++) {
+        j->ch[i].job = j;
+        j->ch[i].index = i;
+    }
+    j->created = (long)time(NULL);
+    static unsigned long long serial;
+    snprintf(j->id, sizeof j->id, "%s-%lx%llx", chat ? "chatcmpl" : "cmpl", (unsigned long)j->created,
+             __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
+    j->t_submit = srv_now();
+    return j;
+}
+
+void srv_job_free(srv_job *j)
+{
+    if (!j)
+        return;
+    pthread_mutex_lock(&j->lock);
+    j->gone = 1;
+    pthread_mutex_unlock(&j->lock);
+    uint64_t tokens = j->prompt_tokens;
+    for (int i = 0; i < j->n; i++) {
+        srv_choice *ch = &j->ch[i];
+        if (!ch->id)
+            continue;
+        if (!ch->ended)
+            hx_engine_cancel(j->S->e, ch->id);
+        hx_request_result res;
+        hx_engine_wait(j->S->e, ch->id, -1, &res);
+        tokens += res.stats.generated_tokens;
+        free(ch->text);
+        free(ch->pieces);
+    }
+    if (j->owns_slot)
+        srv_request_end(j->S, j->tenant, tokens);
+    free(j->out);
+    pthread_cond_destroy(&j->cond);
+    pthread_mutex_destroy(&j->lock);
+    free(j);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int srv_on_token(void *user, const hx_engine_token *t)
+{
+    srv_choice *ch = user;
+    srv_job *j = ch->job;
+    srv_metrics *M = &j->S->metrics;
+    const double now = srv_now();
+    if (t->token >= 0)
+        srv_hist_add(M, ch->n_pieces ? &M->itl : &M->ttft, ch->n_pieces ? now - ch->t_last : now - j->t_submit);
+    ch->t_last = now;
+    size_t len = strlen(t->piece);
+    pthread_mutex_lock(&j->lock);
+    int fail = grow((void **)&ch->text, &ch->text_cap, ch->text_len + len + 1, 1);
+    if (!fail) {
+        memcpy(ch->text + ch->text_len, t->piece, len + 1);
+        ch->text_len += len;
+    }
+    if (!fail && t->token >= 0 && !grow((void **)&ch->pieces, &ch->cap_pieces, ch->n_pieces + 1, sizeof *ch->pieces)) {
+        srv_piece *p = &ch->pieces[ch->n_pieces++];
+        p->token = t->token;
+        p->logprob = t->logprob;
+        p->n_top = t->n_top;
+        memcpy(p->top_token, t->top_token, sizeof p->top_token);
+        memcpy(p->top_logprob, t->top_logprob, sizeof p->top_logprob);
+    }
+    if (t->last) {
+        ch->ended = 1;
+        ch->res = *t->result;
+        if (!j->prompt_tokens)
+            j->prompt_tokens = t->result->stats.prompt_tokens;
+        srv_hist_add(M, &M->e2e, now - j->t_submit);
+        srv_hist_add(M, &M->queue, t->result->queue_seconds);
+    }
+    pthread_cond_broadcast(&j->cond);
+    int stop = j->gone || fail;
+    pthread_mutex_unlock(&j->lock);
+    return stop;
+}
+
+void srv_job_wait(srv_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    for (int i = 0; i < j->n; i++)
+        while (!j->ch[i].ended)
+            pthread_cond_wait(&j->cond, &j->lock);
+    pthread_mutex_unlock(&j->lock);
+}
+
+/* Appends one SSE event, "data: JSON\n\n" (takes the reference). */
+static void event(srv_job *j, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (!s)
+        return;
+    size_t n = strlen(s);
+    if (!grow((void **)&j->out, &j->out_cap, j->out_len + n + 9, 1)) {
+        memcpy(j->out + j->out_len, "data: ", 6);
+        memcpy(j->out + j->out_len + 6, s, n);
+        memcpy(j->out + j->out_len + 6 + n, "\n\n", 2);
+        j->out_len += n + 8;
+    }
+    free(s);
+}
+
+static json_t *chunk(srv_job *j, json_t *choices)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object",
+                     j->chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)j->created,
+                     "model", j->S->model_name, "choices", choices);
+}
+
+/* Formats what arrived since the last call (under the job's lock). */
+static void format_events(srv_job *j)
+{
+    int all_reported = 1;
+    for (int i = 0; i < j->n; i++) {
+        srv_choice *ch = &j->ch[i];
+        if (ch->reported)
+            continue;
+        if (j->chat && !ch->sent_role) {
+            json_t *c = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", i, "delta", "role", "assistant", "content", "",
+                                  "logprobs", "finish_reason");
+            event(j, chunk(j, json_pack("[o]", c)));
+            ch->sent_role = 1;
+        }
+        /* A token with no text yet (part of a character, the start of a
+         * stop string, an end-of-generation token) waits for text, unless
+         * its log-probability is asked for. */
+        int fresh = ch->text_len > ch->sent_text || (j->logprobs && ch->n_pieces > ch->sent_pieces);
+        if (ch->ended && ch->res.status != HX_OK) {
+            event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type", "server_error", "code",
+                               hx_status_str(ch->res.status)));
+        } else if (fresh || ch->ended) {
+            event(j, chunk(j, json_pack("[o]", srv_choice_json(j, ch, ch->sent_pieces, ch->sent_text, ch->ended))));
+            ch->sent_pieces = ch->n_pieces;
+            ch->sent_text = ch->text_len;
+        }
+        ch->reported = ch->ended;
+        all_reported &= ch->reported;
+    }
+    if (all_reported && !j->done_sent) {
+        if (j->include_usage) {
+            json_t *u = chunk(j, json_array());
+            json_object_set_new(u, "usage", srv_usage_json(j));
+            event(j, u);
+        }
+        static const char done[] = "data: [DONE]\n\n";
+        if (!grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) {
+            memcpy(j->out + j->out_len, done, sizeof done - 1);
+            j->out_len += sizeof done - 1;
+        }
+        j->done_sent = 1;
+    }
+}
+
+static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    srv_job *j = cls;
+    pthread_mutex_lock(&j->lock);
+    for (;;) {
+        if (j->out_at < j->out_len) {
+            size_t n = j->out_len - j->out_at < max ? j->out_len - j->out_at : max;
+            memcpy(buf, j->out + j->out_at, n);
+            j->out_at += n;
+            pthread_mutex_unlock(&j->lock);
+            return (ssize_t)n;
+        }
+        j->out_len = j->out_at = 0;
+        if (j->done_sent) {
+            pthread_mutex_unlock(&j->lock);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        format_events(j);
+        if (j->out_len)
+            continue;
+        /* Nothing new for a second (queued, or a long prefill): an SSE
+         * comment keeps the connection alive and finds a client gone. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        if (pthread_cond_timedwait(&j->cond, &j->lock, &until)) {
+            format_events(j);
+            if (!j->out_len) {
+                static const char ka[] = ": keep-alive\n\n";
+                grow((void **)&j->out, &j->out_cap, sizeof ka, 1);
+                if (j->out) {
+                    memcpy(j->out, ka, sizeof ka - 1);
+                    j->out_len = sizeof ka - 1;
+                }
+            }
+        }
+    }
+}
+
+static void free_stream(void *cls) { srv_job_free(cls); }
+
+enum MHD_Result srv_stream_respond(struct MHD_Connection *c, srv_job *j)
+{
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, j, free_stream);
+    if (!r) {
+        srv_job_free(j);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    srv_metrics_status(&j->S->metrics, 200);
+    return ret;
+}
