@@ -12,6 +12,8 @@ struct hx_session {
     int32_t *logit_row;    /* per token of the last evaluation: its row in logits, or -1 */
     uint32_t n_logits, n_last, cap_logits, cap_last;
     uint32_t n_filled;     /* tokens of the current evaluation done so far */
+    int32_t batch_slot;    /* while a batch is numbered (hx_batch_number): its place among the
+                            * batch's sessions; -1 otherwise */
 };
 
 /* Prepares the per-token logits table for an evaluation of n tokens. */

@@ -118,8 +118,8 @@ static char *compare_steps(const char *path, const char *what)
 
 static void check_types(const hx_synthetic_config *c, const char *const *types, int ntypes)
 {
-    char dir[] = "/tmp/hx-batch-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[64];
+    hx_test_tmpdir(dir, sizeof dir, "batch");
     const hx_simd_level saved = hx_quant_level();
     for (int t = 0; t < ntypes; t++) {
         char path[128], what[96];
@@ -132,9 +132,8 @@ static void check_types(const hx_synthetic_config *c, const char *const *types, 
             HX_ASSERT_OK(hx_quant_set_level(saved));
             ck_assert_msg(bad == NULL, "%s", bad);
         }
-        remove(path);
     }
-    ck_assert_int_eq(rmdir(dir), 0);
+    hx_test_rmdir(dir);
 }
 
 START_TEST(a_batched_step_equals_single_steps)
@@ -151,6 +150,46 @@ START_TEST(a_batched_step_equals_single_steps_kquants)
 }
 END_TEST
 
+/* Entries of one session spread through a batch (a server's prompt
+ * chunks beside other requests' decode steps): without want_logits each
+ * session keeps its last entry's logits only, and they equal, bit for
+ * bit, those of the same tokens evaluated alone. */
+START_TEST(sessions_spread_through_a_batch_keep_their_last_logits)
+{
+    char dir[64], path[128];
+    hx_test_tmpdir(dir, sizeof dir, "batch");
+    snprintf(path, sizeof path, "%s/ragged-q8_0.gguf", dir);
+    HX_ASSERT_OK(hx_synthetic_write(path, &ragged, "q8_0", 7));
+    fixture f;
+    open_fixture(&f, path);
+    enum { N = 11 };
+    const int who[N] = {0, 1, 0, 2, 1, 0, 3, 3, 1, 0, 2}; /* four sessions, 1 to 4 entries each */
+    int32_t tok[N], per[4][N];
+    int nper[4] = {0};
+    hx_session *sess[N];
+    for (int i = 0; i < N; i++) {
+        tok[i] = (int32_t)(17 * i + 5) % 256;
+        sess[i] = f.batched[who[i]];
+        per[who[i]][nper[who[i]]++] = tok[i];
+    }
+    hx_batch b = {.n = N, .tokens = tok, .sessions = sess};
+    HX_ASSERT_OK(hx_batch_eval(f.m, &b));
+    for (int k = 0; k < 4; k++) {
+        HX_ASSERT_OK(hx_session_eval(f.solo[k], per[k], (size_t)nper[k], 0));
+        const float *got = hx_session_logits(f.batched[k], -1), *want = hx_session_logits(f.solo[k], -1);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_ptr_nonnull(want);
+        for (int v = 0; v < NV; v++)
+            ck_assert_msg(!memcmp(&got[v], &want[v], sizeof *got),
+                          "session %d, logit %d: batched %.9g, alone %.9g", k, v, got[v], want[v]);
+        if (nper[k] > 1)
+            ck_assert_ptr_null(hx_session_logits(f.batched[k], 0));
+    }
+    close_fixture(&f);
+    hx_test_rmdir(dir);
+}
+END_TEST
+
 Suite *suite_batch_decode(void)
 {
     Suite *s = suite_create("batch_decode");
@@ -158,6 +197,7 @@ Suite *suite_batch_decode(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, a_batched_step_equals_single_steps);
     tcase_add_test(tc, a_batched_step_equals_single_steps_kquants);
+    tcase_add_test(tc, sessions_spread_through_a_batch_keep_their_last_logits);
     suite_add_tcase(s, tc);
     return s;
 }
