@@ -228,7 +228,7 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
 /* Work is split by (token, KV head): the query heads sharing a KV head
  * (grouped-query attention) take each K and V row of their sequence's
  * blocks while it is in cache, and each V row is dequantized once for
- * the group instead of once per head.  Per thread: the group's scores
+ * the group instead of once per head (see `heads` below).  Per thread: the group's scores
  * over the context, its queries quantized to the K rows' dot partner,
  * one dequantized V row and the group's softmax normalizers. */
 static size_t attn_thread_bytes(const hx_op_attention *a)
@@ -289,34 +289,40 @@ int hx_cpu_attention(const hx_cpu_call *c)
     float *vrow = (float *)(qrow + group * ALIGN64(qbytes));
     float *inv = vrow + ALIGN64(a->Dh * sizeof(float)) / sizeof(float);
 
+    /* An item is a KV head's group of query heads, or one query head
+     * where the groups are too few to keep the team busy (a decode step
+     * of one sequence has as many as KV heads); either way each head's
+     * sums are the same. */
+    const uint32_t heads = (uint64_t)l->T * a->Hkv >= 2 * (uint64_t)c->nth ? group : 1;
+    const uint32_t per_token = a->Hq / heads;
     uint64_t lo, hi;
     int rc = 0;
-    hx_cpu_split((uint64_t)l->T * a->Hkv, c->ith, c->nth, &lo, &hi);
-    for (uint64_t tk = lo; tk < hi; tk++) {
-        const uint32_t t = (uint32_t)(tk / a->Hkv), kvh = (uint32_t)(tk % a->Hkv), h0 = kvh * group;
+    hx_cpu_split((uint64_t)l->T * per_token, c->ith, c->nth, &lo, &hi);
+    for (uint64_t it = lo; it < hi; it++) {
+        const uint32_t t = (uint32_t)(it / per_token), h0 = (uint32_t)(it % per_token) * heads, kvh = h0 / group;
         const int32_t pos = token_pos(l, meta, t), seq = token_seq(l, meta, t);
         float *o0 = out + ((uint64_t)t * a->Hq + h0) * a->Dh;
         /* Bad metadata, as on every device: NaN rows and a failed task,
          * and no read outside the cache. */
         if (!context_in_cache(l, meta, pos, seq, slots)) {
-            for (uint64_t i = 0; i < (uint64_t)group * a->Dh; i++)
+            for (uint64_t i = 0; i < (uint64_t)heads * a->Dh; i++)
                 o0[i] = NAN;
             rc = HX_ERR_RANGE;
             continue;
         }
         const int32_t *blocks = seq_blocks(l, meta, seq);
-        for (uint32_t g = 0; g < group; g++)
+        for (uint32_t g = 0; g < heads; g++)
             qq->quantize_row(qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + g * ALIGN64(qbytes), a->Dh);
         for (int32_t p = 0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             const uint8_t *krow = kc + (uint64_t)slot * rbytes + kvh * hbytes;
-            for (uint32_t g = 0; g < group; g++) {
+            for (uint32_t g = 0; g < heads; g++) {
                 float *sc = score + g * per_head;
                 kq->vec_dot(a->Dh, &sc[p], krow, qrow + g * ALIGN64(qbytes));
                 sc[p] *= a->scale;
             }
         }
-        for (uint32_t g = 0; g < group; g++) {
+        for (uint32_t g = 0; g < heads; g++) {
             float *sc = score + g * per_head;
             float mx = -INFINITY;
             for (int32_t p = 0; p <= pos; p++)
@@ -327,11 +333,11 @@ int hx_cpu_attention(const hx_cpu_call *c)
                 sum += sc[p] = expf(sc[p] - mx);
             inv[g] = (float)(1.0 / sum);
         }
-        memset(o0, 0, (size_t)group * a->Dh * sizeof(float));
+        memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
         for (int32_t p = 0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             kq->dequantize_row(vc + (uint64_t)slot * rbytes + kvh * hbytes, vrow, a->Dh);
-            for (uint32_t g = 0; g < group; g++) {
+            for (uint32_t g = 0; g < heads; g++) {
                 const float *sc = score + g * per_head;
                 hx_quant_add_scaled(o0 + (uint64_t)g * a->Dh, vrow, sc[p] * inv[g], a->Dh);
             }
