@@ -7,19 +7,31 @@
 #include "ops/ops.h"
 #include "runtime/error.h"
 
-/* Groups the entries by session and takes the KV blocks each needs. */
-static hx_status group_sessions(hx_batch_work *w, uint32_t *n_out, uint32_t *max_blocks)
+uint32_t hx_batch_number(hx_session *const *sessions, size_t n, int32_t *slot, hx_session **distinct)
 {
     uint32_t S = 0;
+    for (size_t i = 0; i < n; i++) {
+        hx_session *se = sessions[i];
+        if (se->batch_slot < 0) {
+            se->batch_slot = (int32_t)S;
+            distinct[S++] = se;
+        }
+        slot[i] = se->batch_slot;
+    }
+    for (uint32_t k = 0; k < S; k++)
+        distinct[k]->batch_slot = -1;
+    return S;
+}
+
+/* Groups the entries by session and takes the KV blocks each needs. */
+static hx_status group_sessions(hx_batch_work *w, hx_session **distinct, uint32_t *n_out, uint32_t *max_blocks)
+{
+    const uint32_t S = hx_batch_number(w->sessions, w->n, w->seq_of, distinct);
     hx_status s = HX_OK;
+    for (uint32_t k = 0; k < S; k++)
+        w->seqs[k].s = distinct[k];
     for (size_t i = 0; i < w->n; i++) {
-        uint32_t k = 0;
-        while (k < S && w->seqs[k].s != w->sessions[i])
-            k++;
-        if (k == S)
-            w->seqs[S++].s = w->sessions[i];
-        w->seqs[k].count++;
-        w->seq_of[i] = (int32_t)k;
+        w->seqs[w->seq_of[i]].count++;
         *n_out += w->want[i] != 0;
     }
     w->shape.S = S;
@@ -71,12 +83,13 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
     w->sessions = sessions;
     w->want = want;
     hx_activations *A = hx_model_act_for(m, (uint32_t)n);
-    w->seqs = calloc(n, sizeof *w->seqs);
+    /* the sequences, then room for hx_batch_number's list of sessions */
+    w->seqs = calloc(n, sizeof *w->seqs + sizeof(hx_session *));
     w->seq_of = malloc(sizeof *w->seq_of * n);
     if (!w->seqs || !w->seq_of)
         return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
     uint32_t n_out = 0, max_blocks = 0;
-    hx_status s = group_sessions(w, &n_out, &max_blocks);
+    hx_status s = group_sessions(w, (hx_session **)(void *)(w->seqs + n), &n_out, &max_blocks);
     const uint32_t T = (uint32_t)n;
     hx_kv_layout lay = {T, w->shape.S, max_blocks, m->kv->block_size};
     if (s == HX_OK)

@@ -27,6 +27,14 @@ typedef struct {
     hx_batch_shape shape;        /* what the partitioner emits for */
 } hx_batch_work;
 
+/* Numbers the distinct sessions of n entries in order of first
+ * appearance, in one pass (a batch of a server's running requests has
+ * hundreds): distinct[k] is the k-th, slot[i] entry i's number; returns
+ * how many there are.  Each session's batch_slot marks it while the pass
+ * runs and is -1 again when it returns; the caller holds the model's
+ * eval_lock, so the marks are its own. */
+uint32_t hx_batch_number(hx_session *const *sessions, size_t n, int32_t *slot, hx_session **distinct);
+
 /* Up to max_batch entries, each session already begun (hx_session_begin).
  * Fills `w`, which hx_batch_work_free releases whatever this returns. */
 hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_t *tokens,

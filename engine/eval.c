@@ -136,50 +136,50 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
     for (size_t i = 0; i < b->n; i++)
         if (b->sessions[i] && (st = hx_handle_check(b->sessions[i], HX_HANDLE_SESSION, "hx_batch_eval")))
             return hx_error_context(st, "entry %zu", i);
-    uint8_t *want = malloc(b->n);
-    if (!want)
-        return hx_error(HX_ERR_NO_MEMORY, "batch");
-    for (size_t i = 0; i < b->n; i++) {
-        if (!b->sessions[i] || b->sessions[i]->m != m) {
-            free(want);
+    for (size_t i = 0; i < b->n; i++)
+        if (!b->sessions[i] || b->sessions[i]->m != m)
             return hx_error(HX_ERR_INVALID_ARG, "hx_batch_eval: entry %zu has no session of this model", i);
-        }
-        if (b->want_logits) {
-            want[i] = b->want_logits[i] != 0;
-        } else {
-            want[i] = 1;
-            for (size_t j = i + 1; j < b->n; j++)
-                if (b->sessions[j] == b->sessions[i])
-                    want[i] = 0;
-        }
-    }
+    /* Per entry: its want flag and its session's number; per session: its
+     * entries, its kept logits and its last entry.  One pass each, as a
+     * server's step holds hundreds of entries. */
+    typedef struct {
+        uint32_t count, n_logits;
+        size_t last;
+    } group;
+    group *g = calloc(b->n, sizeof *g + sizeof(hx_session *) + sizeof(int32_t) + 1); /* one block */
     int32_t *tokens = malloc(sizeof *tokens * b->n);
     hx_session **sessions = malloc(sizeof *sessions * b->n);
     uint8_t *kept_want = malloc(b->n);
     hx_batch_reuse *undo = malloc(sizeof *undo * b->n);
+    if (!g || !tokens || !sessions || !kept_want || !undo) {
+        free(g);
+        free(tokens);
+        free(sessions);
+        free(kept_want);
+        free(undo);
+        return hx_error(HX_ERR_NO_MEMORY, "batch");
+    }
+    hx_session **distinct = (hx_session **)(void *)(g + b->n);
+    int32_t *slot = (int32_t *)(void *)(distinct + b->n);
+    uint8_t *want = (uint8_t *)(slot + b->n);
     size_t kept = 0, n_undo = 0;
-    if (!tokens || !sessions || !kept_want || !undo)
-        st = hx_error(HX_ERR_NO_MEMORY, "batch");
     pthread_mutex_lock(&m->eval_lock);
+    const uint32_t S = hx_batch_number(b->sessions, b->n, slot, distinct);
+    for (size_t i = 0; i < b->n; i++) {
+        g[slot[i]].count++;
+        g[slot[i]].last = i;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        want[i] = b->want_logits ? b->want_logits[i] != 0 : g[slot[i]].last == i;
+        g[slot[i]].n_logits += want[i];
+    }
     /* A prompt's leading blocks the cache holds are attached, their
      * entries left out, as in hx_session_eval. */
-    if (st == HX_OK)
-        st = hx_batch_reuse_prefix(b->n, b->tokens, b->sessions, want, tokens, sessions, kept_want, &kept, undo,
-                                   &n_undo);
+    st = hx_batch_reuse_prefix(b->n, b->tokens, b->sessions, want, tokens, sessions, kept_want, &kept, undo,
+                               &n_undo);
     /* Each session's per-token table covers its entries in this batch. */
-    for (size_t i = 0; i < b->n && st == HX_OK; i++) {
-        int first = 1;
-        uint32_t count = 0, nlog = 0;
-        for (size_t j = 0; j < b->n; j++) {
-            if (b->sessions[j] != b->sessions[i])
-                continue;
-            first &= j >= i;
-            count++;
-            nlog += want[j];
-        }
-        if (first)
-            st = hx_session_begin(b->sessions[i], count, nlog);
-    }
+    for (uint32_t k = 0; k < S && st == HX_OK; k++)
+        st = hx_session_begin(distinct[k], g[k].count, g[k].n_logits);
     for (size_t u = 0; u < n_undo && st == HX_OK; u++)
         undo[u].s->n_filled = undo[u].reused;
     if (st == HX_OK)
@@ -190,10 +190,10 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
             hx_session_rewind(undo[u].s, undo[u].pos0, 1);
     }
     if (st)
-        for (size_t i = 0; i < b->n; i++)
-            b->sessions[i]->n_last = 0;
+        for (uint32_t k = 0; k < S; k++)
+            distinct[k]->n_last = 0;
     pthread_mutex_unlock(&m->eval_lock);
-    free(want);
+    free(g);
     free(tokens);
     free(sessions);
     free(kept_want);

@@ -18,6 +18,7 @@ static hx_status session_open(hx_model *m, hx_session **out)
         return hx_error(HX_ERR_NO_MEMORY, "session");
     s->m = m;
     s->shift_keep = -1;
+    s->batch_slot = -1;
     if ((st = hx_handle_add(s, HX_HANDLE_SESSION, m, ""))) {
         free(s);
         return st;

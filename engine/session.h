@@ -21,6 +21,8 @@ struct hx_session {
     uint32_t keep_blocks;
     int32_t shift_keep;    /* hx_session_set_context_shift: tokens kept, -1 = no shift */
     uint32_t shift_discard;
+    int32_t batch_slot;    /* while a batch is numbered (hx_batch_number): its place among the
+                            * batch's sessions; -1 otherwise */
 };
 
 /* Prepares the per-token logits table for an evaluation of n tokens. */

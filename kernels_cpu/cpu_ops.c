@@ -230,19 +230,40 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
     return bad ? HX_ERR_RANGE : 0;
 }
 
-/* Per thread: the scores of one (token, head) over its context, the query
- * quantized to the K rows' dot partner, and one dequantized V row. */
+/* Work is split by (token, KV head): the query heads sharing a KV head
+ * (grouped-query attention) take each K and V row of their sequence's
+ * blocks while it is in cache, and each V row is dequantized once for
+ * the group instead of once per head (see `heads` below).  Per thread: the group's scores
+ * over the context, its queries quantized to the K rows' dot partner,
+ * one dequantized V row and the group's softmax normalizers. */
 static size_t attn_thread_bytes(const hx_op_attention *a)
 {
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
     size_t qrow = q ? hx_type_row_size(q->vec_dot_type, a->Dh) : 0;
     uint64_t ctx = (uint64_t)a->kv.max_blocks * a->kv.block_size;
-    return ALIGN64(ctx * sizeof(float)) + ALIGN64(qrow) + ALIGN64(a->Dh * sizeof(float));
+    uint32_t group = a->Hkv ? a->Hq / a->Hkv : 1;
+    return group * (ALIGN64(ctx * sizeof(float)) + ALIGN64(qrow)) + ALIGN64(a->Dh * sizeof(float)) +
+           ALIGN64(group * sizeof(float));
 }
 
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth)
 {
     return attn_thread_bytes(args) * (size_t)nth;
+}
+
+/* Is every block of the sequence up to `pos` a block of the cache? */
+static int context_in_cache(const hx_kv_layout *l, const int32_t *meta, int32_t p0, int32_t pos, int32_t seq,
+                            uint64_t slots)
+{
+    if (pos < 0 || seq < 0 || (uint32_t)seq >= l->S || (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size)
+        return 0;
+    const int32_t *blocks = seq_blocks(l, meta, seq);
+    for (int32_t p = p0 - p0 % (int32_t)l->block_size; p <= pos; p += (int32_t)l->block_size) {
+        int32_t b = blocks[p / l->block_size];
+        if (b < 0 || (uint64_t)b * l->block_size >= slots)
+            return 0;
+    }
+    return 1;
 }
 
 int hx_cpu_attention(const hx_cpu_call *c)
@@ -264,56 +285,70 @@ int hx_cpu_attention(const hx_cpu_call *c)
     float *out = c->buffers[4];
     const uint64_t slots = c->sizes[1] / rbytes;
     const uint32_t group = a->Hq / a->Hkv;
+    const uint64_t ctx = (uint64_t)l->max_blocks * l->block_size;
+    const size_t qbytes = hx_type_row_size(kq->vec_dot_type, a->Dh);
 
     uint8_t *mine = (uint8_t *)c->scratch + attn_thread_bytes(a) * (size_t)c->ith;
-    float *score = (float *)mine;
-    uint8_t *qrow = mine + ALIGN64((uint64_t)l->max_blocks * l->block_size * sizeof(float));
-    float *vrow = (float *)(qrow + ALIGN64(hx_type_row_size(kq->vec_dot_type, a->Dh)));
+    const size_t per_head = ALIGN64(ctx * sizeof(float)) / sizeof(float);
+    float *score = (float *)mine; /* [group][per_head] */
+    uint8_t *qrow = mine + group * ALIGN64(ctx * sizeof(float)); /* [group][qbytes] */
+    float *vrow = (float *)(qrow + group * ALIGN64(qbytes));
+    float *inv = vrow + ALIGN64(a->Dh * sizeof(float)) / sizeof(float);
 
+    /* An item is a KV head's group of query heads, or one query head
+     * where the groups are too few to keep the team busy (a decode step
+     * of one sequence has as many as KV heads); either way each head's
+     * sums are the same. */
+    const uint32_t heads = (uint64_t)l->T * a->Hkv >= 2 * (uint64_t)c->nth ? group : 1;
+    const uint32_t per_token = a->Hq / heads;
     uint64_t lo, hi;
     int rc = 0;
-    hx_cpu_split((uint64_t)l->T * a->Hq, c->ith, c->nth, &lo, &hi);
-    for (uint64_t th = lo; th < hi; th++) {
-        uint32_t t = (uint32_t)(th / a->Hq), h = (uint32_t)(th % a->Hq), kvh = h / group;
-        int32_t pos = token_pos(l, meta, t), seq = token_seq(l, meta, t);
-        float *o = out + ((uint64_t)t * a->Hq + h) * a->Dh;
-        /* Bad metadata, as on every device: a NaN row and a failed task,
+    hx_cpu_split((uint64_t)l->T * per_token, c->ith, c->nth, &lo, &hi);
+    for (uint64_t it = lo; it < hi; it++) {
+        const uint32_t t = (uint32_t)(it / per_token), h0 = (uint32_t)(it % per_token) * heads, kvh = h0 / group;
+        const int32_t pos = token_pos(l, meta, t), seq = token_seq(l, meta, t);
+        float *o0 = out + ((uint64_t)t * a->Hq + h0) * a->Dh;
+        /* Bad metadata, as on every device: NaN rows and a failed task,
          * and no read outside the cache. */
-        int bad = pos < 0 || seq < 0 || (uint32_t)seq >= l->S ||
-                  (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size;
         /* The first position it sees: 0, or the window's start. */
         const int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
-        const int32_t *blocks = bad ? NULL : seq_blocks(l, meta, seq);
-        for (int32_t p = p0 - p0 % (int32_t)l->block_size; !bad && p <= pos; p += (int32_t)l->block_size) {
-            int32_t b = blocks[p / l->block_size];
-            bad = b < 0 || (uint64_t)b * l->block_size >= slots;
-        }
-        if (bad) {
-            for (uint32_t i = 0; i < a->Dh; i++)
-                o[i] = NAN;
+        if (!context_in_cache(l, meta, p0, pos, seq, slots)) {
+            for (uint64_t i = 0; i < (uint64_t)heads * a->Dh; i++)
+                o0[i] = NAN;
             rc = HX_ERR_RANGE;
             continue;
         }
-        qq->quantize_row(qv + ((uint64_t)t * a->Hq + h) * a->Dh, qrow, a->Dh);
-        float mx = -INFINITY;
+        const int32_t *blocks = seq_blocks(l, meta, seq);
+        for (uint32_t g = 0; g < heads; g++)
+            qq->quantize_row(qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + g * ALIGN64(qbytes), a->Dh);
         for (int32_t p = p0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
-            kq->vec_dot(a->Dh, &score[p], kc + (uint64_t)slot * rbytes + kvh * hbytes, qrow);
-            score[p] *= a->scale;
-            if (score[p] > mx)
-                mx = score[p];
+            const uint8_t *krow = kc + (uint64_t)slot * rbytes + kvh * hbytes;
+            for (uint32_t g = 0; g < heads; g++) {
+                float *sc = score + g * per_head;
+                kq->vec_dot(a->Dh, &sc[p], krow, qrow + g * ALIGN64(qbytes));
+                sc[p] *= a->scale;
+            }
         }
-        double sum = 0;
-        for (int32_t p = p0; p <= pos; p++)
-            sum += score[p] = expf(score[p] - mx);
-        memset(o, 0, a->Dh * sizeof(float));
-        const float inv = (float)(1.0 / sum);
+        for (uint32_t g = 0; g < heads; g++) {
+            float *sc = score + g * per_head;
+            float mx = -INFINITY;
+            for (int32_t p = p0; p <= pos; p++)
+                if (sc[p] > mx)
+                    mx = sc[p];
+            double sum = 0;
+            for (int32_t p = p0; p <= pos; p++)
+                sum += sc[p] = expf(sc[p] - mx);
+            inv[g] = (float)(1.0 / sum);
+        }
+        memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
         for (int32_t p = p0; p <= pos; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             kq->dequantize_row(vc + (uint64_t)slot * rbytes + kvh * hbytes, vrow, a->Dh);
-            const float w = score[p] * inv;
-            for (uint32_t i = 0; i < a->Dh; i++)
-                o[i] += w * vrow[i];
+            for (uint32_t g = 0; g < heads; g++) {
+                const float *sc = score + g * per_head;
+                hx_quant_add_scaled(o0 + (uint64_t)g * a->Dh, vrow, sc[p] * inv[g], a->Dh);
+            }
         }
     }
     return rc;

@@ -85,6 +85,13 @@ hx_simd_level hx_quant_level(void)
     return (hx_simd_level)atomic_load(&current_level);
 }
 
+void hx_quant_add_scaled(float *acc, const float *x, float w, int64_t n)
+{
+    static void (*const by_level[HX_SIMD_COUNT])(float *, const float *, float, int64_t) = {
+        hx_quant_scalar_add_scaled, hx_quant_avx2_add_scaled, hx_quant_avx512_add_scaled};
+    by_level[hx_quant_level()](acc, x, w, n);
+}
+
 hx_status hx_quant_row_check(hx_type t, int64_t n)
 {
     const hx_type_traits *tr = hx_type_get((uint32_t)t);

@@ -203,6 +203,11 @@ const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level);
 hx_status hx_quant_set_level(hx_simd_level level);
 hx_simd_level hx_quant_level(void);
 
+/* acc[i] += w * x[i] for i < n, at the current level: attention's sum of
+ * value rows.  Each element is a multiply then an add at every level, so
+ * the levels agree bit for bit with each other and with a plain loop. */
+void hx_quant_add_scaled(float *acc, const float *x, float w, int64_t n);
+
 /* HX_OK if a row of n elements of t has kernels and whole blocks; else an
  * error naming the type (HX_ERR_UNSUPPORTED / HX_ERR_INVALID_ARG). */
 hx_status hx_quant_row_check(hx_type t, int64_t n);

@@ -945,6 +945,17 @@ GEMM_PAIRS(gemm_q8_0, gemm_q8_0_cols, 0)
 
 HX_QUANT_DOT4S_OF_GEMMS
 
+/* A multiply and an add, not an FMA: the scalar level's bits. */
+void hx_quant_avx2_add_scaled(float *acc, const float *x, float w, int64_t n)
+{
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(wv, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++)
+        acc[i] += w * x[i];
+}
+
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
     [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16},

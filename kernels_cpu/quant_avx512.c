@@ -998,6 +998,18 @@ HX_QUANT_GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
 HX_QUANT_DOT4S_OF_GEMMS
 
 
+/* A multiply and an add, not an FMA: the scalar level's bits; the last
+ * partial vector under a mask. */
+void hx_quant_avx512_add_scaled(float *acc, const float *x, float w, int64_t n)
+{
+    const __m512 wv = _mm512_set1_ps(w);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + i), _mm512_mul_ps(wv, _mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(acc + i, m, v);
+    }
+}
+
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32},
     [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16},

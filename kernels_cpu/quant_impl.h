@@ -24,6 +24,11 @@ extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
 
+/* Each level's hx_quant_add_scaled. */
+void hx_quant_scalar_add_scaled(float *acc, const float *x, float w, int64_t n);
+void hx_quant_avx2_add_scaled(float *acc, const float *x, float w, int64_t n);
+void hx_quant_avx512_add_scaled(float *acc, const float *x, float w, int64_t n);
+
 /* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048

@@ -435,6 +435,12 @@ HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
 HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
 HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
 
+void hx_quant_scalar_add_scaled(float *acc, const float *x, float w, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += w * x[i];
+}
+
 const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {dequant_f32, hx_quant_quantize_f32, dot_f32, dot4_f32, gemm_f32},
     [HX_TYPE_F16] = {dequant_f16, hx_quant_quantize_f16, dot_f16, dot4_f16, gemm_f16},
