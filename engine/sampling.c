@@ -14,7 +14,8 @@ struct hx_sampler {
     double *weight;   /* exp((logit - max) / T) of each survivor        */
     int32_t *heap;    /* finite-logit token ids (a heap for top-p)      */
     int32_t *cand;    /* survivors, most likely first when ordered      */
-    uint32_t *stamp;  /* penalized in this call iff stamp == epoch      */
+    uint32_t *stamp;  /* counted in this call iff stamp == epoch        */
+    int32_t *seen;    /* its count in the window, while stamped         */
     uint32_t epoch;
     int32_t *hist;    /* ring of the last repeat_last_n accepted tokens */
     int hist_len, hist_next;
@@ -89,13 +90,21 @@ static hx_status check_params(const hx_sampling *p, int n_vocab)
     if (!(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty))
         return hx_error(HX_ERR_INVALID_ARG, "sampler: repeat_penalty %g must be finite and > 0 (1 = off)",
                         (double)p->repeat_penalty);
+    if (!(fabsf(p->frequency_penalty) <= 2.0f) || !(fabsf(p->presence_penalty) <= 2.0f))
+        return hx_error(HX_ERR_INVALID_ARG,
+                        "sampler: frequency_penalty %g and presence_penalty %g must be in [-2, 2] (0 = off)",
+                        (double)p->frequency_penalty, (double)p->presence_penalty);
     if (p->repeat_last_n < 0 || p->repeat_last_n > HX_SAMPLER_MAX_LAST_N)
         return hx_error(HX_ERR_INVALID_ARG, "sampler: repeat_last_n %d must be in [0, %d] (0 = off)",
                         (int)p->repeat_last_n, HX_SAMPLER_MAX_LAST_N);
     return HX_OK;
 }
 
-static int penalties_on(const hx_sampler *s) { return s->p.repeat_penalty != 1.0f && s->p.repeat_last_n > 0; }
+static int penalties_on(const hx_sampler *s)
+{
+    return (s->p.repeat_penalty != 1.0f || s->p.frequency_penalty != 0.0f || s->p.presence_penalty != 0.0f) &&
+           s->p.repeat_last_n > 0;
+}
 
 hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler **out)
 {
@@ -123,8 +132,9 @@ hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler *
     int ok = s->work && s->weight && s->heap && s->cand;
     if (ok && penalties_on(s)) {
         s->stamp = calloc(n, sizeof *s->stamp);
+        s->seen = calloc(n, sizeof *s->seen);
         s->hist = malloc((size_t)params->repeat_last_n * sizeof *s->hist);
-        ok = s->stamp && s->hist;
+        ok = s->stamp && s->seen && s->hist;
     }
     if (!ok) {
         hx_sampler_free(s);
@@ -152,6 +162,7 @@ void hx_sampler_free(hx_sampler *s)
     free(s->heap);
     free(s->cand);
     free(s->stamp);
+    free(s->seen);
     free(s->hist);
     free(s);
 }
@@ -179,14 +190,25 @@ static void apply_penalties(hx_sampler *s)
         memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
         s->epoch = 1;
     }
-    const float pen = s->p.repeat_penalty;
+    /* How often each token is in the window (stamped this epoch), then
+     * each distinct token penalized once, its count cleared as it is. */
     for (int i = 0; i < s->hist_len; i++) {
         int32_t t = s->hist[i];
-        if (s->stamp[t] == s->epoch)
+        if (s->stamp[t] != s->epoch) {
+            s->stamp[t] = s->epoch;
+            s->seen[t] = 0;
+        }
+        s->seen[t]++;
+    }
+    const float pen = s->p.repeat_penalty, freq = s->p.frequency_penalty, pres = s->p.presence_penalty;
+    for (int i = 0; i < s->hist_len; i++) {
+        int32_t t = s->hist[i];
+        if (s->seen[t] == 0)
             continue;
-        s->stamp[t] = s->epoch;
         float v = s->work[t];
         v = v <= 0.0f ? v * pen : v / pen;
+        v -= (float)s->seen[t] * freq + pres;
+        s->seen[t] = 0;
         /* An extreme penalty must not turn a finite logit into +-inf: +inf
          * would poison the softmax, -inf would silently mask the token. */
         s->work[t] = fminf(fmaxf(v, -FLT_MAX), FLT_MAX);

@@ -9,7 +9,8 @@
  * most likely token.  Conventions, as llama.cpp has them:
  *   - penalty: every distinct token among the last repeat_last_n accepted
  *     ones has its logit divided by repeat_penalty if it is > 0 and
- *     multiplied by it if it is <= 0 (once per token, however often seen);
+ *     multiplied by it if it is <= 0 (once per token, however often seen),
+ *     then loses count * frequency_penalty + presence_penalty (OpenAI's);
  *   - top-k keeps the k largest logits (ties broken towards the lower id);
  *   - top-p keeps the smallest prefix of the tokens sorted by probability
  *     whose cumulative probability is >= top_p (renormalized after top-k);

@@ -576,6 +576,12 @@ typedef struct {
     float min_p;          /* 0 = off */
     float repeat_penalty; /* 1 = off */
     int32_t repeat_last_n;
+    /* OpenAI's penalties, applied as llama.cpp does over the same window
+     * of repeat_last_n tokens: a token seen there c > 0 times loses
+     * c * frequency_penalty + presence_penalty from its logit.  0 = off;
+     * each in [-2, 2], as OpenAI allows. */
+    float frequency_penalty;
+    float presence_penalty;
     uint64_t seed;
     /* Stop strings (vLLM's SamplingParams.stop, llama.cpp's "stop"):
      * generation ends where the text first contains one of them, and the

@@ -405,6 +405,69 @@ START_TEST(repetition_penalty)
 }
 END_TEST
 
+/* OpenAI's penalties, as llama.cpp applies them: a token seen c times in
+ * the window loses c * frequency + presence, after the repetition penalty. */
+START_TEST(frequency_and_presence_penalties)
+{
+    enum { N = 6 };
+    hx_sampling p = plain(0.0f, 0);
+    p.repeat_last_n = 8;
+    float l[N] = {3.0f, 2.5f, 2.2f, 0.0f, -1.0f, -2.0f};
+
+    /* Frequency: token 0 seen twice loses 2 * 0.3 = 0.6 -> 2.4 < 2.5. */
+    p.frequency_penalty = 0.3f;
+    hx_sampler *s = make(&p, N);
+    HX_ASSERT_OK(hx_sampler_accept(s, 0));
+    ck_assert_int_eq(draw(s, l), 0); /* once: 2.7 > 2.5 */
+    HX_ASSERT_OK(hx_sampler_accept(s, 0));
+    ck_assert_int_eq(draw(s, l), 1);
+    hx_sampler_free(s);
+
+    /* Presence: once, however often seen: 3.0 - 0.4 = 2.6 > 2.5 after 3 times. */
+    p.frequency_penalty = 0.0f;
+    p.presence_penalty = 0.4f;
+    s = make(&p, N);
+    for (int i = 0; i < 3; i++)
+        HX_ASSERT_OK(hx_sampler_accept(s, 0));
+    ck_assert_int_eq(draw(s, l), 0);
+    /* Token 1 seen too: 2.5 - 0.4 = 2.1 < 2.2. */
+    HX_ASSERT_OK(hx_sampler_accept(s, 1));
+    p.presence_penalty = 0.6f; /* another sampler: 3.0 - 0.6 = 2.4 < 2.5 */
+    hx_sampler *s2 = make(&p, N);
+    HX_ASSERT_OK(hx_sampler_accept(s2, 0));
+    ck_assert_int_eq(draw(s2, l), 1);
+    hx_sampler_free(s2);
+    ck_assert_int_eq(draw(s, l), 0);
+    hx_sampler_free(s);
+
+    /* A negative penalty favours what was seen: token 2 gains 2 * 0.5 = 1 -> 3.2. */
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = -0.5f;
+    s = make(&p, N);
+    HX_ASSERT_OK(hx_sampler_accept(s, 2));
+    HX_ASSERT_OK(hx_sampler_accept(s, 2));
+    ck_assert_int_eq(draw(s, l), 2);
+    hx_sampler_free(s);
+
+    /* After the repetition penalty: 3.0 / 1.5 - 0.1 = 1.9 and 2.5 / 1.5 - 0.1
+     * = 1.57 fall below the unseen 2.2. */
+    p.frequency_penalty = 0.1f;
+    p.repeat_penalty = 1.5f;
+    s = make(&p, N);
+    HX_ASSERT_OK(hx_sampler_accept(s, 0));
+    HX_ASSERT_OK(hx_sampler_accept(s, 1));
+    ck_assert_int_eq(draw(s, l), 2);
+    hx_sampler_free(s);
+
+    /* Out of range is refused. */
+    p = plain(0.0f, 0);
+    p.presence_penalty = 2.5f;
+    ck_assert_int_eq(hx_sampler_create(&p, N, &s), HX_ERR_INVALID_ARG);
+    p.presence_penalty = NAN;
+    ck_assert_int_eq(hx_sampler_create(&p, N, &s), HX_ERR_INVALID_ARG);
+}
+END_TEST
+
 START_TEST(invalid_params_are_refused)
 {
     hx_sampler *s = (hx_sampler *)&s; /* must come back NULL */
@@ -532,6 +595,7 @@ Suite *suite_sampling(void)
     tcase_add_test(tc, min_p_keeps_tokens_near_the_best);
     tcase_add_test(tc, temperature_comes_after_the_filters);
     tcase_add_test(tc, repetition_penalty);
+    tcase_add_test(tc, frequency_and_presence_penalties);
     tcase_add_test(tc, invalid_params_are_refused);
     tcase_add_test(tc, bad_logits_are_refused);
     suite_add_tcase(s, tc);

@@ -49,7 +49,8 @@ static void usage(FILE *f)
           "  --keep N           tokens a context shift keeps at the start (default 0)\n"
           "  --shift-step N     tokens a context shift drops (default: half of the rest); with\n"
           "                     --keep 4, a small step keeps attention sinks and a recent window\n"
-          "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --seed N   sampling\n",
+          "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --repeat-last-n N\n"
+          "  --frequency-penalty X --presence-penalty X --seed N   sampling (llama-cli's)\n",
           f);
 }
 
@@ -185,6 +186,9 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("--top-p")) a->sampling.top_p = strtof(v, NULL);
         else if (OPT("--min-p")) a->sampling.min_p = strtof(v, NULL);
         else if (OPT("--repeat-penalty")) a->sampling.repeat_penalty = strtof(v, NULL);
+        else if (OPT("--repeat-last-n")) a->sampling.repeat_last_n = atoi(v);
+        else if (OPT("--frequency-penalty")) a->sampling.frequency_penalty = strtof(v, NULL);
+        else if (OPT("--presence-penalty")) a->sampling.presence_penalty = strtof(v, NULL);
         else if (OPT("--seed")) a->sampling.seed = strtoull(v, NULL, 10);
         else if (FLAG("--no-bos")) a->add_special = 0;
         else if (FLAG("--no-special")) a->parse_special = 0;
