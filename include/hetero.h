@@ -717,12 +717,20 @@ typedef struct hx_request_result {
     double first_token_seconds;/* submission to its first token */
     double total_seconds;      /* submission to its end */
     uint32_t preemptions;
+    /* Prompt tokens attached from the prefix cache instead of evaluated
+     * (OpenAI's usage.prompt_tokens_details.cached_tokens): the leading
+     * full KV blocks an earlier request evaluated with the same tokens. */
+    uint32_t prompt_tokens_cached;
+    /* After preemptions: tokens of its own context (prompt and generated)
+     * found cached again when it was readmitted, so not recomputed. */
+    uint32_t recomputed_tokens_cached;
 } hx_request_result;
 
 typedef struct {
     uint32_t waiting, running;
     uint64_t submitted, finished, failed, cancelled, preemptions, steps;
     uint64_t prompt_tokens, generated_tokens;
+    uint64_t tokens_cached;    /* tokens attached from the prefix cache at admissions */
     double busy_seconds;       /* time spent in the steps' evaluations */
 } hx_engine_stats;
 
