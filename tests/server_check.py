@@ -437,6 +437,16 @@ def serve_bench(srv):
               f"serve-bench: {r}")
         check("<svg" in open(f"{d}/r.svg").read(), "serve-bench drew no SVG")
     print("ok serve-bench: 6 requests of 5 tokens (ignore_eos), JSON and SVG")
+    with tempfile.TemporaryDirectory() as d:
+        rc = subprocess.run([sys.executable, "bench/serve-bench", "--base-url", srv.url, "--num-prompts", "4",
+                             "--max-concurrency", "1", "--shared-prefix-tokens", "64", "--input-len", "8",
+                             "--output-len", "3", "--extra-body", '{"user": "bench"}', "--quiet",
+                             "--json", f"{d}/r.json"], timeout=120).returncode
+        check(rc == 0, f"serve-bench --shared-prefix-tokens exited {rc}")
+        r = json.load(open(f"{d}/r.json"))
+        # One after another: the last three find the first's blocks.
+        check(r["completed"] == 4 and r["total_cached_input_tokens"] >= 3 * 48, f"serve-bench shared prefix: {r}")
+    print(f"ok serve-bench --shared-prefix-tokens 64: {r['total_cached_input_tokens']} prompt tokens cached")
 
 
 def main():
