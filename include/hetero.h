@@ -636,6 +636,9 @@ HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_
  * Each step is one hx_batch_eval: one decode token for every running
  * request plus prefill chunks of waiting ones up to a token budget
  * (chunked prefill), so a long prompt never stalls the others' decode.
+ * At admission the leading full KV blocks the prefix cache holds for its
+ * tokens are attached (hx_model_options.kv_prefix_cache), so its chunks
+ * start after them, wherever the budget would cut the prefix.
  * A request is admitted when the KV pool has room for its next chunk;
  * when an evaluation finds the pool full, the lowest-priority running
  * request (the latest among equals) is preempted: its session is closed,
