@@ -93,18 +93,15 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
         if (k < 0)
             break;
         hx_engine_req *q = cand[k];
+        /* Room for its first chunk as if nothing were cached: cached
+         * blocks no session holds count as free room until attached. */
+        const uint32_t most = q->n_toks < budget - n ? q->n_toks : (uint32_t)(budget - n);
+        if (most > free_tokens)
+            break; /* the policy's next one waits for room rather than being overtaken */
+        cand[k] = cand[--nc];
         hx_status st = open_session(e, q);
         const uint32_t pending = q->n_toks - q->n_eval;
         const uint32_t chunk = pending < budget - n ? pending : (uint32_t)(budget - n);
-        if (st == HX_OK && chunk > free_tokens) {
-            /* The policy's next one waits for room rather than being
-             * overtaken; the blocks it attached go back to the cache. */
-            hx_session_close(q->sess);
-            q->sess = NULL;
-            q->n_eval = 0;
-            break;
-        }
-        cand[k] = cand[--nc];
         for (uint32_t i = 0; st == HX_OK && !q->started && i < q->n_prompt; i++)
             st = hx_sampler_accept(q->gen.smp, q->toks[i]);
         if (st) {
@@ -117,7 +114,7 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
         count_cached(e, q);
         hx_engine_running_add(e, q);
         n = add_entries(e, n, q, chunk);
-        free_tokens -= chunk;
+        free_tokens -= q->n_eval + chunk; /* at most what attaching and the chunk take */
     }
     return n;
 }
