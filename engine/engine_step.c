@@ -47,8 +47,38 @@ static size_t sweep(hx_engine *e, hx_engine_req ***cand)
     return n;
 }
 
+/* Opens q's session and attaches the leading KV blocks the prefix cache
+ * holds for its tokens (its prompt, or after a preemption its prompt and
+ * what it generated), all at once: chunks then start after them, so the
+ * step's budget goes to tokens that need evaluating and a chunk boundary
+ * inside the cached prefix loses nothing. */
+static hx_status open_session(hx_engine *e, hx_engine_req *q)
+{
+    hx_status st = hx_session_open(e->m, &q->sess);
+    uint32_t reused = 0;
+    if (st == HX_OK)
+        st = hx_session_attach_cached(q->sess, q->toks, q->n_toks, &reused);
+    q->n_eval = reused;
+    return st;
+}
+
+/* What the cache gave q at this admission, for its result and the stats. */
+static void count_cached(hx_engine *e, hx_engine_req *q)
+{
+    if (!q->n_eval)
+        return;
+    if (q->res.preemptions)
+        q->res.recomputed_tokens_cached += q->n_eval;
+    else
+        q->res.prompt_tokens_cached = q->n_eval;
+    pthread_mutex_lock(&e->lock);
+    e->stats.tokens_cached += q->n_eval;
+    pthread_mutex_unlock(&e->lock);
+}
+
 /* Admits waiting requests while the budget, max_running and the KV pool
- * allow: each gets a session and its first prefill chunk. */
+ * allow: each gets a session, the cached blocks of its prefix and its
+ * first prefill chunk. */
 static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
 {
     const uint32_t budget = e->o.token_budget;
@@ -63,11 +93,15 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
         if (k < 0)
             break;
         hx_engine_req *q = cand[k];
-        uint32_t chunk = q->n_toks < budget - n ? q->n_toks : (uint32_t)(budget - n);
-        if (chunk > free_tokens)
+        /* Room for its first chunk as if nothing were cached: cached
+         * blocks no session holds count as free room until attached. */
+        const uint32_t most = q->n_toks < budget - n ? q->n_toks : (uint32_t)(budget - n);
+        if (most > free_tokens)
             break; /* the policy's next one waits for room rather than being overtaken */
         cand[k] = cand[--nc];
-        hx_status st = hx_session_open(e->m, &q->sess);
+        hx_status st = open_session(e, q);
+        const uint32_t pending = q->n_toks - q->n_eval;
+        const uint32_t chunk = pending < budget - n ? pending : (uint32_t)(budget - n);
         for (uint32_t i = 0; st == HX_OK && !q->started && i < q->n_prompt; i++)
             st = hx_sampler_accept(q->gen.smp, q->toks[i]);
         if (st) {
@@ -77,9 +111,10 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
         q->started = 1;
         if (q->t_first_eval <= 0)
             q->t_first_eval = now(e);
+        count_cached(e, q);
         hx_engine_running_add(e, q);
         n = add_entries(e, n, q, chunk);
-        free_tokens -= chunk;
+        free_tokens -= q->n_eval + chunk; /* at most what attaching and the chunk take */
     }
     return n;
 }

@@ -48,6 +48,12 @@ hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n
  * of `tokens`, always leaving the last token to evaluate, and advances the
  * session past them; *reused says how many tokens that was. */
 hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused);
+/* hx_session_reuse_prefix for a caller that evaluates the rest later, in
+ * chunks of its own (the serving engine, at admission): the whole cached
+ * prefix is attached at once, whatever the chunks' boundaries; only hits
+ * are counted, as the evaluations that follow probe, and count as misses,
+ * the blocks it did not find.  Takes the model's eval_lock. */
+hx_status hx_session_attach_cached(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused);
 /* A batch's sessions as they were before hx_batch_reuse_prefix. */
 typedef struct {
     hx_session *s;

@@ -1,6 +1,7 @@
 /* A session's side of the prefix cache (model/kv_cache.h): the token ids
  * and block keys it remembers, attaching cached blocks before an
  * evaluation, keying the blocks it filled after one, and forks. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ static uint64_t parent_key(const hx_session *s, uint32_t block)
     return block ? s->keys[block - 1] : s->m->kv->seed;
 }
 
-hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused)
+static hx_status reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, int count_misses, uint32_t *reused)
 {
     hx_kv_pool *p = s->m->kv;
     const uint32_t bs = p->block_size, pos0 = s->pos;
@@ -61,10 +62,23 @@ hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n
         s->keys[j] = key;
         s->n_keys = j + 1;
     }
-    hx_kv_pool_count(p, hits, candidates - hits);
+    hx_kv_pool_count(p, hits, count_misses ? candidates - hits : 0);
     s->pos = pos0 + hits * bs;
     *reused = hits * bs;
     return HX_OK;
+}
+
+hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused)
+{
+    return reuse_prefix(s, tokens, n, 1, reused);
+}
+
+hx_status hx_session_attach_cached(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused)
+{
+    pthread_mutex_lock(&s->m->eval_lock);
+    hx_status st = reuse_prefix(s, tokens, n, 0, reused);
+    pthread_mutex_unlock(&s->m->eval_lock);
+    return st;
 }
 
 hx_status hx_batch_reuse_prefix(size_t n, const int32_t *tokens, hx_session *const *sessions, const uint8_t *want,

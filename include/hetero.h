@@ -642,6 +642,9 @@ HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_
  * Each step is one hx_batch_eval: one decode token for every running
  * request plus prefill chunks of waiting ones up to a token budget
  * (chunked prefill), so a long prompt never stalls the others' decode.
+ * At admission the leading full KV blocks the prefix cache holds for its
+ * tokens are attached (hx_model_options.kv_prefix_cache), so its chunks
+ * start after them, wherever the budget would cut the prefix.
  * A request is admitted when the KV pool has room for its next chunk;
  * when an evaluation finds the pool full, the lowest-priority running
  * request (the latest among equals) is preempted: its session is closed,
@@ -723,12 +726,20 @@ typedef struct hx_request_result {
     double first_token_seconds;/* submission to its first token */
     double total_seconds;      /* submission to its end */
     uint32_t preemptions;
+    /* Prompt tokens attached from the prefix cache instead of evaluated
+     * (OpenAI's usage.prompt_tokens_details.cached_tokens): the leading
+     * full KV blocks an earlier request evaluated with the same tokens. */
+    uint32_t prompt_tokens_cached;
+    /* After preemptions: tokens of its own context (prompt and generated)
+     * found cached again when it was readmitted, so not recomputed. */
+    uint32_t recomputed_tokens_cached;
 } hx_request_result;
 
 typedef struct {
     uint32_t waiting, running;
     uint64_t submitted, finished, failed, cancelled, preemptions, steps;
     uint64_t prompt_tokens, generated_tokens;
+    uint64_t tokens_cached;    /* tokens attached from the prefix cache at admissions */
     double busy_seconds;       /* time spent in the steps' evaluations */
 } hx_engine_stats;
 

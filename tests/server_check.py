@@ -194,6 +194,46 @@ def endpoints(srv):
     return model
 
 
+def prefix_cache(srv, model):
+    """Two prompts that start with the same long text: the second takes the
+    shared full KV blocks from the prefix cache, and says so in its usage
+    (prompt_tokens_details.cached_tokens, as OpenAI does) and in /metrics."""
+    c = srv.client()
+    block = int(metric(srv, "kv_block_tokens"))
+    shared = f"System {os.getpid()}-{time.time_ns()}: " + " ".join(f"rule {i} is to be brief." for i in range(6))
+    names = ("hits", "misses", "tokens_reused", "cached")
+    metrics = {"hits": "kv_prefix_hits_total", "misses": "kv_prefix_misses_total",
+               "tokens_reused": "kv_tokens_reused_total", "cached": "prompt_tokens_cached_total"}
+    before = {k: metric(srv, metrics[k]) for k in names}
+    first = c.completions.create(model=model, prompt=shared + " Question one?", max_tokens=4, temperature=0)
+    d = first.usage.prompt_tokens_details
+    check(first.usage.prompt_tokens >= 4 * block and d is not None and d.cached_tokens == 0,
+          f"a new prefix found cached: {first.usage}")
+    second = c.completions.create(model=model, prompt=shared + " Question two?", max_tokens=4, temperature=0)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    check(cached >= 3 * block and cached % block == 0 and cached < second.usage.prompt_tokens,
+          f"the shared prefix not reused: {second.usage} (blocks of {block})")
+    text, usage = "", None
+    for chunk in c.completions.create(model=model, prompt=shared + " Question two?", max_tokens=4, temperature=0,
+                                      stream=True, stream_options={"include_usage": True}):
+        if chunk.choices:
+            text += chunk.choices[0].text
+        if chunk.usage:
+            usage = chunk.usage
+    check(text == second.choices[0].text, f"streamed with a cached prefix: {text!r} != {second.choices[0].text!r}")
+    check(usage and usage.prompt_tokens_details.cached_tokens >= cached, f"streamed usage: {usage}")
+    after = {k: metric(srv, metrics[k]) for k in names}
+    reused = cached + usage.prompt_tokens_details.cached_tokens
+    check(after["tokens_reused"] - before["tokens_reused"] == reused
+          and after["cached"] - before["cached"] == reused
+          and after["hits"] - before["hits"] == reused // block
+          and after["misses"] > before["misses"], f"/metrics prefix cache: {before} -> {after}, {reused} reused")
+    for name in ("kv_blocks_cached", "kv_blocks_shared", "kv_bytes_used", "kv_evictions_total"):
+        metric(srv, name)
+    check(metric(srv, "kv_blocks_cached") > 0, "/metrics: no cached KV block after three requests")
+    print(f"ok prefix cache: {cached} of {second.usage.prompt_tokens} prompt tokens cached, in usage and /metrics")
+
+
 def concurrent(srv, model):
     c = srv.client()
     prompts = [f"Request number {i} says" for i in range(16)]
@@ -397,6 +437,16 @@ def serve_bench(srv):
               f"serve-bench: {r}")
         check("<svg" in open(f"{d}/r.svg").read(), "serve-bench drew no SVG")
     print("ok serve-bench: 6 requests of 5 tokens (ignore_eos), JSON and SVG")
+    with tempfile.TemporaryDirectory() as d:
+        rc = subprocess.run([sys.executable, "bench/serve-bench", "--base-url", srv.url, "--num-prompts", "4",
+                             "--max-concurrency", "1", "--shared-prefix-tokens", "64", "--input-len", "8",
+                             "--output-len", "3", "--extra-body", '{"user": "bench"}', "--quiet",
+                             "--json", f"{d}/r.json"], timeout=120).returncode
+        check(rc == 0, f"serve-bench --shared-prefix-tokens exited {rc}")
+        r = json.load(open(f"{d}/r.json"))
+        # One after another: the last three find the first's blocks.
+        check(r["completed"] == 4 and r["total_cached_input_tokens"] >= 3 * 48, f"serve-bench shared prefix: {r}")
+    print(f"ok serve-bench --shared-prefix-tokens 64: {r['total_cached_input_tokens']} prompt tokens cached")
 
 
 def main():
@@ -404,6 +454,7 @@ def main():
     srv = Server("-c", "512", "--max-requests", "80", "-np", "16")
     try:
         model = endpoints(srv)
+        prefix_cache(srv, model)
         concurrent(srv, model)
         bad_input(srv, model)
         disconnect_and_slow_reader(srv, model)

@@ -58,15 +58,22 @@ typedef struct {
     hx_engine *e;
 } fixture;
 
-static void open_fixture(fixture *f, uint32_t kv_tokens, const hx_engine_options *eo)
+/* prefix_cache: hx_model_options.kv_prefix_cache (1 on, -1 off). */
+static void open_fixture_cache(fixture *f, uint32_t kv_tokens, const hx_engine_options *eo, int prefix_cache)
 {
     hx_small_model_write(&f->sm, "f32");
     f->rt = hx_small_runtime(2, NULL);
     hx_model_options mo = hx_model_options_default();
     mo.kv_tokens = kv_tokens;
     mo.kv_block = 16;
+    mo.kv_prefix_cache = prefix_cache;
     HX_ASSERT_OK(hx_model_load(f->rt, f->sm.path, &mo, &f->m));
     HX_ASSERT_OK(hx_engine_create(f->m, eo, &f->e));
+}
+
+static void open_fixture(fixture *f, uint32_t kv_tokens, const hx_engine_options *eo)
+{
+    open_fixture_cache(f, kv_tokens, eo, 1);
 }
 
 static void close_fixture(fixture *f)
@@ -265,8 +272,96 @@ START_TEST(a_small_pool_preempts_and_every_request_completes)
     HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
     ck_assert_uint_gt(st.preemptions, 0);
     ck_assert_uint_eq(st.preemptions, preempted);
+    /* A preempted request's blocks went back to the cache, and when it
+     * came back the ones not evicted meanwhile were attached again. */
+    uint64_t recomputed_cached = 0, cached = 0;
+    for (int i = 0; i < 16; i++) {
+        ck_assert_msg(res[i].preemptions || !res[i].recomputed_tokens_cached, "request %d: recomputed nothing", i);
+        recomputed_cached += res[i].recomputed_tokens_cached;
+        cached += res[i].prompt_tokens_cached + res[i].recomputed_tokens_cached;
+    }
+    ck_assert_uint_gt(recomputed_cached, 0);
+    ck_assert_uint_eq(st.tokens_cached, cached);
     ck_assert_uint_eq(st.failed, 0);
     close_fixture(&f);
+}
+END_TEST
+
+/* Requests that share a prefix of PREFIX_BLOCKS KV blocks, then a suffix
+ * of their own, as token ids (a system prompt before each user's turn). */
+#define PREFIX_BLOCKS 5
+#define SHARED (PREFIX_BLOCKS * 16)
+#define N_SHARING 8
+#define SUFFIX 7
+
+static void sharing_prompts(const hx_model *m, int32_t toks[N_SHARING][SHARED + SUFFIX])
+{
+    hx_model_info info;
+    HX_ASSERT_OK(hx_model_info_get(m, &info));
+    const uint32_t V = info.n_vocab - 1; /* token 0 may be special; any id works */
+    for (int i = 0; i < N_SHARING; i++)
+        for (int t = 0; t < SHARED + SUFFIX; t++)
+            toks[i][t] = 1 + (int32_t)((t < SHARED ? 7u * t + 3 : 13u * t + 31u * i + 5) % V);
+}
+
+/* Runs the N_SHARING requests: the first alone, then the others at once,
+ * through an engine whose token budget (24) puts chunk boundaries inside
+ * the shared prefix and off block boundaries. */
+static void run_sharing(int prefix_cache, seen out[N_SHARING], hx_request_result res[N_SHARING],
+                        hx_engine_stats *es, hx_model_stats *ms)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.token_budget = 24;
+    eo.max_running = 8;
+    fixture f;
+    open_fixture_cache(&f, 2048, &eo, prefix_cache); /* room for all: no preemption */
+    static int32_t toks[N_SHARING][SHARED + SUFFIX];
+    sharing_prompts(f.m, toks);
+    uint64_t ids[N_SHARING];
+    for (int i = 0; i < N_SHARING; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        hx_request r = greedy(NULL, 12, &out[i]);
+        r.tokens = toks[i];
+        r.n_tokens = SHARED + SUFFIX;
+        r.ignore_eos = 1;
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[i]));
+        if (i == 0 || i == N_SHARING - 1)
+            for (int j = i == 0 ? 0 : 1; j <= i; j++) {
+                HX_ASSERT_OK(hx_engine_wait(f.e, ids[j], -1, &res[j]));
+                ck_assert_msg(res[j].status == HX_OK, "request %d: %s", j, res[j].error);
+            }
+    }
+    HX_ASSERT_OK(hx_engine_stats_get(f.e, es));
+    HX_ASSERT_OK(hx_model_stats_get(f.m, ms));
+    close_fixture(&f);
+}
+
+START_TEST(a_shared_prefix_is_taken_from_the_cache_through_chunked_prefill)
+{
+    static seen off[N_SHARING], on[N_SHARING];
+    hx_request_result res_off[N_SHARING], res_on[N_SHARING];
+    hx_engine_stats es_off, es_on;
+    hx_model_stats ms_off, ms_on;
+    run_sharing(-1, off, res_off, &es_off, &ms_off);
+    run_sharing(1, on, res_on, &es_on, &ms_on);
+    for (int i = 0; i < N_SHARING; i++) {
+        assert_same(&off[i], &on[i], i);
+        ck_assert_uint_eq(on[i].n, 12);
+        ck_assert_uint_eq(res_off[i].prompt_tokens_cached, 0);
+        /* The first one found nothing; every later one the whole shared
+         * prefix, though 24-token chunks cut it mid-block. */
+        ck_assert_msg(res_on[i].prompt_tokens_cached == (i ? SHARED : 0u), "request %d: %u cached prompt tokens",
+                      i, res_on[i].prompt_tokens_cached);
+        ck_assert_uint_eq(res_on[i].stats.prompt_tokens, SHARED + SUFFIX);
+    }
+    ck_assert_uint_eq(es_off.tokens_cached, 0);
+    ck_assert_uint_eq(es_on.tokens_cached, (N_SHARING - 1) * SHARED);
+    /* Only what was not cached was evaluated. */
+    ck_assert_uint_eq(es_off.prompt_tokens, N_SHARING * (SHARED + SUFFIX));
+    ck_assert_uint_eq(es_on.prompt_tokens, N_SHARING * (SHARED + SUFFIX) - (N_SHARING - 1) * SHARED);
+    ck_assert_uint_eq(ms_on.kv_hits, (N_SHARING - 1) * PREFIX_BLOCKS);
+    ck_assert_uint_eq(ms_on.kv_tokens_reused, (N_SHARING - 1) * SHARED);
+    ck_assert_uint_eq(ms_off.kv_hits, 0);
 }
 END_TEST
 
@@ -394,6 +489,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, greedy_alone_equals_among_sixteen);
     tcase_add_test(tc, cancel_ends_a_request_and_frees_its_blocks);
     tcase_add_test(tc, a_small_pool_preempts_and_every_request_completes);
+    tcase_add_test(tc, a_shared_prefix_is_taken_from_the_cache_through_chunked_prefill);
     tcase_add_test(tc, policies_order_the_queue);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);

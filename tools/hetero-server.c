@@ -31,6 +31,8 @@ static void usage(FILE *f)
           "  -b N                 tokens per engine step, decode and prefill (default 256); smaller\n"
           "                       steps shorten everyone's first-token and inter-token tails under\n"
           "                       load, larger ones read long prompts faster\n"
+          "  --no-prefix-cache    evaluate every prompt whole (default: leading KV blocks an earlier\n"
+          "                       prompt evaluated are reused; HX_KV_PREFIX_CACHE=0 also turns it off)\n"
           "  --policy P           fcfs (default), short-first, priority\n"
           "  --max-requests N     completion requests in flight; more get 503 (default 256)\n"
           "  --max-body BYTES     largest request body (default 1048576); larger get 413\n"
@@ -42,7 +44,7 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *model, *host, *alias, *chat_template, *api_keys, *devices, *policy;
-    int port, threads;
+    int port, threads, no_prefix_cache;
     uint32_t n_ctx, parallel, kv_tokens, batch, max_requests, timeout;
     size_t max_body;
 } options;
@@ -64,6 +66,8 @@ static int parse_args(int argc, char **argv, options *o)
         STR("--policy", policy) NUM("--port", port) NUM("-t", threads) NUM("-c", n_ctx) NUM("--ctx-size", n_ctx)
         NUM("-np", parallel) NUM("--parallel", parallel) NUM("--kv-tokens", kv_tokens) NUM("-b", batch)
         NUM("--max-requests", max_requests) NUM("--max-body", max_body) NUM("--timeout", timeout)
+        else if (!strcmp(a, "--no-prefix-cache"))
+            o->no_prefix_cache = 1;
         else {
             fprintf(stderr, "hetero-server: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -159,6 +163,8 @@ static int load(srv *S, const options *o)
     mo.n_ctx = o->n_ctx;
     mo.max_batch = o->batch;
     mo.kv_tokens = o->kv_tokens;
+    if (o->no_prefix_cache)
+        mo.kv_prefix_cache = -1;
     if (!mo.kv_tokens) {
         /* Room for every parallel request's whole context, as llama-server's
          * -np slots, when the context is known up front. */

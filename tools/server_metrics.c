@@ -105,8 +105,12 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     for (int k = 0; k < 6; k++)
         put(&t, "hetero_requests_total{code=\"%s\"} %llu\n", classes[k], (unsigned long long)m.requests[k]);
     scalar(&t, "requests_in_flight", "gauge", "Completion requests being answered now.", (double)m.in_flight);
-    scalar(&t, "prompt_tokens_total", "counter", "Prompt tokens evaluated (recomputation after preemption included).",
+    scalar(&t, "prompt_tokens_total", "counter",
+           "Prompt tokens evaluated (recomputation after preemption included; those taken from the prefix cache not).",
            (double)es.prompt_tokens);
+    scalar(&t, "prompt_tokens_cached_total", "counter",
+           "Tokens requests took from the prefix cache at admission instead of evaluating them.",
+           (double)es.tokens_cached);
     scalar(&t, "generation_tokens_total", "counter", "Tokens generated.", (double)es.generated_tokens);
     hist(&t, "time_to_first_token_seconds", "From the request's arrival to its first token.", &m.ttft);
     hist(&t, "inter_token_latency_seconds", "Between two tokens of one choice.", &m.itl);
@@ -122,6 +126,19 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     scalar(&t, "kv_blocks_used", "gauge", "KV blocks held by sequences.", (double)ms.kv_blocks_used);
     scalar(&t, "kv_blocks_total", "gauge", "KV blocks in the pool.", (double)ms.kv_blocks_total);
     scalar(&t, "kv_block_tokens", "gauge", "Tokens per KV block.", (double)ms.kv_block_tokens);
+    scalar(&t, "kv_blocks_cached", "gauge", "KV blocks held by no sequence, kept for a later prompt (evictable).",
+           (double)ms.kv_blocks_cached);
+    scalar(&t, "kv_blocks_shared", "gauge", "KV blocks held by more than one sequence.", (double)ms.kv_blocks_shared);
+    scalar(&t, "kv_bytes_used", "gauge", "Bytes of the KV blocks held by sequences, all layers.",
+           (double)ms.kv_bytes_used);
+    scalar(&t, "kv_prefix_hits_total", "counter", "A prompt's full KV blocks found in the prefix cache.",
+           (double)ms.kv_hits);
+    scalar(&t, "kv_prefix_misses_total", "counter", "A prompt's full KV blocks not found in the prefix cache.",
+           (double)ms.kv_misses);
+    scalar(&t, "kv_evictions_total", "counter", "Cached KV blocks whose room went to another block.",
+           (double)ms.kv_evictions);
+    scalar(&t, "kv_tokens_reused_total", "counter", "Prompt tokens attached from the prefix cache instead of evaluated.",
+           (double)ms.kv_tokens_reused);
     metric(&t, "device_busy_ratio", "gauge", "Each device's busy share over the last second or so.");
     for (int d = 0; d < hx_runtime_device_count(S->rt); d++) {
         hx_device_info di;

@@ -382,11 +382,17 @@ json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t fr
 
 json_t *srv_usage_json(srv_job *j)
 {
-    json_int_t completion = 0;
-    for (int i = 0; i < j->n; i++)
+    json_int_t completion = 0, cached = -1;
+    for (int i = 0; i < j->n; i++) {
         completion += j->ch[i].res.stats.generated_tokens;
-    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens", completion,
-                     "total_tokens", (json_int_t)j->prompt_tokens + completion);
+        /* The prompt counts once, as the choice that found least of it
+         * cached (the first of n may have filled the cache for the rest). */
+        json_int_t c = j->ch[i].res.prompt_tokens_cached;
+        cached = cached < 0 || c < cached ? c : cached;
+    }
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens",
+                     completion, "total_tokens", (json_int_t)j->prompt_tokens + completion, "prompt_tokens_details",
+                     "cached_tokens", cached < 0 ? 0 : cached);
 }
 
 static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
