@@ -178,6 +178,15 @@ def endpoints(srv):
                              extra_body={"repeat_penalty": 1.1, "top_k": 40, "min_p": 0.05}).choices[0].text
     check(a == b, "same seed, different text")
     print("ok seed, temperature, top_p, top_k, min_p, repeat_penalty")
+    # OpenAI's penalties reach the sampler (tests/test_sampling.c checks
+    # their arithmetic): they change a greedy text that repeats itself.
+    plain = c.completions.create(model=model, prompt="a", max_tokens=40, temperature=0, logprobs=0)
+    pen = c.completions.create(model=model, prompt="a", max_tokens=40, temperature=0, logprobs=0,
+                               frequency_penalty=2.0, presence_penalty=1.0)
+    ids = plain.choices[0].logprobs.tokens
+    check(len(set(ids)) < len(ids), f"greedy text with no repeat to penalize: {ids}")
+    check(pen.choices[0].logprobs.tokens != ids, "frequency_penalty and presence_penalty changed nothing")
+    print("ok frequency_penalty, presence_penalty")
 
     st, _, tok = http(srv, "POST", "/tokenize", {"content": "Hello world", "with_pieces": False})
     check(st == 200 and tok["tokens"], f"/tokenize {st} {tok}")
@@ -310,6 +319,7 @@ def bad_input(srv, model):
     case("max_tokens = 0", 400, {"prompt": "x", "max_tokens": 0})
     case("max_tokens < 0", 400, {"prompt": "x", "max_tokens": -5})
     case("temperature out of range", 400, {"prompt": "x", "temperature": 7})
+    case("presence_penalty out of range", 400, {"prompt": "x", "presence_penalty": 3})
     case("n out of range", 400, {"prompt": "x", "n": 99})
     case("token id out of the vocabulary", 400, {"prompt": [1, 2, 999999], "max_tokens": 2})
     case("invalid UTF-8", 400, raw=b'{"prompt": "\xff\xfe bad", "max_tokens": 2}')

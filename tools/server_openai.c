@@ -98,9 +98,6 @@ static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b
         return fail(b, "invalid_value", "'max_tokens' is %lld; it must be at least 1", max_tokens);
     if (top_p <= 0)
         return fail(b, "invalid_value", "'top_p' is 0; it must be in (0, 1]");
-    if (pres != 0 || freq != 0)
-        return fail(b, "unsupported_parameter", "'presence_penalty' and 'frequency_penalty' are not supported; "
-                                                "'repeat_penalty' (llama.cpp's) is");
     hx_sampling *s = &p->r.sampling;
     s->temperature = (float)temp;
     s->top_p = (float)top_p;
@@ -108,6 +105,8 @@ static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b
     s->top_k = (int32_t)top_k;
     s->repeat_penalty = (float)rep;
     s->repeat_last_n = (int32_t)last_n;
+    s->frequency_penalty = (float)freq;
+    s->presence_penalty = (float)pres;
     if (seed >= 0)
         s->seed = (uint64_t)seed;
     else
