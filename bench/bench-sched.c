@@ -100,6 +100,7 @@ static int run_decode(const config *c, const char *devices, const char *sched, i
     hx_model_options mo = hx_model_options_default();
     mo.partition = "affinity";
     mo.kv_tokens = 1024;
+    mo.kv_prefix_cache = -1; /* each run evaluates the same tokens afresh */
     hx_model *m = NULL;
     hx_session *s = NULL;
     int rc = -1;

@@ -283,6 +283,11 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
             mo.max_batch = (uint32_t)p->batches.v[bi];
             mo.partition = *part ? part : NULL;
             mo.kv_tokens = kv_tokens(r, &r->models[mi]);
+            /* Every repetition evaluates the same tokens: with the prefix
+             * cache on, the later ones would attach the first one's KV
+             * blocks and a prefill would time a lookup.  llama-bench clears
+             * its cache between runs; --prefix-share measures the cache. */
+            mo.kv_prefix_cache = -1;
             hx_model *m;
             hx_status st = hxb_model_open(rt, &r->models[mi], &mo, &m);
             if (st) {
