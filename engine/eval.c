@@ -146,22 +146,19 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         uint32_t count, n_logits;
         size_t last;
     } group;
-    group *g = calloc(b->n, sizeof *g + sizeof(hx_session *) + sizeof(int32_t) + 1); /* one block */
-    int32_t *tokens = malloc(sizeof *tokens * b->n);
-    hx_session **sessions = malloc(sizeof *sessions * b->n);
-    uint8_t *kept_want = malloc(b->n);
-    hx_batch_reuse *undo = malloc(sizeof *undo * b->n);
-    if (!g || !tokens || !sessions || !kept_want || !undo) {
-        free(g);
-        free(tokens);
-        free(sessions);
-        free(kept_want);
-        free(undo);
+    /* One allocation per evaluation for every per-entry table. */
+    const size_t per_entry = sizeof(group) + sizeof(hx_batch_reuse) + 2 * sizeof(hx_session *) +
+                             2 * sizeof(int32_t) + 2;
+    group *g = calloc(b->n, per_entry);
+    if (!g)
         return hx_error(HX_ERR_NO_MEMORY, "batch");
-    }
-    hx_session **distinct = (hx_session **)(void *)(g + b->n);
-    int32_t *slot = (int32_t *)(void *)(distinct + b->n);
-    uint8_t *want = (uint8_t *)(slot + b->n);
+    hx_batch_reuse *undo = (hx_batch_reuse *)(void *)(g + b->n);
+    hx_session **distinct = (hx_session **)(void *)(undo + b->n);
+    hx_session **sessions = distinct + b->n;
+    int32_t *slot = (int32_t *)(void *)(sessions + b->n);
+    int32_t *tokens = slot + b->n;
+    uint8_t *want = (uint8_t *)(tokens + b->n);
+    uint8_t *kept_want = want + b->n;
     size_t kept = 0, n_undo = 0;
     pthread_mutex_lock(&m->eval_lock);
     const uint32_t S = hx_batch_number(b->sessions, b->n, slot, distinct);
@@ -194,10 +191,6 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
             distinct[k]->n_last = 0;
     pthread_mutex_unlock(&m->eval_lock);
     free(g);
-    free(tokens);
-    free(sessions);
-    free(kept_want);
-    free(undo);
     return st;
 }
 

@@ -267,6 +267,19 @@ void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const f
     free(w);
 }
 
+/* RoPE of one head by `pos` positions: pairs (i, i + n_rot/2) with neox,
+ * else (2i, 2i + 1), at angle pos * freq_scale * freq_base^(-2i/n_rot). */
+static void rotate(double *hd, double pos, uint32_t n_rot, float freq_base, float freq_scale, uint32_t neox)
+{
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        double theta = pos * (double)freq_scale * pow(freq_base, -2.0 * i / n_rot);
+        uint32_t p0 = neox ? i : 2 * i, p1 = neox ? i + n_rot / 2 : 2 * i + 1;
+        double x0 = hd[p0], x1 = hd[p1];
+        hd[p0] = x0 * cos(theta) - x1 * sin(theta);
+        hd[p1] = x0 * sin(theta) + x1 * cos(theta);
+    }
+}
+
 void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, double *y)
 {
     size_t n = (size_t)a->T * a->H * a->Dh;
@@ -274,14 +287,7 @@ void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, double
         y[i] = x[i];
     for (uint32_t t = 0; t < a->T; t++)
         for (uint32_t h = 0; h < a->H; h++) {
-            double *hd = y + ((size_t)t * a->H + h) * a->Dh;
-            for (uint32_t i = 0; i < a->n_rot / 2; i++) {
-                double theta = pos[t] * (double)a->freq_scale * pow(a->freq_base, -2.0 * i / a->n_rot);
-                uint32_t p0 = a->neox ? i : 2 * i, p1 = a->neox ? i + a->n_rot / 2 : 2 * i + 1;
-                double x0 = hd[p0], x1 = hd[p1];
-                hd[p0] = x0 * cos(theta) - x1 * sin(theta);
-                hd[p1] = x0 * sin(theta) + x1 * cos(theta);
-            }
+            rotate(y + ((size_t)t * a->H + h) * a->Dh, pos[t], a->n_rot, a->freq_base, a->freq_scale, a->neox);
         }
 }
 
@@ -380,13 +386,7 @@ void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const in
             size_t src = ((size_t)moves[2 * m] * a->Hkv + h) * row, dst = ((size_t)moves[2 * m + 1] * a->Hkv + h) * row;
             memmove(vc + dst, vc + src, row);
             hx_ref_dequantize(a->kv_type, kc + src, k, a->Dh);
-            for (uint32_t i = 0; i < a->n_rot / 2; i++) {
-                double theta = a->delta * (double)a->freq_scale * pow(a->freq_base, -2.0 * i / a->n_rot);
-                uint32_t p0 = a->neox ? i : 2 * i, p1 = a->neox ? i + a->n_rot / 2 : 2 * i + 1;
-                double x0 = k[p0], x1 = k[p1];
-                k[p0] = x0 * cos(theta) - x1 * sin(theta);
-                k[p1] = x0 * sin(theta) + x1 * cos(theta);
-            }
+            rotate(k, a->delta, a->n_rot, a->freq_base, a->freq_scale, a->neox);
             for (uint32_t d = 0; d < a->Dh; d++)
                 kf[d] = (float)k[d];
             kv_write(a->kv_type, kf, kc + dst, a->Dh);
