@@ -36,6 +36,8 @@ static void build_tables(void)
                     o->dequantize_row = q->dequantize_row;
                 if (q->quantize_row)
                     o->quantize_row = q->quantize_row;
+                if (q->quantize_weighted)
+                    o->quantize_weighted = q->quantize_weighted;
                 if (q->vec_dot)
                     o->vec_dot = q->vec_dot;
                 if (q->vec_dot4) { /* never a slower level's gemm next to a faster vec_dot4 */

@@ -161,6 +161,11 @@ int hx_cpu_simd_from_name(const char *name, hx_simd_level *out);
 typedef void (*hx_dequantize_row_fn)(const void *x, float *y, int64_t n);
 /* x: n floats, y: n elements of the type. */
 typedef void (*hx_quantize_row_fn)(const float *x, void *y, int64_t n);
+/* x: n floats, y: n elements of the type, chosen to minimise the weighted
+ * error sum_j qw[j] * (x[j] - q[j])^2 as ggml's quantize_row_*_impl do;
+ * qw: the row's n importance weights (an importance matrix's per-column
+ * statistics), or NULL for the type's own weighting when none is given. */
+typedef void (*hx_quantize_weighted_fn)(const float *x, void *y, int64_t n, const float *qw);
 /* *s = dot(weight row x, activation row y of vec_dot_type), n elements. */
 typedef void (*hx_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 /* s[r] = dot(row r, y) for the 4 weight rows at x + r*x_stride (bytes);
@@ -184,6 +189,7 @@ typedef struct {
     hx_type vec_dot_type;                /* the activation type vec_dot takes */
     hx_dequantize_row_fn dequantize_row; /* every type listed above          */
     hx_quantize_row_fn quantize_row;     /* weights and activations; F32 copies */
+    hx_quantize_weighted_fn quantize_weighted; /* NULL: the type takes no importance weights */
     hx_vec_dot_fn vec_dot;               /* NULL for activation-only types  */
     hx_vec_dot4_fn vec_dot4;             /* NULL where vec_dot is NULL      */
     hx_gemm_fn gemm;                     /* NULL where vec_dot is NULL      */
