@@ -36,10 +36,31 @@ static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 
 static const hx_synthetic_config qwen = {"qwen2", 256, 2, 4, 2, 512, 512, "qwen2", 0};
 static const hx_synthetic_config tied = {"tied", 256, 2, 4, 4, 512, 512, "llama", 1};
 
+/* The layouts of the architectures users load, each as its converter
+ * writes it: Llama 3.1 with rope_freqs.weight (no scaling type, as
+ * llama.cpp's converter writes it), Phi-3 with its fused attn_qkv and
+ * gate/up, Qwen2 with a vocabulary past 16-bit ids. */
+static const hx_synthetic_config llama3 = {"llama3", 256, 2, 4, 2, 512, 512, "llama", 0};
+static const hx_synthetic_config phi3 = {"phi3", 256, 2, 4, 2, 512, 512, "phi3", 0};
+static const hx_synthetic_config qwen_big = {"qwen2-big", 64, 2, 4, 2, 128, 512, "qwen2", 0};
+#define BIG_VOCAB 70000u
+
+static const hx_synthetic_extras *extras_of(const hx_synthetic_config *c)
+{
+    static const hx_synthetic_extras none = {0}, freqs = {.rope_freqs = 1}, big = {.n_vocab = BIG_VOCAB};
+    return c == &llama3 ? &freqs : c == &qwen_big ? &big : &none;
+}
+
+static int vocab_of(const hx_synthetic_config *c)
+{
+    uint32_t v = extras_of(c)->n_vocab;
+    return v > NV ? (int)v : NV;
+}
+
 static void write_model(const hx_synthetic_config *c, const char *type, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/%s-%s.gguf", tmpdir, c->name, type);
-    HX_ASSERT_OK(hx_synthetic_write(path, c, type, 42));
+    HX_ASSERT_OK(hx_synthetic_write_with(path, c, extras_of(c), type, 42));
 }
 
 static void test_tokens(int32_t *ids, int n, unsigned seed)
@@ -103,7 +124,10 @@ static comparison against_reference(const hx_synthetic_config *c, const char *ty
     char model[256], out[300], ref[300], cmd[4096];
     write_model(c, type, model, sizeof model);
     int32_t ids[N_POS];
+    const int V = vocab_of(c);
     test_tokens(ids, N_POS, 7);
+    for (int i = 3; V > 65536 && i < N_POS; i += 2) /* ids that need more than 16 bits */
+        ids[i] = 65536 + (int32_t)((unsigned)i * 2654435761u % (unsigned)(V - 65536));
     char *list = token_list(ids, N_POS);
     snprintf(out, sizeof out, "%s/hetero.f32", tmpdir);
     snprintf(ref, sizeof ref, "%s/ref.f32", tmpdir);
@@ -116,8 +140,8 @@ static comparison against_reference(const hx_synthetic_config *c, const char *ty
     ck_assert_msg(system(cmd) == 0,
                   "the reference failed (pip install -r tests/requirements.txt installs what it needs): %s", cmd);
     free(list);
-    float *a = read_floats(out, (size_t)N_POS * NV), *r = read_floats(ref, (size_t)N_POS * NV);
-    comparison cmp = compare(a, r, N_POS, NV);
+    float *a = read_floats(out, (size_t)N_POS * V), *r = read_floats(ref, (size_t)N_POS * V);
+    comparison cmp = compare(a, r, N_POS, V);
     free(a);
     free(r);
     fprintf(stderr, "  %-6s %-5s rel L2 %.3g, argmax mismatches %d/%d\n", c->name, type, cmp.rel_l2,
@@ -137,8 +161,8 @@ END_TEST
 START_TEST(f32_matches_reference)
 {
     make_tmpdir();
-    const hx_synthetic_config *cs[] = {&mha, &gqa, &qwen, &tied};
-    for (int i = 0; i < 4; i++) {
+    const hx_synthetic_config *cs[] = {&mha, &gqa, &qwen, &tied, &llama3, &phi3, &qwen_big};
+    for (int i = 0; i < 7; i++) {
         comparison c = against_reference(cs[i], "f32");
         ck_assert_msg(c.rel_l2 <= 1e-4, "%s f32: rel L2 %g > 1e-4", cs[i]->name, c.rel_l2);
         ck_assert_int_eq(c.argmax_mismatch, 0);
@@ -173,6 +197,9 @@ START_TEST(quantized_match_dequantized_reference)
     for (int i = 0; i < 3; i++) {
         comparison c = against_reference(&gqa, types[i]);
         ck_assert_msg(c.rel_l2 <= QUANT_BOUND, "%s: rel L2 %g > %g", types[i], c.rel_l2, QUANT_BOUND);
+        /* Phi-3's Q, K, V and gate, up are row ranges of quantized tensors. */
+        c = against_reference(&phi3, types[i]);
+        ck_assert_msg(c.rel_l2 <= QUANT_BOUND, "phi3 %s: rel L2 %g > %g", types[i], c.rel_l2, QUANT_BOUND);
     }
     remove_tmpdir();
 }
