@@ -119,7 +119,7 @@ static comparison compare(const float *a, const float *ref, int n_pos, int n_voc
 /* hetero-run --tokens --logits against ref_llama.py on the same file.  The
  * KV cache is kept in the weights' precision for F32 files (the F16 cache
  * alone would cost ~1e-4), in F16 otherwise (hetero's default). */
-static comparison against_reference(const hx_synthetic_config *c, const char *type)
+static comparison against_reference_on(const hx_synthetic_config *c, const char *type, const char *devices)
 {
     char model[256], out[300], ref[300], cmd[4096];
     write_model(c, type, model, sizeof model);
@@ -131,8 +131,9 @@ static comparison against_reference(const hx_synthetic_config *c, const char *ty
     char *list = token_list(ids, N_POS);
     snprintf(out, sizeof out, "%s/hetero.f32", tmpdir);
     snprintf(ref, sizeof ref, "%s/ref.f32", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/hetero-run -m %s --tokens %s --logits %s --kv-type %s 2>%s/run.log",
-             hx_test_build_dir(), model, list, out, strcmp(type, "f32") ? "f16" : "f32", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s/hetero-run -m %s --tokens %s --logits %s --kv-type %s%s%s 2>%s/run.log",
+             hx_test_build_dir(), model, list, out, strcmp(type, "f32") ? "f16" : "f32",
+             devices ? " --devices " : "", devices ? devices : "", tmpdir);
     ck_assert_msg(system(cmd) == 0, "hetero-run failed: %s", cmd);
     int quantized = strcmp(type, "f32") && strcmp(type, "f16");
     snprintf(cmd, sizeof cmd, "python3 tests/ref_llama.py %s --tokens %s --out %s%s >/dev/null", model, list, ref,
@@ -144,9 +145,14 @@ static comparison against_reference(const hx_synthetic_config *c, const char *ty
     comparison cmp = compare(a, r, N_POS, V);
     free(a);
     free(r);
-    fprintf(stderr, "  %-6s %-5s rel L2 %.3g, argmax mismatches %d/%d\n", c->name, type, cmp.rel_l2,
-            cmp.argmax_mismatch, N_POS);
+    fprintf(stderr, "  %-6s %-5s%s%s rel L2 %.3g, argmax mismatches %d/%d\n", c->name, type, devices ? " on " : "",
+            devices ? devices : "", cmp.rel_l2, cmp.argmax_mismatch, N_POS);
     return cmp;
+}
+
+static comparison against_reference(const hx_synthetic_config *c, const char *type)
+{
+    return against_reference_on(c, type, NULL);
 }
 
 /* The reference itself is checked against a second, loop-based
@@ -178,6 +184,22 @@ START_TEST(f16_matches_reference)
     for (int i = 0; i < 2; i++) {
         comparison c = against_reference(cs[i], "f16");
         ck_assert_msg(c.rel_l2 <= 1e-3, "%s f16: rel L2 %g > 1e-3", cs[i]->name, c.rel_l2);
+        ck_assert_int_eq(c.argmax_mismatch, 0);
+    }
+    remove_tmpdir();
+}
+END_TEST
+
+/* The same layouts with every task on PoCL's OpenCL device: rope with
+ * Llama 3.1's factors, Phi-3's row views, Qwen2's biases and 70,000-row
+ * embedding and output matrices in the OpenCL kernels. */
+START_TEST(layouts_on_opencl_match_reference)
+{
+    make_tmpdir();
+    const hx_synthetic_config *cs[] = {&llama3, &phi3, &qwen_big};
+    for (int i = 0; i < 3; i++) {
+        comparison c = against_reference_on(cs[i], "f32", "opencl");
+        ck_assert_msg(c.rel_l2 <= 1e-4, "%s f32 on OpenCL: rel L2 %g > 1e-4", cs[i]->name, c.rel_l2);
         ck_assert_int_eq(c.argmax_mismatch, 0);
     }
     remove_tmpdir();
@@ -414,6 +436,7 @@ Suite *suite_model(void)
     tcase_add_test(ref, reference_passes_its_self_test);
     tcase_add_test(ref, f32_matches_reference);
     tcase_add_test(ref, f16_matches_reference);
+    tcase_add_test(ref, layouts_on_opencl_match_reference);
     tcase_add_test(ref, quantized_match_dequantized_reference);
     suite_add_tcase(s, ref);
     TCase *inv = tcase_create("invariance");
