@@ -18,6 +18,24 @@ hx_model_options hx_model_options_default(void)
     return o;
 }
 
+static hx_status architectures(char *buf, size_t cap)
+{
+    if (!buf || !cap)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_architectures: NULL or empty buffer");
+    char all[512];
+    hx_arch_names(all, sizeof all);
+    if (strlen(all) >= cap)
+        return hx_error(HX_ERR_RANGE, "hx_model_architectures: %zu bytes needed, %zu given", strlen(all) + 1, cap);
+    memcpy(buf, all, strlen(all) + 1);
+    return HX_OK;
+}
+
+hx_status hx_model_architectures(char *buf, size_t cap)
+{
+    hx_api_enter();
+    return hx_api_leave(architectures(buf, cap));
+}
+
 static hx_status get_u32(const hx_gguf *g, const hx_arch *arch, hx_hparam key, uint32_t *out, int required)
 {
     char k[128];
