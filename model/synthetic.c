@@ -175,6 +175,8 @@ static void layer_inits(init *t, double in, double res, uint64_t D, uint64_t F)
 static hx_status set_u32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, uint32_t v)
 {
     char key[96];
+    if (!a->key[k])
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' ignores that key", a->name);
     snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
     return hx_gguf_writer_set_u32(w, key, v);
 }
@@ -182,6 +184,8 @@ static hx_status set_u32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, uint3
 static hx_status set_f32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, float v)
 {
     char key[96];
+    if (!a->key[k])
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' ignores that key", a->name);
     snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
     return hx_gguf_writer_set_f32(w, key, v);
 }
@@ -189,6 +193,8 @@ static hx_status set_f32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, float
 static hx_status set_str(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, const char *v)
 {
     char key[96];
+    if (!a->key[k])
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' ignores that key", a->name);
     snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
     return hx_gguf_writer_set_str(w, key, v);
 }

@@ -171,15 +171,18 @@ START_TEST(phi3_equals_its_weights_unfused)
 }
 END_TEST
 
-/* Copies `src` with tensor `drop` left out and `extra` (n floats) added. */
-static void copy_with(const char *src, const char *dst, const char *drop, const char *extra, const float *v,
-                      uint64_t n)
+/* Copies `src` with tensor `drop` left out, `extra` (n floats) added, and
+ * the key `u32_key` set to `u32` when not NULL. */
+static void copy_with_key(const char *src, const char *dst, const char *drop, const char *extra, const float *v,
+                          uint64_t n, const char *u32_key, uint32_t u32)
 {
     hx_gguf *g = NULL;
     HX_ASSERT_OK(hx_gguf_open(src, &g));
     hx_gguf_writer *w = NULL;
     HX_ASSERT_OK(hx_gguf_writer_create(&w));
     HX_ASSERT_OK(hx_gguf_writer_copy_kv(w, g));
+    if (u32_key)
+        HX_ASSERT_OK(hx_gguf_writer_set_u32(w, u32_key, u32));
     for (uint64_t i = 0; i < hx_gguf_tensor_count(g); i++) {
         const hx_gguf_tensor *t = hx_gguf_tensor_at(g, i);
         if (!drop || strcmp(t->name, drop))
@@ -190,6 +193,12 @@ static void copy_with(const char *src, const char *dst, const char *drop, const 
     HX_ASSERT_OK(hx_gguf_writer_write(w, dst));
     hx_gguf_writer_free(w);
     hx_gguf_close(g);
+}
+
+static void copy_with(const char *src, const char *dst, const char *drop, const char *extra, const float *v,
+                      uint64_t n)
+{
+    copy_with_key(src, dst, drop, extra, v, n, NULL, 0);
 }
 
 static hx_status load_with(hx_runtime *rt, const char *name, const hx_synthetic_extras *x, hx_model **m)
@@ -312,9 +321,37 @@ START_TEST(phi3_longrope_is_refused)
     ck_assert_ptr_null(m);
     ck_assert_msg(strstr(hx_last_error(), "rope_factors_long.weight") && strstr(hx_last_error(), "LongRoPE"), "%s",
                   hx_last_error());
+    /* Phi-3 has no sliding window to write (llama.cpp ignores it). */
+    ck_assert_int_eq(hx_synthetic_write_windowed(dst, &phi3, "f32", 3, 16), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "ignores"));
     /* The plain file still loads: the runtime is fine. */
     HX_ASSERT_OK(hx_model_load(rt, src, NULL, &m));
     HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_runtime_close(rt));
+}
+END_TEST
+
+/* Converted Phi-3 files carry attention.sliding_window (2047 for the 4k
+ * models), which llama.cpp ignores: a window of 4 over 12 tokens changes
+ * nothing here either. */
+START_TEST(phi3_ignores_its_sliding_window)
+{
+    hx_runtime *rt = hx_small_runtime(1, NULL);
+    char src[128], dst[128];
+    file(src, sizeof src, "phi3");
+    file(dst, sizeof dst, "phi3-window");
+    HX_ASSERT_OK(hx_synthetic_write(src, &phi3, "f32", 3));
+    copy_with_key(src, dst, NULL, NULL, NULL, 0, "phi3.attention.sliding_window", 4);
+    hx_model *m = NULL;
+    HX_ASSERT_OK(hx_model_load(rt, dst, NULL, &m));
+    ck_assert_uint_eq(m->hp.n_swa, 0);
+    ck_assert_uint_eq(m->info.sliding_window, 0);
+    HX_ASSERT_OK(hx_model_free(m));
+    uint32_t va, vb;
+    float *a = logits_of(rt, src, &va), *b = logits_of(rt, dst, &vb);
+    ck_assert_int_eq(memcmp(a, b, sizeof(float) * va * N_TOK), 0);
+    free(a);
+    free(b);
     HX_ASSERT_OK(hx_runtime_close(rt));
 }
 END_TEST
@@ -354,6 +391,7 @@ Suite *suite_arch_layouts(void)
     tcase_add_test(t, rope_scaling_types);
     tcase_add_test(t, bad_rope_factors_are_refused);
     tcase_add_test(t, phi3_longrope_is_refused);
+    tcase_add_test(t, phi3_ignores_its_sliding_window);
     tcase_add_test(t, other_architectures_are_refused_by_name);
     suite_add_tcase(s, t);
     return s;
