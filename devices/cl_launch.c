@@ -178,6 +178,9 @@ int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l)
     REQUIRE(a->neox <= 1, "rope: neox=%u", a->neox);
     REQUIRE_BUFFER("rope", sizes, 0, "x", (uint64_t)a->T * a->H, a->Dh, 4);
     REQUIRE_BUFFER("rope", sizes, 1, "pos", a->T, 4, 1);
+    REQUIRE(a->has_factors <= 1, "rope: has_factors=%u", a->has_factors);
+    if (a->has_factors)
+        REQUIRE_BUFFER("rope", sizes, 2, "factors", a->n_rot / 2, 4, 1);
     *l = (hx_cl_launch){.kernel = a->neox ? "rope_neox" : "rope_norm", .work_dim = 3,
                         .global = {round_up(a->n_rot / 2, 16), a->H, a->T}, .local = {16, 1, 1}};
     arg_buffer(l, 0);
@@ -188,6 +191,8 @@ int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l)
     arg_value(l, &a->n_rot, 4);
     arg_value(l, &a->freq_base, 4);
     arg_value(l, &a->freq_scale, 4);
+    arg_buffer(l, a->has_factors ? 2 : 1); /* read only when has_factors */
+    arg_value(l, &a->has_factors, 4);
     return 0;
 }
 

@@ -18,12 +18,13 @@ static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t
 {
     const hx_op_kv_shift a = {n,           m->info.n_head_kv, m->info.head_dim, m->kv_type,
                               delta,       m->hp.n_rot,       m->hp.rope_base,  m->hp.rope_scale,
-                              m->arch->rope == HX_ROPE_NEOX};
+                              m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
     hx_status st = HX_OK;
     for (uint32_t l = 0; l < m->info.n_layer && st == HX_OK; l++) {
-        hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_KV_SHIFT), .nbuffers = 3, .args = &a,
+        hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_KV_SHIFT), .nbuffers = 3 + (int)a.has_factors, .args = &a,
                           .args_size = sizeof a, .device = -1,
-                          .buffers = {m->kv->k[l], m->kv->v[l], moves}, .modes = {HX_RW, HX_RW, HX_R}};
+                          .buffers = {m->kv->k[l], m->kv->v[l], moves, m->rope_freqs.buf},
+                          .modes = {HX_RW, HX_RW, HX_R, HX_R}};
         st = hx_task_submit(m->rt, &d, NULL);
     }
     hx_status waited = hx_runtime_wait_all(m->rt);

@@ -422,9 +422,14 @@ typedef struct {
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);
-/* Maps a GGUF file; weights are used in place, never copied. */
+/* Maps a GGUF file; weights are used in place, never copied.  A file of
+ * an architecture hetero does not run is refused, HX_ERR_UNSUPPORTED, with
+ * its name and the ones it runs. */
 HX_API hx_status hx_model_load(hx_runtime *rt, const char *path, const hx_model_options *opts,
                                hx_model **out);
+/* The general.architecture values hx_model_load runs, as "llama, mistral,
+ * ..." into buf; HX_ERR_RANGE when cap cannot hold them. */
+HX_API hx_status hx_model_architectures(char *buf, size_t cap);
 /* A model with the shapes of a named architecture and no weights, for a
  * simulated runtime (its tasks never read them): "llama2-7b",
  * "llama2-13b", "llama2-70b", or a synthetic preset ("tiny", "small");

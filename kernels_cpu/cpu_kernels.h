@@ -22,6 +22,9 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c);
 int hx_cpu_matmul(const hx_cpu_call *c);
 size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_rope(const hx_cpu_call *c);
+/* RoPE's inverse frequencies base^(-2i/n_rot) / factors[i] (factors may be
+ * NULL) for i < n_rot/2: what rope and kv_shift rotate by. */
+void hx_cpu_rope_inv_freq(double *inv_freq, uint32_t n_rot, float base, const float *factors);
 int hx_cpu_kv_store(const hx_cpu_call *c);
 int hx_cpu_attention(const hx_cpu_call *c);
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth);

@@ -153,24 +153,31 @@ int hx_cpu_matmul(const hx_cpu_call *c)
 
 /* ---- rope ---------------------------------------------------------------- */
 
+void hx_cpu_rope_inv_freq(double *inv_freq, uint32_t n_rot, float base, const float *factors)
+{
+    /* base^(-2i/n_rot) as a running product: one pow per call instead of
+     * one per frequency (double keeps the product within ~1e-13). */
+    const double step = pow((double)base, -2.0 / n_rot);
+    double f = 1.0;
+    for (uint32_t i = 0; i < n_rot / 2; i++, f *= step)
+        inv_freq[i] = factors ? f / factors[i] : f;
+}
+
 int hx_cpu_rope(const hx_cpu_call *c)
 {
     const hx_op_rope *a = c->args;
     float *x = c->buffers[0];
     const int32_t *pos = c->buffers[1];
-    if (a->n_rot > a->Dh || a->n_rot % 2 || a->n_rot > 1024)
+    if (a->n_rot > a->Dh || a->n_rot % 2 || a->n_rot > 1024 ||
+        (a->has_factors && c->sizes[2] < sizeof(float) * (a->n_rot / 2)))
         return HX_ERR_INVALID_ARG;
     const uint32_t half = a->n_rot / 2;
     uint64_t lo, hi;
     hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
     if (lo >= hi)
         return 0; /* a decode step has one row: most shares have nothing to do */
-    /* base^(-2i/n_rot) as a running product: one pow per share instead of
-     * one per frequency (double keeps the product within ~1e-13). */
-    double inv_freq[512], step = pow((double)a->freq_base, -2.0 / a->n_rot);
-    inv_freq[0] = 1.0;
-    for (uint32_t i = 1; i < half; i++)
-        inv_freq[i] = inv_freq[i - 1] * step;
+    double inv_freq[512];
+    hx_cpu_rope_inv_freq(inv_freq, a->n_rot, a->freq_base, a->has_factors ? c->buffers[2] : NULL);
     for (uint64_t t = lo; t < hi; t++) {
         float cs[512], sn[512];
         for (uint32_t i = 0; i < half; i++) {

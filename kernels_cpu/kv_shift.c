@@ -29,17 +29,18 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
     uint8_t *kc = c->buffers[0], *vc = c->buffers[1];
     const int32_t *moves = c->buffers[2];
     const uint64_t slots = c->sizes[0] / rbytes;
-    if (c->sizes[2] < (uint64_t)a->n * 2 * sizeof(int32_t) || c->sizes[1] / rbytes < slots)
+    if (c->sizes[2] < (uint64_t)a->n * 2 * sizeof(int32_t) || c->sizes[1] / rbytes < slots ||
+        (a->has_factors && c->sizes[3] < sizeof(float) * (a->n_rot / 2)))
         return HX_ERR_INVALID_ARG;
     float *k = (float *)((uint8_t *)c->scratch + ((a->Dh * sizeof(float) + 63) & ~(size_t)63) * (size_t)c->ith);
 
     /* The rotation by delta positions, the same for every key. */
     const uint32_t half = a->n_rot / 2;
     float cs[512], sn[512];
-    const double step = pow((double)a->freq_base, -2.0 / a->n_rot);
-    double inv_freq = 1.0;
-    for (uint32_t i = 0; i < half; i++, inv_freq *= step) {
-        const double th = (double)a->delta * a->freq_scale * inv_freq;
+    double inv_freq[512];
+    hx_cpu_rope_inv_freq(inv_freq, a->n_rot, a->freq_base, a->has_factors ? c->buffers[3] : NULL);
+    for (uint32_t i = 0; i < half; i++) {
+        const double th = (double)a->delta * a->freq_scale * inv_freq[i];
         cs[i] = (float)cos(th);
         sn[i] = (float)sin(th);
     }

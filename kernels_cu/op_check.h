@@ -91,7 +91,9 @@ static inline int hx_oc_rmsnorm(const hx_op_rmsnorm *a, const size_t *s, int n, 
 static inline int hx_oc_rope(const hx_op_rope *a, const size_t *s, int n, char *msg, size_t len)
 {
     const char *op = "rope";
-    if (hx_oc_buffers(n, 2, msg, len, op))
+    if (a->has_factors > 1)
+        return hx_oc_fail(msg, len, op, "has_factors must be 0 or 1");
+    if (hx_oc_buffers(n, 2 + (int)a->has_factors, msg, len, op))
         return 1;
     if (a->T > HX_OC_DIM_MAX || a->H > HX_OC_DIM_MAX || a->Dh > HX_OC_DIM_MAX)
         return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
@@ -102,7 +104,8 @@ static inline int hx_oc_rope(const hx_op_rope *a, const size_t *s, int n, char *
     if (!(a->freq_base > 0.0f) || isinf(a->freq_base) || !isfinite(a->freq_scale))
         return hx_oc_fail(msg, len, op, "freq_base must be positive and finite, freq_scale finite");
     return hx_oc_size((uint64_t)a->T * a->H, a->Dh, 4, s[0], msg, len, op, "x") ||
-           hx_oc_size(a->T, 4, 1, s[1], msg, len, op, "pos");
+           hx_oc_size(a->T, 4, 1, s[1], msg, len, op, "pos") ||
+           (a->has_factors && hx_oc_size(a->n_rot / 2, 4, 1, s[2], msg, len, op, "factors"));
 }
 
 /* The KV layout shared by kv_store and attention; *slots receives how many

@@ -65,7 +65,8 @@ HX_CU_LAUNCHER(hx_cu_rmsnorm)
 /* The angle in double: positions reach the tens of thousands, where a float
  * angle has lost most of the bits that its sine depends on. */
 __global__ void k_rope(float *__restrict__ x, const int32_t *__restrict__ pos, uint32_t T, uint32_t H, uint32_t Dh,
-                       uint32_t n_rot, float base, float scale, uint32_t neox)
+                       uint32_t n_rot, float base, float scale, uint32_t neox,
+                       const float *__restrict__ factors)
 {
     uint32_t half = n_rot / 2;
     uint64_t total = (uint64_t)T * H * half;
@@ -76,6 +77,8 @@ __global__ void k_rope(float *__restrict__ x, const int32_t *__restrict__ pos, u
         uint32_t t = (uint32_t)(th / H);
         float *v = x + th * Dh;
         double theta = (double)pos[t] * (double)scale * pow((double)base, -2.0 * (double)i / (double)n_rot);
+        if (factors) /* Llama 3.1's rope_freqs */
+            theta /= (double)factors[i];
         double sn, cs;
         sincos(theta, &sn, &cs);
         float s = (float)sn, c = (float)cs;
@@ -94,7 +97,8 @@ HX_CU_LAUNCHER(hx_cu_rope)
     if (!total)
         return HX_OK;
     k_rope<<<hx_cu_blocks(total, 256, c), 256, 0, c->stream>>>((float *)bufs[0], (const int32_t *)bufs[1], a->T, a->H,
-                                                                a->Dh, a->n_rot, a->freq_base, a->freq_scale, a->neox);
+                                                                a->Dh, a->n_rot, a->freq_base, a->freq_scale, a->neox,
+                                                                a->has_factors ? (const float *)bufs[2] : NULL);
     HX_CU_LAUNCHED("rope");
     return HX_OK;
 }

@@ -13,23 +13,27 @@ const hx_layer_slot_shape hx_layer_slot_shapes[HX_LAYER_SLOTS] = {
     [HX_LW_K_BIAS] = {HX_DIM_KV, HX_DIM_ONE},      [HX_LW_V_BIAS] = {HX_DIM_KV, HX_DIM_ONE},
 };
 
-/* What llama.cpp's converter writes for every LLaMA-family architecture. */
-#define LLAMA_KEYS                                                                                          \
+/* What llama.cpp's converter writes for every LLaMA-family architecture;
+ * `swa`: the sliding window's key, or NULL where it is ignored. */
+#define HPARAM_KEYS(swa)                                                                                    \
     .key = {[HX_HP_CTX] = "context_length", [HX_HP_EMBD] = "embedding_length",                             \
             [HX_HP_LAYERS] = "block_count", [HX_HP_FF] = "feed_forward_length",                            \
             [HX_HP_HEADS] = "attention.head_count", [HX_HP_HEADS_KV] = "attention.head_count_kv",          \
             [HX_HP_ROPE_DIMS] = "rope.dimension_count", [HX_HP_ROPE_BASE] = "rope.freq_base",              \
             [HX_HP_NORM_EPS] = "attention.layer_norm_rms_epsilon",                                         \
             [HX_HP_ROPE_SCALING_TYPE] = "rope.scaling.type", [HX_HP_ROPE_SCALING_FACTOR] = "rope.scaling.factor",     \
-            [HX_HP_SLIDING_WINDOW] = "attention.sliding_window"}
-#define LLAMA_TENSORS                                                                                       \
+            [HX_HP_SLIDING_WINDOW] = swa}
+#define LLAMA_KEYS HPARAM_KEYS("attention.sliding_window")
+/* The tensors, with the names of the slots that a fused layout shares. */
+#define LAYER_TENSORS(q, k, v, gate)                                                                        \
     .token_embd = "token_embd.weight", .output_norm = "output_norm.weight", .output = "output.weight",     \
-    .layer_tensor = {[HX_LW_ATTN_NORM] = "attn_norm.weight", [HX_LW_Q] = "attn_q.weight",                  \
-                     [HX_LW_K] = "attn_k.weight", [HX_LW_V] = "attn_v.weight",                             \
+    .layer_tensor = {[HX_LW_ATTN_NORM] = "attn_norm.weight", [HX_LW_Q] = q,                                \
+                     [HX_LW_K] = k, [HX_LW_V] = v,                                                         \
                      [HX_LW_O] = "attn_output.weight", [HX_LW_FFN_NORM] = "ffn_norm.weight",               \
-                     [HX_LW_GATE] = "ffn_gate.weight", [HX_LW_UP] = "ffn_up.weight",                       \
+                     [HX_LW_GATE] = gate, [HX_LW_UP] = "ffn_up.weight",                                    \
                      [HX_LW_DOWN] = "ffn_down.weight", [HX_LW_Q_BIAS] = "attn_q.bias",                     \
                      [HX_LW_K_BIAS] = "attn_k.bias", [HX_LW_V_BIAS] = "attn_v.bias"}
+#define LLAMA_TENSORS LAYER_TENSORS("attn_q.weight", "attn_k.weight", "attn_v.weight", "ffn_gate.weight")
 /* Every weight but the biases is required; `bias` says what the biases are. */
 #define LLAMA_PRESENCE(bias)                                                                                \
     .layer_presence = {HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED, HX_TENSOR_REQUIRED,     \
@@ -37,14 +41,48 @@ const hx_layer_slot_shape hx_layer_slot_shapes[HX_LAYER_SLOTS] = {
                        HX_TENSOR_REQUIRED, bias, bias, bias}
 
 static const hx_arch archs[] = {
-    /* Biases are optional: some llama fine-tunes carry them. */
+    /* Biases are optional: some llama fine-tunes carry them.  Llama 3.1
+     * and later carry rope_freqs (their rope_scaling "llama3"). */
     {.name = "llama", .key_prefix = "llama", LLAMA_KEYS, .rope = HX_ROPE_NORMAL, .typical_rope_base = 10000.0f,
-     .typical_norm_eps = 1e-5f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_OPTIONAL)},
+     .typical_norm_eps = 1e-5f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_OPTIONAL),
+     .rope_freqs = "rope_freqs.weight"},
     {.name = "mistral", .key_prefix = "mistral", LLAMA_KEYS, .rope = HX_ROPE_NORMAL,
-     .typical_rope_base = 10000.0f, .typical_norm_eps = 1e-5f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_OPTIONAL)},
+     .typical_rope_base = 10000.0f, .typical_norm_eps = 1e-5f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_OPTIONAL),
+     .rope_freqs = "rope_freqs.weight"},
     {.name = "qwen2", .key_prefix = "qwen2", LLAMA_KEYS, .rope = HX_ROPE_NEOX, .typical_rope_base = 1000000.0f,
      .typical_norm_eps = 1e-6f, LLAMA_TENSORS, LLAMA_PRESENCE(HX_TENSOR_REQUIRED)},
+    /* Phi-3: Q, K, V in one attn_qkv, gate and up in one ffn_up, no
+     * biases.  Its converted files carry attention.sliding_window (2047 for
+     * the 4k models), which llama.cpp ignores (its Phi-3 SWA is disabled,
+     * ggml-org/llama.cpp#13676): so does hetero, to give the same logits. */
+    {.name = "phi3", .key_prefix = "phi3", HPARAM_KEYS(NULL), .rope = HX_ROPE_NEOX, .typical_rope_base = 10000.0f,
+     .typical_norm_eps = 1e-5f,
+     LAYER_TENSORS("attn_qkv.weight", "attn_qkv.weight", "attn_qkv.weight", "ffn_up.weight"),
+     LLAMA_PRESENCE(HX_TENSOR_NONE),
+     .unsupported = {"rope_factors_long.weight", "rope_factors_short.weight"},
+     .unsupported_why = "LongRoPE (the 128k-context Phi-3 models) is not implemented"},
 };
+
+hx_layer_slot hx_arch_tensor_owner(const hx_arch *a, hx_layer_slot slot)
+{
+    for (int i = 0; i < (int)slot; i++)
+        if (a->layer_presence[i] != HX_TENSOR_NONE && !strcmp(a->layer_tensor[i], a->layer_tensor[slot]))
+            return (hx_layer_slot)i;
+    return slot;
+}
+
+void hx_arch_slot_rows(const hx_arch *a, hx_layer_slot slot, const uint64_t *dims, uint64_t *first_row,
+                       uint64_t *rows_total)
+{
+    *first_row = *rows_total = 0;
+    for (int i = 0; i < HX_LAYER_SLOTS; i++) {
+        if (a->layer_presence[i] == HX_TENSOR_NONE || strcmp(a->layer_tensor[i], a->layer_tensor[slot]))
+            continue;
+        if (i < (int)slot)
+            *first_row += dims[hx_layer_slot_shapes[i].ne1];
+        *rows_total += dims[hx_layer_slot_shapes[i].ne1];
+    }
+}
 
 const hx_arch *hx_arch_at(size_t i)
 {

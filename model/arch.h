@@ -45,16 +45,35 @@ typedef enum { HX_TENSOR_NONE, HX_TENSOR_OPTIONAL, HX_TENSOR_REQUIRED } hx_tenso
 typedef struct {
     const char *name;       /* general.architecture */
     const char *key_prefix; /* of the hyper-parameter keys */
-    const char *key[HX_HPARAMS];
+    const char *key[HX_HPARAMS]; /* NULL: the architecture ignores that key */
     hx_rope_kind rope;
     /* What a model of this architecture usually has: the synthetic writer
      * writes them.  A file that is silent gets llama.cpp's defaults
      * (10000, 1e-5) whatever its architecture, as in llama.cpp. */
     float typical_rope_base, typical_norm_eps;
     const char *token_embd, *output_norm, *output; /* output is optional: tied to token_embd */
-    const char *layer_tensor[HX_LAYER_SLOTS];     /* after "blk.<n>." */
+    /* After "blk.<n>.".  Slots that name the same tensor are row ranges
+     * of it, in slot order (Phi-3's attn_qkv holds Q, K then V rows; its
+     * ffn_up holds gate then up): each slot's weight is a view of its rows
+     * in the mapped file, no copy, and the tensor has their rows together. */
+    const char *layer_tensor[HX_LAYER_SLOTS];
     hx_tensor_presence layer_presence[HX_LAYER_SLOTS];
+    /* Llama 3.1's rope frequency factors (one tensor for every layer,
+     * n_rot/2 floats dividing each pair's frequency), optional; NULL when
+     * the architecture has none. */
+    const char *rope_freqs;
+    /* Tensors of a variant hetero does not run, refused by name with
+     * `unsupported_why` (Phi-3 128k's LongRoPE factors); NULL-terminated. */
+    const char *unsupported[3];
+    const char *unsupported_why;
 } hx_arch;
+
+/* The first slot naming the same tensor as `slot` (itself when unfused),
+ * and the row ranges: *first_row of `slot` within it, *rows_total of the
+ * tensor, each in units of the slots' resolved dims. */
+hx_layer_slot hx_arch_tensor_owner(const hx_arch *a, hx_layer_slot slot);
+void hx_arch_slot_rows(const hx_arch *a, hx_layer_slot slot, const uint64_t *dims, uint64_t *first_row,
+                       uint64_t *rows_total);
 
 /* The entry for general.architecture `name`, or NULL. */
 const hx_arch *hx_arch_find(const char *name);

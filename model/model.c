@@ -1,5 +1,6 @@
 /* Loading a LLaMA-family model from a GGUF file: hyper-parameters by
  * architecture, every weight checked for type and shape, wrapped in place. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,29 @@ hx_model_options hx_model_options_default(void)
     return o;
 }
 
+static hx_status architectures(char *buf, size_t cap)
+{
+    if (!buf || !cap)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_architectures: NULL or empty buffer");
+    char all[512];
+    hx_arch_names(all, sizeof all);
+    if (strlen(all) >= cap)
+        return hx_error(HX_ERR_RANGE, "hx_model_architectures: %zu bytes needed, %zu given", strlen(all) + 1, cap);
+    memcpy(buf, all, strlen(all) + 1);
+    return HX_OK;
+}
+
+hx_status hx_model_architectures(char *buf, size_t cap)
+{
+    hx_api_enter();
+    return hx_api_leave(architectures(buf, cap));
+}
+
 static hx_status get_u32(const hx_gguf *g, const hx_arch *arch, hx_hparam key, uint32_t *out, int required)
 {
     char k[128];
+    if (!arch->key[key])
+        return HX_OK; /* a key the architecture ignores */
     snprintf(k, sizeof k, "%s.%s", arch->key_prefix, arch->key[key]);
     hx_status s = hx_gguf_get_u32(g, k, out);
     if (s == HX_ERR_NOT_FOUND && !required)
@@ -30,9 +51,44 @@ static hx_status get_u32(const hx_gguf *g, const hx_arch *arch, hx_hparam key, u
 static hx_status get_f32(const hx_gguf *g, const hx_arch *arch, hx_hparam key, float *out)
 {
     char k[128];
+    if (!arch->key[key])
+        return HX_OK;
     snprintf(k, sizeof k, "%s.%s", arch->key_prefix, arch->key[key]);
     hx_status s = hx_gguf_get_f32(g, k, out);
     return s == HX_ERR_NOT_FOUND ? HX_OK : s;
+}
+
+/* <arch>.rope.scaling.type as llama.cpp reads it: absent means "linear",
+ * and the factor, where there is one, divides every frequency (freq_scale
+ * = 1/factor) whatever the type; "llama3" (which llama.cpp's loader does
+ * not know, its converter writing the factors as rope_freqs.weight and no
+ * type) is taken as the factors' type.  YaRN and LongRoPE are refused. */
+static hx_status read_rope_scaling(hx_model *m)
+{
+    const hx_arch *a = m->arch;
+    char k[128], type[16] = "linear";
+    snprintf(k, sizeof k, "%s.%s", a->key_prefix, a->key[HX_HP_ROPE_SCALING_TYPE]);
+    const char *st;
+    uint64_t len;
+    hx_status s = hx_gguf_get_str(m->gguf, k, &st, &len);
+    if (s == HX_OK)
+        snprintf(type, sizeof type, "%.*s", (int)(len < sizeof type ? len : sizeof type - 1), st);
+    else if (s != HX_ERR_NOT_FOUND)
+        return hx_error_context(s, "%s", k);
+    m->hp.rope_scaling = strcmp(type, "llama3") ? HX_ROPE_SCALING_PLAIN : HX_ROPE_SCALING_LLAMA3;
+    if (strcmp(type, "linear") && strcmp(type, "none") && strcmp(type, "llama3"))
+        return hx_error(HX_ERR_UNSUPPORTED, "%s '%.*s': hetero runs none, linear and llama3 (rope_freqs.weight)%s", k,
+                        (int)len, st,
+                        !strcmp(type, "yarn") ? "; YaRN is not implemented"
+                        : !strcmp(type, "longrope") ? "; LongRoPE is not implemented" : "");
+    float factor = 0.0f;
+    if ((s = get_f32(m->gguf, a, HX_HP_ROPE_SCALING_FACTOR, &factor)))
+        return hx_error_context(s, "%s.%s", a->key_prefix, a->key[HX_HP_ROPE_SCALING_FACTOR]);
+    if (!(factor >= 0.0f) || isinf(factor))
+        return hx_error(HX_ERR_FORMAT, "%s.%s = %g", a->key_prefix, a->key[HX_HP_ROPE_SCALING_FACTOR], (double)factor);
+    if (factor > 0.0f)
+        m->hp.rope_scale = 1.0f / factor;
+    return HX_OK;
 }
 
 static hx_status read_hparams(hx_model *m)
@@ -87,24 +143,19 @@ static hx_status read_hparams(hx_model *m)
         (s = get_u32(g, a, HX_HP_SLIDING_WINDOW, &hp->n_swa, 0)))
         return hx_error_context(s, "model metadata");
     in->sliding_window = hp->n_swa;
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", a->key_prefix, a->key[HX_HP_ROPE_SCALING_TYPE]);
-    const char *st;
-    if (hx_gguf_get_str(g, k, &st, &len) == HX_OK && len == 6 && !memcmp(st, "linear", 6)) {
-        float factor = 1.0f;
-        if ((s = get_f32(g, a, HX_HP_ROPE_SCALING_FACTOR, &factor)))
-            return s;
-        if (factor > 0)
-            hp->rope_scale = 1.0f / factor;
-    }
+    if ((s = read_rope_scaling(m)))
+        return s;
     if (hp->n_rot > in->head_dim || hp->n_rot % 2)
         return hx_error(HX_ERR_FORMAT, "rope.dimension_count %u with head_dim %u", hp->n_rot, in->head_dim);
     return HX_OK;
 }
 
-/* Finds a tensor, checks its type has kernels and its shape is [ne1][ne0]
- * (ne1 = 1 for vectors), and wraps it. */
-static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne0, uint64_t ne1, int required)
+/* Finds a tensor, checks its type has kernels and its shape is
+ * [rows_total][ne0] (1 for vectors), and wraps its rows first_row ..
+ * first_row + ne1 in place: the whole tensor, or one slot's rows of a fused
+ * one (model/arch.h). */
+static hx_status weight_rows(hx_model *m, hx_weight *w, const char *name, uint64_t ne0, uint64_t ne1,
+                             uint64_t first_row, uint64_t rows_total, int required)
 {
     const hx_gguf_tensor *t = hx_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -113,21 +164,55 @@ static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne
         return hx_error(HX_ERR_FORMAT, "tensor '%s' is missing", name);
     }
     uint64_t got1 = t->n_dims > 1 ? t->ne[1] : 1;
-    if (t->ne[0] != ne0 || got1 != ne1 || (t->n_dims > 2 && t->ne[2] != 1))
+    if (t->ne[0] != ne0 || got1 != rows_total || (t->n_dims > 2 && t->ne[2] != 1))
         return hx_error(HX_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
                         (unsigned long long)t->ne[0], (unsigned long long)got1,
-                        (unsigned long long)ne0, (unsigned long long)ne1);
+                        (unsigned long long)ne0, (unsigned long long)rows_total);
     hx_status s = hx_quant_row_check(t->type, (int64_t)ne0);
     if (s)
         return hx_error_context(s, "tensor '%s'", name);
-    if (ne1 == 1 && t->type != HX_TYPE_F32)
+    if (rows_total == 1 && t->type != HX_TYPE_F32)
         return hx_error(HX_ERR_UNSUPPORTED, "tensor '%s' is %s; norms and biases must be f32", name,
                         hx_type_name(t->type));
+    const size_t row = hx_type_row_size(t->type, ne0);
+    if (row * rows_total > t->size)
+        return hx_error(HX_ERR_FORMAT, "tensor '%s': %llu rows of %zu bytes exceed its %zu bytes", name,
+                        (unsigned long long)rows_total, row, (size_t)t->size);
     w->type = t->type;
     w->ne0 = ne0;
     w->ne1 = ne1;
-    s = hx_buffer_wrap(m->rt, (void *)t->data, t->size, 1, &w->buf);
+    s = hx_buffer_wrap(m->rt, (uint8_t *)t->data + row * first_row, row * ne1, 1, &w->buf);
     return s ? hx_error_context(s, "tensor '%s'", name) : HX_OK;
+}
+
+static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne0, uint64_t ne1, int required)
+{
+    return weight_rows(m, w, name, ne0, ne1, 0, ne1, required);
+}
+
+/* Llama 3.1's rope_freqs.weight: n_rot/2 factors, each dividing a
+ * frequency, so each must be a positive finite number. */
+static hx_status load_rope_freqs(hx_model *m)
+{
+    const hx_arch *a = m->arch;
+    for (int i = 0; a->unsupported[i]; i++)
+        if (hx_gguf_find_tensor(m->gguf, a->unsupported[i]))
+            return hx_error(HX_ERR_UNSUPPORTED, "%s: tensor '%s': %s", a->name, a->unsupported[i], a->unsupported_why);
+    hx_status s = a->rope_freqs ? weight(m, &m->rope_freqs, a->rope_freqs, m->hp.n_rot / 2, 1, 0) : HX_OK;
+    if (s)
+        return s;
+    if (!m->rope_freqs.buf) {
+        if (m->hp.rope_scaling == HX_ROPE_SCALING_LLAMA3)
+            return hx_error(HX_ERR_FORMAT, "rope scaling 'llama3' without its factors: tensor '%s' is missing",
+                            a->rope_freqs ? a->rope_freqs : "rope_freqs.weight");
+        return HX_OK;
+    }
+    const float *f = hx_gguf_find_tensor(m->gguf, a->rope_freqs)->data;
+    for (uint32_t i = 0; i < m->hp.n_rot / 2; i++)
+        if (!(f[i] > 0.0f) || isinf(f[i]))
+            return hx_error(HX_ERR_FORMAT, "tensor '%s': factor %u is %g; each must be positive and finite",
+                            a->rope_freqs, i, (double)f[i]);
+    return HX_OK;
 }
 
 /* Every tensor the architecture's entry names, with the shape its role has. */
@@ -158,11 +243,13 @@ static hx_status load_weights(hx_model *m)
             char n[96];
             snprintf(n, sizeof n, "blk.%u.%s", l, a->layer_tensor[i]);
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
-            if ((s = weight(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1],
-                            a->layer_presence[i] == HX_TENSOR_REQUIRED)))
+            uint64_t first, total;
+            hx_arch_slot_rows(a, (hx_layer_slot)i, dims, &first, &total);
+            if ((s = weight_rows(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1], first, total,
+                                 a->layer_presence[i] == HX_TENSOR_REQUIRED)))
                 return s;
         }
-    return HX_OK;
+    return load_rope_freqs(m);
 }
 
 /* Parameter count and the type most weight bytes are in (llama.cpp's
@@ -371,6 +458,7 @@ void hx_model_destroy(hx_model *m)
     unwrap(&m->tok_embd);
     unwrap(&m->out_norm);
     unwrap(&m->output);
+    unwrap(&m->rope_freqs);
     for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++) {
         for (int i = 0; i < HX_LAYER_SLOTS; i++)
             unwrap(&m->layers[l].w[i]);

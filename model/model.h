@@ -29,8 +29,12 @@ typedef struct {
     hx_weight w[HX_LAYER_SLOTS];
 } hx_layer_weights;
 
+/* What <arch>.rope.scaling.type asked for (model.c). */
+typedef enum { HX_ROPE_SCALING_PLAIN, HX_ROPE_SCALING_LLAMA3 } hx_rope_scaling;
+
 typedef struct {
     float eps, rope_base, rope_scale; /* rope_scale multiplies positions */
+    hx_rope_scaling rope_scaling;
     uint32_t n_rot;
     uint32_t n_swa; /* sliding window: a token attends to the last n_swa positions; 0 = all */
 } hx_model_hparams;
@@ -57,6 +61,7 @@ struct hx_model {
     hx_model_options opts;
     hx_type kv_type;
     hx_weight tok_embd, out_norm, output;
+    hx_weight rope_freqs;      /* Llama 3.1's frequency factors; buf NULL when absent */
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
     char *chat_template;       /* tokenizer.chat_template, NUL-terminated; NULL when absent */

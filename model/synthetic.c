@@ -85,16 +85,27 @@ static hx_status keep(writer *wr, void *p)
     return HX_OK;
 }
 
-/* A [rows][cols] tensor of N(mean, sd) values, stored in `type`. */
-static hx_status tensor(writer *wr, const char *name, uint64_t cols, uint64_t rows, double mean, double sd,
-                        hx_type type)
+/* How each weight is drawn: N(mean, sd). */
+typedef struct {
+    double mean, sd;
+} init;
+
+/* A [rows][cols] tensor stored in `type`, its rows drawn in parts: part p
+ * has rows[p] rows of N(inits[p]) values.  A fused tensor draws its parts
+ * in the order the unfused ones are written, so both layouts of a seed
+ * hold the same numbers. */
+static hx_status tensor_parts(writer *wr, const char *name, uint64_t cols, int n_parts, const uint64_t *rows,
+                              const init *inits, hx_type type)
 {
     size_t row_bytes = hx_type_row_size(type, cols);
     const hx_quant_ops *q = hx_quant_ops_get(type);
     if (!row_bytes || !q || !q->quantize_row)
         return hx_error(HX_ERR_UNSUPPORTED, "synthetic model: no quantizer for %s rows of %llu", hx_type_name(type),
                         (unsigned long long)cols);
-    uint8_t *data = malloc(row_bytes * rows);
+    uint64_t total = 0;
+    for (int p = 0; p < n_parts; p++)
+        total += rows[p];
+    uint8_t *data = malloc(row_bytes * total);
     float *row = malloc(sizeof *row * cols);
     hx_status s = data && row ? keep(wr, data) : hx_error(HX_ERR_NO_MEMORY, "tensor %s", name);
     if (s) {
@@ -102,21 +113,55 @@ static hx_status tensor(writer *wr, const char *name, uint64_t cols, uint64_t ro
         free(row);
         return s;
     }
-    for (uint64_t i = 0; i < rows; i++) {
-        for (uint64_t j = 0; j < cols; j++)
-            row[j] = (float)(mean + sd * normal(&wr->r));
-        q->quantize_row(row, data + i * row_bytes, (int64_t)cols);
-    }
+    uint64_t i = 0;
+    for (int p = 0; p < n_parts; p++)
+        for (uint64_t r = 0; r < rows[p]; r++, i++) {
+            for (uint64_t j = 0; j < cols; j++)
+                row[j] = (float)(inits[p].mean + inits[p].sd * normal(&wr->r));
+            q->quantize_row(row, data + i * row_bytes, (int64_t)cols);
+        }
     free(row);
-    uint64_t ne[2] = {cols, rows};
-    return hx_gguf_writer_add_tensor(wr->w, name, type, rows == 1 ? 1 : 2, ne, data);
+    uint64_t ne[2] = {cols, total};
+    return hx_gguf_writer_add_tensor(wr->w, name, type, total == 1 ? 1 : 2, ne, data);
+}
+
+static hx_status tensor(writer *wr, const char *name, uint64_t cols, uint64_t rows, double mean, double sd,
+                        hx_type type)
+{
+    return tensor_parts(wr, name, cols, 1, &rows, &(init){mean, sd}, type);
+}
+
+/* The rope_freqs.weight llama.cpp's converter writes for Llama 3.1's
+ * rope_scaling {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
+ * "high_freq_factor": 4, "original_max_position_embeddings": n_ctx}:
+ * short wavelengths keep their frequency (1), long ones are divided by 8,
+ * and those between are interpolated. */
+static hx_status llama3_rope_freqs(writer *wr, uint32_t n_rot, float base, uint32_t n_ctx)
+{
+    const double factor = 8, low = 1, high = 4, low_wavelen = n_ctx / low, high_wavelen = n_ctx / high;
+    float *f = malloc(sizeof *f * (n_rot / 2));
+    hx_status s = f ? keep(wr, f) : hx_error(HX_ERR_NO_MEMORY, "rope_freqs");
+    if (s) {
+        free(f);
+        return s;
+    }
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        const double wavelen = 2 * M_PI * pow(base, 2.0 * i / n_rot);
+        if (wavelen < high_wavelen) {
+            f[i] = 1;
+        } else if (wavelen > low_wavelen) {
+            f[i] = (float)factor;
+        } else {
+            const double smooth = (n_ctx / wavelen - low) / (high - low);
+            f[i] = (float)(1 / ((1 - smooth) / factor + smooth));
+        }
+    }
+    uint64_t ne[1] = {n_rot / 2};
+    return hx_gguf_writer_add_tensor(wr->w, "rope_freqs.weight", HX_TYPE_F32, 1, ne, f);
 }
 
 /* How each layer weight is drawn: norms near 1, projections N(0, 1/fan_in)
  * (the residual-stream ones smaller still), biases visibly non-zero. */
-typedef struct {
-    double mean, sd;
-} init;
 
 static void layer_inits(init *t, double in, double res, uint64_t D, uint64_t F)
 {
@@ -130,6 +175,8 @@ static void layer_inits(init *t, double in, double res, uint64_t D, uint64_t F)
 static hx_status set_u32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, uint32_t v)
 {
     char key[96];
+    if (!a->key[k])
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' ignores that key", a->name);
     snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
     return hx_gguf_writer_set_u32(w, key, v);
 }
@@ -137,17 +184,29 @@ static hx_status set_u32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, uint3
 static hx_status set_f32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, float v)
 {
     char key[96];
+    if (!a->key[k])
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' ignores that key", a->name);
     snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
     return hx_gguf_writer_set_f32(w, key, v);
 }
 
-/* Everything the architecture's entry requires, and nothing optional. */
-static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_arch *a, const char *type_name,
-                           uint32_t window)
+static hx_status set_str(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, const char *v)
+{
+    char key[96];
+    if (!a->key[k])
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' ignores that key", a->name);
+    snprintf(key, sizeof key, "%s.%s", a->key_prefix, a->key[k]);
+    return hx_gguf_writer_set_str(w, key, v);
+}
+
+/* Everything the architecture's entry requires, and nothing optional
+ * unless the configuration asks for it. */
+static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_synthetic_extras *x,
+                           const hx_arch *a, const char *type_name)
 {
     hx_gguf_writer *w = wr->w;
     const uint64_t D = c->n_embd, Dkv = (uint64_t)c->n_embd / c->n_head * c->n_head_kv, F = c->n_ff;
-    const uint64_t V = HX_TOKENIZER_BYTES_VOCAB;
+    const uint64_t V = x->n_vocab > HX_TOKENIZER_BYTES_VOCAB ? x->n_vocab : HX_TOKENIZER_BYTES_VOCAB;
     const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
     const double in = 1.0 / sqrt((double)D), res = in / sqrt(2.0 * c->n_layer);
     init inits[HX_LAYER_SLOTS];
@@ -163,19 +222,33 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_ar
         (s = set_u32(w, a, HX_HP_ROPE_DIMS, c->n_embd / c->n_head)) ||
         (s = set_f32(w, a, HX_HP_ROPE_BASE, a->typical_rope_base)) ||
         (s = set_f32(w, a, HX_HP_NORM_EPS, a->typical_norm_eps)) ||
-        (window && (s = set_u32(w, a, HX_HP_SLIDING_WINDOW, window))) ||
+        (x->window && (s = set_u32(w, a, HX_HP_SLIDING_WINDOW, x->window))) ||
+        (x->rope_scaling && (s = set_str(w, a, HX_HP_ROPE_SCALING_TYPE, x->rope_scaling))) ||
+        (x->rope_scaling_factor && (s = set_f32(w, a, HX_HP_ROPE_SCALING_FACTOR, x->rope_scaling_factor))) ||
         (s = hx_tokenizer_write_bytes_kv(w)))
         return s;
-    if ((s = tensor(wr, a->token_embd, D, V, 0, 1, wr->type)))
+    if (x->rope_freqs && !a->rope_freqs)
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' has no rope_freqs", a->name);
+    if ((x->rope_freqs && (s = llama3_rope_freqs(wr, c->n_embd / c->n_head, a->typical_rope_base, c->n_ctx))) ||
+        (s = tensor(wr, a->token_embd, D, V, 0, 1, wr->type)))
         return s;
     for (uint32_t l = 0; l < c->n_layer; l++)
         for (int i = 0; i < HX_LAYER_SLOTS; i++) {
-            if (a->layer_presence[i] != HX_TENSOR_REQUIRED)
+            /* A fused tensor is written whole at its first slot. */
+            if (a->layer_presence[i] != HX_TENSOR_REQUIRED || (int)hx_arch_tensor_owner(a, (hx_layer_slot)i) != i)
                 continue;
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
+            uint64_t rows[HX_LAYER_SLOTS];
+            init parts[HX_LAYER_SLOTS];
+            int n = 0;
+            for (int j = i; j < HX_LAYER_SLOTS; j++)
+                if (a->layer_presence[j] != HX_TENSOR_NONE && !strcmp(a->layer_tensor[j], a->layer_tensor[i])) {
+                    rows[n] = dims[hx_layer_slot_shapes[j].ne1];
+                    parts[n++] = inits[j];
+                }
             snprintf(name, sizeof name, "blk.%u.%s", l, a->layer_tensor[i]);
-            if ((s = tensor(wr, name, dims[sh->ne0], dims[sh->ne1], inits[i].mean, inits[i].sd,
-                            sh->ne1 == HX_DIM_ONE ? HX_TYPE_F32 : wr->type)))
+            if ((s = tensor_parts(wr, name, dims[sh->ne0], n, rows, parts,
+                                  sh->ne1 == HX_DIM_ONE ? HX_TYPE_F32 : wr->type)))
                 return s;
         }
     if ((s = tensor(wr, a->output_norm, D, 1, 1, 0.1, HX_TYPE_F32)))
@@ -191,8 +264,14 @@ hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, con
 hx_status hx_synthetic_write_windowed(const char *path, const hx_synthetic_config *c, const char *type,
                                       uint64_t seed, uint32_t window)
 {
+    return hx_synthetic_write_with(path, c, &(hx_synthetic_extras){.window = window}, type, seed);
+}
+
+hx_status hx_synthetic_write_with(const char *path, const hx_synthetic_config *c, const hx_synthetic_extras *x,
+                                  const char *type, uint64_t seed)
+{
     hx_type t;
-    if (!path || !c || !type)
+    if (!path || !c || !x || !type)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: NULL argument");
     if (!hx_type_from_name(type, &t))
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: unknown type '%s'", type);
@@ -208,7 +287,7 @@ hx_status hx_synthetic_write_windowed(const char *path, const hx_synthetic_confi
     writer wr = {.r = {.s = seed}, .type = t};
     hx_status s = hx_gguf_writer_create(&wr.w);
     if (s == HX_OK)
-        s = write_all(&wr, c, a, type, window);
+        s = write_all(&wr, c, x, a, type);
     if (s == HX_OK)
         s = hx_gguf_writer_write(wr.w, path);
     hx_gguf_writer_free(wr.w);

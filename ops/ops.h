@@ -33,13 +33,16 @@ typedef struct {
     uint32_t has_bias;
 } hx_op_matmul;
 
-/* "rope": x (RW, f32 [T][H][Dh]), pos (R, int32 [T]).  Rotates the first
- * n_rot dims of each head: pairs (2i, 2i+1) in normal mode, (i, i+n_rot/2)
- * in neox mode; theta = pos * freq_scale * base^(-2i/n_rot). */
+/* "rope": x (RW, f32 [T][H][Dh]), pos (R, int32 [T]), and when
+ * has_factors, factors (R, f32 [n_rot/2]).  Rotates the first n_rot dims
+ * of each head: pairs (2i, 2i+1) in normal mode, (i, i+n_rot/2) in neox
+ * mode; theta = pos * freq_scale * base^(-2i/n_rot) / factors[i] (Llama
+ * 3.1's rope_freqs.weight, as ggml_rope_ext's freq_factors; 1 without). */
 typedef struct {
     uint32_t T, H, Dh, n_rot;
     float freq_base, freq_scale;
     uint32_t neox;
+    uint32_t has_factors;
 } hx_op_rope;
 
 /* Paged KV cache: per layer one K and one V buffer of n_blocks blocks, each
@@ -81,13 +84,15 @@ typedef struct {
  * (RoPE's angles are linear in the position, so a key at position p
  * rotated by delta is the key at p + delta), requantized to kv_type.
  * Moves go to lower positions: a destination is never a later move's
- * source.  The RoPE fields are hx_op_rope's. */
+ * source.  The RoPE fields are hx_op_rope's; when has_factors, a fourth
+ * buffer, factors (R, f32 [n_rot/2]), divides the frequencies as rope's. */
 typedef struct {
     uint32_t n, Hkv, Dh, kv_type;
     int32_t delta;
     uint32_t n_rot;
     float freq_base, freq_scale;
     uint32_t neox;
+    uint32_t has_factors;
 } hx_op_kv_shift;
 
 /* "add": x (RW, f32 [n]), y (R, f32 [n]);  x += y. */

@@ -61,10 +61,9 @@ static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
 {
     const hx_model *m = g->m;
     hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale,
-                    m->arch->rope == HX_ROPE_NEOX};
-    /* Positions are the second slice of the meta buffer. */
-    task(g, HX_CLASS_PREPROCESS, HX_OP_ROPE, &a, sizeof a, 2, (hx_buffer *[]){x, g->b->act->pos},
-         (hx_access[]){HX_RW, HX_R});
+                    m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
+    task(g, HX_CLASS_PREPROCESS, HX_OP_ROPE, &a, sizeof a, a.has_factors ? 3 : 2,
+         (hx_buffer *[]){x, g->b->act->pos, m->rope_freqs.buf}, (hx_access[]){HX_RW, HX_R, HX_R});
 }
 
 static void add(graph *g, hx_buffer *x, hx_buffer *y, uint64_t n)

@@ -18,9 +18,11 @@ a fast runtime) also rounds the activations before a quantized dot product
 (to Q8_0/Q8_K), which this reference does not, so comparing against it then
 needs a looser tolerance, and the flag makes that choice explicit.
 
-Supported: general.architecture llama, mistral (RoPE NORM) and qwen2 (RoPE
-NEOX, q/k/v biases); linear RoPE scaling; llama3-style rope_freqs.weight;
-a sliding window (<arch>.attention.sliding_window).
+Supported: general.architecture llama, mistral (RoPE NORM), qwen2 (RoPE
+NEOX, q/k/v biases) and phi3 (RoPE NEOX, Q/K/V fused in attn_qkv, gate and
+up fused in ffn_up); linear RoPE scaling; llama3-style rope_freqs.weight;
+a sliding window (<arch>.attention.sliding_window; ignored for phi3, as
+llama.cpp ignores it).
 """
 
 import argparse
@@ -34,8 +36,11 @@ from gguf.quants import dequantize
 # llama_model_rope_type() assigns it (LLM_ARCH_LLAMA -> LLAMA_ROPE_TYPE_NORM,
 # LLM_ARCH_QWEN2 -> LLAMA_ROPE_TYPE_NEOX).
 ROPE_NORM, ROPE_NEOX = "norm", "neox"
-ARCH_ROPE = {"llama": ROPE_NORM, "mistral": ROPE_NORM, "qwen2": ROPE_NEOX}
-ARCH_QKV_BIAS = {"llama": False, "mistral": False, "qwen2": True}
+ARCH_ROPE = {"llama": ROPE_NORM, "mistral": ROPE_NORM, "qwen2": ROPE_NEOX, "phi3": ROPE_NEOX}
+ARCH_QKV_BIAS = {"llama": False, "mistral": False, "qwen2": True, "phi3": False}
+# llama.cpp's Phi-3 loader reads attention.sliding_window and then disables
+# it (src/models/phi3.cpp: "Phi SWA is currently disabled").
+ARCH_IGNORES_SWA = {"phi3"}
 
 # Stored as plain numbers: no quantization of the weights to speak of.
 PLAIN_TYPES = {GGMLQuantizationType.F32, GGMLQuantizationType.F16,
@@ -99,7 +104,7 @@ class Model:
         # A sliding window (Mistral 7B v0.1): a query at position i sees the
         # keys at i - n_swa + 1 .. i, as llama.cpp's LLAMA_SWA_TYPE_STANDARD
         # masks p1 - p0 >= n_swa.  0 = the whole context.
-        self.n_swa = int(self.meta(f"{a}.attention.sliding_window", 0))
+        self.n_swa = 0 if a in ARCH_IGNORES_SWA else int(self.meta(f"{a}.attention.sliding_window", 0))
         self.rope_type = ARCH_ROPE[a]
         self.qkv_bias = ARCH_QKV_BIAS[a]
 
@@ -256,9 +261,14 @@ def layer(m, il, x, pos):
     nq, nk, nv = m.n_head * m.head_dim_k, m.n_head_kv * m.head_dim_k, m.n_head_kv * m.head_dim_v
 
     h = rms_norm(x, m.vector(b + "attn_norm.weight", m.n_embd), m.eps)
-    q = h @ m.matrix(b + "attn_q.weight", nq, m.n_embd).T
-    k = h @ m.matrix(b + "attn_k.weight", nk, m.n_embd).T
-    v = h @ m.matrix(b + "attn_v.weight", nv, m.n_embd).T
+    if b + "attn_qkv.weight" in m.tensors:
+        # Phi-3: one projection whose output is Q, then K, then V.
+        qkv = h @ m.matrix(b + "attn_qkv.weight", nq + nk + nv, m.n_embd).T
+        q, k, v = qkv[:, :nq], qkv[:, nq:nq + nk], qkv[:, nq + nk:]
+    else:
+        q = h @ m.matrix(b + "attn_q.weight", nq, m.n_embd).T
+        k = h @ m.matrix(b + "attn_k.weight", nk, m.n_embd).T
+        v = h @ m.matrix(b + "attn_v.weight", nv, m.n_embd).T
     if m.qkv_bias:
         q = q + m.vector(b + "attn_q.bias", nq)
         k = k + m.vector(b + "attn_k.bias", nk)
@@ -269,8 +279,14 @@ def layer(m, il, x, pos):
     x = x + attention(m, q, k, v) @ m.matrix(b + "attn_output.weight", m.n_embd, m.n_head * m.head_dim_v).T
 
     h = rms_norm(x, m.vector(b + "ffn_norm.weight", m.n_embd), m.eps)
-    gate = h @ m.matrix(b + "ffn_gate.weight", m.n_ff, m.n_embd).T
-    up = h @ m.matrix(b + "ffn_up.weight", m.n_ff, m.n_embd).T
+    if b + "ffn_gate.weight" in m.tensors:
+        gate = h @ m.matrix(b + "ffn_gate.weight", m.n_ff, m.n_embd).T
+        up = h @ m.matrix(b + "ffn_up.weight", m.n_ff, m.n_embd).T
+    else:
+        # Phi-3: ffn_up's output is the gate, then the up projection
+        # (ggml_swiglu applies SiLU to the first half).
+        gate_up = h @ m.matrix(b + "ffn_up.weight", 2 * m.n_ff, m.n_embd).T
+        gate, up = gate_up[:, :m.n_ff], gate_up[:, m.n_ff:]
     silu = gate / (1.0 + np.exp(-gate))
     return x + (silu * up) @ m.matrix(b + "ffn_down.weight", m.n_embd, m.n_ff).T
 

@@ -3,7 +3,8 @@
 
     python3 tests/ref_llama_selftest.py
 
-Builds tiny random GGUF models with gguf.GGUFWriter (llama, mistral, qwen2;
+Builds tiny random GGUF models with gguf.GGUFWriter (llama, mistral, qwen2,
+phi3 with its fused attn_qkv and gate/up and an ignored sliding window;
 F32, F16, BF16 and Q8_0 weights; GQA; partial RoPE, linear scaling, rope
 freq factors; tied output) and checks that ref_llama's vectorized forward
 pass matches a loop-based one (token by token with a KV cache, head by head,
@@ -42,6 +43,8 @@ CONFIGS = [
          n_kv=1),
     # A window shorter than the tokens: the last positions see 3 keys.
     dict(BASE, name="mistral-f32-sliding-window", arch="mistral", swa=3),
+    # Fused tensors, rope factors; the file's window of 3 is ignored.
+    dict(BASE, name="phi3-q8_0-fused", arch="phi3", wtype="q8_0", n_ff=64, freq_factors=True),
 ]
 TOKENS = [5, 17, 0, 63, 17, 42, 8, 8, 31, 2]
 
@@ -90,21 +93,29 @@ def build(c, path, seed, transpose=None):
         g.add_uint32(f"{arch}.attention.value_length", D)
     if c["n_rot"]:
         g.add_uint32(f"{arch}.rope.dimension_count", n_rot)
-    if c["swa"]:
-        g.add_uint32(f"{arch}.attention.sliding_window", c["swa"])
+    if c["swa"] or arch == "phi3":  # converted Phi-3 files carry one that llama.cpp ignores
+        g.add_uint32(f"{arch}.attention.sliding_window", c["swa"] or 3)
     if c["factor"]:
         g.add_string(f"{arch}.rope.scaling.type", "linear")
         g.add_float32(f"{arch}.rope.scaling.factor", c["factor"])
 
     W = {}
 
-    def mat(name, n_out, n_in, wtype):
+    def mat(name, n_out, n_in, wtype, write=True):
         w = rng.standard_normal((n_out, n_in)) / math.sqrt(n_in)
         if name == transpose:
             w = w.T
         data, raw, val = stored(w, wtype)
-        g.add_tensor(name, data, raw_dtype=raw)
+        if write:
+            g.add_tensor(name, data, raw_dtype=raw)
         W[name] = val
+        return data, raw
+
+    def fused(name, parts):
+        """One tensor holding the parts' rows in order (Phi-3's layout)."""
+        g.add_tensor(name, np.concatenate([d for d, _ in parts], axis=0), raw_dtype=parts[0][1])
+
+    phi3 = arch == "phi3"
 
     def vec(name, values):
         W[name] = values.astype(np.float32).astype(np.float64)
@@ -115,17 +126,19 @@ def build(c, path, seed, transpose=None):
     for il in range(c["n_layer"]):
         b = f"blk.{il}."
         vec(b + "attn_norm.weight", 1.0 + 0.2 * rng.standard_normal(E))
-        mat(b + "attn_q.weight", H * D, E, wt)
-        mat(b + "attn_k.weight", K * D, E, wt)
-        mat(b + "attn_v.weight", K * D, E, wt)
+        qkv = [mat(b + "attn_q.weight", H * D, E, wt, not phi3), mat(b + "attn_k.weight", K * D, E, wt, not phi3),
+               mat(b + "attn_v.weight", K * D, E, wt, not phi3)]
+        if phi3:
+            fused(b + "attn_qkv.weight", qkv)
         if arch == "qwen2":
             vec(b + "attn_q.bias", 0.5 * rng.standard_normal(H * D))
             vec(b + "attn_k.bias", 0.5 * rng.standard_normal(K * D))
             vec(b + "attn_v.bias", 0.5 * rng.standard_normal(K * D))
         mat(b + "attn_output.weight", E, H * D, wt)
         vec(b + "ffn_norm.weight", 1.0 + 0.2 * rng.standard_normal(E))
-        mat(b + "ffn_gate.weight", F, E, wt)
-        mat(b + "ffn_up.weight", F, E, wt)
+        gate_up = [mat(b + "ffn_gate.weight", F, E, wt, not phi3), mat(b + "ffn_up.weight", F, E, wt, not phi3)]
+        if phi3:
+            fused(b + "ffn_up.weight", gate_up)
         mat(b + "ffn_down.weight", E, F, wt)
     vec("output_norm.weight", 1.0 + 0.2 * rng.standard_normal(E))
     if not c["tied"]:
@@ -145,7 +158,7 @@ def build(c, path, seed, transpose=None):
 def loop_forward(c, W, tokens, neox=None, kv_head_of=None):
     E, H, K, D = c["n_embd"], c["n_head"], c["n_kv"], c["hd"]
     n_rot = c["n_rot"] or D
-    neox = (c["arch"] == "qwen2") if neox is None else neox
+    neox = (c["arch"] in ("qwen2", "phi3")) if neox is None else neox
     kv_head_of = kv_head_of or (lambda h: h // (H // K))
     freq_scale = 1.0 / c["factor"] if c["factor"] else 1.0
     ff = W.get("rope_freqs.weight")
@@ -232,7 +245,7 @@ def main():
 
             # The comparison must be able to fail: the other RoPE pairing and a
             # modulo KV-head mapping each move the logits far beyond TOL.
-            other_rope = loop_forward(c, W, TOKENS, neox=(c["arch"] != "qwen2"))
+            other_rope = loop_forward(c, W, TOKENS, neox=(c["arch"] not in ("qwen2", "phi3")))
             wrong_kv = loop_forward(c, W, TOKENS, kv_head_of=lambda h: h % c["n_kv"])
             checks = [("RoPE pairing", other_rope)]
             if c["n_kv"] > 1:  # with one KV head every mapping is the same

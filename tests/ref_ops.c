@@ -268,11 +268,13 @@ void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const f
 }
 
 /* RoPE of one head by `pos` positions: pairs (i, i + n_rot/2) with neox,
- * else (2i, 2i + 1), at angle pos * freq_scale * freq_base^(-2i/n_rot). */
-static void rotate(double *hd, double pos, uint32_t n_rot, float freq_base, float freq_scale, uint32_t neox)
+ * else (2i, 2i + 1), at angle pos * freq_scale * freq_base^(-2i/n_rot) /
+ * factors[i] (factors NULL: 1), as ggml's rope_yarn with ext_factor 0. */
+static void rotate(double *hd, double pos, uint32_t n_rot, float freq_base, float freq_scale, uint32_t neox,
+                   const float *factors)
 {
     for (uint32_t i = 0; i < n_rot / 2; i++) {
-        double theta = pos * (double)freq_scale * pow(freq_base, -2.0 * i / n_rot);
+        double theta = pos * (double)freq_scale * pow(freq_base, -2.0 * i / n_rot) / (factors ? factors[i] : 1.0);
         uint32_t p0 = neox ? i : 2 * i, p1 = neox ? i + n_rot / 2 : 2 * i + 1;
         double x0 = hd[p0], x1 = hd[p1];
         hd[p0] = x0 * cos(theta) - x1 * sin(theta);
@@ -280,14 +282,15 @@ static void rotate(double *hd, double pos, uint32_t n_rot, float freq_base, floa
     }
 }
 
-void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, double *y)
+void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, const float *factors, double *y)
 {
     size_t n = (size_t)a->T * a->H * a->Dh;
     for (size_t i = 0; i < n; i++)
         y[i] = x[i];
     for (uint32_t t = 0; t < a->T; t++)
         for (uint32_t h = 0; h < a->H; h++) {
-            rotate(y + ((size_t)t * a->H + h) * a->Dh, pos[t], a->n_rot, a->freq_base, a->freq_scale, a->neox);
+            rotate(y + ((size_t)t * a->H + h) * a->Dh, pos[t], a->n_rot, a->freq_base, a->freq_scale, a->neox,
+                   a->has_factors ? factors : NULL);
         }
 }
 
@@ -376,7 +379,7 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
 
 /* Each move in order: the value row copied, the key row decoded, rotated
  * by delta positions in double and written back in the cache's type. */
-void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves)
+void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors)
 {
     size_t row = kv_row_bytes(a->kv_type, a->Dh);
     double *k = malloc(sizeof(double) * a->Dh);
@@ -386,7 +389,7 @@ void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const in
             size_t src = ((size_t)moves[2 * m] * a->Hkv + h) * row, dst = ((size_t)moves[2 * m + 1] * a->Hkv + h) * row;
             memmove(vc + dst, vc + src, row);
             hx_ref_dequantize(a->kv_type, kc + src, k, a->Dh);
-            rotate(k, a->delta, a->n_rot, a->freq_base, a->freq_scale, a->neox);
+            rotate(k, a->delta, a->n_rot, a->freq_base, a->freq_scale, a->neox, a->has_factors ? factors : NULL);
             for (uint32_t d = 0; d < a->Dh; d++)
                 kf[d] = (float)k[d];
             kv_write(a->kv_type, kf, kc + dst, a->Dh);

@@ -31,14 +31,15 @@ void hx_ref_get_rows(const hx_op_get_rows *a, const void *table, size_t table_by
                      double *out);
 void hx_ref_rmsnorm(const hx_op_rmsnorm *a, const float *x, const float *w, double *y);
 void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const float *bias, double *y);
-void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, double *y);
+/* factors: n_rot/2 floats, read when a->has_factors. */
+void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, const float *factors, double *y);
 /* Writes the batch's rows into the caches (n_slots slots each). */
 void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
                      const int32_t *meta, uint64_t n_slots);
 void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
                       const int32_t *meta, double *out);
 /* kv_shift over caches of whole rows: moves are (source, destination) slots. */
-void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves);
+void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors);
 void hx_ref_add(uint64_t n, const float *x, const float *y, double *out); /* vector_add too */
 /* gemm_f32 (hetero.h): C[m][n] = sum_k A[m][k] * B[n][k]. */
 void hx_ref_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *A, const float *B, double *C);

@@ -80,6 +80,14 @@ START_TEST(unknown_architecture_is_refused_with_the_known_ones)
     const hx_arch *a;
     for (size_t i = 0; (a = hx_arch_at(i)); i++)
         ck_assert_msg(strstr(hx_last_error(), a->name), "'%s' does not name %s", hx_last_error(), a->name);
+    /* The public list is the table's, and says when it does not fit. */
+    char names[256];
+    HX_ASSERT_OK(hx_model_architectures(names, sizeof names));
+    for (size_t i = 0; (a = hx_arch_at(i)); i++)
+        ck_assert_msg(strstr(names, a->name), "'%s' lacks %s", names, a->name);
+    ck_assert_int_eq(hx_model_architectures(names, 8), HX_ERR_RANGE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "bytes needed"));
+    ck_assert_int_eq(hx_model_architectures(NULL, 8), HX_ERR_INVALID_ARG);
     /* The synthetic writer refuses it the same way. */
     const hx_synthetic_config c = {"gpt2", 128, 1, 4, 2, 256, 256, "gpt2", 0};
     ck_assert_int_eq(hx_synthetic_write(path, &c, "f32", 1), HX_ERR_INVALID_ARG);

@@ -193,7 +193,7 @@ START_TEST(bad_arguments_are_refused)
     at = (hx_op_attention){{1u << 30, 1, 1, 16}, 4, 4, 32, HX_REF_F16, 1.0f, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_INVALID_ARG);
-    hx_op_rope ro = {1, 1, 8, 9, 10000.0f, 1.0f, 0};
+    hx_op_rope ro = {1, 1, 8, 9, 10000.0f, 1.0f, 0, 0};
     ck_assert_int_eq(run(rt, "rope", &ro, sizeof ro, 2, b, (hx_access[]){HX_RW, HX_R}), HX_ERR_INVALID_ARG);
     hx_op_get_rows gr = {HX_REF_Q4_K, 1, 256};
     ck_assert_int_eq(run(rt, "get_rows", &gr, sizeof gr, 3, b, r3w), HX_ERR_NO_DEVICE);

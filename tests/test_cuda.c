@@ -673,6 +673,17 @@ START_TEST(small_op_checks)
     ck_assert_int_eq(hx_oc_rope(&r, rs, 2, msg, sizeof msg), 1);
     r.n_rot = 66;
     ck_assert_int_eq(hx_oc_rope(&r, rs, 2, msg, sizeof msg), 1);
+    /* Llama 3.1's factors: a third buffer of n_rot/2 floats. */
+    r.n_rot = 64;
+    r.has_factors = 1;
+    size_t rf[3] = {2 * 4 * 64 * 4, 8, 32 * 4};
+    ck_assert_int_eq(hx_oc_rope(&r, rf, 3, msg, sizeof msg), 0);
+    ck_assert_int_eq(hx_oc_rope(&r, rf, 2, msg, sizeof msg), 1);
+    rf[2] = 31 * 4;
+    ck_assert_int_eq(hx_oc_rope(&r, rf, 3, msg, sizeof msg), 1);
+    ck_assert_ptr_nonnull(strstr(msg, "factors"));
+    r.has_factors = 2;
+    ck_assert_int_eq(hx_oc_rope(&r, rf, 3, msg, sizeof msg), 1);
 
     hx_op_rmsnorm nm = {.T = 3, .D = 10, .eps = 1e-5f};
     size_t ns[3] = {120, 40, 120};

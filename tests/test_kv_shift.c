@@ -19,23 +19,28 @@ enum { BS = 16, N = 48, KEEP = 4, DROP = 12, CTX = 64 };
  * evaluation computes (with two, the second layer's would remember the
  * dropped tokens). */
 static const hx_synthetic_config one_layer = {"shift", 128, 1, 4, 2, 256, 256, "llama", 0};
-static char dir[64], path[128];
+/* path3: the same with Llama 3.1's rope_freqs, which the re-rotation of
+ * the moved keys must divide its frequencies by as RoPE did. */
+static char dir[64], path[128], path3[128];
 
 static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/hx-shift-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/m.gguf", dir);
+    snprintf(path3, sizeof path3, "%s/llama3.gguf", dir);
     HX_ASSERT_OK(hx_synthetic_write(path, &one_layer, "f32", 11));
+    HX_ASSERT_OK(hx_synthetic_write_with(path3, &one_layer, &(hx_synthetic_extras){.rope_freqs = 1}, "f32", 11));
 }
 
 static void teardown(void)
 {
     unlink(path);
+    unlink(path3);
     rmdir(dir);
 }
 
-static hx_model *load(hx_runtime *rt, const char *kv_type, int prefix_cache)
+static hx_model *load_file(hx_runtime *rt, const char *file, const char *kv_type, int prefix_cache)
 {
     hx_model_options o = hx_model_options_default();
     o.kv_type = kv_type;
@@ -44,19 +49,25 @@ static hx_model *load(hx_runtime *rt, const char *kv_type, int prefix_cache)
     o.n_ctx = CTX;
     o.kv_prefix_cache = prefix_cache;
     hx_model *m = NULL;
-    HX_ASSERT_OK(hx_model_load(rt, path, &o, &m));
+    HX_ASSERT_OK(hx_model_load(rt, file, &o, &m));
     return m;
+}
+
+static hx_model *load(hx_runtime *rt, const char *kv_type, int prefix_cache)
+{
+    return load_file(rt, path, kv_type, prefix_cache);
 }
 
 /* The loop runs the f32 cache (float rounding only) and the f16 one, and
  * with the prefix cache on (the shifted session's blocks are shared with
- * the fresh one's until the shift copies them). */
+ * the fresh one's until the shift copies them); then the f32 cache of the
+ * model with rope_freqs. */
 START_TEST(shifted_logits_equal_a_fresh_evaluation)
 {
-    const char *kv = _i == 0 ? "f32" : "f16";
-    const double bound = _i == 0 ? 1e-5 : 5e-4;
+    const char *kv = _i == 0 || _i == 3 ? "f32" : "f16";
+    const double bound = _i == 0 || _i == 3 ? 1e-5 : 5e-4;
     hx_runtime *rt = hx_small_runtime(2, NULL);
-    hx_model *m = load(rt, kv, _i == 2 ? 0 : -1);
+    hx_model *m = load_file(rt, _i == 3 ? path3 : path, kv, _i == 2 ? 0 : -1);
     hx_model_info in;
     HX_ASSERT_OK(hx_model_info_get(m, &in));
     const size_t V = in.n_vocab;
@@ -79,7 +90,8 @@ START_TEST(shifted_logits_equal_a_fresh_evaluation)
     HX_ASSERT_OK(hx_session_open(m, &f));
     HX_ASSERT_OK(hx_session_eval(f, kept, N - DROP + 1, 0));
     const double e = hx_kv_test_rel_l2(hx_session_logits(s, -1), hx_session_logits(f, -1), V);
-    fprintf(stderr, "  kv %s: logits after a shift vs a fresh evaluation: rel L2 %.3g\n", kv, e);
+    fprintf(stderr, "  kv %s%s: logits after a shift vs a fresh evaluation: rel L2 %.3g\n", kv,
+            _i == 3 ? " (rope_freqs)" : "", e);
     ck_assert_msg(e <= bound, "kv %s: rel L2 %g after the shift", kv, e);
     /* Without the shift the same token gives other logits: the check has
      * power. */
@@ -161,7 +173,7 @@ Suite *suite_kv_shift(void)
     TCase *c = tcase_create("shift");
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_set_timeout(c, 300);
-    tcase_add_loop_test(c, shifted_logits_equal_a_fresh_evaluation, 0, 3);
+    tcase_add_loop_test(c, shifted_logits_equal_a_fresh_evaluation, 0, 4);
     tcase_add_test(c, three_contexts_with_shifts);
     suite_add_tcase(s, c);
     return s;

@@ -36,10 +36,31 @@ static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 
 static const hx_synthetic_config qwen = {"qwen2", 256, 2, 4, 2, 512, 512, "qwen2", 0};
 static const hx_synthetic_config tied = {"tied", 256, 2, 4, 4, 512, 512, "llama", 1};
 
+/* The layouts of the architectures users load, each as its converter
+ * writes it: Llama 3.1 with rope_freqs.weight (no scaling type, as
+ * llama.cpp's converter writes it), Phi-3 with its fused attn_qkv and
+ * gate/up, Qwen2 with a vocabulary past 16-bit ids. */
+static const hx_synthetic_config llama3 = {"llama3", 256, 2, 4, 2, 512, 512, "llama", 0};
+static const hx_synthetic_config phi3 = {"phi3", 256, 2, 4, 2, 512, 512, "phi3", 0};
+static const hx_synthetic_config qwen_big = {"qwen2-big", 64, 2, 4, 2, 128, 512, "qwen2", 0};
+#define BIG_VOCAB 70000u
+
+static const hx_synthetic_extras *extras_of(const hx_synthetic_config *c)
+{
+    static const hx_synthetic_extras none = {0}, freqs = {.rope_freqs = 1}, big = {.n_vocab = BIG_VOCAB};
+    return c == &llama3 ? &freqs : c == &qwen_big ? &big : &none;
+}
+
+static int vocab_of(const hx_synthetic_config *c)
+{
+    uint32_t v = extras_of(c)->n_vocab;
+    return v > NV ? (int)v : NV;
+}
+
 static void write_model(const hx_synthetic_config *c, const char *type, char *path, size_t cap)
 {
     snprintf(path, cap, "%s/%s-%s.gguf", tmpdir, c->name, type);
-    HX_ASSERT_OK(hx_synthetic_write(path, c, type, 42));
+    HX_ASSERT_OK(hx_synthetic_write_with(path, c, extras_of(c), type, 42));
 }
 
 static void test_tokens(int32_t *ids, int n, unsigned seed)
@@ -98,17 +119,21 @@ static comparison compare(const float *a, const float *ref, int n_pos, int n_voc
 /* hetero-run --tokens --logits against ref_llama.py on the same file.  The
  * KV cache is kept in the weights' precision for F32 files (the F16 cache
  * alone would cost ~1e-4), in F16 otherwise (hetero's default). */
-static comparison against_reference(const hx_synthetic_config *c, const char *type)
+static comparison against_reference_on(const hx_synthetic_config *c, const char *type, const char *devices)
 {
     char model[256], out[300], ref[300], cmd[4096];
     write_model(c, type, model, sizeof model);
     int32_t ids[N_POS];
+    const int V = vocab_of(c);
     test_tokens(ids, N_POS, 7);
+    for (int i = 3; V > 65536 && i < N_POS; i += 2) /* ids that need more than 16 bits */
+        ids[i] = 65536 + (int32_t)((unsigned)i * 2654435761u % (unsigned)(V - 65536));
     char *list = token_list(ids, N_POS);
     snprintf(out, sizeof out, "%s/hetero.f32", tmpdir);
     snprintf(ref, sizeof ref, "%s/ref.f32", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s/hetero-run -m %s --tokens %s --logits %s --kv-type %s 2>%s/run.log",
-             hx_test_build_dir(), model, list, out, strcmp(type, "f32") ? "f16" : "f32", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s/hetero-run -m %s --tokens %s --logits %s --kv-type %s%s%s 2>%s/run.log",
+             hx_test_build_dir(), model, list, out, strcmp(type, "f32") ? "f16" : "f32",
+             devices ? " --devices " : "", devices ? devices : "", tmpdir);
     ck_assert_msg(system(cmd) == 0, "hetero-run failed: %s", cmd);
     int quantized = strcmp(type, "f32") && strcmp(type, "f16");
     snprintf(cmd, sizeof cmd, "python3 tests/ref_llama.py %s --tokens %s --out %s%s >/dev/null", model, list, ref,
@@ -116,13 +141,18 @@ static comparison against_reference(const hx_synthetic_config *c, const char *ty
     ck_assert_msg(system(cmd) == 0,
                   "the reference failed (pip install -r tests/requirements.txt installs what it needs): %s", cmd);
     free(list);
-    float *a = read_floats(out, (size_t)N_POS * NV), *r = read_floats(ref, (size_t)N_POS * NV);
-    comparison cmp = compare(a, r, N_POS, NV);
+    float *a = read_floats(out, (size_t)N_POS * V), *r = read_floats(ref, (size_t)N_POS * V);
+    comparison cmp = compare(a, r, N_POS, V);
     free(a);
     free(r);
-    fprintf(stderr, "  %-6s %-5s rel L2 %.3g, argmax mismatches %d/%d\n", c->name, type, cmp.rel_l2,
-            cmp.argmax_mismatch, N_POS);
+    fprintf(stderr, "  %-6s %-5s%s%s rel L2 %.3g, argmax mismatches %d/%d\n", c->name, type, devices ? " on " : "",
+            devices ? devices : "", cmp.rel_l2, cmp.argmax_mismatch, N_POS);
     return cmp;
+}
+
+static comparison against_reference(const hx_synthetic_config *c, const char *type)
+{
+    return against_reference_on(c, type, NULL);
 }
 
 /* The reference itself is checked against a second, loop-based
@@ -137,8 +167,8 @@ END_TEST
 START_TEST(f32_matches_reference)
 {
     make_tmpdir();
-    const hx_synthetic_config *cs[] = {&mha, &gqa, &qwen, &tied};
-    for (int i = 0; i < 4; i++) {
+    const hx_synthetic_config *cs[] = {&mha, &gqa, &qwen, &tied, &llama3, &phi3, &qwen_big};
+    for (int i = 0; i < 7; i++) {
         comparison c = against_reference(cs[i], "f32");
         ck_assert_msg(c.rel_l2 <= 1e-4, "%s f32: rel L2 %g > 1e-4", cs[i]->name, c.rel_l2);
         ck_assert_int_eq(c.argmax_mismatch, 0);
@@ -160,6 +190,22 @@ START_TEST(f16_matches_reference)
 }
 END_TEST
 
+/* The same layouts with every task on PoCL's OpenCL device: rope with
+ * Llama 3.1's factors, Phi-3's row views, Qwen2's biases and 70,000-row
+ * embedding and output matrices in the OpenCL kernels. */
+START_TEST(layouts_on_opencl_match_reference)
+{
+    make_tmpdir();
+    const hx_synthetic_config *cs[] = {&llama3, &phi3, &qwen_big};
+    for (int i = 0; i < 3; i++) {
+        comparison c = against_reference_on(cs[i], "f32", "opencl");
+        ck_assert_msg(c.rel_l2 <= 1e-4, "%s f32 on OpenCL: rel L2 %g > 1e-4", cs[i]->name, c.rel_l2);
+        ck_assert_int_eq(c.argmax_mismatch, 0);
+    }
+    remove_tmpdir();
+}
+END_TEST
+
 /* The reference multiplies the dequantized weights in float64; hetero,
  * like llama.cpp, quantizes each activation row to Q8_0 / Q8_K (blocks of
  * 32 / 256 with one scale) before the integer dot products, which alone
@@ -173,6 +219,9 @@ START_TEST(quantized_match_dequantized_reference)
     for (int i = 0; i < 3; i++) {
         comparison c = against_reference(&gqa, types[i]);
         ck_assert_msg(c.rel_l2 <= QUANT_BOUND, "%s: rel L2 %g > %g", types[i], c.rel_l2, QUANT_BOUND);
+        /* Phi-3's Q, K, V and gate, up are row ranges of quantized tensors. */
+        c = against_reference(&phi3, types[i]);
+        ck_assert_msg(c.rel_l2 <= QUANT_BOUND, "phi3 %s: rel L2 %g > %g", types[i], c.rel_l2, QUANT_BOUND);
     }
     remove_tmpdir();
 }
@@ -387,6 +436,7 @@ Suite *suite_model(void)
     tcase_add_test(ref, reference_passes_its_self_test);
     tcase_add_test(ref, f32_matches_reference);
     tcase_add_test(ref, f16_matches_reference);
+    tcase_add_test(ref, layouts_on_opencl_match_reference);
     tcase_add_test(ref, quantized_match_dequantized_reference);
     suite_add_tcase(s, ref);
     TCase *inv = tcase_create("invariance");

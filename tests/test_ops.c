@@ -362,25 +362,40 @@ START_TEST(rope_matches_reference)
     const uint32_t shapes[][4] = {{5, 3, 64, 64}, {1, 8, 128, 128}, {7, 2, 10, 10}, {4, 3, 64, 32}, {9, 1, 96, 96}};
     unsigned seed = 4;
     for (int s = 0; s < 5; s++)
-        for (uint32_t neox = 0; neox < 2; neox++) {
+        for (uint32_t v = 0; v < 4; v++) {
+            /* Llama 3.1's frequency factors (1 .. 8) with and without. */
+            uint32_t neox = v & 1, has_factors = v >> 1;
             uint32_t T = shapes[s][0], H = shapes[s][1], Dh = shapes[s][2], n_rot = shapes[s][3];
             size_t n = (size_t)T * H * Dh;
-            float *x = malloc(4 * n), *y = malloc(4 * n);
+            float *x = malloc(4 * n), *y = malloc(4 * n), *factors = malloc(4 * (n_rot / 2));
             int32_t *pos = malloc(4 * T);
             hx_case_random(x, n, &seed);
             for (uint32_t t = 0; t < T; t++)
                 pos[t] = (int32_t)((hx_ref_uniform(&seed) + 1.0f) * 300.0f);
-            hx_op_rope a = {T, H, Dh, n_rot, 10000.0f, s == 3 ? 0.5f : 1.0f, neox};
+            for (uint32_t i = 0; i < n_rot / 2; i++)
+                factors[i] = 4.5f + 3.5f * hx_ref_uniform(&seed);
+            hx_op_rope a = {T, H, Dh, n_rot, 10000.0f, s == 3 ? 0.5f : 1.0f, neox, has_factors};
             double *ref = malloc(sizeof(double) * n);
-            hx_ref_rope(&a, x, pos, ref);
-            hx_buffer *b[2] = {hx_case_buffer(u.rt, x, 4 * n), hx_case_buffer(u.rt, pos, 4 * T)};
-            HX_ASSERT_OK(run(&u, "rope", &a, sizeof a, 2, b, (hx_access[]){HX_RW, HX_R}));
+            hx_ref_rope(&a, x, pos, factors, ref);
+            hx_buffer *b[3] = {hx_case_buffer(u.rt, x, 4 * n), hx_case_buffer(u.rt, pos, 4 * T),
+                               hx_case_buffer(u.rt, factors, 4 * (n_rot / 2))};
+            HX_ASSERT_OK(run(&u, "rope", &a, sizeof a, 2 + (int)has_factors, b, (hx_access[]){HX_RW, HX_R, HX_R}));
             hx_case_read(b[0], y, 4 * n);
             double e = hx_ref_nmse(y, ref, n);
-            ck_assert_msg(e <= NMSE_ROPE, "%s: shape %d neox %u: nmse %g", u.tg->name, s, neox, e);
-            hx_case_destroy(b, 2);
+            ck_assert_msg(e <= NMSE_ROPE, "%s: shape %d neox %u factors %u: nmse %g", u.tg->name, s, neox,
+                          has_factors, e);
+            if (has_factors) { /* the factors moved the result: the check has power */
+                hx_op_rope plain = a;
+                plain.has_factors = 0;
+                double *unscaled = malloc(sizeof(double) * n);
+                hx_ref_rope(&plain, x, pos, NULL, unscaled);
+                ck_assert_msg(hx_ref_nmse(y, unscaled, n) > 1e3 * NMSE_ROPE, "%s: factors ignored", u.tg->name);
+                free(unscaled);
+            }
+            hx_case_destroy(b, 3);
             free(x);
             free(y);
+            free(factors);
             free(pos);
             free(ref);
         }
@@ -743,8 +758,8 @@ END_TEST
  * chain reading a slot an earlier move wrote, keys rotated by delta.  The
  * values are copied byte for byte; the keys are compared decoded.  With
  * `bad`, a move names a slot past the cache: HX_ERR_RANGE. */
-static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32_t Dh, int neox, int bad,
-                           unsigned *seed)
+static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32_t Dh, int neox, int factors,
+                           int bad, unsigned *seed)
 {
     const uint32_t n_slots = 48, n = 20;
     size_t row = hx_ref_row_bytes(kv_type, Dh), cache = (size_t)n_slots * Hkv * row;
@@ -763,12 +778,16 @@ static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32
     }
     if (bad)
         moves[2 * 13] = (int32_t)n_slots;
-    hx_op_kv_shift a = {n, Hkv, Dh, kv_type, -7, Dh - (Dh % 4 ? 2 : 0), 10000.0f, 1.0f, (uint32_t)neox};
+    hx_op_kv_shift a = {n,       Hkv,  Dh, kv_type, -7, Dh - (Dh % 4 ? 2 : 0), 10000.0f, 1.0f, (uint32_t)neox,
+                        (uint32_t)factors};
+    float ff[64];
+    for (uint32_t i = 0; i < a.n_rot / 2; i++) /* Llama 3.1's rope_freqs: 1 .. 8 */
+        ff[i] = 4.5f + 3.5f * hx_ref_uniform(seed);
     if (!bad)
-        hx_ref_kv_shift(&a, kref, vref, moves);
-    hx_buffer *b[3] = {hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
-                       hx_case_buffer(u->rt, moves, sizeof moves)};
-    hx_status st = run(u, "kv_shift", &a, sizeof a, 3, b, (hx_access[]){HX_RW, HX_RW, HX_R});
+        hx_ref_kv_shift(&a, kref, vref, moves, ff);
+    hx_buffer *b[4] = {hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
+                       hx_case_buffer(u->rt, moves, sizeof moves), hx_case_buffer(u->rt, ff, sizeof ff)};
+    hx_status st = run(u, "kv_shift", &a, sizeof a, 3 + factors, b, (hx_access[]){HX_RW, HX_RW, HX_R, HX_R});
     if (bad) {
         ck_assert_int_eq(st, HX_ERR_RANGE);
     } else {
@@ -794,7 +813,7 @@ static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32
         free(want);
         free(minef);
     }
-    hx_case_destroy(b, 3);
+    hx_case_destroy(b, 4);
     free(kc);
     free(vc);
     free(kref);
@@ -807,13 +826,14 @@ START_TEST(kv_shift_matches_reference)
     if (!begin(_i, "kv_shift", &u))
         return;
     unsigned seed = 21;
-    for (int neox = 0; neox < 2; neox++) {
-        check_kv_shift(&u, HX_REF_F32, 2, 24, neox, 0, &seed);
-        check_kv_shift(&u, HX_REF_F16, 3, 64, neox, 0, &seed);
-        check_kv_shift(&u, HX_REF_Q8_0, 2, 64, neox, 0, &seed);
-        check_kv_shift(&u, HX_REF_Q4_0, 1, 128, neox, 0, &seed);
+    for (int v = 0; v < 4; v++) {
+        const int neox = v & 1, factors = v >> 1;
+        check_kv_shift(&u, HX_REF_F32, 2, 24, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_F16, 3, 64, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q8_0, 2, 64, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q4_0, 1, 128, neox, factors, 0, &seed);
     }
-    check_kv_shift(&u, HX_REF_F16, 2, 32, 0, 1, &seed);
+    check_kv_shift(&u, HX_REF_F16, 2, 32, 0, 0, 1, &seed);
     end(&u);
 }
 END_TEST

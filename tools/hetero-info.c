@@ -57,7 +57,17 @@ static void print_json(hx_runtime *rt, const hx_topology_info *t)
         hx_json_write_string(stdout, why);
         first = 0;
     }
-    printf("}\n}\n");
+    /* The GGUF architectures hx_model_load runs, as an array. */
+    char archs[512];
+    printf("},\n  \"architectures\": [");
+    if (hx_model_architectures(archs, sizeof archs) == HX_OK)
+        for (char *a = archs, *next; a; a = next) {
+            next = strstr(a, ", ");
+            if (next)
+                *next = '\0', next += 2;
+            printf("%s\"%s\"", a == archs ? "" : ", ", a);
+        }
+    printf("]\n}\n");
 }
 
 static void human_bytes(char *buf, size_t n, unsigned long long b)
@@ -100,6 +110,9 @@ static void print_human(hx_runtime *rt, const hx_topology_info *t)
         if (why)
             printf("  no %s device: %s\n", hx_device_family_str((hx_device_family)f), why);
     }
+    char archs[512];
+    if (hx_model_architectures(archs, sizeof archs) == HX_OK)
+        printf("\nModels\n  GGUF architectures: %s\n", archs);
 }
 
 /* Where the sums go, so that the reads are not optimized away (a local
