@@ -77,6 +77,16 @@ void hx_quant_quantize_q5_K(const float *x, void *y, int64_t n);
 void hx_quant_quantize_q6_K(const float *x, void *y, int64_t n);
 void hx_quant_quantize_q8_K(const float *x, void *y, int64_t n);
 
+/* Weight quantizers with importance weights (qw NULL: quantize_row's
+ * blocks, as ggml's quantize_* without an importance matrix). */
+void hx_quant_weighted_q4_0(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q4_1(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q5_0(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q5_1(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q4_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q5_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q6_K(const float *x, void *y, int64_t n, const float *qw);
+
 /* Unaligned little-endian field loads (x86 is little-endian, as GGUF). */
 static inline uint16_t hx_ld16(const uint8_t *p)
 {
