@@ -21,6 +21,24 @@ float hx_quant_signed_absmax(const float *x, int n, float *amax_out)
     return max;
 }
 
+float hx_quant_sum_sq(const float *x, int64_t n)
+{
+    float sum = 0;
+    for (int64_t j = 0; j < n; j++)
+        sum += x[j] * x[j];
+    return sum;
+}
+
+float hx_quant_importance(float *w, const float *x, const float *qw, int n, float sigma2)
+{
+    float sum = 0;
+    for (int j = 0; j < n; j++) {
+        w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+        sum += w[j];
+    }
+    return sum;
+}
+
 float hx_quant_fit_sym(int n, int nmax, const float *x, int8_t *L, const float *w)
 {
     float amax;
@@ -258,10 +276,7 @@ void hx_quant_fit_iq4(int sb, const float *x, uint8_t *dh, uint8_t *q4, uint8_t 
     const int8_t *val = hx_iq4nl_values;
     float scales[HX_QK_K / 32] = {0}, weight[32];
     uint8_t L[HX_QK_K];
-    float sigma2 = 0;
-    for (int j = 0; j < sb; j++)
-        sigma2 += x[j] * x[j];
-    sigma2 *= 2.f / (float)sb;
+    const float sigma2 = hx_quant_sum_sq(x, sb) * (2.f / (float)sb);
     memset(q4, 0, (size_t)sb / 2);
     hx_st16(dh, hx_fp32_to_fp16(0.f));
     float max_scale = 0, amax_scale = 0;

@@ -30,6 +30,14 @@ static inline void hx_st16(uint8_t *p, uint16_t v) { memcpy(p, &v, sizeof v); }
 /* The element of largest magnitude, with its sign (the first such). */
 float hx_quant_signed_absmax(const float *x, int n, float *amax_out);
 
+/* The sum of x[j]^2, in order (ggml's sigma2 before its scaling). */
+float hx_quant_sum_sq(const float *x, int64_t n);
+
+/* Importance weights of n elements: w[j] = qw[j] * sqrt(sigma2 + x[j]^2),
+ * so that a weight keeps its precision where the activations meeting it
+ * are large and the weight itself is; returns the sum of w, in order. */
+float hx_quant_importance(float *w, const float *x, const float *qw, int n, float sigma2);
+
 /* Symmetric fit x ~ scale * l, l in -nmax..nmax-1 (stored as l + nmax in
  * L): the best of 19 inverse scales around nmax/max by weighted least
  * squares, weights w or, when w is NULL, x^2 (make_qx_quants, rmse 1). */

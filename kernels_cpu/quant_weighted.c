@@ -12,21 +12,6 @@
 
 #include "kernels_cpu/quant_fit.h"
 
-/* The mean square of n values, summed in order as ggml does. */
-static float mean_square(const float *x, int64_t n)
-{
-    float sum = 0;
-    for (int64_t j = 0; j < n; j++)
-        sum += x[j] * x[j];
-    return sum / (float)n;
-}
-
-static void importance(float *w, const float *x, const float *qw, int n, float sigma2)
-{
-    for (int j = 0; j < n; j++)
-        w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
-}
-
 /* Packs 32 quants of 0..31 as nibbles (and, for 5 bits, the qh word). */
 static void pack32(const uint8_t *L, uint8_t *qs, uint8_t *qh)
 {
@@ -44,11 +29,11 @@ static void pack32(const uint8_t *L, uint8_t *qs, uint8_t *qh)
 static void weighted_sym(const float *x, uint8_t *y, int64_t n, const float *qw, int bits)
 {
     const size_t B = bits == 4 ? sizeof(hx_block_q4_0) : sizeof(hx_block_q5_0);
-    const float sigma2 = mean_square(x, n);
+    const float sigma2 = hx_quant_sum_sq(x, n) / (float)n;
     float w[HX_QK];
     int8_t L[HX_QK];
     for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, qw += HX_QK, y += B) {
-        importance(w, x, qw, HX_QK, sigma2);
+        hx_quant_importance(w, x, qw, HX_QK, sigma2);
         const float d = hx_quant_fit_sym(HX_QK, 1 << (bits - 1), x, L, w);
         hx_st16(y, hx_fp32_to_fp16(d));
         if (bits == 4)
@@ -62,11 +47,11 @@ static void weighted_sym(const float *x, uint8_t *y, int64_t n, const float *qw,
 static void weighted_asym(const float *x, uint8_t *y, int64_t n, const float *qw, int bits)
 {
     const size_t B = bits == 4 ? sizeof(hx_block_q4_1) : sizeof(hx_block_q5_1);
-    const float sigma2 = mean_square(x, n);
+    const float sigma2 = hx_quant_sum_sq(x, n) / (float)n;
     float w[HX_QK], min;
     uint8_t L[HX_QK];
     for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, qw += HX_QK, y += B) {
-        importance(w, x, qw, HX_QK, sigma2);
+        hx_quant_importance(w, x, qw, HX_QK, sigma2);
         const float d = hx_quant_fit_scale_min(HX_QK, (1 << bits) - 1, x, w, L, &min, -0.9f, 0.05f, 36, 0);
         hx_st16(y, hx_fp32_to_fp16(d));
         hx_st16(y + 2, hx_fp32_to_fp16(-min));
@@ -118,16 +103,9 @@ static void weighted_k4(const float *x, uint8_t *y, int64_t n, const float *qw, 
     uint8_t L[HX_QK_K], ls[8], lm[8];
     float w[32], sw[8], scales[8], mins[8];
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += HX_QK_K, qw += HX_QK_K, y += B) {
-        float sum_x2 = 0;
-        for (int l = 0; l < HX_QK_K; l++)
-            sum_x2 += x[l] * x[l];
-        const float sigma2 = 2 * sum_x2 / HX_QK_K;
+        const float sigma2 = 2 * hx_quant_sum_sq(x, HX_QK_K) / HX_QK_K;
         for (int j = 0; j < 8; j++) {
-            importance(w, x + 32 * j, qw + 32 * j, 32, sigma2);
-            float sumw = 0;
-            for (int l = 0; l < 32; l++)
-                sumw += w[l];
-            sw[j] = sumw;
+            sw[j] = hx_quant_importance(w, x + 32 * j, qw + 32 * j, 32, sigma2);
             scales[j] =
                 hx_quant_fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36, 0);
         }

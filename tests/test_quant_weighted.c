@@ -18,7 +18,8 @@
 #include "tests/hx_test.h"
 
 static const hx_type weighted_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1,
-                                         HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+                                         HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K, HX_TYPE_Q2_K,
+                                         HX_TYPE_Q3_K, HX_TYPE_IQ4_NL, HX_TYPE_IQ4_XS};
 #define N_WEIGHTED (sizeof weighted_types / sizeof weighted_types[0])
 
 static uint64_t rng_next(uint64_t *s)
