@@ -102,14 +102,25 @@ static inline __attribute__((always_inline)) void blk_q2_K(const uint8_t *x, con
     }
 }
 
+/* Q3_K's sixteen 6-bit scales less 32, as bytes: the low nibbles of words
+ * 0 and 1 of the 12 bytes are sub-blocks 0..7, their high nibbles 8..15,
+ * and crumb pairs of word 2 the top bits of each group of four. */
+static inline __m128i q3_K_scales(const uint8_t *p)
+{
+    const uint32_t a0 = hx_ld32(p), a1 = hx_ld32(p + 4), t = hx_ld32(p + 8);
+    const uint32_t lo = 0x0f0f0f0fu, top = 0x03030303u;
+    const __m128i v = _mm_setr_epi32((int)((a0 & lo) | ((t & top) << 4)), (int)((a1 & lo) | (((t >> 2) & top) << 4)),
+                                     (int)(((a0 >> 4) & lo) | (((t >> 4) & top) << 4)),
+                                     (int)(((a1 >> 4) & lo) | (((t >> 6) & top) << 4)));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
 /* Q3_K: the quants taken as 0..7 (low bits plus 4 * the high bit); the
  * offset of 4 comes off as 4 * sum_s sc[s] * bsums[s]. */
 static inline __attribute__((always_inline)) void blk_q3_K(const uint8_t *x, const uint8_t *const *y, __m256 *acc,
                                                            const int C)
 {
-    int8_t s8[16];
-    hx_quant_q3_K_scales(x + offsetof(hx_block_q3_K, scales), s8);
-    const __m128i scb = _mm_loadu_si128((const __m128i *)s8);
+    const __m128i scb = q3_K_scales(x + offsetof(hx_block_q3_K, scales));
     const __m256i pairs = scale_pairs(scb, 1), sc16 = _mm256_cvtepi8_epi16(scb);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)(x + offsetof(hx_block_q3_K, hmask)));
     const __m256i one = _mm256_set1_epi8(1);

@@ -101,13 +101,21 @@ static void dot_q2_K(int64_t n, float *s, const void *vx, const void *vy)
     float sum = 0;
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q2_K), y += sizeof(hx_block_q8_K)) {
         const uint8_t *sc = x + offsetof(hx_block_q2_K, scales), *bs = y + offsetof(hx_block_q8_K, bsums);
+        const uint8_t *qs = x + offsetof(hx_block_q2_K, qs);
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
+        int sub[16]; /* per sub-block g = 8h + 2k + j: elements 128h + 32k + 16j + l */
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *q = qs + 32 * (g / 8) + 16 * (g % 2);
+            const int8_t *ag = a + 16 * g;
+            const int shift = 2 * ((g % 8) / 2);
+            int acc = 0;
+            for (int l = 0; l < 16; l++)
+                acc += ((q[l] >> shift) & 3) * ag[l];
+            sub[g] = acc;
+        }
         int isum = 0, msum = 0;
         for (int g = 0; g < 16; g++) {
-            int sub = 0;
-            for (int l = 0; l < 16; l++)
-                sub += q2_at(x + offsetof(hx_block_q2_K, qs), 16 * g + l) * a[16 * g + l];
-            isum += (sc[g] & 0xf) * sub;
+            isum += (sc[g] & 0xf) * sub[g];
             msum += (sc[g] >> 4) * (int16_t)hx_ld16(bs + 2 * g);
         }
         const float dy = hx_ldf(y + offsetof(hx_block_q8_K, d));
@@ -122,16 +130,23 @@ static void dot_q3_K(int64_t n, float *s, const void *vx, const void *vy)
     const uint8_t *x = vx, *y = vy;
     float sum = 0;
     for (int64_t i = 0; i < n / HX_QK_K; i++, x += sizeof(hx_block_q3_K), y += sizeof(hx_block_q8_K)) {
+        const uint8_t *qs = x + offsetof(hx_block_q3_K, qs), *hm = x + offsetof(hx_block_q3_K, hmask);
         const int8_t *a = (const int8_t *)(y + offsetof(hx_block_q8_K, qs));
         int8_t sc[16];
         hx_quant_q3_K_scales(x + offsetof(hx_block_q3_K, scales), sc);
-        int isum = 0;
+        int sub[16]; /* as Q2_K's, the third bit at bit g/2 of hmask */
         for (int g = 0; g < 16; g++) {
-            int sub = 0;
+            const uint8_t *q = qs + 32 * (g / 8) + 16 * (g % 2), *hb = hm + 16 * (g % 2);
+            const int8_t *ag = a + 16 * g;
+            const int shift = 2 * ((g % 8) / 2), bit = g / 2;
+            int acc = 0;
             for (int l = 0; l < 16; l++)
-                sub += q3_at(x, 16 * g + l) * a[16 * g + l];
-            isum += sc[g] * sub;
+                acc += (((q[l] >> shift) & 3) + 4 * ((hb[l] >> bit) & 1) - 4) * ag[l];
+            sub[g] = acc;
         }
+        int isum = 0;
+        for (int g = 0; g < 16; g++)
+            isum += sc[g] * sub[g];
         sum += hx_ldf(y + offsetof(hx_block_q8_K, d)) * H(x + offsetof(hx_block_q3_K, d)) * (float)isum;
     }
     *s = sum;
