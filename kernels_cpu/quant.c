@@ -24,10 +24,10 @@ const hx_type hx_quant_lowbit_types[HX_QUANT_LOWBIT_TYPES] = {HX_TYPE_Q2_K, HX_T
 static const hx_quant_kernels *level_kernels(int level, int t)
 {
     static const hx_quant_kernels *const lowbit[HX_SIMD_COUNT] = {hx_quant_scalar_lowbit, hx_quant_avx2_lowbit,
-                                                                  NULL};
+                                                                  hx_quant_avx512_lowbit};
     for (int k = 0; k < HX_QUANT_LOWBIT_TYPES; k++)
         if (hx_quant_lowbit_types[k] == (hx_type)t)
-            return lowbit[level] ? &lowbit[level][k] : NULL;
+            return &lowbit[level][k];
     const hx_quant_kernels *levels[HX_SIMD_COUNT] = {hx_quant_scalar_kernels, hx_quant_avx2_kernels,
                                                      hx_quant_avx512_kernels};
     return &levels[level][t];
@@ -47,8 +47,6 @@ static void build_tables(void)
             o->level = (hx_simd_level)l;
             for (int k = 0; k <= l; k++) { /* higher levels override lower ones */
                 const hx_quant_kernels *q = level_kernels(k, t);
-                if (!q)
-                    continue;
                 if (q->dequantize_row)
                     o->dequantize_row = q->dequantize_row;
                 if (q->quantize_row)

@@ -27,13 +27,12 @@ extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
 
 /* The kernels of Q2_K, Q3_K, IQ4_NL and IQ4_XS (in that order), per level,
  * in tables of their own (kernels_cpu/quant_*_lowbit.c); hx_quant_ops_get
- * merges them as it merges the tables above.  AVX-512 runs the AVX2 ones:
- * their inner loops are table lookups and 2-bit unpacking that a 512-bit
- * register would only split across lanes again. */
+ * merges them as it merges the tables above. */
 #define HX_QUANT_LOWBIT_TYPES 4
 extern const hx_type hx_quant_lowbit_types[HX_QUANT_LOWBIT_TYPES];
 extern const hx_quant_kernels hx_quant_scalar_lowbit[HX_QUANT_LOWBIT_TYPES];
 extern const hx_quant_kernels hx_quant_avx2_lowbit[HX_QUANT_LOWBIT_TYPES];
+extern const hx_quant_kernels hx_quant_avx512_lowbit[HX_QUANT_LOWBIT_TYPES];
 
 /* Q3_K's sixteen 6-bit sub-block scales, less their offset of 32. */
 void hx_quant_q3_K_scales(const uint8_t *scales, int8_t sc[16]);
