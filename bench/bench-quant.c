@@ -229,7 +229,8 @@ int main(int argc, char **argv)
 
     static const hx_type types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q8_0,
                                     HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1,
-                                    HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+                                    HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K, HX_TYPE_Q2_K,
+                                    HX_TYPE_Q3_K, HX_TYPE_IQ4_NL, HX_TYPE_IQ4_XS};
     float *out = NULL;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const hx_type t = types[ti];

@@ -13,8 +13,25 @@ static const hx_type dot_type[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = HX_TYPE_Q8_0, [HX_TYPE_Q4_1] = HX_TYPE_Q8_1, [HX_TYPE_Q5_0] = HX_TYPE_Q8_0,
     [HX_TYPE_Q5_1] = HX_TYPE_Q8_1, [HX_TYPE_Q8_0] = HX_TYPE_Q8_0, [HX_TYPE_Q8_1] = HX_TYPE_Q8_1,
     [HX_TYPE_Q4_K] = HX_TYPE_Q8_K, [HX_TYPE_Q5_K] = HX_TYPE_Q8_K, [HX_TYPE_Q6_K] = HX_TYPE_Q8_K,
-    [HX_TYPE_Q8_K] = HX_TYPE_Q8_K,
+    [HX_TYPE_Q8_K] = HX_TYPE_Q8_K, [HX_TYPE_Q2_K] = HX_TYPE_Q8_K, [HX_TYPE_Q3_K] = HX_TYPE_Q8_K,
+    [HX_TYPE_IQ4_XS] = HX_TYPE_Q8_K, [HX_TYPE_IQ4_NL] = HX_TYPE_Q8_0,
 };
+
+const hx_type hx_quant_lowbit_types[HX_QUANT_LOWBIT_TYPES] = {HX_TYPE_Q2_K, HX_TYPE_Q3_K, HX_TYPE_IQ4_NL,
+                                                              HX_TYPE_IQ4_XS};
+
+/* A level's kernels of type t: its main table's, or its low-bit table's. */
+static const hx_quant_kernels *level_kernels(int level, int t)
+{
+    static const hx_quant_kernels *const lowbit[HX_SIMD_COUNT] = {hx_quant_scalar_lowbit, hx_quant_avx2_lowbit,
+                                                                  hx_quant_avx512_lowbit};
+    for (int k = 0; k < HX_QUANT_LOWBIT_TYPES; k++)
+        if (hx_quant_lowbit_types[k] == (hx_type)t)
+            return &lowbit[level][k];
+    const hx_quant_kernels *levels[HX_SIMD_COUNT] = {hx_quant_scalar_kernels, hx_quant_avx2_kernels,
+                                                     hx_quant_avx512_kernels};
+    return &levels[level][t];
+}
 
 static hx_quant_ops tables[HX_SIMD_COUNT][HX_TYPE_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -22,8 +39,6 @@ static _Atomic int current_level;
 
 static void build_tables(void)
 {
-    const hx_quant_kernels *levels[HX_SIMD_COUNT] = {hx_quant_scalar_kernels, hx_quant_avx2_kernels,
-                                                     hx_quant_avx512_kernels};
     for (int l = 0; l < HX_SIMD_COUNT; l++) {
         for (int t = 0; t < HX_TYPE_COUNT; t++) {
             hx_quant_ops *o = &tables[l][t];
@@ -31,7 +46,7 @@ static void build_tables(void)
             o->vec_dot_type = dot_type[t];
             o->level = (hx_simd_level)l;
             for (int k = 0; k <= l; k++) { /* higher levels override lower ones */
-                const hx_quant_kernels *q = &levels[k][t];
+                const hx_quant_kernels *q = level_kernels(k, t);
                 if (q->dequantize_row)
                     o->dequantize_row = q->dequantize_row;
                 if (q->quantize_row)

@@ -13,7 +13,9 @@
  *   Q4_0, Q5_0, Q8_0         -> Q8_0
  *   Q4_1, Q5_1               -> Q8_1 (its `s` field carries d*sum(q), which
  *                               the weights' min needs: one multiply a block)
- *   Q4_K, Q5_K, Q6_K         -> Q8_K
+ *   Q2_K, Q3_K, Q4_K, Q5_K,
+ *   Q6_K, IQ4_XS             -> Q8_K
+ *   IQ4_NL                   -> Q8_0
  * The activation row is produced by hx_quant_ops_get(vec_dot_type)->quantize_row;
  * its 8-bit quants lie in -127..127, which the Q8_0 x Q8_0 kernels rely on
  * (they flip activation signs).  Dot products are exact integer sums per
@@ -103,6 +105,44 @@ typedef struct {
     int8_t scales[HX_QK_K / 16];
     hx_half d;
 } hx_block_q6_K;
+
+/* Sixteen sub-blocks of 16: x = d*(sc[s] & 0xf)*q - dmin*(sc[s] >> 4), q
+ * 2 bits.  In each half h of 128, element 128h + 32k + l (k = 0..3, l =
+ * 0..31) is bits 2k..2k+1 of qs[32h + l]. */
+typedef struct {
+    uint8_t scales[HX_QK_K / 16];
+    uint8_t qs[HX_QK_K / 4];
+    hx_half d, dmin;
+} hx_block_q2_K;
+
+/* Sixteen sub-blocks of 16: x = d * (sc[s] - 32) * (q - 4), q 3 bits: the
+ * low two as Q2_K's qs, the third bit of element 128h + 32k + l is bit
+ * 4h + k of hmask[l].  The 6-bit scales: low 4 bits in the nibbles of
+ * scales[0..7] (sub-block s < 8 low nibble of scales[s], s >= 8 high
+ * nibble of scales[s - 8]), top 2 bits in bits 2(s/4).. of scales[8 + s%4]. */
+typedef struct {
+    uint8_t hmask[HX_QK_K / 8];
+    uint8_t qs[HX_QK_K / 4];
+    uint8_t scales[12];
+    hx_half d;
+} hx_block_q3_K;
+
+/* Non-linear 4-bit quants: x = d * hx_iq4nl_values[q], q[j] in the low
+ * nibble of qs[j], q[j+16] in the high. */
+typedef struct {
+    hx_half d;
+    uint8_t qs[HX_QK / 2];
+} hx_block_iq4_nl;
+
+/* Eight IQ4_NL sub-blocks of 32 under one f16: x = d * (ls - 32) * value,
+ * ls 6 bits: the low 4 in nibble (s%2) of scales_l[s/2], the top 2 in
+ * bits 2s..2s+1 of scales_h; qs[16s..16s+15] as an IQ4_NL block's qs. */
+typedef struct {
+    hx_half d;
+    uint16_t scales_h;
+    uint8_t scales_l[HX_QK_K / 64];
+    uint8_t qs[HX_QK_K / 2];
+} hx_block_iq4_xs;
 
 /* Activations for the K-quants: bsums[g] = sum of qs[16g .. 16g+15]. */
 typedef struct {

@@ -25,6 +25,18 @@ extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
 
+/* The kernels of Q2_K, Q3_K, IQ4_NL and IQ4_XS (in that order), per level,
+ * in tables of their own (kernels_cpu/quant_*_lowbit.c); hx_quant_ops_get
+ * merges them as it merges the tables above. */
+#define HX_QUANT_LOWBIT_TYPES 4
+extern const hx_type hx_quant_lowbit_types[HX_QUANT_LOWBIT_TYPES];
+extern const hx_quant_kernels hx_quant_scalar_lowbit[HX_QUANT_LOWBIT_TYPES];
+extern const hx_quant_kernels hx_quant_avx2_lowbit[HX_QUANT_LOWBIT_TYPES];
+extern const hx_quant_kernels hx_quant_avx512_lowbit[HX_QUANT_LOWBIT_TYPES];
+
+/* Q3_K's sixteen 6-bit sub-block scales, less their offset of 32. */
+void hx_quant_q3_K_scales(const uint8_t *scales, int8_t sc[16]);
+
 /* Each level's hx_quant_add_scaled. */
 void hx_quant_scalar_add_scaled(float *acc, const float *x, float w, int64_t n);
 void hx_quant_avx2_add_scaled(float *acc, const float *x, float w, int64_t n);
@@ -76,6 +88,24 @@ void hx_quant_quantize_q4_K(const float *x, void *y, int64_t n);
 void hx_quant_quantize_q5_K(const float *x, void *y, int64_t n);
 void hx_quant_quantize_q6_K(const float *x, void *y, int64_t n);
 void hx_quant_quantize_q8_K(const float *x, void *y, int64_t n);
+
+/* Weight quantizers with importance weights (qw NULL: quantize_row's
+ * blocks, as ggml's quantize_* without an importance matrix). */
+void hx_quant_weighted_q4_0(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q4_1(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q5_0(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q5_1(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q4_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q5_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q6_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_quantize_q2_K(const float *x, void *y, int64_t n);
+void hx_quant_quantize_q3_K(const float *x, void *y, int64_t n);
+void hx_quant_quantize_iq4_nl(const float *x, void *y, int64_t n);
+void hx_quant_quantize_iq4_xs(const float *x, void *y, int64_t n);
+void hx_quant_weighted_q2_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_q3_K(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_iq4_nl(const float *x, void *y, int64_t n, const float *qw);
+void hx_quant_weighted_iq4_xs(const float *x, void *y, int64_t n, const float *qw);
 
 /* Unaligned little-endian field loads (x86 is little-endian, as GGUF). */
 static inline uint16_t hx_ld16(const uint8_t *p)

@@ -17,7 +17,8 @@ from gguf import GGMLQuantizationType as T
 from gguf import quants
 
 TYPES = {"f16": T.F16, "bf16": T.BF16, "q4_0": T.Q4_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0,
-         "q5_1": T.Q5_1, "q8_0": T.Q8_0, "q4_K": T.Q4_K, "q5_K": T.Q5_K, "q6_K": T.Q6_K}
+         "q5_1": T.Q5_1, "q8_0": T.Q8_0, "q4_K": T.Q4_K, "q5_K": T.Q5_K, "q6_K": T.Q6_K,
+         "q2_K": T.Q2_K, "q3_K": T.Q3_K, "iq4_nl": T.IQ4_NL, "iq4_xs": T.IQ4_XS}
 QUANTIZABLE = {"f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"}
 
 

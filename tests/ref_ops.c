@@ -53,8 +53,8 @@ uint32_t hx_ref_block(uint32_t type)
 {
     switch (type) {
     case HX_REF_F32: case HX_REF_F16: return 1;
-    case HX_REF_Q8_0: case HX_REF_Q4_0: return 32;
-    case HX_REF_Q4_K: return 256;
+    case HX_REF_Q8_0: case HX_REF_Q4_0: case HX_REF_IQ4_NL: return 32;
+    case HX_REF_Q4_K: case HX_REF_Q2_K: case HX_REF_Q3_K: case HX_REF_IQ4_XS: return 256;
     }
     return 0;
 }
@@ -67,6 +67,10 @@ uint32_t hx_ref_block_bytes(uint32_t type)
     case HX_REF_Q8_0: return 34;
     case HX_REF_Q4_0: return 18;
     case HX_REF_Q4_K: return 144;
+    case HX_REF_Q2_K: return 84;
+    case HX_REF_Q3_K: return 110;
+    case HX_REF_IQ4_NL: return 18;
+    case HX_REF_IQ4_XS: return 136;
     }
     return 0;
 }
@@ -85,6 +89,14 @@ static void q4_k_scale_min(const uint8_t *s, int j, int *sc, int *m)
         *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
     }
 }
+
+/* ggml-common.h's kvalues_iq4nl: the sixteen levels of IQ4_NL/IQ4_XS. */
+static const int iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Q2_K / Q3_K: the 2 low bits of element e of a super-block, from the
+ * 64 bytes of qs: in each half of 128, element 32k + l sits at bits
+ * 2k..2k+1 of byte l of that half's 32. */
+static int low2(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
 
 void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n)
 {
@@ -125,6 +137,45 @@ void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n)
                 for (int l = 0; l < 32; l++) {
                     int nib = sub % 2 ? q[l] >> 4 : q[l] & 15;
                     out[256 * b + 32 * sub + l] = d * sc * nib - dmin * m;
+                }
+            }
+        }
+        break;
+    case HX_REF_Q2_K: /* scales[16], qs[64], d, dmin: d*(sc & 15)*q - dmin*(sc >> 4) */
+        for (uint32_t b = 0; b < n / 256; b++, p += 84) {
+            double d = hx_ref_f16_to_f64(u16(p + 80)), dmin = hx_ref_f16_to_f64(u16(p + 82));
+            for (int e = 0; e < 256; e++)
+                out[256 * b + e] = d * (p[e / 16] & 15) * low2(p + 16, e) - dmin * (p[e / 16] >> 4);
+        }
+        break;
+    case HX_REF_Q3_K: /* hmask[32], qs[64], scales[12], d: d*(sc - 32)*(q - 4) */
+        for (uint32_t b = 0; b < n / 256; b++, p += 110) {
+            double d = hx_ref_f16_to_f64(u16(p + 108));
+            for (int e = 0; e < 256; e++) {
+                int s = e / 16, lo = s < 8 ? p[96 + s] & 15 : p[96 + s - 8] >> 4;
+                int sc = (lo | (((p[96 + 8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32;
+                int high = (p[e % 32] >> ((e / 128) * 4 + (e % 128) / 32)) & 1;
+                out[256 * b + e] = d * sc * (low2(p + 32, e) + 4 * high - 4);
+            }
+        }
+        break;
+    case HX_REF_IQ4_NL: /* d, qs[16]: d * value[nibble] */
+        for (uint32_t b = 0; b < n / 32; b++, p += 18) {
+            double d = hx_ref_f16_to_f64(u16(p));
+            for (int i = 0; i < 16; i++) {
+                out[32 * b + i] = d * iq4nl_values[p[2 + i] & 15];
+                out[32 * b + 16 + i] = d * iq4nl_values[p[2 + i] >> 4];
+            }
+        }
+        break;
+    case HX_REF_IQ4_XS: /* d, scales_h, scales_l[4], qs[128]: d * (ls - 32) * value */
+        for (uint32_t b = 0; b < n / 256; b++, p += 136) {
+            double d = hx_ref_f16_to_f64(u16(p));
+            for (int s = 0; s < 8; s++) {
+                int ls = ((p[4 + s / 2] >> (4 * (s % 2))) & 15) | (((u16(p + 2) >> (2 * s)) & 3) << 4);
+                for (int i = 0; i < 16; i++) {
+                    out[256 * b + 32 * s + i] = d * (ls - 32) * iq4nl_values[p[8 + 16 * s + i] & 15];
+                    out[256 * b + 32 * s + 16 + i] = d * (ls - 32) * iq4nl_values[p[8 + 16 * s + i] >> 4];
                 }
             }
         }
@@ -220,6 +271,24 @@ void hx_ref_random_row(uint32_t type, void *row, uint32_t n, unsigned *seed)
             put_f16(p + 144 * b, hx_ref_uniform(seed) * 0.01f);
             put_f16(p + 144 * b + 2, hx_ref_uniform(seed) * 0.01f);
         }
+        break;
+    case HX_REF_Q2_K:
+        for (uint32_t b = 0; b < n / 256; b++) {
+            put_f16(p + 84 * b + 80, hx_ref_uniform(seed) * 0.01f);
+            put_f16(p + 84 * b + 82, hx_ref_uniform(seed) * 0.01f);
+        }
+        break;
+    case HX_REF_Q3_K:
+        for (uint32_t b = 0; b < n / 256; b++)
+            put_f16(p + 110 * b + 108, hx_ref_uniform(seed) * 0.002f);
+        break;
+    case HX_REF_IQ4_NL:
+        for (uint32_t b = 0; b < n / 32; b++)
+            put_f16(p + 18 * b, hx_ref_uniform(seed) * 0.001f);
+        break;
+    case HX_REF_IQ4_XS:
+        for (uint32_t b = 0; b < n / 256; b++)
+            put_f16(p + 136 * b, hx_ref_uniform(seed) * 0.0005f);
         break;
     }
 }

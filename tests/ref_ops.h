@@ -9,7 +9,17 @@
 
 #include "ops/ops.h"
 
-enum { HX_REF_F32 = 0, HX_REF_F16 = 1, HX_REF_Q4_0 = 2, HX_REF_Q8_0 = 8, HX_REF_Q4_K = 12 };
+enum {
+    HX_REF_F32 = 0,
+    HX_REF_F16 = 1,
+    HX_REF_Q4_0 = 2,
+    HX_REF_Q8_0 = 8,
+    HX_REF_Q2_K = 10,
+    HX_REF_Q3_K = 11,
+    HX_REF_Q4_K = 12,
+    HX_REF_IQ4_NL = 20,
+    HX_REF_IQ4_XS = 23
+};
 
 double hx_ref_f16_to_f64(uint16_t h);
 uint16_t hx_ref_f32_to_f16(float f); /* round to nearest even */

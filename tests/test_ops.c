@@ -352,6 +352,43 @@ START_TEST(matmul_matches_reference)
 }
 END_TEST
 
+/* The low-bit weight types (Q2_K, Q3_K, IQ4_NL, IQ4_XS): the CPU's kernels
+ * take them, at each SIMD level, against the float64 decoding of ggml's
+ * formulas; the OpenCL and CUDA kernels do not, and refuse them when
+ * pinned there (HX_ERR_NO_DEVICE), which leaves such products to the CPU. */
+START_TEST(matmul_low_bit_types)
+{
+    under_test u;
+    if (!begin(_i, "matmul", &u))
+        return;
+    const uint32_t types[] = {HX_REF_Q2_K, HX_REF_Q3_K, HX_REF_IQ4_NL, HX_REF_IQ4_XS};
+    const uint32_t shapes[][3] = {{1, 1, 256}, {1, 67, 512}, {5, 33, 768}, {17, 45, 256}};
+    unsigned seed = 31;
+    for (int ti = 0; ti < 4; ti++) {
+        if (u.tg->kind != ON_CPU) {
+            const uint32_t K = 256, N = 4;
+            size_t row = hx_ref_row_bytes(types[ti], K);
+            uint8_t *W = calloc(N, row);
+            float x[256] = {0};
+            hx_op_matmul a = {types[ti], 1, N, K, 0};
+            hx_buffer *b[3] = {hx_case_buffer(u.rt, W, row * N), hx_case_buffer(u.rt, x, sizeof x),
+                               hx_case_empty(u.rt, 4ull * N)};
+            hx_status st = run(&u, "matmul", &a, sizeof a, 3, b, (hx_access[]){HX_R, HX_R, HX_W});
+            ck_assert_msg(st == HX_ERR_NO_DEVICE, "%s: a type %u matmul pinned there gave %s, not no-device",
+                          u.tg->name, types[ti], hx_status_str(st));
+            printf("ops: %s refuses matmul of %s weights (it runs on the CPU)\n", u.tg->name,
+                   hx_type_name(types[ti]));
+            hx_case_destroy(b, 3);
+            free(W);
+            continue;
+        }
+        for (int s = 0; s < 4; s++)
+            check_matmul(&u, types[ti], shapes[s][0], shapes[s][1], shapes[s][2], s % 2, &seed);
+    }
+    end(&u);
+}
+END_TEST
+
 /* ---- rope ---------------------------------------------------------------- */
 
 START_TEST(rope_matches_reference)
@@ -902,6 +939,7 @@ Suite *suite_ops(void)
     tcase_add_loop_test(tc, attention_decode_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_bad_metadata_gives_nan_rows, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_q4_0_and_window_match_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, matmul_low_bit_types, 0, N_TARGETS);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -26,18 +26,20 @@
 
 #include "kernels_cpu/quant.h"
 #include "tests/hx_test.h"
+#include "tests/ref_ops.h"
 
 /* Relative bound on |dot - reference| against sum |w_i a_i| + sum |m_b s_b|:
  * float32 summation of at most a few thousand block terms, eps 2^-24. */
 #define DOT_TOL 1e-5
 
-static const hx_type weight_types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q4_0,
-                                       HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0,
-                                       HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+static const hx_type weight_types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16,   HX_TYPE_Q4_0,  HX_TYPE_Q4_1,
+                                       HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0,   HX_TYPE_Q4_K,  HX_TYPE_Q5_K,
+                                       HX_TYPE_Q6_K, HX_TYPE_Q2_K, HX_TYPE_Q3_K,   HX_TYPE_IQ4_NL, HX_TYPE_IQ4_XS};
 #define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
-static const hx_type all_types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q4_0, HX_TYPE_Q4_1,
-                                    HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q8_1, HX_TYPE_Q4_K,
-                                    HX_TYPE_Q5_K, HX_TYPE_Q6_K, HX_TYPE_Q8_K};
+static const hx_type all_types[] = {HX_TYPE_F32,  HX_TYPE_F16,  HX_TYPE_BF16,   HX_TYPE_Q4_0,  HX_TYPE_Q4_1,
+                                    HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0,   HX_TYPE_Q8_1,  HX_TYPE_Q4_K,
+                                    HX_TYPE_Q5_K, HX_TYPE_Q6_K, HX_TYPE_Q8_K,   HX_TYPE_Q2_K,  HX_TYPE_Q3_K,
+                                    HX_TYPE_IQ4_NL, HX_TYPE_IQ4_XS};
 #define N_ALL_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -104,8 +106,20 @@ static void fill_random(hx_type t, uint8_t *p, int64_t n, uint64_t *s)
     case HX_TYPE_Q4_0:
     case HX_TYPE_Q5_0:
     case HX_TYPE_Q8_0:
+    case HX_TYPE_IQ4_NL:
+    case HX_TYPE_IQ4_XS:
         for (int64_t b = 0; b < nb; b++)
             put16(p + b * B, rand_half(s, 5, 20));
+        break;
+    case HX_TYPE_Q2_K:
+        for (int64_t b = 0; b < nb; b++) {
+            put16(p + b * B + offsetof(hx_block_q2_K, d), rand_half(s, 5, 20));
+            put16(p + b * B + offsetof(hx_block_q2_K, dmin), rand_half(s, 5, 20));
+        }
+        break;
+    case HX_TYPE_Q3_K:
+        for (int64_t b = 0; b < nb; b++)
+            put16(p + b * B + offsetof(hx_block_q3_K, d), rand_half(s, 5, 20));
         break;
     case HX_TYPE_Q4_1:
     case HX_TYPE_Q5_1:
@@ -155,6 +169,8 @@ START_TEST(test_layouts)
         {HX_TYPE_Q8_0, sizeof(hx_block_q8_0), HX_QK},  {HX_TYPE_Q8_1, sizeof(hx_block_q8_1), HX_QK},
         {HX_TYPE_Q4_K, sizeof(hx_block_q4_K), HX_QK_K}, {HX_TYPE_Q5_K, sizeof(hx_block_q5_K), HX_QK_K},
         {HX_TYPE_Q6_K, sizeof(hx_block_q6_K), HX_QK_K}, {HX_TYPE_Q8_K, sizeof(hx_block_q8_K), HX_QK_K},
+        {HX_TYPE_Q2_K, sizeof(hx_block_q2_K), HX_QK_K}, {HX_TYPE_Q3_K, sizeof(hx_block_q3_K), HX_QK_K},
+        {HX_TYPE_IQ4_NL, sizeof(hx_block_iq4_nl), HX_QK}, {HX_TYPE_IQ4_XS, sizeof(hx_block_iq4_xs), HX_QK_K},
         {HX_TYPE_F16, sizeof(hx_half), 1},              {HX_TYPE_BF16, sizeof(hx_bf16), 1},
         {HX_TYPE_F32, sizeof(float), 1},
     };
@@ -544,6 +560,41 @@ START_TEST(test_dequantize_exact)
 }
 END_TEST
 
+/* The low-bit types' dequantization against tests/ref_ops.c's float64
+ * decoding, written from ggml's block descriptions: the kernels round
+ * each product to float, so they agree within a few float roundings of
+ * the block's largest term. */
+START_TEST(test_dequantize_float64)
+{
+    static const hx_type ts[] = {HX_TYPE_Q2_K, HX_TYPE_Q3_K, HX_TYPE_IQ4_NL, HX_TYPE_IQ4_XS};
+    uint64_t s = 0xf64;
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        const hx_type t = ts[ti];
+        const int64_t n = 9 * 256;
+        uint8_t *buf = alloc_bytes(row_bytes(t, n));
+        float *got = malloc(4 * (size_t)n);
+        double *want = malloc(8 * (size_t)n);
+        ck_assert(got && want);
+        fill_random(t, buf, n, &s);
+        hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->dequantize_row(buf, got, n);
+        hx_ref_dequantize((uint32_t)t, buf, want, (uint32_t)n);
+        for (int64_t b = 0; b < n / 256; b++) {
+            double big = 0;
+            for (int j = 0; j < 256; j++)
+                big = fmax(big, fabs(want[256 * b + j]));
+            for (int j = 0; j < 256; j++) {
+                const int64_t i = 256 * b + j;
+                ck_assert_msg(fabs(got[i] - want[i]) <= 0x1p-21 * big, "%s element %lld: %.9g, float64 %.9g",
+                              hx_type_name(t), (long long)i, got[i], want[i]);
+            }
+        }
+        free(buf);
+        free(got);
+        free(want);
+    }
+}
+END_TEST
+
 /* Random floats quantized to the activation type t; returns the row. */
 static uint8_t *make_activation(hx_type t, int64_t n, uint64_t *s, size_t off)
 {
@@ -883,6 +934,33 @@ static double block_bound(hx_type t, const uint8_t *b, const float *x, int e)
          * rounding of the sub-block scale (half of d over 32 steps) */
         return d6 * sc * 1.0 + d6 * 16.5 + 1e-6 * amax;
     }
+    case HX_TYPE_Q2_K: {
+        /* a step and a half of the sub-block's scale (rounding, and the
+         * absolute-error fit may leave extremes outside, clamped), plus
+         * what 4-bit scales and mins lose (half a step of each, stretched
+         * over the three steps of the quants) */
+        const uint8_t sc = b[e / 16];
+        const double d2 = fabs(hx_fp16_to_fp32(get16(b + 80))), m2 = fabs(hx_fp16_to_fp32(get16(b + 82)));
+        return 1.5 * d2 * (sc & 15) + 1.5 * d2 + 0.5 * m2 + 1e-6 * amax;
+    }
+    case HX_TYPE_Q3_K: {
+        /* a step and a half of the sub-block's scale (the clamp at +3),
+         * plus half a step of the 6-bit scale over four quant steps */
+        int8_t sc[16];
+        for (int s = 0; s < 16; s++) {
+            const int lo = s < 8 ? b[96 + s] & 15 : b[96 + s - 8] >> 4;
+            sc[s] = (int8_t)((lo | (((b[104 + s % 4] >> (2 * (s / 4))) & 3) << 4)) - 32);
+        }
+        const double d3 = fabs(hx_fp16_to_fp32(get16(b + 108)));
+        return 1.5 * d3 * abs(sc[e / 16]) + 2 * d3 + 1e-6 * amax;
+    }
+    case HX_TYPE_IQ4_NL: /* half the widest gap between the 16 values (24), plus the top's clamp */
+        return 24 * d + 1e-6 * amax;
+    case HX_TYPE_IQ4_XS: {
+        const int s = e / 32;
+        const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 15) | (((get16(b + 2) >> (2 * s)) & 3) << 4);
+        return 24 * d * abs(ls - 32) + 64 * d + 1e-6 * amax;
+    }
     default:
         return 0;
     }
@@ -893,13 +971,15 @@ START_TEST(test_quantize_roundtrip)
     /* RMS error over RMS value on normal data: limits 1.25x what these
      * quantizers (ggml's reference algorithms) give on it: f16 0.00021,
      * bf16 0.0016, q8_0/q8_1 0.0051, q4_0 0.083, q4_1 0.077, q5_0 0.040,
-     * q5_1 0.037, q4_K 0.070, q5_K 0.035, q6_K 0.017, q8_K 0.0063 */
+     * q5_1 0.037, q4_K 0.070, q5_K 0.035, q6_K 0.017, q8_K 0.0063, q2_K 0.292,
+     * q3_K 0.146, iq4_nl 0.074, iq4_xs 0.075 */
     const struct {
         hx_type t;
         double rms;
     } types[] = {{HX_TYPE_F16, 0.00027}, {HX_TYPE_BF16, 0.002}, {HX_TYPE_Q8_0, 0.0064}, {HX_TYPE_Q8_1, 0.0064},
                  {HX_TYPE_Q4_0, 0.104},  {HX_TYPE_Q4_1, 0.096}, {HX_TYPE_Q5_0, 0.050},  {HX_TYPE_Q5_1, 0.046},
-                 {HX_TYPE_Q4_K, 0.087},  {HX_TYPE_Q5_K, 0.043}, {HX_TYPE_Q6_K, 0.021},  {HX_TYPE_Q8_K, 0.0079}};
+                 {HX_TYPE_Q4_K, 0.087},  {HX_TYPE_Q5_K, 0.043}, {HX_TYPE_Q6_K, 0.021},  {HX_TYPE_Q8_K, 0.0079},
+                 {HX_TYPE_Q2_K, 0.365},  {HX_TYPE_Q3_K, 0.182}, {HX_TYPE_IQ4_NL, 0.093}, {HX_TYPE_IQ4_XS, 0.094}};
     const int64_t n = 17 * 256;
     uint64_t s = 0x9e37;
     float *x = malloc(4 * (size_t)n), *y = malloc(4 * (size_t)n);
@@ -1093,7 +1173,7 @@ START_TEST(test_dispatch)
             ck_assert_msg(o && o->vec_dot, "%s is computable but has no kernels", tr->name);
         }
     }
-    ck_assert_ptr_null(hx_quant_ops_get(HX_TYPE_Q2_K));
+    ck_assert_ptr_null(hx_quant_ops_get(HX_TYPE_IQ2_XXS));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)5));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)999));
     ck_assert_int_eq(hx_quant_ops_get(HX_TYPE_Q4_1)->vec_dot_type, HX_TYPE_Q8_1);
@@ -1103,7 +1183,9 @@ START_TEST(test_dispatch)
     HX_ASSERT_OK(hx_quant_row_check(HX_TYPE_F16, 3));
     ck_assert_int_eq(hx_quant_row_check(HX_TYPE_Q4_K, 100), HX_ERR_INVALID_ARG);
     ck_assert_int_eq(hx_quant_row_check(HX_TYPE_Q8_0, 0), HX_ERR_INVALID_ARG);
-    ck_assert_int_eq(hx_quant_row_check(HX_TYPE_Q2_K, 256), HX_ERR_UNSUPPORTED);
+    ck_assert_int_eq(hx_quant_row_check(HX_TYPE_IQ2_XXS, 256), HX_ERR_UNSUPPORTED);
+    ck_assert_int_eq(hx_quant_ops_get(HX_TYPE_Q2_K)->vec_dot_type, HX_TYPE_Q8_K);
+    ck_assert_int_eq(hx_quant_ops_get(HX_TYPE_IQ4_NL)->vec_dot_type, HX_TYPE_Q8_0);
     ck_assert_int_eq(hx_quant_row_check((hx_type)4, 32), HX_ERR_INVALID_ARG);
     ck_assert(strstr(hx_last_error(), "4") != NULL);
 }
@@ -1142,7 +1224,8 @@ START_TEST(test_gguf_py_reference)
         x[i] = rng_normal(&s, 0.05f) + (i % 53 == 0 ? 0.3f : 0.0f);
     write_file(dir, "input.f32", x, 4 * (size_t)n);
     static const hx_type ts[] = {HX_TYPE_F16,  HX_TYPE_BF16, HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0,
-                                 HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+                                 HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K,
+                                 HX_TYPE_Q2_K, HX_TYPE_Q3_K, HX_TYPE_IQ4_NL, HX_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
         const hx_quant_ops *o = hx_quant_ops_get(ts[i]);
         const size_t bytes = row_bytes(ts[i], n);
@@ -1218,6 +1301,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_fp16_rows);
     tcase_add_test(tc, test_known_answers);
     tcase_add_test(tc, test_dequantize_exact);
+    tcase_add_test(tc, test_dequantize_float64);
     tcase_add_test(tc, test_vec_dot);
     tcase_add_test(tc, test_vec_dot4);
     tcase_add_test(tc, test_gemm);
