@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/kv_cache.h"
+#include "runtime/buffer.h"
 #include "runtime/error.h"
 
 hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
@@ -54,6 +55,12 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
         hx_status s = hx_buffer_create(rt, bytes, &p->k[l]);
         if (s == HX_OK)
             s = hx_buffer_create(rt, bytes, &p->v[l]);
+        /* A block is the unit of residence: attention elsewhere moves the
+         * blocks it reads, not the layer's whole cache. */
+        if (s == HX_OK)
+            s = hx_buffer_set_blocks(p->k[l], p->block_bytes);
+        if (s == HX_OK)
+            s = hx_buffer_set_blocks(p->v[l], p->block_bytes);
         if (s) {
             hx_kv_pool_free(p);
             return hx_error_context(s, "KV cache of layer %u", l);
@@ -199,9 +206,17 @@ hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
                         "KV cache memory: %u more blocks of %u tokens needed, %u tokens free of %u",
                         more, p->block_size, free_tokens, p->n_blocks * p->block_size);
     }
+    uint32_t first = s->n_blocks;
     while (s->n_blocks < need)
         s->blocks[s->n_blocks++] = take(p);
     pthread_mutex_unlock(&p->lock);
+    /* What a fresh block held is of no use: the first kv_store on another
+     * device need not bring it over. */
+    hx_block_list fresh = {s->blocks + first, need - first};
+    for (uint32_t l = 0; l < p->n_layer; l++) {
+        hx_buffer_discard(p->k[l], fresh);
+        hx_buffer_discard(p->v[l], fresh);
+    }
     return HX_OK;
 }
 

@@ -406,6 +406,19 @@ hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks)
     return s;
 }
 
+void hx_buffer_discard(hx_buffer *b, hx_block_list blocks)
+{
+    if (!b->divided || !blocks.ids)
+        return;
+    int nodes = b->rt->n_memory_nodes;
+    uint32_t all = nodes >= 32 ? 0xffffffffu : (1u << nodes) - 1;
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t k = 0; k < blocks.n; k++)
+        if (blocks.ids[k] < b->n_blocks)
+            b->valid[blocks.ids[k]] = all;
+    pthread_mutex_unlock(&b->lock);
+}
+
 void hx_buffer_stale_bytes(hx_buffer *b, int node, hx_block_list blocks, double *from_host, double *from_device)
 {
     *from_host = *from_device = 0;

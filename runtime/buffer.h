@@ -58,6 +58,10 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
 /* After a task on `d` wrote `blocks` of the buffer: `d`'s node becomes
  * their owner. */
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks);
+/* The contents of `blocks` of a divided buffer no longer matter (a KV
+ * block handed out afresh): every node counts as holding them, so that the
+ * first task to write part of one copies nothing in. */
+void hx_buffer_discard(hx_buffer *b, hx_block_list blocks);
 /* Bytes of `blocks` that node `node` lacks: those a copy from host memory
  * brings (*from_host) and those that must first come from another device
  * (*from_device).  For transfer-cost estimates. */

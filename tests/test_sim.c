@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "hx_test.h"
+#include "model/model.h"
+#include "runtime/buffer.h"
 #include "runtime/machine.h"
 
 /* One CPU device: 1 Tflop/s at 50 %, 100 GB/s at 80 %, 3 us per task. */
@@ -436,9 +438,9 @@ START_TEST(colocated_layers_stay_on_the_gpu)
 }
 END_TEST
 
-/* Buffers divided into blocks (hx_buffer_set_blocks): the GPU and an FPGA
- * that runs the attention ops have their own memory, the FPGA enough for a
- * KV cache. */
+/* KV blocks as the unit of residence (hx_buffer_set_blocks): the GPU and
+ * an FPGA that runs the attention ops have their own memory, the FPGA
+ * enough for a KV cache. */
 static const char *const blocks_box = "machine = blocks test box\n"
                                       "[device cpu]\nfamily = cpu\nkind = cpu\nflops.f32 = 1T\n"
                                       "memory = 64G\nbandwidth = 100G\nlaunch = 3us\n"
@@ -513,6 +515,15 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
     ck_assert_uint_eq(st.bytes_copied, (uint64_t)BLOCK * NB);
     ck_assert_uint_eq(st.copies, 1);
 
+    /* Blocks whose contents no longer matter are copied nowhere. */
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_W, &host));
+    hx_buffer_discard(x, (hx_block_list){(const uint32_t[]){10, 11}, 2});
+    hx_runtime_stats_reset(rt);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){10, 11}, 2, HX_RW);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 0);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){11, 12}, 2, HX_R);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK); /* 12 only */
+
     /* Bad block lists and divisions are refused; the runtime goes on. */
     hx_args_vector_add va = {16};
     hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {x, y, z},
@@ -535,6 +546,54 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
 }
 END_TEST
 
+/* Every layer's K and V cache made the host's alone (as a block copy on
+ * the host does), then one decode step with attention on the FPGA: what
+ * crosses is the session's blocks in each layer, never a layer's whole
+ * cache. */
+START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 2048;
+    mo.kv_prefix_cache = -1;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = 3 + i;
+    HX_ASSERT_OK(hx_session_eval(s, ids, 40, 0));
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    /* The steady state: the KV cache stays where attention runs. */
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    uint64_t steady = stats_now(rt).bytes_copied;
+
+    const hx_kv_pool *kv = m->kv;
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        void *host;
+        HX_ASSERT_OK(hx_buffer_acquire(kv->k[l], HX_RW, &host));
+        HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
+    }
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
+    uint64_t moved = stats_now(rt).bytes_copied;
+    /* 43 tokens in blocks of 16: 3 blocks of K and 3 of V per layer. */
+    const uint64_t blocks = 3ull * 2 * kv->n_layer * kv->block_bytes;
+    const uint64_t layer = 2ull * kv->n_blocks * kv->block_bytes;
+    ck_assert_msg(moved - steady == blocks, "%llu bytes moved (%llu in the steady state), the blocks read are %llu",
+                  (unsigned long long)moved, (unsigned long long)steady, (unsigned long long)blocks);
+    ck_assert_msg(moved < layer, "%llu bytes moved: one layer's cache is %llu", (unsigned long long)moved,
+                  (unsigned long long)layer);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -550,6 +609,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, dmda_moves_weights_to_a_faster_device);
     tcase_add_test(c, colocated_layers_stay_on_the_gpu);
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
+    tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
     suite_add_tcase(s, c);
     return s;
 }
