@@ -2,13 +2,17 @@
  * for an FPGA with memory of its own runs attention on the KV blocks it
  * brings over one by one, and the logits equal those of the whole-buffer
  * run (PoCL in host memory) bit for bit.  What crosses is counted in the
- * simulator's suite (tests/test_sim.c). */
+ * simulator's suite (tests/test_sim.c).  And the CPU half of attention
+ * over blocks in two places: attention split over parts of the positions,
+ * merged with one rescale, against the float64 reference. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "model/model.h"
+#include "kernels_cpu/attn_merge.h"
 #include "model/synthetic.h"
 #include "runtime/runtime.h"
 #include "tests/cl_test.h"
@@ -118,12 +122,87 @@ START_TEST(pocl_attention_on_blocks_gives_the_same_logits)
 }
 END_TEST
 
+/* softmax(q K^T * scale) V over all n positions, in float64. */
+static void attention_f64(const float *q, const float *k, const float *v, uint32_t n, uint32_t Dh, double scale,
+                          double *out)
+{
+    double m = -INFINITY, l = 0, s[512];
+    ck_assert_uint_le(n, 512);
+    for (uint32_t j = 0; j < n; j++) {
+        s[j] = 0;
+        for (uint32_t d = 0; d < Dh; d++)
+            s[j] += (double)q[d] * k[(size_t)j * Dh + d];
+        s[j] *= scale;
+        m = s[j] > m ? s[j] : m;
+    }
+    for (uint32_t d = 0; d < Dh; d++)
+        out[d] = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        double w = exp(s[j] - m);
+        l += w;
+        for (uint32_t d = 0; d < Dh; d++)
+            out[d] += w * v[(size_t)j * Dh + d];
+    }
+    for (uint32_t d = 0; d < Dh; d++)
+        out[d] /= l;
+}
+
+/* Positions cut into parts (an empty one among them), each attended to
+ * alone and merged: the float64 attention over them all, to float
+ * rounding; with scores far past what expf can take unshifted, so a merge
+ * without the per-part maxima, or a wrong rescale, fails. */
+START_TEST(split_attention_merges_to_the_reference)
+{
+    enum { DH = 64, N = 300, PARTS = 5 };
+    static const uint32_t cut[PARTS + 1] = {0, 37, 38, 38, 171, N}; /* part 2 is empty */
+    float *q = malloc(sizeof(float) * DH), *k = malloc(sizeof(float) * N * DH), *v = malloc(sizeof(float) * N * DH);
+    hx_cl_test_random(q, DH, 3);
+    hx_cl_test_random(k, (size_t)N * DH, 4);
+    hx_cl_test_random(v, (size_t)N * DH, 5);
+    /* Later positions score higher: the parts' maxima differ by hundreds. */
+    for (uint32_t j = 0; j < N; j++)
+        for (uint32_t d = 0; d < DH; d++)
+            k[(size_t)j * DH + d] += q[d] * (float)j * 0.02f;
+    for (int round = 0; round < 2; round++) {
+        const float scale = round ? 1.0f : 1.0f / sqrtf(DH);
+        float out[PARTS][DH], mx[PARTS], sm[PARTS], merged[DH];
+        for (int p = 0; p < PARTS; p++)
+            hx_attn_part_f32(q, k + (size_t)cut[p] * DH, v + (size_t)cut[p] * DH, cut[p + 1] - cut[p], DH, scale,
+                             out[p], &mx[p], &sm[p]);
+        ck_assert(isinf(mx[2]) && mx[2] < 0 && sm[2] == 0);
+        ck_assert_msg(mx[PARTS - 1] - mx[0] > (round ? 100 : 10), "maxima %g and %g", mx[0], mx[PARTS - 1]);
+        hx_attn_merge_f32(PARTS, DH, &out[0][0], mx, sm, merged);
+        double ref[DH], err = 0, norm = 0;
+        attention_f64(q, k, v, N, DH, scale, ref);
+        for (int d = 0; d < DH; d++) {
+            err += (merged[d] - ref[d]) * (merged[d] - ref[d]);
+            norm += ref[d] * ref[d];
+        }
+        ck_assert_msg(sqrt(err / norm) < 1e-5, "scale %g: relative L2 error %g", scale, sqrt(err / norm));
+        /* One part alone is itself, bit for bit. */
+        float one[DH];
+        hx_attn_merge_f32(1, DH, out[3], &mx[3], &sm[3], one);
+        ck_assert(memcmp(one, out[3], sizeof one) == 0);
+    }
+    /* Nothing to attend to: zeros. */
+    float none_out[DH], none_max, none_sum, merged[DH];
+    hx_attn_part_f32(q, k, v, 0, DH, 1.0f, none_out, &none_max, &none_sum);
+    hx_attn_merge_f32(1, DH, none_out, &none_max, &none_sum, merged);
+    for (int d = 0; d < DH; d++)
+        ck_assert(merged[d] == 0);
+    free(q);
+    free(k);
+    free(v);
+}
+END_TEST
+
 Suite *suite_kv_blocks(void)
 {
     Suite *s = suite_create("kv_blocks");
     TCase *c = tcase_create("kv_blocks");
     tcase_set_timeout(c, 300);
     tcase_add_test(c, pocl_attention_on_blocks_gives_the_same_logits);
+    tcase_add_test(c, split_attention_merges_to_the_reference);
     suite_add_tcase(s, c);
     return s;
 }
