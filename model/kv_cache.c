@@ -256,19 +256,24 @@ void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s)
     s->n_blocks = s->cap = 0;
 }
 
-/* Copies block `from` to block `to` in every layer's K and V.  A simulated
- * machine's buffers hold no data worth copying (runtime/buffer.c). */
+/* Copies block `from` to block `to` in every layer's K and V, on the
+ * host: `from` comes over, `to` becomes the host's, and the layer's other
+ * blocks stay where they are.  A simulated machine's buffers hold no data
+ * worth copying (runtime/buffer.c). */
 static hx_status copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
 {
     if (hx_runtime_simulated(p->rt))
         return HX_OK;
     for (uint32_t l = 0; l < p->n_layer; l++)
         for (int kv = 0; kv < 2; kv++) {
-            uint8_t *d;
-            hx_status st = hx_buffer_acquire(kv ? p->v[l] : p->k[l], HX_RW, (void **)&d);
+            hx_buffer *b = kv ? p->v[l] : p->k[l];
+            uint8_t *src, *dst;
+            hx_status st = hx_buffer_acquire_blocks(b, HX_R, (hx_block_list){&from, 1}, (void **)&src);
+            if (st == HX_OK)
+                st = hx_buffer_acquire_blocks(b, HX_W, (hx_block_list){&to, 1}, (void **)&dst);
             if (st)
                 return hx_error_context(st, "copy of a shared KV block");
-            memcpy(d + (size_t)to * p->block_bytes, d + (size_t)from * p->block_bytes, p->block_bytes);
+            memcpy(dst + (size_t)to * p->block_bytes, src + (size_t)from * p->block_bytes, p->block_bytes);
         }
     return HX_OK;
 }

@@ -431,12 +431,6 @@ void hx_buffer_stale_bytes(hx_buffer *b, int node, hx_block_list blocks, double 
     pthread_mutex_unlock(&b->lock);
 }
 
-static void set_all_valid_only_on(hx_buffer *b, int node)
-{
-    for (uint32_t i = 0; i < b->n_blocks; i++)
-        b->valid[i] = node_bit(node);
-}
-
 void hx_buffer_set_read_only(hx_buffer *b)
 {
     pthread_mutex_lock(&b->lock);
@@ -444,7 +438,7 @@ void hx_buffer_set_read_only(hx_buffer *b)
     pthread_mutex_unlock(&b->lock);
 }
 
-static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
+static hx_status buffer_acquire(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host)
 {
     if (!b || !host || !(mode & HX_RW))
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_acquire: bad buffer, mode or output");
@@ -452,11 +446,18 @@ static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_acquire: write access to a read-only buffer");
     wait_unused(b);
     pthread_mutex_lock(&b->lock);
-    hx_status s = !b->host && b->owns_host ? host_alloc(b) : HX_OK;
+    int stale;
+    hx_status s = check_blocks(b, blocks, 0, &stale);
+    if (s == HX_OK && !b->host && b->owns_host)
+        s = host_alloc(b);
     if (s == HX_OK && (mode & HX_R))
-        s = fetch_to_host(b, (hx_block_list){NULL, 0}, 0);
-    if (s == HX_OK && (mode & HX_W))
-        set_all_valid_only_on(b, 0);
+        s = fetch_to_host(b, blocks, 0);
+    if (s == HX_OK && (mode & HX_W)) {
+        block_walk w = walk_of(b, blocks);
+        uint32_t i;
+        while (walk_next(&w, &i))
+            b->valid[i] = node_bit(0);
+    }
     pthread_mutex_unlock(&b->lock);
     *host = s == HX_OK ? b->host : NULL;
     return s;
@@ -465,7 +466,12 @@ static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 {
     hx_api_enter();
-    return hx_api_leave(buffer_acquire(b, mode, host));
+    return hx_api_leave(buffer_acquire(b, mode, (hx_block_list){NULL, 0}, host));
+}
+
+hx_status hx_buffer_acquire_blocks(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host)
+{
+    return buffer_acquire(b, mode, blocks, host);
 }
 
 /* ---- what a failed task must not leave behind -------------------------- */

@@ -58,6 +58,10 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
 /* After a task on `d` wrote `blocks` of the buffer: `d`'s node becomes
  * their owner. */
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks);
+/* hx_buffer_acquire for `blocks` of a divided buffer alone: those come to
+ * the host for HX_R, and only those become the host's for HX_W (the other
+ * blocks stay valid where they are). */
+hx_status hx_buffer_acquire_blocks(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host);
 /* The contents of `blocks` of a divided buffer no longer matter (a KV
  * block handed out afresh): every node counts as holding them, so that the
  * first task to write part of one copies nothing in. */

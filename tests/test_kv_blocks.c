@@ -72,6 +72,17 @@ static void run_model(hx_runtime *rt, const char *file, int evict, float *logits
         *kv_moved += stats_now(rt).bytes_copied;
         memcpy(logits + (size_t)(i + 1) * MAXV, hx_session_logits(s, -1), V * sizeof *logits);
     }
+    /* A fork writing into the block it shares copies that block on the
+     * host (the device holds the only valid copy): the same token in both
+     * sessions gives the same logits. */
+    hx_session *f;
+    HX_ASSERT_OK(hx_session_fork(s, &f));
+    int32_t next = 42;
+    HX_ASSERT_OK(hx_session_eval(f, &next, 1, 0));
+    HX_ASSERT_OK(hx_session_eval(s, &next, 1, 0));
+    ck_assert_msg(memcmp(hx_session_logits(f, -1), hx_session_logits(s, -1), V * sizeof *logits) == 0,
+                  "a fork's logits differ after its shared block was copied");
+    hx_session_close(f);
     hx_session_close(s);
     hx_model_free(m);
 }

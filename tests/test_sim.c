@@ -524,6 +524,21 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
     add_on(rt, gpu, x, y, z, (const uint32_t[]){11, 12}, 2, HX_R);
     ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK); /* 12 only */
 
+    /* The host takes some blocks alone: the others stay valid where
+     * they are. */
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){20, 21}, 2, HX_RW);
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_buffer_acquire_blocks(x, HX_R, (hx_block_list){(const uint32_t[]){20}, 1}, &host));
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK);
+    HX_ASSERT_OK(hx_buffer_acquire_blocks(x, HX_W, (hx_block_list){(const uint32_t[]){22}, 1}, &host));
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){21, 22}, 2, HX_R);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 2 * BLOCK); /* 22 only */
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_R, &host));
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 5 * BLOCK); /* 21, and 10 and 11 written there before */
+    ck_assert_int_eq(hx_buffer_acquire_blocks(x, HX_R, (hx_block_list){(const uint32_t[]){NB}, 1}, &host),
+                     HX_ERR_RANGE);
+
     /* Bad block lists and divisions are refused; the runtime goes on. */
     hx_args_vector_add va = {16};
     hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {x, y, z},
