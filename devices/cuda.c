@@ -293,17 +293,17 @@ static void cuda_release(hx_device *d, void *handle)
     free(m);
 }
 
-static hx_status cuda_copy_in(hx_device *d, void *handle, const void *host, size_t bytes)
+static hx_status cuda_copy_in(hx_device *d, void *handle, size_t offset, const void *host, size_t bytes)
 {
     cuda_dev *cd = d->impl;
-    int s = cd->lib->p->copy(cd->ctx, ((cuda_mem *)handle)->dev, host, bytes, HX_CUDA_COPY_H2D, 0);
+    int s = cd->lib->p->copy(cd->ctx, (char *)((cuda_mem *)handle)->dev + offset, host, bytes, HX_CUDA_COPY_H2D, 0);
     return s ? plugin_error(cd, s, "copy to the device") : HX_OK;
 }
 
-static hx_status cuda_copy_out(hx_device *d, void *host, void *handle, size_t bytes)
+static hx_status cuda_copy_out(hx_device *d, void *host, void *handle, size_t offset, size_t bytes)
 {
     cuda_dev *cd = d->impl;
-    int s = cd->lib->p->copy(cd->ctx, host, ((cuda_mem *)handle)->dev, bytes, HX_CUDA_COPY_D2H, 0);
+    int s = cd->lib->p->copy(cd->ctx, host, (char *)((cuda_mem *)handle)->dev + offset, bytes, HX_CUDA_COPY_D2H, 0);
     return s ? plugin_error(cd, s, "copy to the host") : HX_OK;
 }
 

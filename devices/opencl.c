@@ -70,21 +70,21 @@ static void ocl_release(hx_device *dev, void *handle)
         clReleaseMemObject((cl_mem)handle);
 }
 
-static hx_status ocl_copy_in(hx_device *dev, void *handle, const void *host, size_t bytes)
+static hx_status ocl_copy_in(hx_device *dev, void *handle, size_t offset, const void *host, size_t bytes)
 {
     hx_opencl_device *d = dev->impl;
-    cl_int err = clEnqueueWriteBuffer(d->queue, (cl_mem)handle, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+    cl_int err = clEnqueueWriteBuffer(d->queue, (cl_mem)handle, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return hx_opencl_error(err, "copying %zu bytes to %s", bytes, d->device_name);
+        return hx_opencl_error(err, "copying %zu bytes to offset %zu on %s", bytes, offset, d->device_name);
     return HX_OK;
 }
 
-static hx_status ocl_copy_out(hx_device *dev, void *host, void *handle, size_t bytes)
+static hx_status ocl_copy_out(hx_device *dev, void *host, void *handle, size_t offset, size_t bytes)
 {
     hx_opencl_device *d = dev->impl;
-    cl_int err = clEnqueueReadBuffer(d->queue, (cl_mem)handle, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+    cl_int err = clEnqueueReadBuffer(d->queue, (cl_mem)handle, CL_TRUE, offset, bytes, host, 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return hx_opencl_error(err, "copying %zu bytes from %s", bytes, d->device_name);
+        return hx_opencl_error(err, "copying %zu bytes from offset %zu on %s", bytes, offset, d->device_name);
     return HX_OK;
 }
 

@@ -74,6 +74,61 @@ static void fill_inputs(hx_batch_work *w, const int32_t *tokens, int32_t *ids, i
         rows[0] = (int32_t)(w->n - 1);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts ids[0, n) and drops repeats; returns how many are left. */
+static uint32_t sort_unique(uint32_t *ids, uint32_t n)
+{
+    qsort(ids, n, sizeof *ids, cmp_u32);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (k == 0 || ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    return k;
+}
+
+/* The KV blocks the batch's attention reads (each sequence's blocks up to
+ * its last position in the batch, shared prefix blocks once: a table may
+ * hold blocks reserved ahead, not yet written) and those its kv_store
+ * writes (the tokens' slots). */
+static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
+{
+    const uint32_t T = w->shape.T, S = w->shape.S, max_blocks = w->shape.max_blocks;
+    const uint32_t bs = w->m->kv->block_size;
+    uint32_t *ids = malloc(sizeof *ids * ((size_t)S * max_blocks + T + S));
+    if (!ids)
+        return hx_error(HX_ERR_NO_MEMORY, "KV block lists of a batch of %u", T);
+    uint32_t *last = ids + (size_t)S * max_blocks + T; /* per sequence: blocks read */
+    memset(last, 0, sizeof *last * S);
+    for (uint32_t i = 0; i < T; i++) {
+        uint32_t k = (uint32_t)meta[2 * T + i], need = (uint32_t)meta[T + i] / bs + 1;
+        if (need > last[k])
+            last[k] = need;
+    }
+    uint32_t n_read = 0, n_written = 0;
+    for (uint32_t k = 0; k < S; k++) {
+        const hx_kv_seq *sq = &w->seqs[k].s->seq;
+        for (uint32_t j = 0; j < sq->n_blocks && j < last[k]; j++)
+            if (sq->blocks[j] != HX_KV_NONE)
+                ids[n_read++] = sq->blocks[j];
+    }
+    n_read = sort_unique(ids, n_read);
+    uint32_t *written = ids + n_read;
+    for (uint32_t i = 0; i < T; i++)
+        written[n_written++] = (uint32_t)meta[i] / bs;
+    n_written = sort_unique(written, n_written);
+    w->kv_blocks = ids;
+    w->shape.kv_read = ids;
+    w->shape.n_kv_read = n_read;
+    w->shape.kv_written = written;
+    w->shape.n_kv_written = n_written;
+    return HX_OK;
+}
+
 hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_t *tokens,
                            hx_session *const *sessions, const uint8_t *want)
 {
@@ -97,13 +152,16 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
     if (s == HX_OK && n_out)
         s = hx_model_act_ensure(m, &A->logits, sizeof(float) * n_out * m->info.n_vocab);
     w->n_out = n_out;
-    w->shape = (hx_batch_shape){A, T, w->shape.S, max_blocks, n_out ? n_out : 1};
+    w->shape = (hx_batch_shape){.act = A, .T = T, .S = w->shape.S, .max_blocks = max_blocks,
+                                .n_out = n_out ? n_out : 1};
     int32_t *ids, *pos, *meta, *rows;
     if (s == HX_OK && (s = hx_buffer_acquire(A->ids, HX_W, (void **)&ids)) == HX_OK &&
         (s = hx_buffer_acquire(A->pos, HX_W, (void **)&pos)) == HX_OK &&
         (s = hx_buffer_acquire(A->meta, HX_W, (void **)&meta)) == HX_OK &&
-        (s = hx_buffer_acquire(A->out_rows, HX_W, (void **)&rows)) == HX_OK)
+        (s = hx_buffer_acquire(A->out_rows, HX_W, (void **)&rows)) == HX_OK) {
         fill_inputs(w, tokens, ids, pos, meta, rows);
+        s = list_kv_blocks(w, meta);
+    }
     return s;
 }
 
@@ -139,6 +197,7 @@ hx_status hx_batch_collect(hx_batch_work *w)
 
 void hx_batch_work_free(hx_batch_work *w)
 {
+    free(w->kv_blocks);
     free(w->seqs);
     free(w->seq_of);
 }

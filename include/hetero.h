@@ -239,6 +239,11 @@ HX_API hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int re
 /* Waits for the tasks that use the buffer, then frees it. */
 HX_API void hx_buffer_destroy(hx_buffer *b);
 HX_API size_t hx_buffer_size(const hx_buffer *b);
+/* Divides the buffer into blocks of block_bytes (the last may be shorter)
+ * whose copies on each device are valid or stale one by one: a task that
+ * names some (hx_task_desc.blocks) moves those alone.  Once, while no
+ * submitted task uses the buffer. */
+HX_API hx_status hx_buffer_set_blocks(hx_buffer *b, size_t block_bytes);
 /* Makes the host copy valid for `mode` after the tasks submitted so far,
  * and returns it.  HX_W/HX_RW invalidate device replicas.  There is
  * nothing to release afterwards: the caller's use ends where it submits
@@ -318,6 +323,11 @@ typedef struct {
      * preference).  A hint: "static" follows it, dynamic policies may
      * override it; `device` is the hard pin. */
     uint32_t prefer;
+    /* The blocks of its divided buffers (hx_buffer_set_blocks) the task
+     * touches, copied at submission: only they are copied to the device
+     * it runs on, and only they count as written there.  NULL = all. */
+    const uint32_t *blocks;
+    uint32_t nblocks;
 } hx_task_desc;
 
 /* Submits a task; dependencies follow from the buffers' access modes in

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/kv_cache.h"
+#include "runtime/buffer.h"
 #include "runtime/error.h"
 
 hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
@@ -54,6 +55,12 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
         hx_status s = hx_buffer_create(rt, bytes, &p->k[l]);
         if (s == HX_OK)
             s = hx_buffer_create(rt, bytes, &p->v[l]);
+        /* A block is the unit of residence: attention elsewhere moves the
+         * blocks it reads, not the layer's whole cache. */
+        if (s == HX_OK)
+            s = hx_buffer_set_blocks(p->k[l], p->block_bytes);
+        if (s == HX_OK)
+            s = hx_buffer_set_blocks(p->v[l], p->block_bytes);
         if (s) {
             hx_kv_pool_free(p);
             return hx_error_context(s, "KV cache of layer %u", l);
@@ -199,9 +206,17 @@ hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
                         "KV cache memory: %u more blocks of %u tokens needed, %u tokens free of %u",
                         more, p->block_size, free_tokens, p->n_blocks * p->block_size);
     }
+    uint32_t first = s->n_blocks;
     while (s->n_blocks < need)
         s->blocks[s->n_blocks++] = take(p);
     pthread_mutex_unlock(&p->lock);
+    /* What a fresh block held is of no use: the first kv_store on another
+     * device need not bring it over. */
+    hx_block_list fresh = {s->blocks + first, need - first};
+    for (uint32_t l = 0; l < p->n_layer; l++) {
+        hx_buffer_discard(p->k[l], fresh);
+        hx_buffer_discard(p->v[l], fresh);
+    }
     return HX_OK;
 }
 
@@ -241,19 +256,24 @@ void hx_kv_seq_release(hx_kv_pool *p, hx_kv_seq *s)
     s->n_blocks = s->cap = 0;
 }
 
-/* Copies block `from` to block `to` in every layer's K and V.  A simulated
- * machine's buffers hold no data worth copying (runtime/buffer.c). */
+/* Copies block `from` to block `to` in every layer's K and V, on the
+ * host: `from` comes over, `to` becomes the host's, and the layer's other
+ * blocks stay where they are.  A simulated machine's buffers hold no data
+ * worth copying (runtime/buffer.c). */
 static hx_status copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
 {
     if (hx_runtime_simulated(p->rt))
         return HX_OK;
     for (uint32_t l = 0; l < p->n_layer; l++)
         for (int kv = 0; kv < 2; kv++) {
-            uint8_t *d;
-            hx_status st = hx_buffer_acquire(kv ? p->v[l] : p->k[l], HX_RW, (void **)&d);
+            hx_buffer *b = kv ? p->v[l] : p->k[l];
+            uint8_t *src, *dst;
+            hx_status st = hx_buffer_acquire_blocks(b, HX_R, (hx_block_list){&from, 1}, (void **)&src);
+            if (st == HX_OK)
+                st = hx_buffer_acquire_blocks(b, HX_W, (hx_block_list){&to, 1}, (void **)&dst);
             if (st)
                 return hx_error_context(st, "copy of a shared KV block");
-            memcpy(d + (size_t)to * p->block_bytes, d + (size_t)from * p->block_bytes, p->block_bytes);
+            memcpy(dst + (size_t)to * p->block_bytes, src + (size_t)from * p->block_bytes, p->block_bytes);
         }
     return HX_OK;
 }

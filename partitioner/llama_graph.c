@@ -24,13 +24,15 @@ typedef struct {
     hx_status status;
 } graph;
 
-static void task(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
-                 hx_buffer *const *bufs, const hx_access *modes)
+/* A task; `blocks` (n_blocks of them) are the KV blocks it touches. */
+static void task_on_blocks(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
+                           hx_buffer *const *bufs, const hx_access *modes, const uint32_t *blocks,
+                           uint32_t n_blocks)
 {
     if (g->status)
         return;
     hx_task_desc d = {.codelet = hx_op_codelet(op), .nbuffers = n, .args = args,
-                      .args_size = size, .device = -1};
+                      .args_size = size, .device = -1, .blocks = blocks, .nblocks = blocks ? n_blocks : 0};
     if (g->plan && g->seq < g->plan->n)
         d.prefer = g->plan->e[g->seq].prefer;
     g->seq++;
@@ -40,6 +42,12 @@ static void task(graph *g, hx_task_class cls, hx_op op, const void *args, size_t
         g->sink(g->user, g->layer, cls, &d);
     else
         g->status = hx_task_submit(g->m->rt, &d, NULL);
+}
+
+static void task(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
+                 hx_buffer *const *bufs, const hx_access *modes)
+{
+    task_on_blocks(g, cls, op, args, size, n, bufs, modes, NULL, 0);
 }
 
 static void rmsnorm(graph *g, hx_buffer *x, const hx_weight *w, hx_buffer *y, uint32_t T)
@@ -90,14 +98,14 @@ static void layer(graph *g, uint32_t l)
     rope(g, A->k, in->n_head_kv, T);
 
     hx_op_kv_store ks = {kv, in->n_head_kv, in->head_dim, m->kv_type};
-    task(g, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
-         (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
-         (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R});
+    task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
+                   (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
+                   (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}, g->b->kv_written, g->b->n_kv_written);
     hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type,
                           1.0f / sqrtf((float)in->head_dim), m->hp.n_swa};
-    task(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
-         (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
-         (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
+    task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
+                   (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
+                   (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
 
     matmul(g, &L->w[HX_LW_O], NULL, A->att, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);

@@ -26,6 +26,12 @@ typedef struct {
     uint32_t S;          /* distinct sequences               */
     uint32_t max_blocks; /* longest block table              */
     uint32_t n_out;      /* rows whose logits are computed   */
+    /* The KV blocks attention reads (each sequence's blocks up to its last
+     * position in the batch) and those kv_store writes (the blocks of the
+     * tokens' slots), sorted: the tasks name them so that only they move
+     * (NULL = all). */
+    const uint32_t *kv_read, *kv_written;
+    uint32_t n_kv_read, n_kv_written;
 } hx_batch_shape;
 
 /* One task of the plan: where it would rather run and why. */

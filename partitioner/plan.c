@@ -218,7 +218,7 @@ hx_status hx_plan_get_locked(hx_model *m, const struct hx_plan **out)
     b.plan->n = 0;
     /* A decode step at the start of a sequence: the graph's shape is the
      * same for every batch, only the costs grow with it. */
-    hx_batch_shape shape = {hx_model_act_for(m, 1), 1, 1, 1, 1};
+    hx_batch_shape shape = {.act = hx_model_act_for(m, 1), .T = 1, .S = 1, .max_blocks = 1, .n_out = 1};
     hx_status s = hx_llama_emit(m, &shape, NULL, sink, &b);
     if (s == HX_OK)
         s = b.status;

@@ -52,6 +52,9 @@ static hx_status buffer_new(hx_runtime *rt, size_t bytes, hx_buffer **out, const
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer: no memory for the descriptor");
     b->rt = rt;
     b->size = bytes;
+    b->block_bytes = bytes;
+    b->n_blocks = 1;
+    b->valid = &b->valid_one;
     pthread_mutex_init(&b->lock, NULL);
     atomic_fetch_add(&rt->buffers, 1);
     *out = b;
@@ -86,7 +89,7 @@ static hx_status buffer_create(hx_runtime *rt, size_t bytes, hx_buffer **out)
         return hx_error_context(s, "hx_buffer_create");
     }
     b->owns_host = 1;
-    b->valid[0] = 1;
+    b->valid_one = 1;
     return HX_OK;
 }
 
@@ -105,7 +108,7 @@ static hx_status buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_
         return s;
     (*out)->host = host;
     (*out)->read_only = read_only;
-    (*out)->valid[0] = 1;
+    (*out)->valid_one = 1;
     return HX_OK;
 }
 
@@ -116,6 +119,41 @@ hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only
 }
 
 size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
+
+static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
+{
+    if (!b || block_bytes == 0 || block_bytes > b->size)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks: blocks of %zu bytes in a %zu-byte buffer",
+                        block_bytes, b ? b->size : 0);
+    hx_runtime *rt = b->rt;
+    pthread_mutex_lock(&rt->lock);
+    int used = b->users > 0 || b->last_writer || b->nreaders;
+    pthread_mutex_unlock(&rt->lock);
+    if (used || b->divided)
+        return hx_error(HX_ERR_STATE, "hx_buffer_set_blocks: the buffer is %s",
+                        used ? "in use by tasks" : "already divided");
+    size_t n = (b->size + block_bytes - 1) / block_bytes;
+    if (n > UINT32_MAX)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks: %zu blocks", n);
+    uint32_t *valid = malloc(n * sizeof *valid);
+    if (!valid)
+        return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_set_blocks: validity of %zu blocks", n);
+    pthread_mutex_lock(&b->lock);
+    for (size_t i = 0; i < n; i++)
+        valid[i] = b->valid_one;
+    b->valid = valid;
+    b->n_blocks = (uint32_t)n;
+    b->block_bytes = block_bytes;
+    b->divided = 1;
+    pthread_mutex_unlock(&b->lock);
+    return HX_OK;
+}
+
+hx_status hx_buffer_set_blocks(hx_buffer *b, size_t block_bytes)
+{
+    hx_api_enter();
+    return hx_api_leave(buffer_set_blocks(b, block_bytes));
+}
 
 /* Waits until no submitted task uses the buffer. */
 static void wait_unused(hx_buffer *b)
@@ -157,16 +195,45 @@ void hx_buffer_destroy(hx_buffer *b)
         else
             free(b->host);
     }
+    if (b->valid != &b->valid_one)
+        free(b->valid);
     buffer_free(b);
 }
 
-static int valid_node_other_than(const hx_buffer *b, int node)
+static uint32_t node_bit(int node) { return 1u << node; }
+
+/* The blocks a list names, one at a time: every block when the buffer is
+ * not divided or the list is NULL. */
+typedef struct {
+    hx_block_list l;
+    uint32_t k;
+} block_walk;
+
+static block_walk walk_of(const hx_buffer *b, hx_block_list l)
 {
-    for (int n = 0; n < b->rt->n_memory_nodes; n++)
-        if (n != node && b->valid[n])
-            return n;
-    return -1;
+    if (!b->divided || !l.ids)
+        l = (hx_block_list){NULL, b->n_blocks};
+    return (block_walk){l, 0};
 }
+
+static int walk_next(block_walk *w, uint32_t *block)
+{
+    if (w->k >= w->l.n)
+        return 0;
+    *block = w->l.ids ? w->l.ids[w->k] : w->k;
+    w->k++;
+    return 1;
+}
+
+static size_t block_offset(const hx_buffer *b, uint32_t i) { return (size_t)i * b->block_bytes; }
+
+static size_t block_size(const hx_buffer *b, uint32_t i)
+{
+    size_t off = block_offset(b, i);
+    return b->size - off < b->block_bytes ? b->size - off : b->block_bytes;
+}
+
+static int lowest_node(uint32_t mask) { return mask ? __builtin_ctz(mask) : -1; }
 
 static hx_device *device_of_node(hx_runtime *rt, int node)
 {
@@ -187,23 +254,86 @@ static void count_copy(hx_runtime *rt, hx_device *d, int from, int to, size_t by
     hx_trace_copy(rt, d->info.index, from, to, bytes, t0, t1);
 }
 
-/* Brings the host replica up to date from the node that owns the data.
- * Called with b->lock held. */
-static hx_status fetch_to_host(hx_buffer *b)
+/* A run of consecutive blocks that move together in one copy. */
+typedef struct {
+    uint32_t first, count;
+    int node; /* the other end: source of a fetch, destination of a send */
+} block_run;
+
+/* Copies blocks [r.first, r.first + r.count) from node r.node to the host
+ * (to_host: through a device of that node) or from the host to device
+ * `d`'s node r.node, and marks them valid there. */
+static hx_status copy_run(hx_buffer *b, block_run r, int to_host, hx_device *d)
 {
-    if (b->valid[0])
+    if (!r.count)
         return HX_OK;
-    int src = valid_node_other_than(b, 0);
-    hx_device *d = src >= 0 ? device_of_node(b->rt, src) : NULL;
-    if (!d || !b->handle[d->info.index])
-        return hx_error(HX_ERR_STATE, "hx_buffer: no valid replica of a %zu-byte buffer", b->size);
+    if (to_host)
+        d = device_of_node(b->rt, r.node);
+    size_t off = block_offset(b, r.first);
+    size_t bytes = block_offset(b, r.first + r.count - 1) + block_size(b, r.first + r.count - 1) - off;
+    if (!d || (to_host && !b->handle[d->info.index]))
+        return hx_error(HX_ERR_STATE, "hx_buffer: no valid replica of %zu bytes at offset %zu of a %zu-byte buffer",
+                        bytes, off, b->size);
     double t0 = hx_now();
-    hx_status s = d->ops->copy_out(d, b->host, b->handle[d->info.index], b->size);
+    void *handle = b->handle[d->info.index];
+    hx_status s = to_host ? d->ops->copy_out(d, (char *)b->host + off, handle, off, bytes)
+                          : d->ops->copy_in(d, handle, off, (const char *)b->host + off, bytes);
     if (s)
         return s;
-    count_copy(b->rt, d, src, 0, b->size, t0);
-    b->valid[0] = 1;
+    count_copy(b->rt, d, to_host ? r.node : 0, to_host ? 0 : r.node, bytes, t0);
+    for (uint32_t i = r.first; i < r.first + r.count; i++)
+        b->valid[i] |= node_bit(to_host ? 0 : r.node);
     return HX_OK;
+}
+
+/* Brings the host replica of those of `blocks` that node `for_node`
+ * lacks up to date from the nodes that hold them, a run of consecutive
+ * blocks from one node in one copy.  Called with b->lock held. */
+static hx_status fetch_to_host(hx_buffer *b, hx_block_list blocks, int for_node)
+{
+    block_walk w = walk_of(b, blocks);
+    block_run run = {0, 0, -1};
+    uint32_t i;
+    hx_status s = HX_OK;
+    while (s == HX_OK && walk_next(&w, &i)) {
+        if (i >= b->n_blocks)
+            return hx_error(HX_ERR_RANGE, "hx_buffer: block %u of %u", i, b->n_blocks);
+        if (b->valid[i] & (node_bit(0) | node_bit(for_node)))
+            continue;
+        int src = lowest_node(b->valid[i]);
+        if (src < 0)
+            return hx_error(HX_ERR_STATE, "hx_buffer: no valid replica of block %u of a %zu-byte buffer", i,
+                            b->size);
+        if (run.count && src == run.node && i == run.first + run.count) {
+            run.count++;
+            continue;
+        }
+        s = copy_run(b, run, 1, NULL);
+        run = (block_run){i, 1, src};
+    }
+    return s ? s : copy_run(b, run, 1, NULL);
+}
+
+/* Copies the blocks of `blocks` that node `node` lacks from the host
+ * (which fetch_to_host made valid), in runs of consecutive blocks. */
+static hx_status send_to_node(hx_buffer *b, hx_device *d, hx_block_list blocks)
+{
+    int node = d->info.memory_node;
+    block_walk w = walk_of(b, blocks);
+    block_run run = {0, 0, node};
+    uint32_t i;
+    hx_status s = HX_OK;
+    while (s == HX_OK && walk_next(&w, &i)) {
+        if (b->valid[i] & node_bit(node))
+            continue;
+        if (run.count && i == run.first + run.count) {
+            run.count++;
+            continue;
+        }
+        s = copy_run(b, run, 0, d);
+        run = (block_run){i, 1, node};
+    }
+    return s ? s : copy_run(b, run, 0, d);
 }
 
 static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
@@ -225,23 +355,34 @@ static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
     return HX_OK;
 }
 
-hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **handle)
+/* Every block of the list is in range; *stale: some is not valid on `node`. */
+static hx_status check_blocks(const hx_buffer *b, hx_block_list blocks, int node, int *stale)
+{
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    *stale = 0;
+    while (walk_next(&w, &i)) {
+        if (i >= b->n_blocks)
+            return hx_error(HX_ERR_RANGE, "hx_buffer: block %u named, the buffer has %u", i, b->n_blocks);
+        *stale |= !(b->valid[i] & node_bit(node));
+    }
+    return HX_OK;
+}
+
+hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block_list blocks, void **handle)
 {
     int node = d->info.memory_node;
     pthread_mutex_lock(&b->lock);
     if (mode & HX_R)
         b->reads++;
-    hx_status s = device_handle(b, d, handle);
-    if (s == HX_OK && (mode & HX_R) && !b->valid[node]) {
-        s = fetch_to_host(b);
-        if (s == HX_OK && node != 0) {
-            double t0 = hx_now();
-            s = d->ops->copy_in(d, *handle, b->host, b->size);
-            if (s == HX_OK) {
-                count_copy(b->rt, d, 0, node, b->size, t0);
-                b->valid[node] = 1;
-            }
-        }
+    int stale;
+    hx_status s = check_blocks(b, blocks, node, &stale);
+    if (s == HX_OK)
+        s = device_handle(b, d, handle);
+    if (s == HX_OK && (mode & HX_R) && stale) {
+        s = fetch_to_host(b, blocks, node);
+        if (s == HX_OK && node != 0)
+            s = send_to_node(b, d, blocks);
     } else if (s == HX_OK && node == 0 && d->info.index >= 0 && d->info.family != HX_FAMILY_CPU) {
         atomic_fetch_add(&b->rt->stats.zero_copy, 1);
     }
@@ -249,17 +390,45 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **h
     return s;
 }
 
-hx_status hx_buffer_written(hx_buffer *b, hx_device *d)
+hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks)
 {
     int node = d->info.memory_node;
     hx_status s = HX_OK;
     pthread_mutex_lock(&b->lock);
     if (node == 0 && d->ops->sync_host)
         s = d->ops->sync_host(d, b->handle[d->info.index], b->size);
-    memset(b->valid, 0, sizeof b->valid);
-    b->valid[node] = 1;
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i))
+        if (i < b->n_blocks)
+            b->valid[i] = node_bit(node);
     pthread_mutex_unlock(&b->lock);
     return s;
+}
+
+void hx_buffer_discard(hx_buffer *b, hx_block_list blocks)
+{
+    if (!b->divided || !blocks.ids)
+        return;
+    int nodes = b->rt->n_memory_nodes;
+    uint32_t all = nodes >= 32 ? 0xffffffffu : (1u << nodes) - 1;
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t k = 0; k < blocks.n; k++)
+        if (blocks.ids[k] < b->n_blocks)
+            b->valid[blocks.ids[k]] = all;
+    pthread_mutex_unlock(&b->lock);
+}
+
+void hx_buffer_stale_bytes(hx_buffer *b, int node, hx_block_list blocks, double *from_host, double *from_device)
+{
+    *from_host = *from_device = 0;
+    pthread_mutex_lock(&b->lock);
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i))
+        if (i < b->n_blocks && !(b->valid[i] & node_bit(node)))
+            *(b->valid[i] & node_bit(0) ? from_host : from_device) += (double)block_size(b, i);
+    pthread_mutex_unlock(&b->lock);
 }
 
 void hx_buffer_set_read_only(hx_buffer *b)
@@ -269,7 +438,7 @@ void hx_buffer_set_read_only(hx_buffer *b)
     pthread_mutex_unlock(&b->lock);
 }
 
-static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
+static hx_status buffer_acquire(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host)
 {
     if (!b || !host || !(mode & HX_RW))
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_acquire: bad buffer, mode or output");
@@ -277,12 +446,17 @@ static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_acquire: write access to a read-only buffer");
     wait_unused(b);
     pthread_mutex_lock(&b->lock);
-    hx_status s = !b->host && b->owns_host ? host_alloc(b) : HX_OK;
+    int stale;
+    hx_status s = check_blocks(b, blocks, 0, &stale);
+    if (s == HX_OK && !b->host && b->owns_host)
+        s = host_alloc(b);
     if (s == HX_OK && (mode & HX_R))
-        s = fetch_to_host(b);
+        s = fetch_to_host(b, blocks, 0);
     if (s == HX_OK && (mode & HX_W)) {
-        memset(b->valid, 0, sizeof b->valid);
-        b->valid[0] = 1;
+        block_walk w = walk_of(b, blocks);
+        uint32_t i;
+        while (walk_next(&w, &i))
+            b->valid[i] = node_bit(0);
     }
     pthread_mutex_unlock(&b->lock);
     *host = s == HX_OK ? b->host : NULL;
@@ -292,7 +466,12 @@ static hx_status buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 hx_status hx_buffer_acquire(hx_buffer *b, hx_access mode, void **host)
 {
     hx_api_enter();
-    return hx_api_leave(buffer_acquire(b, mode, host));
+    return hx_api_leave(buffer_acquire(b, mode, (hx_block_list){NULL, 0}, host));
+}
+
+hx_status hx_buffer_acquire_blocks(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host)
+{
+    return buffer_acquire(b, mode, blocks, host);
 }
 
 /* ---- what a failed task must not leave behind -------------------------- */
@@ -309,9 +488,9 @@ hx_status hx_buffer_checkpoint(hx_buffer *b, hx_device *d, void **saved)
             s = hx_error(HX_ERR_NO_MEMORY, "checkpoint of a %zu-byte buffer", b->size);
         else
             memcpy(*saved, b->host, b->size);
-    } else if (valid_node_other_than(b, node) < 0) {
-        /* Its replica is the only valid one: put a copy on the host. */
-        s = fetch_to_host(b);
+    } else {
+        /* Where its replica is the only valid one: put a copy on the host. */
+        s = fetch_to_host(b, (hx_block_list){NULL, 0}, 0);
     }
     pthread_mutex_unlock(&b->lock);
     return s;
@@ -324,9 +503,13 @@ int hx_buffer_rollback(hx_buffer *b, hx_device *d, void *saved)
     if (saved) {
         memcpy(b->host, saved, b->size);
         restored = 1;
-    } else if (valid_node_other_than(b, node) >= 0) {
-        b->valid[node] = 0;
+    } else {
+        /* Restored when every block the device holds is valid elsewhere. */
         restored = 1;
+        for (uint32_t i = 0; i < b->n_blocks; i++)
+            restored &= !(b->valid[i] & node_bit(node)) || (b->valid[i] & ~node_bit(node)) != 0;
+        for (uint32_t i = 0; restored && i < b->n_blocks; i++)
+            b->valid[i] &= ~node_bit(node);
     }
     pthread_mutex_unlock(&b->lock);
     free(saved);

@@ -1,6 +1,13 @@
 /* Unified buffers: one logical array, a replica per memory node, MSI
  * coherence (a node is Modified when it holds the only valid copy, Shared
- * when others hold one too, Invalid otherwise).  Internal. */
+ * when others hold one too, Invalid otherwise).
+ *
+ * Validity is kept per block: a buffer is one block unless
+ * hx_buffer_set_blocks divides it (a KV cache layer: one block per KV
+ * block of the pool), and a task that names blocks (hx_task_desc.blocks)
+ * makes only those valid where it runs, so attention on another device
+ * moves the blocks it reads rather than the whole layer's cache.  Replicas
+ * stay whole-sized: only their contents' validity is per block.  Internal. */
 #ifndef HX_RUNTIME_BUFFER_H
 #define HX_RUNTIME_BUFFER_H
 
@@ -27,16 +34,47 @@ struct hx_buffer {
 
     /* Coherence, under `lock`. */
     pthread_mutex_t lock;
-    unsigned char valid[HX_MAX_NODES];
+    size_t block_bytes;     /* size of each block but the last */
+    uint32_t n_blocks;      /* 1 unless divided */
+    int divided;            /* hx_buffer_set_blocks was called: tasks' block lists apply */
+    uint32_t *valid;        /* [n_blocks]: bit n = node n holds the block; &valid_one when undivided */
+    uint32_t valid_one;
     uint64_t reads;  /* tasks that read it so far (dmda amortizes copies of read-only data over them) */
     void *handle[HX_MAX_DEVICES];
 };
 
+/* The blocks a task names for a buffer: ids of a divided buffer's blocks
+ * (sorted or not, no repeats needed), or every block when `ids` is NULL
+ * or the buffer is not divided. */
+typedef struct {
+    const uint32_t *ids;
+    uint32_t n;
+} hx_block_list;
+
 /* Makes the buffer usable by device `d` with `mode` and returns the
- * device's handle; copies from another node when its replica is stale. */
-hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **handle);
-/* After a task on `d` wrote the buffer: `d`'s node becomes the owner. */
-hx_status hx_buffer_written(hx_buffer *b, hx_device *d);
+ * device's handle; copies from another node the blocks of `blocks` whose
+ * replica there is stale. */
+hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block_list blocks, void **handle);
+/* After a task on `d` wrote `blocks` of the buffer: `d`'s node becomes
+ * their owner. */
+hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks);
+/* hx_buffer_acquire for `blocks` of a divided buffer alone: those come to
+ * the host for HX_R, and only those become the host's for HX_W (the other
+ * blocks stay valid where they are). */
+hx_status hx_buffer_acquire_blocks(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host);
+/* The contents of `blocks` of a divided buffer no longer matter (a KV
+ * block handed out afresh): every node counts as holding them, so that the
+ * first task to write part of one copies nothing in. */
+void hx_buffer_discard(hx_buffer *b, hx_block_list blocks);
+/* Bytes of `blocks` that node `node` lacks: those a copy from host memory
+ * brings (*from_host) and those that must first come from another device
+ * (*from_device).  For transfer-cost estimates. */
+void hx_buffer_stale_bytes(hx_buffer *b, int node, hx_block_list blocks, double *from_host, double *from_device);
+/* The blocks the task names (they apply to its divided buffers). */
+static inline hx_block_list hx_task_blocks(const hx_task *t)
+{
+    return (hx_block_list){t->desc.blocks, t->desc.nblocks};
+}
 /* From now on no task writes it (a model's weights). */
 void hx_buffer_set_read_only(hx_buffer *b);
 

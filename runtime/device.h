@@ -73,8 +73,10 @@ struct hx_device_ops {
     /* Device-local memory (devices whose memory_node is not host). */
     hx_status (*alloc)(hx_device *d, size_t bytes, void **handle);
     void (*release)(hx_device *d, void *handle); /* frees alloc/wrap handles */
-    hx_status (*copy_in)(hx_device *d, void *handle, const void *host, size_t bytes);
-    hx_status (*copy_out)(hx_device *d, void *host, void *handle, size_t bytes);
+    /* `bytes` between host memory and the handle's bytes from `offset` on
+     * (a buffer's blocks move one run at a time). */
+    hx_status (*copy_in)(hx_device *d, void *handle, size_t offset, const void *host, size_t bytes);
+    hx_status (*copy_out)(hx_device *d, void *host, void *handle, size_t offset, size_t bytes);
     /* Makes device writes to wrapped host memory visible to the host. */
     hx_status (*sync_host)(hx_device *d, void *handle, size_t bytes);
 

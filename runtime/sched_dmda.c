@@ -59,13 +59,16 @@ static double transfer_time(hx_sched *s, const hx_task *t, int d, int steady)
             continue;
         hx_buffer *b = t->desc.buffers[i];
         pthread_mutex_lock(&b->lock);
-        int valid = b->valid[node], on_host = b->valid[0];
         uint64_t reads = b->reads;
         int read_only = b->read_only;
         pthread_mutex_unlock(&b->lock);
-        if (valid || (steady && read_only))
+        double from_host, from_device;
+        hx_buffer_stale_bytes(b, node, hx_task_blocks(t), &from_host, &from_device);
+        if ((from_host == 0 && from_device == 0) || (steady && read_only))
             continue;
-        double copy = hx_perfmodel_bus_estimate(s->pm, node, b->size) * (on_host ? 1 : 2);
+        /* A block another device holds crosses twice (through host memory). */
+        double copy = (from_host > 0 ? hx_perfmodel_bus_estimate(s->pm, node, (size_t)from_host) : 0) +
+                      (from_device > 0 ? 2 * hx_perfmodel_bus_estimate(s->pm, node, (size_t)from_device) : 0);
         sec += read_only && reads > 1 ? copy / (double)reads : copy;
     }
     return sec;

@@ -166,7 +166,7 @@ static int start_next(hx_runtime *rt, int d)
         sim->copies_end = sim->now;
         for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
             void *handle;
-            s = hx_buffer_prepare(t->desc.buffers[i], dev, t->desc.modes[i], &handle);
+            s = hx_buffer_prepare(t->desc.buffers[i], dev, t->desc.modes[i], hx_task_blocks(t), &handle);
         }
         if (s) {
             hx_sched_finished(&rt->sched, d, NULL);
@@ -192,7 +192,7 @@ static void finish(hx_runtime *rt, int d)
     hx_status s = HX_OK;
     for (int i = 0; i < t->desc.nbuffers; i++)
         if (t->desc.modes[i] & HX_W) {
-            hx_status si = hx_buffer_written(t->desc.buffers[i], dev);
+            hx_status si = hx_buffer_written(t->desc.buffers[i], dev, hx_task_blocks(t));
             s = s ? s : si;
         }
     t->t_end = sl->end;

@@ -59,15 +59,15 @@ static void sim_release(hx_device *d, void *handle)
 }
 
 /* The data does not exist: only its movement is timed (buffer.c). */
-static hx_status sim_copy_in(hx_device *d, void *handle, const void *host, size_t bytes)
+static hx_status sim_copy_in(hx_device *d, void *handle, size_t offset, const void *host, size_t bytes)
 {
-    (void)d, (void)handle, (void)host, (void)bytes;
+    (void)d, (void)handle, (void)offset, (void)host, (void)bytes;
     return HX_OK;
 }
 
-static hx_status sim_copy_out(hx_device *d, void *host, void *handle, size_t bytes)
+static hx_status sim_copy_out(hx_device *d, void *host, void *handle, size_t offset, size_t bytes)
 {
-    (void)d, (void)handle, (void)host, (void)bytes;
+    (void)d, (void)handle, (void)offset, (void)host, (void)bytes;
     return HX_OK;
 }
 

@@ -24,6 +24,8 @@ void hx_task_release_memory(hx_task *t)
     if (t->succ != t->succ_inline)
         free(t->succ);
     free(t->msg);
+    free((void *)t->desc.blocks);
+    t->desc.blocks = NULL;
     t->desc.args = NULL;
     t->succ = NULL;
     t->msg = NULL;
@@ -79,6 +81,13 @@ static hx_status validate(hx_runtime *rt, const hx_task_desc *d)
         if ((d->modes[i] & HX_W) && d->buffers[i]->read_only)
             return hx_error(HX_ERR_INVALID_ARG, "task '%s': buffer %d is read-only", name, i);
     }
+    if (d->nblocks && !d->blocks)
+        return hx_error(HX_ERR_INVALID_ARG, "task '%s': %u blocks named with NULL blocks", name, d->nblocks);
+    for (int i = 0; i < d->nbuffers; i++)
+        for (uint32_t k = 0; d->buffers[i]->divided && k < d->nblocks; k++)
+            if (d->blocks[k] >= d->buffers[i]->n_blocks)
+                return hx_error(HX_ERR_RANGE, "task '%s': block %u named, buffer %d has %u", name, d->blocks[k], i,
+                                d->buffers[i]->n_blocks);
     if (d->args_size && !d->args)
         return hx_error(HX_ERR_INVALID_ARG, "task '%s': args_size %zu with NULL args", name,
                         d->args_size);
@@ -214,6 +223,7 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
         return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: no memory for a task");
     atomic_init(&t->refs, 1);
     t->desc = *desc;
+    t->desc.blocks = NULL; /* the task's own copy, below */
     t->rt = rt;
     t->device = -1;
     t->succ = t->succ_inline;
@@ -233,6 +243,16 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
         }
         memcpy(a, desc->args, desc->args_size);
         t->desc.args = a;
+    }
+    if (desc->nblocks) {
+        uint32_t *ids = malloc(sizeof *ids * desc->nblocks);
+        if (!ids) {
+            t->desc.nblocks = 0;
+            hx_task_unref(t);
+            return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: a list of %u blocks", desc->nblocks);
+        }
+        memcpy(ids, desc->blocks, sizeof *ids * desc->nblocks);
+        t->desc.blocks = ids;
     }
     t->flops = -1;
     t->queued_on = -1;

@@ -30,7 +30,7 @@ static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
     x->nbuffers = desc->nbuffers;
     for (int i = 0; i < desc->nbuffers; i++) {
         hx_buffer *b = desc->buffers[i];
-        hx_status s = hx_buffer_prepare(b, d, desc->modes[i], &x->handles[i]);
+        hx_status s = hx_buffer_prepare(b, d, desc->modes[i], hx_task_blocks(t), &x->handles[i]);
         if (s)
             return s;
         x->host[i] = b->host;
@@ -46,7 +46,7 @@ static hx_status finish(hx_device *d, hx_task *t)
     for (int i = 0; i < t->desc.nbuffers; i++) {
         if (!(t->desc.modes[i] & HX_W))
             continue;
-        hx_status s = hx_buffer_written(t->desc.buffers[i], d);
+        hx_status s = hx_buffer_written(t->desc.buffers[i], d, hx_task_blocks(t));
         if (s && !first)
             first = s;
     }

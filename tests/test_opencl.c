@@ -286,19 +286,19 @@ START_TEST(device_memory_path)
     void *h[3];
     for (int i = 0; i < 3; i++)
         HX_ASSERT_OK(dev->ops->alloc(dev, n * 4, &h[i]));
-    HX_ASSERT_OK(dev->ops->copy_in(dev, h[0], x, n * 4));
-    HX_ASSERT_OK(dev->ops->copy_in(dev, h[1], y, n * 4));
+    HX_ASSERT_OK(dev->ops->copy_in(dev, h[0], 0, x, n * 4));
+    HX_ASSERT_OK(dev->ops->copy_in(dev, h[1], 0, y, n * 4));
     hx_args_vector_add a = {n};
     hx_exec e = {.codelet = hx_device_codelet(dev, hx_op_codelet(HX_OP_VECTOR_ADD)), .op = HX_OP_VECTOR_ADD,
                  .args = &a, .nbuffers = 3,
                  .handles = {h[0], h[1], h[2]}, .sizes = {n * 4, n * 4, n * 4}, .modes = {HX_R, HX_R, HX_W}};
     ck_assert(e.codelet && dev->ops->can_run(dev, e.codelet));
     HX_ASSERT_OK(dev->ops->run(dev, &e));
-    HX_ASSERT_OK(dev->ops->copy_out(dev, z, h[2], n * 4));
+    HX_ASSERT_OK(dev->ops->copy_out(dev, z, h[2], 0, n * 4));
     for (size_t i = 0; i < n; i++)
         ck_assert_float_eq(z[i], x[i] + y[i]);
     /* A copy past the allocation is refused by the driver, by name. */
-    ck_assert_int_eq(dev->ops->copy_out(dev, z, h[0], 2 * n * 4), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(dev->ops->copy_out(dev, z, h[0], 0, 2 * n * 4), HX_ERR_INVALID_ARG);
     ck_assert_msg(strstr(hx_last_error(), "CL_INVALID_VALUE"), "%s", hx_last_error());
     for (int i = 0; i < 3; i++)
         dev->ops->release(dev, h[i]);

@@ -1,12 +1,15 @@
 /* The simulator: machine descriptions (good and broken), simulated task
  * times against the roofline formula, copies over a described link, models
- * without weights, determinism, and what a simulated run refuses. */
+ * without weights, determinism, what a simulated run refuses, and KV
+ * blocks that move alone (bytes as the runtime's statistics count them). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hx_test.h"
+#include "model/model.h"
+#include "runtime/buffer.h"
 #include "runtime/machine.h"
 
 /* One CPU device: 1 Tflop/s at 50 %, 100 GB/s at 80 %, 3 us per task. */
@@ -435,6 +438,177 @@ START_TEST(colocated_layers_stay_on_the_gpu)
 }
 END_TEST
 
+/* KV blocks as the unit of residence (hx_buffer_set_blocks): the GPU and
+ * an FPGA that runs the attention ops have their own memory, the FPGA
+ * enough for a KV cache. */
+static const char *const blocks_box = "machine = blocks test box\n"
+                                      "[device cpu]\nfamily = cpu\nkind = cpu\nflops.f32 = 1T\n"
+                                      "memory = 64G\nbandwidth = 100G\nlaunch = 3us\n"
+                                      "[device gpu]\nfamily = cuda\nkind = gpu\nflops.f32 = 50T\n"
+                                      "memory = 80G\nbandwidth = 2T\nunified = no\nlink = 10G\nlatency = 5us\n"
+                                      "[device fpga]\nfamily = opencl\nkind = fpga\nflops.f32 = 1T\n"
+                                      "memory = 8G\nbandwidth = 400G\nunified = no\nlink = 10G\n"
+                                      "latency = 5us\nruns = attention kv_store vector_add\n";
+
+static hx_runtime_stats stats_now(hx_runtime *rt)
+{
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    return st;
+}
+
+/* A vector_add on `dev` reading x's `blocks` (R), y (R) and writing z. */
+static void add_on(hx_runtime *rt, int dev, hx_buffer *x, hx_buffer *y, hx_buffer *z, const uint32_t *blocks,
+                   uint32_t n, hx_access xmode)
+{
+    hx_args_vector_add va = {16};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {x, y, z},
+                      .modes = {xmode, HX_R, HX_W}, .args = &va, .args_size = sizeof va, .device = dev,
+                      .blocks = blocks, .nblocks = n};
+    hx_task *t;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+    HX_ASSERT_OK(hx_task_wait(t));
+}
+
+enum { BLOCK = 4096, NB = 64 };
+
+/* Bytes moved are the named blocks', consecutive ones in one copy; a
+ * block written on the device is the only one that comes back. */
+START_TEST(a_task_moves_only_the_blocks_it_names)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "eager", path, sizeof path);
+    const int gpu = 1;
+    hx_buffer *x, *y, *z;
+    HX_ASSERT_OK(hx_buffer_create(rt, (size_t)BLOCK * NB, &x));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &y));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &z));
+    HX_ASSERT_OK(hx_buffer_set_blocks(x, BLOCK));
+
+    hx_runtime_stats_reset(rt);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5}, 1, HX_R);
+    hx_runtime_stats st = stats_now(rt);
+    ck_assert_uint_eq(st.bytes_copied, BLOCK + 64); /* block 5 and y */
+    ck_assert_uint_eq(st.copies, 2);
+
+    /* 5 is there; 6 and 7 come in one copy, 9 in another. */
+    hx_runtime_stats_reset(rt);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5, 6, 7, 9}, 4, HX_R);
+    st = stats_now(rt);
+    ck_assert_uint_eq(st.bytes_copied, 3 * BLOCK);
+    ck_assert_uint_eq(st.copies, 2);
+
+    /* Written there: block 3 is the GPU's alone, and the host takes back
+     * that block only. */
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){3}, 1, HX_RW);
+    hx_runtime_stats_reset(rt);
+    void *host;
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_R, &host));
+    st = stats_now(rt);
+    ck_assert_uint_eq(st.bytes_copied, BLOCK);
+
+    /* The host rewrites it all: a task naming no blocks moves them all. */
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_W, &host));
+    hx_runtime_stats_reset(rt);
+    add_on(rt, gpu, x, y, z, NULL, 0, HX_R);
+    st = stats_now(rt);
+    ck_assert_uint_eq(st.bytes_copied, (uint64_t)BLOCK * NB);
+    ck_assert_uint_eq(st.copies, 1);
+
+    /* Blocks whose contents no longer matter are copied nowhere. */
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_W, &host));
+    hx_buffer_discard(x, (hx_block_list){(const uint32_t[]){10, 11}, 2});
+    hx_runtime_stats_reset(rt);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){10, 11}, 2, HX_RW);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 0);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){11, 12}, 2, HX_R);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK); /* 12 only */
+
+    /* The host takes some blocks alone: the others stay valid where
+     * they are. */
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){20, 21}, 2, HX_RW);
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_buffer_acquire_blocks(x, HX_R, (hx_block_list){(const uint32_t[]){20}, 1}, &host));
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK);
+    HX_ASSERT_OK(hx_buffer_acquire_blocks(x, HX_W, (hx_block_list){(const uint32_t[]){22}, 1}, &host));
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){21, 22}, 2, HX_R);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 2 * BLOCK); /* 22 only */
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_R, &host));
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 5 * BLOCK); /* 21, and 10 and 11 written there before */
+    ck_assert_int_eq(hx_buffer_acquire_blocks(x, HX_R, (hx_block_list){(const uint32_t[]){NB}, 1}, &host),
+                     HX_ERR_RANGE);
+
+    /* Bad block lists and divisions are refused; the runtime goes on. */
+    hx_args_vector_add va = {16};
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {x, y, z},
+                      .modes = {HX_R, HX_R, HX_W}, .args = &va, .args_size = sizeof va, .device = gpu,
+                      .blocks = (const uint32_t[]){NB}, .nblocks = 1};
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_RANGE);
+    d.blocks = NULL;
+    ck_assert_int_eq(hx_task_submit(rt, &d, NULL), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_buffer_set_blocks(x, BLOCK), HX_ERR_STATE);
+    ck_assert_int_eq(hx_buffer_set_blocks(y, 0), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_buffer_set_blocks(y, 65), HX_ERR_INVALID_ARG);
+    ck_assert_int_eq(hx_buffer_set_blocks(NULL, 4), HX_ERR_INVALID_ARG);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){NB - 1}, 1, HX_R);
+
+    hx_buffer_destroy(x);
+    hx_buffer_destroy(y);
+    hx_buffer_destroy(z);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* Every layer's K and V cache made the host's alone (as a block copy on
+ * the host does), then one decode step with attention on the FPGA: what
+ * crosses is the session's blocks in each layer, never a layer's whole
+ * cache. */
+START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 2048;
+    mo.kv_prefix_cache = -1;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = 3 + i;
+    HX_ASSERT_OK(hx_session_eval(s, ids, 40, 0));
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    /* The steady state: the KV cache stays where attention runs. */
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    uint64_t steady = stats_now(rt).bytes_copied;
+
+    const hx_kv_pool *kv = m->kv;
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        void *host;
+        HX_ASSERT_OK(hx_buffer_acquire(kv->k[l], HX_RW, &host));
+        HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
+    }
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
+    uint64_t moved = stats_now(rt).bytes_copied;
+    /* 43 tokens in blocks of 16: 3 blocks of K and 3 of V per layer. */
+    const uint64_t blocks = 3ull * 2 * kv->n_layer * kv->block_bytes;
+    const uint64_t layer = 2ull * kv->n_blocks * kv->block_bytes;
+    ck_assert_msg(moved - steady == blocks, "%llu bytes moved (%llu in the steady state), the blocks read are %llu",
+                  (unsigned long long)moved, (unsigned long long)steady, (unsigned long long)blocks);
+    ck_assert_msg(moved < layer, "%llu bytes moved: one layer's cache is %llu", (unsigned long long)moved,
+                  (unsigned long long)layer);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -449,6 +623,8 @@ Suite *suite_sim(void)
     tcase_add_test(c, devices_sharing_cores_take_turns);
     tcase_add_test(c, dmda_moves_weights_to_a_faster_device);
     tcase_add_test(c, colocated_layers_stay_on_the_gpu);
+    tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
+    tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
     suite_add_tcase(s, c);
     return s;
 }

@@ -1,0 +1,219 @@
+/* KV blocks as the unit of residence on real OpenCL: PoCL standing in
+ * for an FPGA with memory of its own runs attention on the KV blocks it
+ * brings over one by one, and the logits equal those of the whole-buffer
+ * run (PoCL in host memory) bit for bit.  What crosses is counted in the
+ * simulator's suite (tests/test_sim.c).  And the CPU half of attention
+ * over blocks in two places: attention split over parts of the positions,
+ * merged with one rescale, against the float64 reference. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "kernels_cpu/attn_merge.h"
+#include "model/synthetic.h"
+#include "runtime/runtime.h"
+#include "tests/cl_test.h"
+
+static hx_runtime_stats stats_now(hx_runtime *rt)
+{
+    hx_runtime_stats st;
+    hx_runtime_stats_get(rt, &st);
+    return st;
+}
+
+/* PoCL as an FPGA with memory of its own (what a card would have): the
+ * device moves to a node of its own before anything uses it. */
+static hx_runtime *open_pocl_discrete(int *fpga)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,fpga", 1);
+    *fpga = hx_cl_test_device(rt);
+    hx_device_info *info = &rt->devices[*fpga]->info;
+    info->unified_memory = 0;
+    info->memory_node = rt->n_memory_nodes++;
+    return rt;
+}
+
+enum { N_PROMPT = 37, N_GEN = 6, MAXV = 4096 };
+
+static const hx_synthetic_config cfg = {"blocks", 128, 2, 4, 2, 256, 512, "llama", 0};
+
+/* Logits of a prompt and a few decode steps; with `evict`, before each
+ * step every layer's cache is made the host's alone, so that attention on
+ * a device with its own memory brings the blocks it reads back. */
+static void run_model(hx_runtime *rt, const char *file, int evict, float *logits, uint64_t *kv_moved)
+{
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_prefix_cache = -1;
+    mo.n_ctx = 256;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load(rt, file, &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[N_PROMPT + N_GEN];
+    for (int i = 0; i < N_PROMPT + N_GEN; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % 250);
+    HX_ASSERT_OK(hx_session_eval(s, ids, N_PROMPT, 0));
+    const uint32_t V = m->info.n_vocab;
+    ck_assert_uint_le(V, MAXV);
+    memcpy(logits, hx_session_logits(s, -1), V * sizeof *logits);
+    *kv_moved = 0;
+    for (int i = 0; i < N_GEN; i++) {
+        if (evict)
+            for (uint32_t l = 0; l < m->kv->n_layer; l++) {
+                void *host;
+                HX_ASSERT_OK(hx_buffer_acquire(m->kv->k[l], HX_RW, &host));
+                HX_ASSERT_OK(hx_buffer_acquire(m->kv->v[l], HX_RW, &host));
+            }
+        hx_runtime_stats_reset(rt);
+        HX_ASSERT_OK(hx_session_eval(s, ids + N_PROMPT + i, 1, 0));
+        *kv_moved += stats_now(rt).bytes_copied;
+        memcpy(logits + (size_t)(i + 1) * MAXV, hx_session_logits(s, -1), V * sizeof *logits);
+    }
+    /* A fork writing into the block it shares copies that block on the
+     * host (the device holds the only valid copy): the same token in both
+     * sessions gives the same logits. */
+    hx_session *f;
+    HX_ASSERT_OK(hx_session_fork(s, &f));
+    int32_t next = 42;
+    HX_ASSERT_OK(hx_session_eval(f, &next, 1, 0));
+    HX_ASSERT_OK(hx_session_eval(s, &next, 1, 0));
+    ck_assert_msg(memcmp(hx_session_logits(f, -1), hx_session_logits(s, -1), V * sizeof *logits) == 0,
+                  "a fork's logits differ after its shared block was copied");
+    hx_session_close(f);
+    hx_session_close(s);
+    hx_model_free(m);
+}
+
+START_TEST(pocl_attention_on_blocks_gives_the_same_logits)
+{
+    char dir[64], file[128];
+    snprintf(dir, sizeof dir, "/tmp/hx-blocks-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/m.gguf", dir);
+    HX_ASSERT_OK(hx_synthetic_write(file, &cfg, "f16", 7));
+    const size_t n = (size_t)(N_GEN + 1) * MAXV;
+    float *unified = calloc(n, sizeof(float)), *own = calloc(n, sizeof(float)), *evicted = calloc(n, sizeof(float));
+    uint64_t moved_unified, moved_own, moved_evicted;
+
+    int fpga;
+    hx_runtime *rt = hx_cl_test_open("cpu,fpga", 1);
+    fpga = hx_cl_test_device(rt);
+    run_model(rt, file, 0, unified, &moved_unified);
+    hx_device_stats ds;
+    HX_ASSERT_OK(hx_device_stats_get(rt, fpga, &ds));
+    ck_assert_msg(ds.tasks > 0, "attention never ran on the emulated FPGA");
+    hx_runtime_close(rt);
+
+    rt = open_pocl_discrete(&fpga);
+    run_model(rt, file, 0, own, &moved_own);
+    HX_ASSERT_OK(hx_device_stats_get(rt, fpga, &ds));
+    ck_assert_msg(ds.tasks > 0, "attention never ran on the emulated FPGA");
+    hx_runtime_close(rt);
+
+    rt = open_pocl_discrete(&fpga);
+    run_model(rt, file, 1, evicted, &moved_evicted);
+    hx_runtime_close(rt);
+
+    ck_assert_msg(memcmp(unified, own, n * sizeof(float)) == 0, "logits differ with the FPGA's own memory");
+    ck_assert_msg(memcmp(unified, evicted, n * sizeof(float)) == 0, "logits differ when blocks come back");
+    /* Each step after an eviction brings back the blocks read (3 of 16
+     * tokens, K and V, 2 layers), far less than the caches. */
+    const uint64_t block = 16ull * 2 * 32 * 2; /* tokens x KV heads x head size x f16 */
+    ck_assert_msg(moved_evicted - moved_own == (uint64_t)N_GEN * 3 * 2 * 2 * block,
+                  "%llu bytes moved after evictions, %llu without", (unsigned long long)moved_evicted,
+                  (unsigned long long)moved_own);
+    free(unified);
+    free(own);
+    free(evicted);
+    unlink(file);
+    rmdir(dir);
+}
+END_TEST
+
+/* softmax(q K^T * scale) V over all n positions, in float64. */
+static void attention_f64(const float *q, const float *k, const float *v, uint32_t n, uint32_t Dh, double scale,
+                          double *out)
+{
+    double m = -INFINITY, l = 0, s[512];
+    ck_assert_uint_le(n, 512);
+    for (uint32_t j = 0; j < n; j++) {
+        s[j] = 0;
+        for (uint32_t d = 0; d < Dh; d++)
+            s[j] += (double)q[d] * k[(size_t)j * Dh + d];
+        s[j] *= scale;
+        m = s[j] > m ? s[j] : m;
+    }
+    for (uint32_t d = 0; d < Dh; d++)
+        out[d] = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        double w = exp(s[j] - m);
+        l += w;
+        for (uint32_t d = 0; d < Dh; d++)
+            out[d] += w * v[(size_t)j * Dh + d];
+    }
+    for (uint32_t d = 0; d < Dh; d++)
+        out[d] /= l;
+}
+
+/* Positions cut into parts (an empty one among them), each attended to
+ * alone and merged: the float64 attention over them all, to float
+ * rounding; with scores far past what expf can take unshifted, so a merge
+ * without the per-part maxima, or a wrong rescale, fails. */
+START_TEST(split_attention_merges_to_the_reference)
+{
+    enum { DH = 64, N = 300, PARTS = 5 };
+    static const uint32_t cut[PARTS + 1] = {0, 37, 38, 38, 171, N}; /* part 2 is empty */
+    float *q = malloc(sizeof(float) * DH), *k = malloc(sizeof(float) * N * DH), *v = malloc(sizeof(float) * N * DH);
+    hx_cl_test_random(q, DH, 3);
+    hx_cl_test_random(k, (size_t)N * DH, 4);
+    hx_cl_test_random(v, (size_t)N * DH, 5);
+    /* Later positions score higher: the parts' maxima differ by hundreds. */
+    for (uint32_t j = 0; j < N; j++)
+        for (uint32_t d = 0; d < DH; d++)
+            k[(size_t)j * DH + d] += q[d] * (float)j * 0.02f;
+    for (int round = 0; round < 2; round++) {
+        const float scale = round ? 1.0f : 1.0f / sqrtf(DH);
+        float out[PARTS][DH], mx[PARTS], sm[PARTS], merged[DH];
+        for (int p = 0; p < PARTS; p++)
+            hx_attn_part_f32(q, k + (size_t)cut[p] * DH, v + (size_t)cut[p] * DH, cut[p + 1] - cut[p], DH, scale,
+                             out[p], &mx[p], &sm[p]);
+        ck_assert(isinf(mx[2]) && mx[2] < 0 && sm[2] == 0);
+        ck_assert_msg(mx[PARTS - 1] - mx[0] > (round ? 100 : 10), "maxima %g and %g", mx[0], mx[PARTS - 1]);
+        hx_attn_merge_f32(PARTS, DH, &out[0][0], mx, sm, merged);
+        double ref[DH], err = 0, norm = 0;
+        attention_f64(q, k, v, N, DH, scale, ref);
+        for (int d = 0; d < DH; d++) {
+            err += (merged[d] - ref[d]) * (merged[d] - ref[d]);
+            norm += ref[d] * ref[d];
+        }
+        ck_assert_msg(sqrt(err / norm) < 1e-5, "scale %g: relative L2 error %g", scale, sqrt(err / norm));
+        /* One part alone is itself, bit for bit. */
+        float one[DH];
+        hx_attn_merge_f32(1, DH, out[3], &mx[3], &sm[3], one);
+        ck_assert(memcmp(one, out[3], sizeof one) == 0);
+    }
+    /* Nothing to attend to: zeros. */
+    float none_out[DH], none_max, none_sum, merged[DH];
+    hx_attn_part_f32(q, k, v, 0, DH, 1.0f, none_out, &none_max, &none_sum);
+    hx_attn_merge_f32(1, DH, none_out, &none_max, &none_sum, merged);
+    for (int d = 0; d < DH; d++)
+        ck_assert(merged[d] == 0);
+    free(q);
+    free(k);
+    free(v);
+}
+END_TEST
+
+Suite *suite_kv_blocks(void)
+{
+    Suite *s = suite_create("kv_blocks");
+    TCase *c = tcase_create("kv_blocks");
+    tcase_set_timeout(c, 300);
+    tcase_add_test(c, pocl_attention_on_blocks_gives_the_same_logits);
+    tcase_add_test(c, split_attention_merges_to_the_reference);
+    suite_add_tcase(s, c);
+    return s;
+}
