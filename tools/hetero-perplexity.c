@@ -32,6 +32,9 @@
 #include <sys/stat.h>
 
 #include "hetero.h"
+#include "tools/chunk_eval.h"
+
+#define PROG "hetero-perplexity"
 
 static void usage(FILE *f)
 {
@@ -109,52 +112,6 @@ static int parse(int argc, char **argv, args *a)
         return -1;
     }
     return 0;
-}
-
-/* ---- the text ----------------------------------------------------------- */
-
-/* The whole file, less one trailing newline: llama.cpp's -f drops it. */
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "hetero-perplexity: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += got) == cap) {
-            char *p = realloc(buf, cap *= 2);
-            if (!p)
-                free(buf);
-            buf = p;
-        }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "hetero-perplexity: cannot read %s\n", path);
-        free(buf);
-        return NULL;
-    }
-    if (n && buf[n - 1] == '\n')
-        n--;
-    *len = n;
-    return buf;
-}
-
-/* The text's tokens as llama.cpp's perplexity takes them: special-token
- * text is plain text, BOS first where the model asks for one. */
-static int32_t *tokenize(const hx_tokenizer *tok, const char *text, size_t len, size_t *n)
-{
-    int bos = hx_tokenizer_wants_bos(tok);
-    int32_t *ids = NULL;
-    if (hx_tokenizer_encode(tok, text, len, bos, 0, NULL, 0, n) == HX_ERR_RANGE && (ids = malloc(*n * sizeof *ids)) &&
-        hx_tokenizer_encode(tok, text, len, bos, 0, ids, *n, n) == HX_OK)
-        return ids;
-    fprintf(stderr, "hetero-perplexity: tokenizing the text: %s\n", ids ? hx_last_error() : "out of memory");
-    free(ids);
-    return NULL;
 }
 
 /* ---- one row of logits ---------------------------------------------------- */
@@ -370,8 +327,9 @@ typedef struct {
     kld_sums k;
 } scorer;
 
-static int score(scorer *sc, const float *l, int32_t next)
+static int score(void *user, const float *l, int32_t next)
 {
+    scorer *sc = user;
     size_t w = row_width(sc->n_vocab);
     if (sc->kld) {
         if (fread(sc->row, sizeof *sc->row, w, sc->base) != w) {
@@ -392,45 +350,6 @@ static int score(scorer *sc, const float *l, int32_t next)
         }
     }
     return 0;
-}
-
-/* Evaluates one chunk from an empty context in evaluations of `batch`
- * tokens, keeping the logits of the positions that are scored only (from
- * n_ctx/2 to the one before the last, which predicts the last token). */
-static int eval_chunk(hx_model *m, const int32_t *chunk, int n_ctx, int batch, int32_t bos, scorer *sc)
-{
-    int32_t *toks = malloc(sizeof *toks * batch);
-    hx_session **who = malloc(sizeof *who * batch);
-    uint8_t *want = malloc((size_t)batch);
-    hx_session *s = NULL;
-    int rc = -1, first = n_ctx / 2;
-    if (!toks || !who || !want || hx_session_open(m, &s))
-        goto out;
-    for (int b0 = 0; b0 < n_ctx; b0 += batch) {
-        int nb = n_ctx - b0 < batch ? n_ctx - b0 : batch;
-        for (int i = 0; i < nb; i++) {
-            int pos = b0 + i;
-            toks[i] = pos == 0 && bos >= 0 ? bos : chunk[pos];
-            who[i] = s;
-            want[i] = pos >= first && pos < n_ctx - 1;
-        }
-        hx_batch hb = {(size_t)nb, toks, who, want};
-        if (hx_batch_eval(m, &hb))
-            goto out;
-        for (int i = 0; i < nb; i++)
-            if (want[i] && score(sc, hx_session_logits(s, i), chunk[b0 + i + 1]))
-                goto out_quiet;
-    }
-    rc = 0;
-    goto out_quiet;
-out:
-    fprintf(stderr, "hetero-perplexity: %s\n", toks && who && want ? hx_last_error() : "out of memory");
-out_quiet:
-    hx_session_close(s);
-    free(toks);
-    free(who);
-    free(want);
-    return rc;
 }
 
 /* ---- the base file ---------------------------------------------------------- */
@@ -519,7 +438,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "hetero-perplexity: %s was saved with chunks of %u tokens; using that\n", a.base, n_ctx);
     } else {
         size_t len;
-        if (!(text = read_text(a.text, &len)) || !(tokens = tokenize(tok, text, len, &n_tokens)))
+        if (!(text = chunk_read_text(PROG, a.text, &len)) ||
+            !(tokens = chunk_tokenize(PROG, tok, text, len, &n_tokens)))
             goto out;
         if (n_tokens < 2 * (size_t)n_ctx) {
             fprintf(stderr, "hetero-perplexity: %s is %zu tokens; chunks of %u need at least %u (-c sets it)\n",
@@ -573,7 +493,7 @@ int main(int argc, char **argv)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
                "Δp RMS            Same top p\n");
     for (int32_t c = 0; c < n_chunk; c++) {
-        if (eval_chunk(m, tokens + (size_t)c * n_ctx, (int)n_ctx, batch, bos, &sc))
+        if (chunk_eval(PROG, m, tokens + (size_t)c * n_ctx, (int)n_ctx, batch, bos, 0, score, &sc))
             goto out;
         if (a.kld) {
             print_chunk_kld(c + 1, &sc.k);

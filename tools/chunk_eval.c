@@ -1,0 +1,87 @@
+/* Chunks of a text, evaluated as llama-perplexity and llama-imatrix do. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/chunk_eval.h"
+
+char *chunk_read_text(const char *prog, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s: %s\n", prog, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += got) == cap) {
+            char *p = realloc(buf, cap *= 2);
+            if (!p)
+                free(buf);
+            buf = p;
+        }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        fprintf(stderr, "%s: cannot read %s\n", prog, path);
+        free(buf);
+        return NULL;
+    }
+    if (n && buf[n - 1] == '\n')
+        n--;
+    *len = n;
+    return buf;
+}
+
+int32_t *chunk_tokenize(const char *prog, const hx_tokenizer *tok, const char *text, size_t len, size_t *n)
+{
+    int bos = hx_tokenizer_wants_bos(tok);
+    int32_t *ids = NULL;
+    if (hx_tokenizer_encode(tok, text, len, bos, 0, NULL, 0, n) == HX_ERR_RANGE && (ids = malloc(*n * sizeof *ids)) &&
+        hx_tokenizer_encode(tok, text, len, bos, 0, ids, *n, n) == HX_OK)
+        return ids;
+    fprintf(stderr, "%s: tokenizing the text: %s\n", prog, ids ? hx_last_error() : "out of memory");
+    free(ids);
+    return NULL;
+}
+
+int chunk_eval(const char *prog, hx_model *m, const int32_t *chunk, int n_ctx, int batch, int32_t bos,
+               int all_logits, chunk_scorer score, void *user)
+{
+    int32_t *toks = malloc(sizeof *toks * batch);
+    hx_session **who = malloc(sizeof *who * batch);
+    uint8_t *want = malloc((size_t)batch);
+    hx_session *s = NULL;
+    int rc = -1, first = n_ctx / 2;
+    if (!toks || !who || !want || hx_session_open(m, &s))
+        goto out;
+    for (int b0 = 0; b0 < n_ctx; b0 += batch) {
+        int nb = n_ctx - b0 < batch ? n_ctx - b0 : batch;
+        for (int i = 0; i < nb; i++) {
+            int pos = b0 + i;
+            toks[i] = pos == 0 && bos >= 0 ? bos : chunk[pos];
+            who[i] = s;
+            want[i] = all_logits || (pos >= first && pos < n_ctx - 1);
+        }
+        hx_batch hb = {(size_t)nb, toks, who, want};
+        if (hx_batch_eval(m, &hb))
+            goto out;
+        for (int i = 0; i < nb; i++) {
+            int pos = b0 + i;
+            if (pos >= first && pos < n_ctx - 1 && score(user, hx_session_logits(s, i), chunk[pos + 1]))
+                goto out_quiet;
+        }
+    }
+    rc = 0;
+    goto out_quiet;
+out:
+    fprintf(stderr, "%s: %s\n", prog, toks && who && want ? hx_last_error() : "out of memory");
+out_quiet:
+    hx_session_close(s);
+    free(toks);
+    free(who);
+    free(want);
+    return rc;
+}
