@@ -181,10 +181,10 @@ static hx_status read_dat(hx_imatrix *im, const unsigned char *data, size_t size
                           const char *path)
 {
     cursor c = {data, data + size, data};
-    int32_t n_entries;
+    int32_t n_entries = 0;
     if (take(&c, &n_entries, 4) || n_entries < 1 || (size_t)n_entries > size / 12)
         return hx_error(HX_ERR_FORMAT, "imatrix %s: neither GGUF nor a legacy imatrix (%zu bytes, first word %d)",
-                        path, size, size >= 4 ? n_entries : -1);
+                        path, size, n_entries);
     for (int32_t e = 0; e < n_entries; e++) {
         long off = (long)(c.p - c.start);
         int32_t len, ncall = 0, nval = 0;
