@@ -677,6 +677,54 @@ START_TEST(tool_collects_merges_and_shows)
 }
 END_TEST
 
+/* hetero-imatrix on SmolLM2 beside llama-imatrix (the fixture): the same
+ * 210 matrices, 512 rows each, and each matrix's summed importances
+ * within 2% (they differ as the two runtimes' activations do: 0.6% at
+ * most when recorded). */
+START_TEST(smollm2_beside_llama_imatrix)
+{
+    const char *model = hx_test_smollm2("hetero-imatrix on SmolLM2 beside llama-imatrix");
+    if (!model)
+        return;
+    hx_test_tmpdir(dir, sizeof dir, "imatrix-smollm2");
+    char opts[1024], *out;
+    snprintf(opts, sizeof opts, "-m %s -f tests/fixtures/gpl-3.0.txt -c 128 --chunks 4 --no-ppl -o %s", model,
+             tmp("s.gguf"));
+    ck_assert_msg(run_tool(opts, &out) == 0, "%s", out);
+    free(out);
+    hx_imatrix *im;
+    HX_ASSERT_OK(hx_imatrix_load(tmp("s.gguf"), &im));
+    char *rec = hx_test_slurp("tests/fixtures/smollm2-gpl-3.0.llama-imatrix.txt", NULL);
+    int n = 0;
+    double worst = 0, sum = 0;
+    for (char *line = strtok(rec, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[64];
+        double want;
+        if (line[0] == '#' || sscanf(line, "%63s %lf", name, &want) != 2)
+            continue;
+        int64_t k;
+        const float *v = hx_imatrix_find(im, name, &k);
+        ck_assert_msg(v != NULL, "hetero-imatrix has no %s", name);
+        ck_assert_int_eq(entry(im, name).count, 512);
+        double got = 0;
+        for (int64_t j = 0; j < k; j++)
+            got += v[j];
+        double r = fabs(got - want) / want;
+        ck_assert_msg(r < 0.02, "%s: %g, llama-imatrix %g", name, got, want);
+        worst = fmax(worst, r), sum += r, n++;
+    }
+    hx_imatrix_info info;
+    HX_ASSERT_OK(hx_imatrix_info_get(im, &info));
+    ck_assert_int_eq(n, 210);
+    ck_assert_int_eq(info.n_entries, 210);
+    fprintf(stderr, "hetero-imatrix beside llama-imatrix on SmolLM2: %d matrices, mean %.3g%%, worst %.3g%%\n", n,
+            100 * sum / n, 100 * worst);
+    free(rec);
+    hx_imatrix_free(im);
+    hx_test_rmdir(dir);
+}
+END_TEST
+
 Suite *suite_imatrix(void)
 {
     Suite *s = suite_create("imatrix");
@@ -692,5 +740,9 @@ Suite *suite_imatrix(void)
     tcase_add_test(f, broken_files_are_refused);
     tcase_add_test(f, tool_collects_merges_and_shows);
     suite_add_tcase(s, f);
+    TCase *r = tcase_create("smollm2");
+    tcase_set_timeout(r, 600);
+    tcase_add_test(r, smollm2_beside_llama_imatrix);
+    suite_add_tcase(s, r);
     return s;
 }
