@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model/gguf.h"
 #include "model/imatrix_impl.h"
@@ -24,29 +25,27 @@
 
 /* ---- reading ------------------------------------------------------------ */
 
+/* The whole file: imatrix files are small (a few MB for a 70B model). */
 static hx_status read_all(const char *path, unsigned char **data, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return hx_error(HX_ERR_IO, "imatrix %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    unsigned char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += got) == cap) {
-            unsigned char *p = cap < SIZE_MAX / 2 ? realloc(buf, cap *= 2) : NULL;
-            if (!p)
-                free(buf);
-            buf = p;
-        }
-    int err = ferror(f);
+    struct stat st;
+    hx_status s = HX_OK;
+    unsigned char *buf = NULL;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode))
+        s = hx_error(HX_ERR_IO, "imatrix %s: not a regular file", path);
+    else if (!(buf = malloc(st.st_size ? (size_t)st.st_size : 1)))
+        s = hx_error(HX_ERR_NO_MEMORY, "imatrix %s: out of memory for %lld bytes", path, (long long)st.st_size);
+    else if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
+        s = hx_error(HX_ERR_IO, "imatrix %s: read error", path);
     fclose(f);
-    if (!buf || err) {
+    if (s)
         free(buf);
-        return buf ? hx_error(HX_ERR_IO, "imatrix %s: read error", path)
-                   : hx_error(HX_ERR_NO_MEMORY, "imatrix %s: out of memory", path);
-    }
-    *data = buf, *size = n;
-    return HX_OK;
+    else
+        *data = buf, *size = (size_t)st.st_size;
+    return s;
 }
 
 static int ends_with(const char *s, const char *suffix, size_t *stem)

@@ -6,6 +6,56 @@
 
 #include "tools/chunk_eval.h"
 
+static int parse_count(const char *prog, const char *opt, const char *v, long lo, long *out)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > 1 << 20) {
+        fprintf(stderr, "%s: %s takes a whole number from %ld to %d, not '%s'\n", prog, opt, lo, 1 << 20, v);
+        return -1;
+    }
+    *out = n;
+    return 2;
+}
+
+int chunk_option(const char *prog, chunk_options *o, const char *opt, const char *v)
+{
+    const char **str = !strcmp(opt, "-m")          ? &o->model
+                       : !strcmp(opt, "-f")        ? &o->text
+                       : !strcmp(opt, "--devices") ? &o->devices
+                       : !strcmp(opt, "--sched")   ? &o->sched
+                       : !strcmp(opt, "--kv-type") ? &o->kv_type
+                                                   : NULL;
+    if (str && v) {
+        *str = v;
+        return 2;
+    }
+    if (!v)
+        return 0;
+    return !strcmp(opt, "-c")         ? parse_count(prog, opt, v, 4, &o->n_ctx)
+           : !strcmp(opt, "--chunks") ? parse_count(prog, opt, v, 1, &o->chunks)
+           : !strcmp(opt, "-b")       ? parse_count(prog, opt, v, 1, &o->batch)
+           : !strcmp(opt, "-t")       ? parse_count(prog, opt, v, 0, &o->threads)
+                                      : 0;
+}
+
+hx_status chunk_open(const chunk_options *o, int batch, int every_token, hx_runtime **rt, hx_model **m)
+{
+    hx_runtime_options ro = hx_runtime_options_default();
+    ro.devices = o->devices;
+    ro.cpu_threads = (int)o->threads;
+    ro.sched = o->sched;
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_type = o->kv_type;
+    mo.kv_tokens = (uint32_t)o->n_ctx;
+    mo.max_batch = (uint32_t)batch;
+    if (every_token)
+        mo.kv_prefix_cache = -1;
+    hx_status s = hx_runtime_open(rt, &ro);
+    return s ? s : hx_model_load(*rt, o->model, &mo, m);
+}
+
 char *chunk_read_text(const char *prog, const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

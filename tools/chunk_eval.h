@@ -9,6 +9,31 @@
 
 #include "hetero.h"
 
+/* The options both tools take alike: the model, the text, its chunks and
+ * where to evaluate them. */
+typedef struct {
+    const char *model, *text, *devices, *sched, *kv_type; /* -m -f --devices --sched --kv-type */
+    long n_ctx, chunks, batch, threads;                   /* -c (default 512) --chunks -b -t */
+} chunk_options;
+
+/* The usage lines of -b, -t, --devices, --sched and --kv-type. */
+#define CHUNK_OPTIONS_USAGE                                                              \
+    "  -b N                      tokens per evaluation (default: one chunk)\n"             \
+    "  -t N                      CPU threads (default: one per core)\n"                    \
+    "  --devices LIST            devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"     \
+    "  --sched P                 scheduling policy: eager, static, ws, dmda\n"             \
+    "  --kv-type T               KV cache type: f16 (default), q8_0, f32\n"
+
+/* Takes option `opt` with its value `v` (NULL when none follows) if it is
+ * one of chunk_options': 2 when taken, 0 when it is not one of them or
+ * lacks its value, -1 for a bad value (said on stderr). */
+int chunk_option(const char *prog, chunk_options *o, const char *opt, const char *v);
+
+/* The runtime and the model as the options ask, for evaluations of up to
+ * `batch` tokens of one chunk; every_token turns the prefix cache off, so
+ * that no chunk's tokens are attached instead of evaluated. */
+hx_status chunk_open(const chunk_options *o, int batch, int every_token, hx_runtime **rt, hx_model **m);
+
 /* The whole file, less one trailing newline: llama.cpp's -f drops it.
  * NULL after saying why on stderr, `prog:` first. */
 char *chunk_read_text(const char *prog, const char *path, size_t *len);

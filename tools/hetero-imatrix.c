@@ -13,7 +13,6 @@
  * adds files written before (either form) to what is collected, or, with
  * no text, merges them.  The result is written in llama.cpp's GGUF form,
  * or its legacy .dat form with --output-format dat. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,44 +29,27 @@ static void usage(FILE *f)
     fputs("usage: hetero-imatrix -m MODEL.gguf -f TEXT [-o imatrix.gguf] [options]\n"
           "       hetero-imatrix --in-file F [--in-file F ...] [-o imatrix.gguf]   (merge)\n"
           "       hetero-imatrix --in-file F --show-statistics\n"
-          "  -f FILE                calibration text (one trailing newline is dropped, as llama.cpp does)\n"
-          "  -o FILE                where to write (default imatrix.gguf)\n"
-          "  --output-format F      gguf (default) or dat (llama.cpp's legacy format)\n"
-          "  -c N                   tokens per chunk (default 512)\n"
-          "  --chunks N             evaluate at most the first N chunks (default: all)\n"
-          "  --in-file FILE         add an imatrix file written before (GGUF or .dat); repeatable\n"
-          "  --process-output       collect output.weight too (its input is every position's)\n"
-          "  --no-ppl               do not compute the perplexity along the way\n"
-          "  --show-statistics      statistics of the one --in-file, as llama-imatrix prints them\n"
-          "  -b N                   tokens per evaluation (default: one chunk)\n"
-          "  -t N                   CPU threads (default: one per core)\n"
-          "  --devices LIST         devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
-          "  --sched P              scheduling policy: eager, static, ws, dmda\n"
-          "  --kv-type T            KV cache type: f16 (default), q8_0, f32\n",
+          "  -f FILE                   calibration text (one trailing newline is dropped, as llama.cpp does)\n"
+          "  -o FILE                   where to write (default imatrix.gguf)\n"
+          "  --output-format F         gguf (default) or dat (llama.cpp's legacy format)\n"
+          "  -c N                      tokens per chunk (default 512)\n"
+          "  --chunks N                evaluate at most the first N chunks (default: all)\n"
+          "  --in-file FILE            add an imatrix file written before (GGUF or .dat); repeatable\n"
+          "  --process-output          collect output.weight too (its input is every position's)\n"
+          "  --no-ppl                  do not compute the perplexity along the way\n"
+          "  --show-statistics         statistics of the one --in-file, as llama-imatrix prints them\n"
+          CHUNK_OPTIONS_USAGE,
           f);
 }
 
 typedef struct {
-    const char *model, *text, *out, *devices, *sched, *kv_type;
+    chunk_options c;
+    const char *out;
     const char *in[MAX_IN_FILES];
     int n_in;
-    long n_ctx, chunks, batch, threads;
     hx_imatrix_format format;
     int process_output, no_ppl, show_stats;
 } args;
-
-static int parse_count(const char *opt, const char *v, long lo, long *out)
-{
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > 1 << 20) {
-        fprintf(stderr, PROG ": %s takes a whole number from %ld to %d, not '%s'\n", opt, lo, 1 << 20, v);
-        return -1;
-    }
-    *out = n;
-    return 0;
-}
 
 static int parse_format(const char *v, hx_imatrix_format *out)
 {
@@ -84,18 +66,15 @@ static int parse(int argc, char **argv, args *a)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
+        int bad = 0, taken = chunk_option(PROG, &a->c, o, v);
+        if (taken < 0)
+            return -1;
+        if (taken) {
+            i++;
+            continue;
+        }
 #define OPT(name) (!strcmp(o, name) && v && ++i)
-        if (OPT("-m")) a->model = v;
-        else if (OPT("-f")) a->text = v;
-        else if (OPT("-o")) a->out = v;
-        else if (OPT("-c")) bad = parse_count(o, v, 4, &a->n_ctx);
-        else if (OPT("--chunks")) bad = parse_count(o, v, 1, &a->chunks);
-        else if (OPT("-b")) bad = parse_count(o, v, 1, &a->batch);
-        else if (OPT("-t")) bad = parse_count(o, v, 0, &a->threads);
-        else if (OPT("--devices")) a->devices = v;
-        else if (OPT("--sched")) a->sched = v;
-        else if (OPT("--kv-type")) a->kv_type = v;
+        if (OPT("-o")) a->out = v;
         else if (OPT("--output-format")) bad = parse_format(v, &a->format);
         else if (OPT("--in-file")) {
             if (a->n_in == MAX_IN_FILES) {
@@ -118,10 +97,10 @@ static int parse(int argc, char **argv, args *a)
         if (bad)
             return -1;
     }
-    const char *missing = a->show_stats && a->n_in != 1           ? "one --in-file (the file to show)"
-                          : !a->show_stats && !a->text && !a->n_in ? "-f TEXT (or --in-file files to merge)"
-                          : a->text && !a->model                   ? "-m MODEL.gguf"
-                                                                   : NULL;
+    const char *missing = a->show_stats && a->n_in != 1             ? "one --in-file (the file to show)"
+                          : !a->show_stats && !a->c.text && !a->n_in ? "-f TEXT (or --in-file files to merge)"
+                          : a->c.text && !a->c.model                 ? "-m MODEL.gguf"
+                                                                     : NULL;
     if (missing) {
         fprintf(stderr, PROG ": missing %s\n", missing);
         usage(stderr);
@@ -281,42 +260,34 @@ static int no_score(void *user, const float *l, int32_t next) { return 0; }
 /* Evaluates the text's chunks with the collector attached. */
 static int collect(const args *a, hx_imatrix *im)
 {
-    hx_runtime_options ro = hx_runtime_options_default();
-    ro.devices = a->devices;
-    ro.cpu_threads = (int)a->threads;
-    ro.sched = a->sched;
     hx_runtime *rt = NULL;
     hx_model *m = NULL;
     hx_tokenizer *tok = NULL;
     int32_t *tokens = NULL;
     char *text = NULL;
     int rc = 1;
-    const int n_ctx = (int)a->n_ctx;
+    const int n_ctx = (int)a->c.n_ctx;
     size_t n_tokens = 0, len;
     ppl p = {0};
 
-    if (hx_tokenizer_open(a->model, &tok)) {
+    if (hx_tokenizer_open(a->c.model, &tok)) {
         fprintf(stderr, PROG ": %s\n", hx_last_error());
         goto out;
     }
-    if (!(text = chunk_read_text(PROG, a->text, &len)) || !(tokens = chunk_tokenize(PROG, tok, text, len, &n_tokens)))
+    if (!(text = chunk_read_text(PROG, a->c.text, &len)) || !(tokens = chunk_tokenize(PROG, tok, text, len, &n_tokens)))
         goto out;
     if (n_tokens < 2 * (size_t)n_ctx) {
-        fprintf(stderr, PROG ": %s is %zu tokens; chunks of %d need at least %d (-c sets it)\n", a->text, n_tokens,
+        fprintf(stderr, PROG ": %s is %zu tokens; chunks of %d need at least %d (-c sets it)\n", a->c.text, n_tokens,
                 n_ctx, 2 * n_ctx);
         goto out;
     }
     int32_t n_chunk = (int32_t)(n_tokens / (size_t)n_ctx);
-    if (a->chunks && a->chunks < n_chunk)
-        n_chunk = (int32_t)a->chunks;
-    int batch = a->batch && a->batch < n_ctx ? (int)a->batch : n_ctx;
-    hx_model_options mo = hx_model_options_default();
-    mo.kv_type = a->kv_type;
-    mo.kv_tokens = (uint32_t)n_ctx;
-    mo.max_batch = (uint32_t)batch;
-    mo.kv_prefix_cache = -1; /* every token evaluated, so every token observed */
-    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a->model, &mo, &m) ||
-        hx_imatrix_add_dataset(im, a->text) ||
+    if (a->c.chunks && a->c.chunks < n_chunk)
+        n_chunk = (int32_t)a->c.chunks;
+    int batch = a->c.batch && a->c.batch < n_ctx ? (int)a->c.batch : n_ctx;
+    /* Every token evaluated (no prefix cache), so every token observed. */
+    if (chunk_open(&a->c, batch, 1, &rt, &m) ||
+        hx_imatrix_add_dataset(im, a->c.text) ||
         hx_imatrix_collect(m, im, a->process_output ? HX_IMATRIX_OUTPUT : 0)) {
         fprintf(stderr, PROG ": %s\n", hx_last_error());
         goto out;
@@ -353,12 +324,12 @@ out:
 
 int main(int argc, char **argv)
 {
-    args a = {.n_ctx = 512, .out = "imatrix.gguf"};
+    args a = {.c = {.n_ctx = 512}, .out = "imatrix.gguf"};
     if (parse(argc, argv, &a))
         return 2;
     hx_imatrix *im = NULL;
     int rc = 1;
-    if (hx_imatrix_create((uint32_t)a.n_ctx, &im))
+    if (hx_imatrix_create((uint32_t)a.c.n_ctx, &im))
         goto fail;
     for (int i = 0; i < a.n_in; i++) {
         fprintf(stderr, PROG ": loading %s\n", a.in[i]);
@@ -369,7 +340,7 @@ int main(int argc, char **argv)
         rc = show_statistics(im, a.in[0]);
         goto out;
     }
-    if (a.text && collect(&a, im))
+    if (a.c.text && collect(&a, im))
         goto out;
     if (a.format == HX_IMATRIX_GGUF && (strlen(a.out) < 5 || strcmp(a.out + strlen(a.out) - 5, ".gguf")))
         fprintf(stderr, PROG ": writing GGUF to %s, whose name does not end in .gguf (--output-format dat for the "

@@ -45,50 +45,30 @@ static void usage(FILE *f)
           "  --kl-divergence-base FILE save the log-probabilities of every scored position there\n"
           "                            (llama-perplexity's format), or with --kl-divergence read them\n"
           "  --kl-divergence           compare with the base saved in --kl-divergence-base FILE\n"
-          "  -b N                      tokens per evaluation (default: one chunk)\n"
-          "  -t N                      CPU threads (default: one per core)\n"
-          "  --devices LIST            devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
-          "  --sched P                 scheduling policy: eager, static, ws, dmda\n"
-          "  --kv-type T               KV cache type: f16 (default), q8_0, f32\n",
+          CHUNK_OPTIONS_USAGE,
           f);
 }
 
 typedef struct {
-    const char *model, *text, *base, *devices, *sched, *kv_type;
-    long n_ctx, chunks, batch, threads;
+    chunk_options c;
+    const char *base;
     int kld;
 } args;
-
-static int parse_count(const char *opt, const char *v, long lo, long *out)
-{
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > 1 << 20) {
-        fprintf(stderr, "hetero-perplexity: %s takes a whole number from %ld to %d, not '%s'\n", opt, lo, 1 << 20, v);
-        return -1;
-    }
-    *out = n;
-    return 0;
-}
 
 static int parse(int argc, char **argv, args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
+        int taken = chunk_option(PROG, &a->c, o, v);
+        if (taken < 0)
+            return -1;
+        if (taken) {
+            i++;
+            continue;
+        }
 #define OPT(name) (!strcmp(o, name) && v && ++i)
-        if (OPT("-m")) a->model = v;
-        else if (OPT("-f")) a->text = v;
-        else if (OPT("-c")) bad = parse_count(o, v, 4, &a->n_ctx);
-        else if (OPT("--chunks")) bad = parse_count(o, v, 1, &a->chunks);
-        else if (OPT("-b")) bad = parse_count(o, v, 1, &a->batch);
-        else if (OPT("-t")) bad = parse_count(o, v, 0, &a->threads);
-        else if (OPT("--devices")) a->devices = v;
-        else if (OPT("--sched")) a->sched = v;
-        else if (OPT("--kv-type")) a->kv_type = v;
-        else if (OPT("--kl-divergence-base")) a->base = v;
+        if (OPT("--kl-divergence-base")) a->base = v;
         else if (!strcmp(o, "--kl-divergence")) a->kld = 1;
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
@@ -99,12 +79,10 @@ static int parse(int argc, char **argv, args *a)
             return -1;
         }
 #undef OPT
-        if (bad)
-            return -1;
     }
-    const char *missing = !a->model                 ? "-m MODEL.gguf"
+    const char *missing = !a->c.model               ? "-m MODEL.gguf"
                           : a->kld && !a->base      ? "--kl-divergence-base FILE (the base to compare with)"
-                          : !a->kld && !a->text     ? "-f TEXT"
+                          : !a->kld && !a->c.text   ? "-f TEXT"
                                                     : NULL;
     if (missing) {
         fprintf(stderr, "hetero-perplexity: missing %s\n", missing);
@@ -401,13 +379,9 @@ static int32_t *read_base_header(FILE *f, const char *path, int32_t n_vocab, uin
 
 int main(int argc, char **argv)
 {
-    args a = {.n_ctx = 512};
+    args a = {.c = {.n_ctx = 512}};
     if (parse(argc, argv, &a))
         return 2;
-    hx_runtime_options ro = hx_runtime_options_default();
-    ro.devices = a.devices;
-    ro.cpu_threads = (int)a.threads;
-    ro.sched = a.sched;
     hx_runtime *rt = NULL;
     hx_model *m = NULL;
     hx_tokenizer *tok = NULL;
@@ -415,11 +389,11 @@ int main(int argc, char **argv)
     char *text = NULL;
     scorer sc = {.kld = a.kld};
     int rc = 1;
-    uint32_t n_ctx = (uint32_t)a.n_ctx;
+    uint32_t n_ctx = (uint32_t)a.c.n_ctx;
     int32_t n_chunk = 0;
     size_t n_tokens = 0;
 
-    if (hx_tokenizer_open(a.model, &tok)) {
+    if (hx_tokenizer_open(a.c.model, &tok)) {
         fprintf(stderr, "hetero-perplexity: %s\n", hx_last_error());
         goto out;
     }
@@ -432,31 +406,28 @@ int main(int argc, char **argv)
         if (!(tokens = read_base_header(sc.base, a.base, sc.n_vocab, &n_ctx, &n_chunk)))
             goto out;
         n_tokens = (size_t)n_ctx * n_chunk;
-        if (a.text)
+        if (a.c.text)
             fprintf(stderr, "hetero-perplexity: -f is not read: the tokens come from %s\n", a.base);
-        if (n_ctx != (uint32_t)a.n_ctx)
+        if (n_ctx != (uint32_t)a.c.n_ctx)
             fprintf(stderr, "hetero-perplexity: %s was saved with chunks of %u tokens; using that\n", a.base, n_ctx);
     } else {
         size_t len;
-        if (!(text = chunk_read_text(PROG, a.text, &len)) ||
+        if (!(text = chunk_read_text(PROG, a.c.text, &len)) ||
             !(tokens = chunk_tokenize(PROG, tok, text, len, &n_tokens)))
             goto out;
         if (n_tokens < 2 * (size_t)n_ctx) {
             fprintf(stderr, "hetero-perplexity: %s is %zu tokens; chunks of %u need at least %u (-c sets it)\n",
-                    a.text, n_tokens, n_ctx, 2 * n_ctx);
+                    a.c.text, n_tokens, n_ctx, 2 * n_ctx);
             goto out;
         }
         n_chunk = (int32_t)(n_tokens / n_ctx);
     }
-    if (a.chunks && a.chunks < n_chunk)
-        n_chunk = (int32_t)a.chunks;
+    if (a.c.chunks && a.c.chunks < n_chunk)
+        n_chunk = (int32_t)a.c.chunks;
 
-    int batch = a.batch && a.batch < (long)n_ctx ? (int)a.batch : (int)n_ctx;
-    hx_model_options mo = hx_model_options_default();
-    mo.kv_type = a.kv_type;
-    mo.kv_tokens = n_ctx;
-    mo.max_batch = (uint32_t)batch;
-    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m)) {
+    int batch = a.c.batch && a.c.batch < (long)n_ctx ? (int)a.c.batch : (int)n_ctx;
+    a.c.n_ctx = n_ctx; /* a base file's, with --kl-divergence */
+    if (chunk_open(&a.c, batch, 0, &rt, &m)) {
         fprintf(stderr, "hetero-perplexity: %s\n", hx_last_error());
         goto out;
     }
