@@ -238,24 +238,26 @@ static int collected(const hx_imatrix *im, const char *tensor, uint32_t rows)
            (!strncmp(tensor, "blk.", 4) || ((im->flags & HX_IMATRIX_OUTPUT) && !strcmp(tensor, "output.weight")));
 }
 
-/* The activation observer: one call per matmul, from any CPU thread. */
+/* The activation observer: one call per matmul, from any CPU thread (the
+ * flags are read under the lock too: hx_imatrix_collect may change them
+ * while another model's evaluation runs). */
 static void observe(void *user, const char *tensor, const float *x, uint32_t rows, uint32_t cols)
 {
     hx_imatrix *im = user;
-    if (!collected(im, tensor, rows))
-        return;
     pthread_mutex_lock(&im->lock);
     hx_imatrix_tensor *t;
-    if (hx_imatrix_tensor_get(im, tensor, cols, 1, "hx_imatrix_collect", &t) == HX_OK) {
-        for (uint32_t r = 0; r < rows; r++) {
-            const float *row = x + (size_t)r * cols;
-            for (uint32_t j = 0; j < cols; j++)
-                t->sum[j] += (double)row[j] * row[j];
+    if (collected(im, tensor, rows)) {
+        if (hx_imatrix_tensor_get(im, tensor, cols, 1, "hx_imatrix_collect", &t) == HX_OK) {
+            for (uint32_t r = 0; r < rows; r++) {
+                const float *row = x + (size_t)r * cols;
+                for (uint32_t j = 0; j < cols; j++)
+                    t->sum[j] += (double)row[j] * row[j];
+            }
+            t->count[0] += rows;
+            hx_imatrix_tensor_means(t);
+        } else {
+            im->collect_error = 1;
         }
-        t->count[0] += rows;
-        hx_imatrix_tensor_means(t);
-    } else {
-        im->collect_error = 1;
     }
     pthread_mutex_unlock(&im->lock);
 }
