@@ -98,6 +98,11 @@ RUN_SRC := $(sort $(wildcard tools/run_*.c))
 $(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
+# hetero-perplexity and hetero-imatrix read and evaluate chunks of a text alike.
+CHUNK_TOOLS := $(BUILD)/hetero-perplexity $(BUILD)/hetero-imatrix
+$(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SHARED)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< tools/chunk_eval.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 SERVER_SRC := $(sort $(wildcard tools/server_*.c))
 $(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHARED)
 	@echo "  LD      $@"

@@ -469,6 +469,75 @@ typedef struct {
 
 HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
 
+/* Activation observers: statistics of what each weight matrix multiplies
+ * (hx_imatrix below is one).  After every evaluation's matmul with a model
+ * weight (blk.N.attn_q/k/v/output, ffn_gate/up/down, and the output
+ * matrix: output.weight, or token_embd.weight when tied), `fn` gets the
+ * matmul's input: `rows` activation rows of `cols` f32 values, as they
+ * are before being quantized for the weight's dot product, and the
+ * weight's GGUF name.  It runs on a CPU thread of the runtime wherever
+ * the matmul ran (the runtime copies the input to the host first), calls
+ * for different matmuls may overlap, and `x` is valid only during the
+ * call.  fn NULL removes the observer; without one an evaluation does no
+ * extra work.  Waits for an evaluation in progress; HX_ERR_NO_DEVICE when
+ * the runtime has no CPU device to run the observer. */
+typedef void (*hx_activation_observer)(void *user, const char *tensor, const float *x, uint32_t rows,
+                                       uint32_t cols);
+HX_API hx_status hx_model_set_activation_observer(hx_model *m, hx_activation_observer fn, void *user);
+
+/* Importance matrices, llama-imatrix's: per weight matrix and input
+ * column, the sum over calibration tokens of the squared activation, and
+ * the number of rows summed; the quantizer weighs each column's rounding
+ * error by their ratio.  hx_imatrix_collect adds every evaluation of the
+ * model to them, with llama-imatrix's choice of matmuls: the layers'
+ * weights (blk.*), output.weight only with HX_IMATRIX_OUTPUT, and only
+ * matmuls of at least 16 rows (single-token decode steps are left out).
+ * Files are llama.cpp's: its GGUF form (<tensor>.in_sum2, <tensor>.counts,
+ * imatrix.datasets, imatrix.chunk_count, imatrix.chunk_size) and its
+ * legacy .dat form, told apart when read; either reads in llama-quantize
+ * --imatrix and llama-imatrix --in-file.  chunk_size (tokens per chunk)
+ * gives chunk_count (the most rows of any matrix / chunk_size) and turns a
+ * legacy file's per-chunk means back into sums, as llama-imatrix does; 0
+ * takes a GGUF file's own, else 512.  An hx_imatrix may be collected into
+ * and read from different threads; saving reads a consistent copy. */
+typedef struct hx_imatrix hx_imatrix;
+typedef enum { HX_IMATRIX_GGUF = 0, HX_IMATRIX_DAT = 1 } hx_imatrix_format;
+enum { HX_IMATRIX_OUTPUT = 1 }; /* hx_imatrix_collect: also output.weight (llama-imatrix --process-output) */
+
+HX_API hx_status hx_imatrix_create(uint32_t chunk_size, hx_imatrix **out);
+/* Adds a file's sums, counts and datasets (llama-imatrix --in-file): a
+ * matrix both hold must have the same number of columns.  HX_ERR_IO when
+ * it cannot be read, HX_ERR_FORMAT when it is neither form or is
+ * truncated or inconsistent; nothing is added then. */
+HX_API hx_status hx_imatrix_merge_file(hx_imatrix *im, const char *path);
+/* Names the calibration text in the file's imatrix.datasets. */
+HX_API hx_status hx_imatrix_add_dataset(hx_imatrix *im, const char *name);
+/* Observes `m`'s evaluations from now on (hx_model_set_activation_observer);
+ * im NULL stops.  im must outlive the observation.  Tokens the prefix
+ * cache attaches are not evaluated, hence not seen: collect with
+ * kv_prefix_cache -1 to count every token of a text. */
+HX_API hx_status hx_imatrix_collect(hx_model *m, hx_imatrix *im, unsigned flags);
+HX_API hx_status hx_imatrix_save(const hx_imatrix *im, const char *path, hx_imatrix_format format);
+
+typedef struct {
+    const char *name;     /* the weight, e.g. "blk.0.attn_q.weight" */
+    const float *values;  /* n: per column, sum of squares / count (llama-quantize's importance) */
+    const double *sums;   /* n: per column, the sum of squares */
+    int64_t n;
+    int64_t count;        /* rows summed (the most of any expert) */
+} hx_imatrix_entry;
+
+typedef struct {
+    size_t n_entries, n_datasets;
+    uint32_t chunk_size, chunk_count;
+} hx_imatrix_info;
+
+HX_API hx_status hx_imatrix_info_get(const hx_imatrix *im, hx_imatrix_info *out);
+/* Entries are in name order; pointers stay valid until the next change. */
+HX_API hx_status hx_imatrix_entry_at(const hx_imatrix *im, size_t i, hx_imatrix_entry *out);
+HX_API hx_status hx_imatrix_dataset_at(const hx_imatrix *im, size_t i, const char **out);
+HX_API void hx_imatrix_free(hx_imatrix *im);
+
 /* The partition plan: one entry per task of one evaluation, in submission
  * order, with the device the task prefers and why. */
 typedef struct {

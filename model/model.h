@@ -71,6 +71,10 @@ struct hx_model {
     pthread_mutex_t eval_lock; /* one evaluation at a time */
     hx_partition_strategy partition;
     struct hx_plan *plan;      /* built by the partitioner on first use; one allocation */
+    /* hx_model_set_activation_observer; changed under eval_lock, so an
+     * evaluation sees one setting throughout. */
+    hx_activation_observer observer;
+    void *observer_user;
 };
 
 /* What every way of opening a model ends with (model.c): its options

@@ -5,6 +5,7 @@
  * independent ones (the three projections, gate and up) may run on
  * different devices at once. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/model.h"
@@ -65,6 +66,26 @@ static void matmul(graph *g, const hx_weight *w, const hx_weight *bias, hx_buffe
          (hx_access[]){HX_R, HX_R, HX_W, HX_R});
 }
 
+/* With an activation observer set (and a real run, not a plan's dry run),
+ * the input of the matmul just emitted goes to it, under the weight's name. */
+static void observe(graph *g, const char *tensor, hx_buffer *x, uint32_t T, uint32_t K)
+{
+    if (g->m->observer && !g->sink && !g->status)
+        g->status = hx_observe_submit(g->m, tensor, x, T, K);
+}
+
+/* A projection with one of the layer's weights, observed as blk.<n>.<name>. */
+static void layer_matmul(graph *g, hx_layer_slot slot, hx_layer_slot bias, hx_buffer *x, hx_buffer *y, uint32_t T)
+{
+    const hx_layer_weights *L = &g->m->layers[g->layer];
+    matmul(g, &L->w[slot], bias == HX_LAYER_SLOTS ? NULL : &L->w[bias], x, y, T);
+    if (g->m->observer) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", g->layer, g->m->arch->layer_tensor[slot]);
+        observe(g, name, x, T, (uint32_t)L->w[slot].ne0);
+    }
+}
+
 static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
 {
     const hx_model *m = g->m;
@@ -91,9 +112,9 @@ static void layer(graph *g, uint32_t l)
     const hx_kv_layout kv = {T, g->b->S, g->b->max_blocks, m->kv->block_size};
 
     rmsnorm(g, A->x, &L->w[HX_LW_ATTN_NORM], A->xn, T);
-    matmul(g, &L->w[HX_LW_Q], &L->w[HX_LW_Q_BIAS], A->xn, A->q, T);
-    matmul(g, &L->w[HX_LW_K], &L->w[HX_LW_K_BIAS], A->xn, A->k, T);
-    matmul(g, &L->w[HX_LW_V], &L->w[HX_LW_V_BIAS], A->xn, A->v, T);
+    layer_matmul(g, HX_LW_Q, HX_LW_Q_BIAS, A->xn, A->q, T);
+    layer_matmul(g, HX_LW_K, HX_LW_K_BIAS, A->xn, A->k, T);
+    layer_matmul(g, HX_LW_V, HX_LW_V_BIAS, A->xn, A->v, T);
     rope(g, A->q, in->n_head, T);
     rope(g, A->k, in->n_head_kv, T);
 
@@ -107,16 +128,16 @@ static void layer(graph *g, uint32_t l)
                    (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
                    (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
 
-    matmul(g, &L->w[HX_LW_O], NULL, A->att, A->o, T);
+    layer_matmul(g, HX_LW_O, HX_LAYER_SLOTS, A->att, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
 
     rmsnorm(g, A->x, &L->w[HX_LW_FFN_NORM], A->xn, T);
-    matmul(g, &L->w[HX_LW_GATE], NULL, A->xn, A->g, T);
-    matmul(g, &L->w[HX_LW_UP], NULL, A->xn, A->u, T);
+    layer_matmul(g, HX_LW_GATE, HX_LAYER_SLOTS, A->xn, A->g, T);
+    layer_matmul(g, HX_LW_UP, HX_LAYER_SLOTS, A->xn, A->u, T);
     hx_op_swiglu sw = {(uint64_t)T * in->n_ff};
     task(g, HX_CLASS_PREPROCESS, HX_OP_SWIGLU, &sw, sizeof sw, 3, (hx_buffer *[]){A->g, A->u, A->h},
          (hx_access[]){HX_R, HX_R, HX_W});
-    matmul(g, &L->w[HX_LW_DOWN], NULL, A->h, A->o, T);
+    layer_matmul(g, HX_LW_DOWN, HX_LAYER_SLOTS, A->h, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
 }
 
@@ -140,5 +161,7 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
     task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3, (hx_buffer *[]){A->xn, A->out_rows, A->xo},
          (hx_access[]){HX_R, HX_R, HX_W});
     matmul(&g, &m->output, NULL, A->xo, A->logits, b->n_out);
+    /* Tied embeddings multiply by token_embd.weight, as in llama.cpp. */
+    observe(&g, m->output.buf == m->tok_embd.buf ? m->arch->token_embd : m->arch->output, A->xo, b->n_out, D);
     return g.status;
 }

@@ -61,6 +61,11 @@ typedef void (*hx_graph_sink)(void *user, int layer, hx_task_class cls, const hx
 hx_status hx_llama_emit(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
                         hx_graph_sink sink, void *user);
 
+/* Submits the task that hands a matmul's input x ([rows][cols] f32) to
+ * the model's activation observer as the input of weight `tensor`
+ * (partitioner/observe.c). */
+hx_status hx_observe_submit(struct hx_model *m, const char *tensor, hx_buffer *x, uint32_t rows, uint32_t cols);
+
 /* The model's plan, built on first use; call with m->eval_lock held. */
 hx_status hx_plan_get_locked(struct hx_model *m, const struct hx_plan **out);
 

@@ -32,6 +32,9 @@
 #include <sys/stat.h>
 
 #include "hetero.h"
+#include "tools/chunk_eval.h"
+
+#define PROG "hetero-perplexity"
 
 static void usage(FILE *f)
 {
@@ -42,50 +45,30 @@ static void usage(FILE *f)
           "  --kl-divergence-base FILE save the log-probabilities of every scored position there\n"
           "                            (llama-perplexity's format), or with --kl-divergence read them\n"
           "  --kl-divergence           compare with the base saved in --kl-divergence-base FILE\n"
-          "  -b N                      tokens per evaluation (default: one chunk)\n"
-          "  -t N                      CPU threads (default: one per core)\n"
-          "  --devices LIST            devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
-          "  --sched P                 scheduling policy: eager, static, ws, dmda\n"
-          "  --kv-type T               KV cache type: f16 (default), q8_0, f32\n",
+          CHUNK_OPTIONS_USAGE,
           f);
 }
 
 typedef struct {
-    const char *model, *text, *base, *devices, *sched, *kv_type;
-    long n_ctx, chunks, batch, threads;
+    chunk_options c;
+    const char *base;
     int kld;
 } args;
-
-static int parse_count(const char *opt, const char *v, long lo, long *out)
-{
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > 1 << 20) {
-        fprintf(stderr, "hetero-perplexity: %s takes a whole number from %ld to %d, not '%s'\n", opt, lo, 1 << 20, v);
-        return -1;
-    }
-    *out = n;
-    return 0;
-}
 
 static int parse(int argc, char **argv, args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
+        int taken = chunk_option(PROG, &a->c, o, v);
+        if (taken < 0)
+            return -1;
+        if (taken) {
+            i++;
+            continue;
+        }
 #define OPT(name) (!strcmp(o, name) && v && ++i)
-        if (OPT("-m")) a->model = v;
-        else if (OPT("-f")) a->text = v;
-        else if (OPT("-c")) bad = parse_count(o, v, 4, &a->n_ctx);
-        else if (OPT("--chunks")) bad = parse_count(o, v, 1, &a->chunks);
-        else if (OPT("-b")) bad = parse_count(o, v, 1, &a->batch);
-        else if (OPT("-t")) bad = parse_count(o, v, 0, &a->threads);
-        else if (OPT("--devices")) a->devices = v;
-        else if (OPT("--sched")) a->sched = v;
-        else if (OPT("--kv-type")) a->kv_type = v;
-        else if (OPT("--kl-divergence-base")) a->base = v;
+        if (OPT("--kl-divergence-base")) a->base = v;
         else if (!strcmp(o, "--kl-divergence")) a->kld = 1;
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
@@ -96,12 +79,10 @@ static int parse(int argc, char **argv, args *a)
             return -1;
         }
 #undef OPT
-        if (bad)
-            return -1;
     }
-    const char *missing = !a->model                 ? "-m MODEL.gguf"
+    const char *missing = !a->c.model               ? "-m MODEL.gguf"
                           : a->kld && !a->base      ? "--kl-divergence-base FILE (the base to compare with)"
-                          : !a->kld && !a->text     ? "-f TEXT"
+                          : !a->kld && !a->c.text   ? "-f TEXT"
                                                     : NULL;
     if (missing) {
         fprintf(stderr, "hetero-perplexity: missing %s\n", missing);
@@ -109,52 +90,6 @@ static int parse(int argc, char **argv, args *a)
         return -1;
     }
     return 0;
-}
-
-/* ---- the text ----------------------------------------------------------- */
-
-/* The whole file, less one trailing newline: llama.cpp's -f drops it. */
-static char *read_text(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "hetero-perplexity: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += got) == cap) {
-            char *p = realloc(buf, cap *= 2);
-            if (!p)
-                free(buf);
-            buf = p;
-        }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "hetero-perplexity: cannot read %s\n", path);
-        free(buf);
-        return NULL;
-    }
-    if (n && buf[n - 1] == '\n')
-        n--;
-    *len = n;
-    return buf;
-}
-
-/* The text's tokens as llama.cpp's perplexity takes them: special-token
- * text is plain text, BOS first where the model asks for one. */
-static int32_t *tokenize(const hx_tokenizer *tok, const char *text, size_t len, size_t *n)
-{
-    int bos = hx_tokenizer_wants_bos(tok);
-    int32_t *ids = NULL;
-    if (hx_tokenizer_encode(tok, text, len, bos, 0, NULL, 0, n) == HX_ERR_RANGE && (ids = malloc(*n * sizeof *ids)) &&
-        hx_tokenizer_encode(tok, text, len, bos, 0, ids, *n, n) == HX_OK)
-        return ids;
-    fprintf(stderr, "hetero-perplexity: tokenizing the text: %s\n", ids ? hx_last_error() : "out of memory");
-    free(ids);
-    return NULL;
 }
 
 /* ---- one row of logits ---------------------------------------------------- */
@@ -370,8 +305,9 @@ typedef struct {
     kld_sums k;
 } scorer;
 
-static int score(scorer *sc, const float *l, int32_t next)
+static int score(void *user, const float *l, int32_t next)
 {
+    scorer *sc = user;
     size_t w = row_width(sc->n_vocab);
     if (sc->kld) {
         if (fread(sc->row, sizeof *sc->row, w, sc->base) != w) {
@@ -392,45 +328,6 @@ static int score(scorer *sc, const float *l, int32_t next)
         }
     }
     return 0;
-}
-
-/* Evaluates one chunk from an empty context in evaluations of `batch`
- * tokens, keeping the logits of the positions that are scored only (from
- * n_ctx/2 to the one before the last, which predicts the last token). */
-static int eval_chunk(hx_model *m, const int32_t *chunk, int n_ctx, int batch, int32_t bos, scorer *sc)
-{
-    int32_t *toks = malloc(sizeof *toks * batch);
-    hx_session **who = malloc(sizeof *who * batch);
-    uint8_t *want = malloc((size_t)batch);
-    hx_session *s = NULL;
-    int rc = -1, first = n_ctx / 2;
-    if (!toks || !who || !want || hx_session_open(m, &s))
-        goto out;
-    for (int b0 = 0; b0 < n_ctx; b0 += batch) {
-        int nb = n_ctx - b0 < batch ? n_ctx - b0 : batch;
-        for (int i = 0; i < nb; i++) {
-            int pos = b0 + i;
-            toks[i] = pos == 0 && bos >= 0 ? bos : chunk[pos];
-            who[i] = s;
-            want[i] = pos >= first && pos < n_ctx - 1;
-        }
-        hx_batch hb = {(size_t)nb, toks, who, want};
-        if (hx_batch_eval(m, &hb))
-            goto out;
-        for (int i = 0; i < nb; i++)
-            if (want[i] && score(sc, hx_session_logits(s, i), chunk[b0 + i + 1]))
-                goto out_quiet;
-    }
-    rc = 0;
-    goto out_quiet;
-out:
-    fprintf(stderr, "hetero-perplexity: %s\n", toks && who && want ? hx_last_error() : "out of memory");
-out_quiet:
-    hx_session_close(s);
-    free(toks);
-    free(who);
-    free(want);
-    return rc;
 }
 
 /* ---- the base file ---------------------------------------------------------- */
@@ -482,13 +379,9 @@ static int32_t *read_base_header(FILE *f, const char *path, int32_t n_vocab, uin
 
 int main(int argc, char **argv)
 {
-    args a = {.n_ctx = 512};
+    args a = {.c = {.n_ctx = 512}};
     if (parse(argc, argv, &a))
         return 2;
-    hx_runtime_options ro = hx_runtime_options_default();
-    ro.devices = a.devices;
-    ro.cpu_threads = (int)a.threads;
-    ro.sched = a.sched;
     hx_runtime *rt = NULL;
     hx_model *m = NULL;
     hx_tokenizer *tok = NULL;
@@ -496,11 +389,11 @@ int main(int argc, char **argv)
     char *text = NULL;
     scorer sc = {.kld = a.kld};
     int rc = 1;
-    uint32_t n_ctx = (uint32_t)a.n_ctx;
+    uint32_t n_ctx = (uint32_t)a.c.n_ctx;
     int32_t n_chunk = 0;
     size_t n_tokens = 0;
 
-    if (hx_tokenizer_open(a.model, &tok)) {
+    if (hx_tokenizer_open(a.c.model, &tok)) {
         fprintf(stderr, "hetero-perplexity: %s\n", hx_last_error());
         goto out;
     }
@@ -513,30 +406,28 @@ int main(int argc, char **argv)
         if (!(tokens = read_base_header(sc.base, a.base, sc.n_vocab, &n_ctx, &n_chunk)))
             goto out;
         n_tokens = (size_t)n_ctx * n_chunk;
-        if (a.text)
+        if (a.c.text)
             fprintf(stderr, "hetero-perplexity: -f is not read: the tokens come from %s\n", a.base);
-        if (n_ctx != (uint32_t)a.n_ctx)
+        if (n_ctx != (uint32_t)a.c.n_ctx)
             fprintf(stderr, "hetero-perplexity: %s was saved with chunks of %u tokens; using that\n", a.base, n_ctx);
     } else {
         size_t len;
-        if (!(text = read_text(a.text, &len)) || !(tokens = tokenize(tok, text, len, &n_tokens)))
+        if (!(text = chunk_read_text(PROG, a.c.text, &len)) ||
+            !(tokens = chunk_tokenize(PROG, tok, text, len, &n_tokens)))
             goto out;
         if (n_tokens < 2 * (size_t)n_ctx) {
             fprintf(stderr, "hetero-perplexity: %s is %zu tokens; chunks of %u need at least %u (-c sets it)\n",
-                    a.text, n_tokens, n_ctx, 2 * n_ctx);
+                    a.c.text, n_tokens, n_ctx, 2 * n_ctx);
             goto out;
         }
         n_chunk = (int32_t)(n_tokens / n_ctx);
     }
-    if (a.chunks && a.chunks < n_chunk)
-        n_chunk = (int32_t)a.chunks;
+    if (a.c.chunks && a.c.chunks < n_chunk)
+        n_chunk = (int32_t)a.c.chunks;
 
-    int batch = a.batch && a.batch < (long)n_ctx ? (int)a.batch : (int)n_ctx;
-    hx_model_options mo = hx_model_options_default();
-    mo.kv_type = a.kv_type;
-    mo.kv_tokens = n_ctx;
-    mo.max_batch = (uint32_t)batch;
-    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m)) {
+    int batch = a.c.batch && a.c.batch < (long)n_ctx ? (int)a.c.batch : (int)n_ctx;
+    a.c.n_ctx = n_ctx; /* a base file's, with --kl-divergence */
+    if (chunk_open(&a.c, batch, 0, &rt, &m)) {
         fprintf(stderr, "hetero-perplexity: %s\n", hx_last_error());
         goto out;
     }
@@ -573,7 +464,7 @@ int main(int argc, char **argv)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
                "Δp RMS            Same top p\n");
     for (int32_t c = 0; c < n_chunk; c++) {
-        if (eval_chunk(m, tokens + (size_t)c * n_ctx, (int)n_ctx, batch, bos, &sc))
+        if (chunk_eval(PROG, m, tokens + (size_t)c * n_ctx, (int)n_ctx, batch, bos, 0, score, &sc))
             goto out;
         if (a.kld) {
             print_chunk_kld(c + 1, &sc.k);

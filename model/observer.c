@@ -1,0 +1,37 @@
+/* hx_model_set_activation_observer: who sees each matmul's input (the
+ * partitioner emits the task that calls it, partitioner/observe.c). */
+#include "model/model.h"
+#include "runtime/error.h"
+#include "runtime/handle.h"
+
+/* The observer task has a CPU implementation only. */
+static int has_cpu_device(const hx_runtime *rt)
+{
+    for (int i = 0; i < hx_runtime_device_count(rt); i++) {
+        hx_device_info d;
+        if (hx_runtime_device_info(rt, i, &d) == HX_OK && d.family == HX_FAMILY_CPU)
+            return 1;
+    }
+    return 0;
+}
+
+static hx_status set_observer(hx_model *m, hx_activation_observer fn, void *user)
+{
+    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_set_activation_observer");
+    if (s)
+        return s;
+    if (fn && !has_cpu_device(m->rt))
+        return hx_error(HX_ERR_NO_DEVICE, "hx_model_set_activation_observer: the runtime has no CPU device to run "
+                                          "the observer on (open it with the CPU among its devices)");
+    pthread_mutex_lock(&m->eval_lock);
+    m->observer = fn;
+    m->observer_user = fn ? user : NULL;
+    pthread_mutex_unlock(&m->eval_lock);
+    return HX_OK;
+}
+
+hx_status hx_model_set_activation_observer(hx_model *m, hx_activation_observer fn, void *user)
+{
+    hx_api_enter();
+    return hx_api_leave(set_observer(m, fn, user));
+}
