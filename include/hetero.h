@@ -664,7 +664,11 @@ typedef struct hx_engine hx_engine;
 /* Which waiting request is admitted first.  Whatever the policy, tenants
  * take turns: the waiting request of the tenant with the fewest running
  * requests goes first (round robin among equals), then the policy orders
- * within. */
+ * within.  Tenants also share each step's prefill tokens: while several
+ * have prompts to read, each gets an equal share of what decoding leaves
+ * of the budget first (what one leaves goes to the others), so one
+ * tenant's long prompts cannot keep another's short one out of the next
+ * step. */
 typedef enum {
     HX_POLICY_FCFS = 0,        /* arrival order */
     HX_POLICY_SHORT_FIRST = 1, /* shortest expected output first (expected_tokens, else max_tokens) */
