@@ -718,6 +718,10 @@ typedef struct {
     const char *tenant;        /* the fairness group (an API key's name); NULL = "" */
     uint32_t top_logprobs;     /* alternatives per token in the callback, <= HX_ENGINE_MAX_TOP */
     int ignore_eos;            /* end-of-generation tokens do not end it (benchmarks' fixed lengths) */
+    /* 1: it neither attaches cached prefix blocks nor leaves its own in
+     * the prefix cache (llama-server's cache_prompt: false): its prompt
+     * is evaluated whole and its blocks go back to the pool at its end. */
+    int no_prefix_cache;
     hx_engine_callback on_token;
     void *user;
 } hx_request;

@@ -5,8 +5,9 @@
  * preempts and still completes every request with the same text; the
  * policies (FCFS, short-first, priority) and the tenants' turns order the
  * admissions; a tenant's short prompt gets into the step after it arrives
- * though another tenant's long prompts are being read; bad requests are
- * refused at submission. */
+ * though another tenant's long prompts are being read; a request without
+ * the prefix cache neither takes nor leaves cached blocks; bad requests
+ * are refused at submission. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -516,6 +517,45 @@ START_TEST(a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones)
 }
 END_TEST
 
+/* Token ids of a prompt of n tokens, the same for every call. */
+static void plain_prompt(const hx_model *m, int32_t *toks, uint32_t n)
+{
+    hx_model_info info;
+    HX_ASSERT_OK(hx_model_info_get(m, &info));
+    for (uint32_t t = 0; t < n; t++)
+        toks[t] = 1 + (int32_t)((5u * t + 9) % (info.n_vocab - 1));
+}
+
+START_TEST(a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks)
+{
+    fixture f;
+    open_fixture(&f, 2048, NULL);
+    int32_t toks[80]; /* five blocks of 16: four may be attached, the last token is evaluated */
+    plain_prompt(f.m, toks, 80);
+    static seen s[4];
+    memset(s, 0, sizeof s);
+    const int uncached[4] = {1, 0, 1, 0};
+    const uint32_t expect_cached[4] = {0, 0, 0, 64};
+    for (int i = 0; i < 4; i++) {
+        hx_request r = greedy(NULL, 6, &s[i]);
+        r.tokens = toks;
+        r.n_tokens = 80;
+        r.no_prefix_cache = uncached[i];
+        hx_request_result res = run_one(f.e, &r);
+        /* The first left nothing for the second; the second's blocks
+         * were not given to the third, and are there for the fourth. */
+        ck_assert_msg(res.prompt_tokens_cached == expect_cached[i], "request %d: %u cached", i,
+                      res.prompt_tokens_cached);
+        assert_same(&s[0], &s[i], i);
+    }
+    hx_model_stats ms;
+    HX_ASSERT_OK(hx_model_stats_get(f.m, &ms));
+    ck_assert_uint_eq(ms.kv_hits, 4);
+    ck_assert_uint_eq(ms.kv_blocks_used, 0);
+    close_fixture(&f);
+}
+END_TEST
+
 START_TEST(bad_requests_are_refused_at_submission)
 {
     fixture f;
@@ -580,6 +620,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_shared_prefix_is_taken_from_the_cache_through_chunked_prefill);
     tcase_add_test(tc, policies_order_the_queue);
     tcase_add_test(tc, a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones);
+    tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
     suite_add_tcase(s, tc);
