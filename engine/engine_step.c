@@ -101,6 +101,17 @@ static uint32_t min3(uint32_t a, uint32_t b, uint32_t c)
     return m < c ? m : c;
 }
 
+/* With several tenants known, the last free running slot is kept for a
+ * tenant with no request running: else one tenant keeping max_running
+ * requests in flight holds every slot, and another's request waits for
+ * one of them to end however short it is.  (A lone tenant, the server
+ * without API keys, keeps every slot.) */
+static int last_slot_kept(hx_engine *e, const hx_engine_req *q)
+{
+    const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0;
+}
+
 /* Admits waiting requests while the budget, max_running and the KV pool
  * allow, each tenant taking up to `cap` prefill tokens: each gets a
  * session, the cached blocks of its prefix and its first prefill chunk.
@@ -115,7 +126,7 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t *nc, ui
         if (k < 0)
             break;
         hx_engine_req *q = cand[k];
-        const uint32_t room = tenant_room(e, q, cap);
+        const uint32_t room = last_slot_kept(e, q) ? 0 : tenant_room(e, q, cap);
         if (!room) {
             cand[k] = cand[m - 1];
             cand[--m] = q;

@@ -668,7 +668,8 @@ typedef struct hx_engine hx_engine;
  * have prompts to read, each gets an equal share of what decoding leaves
  * of the budget first (what one leaves goes to the others), so one
  * tenant's long prompts cannot keep another's short one out of the next
- * step. */
+ * step.  With several tenants known to the engine, the last free running
+ * slot (max_running) is kept for a tenant with no request running. */
 typedef enum {
     HX_POLICY_FCFS = 0,        /* arrival order */
     HX_POLICY_SHORT_FIRST = 1, /* shortest expected output first (expected_tokens, else max_tokens) */

@@ -517,6 +517,75 @@ START_TEST(a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones)
 }
 END_TEST
 
+/* A request that notes, at each of its tokens, the most requests the
+ * engine ran at once. */
+typedef struct {
+    seen s;
+    hx_engine *e;
+    uint32_t most_running;
+} watcher;
+
+static int watch_running(void *user, const hx_engine_token *t)
+{
+    watcher *w = user;
+    on_token(&w->s, t);
+    hx_engine_stats st;
+    if (hx_engine_stats_get(w->e, &st) == HX_OK && st.running > w->most_running)
+        w->most_running = st.running;
+    return 0;
+}
+
+/* Tenant "a" submits two requests to an engine of two running slots,
+ * the second while the first holds the engine thread; with tenant "b"
+ * known (it was served before), the second waits for the first to end
+ * rather than take the last slot.  The most running at once. */
+static uint32_t two_of_one_tenant(int other_known)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.max_running = 2;
+    fixture f;
+    open_fixture(&f, 2048, &eo);
+    static seen quiet[2];
+    memset(quiet, 0, sizeof quiet);
+    if (other_known) {
+        hx_request b = greedy(prompts[3], 2, &quiet[0]);
+        b.tenant = "b";
+        run_one(f.e, &b);
+    }
+    atomic_int gate = 0;
+    static watcher w;
+    memset(&w, 0, sizeof w);
+    w.s.gate = &gate;
+    w.e = f.e;
+    hx_request r = greedy(prompts[0], 12, NULL);
+    r.on_token = watch_running;
+    r.user = &w;
+    r.ignore_eos = 1;
+    r.tenant = "a";
+    uint64_t first, second;
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r, &first));
+    while (w.s.n == 0)
+        usleep(1000);
+    hx_request r2 = greedy(prompts[1], 4, &quiet[1]);
+    r2.tenant = "a";
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r2, &second));
+    atomic_store(&gate, 1);
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_wait(f.e, first, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    HX_ASSERT_OK(hx_engine_wait(f.e, second, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    close_fixture(&f);
+    return w.most_running;
+}
+
+START_TEST(the_last_running_slot_is_kept_for_a_tenant_with_none)
+{
+    ck_assert_uint_eq(two_of_one_tenant(0), 2); /* a lone tenant takes every slot */
+    ck_assert_uint_eq(two_of_one_tenant(1), 1);
+}
+END_TEST
+
 /* Token ids of a prompt of n tokens, the same for every call. */
 static void plain_prompt(const hx_model *m, int32_t *toks, uint32_t n)
 {
@@ -620,6 +689,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_shared_prefix_is_taken_from_the_cache_through_chunked_prefill);
     tcase_add_test(tc, policies_order_the_queue);
     tcase_add_test(tc, a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones);
+    tcase_add_test(tc, the_last_running_slot_is_kept_for_a_tenant_with_none);
     tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
