@@ -24,6 +24,7 @@ typedef struct hx_engine_req {
     int32_t *toks;              /* prompt then generated tokens */
     uint32_t n_toks, cap_toks, n_prompt;
     uint32_t n_eval;            /* tokens of toks in the session's KV */
+    uint32_t take;              /* tokens the step being planned gives it */
     uint32_t generated;
     int started;                /* its prompt went into the sampler */
     hx_session *sess;
@@ -34,11 +35,13 @@ typedef struct hx_engine_req {
     hx_request_result res;
 } hx_engine_req;
 
-/* A tenant's share of the running requests, for round robin. */
+/* A tenant's share of the running requests, for round robin, and of the
+ * step being planned's prefill tokens. */
 typedef struct {
     char *name;
     uint32_t running;
     uint64_t last_admit;
+    uint32_t step_tokens;
 } hx_engine_tenant;
 
 struct hx_engine {

@@ -3,7 +3,8 @@
  * of running requests still reading their prompt, and the first chunks of
  * newly admitted ones, up to the token budget (chunked prefill, as
  * Sarathi-Serve and vLLM do: decode goes first, so a long prompt delays
- * nobody's next token by more than one budget's worth of work). */
+ * nobody's next token by more than one budget's worth of work).  Tenants
+ * share the prefill part of the budget (plan, below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@ static hx_status open_session(hx_engine *e, hx_engine_req *q)
     hx_status st = hx_session_open(e->m, &q->sess);
     uint32_t reused = 0;
     if (st == HX_OK)
+        q->sess->uncached = q->r.no_prefix_cache != 0;
+    if (st == HX_OK)
         st = hx_session_attach_cached(q->sess, q->toks, q->n_toks, &reused);
     q->n_eval = reused;
     return st;
@@ -76,32 +79,70 @@ static void count_cached(hx_engine *e, hx_engine_req *q)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* Tokens q's tenant may still take in a pass that gives each tenant up
+ * to `cap` prefill tokens. */
+static uint32_t tenant_room(hx_engine *e, const hx_engine_req *q, uint32_t cap)
+{
+    const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    return !t ? cap : t->step_tokens < cap ? cap - t->step_tokens : 0;
+}
+
+static void give(hx_engine *e, hx_engine_req *q, uint32_t c)
+{
+    hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    q->take += c;
+    if (t)
+        t->step_tokens += c;
+}
+
+static uint32_t min3(uint32_t a, uint32_t b, uint32_t c)
+{
+    const uint32_t m = a < b ? a : b;
+    return m < c ? m : c;
+}
+
+/* With several tenants known, the last free running slot is kept for a
+ * tenant with no request running: else one tenant keeping max_running
+ * requests in flight holds every slot, and another's request waits for
+ * one of them to end however short it is.  (A lone tenant, the server
+ * without API keys, keeps every slot.) */
+static int last_slot_kept(hx_engine *e, const hx_engine_req *q)
+{
+    const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0;
+}
+
 /* Admits waiting requests while the budget, max_running and the KV pool
- * allow: each gets a session, the cached blocks of its prefix and its
- * first prefill chunk. */
-static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
+ * allow, each tenant taking up to `cap` prefill tokens: each gets a
+ * session, the cached blocks of its prefix and its first prefill chunk.
+ * Those admitted leave cand[0..*nc); a tenant's candidates that found no
+ * room under the cap stay for a later pass. */
+static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t *nc, uint32_t cap, int64_t *free_tokens)
 {
     const uint32_t budget = e->o.token_budget;
-    hx_model_stats ms;
-    if (hx_model_stats_get(e->m, &ms))
-        return n;
-    /* Room kept back for the running requests' next tokens. */
-    int64_t free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
-                          (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
-    while (n < budget && e->n_running < e->o.max_running && nc) {
-        ptrdiff_t k = hx_engine_pick(e, cand, nc);
+    size_t m = *nc; /* cand[0..m) are still considered in this pass */
+    while (n < budget && e->n_running < e->o.max_running && m) {
+        ptrdiff_t k = hx_engine_pick(e, cand, m);
         if (k < 0)
             break;
         hx_engine_req *q = cand[k];
+        const uint32_t room = last_slot_kept(e, q) ? 0 : tenant_room(e, q, cap);
+        if (!room) {
+            cand[k] = cand[m - 1];
+            cand[--m] = q;
+            continue;
+        }
+        const uint32_t limit = (uint32_t)(budget - n) < room ? (uint32_t)(budget - n) : room;
         /* Room for its first chunk as if nothing were cached: cached
          * blocks no session holds count as free room until attached. */
-        const uint32_t most = q->n_toks < budget - n ? q->n_toks : (uint32_t)(budget - n);
-        if (most > free_tokens)
+        const uint32_t most = q->n_toks < limit ? q->n_toks : limit;
+        if (most > *free_tokens)
             break; /* the policy's next one waits for room rather than being overtaken */
-        cand[k] = cand[--nc];
+        cand[k] = cand[m - 1];
+        cand[--m] = cand[--*nc];
         hx_status st = open_session(e, q);
         const uint32_t pending = q->n_toks - q->n_eval;
-        const uint32_t chunk = pending < budget - n ? pending : (uint32_t)(budget - n);
+        const uint32_t chunk = pending < limit ? pending : limit;
         for (uint32_t i = 0; st == HX_OK && !q->started && i < q->n_prompt; i++)
             st = hx_sampler_accept(q->gen.smp, q->toks[i]);
         if (st) {
@@ -113,10 +154,94 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t nc)
             q->t_first_eval = now(e);
         count_cached(e, q);
         hx_engine_running_add(e, q);
-        n = add_entries(e, n, q, chunk);
-        free_tokens -= q->n_eval + chunk; /* at most what attaching and the chunk take */
+        give(e, q, chunk);
+        n += chunk;
+        *free_tokens -= q->n_eval + chunk; /* at most what attaching and the chunk take */
     }
     return n;
+}
+
+/* Prefill chunks of running requests still reading their prompt, each
+ * tenant up to `cap` tokens of the step; with free_tokens, what they take
+ * is counted against the room admissions see. */
+static size_t plan_prefill(hx_engine *e, size_t n, uint32_t cap, int64_t *free_tokens)
+{
+    const uint32_t budget = e->o.token_budget;
+    for (uint32_t i = 0; i < e->n_running && n < budget; i++) {
+        hx_engine_req *q = e->running[i];
+        const uint32_t pending = q->n_toks - q->n_eval;
+        if (pending <= 1 || q->take >= pending)
+            continue; /* decoding: its token went first */
+        const uint32_t c = min3(pending - q->take, (uint32_t)(budget - n), tenant_room(e, q, cap));
+        give(e, q, c);
+        n += c;
+        if (free_tokens)
+            *free_tokens -= c;
+    }
+    return n;
+}
+
+/* Tenants with prompt tokens to read: running requests' chunks, and the
+ * waiting requests when admission is open. */
+static uint32_t prefill_tenants(hx_engine *e, hx_engine_req *const *cand, size_t nc)
+{
+    for (size_t i = 0; i < e->n_tenants; i++)
+        e->tenants[i].step_tokens = 0;
+    for (uint32_t i = 0; i < e->n_running; i++) {
+        hx_engine_tenant *t = hx_engine_tenant_of(e, e->running[i]->tenant);
+        if (t && e->running[i]->n_toks - e->running[i]->n_eval > 1)
+            t->step_tokens = 1;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        hx_engine_tenant *t = hx_engine_tenant_of(e, cand[i]->tenant);
+        if (t)
+            t->step_tokens = 1;
+    }
+    uint32_t k = 0;
+    for (size_t i = 0; i < e->n_tenants; i++) {
+        k += e->tenants[i].step_tokens;
+        e->tenants[i].step_tokens = 0;
+    }
+    return k;
+}
+
+/* The step's batch: a decode token for every running request that has
+ * one, then prefill.  With several tenants reading prompts, the prefill
+ * budget is shared out first, each tenant up to an equal share (its
+ * running chunks, then its admissions), so one tenant's long prompts
+ * cannot keep another's short one out of the next step; what a tenant
+ * leaves of its share goes to whoever has more, in the same order, so a
+ * step is as full as before.  A single tenant's steps are planned as
+ * without the shares. */
+static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
+{
+    const uint32_t budget = e->o.token_budget;
+    size_t n = 0;
+    for (uint32_t i = 0; i < e->n_running; i++)
+        e->running[i]->take = 0;
+    for (uint32_t i = 0; i < e->n_running && n < budget; i++)
+        if (e->running[i]->n_toks - e->running[i]->n_eval == 1) {
+            e->running[i]->take = 1;
+            n++;
+        }
+    const int admitting = !e->hold_admission || e->n_running == 0;
+    hx_model_stats ms;
+    int64_t free_tokens = 0;
+    if (admitting && hx_model_stats_get(e->m, &ms) == HX_OK)
+        /* Room kept back for the running requests' next tokens. */
+        free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
+                      (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
+    const uint32_t k = prefill_tenants(e, cand, admitting ? nc : 0);
+    const uint32_t share = k > 1 && n < budget ? (uint32_t)(budget - n) / k : budget;
+    const uint32_t cap = share ? share : 1;
+    n = plan_prefill(e, n, cap, NULL);
+    if (admitting)
+        n = admit(e, n, cand, &nc, cap, &free_tokens);
+    if (cap < budget) {
+        n = plan_prefill(e, n, budget, &free_tokens);
+        if (admitting)
+            admit(e, n, cand, &nc, budget, &free_tokens);
+    }
 }
 
 /* After the evaluation: requests whose every token is in the KV sample
@@ -150,16 +275,11 @@ hx_status hx_engine_step(hx_engine *e, int *idle)
     size_t nc = sweep(e, &cand);
     if (!cand)
         return hx_error(HX_ERR_NO_MEMORY, "engine step");
-    const uint32_t budget = e->o.token_budget;
+    plan(e, cand, nc);
     size_t n = 0;
-    for (int decode = 1; decode >= 0; decode--)
-        for (uint32_t i = 0; i < e->n_running && n < budget; i++) {
-            hx_engine_req *q = e->running[i];
-            if ((q->n_toks - q->n_eval == 1) == decode)
-                n = add_entries(e, n, q, (uint32_t)(budget - n));
-        }
-    if (!e->hold_admission || e->n_running == 0)
-        n = admit(e, n, cand, nc);
+    for (uint32_t i = 0; i < e->n_running; i++)
+        if (e->running[i]->take)
+            n = add_entries(e, n, e->running[i], e->running[i]->take);
     free(cand);
     if (n == 0) {
         *idle = 1;

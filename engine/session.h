@@ -17,6 +17,8 @@ struct hx_session {
     uint32_t cap_tokens, cap_keys, n_keys;
     uint32_t reused;       /* tokens the last evaluation took from the prefix cache */
     int in_request;        /* a multi-chunk evaluation runs: keep the window's blocks until it ends */
+    int uncached;          /* takes nothing from the prefix cache and gives it nothing
+                            * (hx_request.no_prefix_cache) */
     int shifted;           /* a context shift moved keys: blocks from keep_blocks on are not published */
     uint32_t keep_blocks;
     int32_t shift_keep;    /* hx_session_set_context_shift: tokens kept, -1 = no shift */

@@ -44,7 +44,8 @@ static hx_status reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, in
     *reused = 0;
     /* Only whole blocks after whole blocks are keyed; a request past the
      * context is refused by hx_session_fit, untouched. */
-    if (!p->prefix_cache || pos0 % bs || s->n_keys != pos0 / bs || n < 2 || n > s->m->opts.n_ctx - pos0)
+    if (!p->prefix_cache || s->uncached || pos0 % bs || s->n_keys != pos0 / bs || n < 2 ||
+        n > s->m->opts.n_ctx - pos0)
         return HX_OK;
     hx_status st = hx_session_grow_tokens(s, pos0 + (uint32_t)n);
     if (st)
@@ -142,7 +143,7 @@ hx_status hx_batch_reuse_prefix(size_t n, const int32_t *tokens, hx_session *con
 void hx_session_publish(hx_session *s)
 {
     hx_kv_pool *p = s->m->kv;
-    if (!p->prefix_cache)
+    if (!p->prefix_cache || s->uncached)
         return;
     const uint32_t bs = p->block_size;
     for (uint32_t j = s->n_keys; (j + 1) * bs <= s->pos && !(s->shifted && j >= s->keep_blocks); j++) {

@@ -748,7 +748,12 @@ typedef struct hx_engine hx_engine;
 /* Which waiting request is admitted first.  Whatever the policy, tenants
  * take turns: the waiting request of the tenant with the fewest running
  * requests goes first (round robin among equals), then the policy orders
- * within. */
+ * within.  Tenants also share each step's prefill tokens: while several
+ * have prompts to read, each gets an equal share of what decoding leaves
+ * of the budget first (what one leaves goes to the others), so one
+ * tenant's long prompts cannot keep another's short one out of the next
+ * step.  With several tenants known to the engine, the last free running
+ * slot (max_running) is kept for a tenant with no request running. */
 typedef enum {
     HX_POLICY_FCFS = 0,        /* arrival order */
     HX_POLICY_SHORT_FIRST = 1, /* shortest expected output first (expected_tokens, else max_tokens) */
@@ -798,6 +803,10 @@ typedef struct {
     const char *tenant;        /* the fairness group (an API key's name); NULL = "" */
     uint32_t top_logprobs;     /* alternatives per token in the callback, <= HX_ENGINE_MAX_TOP */
     int ignore_eos;            /* end-of-generation tokens do not end it (benchmarks' fixed lengths) */
+    /* 1: it neither attaches cached prefix blocks nor leaves its own in
+     * the prefix cache (llama-server's cache_prompt: false): its prompt
+     * is evaluated whole and its blocks go back to the pool at its end. */
+    int no_prefix_cache;
     hx_engine_callback on_token;
     void *user;
 } hx_request;

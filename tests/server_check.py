@@ -2,7 +2,8 @@
 """hetero-server against the official openai client, on 127.0.0.1 and a
 free port: every endpoint, streamed and whole; a greedy answer the same
 alone and among 16 at once; 64 concurrent streams, each complete; the bad
-input table; a client that leaves mid-stream; a slow reader; API keys; and
+input table; a client that leaves mid-stream, or before its whole answer;
+cache_prompt; a slow reader; API keys; and
 SIGTERM draining.  Prints one line per check; exits 1 at the first failure
 (3 when the openai package is missing).
 
@@ -241,6 +242,21 @@ def prefix_cache(srv, model):
         metric(srv, name)
     check(metric(srv, "kv_blocks_cached") > 0, "/metrics: no cached KV block after three requests")
     print(f"ok prefix cache: {cached} of {second.usage.prompt_tokens} prompt tokens cached, in usage and /metrics")
+    # cache_prompt: false (llama-server's): the request takes none of the
+    # cached blocks, and leaves none of its own for the next.
+    r = c.completions.create(model=model, prompt=shared + " Question two?", max_tokens=4, temperature=0,
+                             extra_body={"cache_prompt": False})
+    check(r.usage.prompt_tokens_details.cached_tokens == 0 and r.choices[0].text == second.choices[0].text,
+          f"cache_prompt false took cached blocks: {r.usage}")
+    fresh = f"Other {os.getpid()}-{time.time_ns()}: " + " ".join(f"point {i} holds." for i in range(8))
+    for cache_prompt, expect in ((False, False), (True, False), (True, True)):
+        r = c.completions.create(model=model, prompt=fresh + " Go.", max_tokens=2, temperature=0,
+                                 extra_body={"cache_prompt": cache_prompt})
+        got = r.usage.prompt_tokens_details.cached_tokens
+        check((got > 0) == expect, f"cache_prompt {cache_prompt}: {got} cached, expected {'some' if expect else 0}")
+    st, _, e = http(srv, "POST", "/v1/completions", {"prompt": "x", "cache_prompt": "no"})
+    check(st == 400 and "cache_prompt" in e["error"]["message"], f"cache_prompt not a boolean: {st} {e}")
+    print("ok cache_prompt: false takes no cached block and leaves none")
 
 
 def concurrent(srv, model):
@@ -332,11 +348,23 @@ def bad_input(srv, model):
     check(status == 413 and err.get("message"), f"oversized body: {resp[:200]!r}")
     rows.append(("oversized body (2 MiB, --max-body 1 MiB)", status, err["code"], err["message"]))
     case("unknown route", 404, {"prompt": "x"}, path="/v1/nothing")
-    # A header past the connection's memory: libmicrohttpd answers 431 itself.
-    resp = raw_request(srv, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
-    status = int(resp.split(b" ")[1]) if resp.startswith(b"HTTP/") else 0
-    check(status in (413, 431), f"oversized header: {resp[:80]!r}")
-    rows.append(("oversized header", status, "(libmicrohttpd's page)", resp.split(b"\r\n")[0].decode()))
+    # Headers past 64 KiB: 431 with an error object.  Past the connection's
+    # memory (1 MiB) libmicrohttpd answers 431 itself, with its own page,
+    # before the server sees the request.
+    for size, ours in ((200000, True), (2000000, False)):
+        resp = raw_request(srv, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * size + b"\r\n\r\n")
+        head, _, body = resp.partition(b"\r\n\r\n")
+        status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/") else 0
+        check(status == 431, f"oversized header ({size} bytes): {resp[:80]!r}")
+        name = f"oversized header ({size // 1000} kB)"
+        if ours:
+            err = json.loads(body)["error"]
+            check(err["code"] == "request_header_fields_too_large" and err["message"], f"{name}: {body[:200]!r}")
+            rows.append((name, status, err["code"], err["message"]))
+        else:
+            check(body.startswith(b"<html>"), f"{name}: {body[:200]!r}")
+            rows.append((name + ", past libmicrohttpd's connection memory", status, "(none: libmicrohttpd's HTML page)",
+                         re.sub(r"<[^>]+>", " ", body.decode()).strip()))
     st, _, h = http(srv, "GET", "/health")
     check(st == 200, "the server is down after bad input")
     wait_idle(srv, "after bad input")
@@ -361,6 +389,19 @@ def disconnect_and_slow_reader(srv, model):
     s.close()
     wait_idle(srv, "after a client left mid-stream")
     print("ok a client leaving mid-stream: cancelled, KV blocks freed")
+
+    # A client that leaves before a whole (not streamed) answer: the server
+    # sees its socket close, cancels the request and frees its blocks.
+    cancelled = metric(srv, "requests_cancelled_total")
+    try:
+        srv.client().with_options(timeout=1.0).completions.create(model=model, prompt="Once", max_tokens=480,
+                                                                   temperature=1, extra_body={"ignore_eos": True})
+        fail("480 tokens came back within 1 s: the client never left")
+    except openai.APITimeoutError:
+        pass
+    wait_idle(srv, "after a client left before its whole answer")
+    check(metric(srv, "requests_cancelled_total") == cancelled + 1, "the abandoned request was not cancelled")
+    print("ok a client leaving before its whole answer: cancelled, KV blocks freed")
 
     # A slow reader: it reads nothing while another request completes.
     s = socket.create_connection(("127.0.0.1", srv.port))

@@ -4,7 +4,10 @@
  * request ends and frees its KV blocks; a pool too small for everyone
  * preempts and still completes every request with the same text; the
  * policies (FCFS, short-first, priority) and the tenants' turns order the
- * admissions; bad requests are refused at submission. */
+ * admissions; a tenant's short prompt gets into the step after it arrives
+ * though another tenant's long prompts are being read; a request without
+ * the prefix cache neither takes nor leaves cached blocks; bad requests
+ * are refused at submission. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -428,6 +431,200 @@ START_TEST(policies_order_the_queue)
 }
 END_TEST
 
+/* The flood's first request: on its second token (the flood's long
+ * prompts admitted meanwhile) it submits the other tenant's short request
+ * from the engine thread, as a client arriving in the middle of the
+ * flood's prefill. */
+typedef struct {
+    seen s;
+    hx_engine *e;
+    hx_request late;
+    uint64_t late_id;
+    int submitted;
+} arrival;
+
+static int submit_on_second(void *user, const hx_engine_token *t)
+{
+    arrival *a = user;
+    on_token(&a->s, t);
+    if (t->token >= 0 && a->s.n == 2 && !a->submitted)
+        a->submitted = hx_engine_submit(a->e, &a->late, &a->late_id) == HX_OK ? 1 : -1;
+    return 0;
+}
+
+#define FLOOD 4
+#define FLOOD_LEN 200
+
+START_TEST(a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.token_budget = 32;
+    eo.max_running = 8;
+    fixture f;
+    open_fixture(&f, 4096, &eo);
+    hx_model_info info;
+    HX_ASSERT_OK(hx_model_info_get(f.m, &info));
+    atomic_int gate = 0, rank = 0;
+    static arrival a;
+    static seen flood[FLOOD], victim;
+    memset(&a, 0, sizeof a);
+    memset(flood, 0, sizeof flood);
+    memset(&victim, 0, sizeof victim);
+    a.s = (seen){.gate = &gate, .rank = &rank};
+    a.e = f.e;
+    victim.rank = &rank;
+    a.late = greedy(prompts[9], 4, &victim);
+    a.late.tenant = "victim";
+    hx_request r = greedy(prompts[0], 8, NULL);
+    r.on_token = submit_on_second;
+    r.user = &a;
+    r.ignore_eos = 1;
+    r.tenant = "flood";
+    uint64_t bid, ids[FLOOD];
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r, &bid));
+    while (a.s.n == 0)
+        usleep(1000);
+    static int32_t toks[FLOOD][FLOOD_LEN];
+    for (int i = 0; i < FLOOD; i++) {
+        for (int t = 0; t < FLOOD_LEN; t++)
+            toks[i][t] = 1 + (int32_t)((11u * t + 17u * i + 3) % (info.n_vocab - 1));
+        flood[i].rank = &rank;
+        hx_request q = greedy(NULL, 4, &flood[i]);
+        q.tokens = toks[i];
+        q.n_tokens = FLOOD_LEN;
+        q.tenant = "flood";
+        HX_ASSERT_OK(hx_engine_submit(f.e, &q, &ids[i]));
+    }
+    atomic_store(&gate, 1);
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_wait(f.e, bid, -1, &res));
+    ck_assert_int_eq(a.submitted, 1);
+    HX_ASSERT_OK(hx_engine_wait(f.e, a.late_id, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    for (int i = 0; i < FLOOD; i++) {
+        hx_request_result fr;
+        HX_ASSERT_OK(hx_engine_wait(f.e, ids[i], -1, &fr));
+        ck_assert_msg(fr.status == HX_OK, "flood %d: %s", i, fr.error);
+        /* The victim arrived while the first of these read its prompt,
+         * 31 tokens into 200 at a budget of 32: its prompt went into the
+         * next step beside the flood's share, so its first token came
+         * before any of the flood's. */
+        ck_assert_msg(flood[i].first_rank > victim.first_rank, "flood %d's first token ranks %d, the victim's %d", i,
+                      flood[i].first_rank, victim.first_rank);
+    }
+    ck_assert_int_eq(victim.first_rank, 1); /* rank 0: the blocker's */
+    close_fixture(&f);
+}
+END_TEST
+
+/* A request that notes, at each of its tokens, the most requests the
+ * engine ran at once. */
+typedef struct {
+    seen s;
+    hx_engine *e;
+    uint32_t most_running;
+} watcher;
+
+static int watch_running(void *user, const hx_engine_token *t)
+{
+    watcher *w = user;
+    on_token(&w->s, t);
+    hx_engine_stats st;
+    if (hx_engine_stats_get(w->e, &st) == HX_OK && st.running > w->most_running)
+        w->most_running = st.running;
+    return 0;
+}
+
+/* Tenant "a" submits two requests to an engine of two running slots,
+ * the second while the first holds the engine thread; with tenant "b"
+ * known (it was served before), the second waits for the first to end
+ * rather than take the last slot.  The most running at once. */
+static uint32_t two_of_one_tenant(int other_known)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.max_running = 2;
+    fixture f;
+    open_fixture(&f, 2048, &eo);
+    static seen quiet[2];
+    memset(quiet, 0, sizeof quiet);
+    if (other_known) {
+        hx_request b = greedy(prompts[3], 2, &quiet[0]);
+        b.tenant = "b";
+        run_one(f.e, &b);
+    }
+    atomic_int gate = 0;
+    static watcher w;
+    memset(&w, 0, sizeof w);
+    w.s.gate = &gate;
+    w.e = f.e;
+    hx_request r = greedy(prompts[0], 12, NULL);
+    r.on_token = watch_running;
+    r.user = &w;
+    r.ignore_eos = 1;
+    r.tenant = "a";
+    uint64_t first, second;
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r, &first));
+    while (w.s.n == 0)
+        usleep(1000);
+    hx_request r2 = greedy(prompts[1], 4, &quiet[1]);
+    r2.tenant = "a";
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r2, &second));
+    atomic_store(&gate, 1);
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_wait(f.e, first, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    HX_ASSERT_OK(hx_engine_wait(f.e, second, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    close_fixture(&f);
+    return w.most_running;
+}
+
+START_TEST(the_last_running_slot_is_kept_for_a_tenant_with_none)
+{
+    ck_assert_uint_eq(two_of_one_tenant(0), 2); /* a lone tenant takes every slot */
+    ck_assert_uint_eq(two_of_one_tenant(1), 1);
+}
+END_TEST
+
+/* Token ids of a prompt of n tokens, the same for every call. */
+static void plain_prompt(const hx_model *m, int32_t *toks, uint32_t n)
+{
+    hx_model_info info;
+    HX_ASSERT_OK(hx_model_info_get(m, &info));
+    for (uint32_t t = 0; t < n; t++)
+        toks[t] = 1 + (int32_t)((5u * t + 9) % (info.n_vocab - 1));
+}
+
+START_TEST(a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks)
+{
+    fixture f;
+    open_fixture(&f, 2048, NULL);
+    int32_t toks[80]; /* five blocks of 16: four may be attached, the last token is evaluated */
+    plain_prompt(f.m, toks, 80);
+    static seen s[4];
+    memset(s, 0, sizeof s);
+    const int uncached[4] = {1, 0, 1, 0};
+    const uint32_t expect_cached[4] = {0, 0, 0, 64};
+    for (int i = 0; i < 4; i++) {
+        hx_request r = greedy(NULL, 6, &s[i]);
+        r.tokens = toks;
+        r.n_tokens = 80;
+        r.no_prefix_cache = uncached[i];
+        hx_request_result res = run_one(f.e, &r);
+        /* The first left nothing for the second; the second's blocks
+         * were not given to the third, and are there for the fourth. */
+        ck_assert_msg(res.prompt_tokens_cached == expect_cached[i], "request %d: %u cached", i,
+                      res.prompt_tokens_cached);
+        assert_same(&s[0], &s[i], i);
+    }
+    hx_model_stats ms;
+    HX_ASSERT_OK(hx_model_stats_get(f.m, &ms));
+    ck_assert_uint_eq(ms.kv_hits, 4);
+    ck_assert_uint_eq(ms.kv_blocks_used, 0);
+    close_fixture(&f);
+}
+END_TEST
+
 START_TEST(bad_requests_are_refused_at_submission)
 {
     fixture f;
@@ -491,6 +688,9 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_small_pool_preempts_and_every_request_completes);
     tcase_add_test(tc, a_shared_prefix_is_taken_from_the_cache_through_chunked_prefill);
     tcase_add_test(tc, policies_order_the_queue);
+    tcase_add_test(tc, a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones);
+    tcase_add_test(tc, the_last_running_slot_is_kept_for_a_tenant_with_none);
+    tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
     suite_add_tcase(s, tc);

@@ -90,6 +90,22 @@ typedef struct {
     int too_big;
 } upload;
 
+/* Headers larger than this, all together, get our 431 with an error
+ * object.  libmicrohttpd holds a request's headers in the connection's
+ * memory pool (MHD_OPTION_CONNECTION_MEMORY_LIMIT, set well above): what
+ * overflows the pool it refuses itself, before any callback of ours runs,
+ * with its own fixed HTML page, also 431 (0.9.75 has no hook to change
+ * that answer). */
+#define MAX_HEADER_BYTES (64 * 1024)
+#define CONNECTION_MEMORY (1024 * 1024)
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **con_cls)
 {
@@ -99,6 +115,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(u = calloc(1, sizeof *u)))
             return MHD_NO;
         *con_cls = u;
+        size_t header_bytes = 0;
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &header_bytes);
+        if (header_bytes > MAX_HEADER_BYTES)
+            return srv_error(c, 431, "invalid_request_error", "request_header_fields_too_large",
+                             "The request's headers are %zu bytes; the limit is %d.", header_bytes, MAX_HEADER_BYTES);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > S->max_body)
             return srv_error(c, 413, "invalid_request_error", "request_too_large",
@@ -272,7 +293,7 @@ int main(int argc, char **argv)
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
         NULL, on_request, &S, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, &S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o.max_requests + 64),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "hetero-server: cannot listen on %s:%d: %s\n", o.host, o.port, strerror(errno));

@@ -148,8 +148,11 @@ srv_job *srv_job_new(srv *S, int chat, int n);
 void srv_job_free(srv_job *j);
 /* The engine's callback (hx_request.on_token, user = the choice). */
 int srv_on_token(void *user, const hx_engine_token *t);
-/* Blocks until every choice ended. */
-void srv_job_wait(srv_job *j);
+/* Blocks until every choice ended, for a whole (not streamed) answer; -1
+ * as soon as the client is seen to have closed its connection (the caller
+ * cancels). */
+#define SRV_CLIENT_CHECK_MS 100
+int srv_job_wait_client(srv_job *j, struct MHD_Connection *c);
 /* The streamed response: SSE chunks as tokens come, `data: [DONE]` last. */
 enum MHD_Result srv_stream_respond(struct MHD_Connection *c, srv_job *j);
 /* Chunk/response builders (server_openai.c). */

@@ -119,6 +119,8 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     scalar(&t, "requests_waiting", "gauge", "Requests queued in the engine (preempted ones included).",
            (double)es.waiting);
     scalar(&t, "requests_running", "gauge", "Requests holding KV blocks in the engine.", (double)es.running);
+    scalar(&t, "requests_cancelled_total", "counter",
+           "Requests ended before their end: their client left, or the server stopped.", (double)es.cancelled);
     scalar(&t, "preemptions_total", "counter", "Requests preempted because the KV pool was full.",
            (double)es.preemptions);
     scalar(&t, "engine_steps_total", "counter", "Engine steps (one batched evaluation each).", (double)es.steps);

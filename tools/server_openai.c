@@ -133,8 +133,11 @@ static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b
         return fail(b, "invalid_value", "'stop' is empty");
     }
     s->stop = p->stop;
-    if (get_bool(o, "stream", &p->stream, b) || get_bool(o, "ignore_eos", &p->r.ignore_eos, b))
+    int cache_prompt = 1; /* llama-server's: false keeps the prompt out of the prefix cache both ways */
+    if (get_bool(o, "stream", &p->stream, b) || get_bool(o, "ignore_eos", &p->r.ignore_eos, b) ||
+        get_bool(o, "cache_prompt", &cache_prompt, b))
         return -1;
+    p->r.no_prefix_cache = !cache_prompt;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
@@ -396,7 +399,12 @@ json_t *srv_usage_json(srv_job *j)
 
 static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
 {
-    srv_job_wait(j);
+    if (srv_job_wait_client(j, c)) {
+        /* Nobody to answer: the choices still running are cancelled and
+         * their KV blocks go back at the engine's next step. */
+        srv_job_free(j);
+        return MHD_NO;
+    }
     for (int i = 0; i < j->n; i++)
         if (j->ch[i].res.status != HX_OK) {
             enum MHD_Result r = srv_error(c, 500, "server_error", hx_status_str(j->ch[i].res.status), "%s",

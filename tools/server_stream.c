@@ -5,9 +5,11 @@
  * Server-Sent Events and writes them; when the client is gone, MHD frees
  * the response, which cancels the choices still running (their KV blocks
  * return to the pool at the engine's next step). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "tools/server.h"
@@ -110,18 +112,54 @@ int srv_on_token(void *user, const hx_engine_token *t)
         srv_hist_add(M, &M->queue, t->result->queue_seconds);
     }
     pthread_cond_broadcast(&j->cond);
-    int stop = j->gone || fail;
+    /* A job whose client left was cancelled (srv_job_free): the engine
+     * ends it as such at its next step, so it counts as cancelled. */
+    int stop = fail;
     pthread_mutex_unlock(&j->lock);
     return stop;
 }
 
-void srv_job_wait(srv_job *j)
+/* Whether the client closed its end: its socket reads end-of-file (or
+ * fails).  Bytes waiting (a pipelined request) mean it is still there.  A
+ * client that only shut down its sending half looks gone too, as with
+ * llama-server's check; HTTP clients close both halves. */
+static int client_gone(struct MHD_Connection *c)
 {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return 0;
+    char byte;
+    ssize_t got = recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+int srv_job_wait_client(srv_job *j, struct MHD_Connection *c)
+{
+    /* The connection's thread is ours until we answer, so MHD cannot see
+     * the client leave: look at its socket every SRV_CLIENT_CHECK_MS,
+     * whether tokens came meanwhile or not. */
+    double checked = srv_now();
     pthread_mutex_lock(&j->lock);
     for (int i = 0; i < j->n; i++)
-        while (!j->ch[i].ended)
-            pthread_cond_wait(&j->cond, &j->lock);
+        while (!j->ch[i].ended) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += SRV_CLIENT_CHECK_MS * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&j->cond, &j->lock, &until);
+            if (srv_now() - checked < SRV_CLIENT_CHECK_MS * 1e-3)
+                continue;
+            checked = srv_now();
+            if (client_gone(c)) {
+                pthread_mutex_unlock(&j->lock);
+                return -1;
+            }
+        }
     pthread_mutex_unlock(&j->lock);
+    return 0;
 }
 
 /* Appends one SSE event, "data: JSON\n\n" (takes the reference). */
