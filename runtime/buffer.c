@@ -117,6 +117,14 @@ hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only
 
 size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
 
+void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *layout))
+{
+    if (b->cpu_layout_free)
+        b->cpu_layout_free(b->cpu_layout);
+    b->cpu_layout = layout;
+    b->cpu_layout_free = free_fn;
+}
+
 /* Waits until no submitted task uses the buffer. */
 static void wait_unused(hx_buffer *b)
 {
@@ -151,6 +159,8 @@ void hx_buffer_destroy(hx_buffer *b)
         if (b->handle[d] && dev->ops->release && b->handle[d] != b->host)
             dev->ops->release(dev, b->handle[d]);
     }
+    if (b->cpu_layout_free)
+        b->cpu_layout_free(b->cpu_layout);
     if (b->owns_host && b->host) {
         if (b->numa_alloc)
             numa_free(b->host, b->size);

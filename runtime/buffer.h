@@ -30,6 +30,12 @@ struct hx_buffer {
     unsigned char valid[HX_MAX_NODES];
     uint64_t reads;  /* tasks that read it so far (dmda amortizes copies of read-only data over them) */
     void *handle[HX_MAX_DEVICES];
+
+    /* The same data laid out for the CPU's kernels (a model's weights
+     * repacked, kernels_cpu/repack.h): opaque here, handed to CPU tasks
+     * beside the host pointer, freed with the buffer.  NULL: none. */
+    void *cpu_layout;
+    void (*cpu_layout_free)(void *layout);
 };
 
 /* Makes the buffer usable by device `d` with `mode` and returns the
@@ -37,6 +43,9 @@ struct hx_buffer {
 hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, void **handle);
 /* After a task on `d` wrote the buffer: `d`'s node becomes the owner. */
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d);
+/* Gives a read-only buffer its CPU layout (struct hx_buffer says what);
+ * the buffer frees it with free_fn. */
+void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *layout));
 /* From now on no task writes it (a model's weights). */
 void hx_buffer_set_read_only(hx_buffer *b);
 

@@ -1,0 +1,144 @@
+/* The repacked layouts' x86 kernels (repack.h), written once for the
+ * AVX2 and AVX-512 files that include this: each defines
+ * REPACK_DOT(acc, u, s), acc + the sums of each 32-bit lane's four
+ * products u8 x s8 (maddubs then madd at AVX2, VNNI's vpdpbusd at
+ * AVX-512), and REPACK_LEVEL, the name of its kernel table.
+ *
+ * A group's eight rows sit in the eight 32-bit lanes of a ymm register,
+ * so a block's integer sums come out one lane per row, are converted
+ * once, and meet the eight rows' scales in one FMA: no horizontal sums.
+ * Signed weights w times activations a go through u8 x s8 as
+ * |w| x (a with w's sign).  Sums are exact (no int16 step can saturate:
+ * |w| <= 128, |a| <= 127, two products a step), so every level gives the
+ * bits of the plain loop (repack_scalar.c). */
+#ifndef HX_KERNELS_CPU_REPACK_X86_H
+#define HX_KERNELS_CPU_REPACK_X86_H
+
+#include <immintrin.h>
+
+#include "kernels_cpu/quant_impl.h"
+#include "kernels_cpu/repack.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define REPACK_SCALES (HX_REPACK_ROWS * sizeof(hx_half))
+
+/* Activation bytes p[0..3] in every lane. */
+static inline __m256i bcast4(const uint8_t *p) { return _mm256_set1_epi32((int)hx_ld32(p)); }
+
+/* The block HX_QUANT_PREFETCH bytes ahead, every cache line of it: a
+ * group's blocks are one stream, and the matrix's groups follow each
+ * other, so this runs on into the next group. */
+static inline void prefetch_block(const uint8_t *w, size_t blk)
+{
+    for (size_t off = 0; off < blk; off += 64)
+        _mm_prefetch((const char *)w + HX_QUANT_PREFETCH + off, _MM_HINT_T0);
+}
+
+/* acc + w x a per lane, w signed. */
+static inline __m256i dot_signed(__m256i acc, __m256i w, __m256i a)
+{
+    return REPACK_DOT(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+}
+
+/* The block's scales times each column's activation scale, into the
+ * eight-lane accumulators: one FMA per column per block. */
+static inline __attribute__((always_inline)) void scale_block(__m256 *acc, const __m256i *isum, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C, int shift)
+{
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(hx_ld16(y + c * by))));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(isum[c], shift)), d, acc[c]);
+    }
+}
+
+/* Q4_0: per 32-byte chunk k, low nibbles are elements 4k..4k+3 of each
+ * row, high nibbles 16 + 4k..; both read as 16 (q - 8) (repack.h), so
+ * the sum is shifted right by 4 (exactly: it is a multiple of 16). */
+static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    const size_t blk = REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, A = sizeof(hx_block_q8_0);
+    const __m256i hi = _mm256_set1_epi8((char)0xf0);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i isum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
+            const __m256i lo = _mm256_and_si256(_mm256_slli_epi16(v, 4), hi), up = _mm256_and_si256(v, hi);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *a = y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k;
+                isum[c] = dot_signed(isum[c], lo, bcast4(a));
+                isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+            }
+        }
+        scale_block(acc, isum, w, y, by, C, 4);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
+/* Q8_0: chunk k holds elements 4k..4k+3 of each row. */
+static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    const size_t blk = REPACK_SCALES + HX_REPACK_ROWS * HX_QK, A = sizeof(hx_block_q8_0);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i isum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                isum[c] = dot_signed(isum[c], v, bcast4(y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k));
+        }
+        scale_block(acc, isum, w, y, by, C, 0);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
+/* Entries with the column count as a constant, so the tiles unroll. */
+#define REPACK_BY_COLS(name, tile)                                                                     \
+    static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
+    {                                                                                                  \
+        switch (C) {                                                                                   \
+        case 4: tile(K, s, ss, group, y, by, 4); break;                                                \
+        case 3: tile(K, s, ss, group, y, by, 3); break;                                                \
+        case 2: tile(K, s, ss, group, y, by, 2); break;                                                \
+        default: tile(K, s, ss, group, y, by, 1); break;                                               \
+        }                                                                                              \
+    }
+
+REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
+REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
+
+const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q4_0] = gemm_q4_0x8,
+    [HX_TYPE_Q8_0] = gemm_q8_0x8,
+};
+
+#endif
