@@ -45,7 +45,41 @@ static void gemm_q8_0x8(int64_t K, int C, float *s, size_t ss, const void *group
     gemm_x8(K, C, s, ss, group, y, by, q8_at, hx_repack_block_bytes(HX_TYPE_Q8_0));
 }
 
+/* Q4_K, sub-block by sub-block (a pair's 32 bytes hold sub-block 2p in
+ * their low nibbles, 2p + 1 in their high ones). */
+static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    const size_t blk = hx_repack_block_bytes(HX_TYPE_Q4_K), H = sizeof(hx_half);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++) {
+            const uint8_t *w = group, *a = (const uint8_t *)y + c * by;
+            float acc = 0;
+            for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, a += sizeof(hx_block_q8_K)) {
+                const uint8_t *sc = w + 2 * HX_REPACK_ROWS * H, *mn = sc + 8 * HX_REPACK_ROWS;
+                const uint8_t *q = mn + 8 * HX_REPACK_ROWS;
+                const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+                int32_t S = 0, M = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t isum = 0, asum = 0;
+                    for (int e = 0; e < 32; e++) {
+                        const int byte = (j / 2) * 32 + e; /* the byte holding it in the row's qs */
+                        const uint8_t b = q[(byte / 4) * 4 * HX_REPACK_ROWS + 4 * r + byte % 4];
+                        isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                        asum += aq[32 * j + e];
+                    }
+                    S += sc[j * HX_REPACK_ROWS + r] * isum;
+                    M += mn[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2] * asum;
+                }
+                const float dy = hx_ldf(a + offsetof(hx_block_q8_K, d));
+                acc = fmaf((float)S, hx_fp16_to_fp32(hx_ld16(w + r * H)) * dy, acc);
+                acc = fmaf(-(float)M, hx_fp16_to_fp32(hx_ld16(w + (HX_REPACK_ROWS + r) * H)) * dy, acc);
+            }
+            s[c * ss + r] = acc;
+        }
+}
+
 const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q4_K] = q4_K_gemm,
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
 };

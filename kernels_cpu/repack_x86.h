@@ -121,6 +121,70 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *
         _mm256_storeu_ps(s + c * ss, acc[c]);
 }
 
+/* Q4_K: per pair of sub-blocks p, chunk k's low nibbles are elements
+ * 64p + 4k.. of each row, its high ones 64p + 32 + 4k..; unsigned, so
+ * they meet the activations as they are.  Each sub-block's lane sums are
+ * multiplied by the rows' scales in integers; the mins meet the pairs of
+ * sub-block activation sums (from the Q8_K bsums) in one madd a pair. */
+static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    const size_t A = sizeof(hx_block_q8_K), SC = 2 * REPACK_SCALES, MN = SC + 8 * HX_REPACK_ROWS,
+                 Q = MN + 8 * HX_REPACK_ROWS, blk = Q + HX_REPACK_ROWS * HX_QK_K / 2;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i S[HX_GEMM_COLS], M[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            S[c] = M[c] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            __m256i lo_sum[HX_GEMM_COLS], hi_sum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                lo_sum[c] = hi_sum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w + Q + 256 * p + 32 * k));
+                const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const uint8_t *a = y + c * by + offsetof(hx_block_q8_K, qs) + 64 * p + 4 * k;
+                    lo_sum[c] = REPACK_DOT(lo_sum[c], lo, bcast4(a));
+                    hi_sum[c] = REPACK_DOT(hi_sum[c], hi, bcast4(a + 32));
+                }
+            }
+            const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p)));
+            const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p + 8)));
+            const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + MN + 16 * p)));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *bs = y + c * by + offsetof(hx_block_q8_K, bsums) + 8 * p; /* bsums 4p .. 4p+3 */
+                const uint32_t pair = (uint16_t)((int16_t)hx_ld16(bs) + (int16_t)hx_ld16(bs + 2)) |
+                                      (uint32_t)(uint16_t)((int16_t)hx_ld16(bs + 4) + (int16_t)hx_ld16(bs + 6)) << 16;
+                S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(lo_sum[c], sc_lo),
+                                                               _mm256_mullo_epi32(hi_sum[c], sc_hi)));
+                M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)pair)));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+        const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + REPACK_SCALES)));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256 dy = _mm256_set1_ps(hx_ldf(y + c * by));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dw, dy), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dy), acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
 /* Entries with the column count as a constant, so the tiles unroll. */
 #define REPACK_BY_COLS(name, tile)                                                                     \
     static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
@@ -135,10 +199,12 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *
 
 REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
 REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
+REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
 
 const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
+    [HX_TYPE_Q4_K] = gemm_q4_Kx8,
 };
 
 #endif

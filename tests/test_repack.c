@@ -1,7 +1,7 @@
 /* Suite repack: weight matrices repacked for the CPU (kernels_cpu/repack.h).
  *
  * What is checked, and against what:
- *  - kernels: every SIMD level's repacked gemm, 1..4 activation rows, on
+ *  - kernels (Q4_0, Q8_0, Q4_K): every SIMD level's repacked gemm, 1..4 activation rows, on
  *    random rows quantized from random floats, equals bit for bit a plain
  *    loop over the original rows (per block the exact integer dot, then
  *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic), and lies
@@ -11,7 +11,7 @@
  *    count, a token's outputs the same alone as in a batch of five;
  *  - shapes and types without a layout are refused with an error naming
  *    them;
- *  - whole models (synthetic, Q4_0 and Q8_0): the copies are made when
+ *  - whole models (synthetic, Q4_0, Q8_0 and Q4_K): the copies are made when
  *    asked and only then, the evaluation reads them (a zeroed copy changes
  *    the logits), and the logits with and without them agree within
  *    REPACK_LOGITS_TOL with the same argmax.  Not bit for bit in general:
@@ -41,7 +41,7 @@
  * each other on these models (about 1e-3 measured). */
 #define REPACK_LOGITS_TOL 2e-2
 
-static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q8_0};
+static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q8_0, HX_TYPE_Q4_K};
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -91,9 +91,41 @@ static float f16_at(const uint8_t *p)
     return hx_fp16_to_fp32(h);
 }
 
+/* Q4_K against Q8_K: per super-block, S = sum_j sc_j * (sub-block j's
+ * integer dot) and M = sum_j m_j * (sub-block j's activation sum), from
+ * the file's packed scales and the activation quants (not their bsums). */
+static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
+{
+    float acc = 0;
+    for (uint64_t i = 0; i < K / 256; i++, w += sizeof(hx_block_q4_K), a += sizeof(hx_block_q8_K)) {
+        const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+        const uint8_t *q = w + offsetof(hx_block_q4_K, qs);
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            hx_quant_k4_scale_min(w + offsetof(hx_block_q4_K, scales), j, &sc, &m);
+            int32_t isum = 0, asum = 0;
+            for (int e = 0; e < 32; e++) {
+                const uint8_t b = q[(j / 2) * 32 + e];
+                isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                asum += aq[32 * j + e];
+            }
+            S += sc * isum;
+            M += m * asum;
+        }
+        float dy;
+        memcpy(&dy, a + offsetof(hx_block_q8_K, d), sizeof dy);
+        acc = fmaf((float)S, f16_at(w + offsetof(hx_block_q4_K, d)) * dy, acc);
+        acc = fmaf(-(float)M, f16_at(w + offsetof(hx_block_q4_K, dmin)) * dy, acc);
+    }
+    return acc;
+}
+
 /* repack.h's arithmetic over the original rows. */
 static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
 {
+    if (t == HX_TYPE_Q4_K)
+        return plain_dot_q4_K(K, w, a);
     const size_t wb = hx_type_get(t)->type_size, ab = sizeof(hx_block_q8_0);
     float acc = 0;
     for (uint64_t i = 0; i < K / 32; i++) {
@@ -108,24 +140,29 @@ static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a
 /* sum |w_i a_i| of the dequantized rows, the float bound's scale. */
 static double abs_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
 {
-    const size_t wb = hx_type_get(t)->type_size, ab = sizeof(hx_block_q8_0);
+    const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
+    float *wf = malloc(K * sizeof *wf), *af = malloc(K * sizeof *af);
+    hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->dequantize_row(w, wf, (int64_t)K);
+    hx_quant_ops_get_level(at, HX_SIMD_SCALAR)->dequantize_row(a, af, (int64_t)K);
     double s = 0;
-    for (uint64_t i = 0; i < K / 32; i++)
-        for (int j = 0; j < 32; j++)
-            s += fabs((double)f16_at(w + i * wb) * quant_at(t, w + i * wb, j) * f16_at(a + i * ab) *
-                      quant_at(HX_TYPE_Q8_0, a + i * ab, j));
+    for (uint64_t k = 0; k < K; k++)
+        s += fabs((double)wf[k] * af[k]);
+    free(wf), free(af);
     return s;
 }
 
-static uint8_t *random_acts(uint64_t K, int C, uint64_t *seed)
+/* C activation rows of t's vec_dot_type. */
+static uint8_t *random_acts(hx_type t, uint64_t K, int C, uint64_t *seed)
 {
-    const size_t row = hx_type_row_size(HX_TYPE_Q8_0, K);
+    const hx_quant_ops *aq = hx_quant_ops_get_level(hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type,
+                                                    HX_SIMD_SCALAR);
+    const size_t row = hx_type_row_size(aq->type, K);
     uint8_t *a = malloc(row * (size_t)C);
     float *x = malloc(K * sizeof *x);
     for (int c = 0; c < C; c++) {
         for (uint64_t k = 0; k < K; k++)
             x[k] = rng_normal(seed) * (c + 1);
-        hx_quant_ops_get_level(HX_TYPE_Q8_0, HX_SIMD_SCALAR)->quantize_row(x, a + c * row, (int64_t)K);
+        aq->quantize_row(x, a + c * row, (int64_t)K);
     }
     free(x);
     return a;
@@ -134,13 +171,15 @@ static uint8_t *random_acts(uint64_t K, int C, uint64_t *seed)
 START_TEST(kernels_equal_plain_loop)
 {
     static const uint64_t Ks[] = {32, 96, 256, 2048};
+    const int nK = sizeof Ks / sizeof *Ks;
     uint64_t seed = 0x5eed1234u;
     for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++)
-        for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++) {
+        for (int ki = 0; ki < nK; ki++) {
             const hx_type t = repack_types[ti];
-            const uint64_t K = Ks[ki], N = 24;
-            const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(HX_TYPE_Q8_0, K);
-            uint8_t *w = random_rows(t, K, N, &seed), *a = random_acts(K, HX_GEMM_COLS, &seed);
+            const uint64_t K = t == HX_TYPE_Q4_K ? Ks[ki] * 8 : Ks[ki], N = 24; /* K-quants: whole super-blocks */
+            const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
+            const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
+            uint8_t *w = random_rows(t, K, N, &seed), *a = random_acts(t, K, HX_GEMM_COLS, &seed);
             hx_repacked *r;
             HX_ASSERT_OK(hx_repack_make(t, K, N, w, &r));
             ck_assert_uint_eq(r->bytes, r->group_bytes * (N / HX_REPACK_ROWS));
@@ -213,10 +252,11 @@ static void run_matmul(const hx_op_matmul *a, const uint8_t *w, size_t wbytes, c
 START_TEST(matmul_reads_the_copy)
 {
     uint64_t seed = 77;
-    const uint32_t K = 256, N = 40, T = 5;
+    const uint32_t K = 512, N = 40, T = 5;
     for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++) {
         const hx_type t = repack_types[ti];
-        const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(HX_TYPE_Q8_0, K);
+        const hx_type at = hx_quant_ops_get(t)->vec_dot_type;
+        const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
         uint8_t *w = random_rows(t, K, N, &seed);
         hx_repacked *r;
         HX_ASSERT_OK(hx_repack_make(t, K, N, w, &r));
@@ -230,7 +270,7 @@ START_TEST(matmul_reads_the_copy)
         run_matmul(&a, w, wrow * N, r, x, y, bias, 3);
         uint8_t *xq = malloc(arow);
         for (uint32_t tok = 0; tok < T; tok++) {
-            hx_quant_ops_get(HX_TYPE_Q8_0)->quantize_row(x + tok * K, xq, K);
+            hx_quant_ops_get(at)->quantize_row(x + tok * K, xq, K);
             for (uint32_t n = 0; n < N; n++) {
                 const float want = plain_dot(t, K, w + n * wrow, xq) + bias[n];
                 ck_assert_msg(memcmp(&y[tok * N + n], &want, sizeof want) == 0, "%s token %u row %u: %.9g, want %.9g",
@@ -283,14 +323,14 @@ static float *model_logits(hx_runtime *rt, const char *path, int repack, int spo
 START_TEST(model_logits_with_and_without)
 {
     static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 0};
-    static const char *const types[] = {"q4_0", "q8_0"};
+    static const char *const types[] = {"q4_0", "q8_0", "q4_K"};
     char dir[64], path[128];
     hx_test_tmpdir(dir, sizeof dir, "repack");
     hx_runtime_options ro = hx_runtime_options_default();
     ro.devices = "cpu";
     hx_runtime *rt;
     HX_ASSERT_OK(hx_runtime_open(&rt, &ro));
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         snprintf(path, sizeof path, "%s/%s.gguf", dir, types[i]);
         HX_ASSERT_OK(hx_synthetic_write(path, &gqa, types[i], 42));
         uint64_t on_bytes, off_bytes;
