@@ -28,17 +28,19 @@ int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
 
 /* One repacked block from the HX_REPACK_ROWS source blocks i of the
  * group's rows (row_bytes apart): scales, then quants four bytes a row at
- * a time; xor_mask turns Q4_0's unsigned nibbles into signed ones. */
+ * a time; xor_mask (0x88 in each byte) turns Q4_0's unsigned nibbles into
+ * signed ones. */
 static void pack_block(uint8_t *dst, const uint8_t *src, size_t row_bytes, size_t qs_off, size_t qs_bytes,
-                       uint8_t xor_mask)
+                       uint32_t xor_mask)
 {
     for (int r = 0; r < HX_REPACK_ROWS; r++)
         memcpy(dst + r * sizeof(hx_half), src + r * row_bytes, sizeof(hx_half));
     uint8_t *q = dst + HX_REPACK_ROWS * sizeof(hx_half);
     for (size_t k = 0; k < qs_bytes / 4; k++)
-        for (int r = 0; r < HX_REPACK_ROWS; r++)
-            for (int b = 0; b < 4; b++)
-                q[k * 4 * HX_REPACK_ROWS + 4 * r + b] = src[r * row_bytes + qs_off + 4 * k + b] ^ xor_mask;
+        for (int r = 0; r < HX_REPACK_ROWS; r++) {
+            const uint32_t v = hx_ld32(src + r * row_bytes + qs_off + 4 * k) ^ xor_mask;
+            memcpy(q + k * 4 * HX_REPACK_ROWS + 4 * r, &v, 4);
+        }
 }
 
 /* One Q4_K super-block of the group's rows (repack.h's layout). */
@@ -69,7 +71,7 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
     const size_t src_blk = hx_type_get(t)->type_size;
     const size_t qs_off = t == HX_TYPE_Q4_0 ? offsetof(hx_block_q4_0, qs) : offsetof(hx_block_q8_0, qs);
     const size_t qs_bytes = t == HX_TYPE_Q4_0 ? HX_QK / 2 : HX_QK;
-    const uint8_t xor_mask = t == HX_TYPE_Q4_0 ? 0x88 : 0;
+    const uint32_t xor_mask = t == HX_TYPE_Q4_0 ? 0x88888888u : 0;
     hx_repacked *r = calloc(1, sizeof *r);
     if (!r)
         return hx_error(HX_ERR_NO_MEMORY, "repacked %s matrix", hx_type_name(t));

@@ -49,9 +49,9 @@ static hx_status repack_weight(hx_model *m, const hx_weight *w, int mode)
     hx_buffer_set_cpu_layout(w->buf, r, hx_repack_free);
     m->info.repacked_bytes += r->bytes;
     /* The CPU reads the copy from now on: the mapped rows' pages can go
-     * until another device (or the embedding lookup) reads them again. */
-    if (w->buf != m->tok_embd.buf)
-        hx_gguf_release_pages(m->gguf, w->buf->host, w->buf->size);
+     * until another device reads them again, or the embedding lookup the
+     * few rows of a prompt's tokens (a tied output projection). */
+    hx_gguf_release_pages(m->gguf, w->buf->host, w->buf->size);
     return HX_OK;
 }
 
