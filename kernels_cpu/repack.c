@@ -13,6 +13,7 @@ size_t hx_repack_block_bytes(hx_type t)
     switch (t) {
     case HX_TYPE_Q4_0: return scales + HX_REPACK_ROWS * HX_QK / 2;
     case HX_TYPE_Q8_0: return scales + HX_REPACK_ROWS * HX_QK;
+    case HX_TYPE_Q4_1: return 2 * scales + HX_REPACK_ROWS * HX_QK / 2;
     case HX_TYPE_Q4_K: return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * HX_QK_K / 2;
     default: return 0;
     }
@@ -27,15 +28,18 @@ int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
 }
 
 /* One repacked block from the HX_REPACK_ROWS source blocks i of the
- * group's rows (row_bytes apart): scales, then quants four bytes a row at
- * a time; xor_mask (0x88 in each byte) turns Q4_0's unsigned nibbles into
- * signed ones. */
-static void pack_block(uint8_t *dst, const uint8_t *src, size_t row_bytes, size_t qs_off, size_t qs_bytes,
-                       uint32_t xor_mask)
+ * group's rows (row_bytes apart): scales (and Q4_1's mins), then quants
+ * four bytes a row at a time; xor_mask (0x88 in each byte) turns Q4_0's
+ * unsigned nibbles into signed ones. */
+static void pack_block(uint8_t *dst, const uint8_t *src, size_t row_bytes, hx_type t, size_t qs_off,
+                       size_t qs_bytes, uint32_t xor_mask)
 {
-    for (int r = 0; r < HX_REPACK_ROWS; r++)
-        memcpy(dst + r * sizeof(hx_half), src + r * row_bytes, sizeof(hx_half));
-    uint8_t *q = dst + HX_REPACK_ROWS * sizeof(hx_half);
+    const int halves = t == HX_TYPE_Q4_1 ? 2 : 1; /* d, or d and m: the block's first fields */
+    for (int h = 0; h < halves; h++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++)
+            memcpy(dst + (h * HX_REPACK_ROWS + r) * sizeof(hx_half), src + r * row_bytes + h * sizeof(hx_half),
+                   sizeof(hx_half));
+    uint8_t *q = dst + halves * HX_REPACK_ROWS * sizeof(hx_half);
     for (size_t k = 0; k < qs_bytes / 4; k++)
         for (int r = 0; r < HX_REPACK_ROWS; r++) {
             const uint32_t v = hx_ld32(src + r * row_bytes + qs_off + 4 * k) ^ xor_mask;
@@ -69,8 +73,10 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
                         hx_type_name(t), (unsigned long long)N, (unsigned long long)K);
     const size_t row_bytes = hx_type_row_size(t, K), nb = K / block_elems(t), blk = hx_repack_block_bytes(t);
     const size_t src_blk = hx_type_get(t)->type_size;
-    const size_t qs_off = t == HX_TYPE_Q4_0 ? offsetof(hx_block_q4_0, qs) : offsetof(hx_block_q8_0, qs);
-    const size_t qs_bytes = t == HX_TYPE_Q4_0 ? HX_QK / 2 : HX_QK;
+    const size_t qs_off = t == HX_TYPE_Q4_0   ? offsetof(hx_block_q4_0, qs)
+                          : t == HX_TYPE_Q4_1 ? offsetof(hx_block_q4_1, qs)
+                                              : offsetof(hx_block_q8_0, qs);
+    const size_t qs_bytes = t == HX_TYPE_Q8_0 ? HX_QK : HX_QK / 2;
     const uint32_t xor_mask = t == HX_TYPE_Q4_0 ? 0x88888888u : 0;
     hx_repacked *r = calloc(1, sizeof *r);
     if (!r)
@@ -93,7 +99,7 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
             if (t == HX_TYPE_Q4_K)
                 pack_q4_K(dst, from, row_bytes);
             else
-                pack_block(dst, from, row_bytes, qs_off, qs_bytes, xor_mask);
+                pack_block(dst, from, row_bytes, t, qs_off, qs_bytes, xor_mask);
         }
     *out = r;
     return HX_OK;

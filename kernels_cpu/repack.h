@@ -16,6 +16,8 @@
  *   Q4_0: 16 + 8 x 16 bytes; each byte xor 0x88, so that a nibble read as
  *         a signed 4-bit number is q - 8 (the low one after a shift left
  *         by 4, both as 16 (q - 8) in a signed byte).
+ *   Q4_1: 16 + 16 + 8 x 16 bytes: the eight d, the eight m, then the
+ *         quants as Q4_0's, unsigned (no xor).
  *   Q4_K (super-blocks of 256): the eight d, the eight dmin (f16), the
  *         6-bit scales unpacked as bytes [sub-block j][row] (64), the mins
  *         as bytes [pair of sub-blocks p][row][2] (64), then the quants as
@@ -24,7 +26,9 @@
  *
  * Arithmetic: output row r of a group, for activation row y (Q8_0), is
  *   acc = 0; for each block i: acc = fmaf((float)isum_i, d_r * d_y, acc)
- * with isum_i the block's exact integer dot product (Q4_K, per super-block:
+ * with isum_i the block's exact integer dot product (Q4_1, against Q8_1, then
+ *   acc = fmaf(m_r, s_y, acc) with s_y the activation block's d * sum(q);
+ * Q4_K, per super-block:
  *   acc = fmaf((float)S, d_r * d_y, acc); acc = fmaf(-(float)M, dmin_r * d_y, acc)
  * with S = sum_j sc_j * isum_j and M = sum_j m_j * (sum of sub-block j's
  * activations), both exact integers); every level computes

@@ -16,20 +16,35 @@ static int q4_at(const uint8_t *q, int r, int j)
     return (int8_t)(j < 16 ? (uint8_t)(b << 4) : (uint8_t)(b & 0xf0)) / 16;
 }
 
-static void gemm_x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by,
-                    int (*at)(const uint8_t *, int, int), size_t blk)
+/* Q4_1's nibbles, unsigned. */
+static int q4u_at(const uint8_t *q, int r, int j)
 {
-    const uint8_t *w0 = group;
+    const uint8_t b = q[((j % 16) / 4) * 32 + 4 * r + j % 4];
+    return j < 16 ? b & 15 : b >> 4;
+}
+
+/* The 32-element types: per block the integer dot of quant j (from `at`)
+ * with the activations' (Q8_0, or Q8_1 with `mins`: Q4_1, whose block's
+ * min then meets the activations' s, their d times their sum). */
+static void gemm_x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by,
+                    int (*at)(const uint8_t *, int, int), hx_type t, int mins)
+{
+    const size_t blk = hx_repack_block_bytes(t), H = sizeof(hx_half), q0 = (mins ? 2 : 1) * HX_REPACK_ROWS * H;
+    const size_t A = mins ? sizeof(hx_block_q8_1) : sizeof(hx_block_q8_0);
+    const size_t AQ = mins ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
     for (int c = 0; c < C; c++)
         for (int r = 0; r < HX_REPACK_ROWS; r++) {
-            const uint8_t *w = w0, *a = (const uint8_t *)y + c * by;
+            const uint8_t *w = group, *a = (const uint8_t *)y + c * by;
             float acc = 0;
-            for (int64_t i = 0; i < K / HX_QK; i++, w += blk, a += sizeof(hx_block_q8_0)) {
+            for (int64_t i = 0; i < K / HX_QK; i++, w += blk, a += A) {
                 int32_t isum = 0;
                 for (int j = 0; j < HX_QK; j++)
-                    isum += at(w + HX_REPACK_ROWS * sizeof(hx_half), r, j) * (int8_t)a[offsetof(hx_block_q8_0, qs) + j];
-                const float d = hx_fp16_to_fp32(hx_ld16(w + r * sizeof(hx_half))) * hx_fp16_to_fp32(hx_ld16(a));
+                    isum += at(w + q0, r, j) * (int8_t)a[AQ + j];
+                const float d = hx_fp16_to_fp32(hx_ld16(w + r * H)) * hx_fp16_to_fp32(hx_ld16(a));
                 acc = fmaf((float)isum, d, acc);
+                if (mins)
+                    acc = fmaf(hx_fp16_to_fp32(hx_ld16(w + (HX_REPACK_ROWS + r) * H)),
+                               hx_fp16_to_fp32(hx_ld16(a + offsetof(hx_block_q8_1, s))), acc);
             }
             s[c * ss + r] = acc;
         }
@@ -37,12 +52,17 @@ static void gemm_x8(int64_t K, int C, float *s, size_t ss, const void *group, co
 
 static void gemm_q4_0x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
 {
-    gemm_x8(K, C, s, ss, group, y, by, q4_at, hx_repack_block_bytes(HX_TYPE_Q4_0));
+    gemm_x8(K, C, s, ss, group, y, by, q4_at, HX_TYPE_Q4_0, 0);
+}
+
+static void gemm_q4_1x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    gemm_x8(K, C, s, ss, group, y, by, q4u_at, HX_TYPE_Q4_1, 1);
 }
 
 static void gemm_q8_0x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
 {
-    gemm_x8(K, C, s, ss, group, y, by, q8_at, hx_repack_block_bytes(HX_TYPE_Q8_0));
+    gemm_x8(K, C, s, ss, group, y, by, q8_at, HX_TYPE_Q8_0, 0);
 }
 
 /* Q4_K, sub-block by sub-block (a pair's 32 bytes hold sub-block 2p in
@@ -79,6 +99,7 @@ static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, 
 }
 
 const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q4_1] = gemm_q4_1x8,
     [HX_TYPE_Q4_K] = q4_K_gemm,
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,

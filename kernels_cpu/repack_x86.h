@@ -59,11 +59,63 @@ static inline __attribute__((always_inline)) void scale_block(__m256 *acc, const
 /* Q4_0: per 32-byte chunk k, low nibbles are elements 4k..4k+3 of each
  * row, high nibbles 16 + 4k..; both read as 16 (q - 8) (repack.h), so
  * the sum is shifted right by 4 (exactly: it is a multiple of 16). */
-static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+static inline __attribute__((always_inline)) void q4_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
 {
-    const size_t blk = REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, A = sizeof(hx_block_q8_0);
     const __m256i hi = _mm256_set1_epi8((char)0xf0);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
+        const __m256i lo = _mm256_and_si256(_mm256_slli_epi16(v, 4), hi), up = _mm256_and_si256(v, hi);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k;
+            isum[c] = dot_signed(isum[c], lo, bcast4(a));
+            isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+        }
+    }
+}
+
+/* Q8_0: chunk k holds elements 4k..4k+3 of each row. */
+static inline __attribute__((always_inline)) void q8_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = dot_signed(isum[c], v, bcast4(y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k));
+    }
+}
+
+/* Q4_1: Q4_0's chunks, unsigned, against Q8_1 activations. */
+static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * REPACK_SCALES + 32 * k));
+        const __m256i lo = _mm256_and_si256(v, low), up = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + offsetof(hx_block_q8_1, qs) + 4 * k;
+            isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
+            isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
+        }
+    }
+}
+
+/* The 32-element types: per block, `sums` gives each column's eight lane
+ * sums (times 2^shift), which meet the scales; with MINS (Q4_1) the rows'
+ * mins then meet the activation block's s.  A: the activation block. */
+static inline __attribute__((always_inline)) void x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                          const uint8_t *y, size_t by, const int C, const size_t blk,
+                                                          const size_t A, const int shift, const int MINS,
+                                                          void (*sums)(__m256i *, const uint8_t *, const uint8_t *,
+                                                                       size_t, int))
+{
     __m256 acc[HX_GEMM_COLS];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
@@ -74,51 +126,40 @@ static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             isum[c] = _mm256_setzero_si256();
+        sums(isum, w, y, by, C);
+        scale_block(acc, isum, w, y, by, C, shift);
+        if (MINS) {
+            const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + REPACK_SCALES)));
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
-            const __m256i lo = _mm256_and_si256(_mm256_slli_epi16(v, 4), hi), up = _mm256_and_si256(v, hi);
-#pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *a = y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k;
-                isum[c] = dot_signed(isum[c], lo, bcast4(a));
-                isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
-            }
+            for (int c = 0; c < C; c++)
+                acc[c] = _mm256_fmadd_ps(m, _mm256_set1_ps(_cvtsh_ss(hx_ld16(y + c * by + offsetof(hx_block_q8_1, s)))),
+                                         acc[c]);
         }
-        scale_block(acc, isum, w, y, by, C, 4);
     }
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
         _mm256_storeu_ps(s + c * ss, acc[c]);
 }
 
-/* Q8_0: chunk k holds elements 4k..4k+3 of each row. */
+static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_0), 4, 0,
+            q4_0x8_sums);
+}
+
+static inline __attribute__((always_inline)) void q4_1x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_1), 0, 1,
+            q4_1x8_sums);
+}
+
 static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
                                                               const uint8_t *y, size_t by, const int C)
 {
-    const size_t blk = REPACK_SCALES + HX_REPACK_ROWS * HX_QK, A = sizeof(hx_block_q8_0);
-    __m256 acc[HX_GEMM_COLS];
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < K / HX_QK; i++, w += blk, y += A) {
-        prefetch_block(w, blk);
-        __m256i isum[HX_GEMM_COLS];
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            isum[c] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
-#pragma GCC unroll 4
-            for (int c = 0; c < C; c++)
-                isum[c] = dot_signed(isum[c], v, bcast4(y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k));
-        }
-        scale_block(acc, isum, w, y, by, C, 0);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        _mm256_storeu_ps(s + c * ss, acc[c]);
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK, sizeof(hx_block_q8_0), 0, 0,
+            q8_0x8_sums);
 }
 
 /* Q4_K: per pair of sub-blocks p, chunk k's low nibbles are elements
@@ -199,11 +240,13 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
 
 REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
 REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
+REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
 
 const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
+    [HX_TYPE_Q4_1] = gemm_q4_1x8,
     [HX_TYPE_Q4_K] = gemm_q4_Kx8,
 };
 

@@ -14,7 +14,10 @@
 /* The types whose repacked kernels beat the row-at-a-time ones on this
  * code's measurements (docs/repack.md), and so repacked unless asked not
  * to be. */
-static int repack_pays(hx_type t) { return t == HX_TYPE_Q4_0 || t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_K; }
+static int repack_pays(hx_type t)
+{
+    return t == HX_TYPE_Q4_0 || t == HX_TYPE_Q4_1 || t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_K;
+}
 
 /* 1 always, 0 never, -1 where it pays. */
 static int repack_mode(const hx_model *m)
