@@ -5,7 +5,7 @@ Usage: bench/compare-llamacpp.py LLAMA_BENCH [--llama-batched-bench BIN]
            [--llama-bench-avx2 BIN] [--llama-quantize BIN]
            [--models tiny,small] [--types f16,q8_0,q4_0,q4_K_M]
            [--model FILE ...] [--requantize q8_0,q4_K_M]
-           [--simd native|avx2,avx512] [-p 128] [-n 64] [-t 2] [-r 3]
+           [--simd native|avx2,avx512] [--repack on,off] [-p 128] [-n 64] [-t 2] [-r 3]
            [--batch 4,16,64] [--npp 128] [--ntg 64]
            [--bandwidth GBPS] [--self-test]
 
@@ -26,6 +26,10 @@ mixes).
 SIMD: `--simd avx2,avx512` runs hetero at each level (HX_SIMD).  llama.cpp
 runs at the level it was built for ("native"), except that rows at avx2
 use `--llama-bench-avx2` when given (an llama.cpp built without AVX-512).
+
+Repacked weights: `--repack on,off` runs hetero with HX_REPACK=1 and with
+HX_REPACK=0 (each a row), in the same alternation as llama.cpp, so the
+three share the machine's load; without it hetero runs with its default.
 
 Batched decode (`--batch 4,16`, with `--llama-batched-bench`): B sequences,
 each with `--npp` tokens of context, decode `--ntg` tokens each; hetero-bench
@@ -207,17 +211,22 @@ def decode_bytes_of(tensors, file_size):
 
 # ---- running them ---------------------------------------------------------
 
-def hetero_env(level):
+REPACK_ENV = {"on": "1", "off": "0"}
+
+
+def hetero_env(level, repack=None):
     env = dict(os.environ)
     if level != "native":
         env["HX_SIMD"] = level
+    if repack:
+        env["HX_REPACK"] = REPACK_ENV[repack]
     return env
 
 
-def hetero_once(model, a, level):
+def hetero_once(model, a, level, repack=None):
     out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", str(a.p), "-n", str(a.n),
                           "-t", str(a.t), "-r", "1", "--devices", "cpu", "-o", "json"],
-                         check=True, capture_output=True, text=True, env=hetero_env(level)).stdout
+                         check=True, capture_output=True, text=True, env=hetero_env(level, repack)).stdout
     return parse_hetero(out)
 
 
@@ -248,13 +257,14 @@ def seen(tests_commit, commits):
     return tests_commit[0]
 
 
-def alternate(reps, first, second):
-    """Medians of {test: t/s} of two measurements run in alternation."""
-    samples = ({}, {})
+def alternate(reps, *fns):
+    """Medians of {test: t/s} of measurements run in alternation, one
+    repetition each in turn, the order reversed every other repetition."""
+    samples = tuple({} for _ in fns)
     for r in range(reps):
-        order = ((0, first), (1, second)) if r % 2 == 0 else ((1, second), (0, first))
-        for who, fn in order:
-            for test, ts in fn().items():
+        order = list(range(len(fns)))
+        for who in (order if r % 2 == 0 else order[::-1]):
+            for test, ts in fns[who]().items():
                 samples[who].setdefault(test, []).append(ts)
     return tuple({t: statistics.median(v) for t, v in s.items()} for s in samples)
 
@@ -311,14 +321,16 @@ def compare(a):
                 bench, llama_level = a.llama_bench, "native"
                 if level == "avx2" and a.llama_bench_avx2:
                     bench, llama_level = a.llama_bench_avx2, "avx2"
-                hs, ls = alternate(a.r, lambda: hetero_once(path, a, level),
-                                   lambda: seen(llama_once(bench, path, a), commits))
-                for test in (f"pp{a.p}", f"tg{a.n}"):
-                    h, l = hs.get(test), ls.get(test)
-                    roof = ""
-                    if test.startswith("tg") and h and l:
-                        roof = f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
-                    row(label, typ, level, llama_level, test, h, l, roof)
+                repacks = a.repack.split(",") if a.repack else [None]
+                fns = [lambda rp=rp: hetero_once(path, a, level, rp) for rp in repacks]
+                *hss, ls = alternate(a.r, *fns, lambda: seen(llama_once(bench, path, a), commits))
+                for rp, hs in zip(repacks, hss):
+                    for test in (f"pp{a.p}", f"tg{a.n}"):
+                        h, l = hs.get(test), ls.get(test)
+                        roof = ""
+                        if test.startswith("tg") and h and l:
+                            roof = f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
+                        row(label, typ, f"{level}, repack {rp}" if rp else level, llama_level, test, h, l, roof)
             if a.batch and a.llama_batched_bench:
                 hs, ls = alternate(a.r, lambda: hetero_batched_once(path, a, levels[0]),
                                    lambda: llama_batched_once(a.llama_batched_bench, path, a))
@@ -369,6 +381,11 @@ def self_test():
     tied = gguf([("token_embd.weight", 64), ("blk.0.attn_q.weight", 96)])
     assert decode_bytes_of(gguf_tensors(tied), len(tied)) == 160
     assert batched_name(64, 16, 0) == "tg64x16"
+    calls = []
+    med = alternate(2, lambda: calls.append("a") or {"tg": len(calls)}, lambda: calls.append("b") or {"tg": 0},
+                    lambda: calls.append("c") or {"tg": 1.0})
+    assert calls == ["a", "b", "c", "c", "b", "a"], calls
+    assert med == ({"tg": 3.5}, {"tg": 0}, {"tg": 1.0}), med
     print("compare-llamacpp: self-test passed")
 
 
@@ -383,6 +400,7 @@ def main():
     ap.add_argument("--model", action="append", default=[])
     ap.add_argument("--requantize", default="")
     ap.add_argument("--simd", default="native")
+    ap.add_argument("--repack", default="", help="on,off: hetero with and without repacked weights (HX_REPACK)")
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-t", type=int, default=2)
@@ -400,6 +418,9 @@ def main():
     for level in a.simd.split(","):
         if level not in ("native", "scalar", "avx2", "avx512"):
             ap.error(f"--simd: '{level}' is none of native, scalar, avx2, avx512")
+    for rp in filter(None, a.repack.split(",")):
+        if rp not in REPACK_ENV:
+            ap.error(f"--repack: '{rp}' is none of on, off")
     compare(a)
 
 

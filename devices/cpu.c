@@ -38,6 +38,7 @@ static void cpu_share(void *ctx, int ith, int nth)
         .sizes = job->x->sizes,
         .args = job->x->args,
         .scratch = job->scratch,
+        .layouts = job->x->cpu_layouts,
     };
     int rc = job->fn(&call);
     if (rc) {

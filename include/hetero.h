@@ -267,6 +267,10 @@ typedef struct {
     const size_t *sizes;
     const void *args;
     void *scratch;           /* cpu_scratch() bytes, 64-byte aligned, shared by all shares */
+    /* Per buffer, the same data in a layout hetero made for its own CPU
+     * kernels (a model's weights repacked), or NULL: always NULL for
+     * buffers an application creates. */
+    const void *const *layouts;
 } hx_cpu_call;
 
 /* An OpenCL launch: filled by the codelet from its arguments. */
@@ -408,6 +412,13 @@ typedef struct {
      * degrade the text); one whose KV cache cannot fit in memory is refused
      * with HX_ERR_NO_MEMORY. */
     uint32_t n_ctx;
+    /* Weight matrices repacked for the CPU's kernels at load: a copy with
+     * eight rows interleaved block by block (Q4_0, Q4_1, Q8_0, Q4_K; rows a multiple of
+     * eight), read by the CPU's matmul, beside the mapped file that other
+     * devices read (hx_model_info.repacked_bytes says how much memory).
+     * 0 = HX_REPACK, else on for the types where it is faster; 1 = on,
+     * -1 = off. */
+    int repack;
 } hx_model_options;
 
 typedef struct {
@@ -429,6 +440,7 @@ typedef struct {
      * tokenizer.ggml.add_bos_token / add_eos_token, else the vocabulary's
      * default): what hx_model_tokenize's add_special adds. */
     int add_bos, add_eos;
+    uint64_t repacked_bytes; /* the weights' repacked copies (hx_model_options.repack) */
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);

@@ -7,6 +7,7 @@
 
 #include "kernels_cpu/cpu_kernels.h"
 #include "kernels_cpu/quant.h"
+#include "kernels_cpu/repack.h"
 #include "ops/ops.h"
 
 #define ALIGN64(n) (((n) + 63) & ~(size_t)63)
@@ -98,6 +99,46 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
 /* Bytes of weight rows a thread keeps in L2 while the token tiles pass. */
 #define MATMUL_BLOCK (128u << 10)
 
+/* The weights' repacked copy (kernels_cpu/repack.h), where the buffer has
+ * one for this shape and the current level a kernel for it. */
+static const hx_repacked *repacked_weights(const hx_cpu_call *c, const hx_op_matmul *a)
+{
+    const hx_repacked *r = c->layouts ? c->layouts[0] : NULL;
+    if (!r || r->type != (hx_type)a->wtype || r->K != a->K || r->N != a->N || !hx_repack_gemm(r->type))
+        return NULL;
+    return r;
+}
+
+/* As below over the interleaved copy: groups of HX_REPACK_ROWS rows, each
+ * one sequential stream, blocked for L2 the same way. */
+static int matmul_repacked(const hx_cpu_call *c, const hx_op_matmul *a, const hx_repacked *r, size_t arow)
+{
+    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type);
+    float *y = c->buffers[2];
+    const float *bias = a->has_bias ? c->buffers[3] : NULL;
+    const uint8_t *xq = c->scratch;
+    uint64_t glo, ghi;
+    hx_cpu_split(a->N / HX_REPACK_ROWS, c->ith, c->nth, &glo, &ghi);
+    uint64_t gb = MATMUL_BLOCK / r->group_bytes;
+    if (gb < 1)
+        gb = 1;
+    for (uint64_t g0 = glo; g0 < ghi; g0 += gb) {
+        const uint64_t g1 = g0 + gb < ghi ? g0 + gb : ghi;
+        for (uint32_t t = 0; t < a->T; t += HX_GEMM_COLS) {
+            const int nc = a->T - t < HX_GEMM_COLS ? (int)(a->T - t) : HX_GEMM_COLS;
+            for (uint64_t g = g0; g < g1; g++) {
+                const uint64_t n = g * HX_REPACK_ROWS;
+                float *yr = y + (uint64_t)t * a->N + n;
+                gemm(a->K, nc, yr, a->N, r->data + g * r->group_bytes, xq + (uint64_t)t * arow, arow);
+                for (int k = 0; bias && k < nc; k++)
+                    for (int i = 0; i < HX_REPACK_ROWS; i++)
+                        yr[(uint64_t)k * a->N + i] += bias[n + i];
+            }
+        }
+    }
+    return 0;
+}
+
 int hx_cpu_matmul(const hx_cpu_call *c)
 {
     const hx_op_matmul *a = c->args;
@@ -108,6 +149,9 @@ int hx_cpu_matmul(const hx_cpu_call *c)
         return HX_ERR_UNSUPPORTED;
     if (c->sizes[0] < wrow * a->N)
         return HX_ERR_RANGE;
+    const hx_repacked *r = repacked_weights(c, a);
+    if (r)
+        return matmul_repacked(c, a, r, arow);
     const uint8_t *W = c->buffers[0];
     float *y = c->buffers[2];
     const float *bias = a->has_bias ? c->buffers[3] : NULL;

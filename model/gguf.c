@@ -612,6 +612,15 @@ const void *hx_gguf_data(const hx_gguf *g, size_t *size)
     return g ? g->base : NULL;
 }
 
+void hx_gguf_release_pages(const hx_gguf *g, const void *p, size_t size)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, b = a + size;
+    const uintptr_t lo = (a + page - 1) / page * page, hi = b / page * page;
+    if (!g || !g->mapped || a < (uintptr_t)g->base || b > (uintptr_t)g->base + g->size || hi <= lo)
+        return;
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static int cmp_ref(const void *key, const void *elem)
 {
     return strcmp((const char *)key, ((const hx_gguf_name_ref *)elem)->name);

@@ -74,6 +74,10 @@ void hx_gguf_close(hx_gguf *g);
 uint32_t hx_gguf_version(const hx_gguf *g);
 uint64_t hx_gguf_alignment(const hx_gguf *g);
 const void *hx_gguf_data(const hx_gguf *g, size_t *size); /* whole mapping */
+/* Tells the OS that the mapped pages wholly inside [p, p + size) are not
+ * needed for now (they come back from the file if read again); nothing
+ * for bytes the reader does not map. */
+void hx_gguf_release_pages(const hx_gguf *g, const void *p, size_t size);
 /* File offset of the data section (tensor offsets count from here). */
 uint64_t hx_gguf_data_offset(const hx_gguf *g);
 

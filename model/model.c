@@ -385,6 +385,8 @@ static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_opt
             s = read_chat_template(m);
         if (s == HX_OK)
             s = hx_model_prepare(m, opts);
+        if (s == HX_OK)
+            s = hx_model_repack(m);
     }
     if (s) {
         hx_error_context(s, "loading %s", path);

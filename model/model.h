@@ -83,6 +83,9 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts);
 /* Makes a model just built an open handle of its runtime and gives it to
  * the caller (*out), or frees it (*out = NULL) and says why (model.c). */
 hx_status hx_model_opened(hx_model *m, hx_model **out);
+/* Repacks the weight matrices for the CPU as opts.repack asks
+ * (model/weights_repack.c). */
+hx_status hx_model_repack(hx_model *m);
 /* Frees everything the model owns; no handle check (a failed load). */
 void hx_model_destroy(hx_model *m);
 /* The activation set for a batch of T tokens (model/activations.c). */

@@ -155,6 +155,14 @@ hx_status hx_buffer_set_blocks(hx_buffer *b, size_t block_bytes)
     return hx_api_leave(buffer_set_blocks(b, block_bytes));
 }
 
+void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *layout))
+{
+    if (b->cpu_layout_free)
+        b->cpu_layout_free(b->cpu_layout);
+    b->cpu_layout = layout;
+    b->cpu_layout_free = free_fn;
+}
+
 /* Waits until no submitted task uses the buffer. */
 static void wait_unused(hx_buffer *b)
 {
@@ -189,6 +197,8 @@ void hx_buffer_destroy(hx_buffer *b)
         if (b->handle[d] && dev->ops->release && b->handle[d] != b->host)
             dev->ops->release(dev, b->handle[d]);
     }
+    if (b->cpu_layout_free)
+        b->cpu_layout_free(b->cpu_layout);
     if (b->owns_host && b->host) {
         if (b->numa_alloc)
             numa_free(b->host, b->size);

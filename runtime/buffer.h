@@ -41,6 +41,12 @@ struct hx_buffer {
     uint32_t valid_one;
     uint64_t reads;  /* tasks that read it so far (dmda amortizes copies of read-only data over them) */
     void *handle[HX_MAX_DEVICES];
+
+    /* The same data laid out for the CPU's kernels (a model's weights
+     * repacked, kernels_cpu/repack.h): opaque here, handed to CPU tasks
+     * beside the host pointer, freed with the buffer.  NULL: none. */
+    void *cpu_layout;
+    void (*cpu_layout_free)(void *layout);
 };
 
 /* The blocks a task names for a buffer: ids of a divided buffer's blocks
@@ -75,6 +81,9 @@ static inline hx_block_list hx_task_blocks(const hx_task *t)
 {
     return (hx_block_list){t->desc.blocks, t->desc.nblocks};
 }
+/* Gives a read-only buffer its CPU layout (struct hx_buffer says what);
+ * the buffer frees it with free_fn. */
+void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *layout));
 /* From now on no task writes it (a model's weights). */
 void hx_buffer_set_read_only(hx_buffer *b);
 

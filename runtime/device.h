@@ -26,6 +26,7 @@ typedef struct {
     void *host[HX_TASK_MAX_BUFFERS]; /* host pointers (valid when node is host) */
     size_t sizes[HX_TASK_MAX_BUFFERS];
     hx_access modes[HX_TASK_MAX_BUFFERS];
+    const void *cpu_layouts[HX_TASK_MAX_BUFFERS]; /* hx_buffer.cpu_layout, for the CPU device */
 } hx_exec;
 
 /* Options that discovery needs (resolved from hx_runtime_options + env). */

@@ -36,6 +36,7 @@ static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
         x->host[i] = b->host;
         x->sizes[i] = b->size;
         x->modes[i] = desc->modes[i];
+        x->cpu_layouts[i] = b->cpu_layout;
     }
     return HX_OK;
 }

@@ -1,0 +1,128 @@
+/* Repacked weight matrices (repack.h): writing the interleaved copy, and
+ * choosing its kernel for the current SIMD level. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_cpu/quant_impl.h"
+#include "kernels_cpu/repack.h"
+#include "runtime/error.h"
+
+size_t hx_repack_block_bytes(hx_type t)
+{
+    const size_t scales = HX_REPACK_ROWS * sizeof(hx_half);
+    switch (t) {
+    case HX_TYPE_Q4_0: return scales + HX_REPACK_ROWS * HX_QK / 2;
+    case HX_TYPE_Q8_0: return scales + HX_REPACK_ROWS * HX_QK;
+    case HX_TYPE_Q4_1: return 2 * scales + HX_REPACK_ROWS * HX_QK / 2;
+    case HX_TYPE_Q4_K: return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * HX_QK_K / 2;
+    default: return 0;
+    }
+}
+
+/* Elements per block of the types with a layout. */
+static uint64_t block_elems(hx_type t) { return t == HX_TYPE_Q4_K ? HX_QK_K : HX_QK; }
+
+int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
+{
+    return hx_repack_block_bytes(t) && K && K % block_elems(t) == 0 && N && N % HX_REPACK_ROWS == 0;
+}
+
+/* One repacked block from the HX_REPACK_ROWS source blocks i of the
+ * group's rows (row_bytes apart): scales (and Q4_1's mins), then quants
+ * four bytes a row at a time; xor_mask (0x88 in each byte) turns Q4_0's
+ * unsigned nibbles into signed ones. */
+static void pack_block(uint8_t *dst, const uint8_t *src, size_t row_bytes, hx_type t, size_t qs_off,
+                       size_t qs_bytes, uint32_t xor_mask)
+{
+    const int halves = t == HX_TYPE_Q4_1 ? 2 : 1; /* d, or d and m: the block's first fields */
+    for (int h = 0; h < halves; h++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++)
+            memcpy(dst + (h * HX_REPACK_ROWS + r) * sizeof(hx_half), src + r * row_bytes + h * sizeof(hx_half),
+                   sizeof(hx_half));
+    uint8_t *q = dst + halves * HX_REPACK_ROWS * sizeof(hx_half);
+    for (size_t k = 0; k < qs_bytes / 4; k++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++) {
+            const uint32_t v = hx_ld32(src + r * row_bytes + qs_off + 4 * k) ^ xor_mask;
+            memcpy(q + k * 4 * HX_REPACK_ROWS + 4 * r, &v, 4);
+        }
+}
+
+/* One Q4_K super-block of the group's rows (repack.h's layout). */
+static void pack_q4_K(uint8_t *dst, const uint8_t *src, size_t row_bytes)
+{
+    uint8_t *sc = dst + 2 * HX_REPACK_ROWS * sizeof(hx_half), *mn = sc + 8 * HX_REPACK_ROWS;
+    for (int r = 0; r < HX_REPACK_ROWS; r++) {
+        const uint8_t *b = src + r * row_bytes;
+        memcpy(dst + r * sizeof(hx_half), b + offsetof(hx_block_q4_K, d), sizeof(hx_half));
+        memcpy(dst + (HX_REPACK_ROWS + r) * sizeof(hx_half), b + offsetof(hx_block_q4_K, dmin), sizeof(hx_half));
+        for (int j = 0; j < 8; j++)
+            hx_quant_k4_scale_min(b + offsetof(hx_block_q4_K, scales), j, &sc[j * HX_REPACK_ROWS + r],
+                                  &mn[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2]);
+    }
+    uint8_t *q = mn + 8 * HX_REPACK_ROWS;
+    for (int k = 0; k < HX_QK_K / 2 / 4; k++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++)
+            memcpy(q + k * 4 * HX_REPACK_ROWS + 4 * r, src + r * row_bytes + offsetof(hx_block_q4_K, qs) + 4 * k, 4);
+}
+
+hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx_repacked **out)
+{
+    *out = NULL;
+    if (!hx_repack_supported(t, K, N))
+        return hx_error(HX_ERR_UNSUPPORTED, "no repacked layout for a %s matrix of %llu x %llu",
+                        hx_type_name(t), (unsigned long long)N, (unsigned long long)K);
+    const size_t row_bytes = hx_type_row_size(t, K), nb = K / block_elems(t), blk = hx_repack_block_bytes(t);
+    const size_t src_blk = hx_type_get(t)->type_size;
+    const size_t qs_off = t == HX_TYPE_Q4_0   ? offsetof(hx_block_q4_0, qs)
+                          : t == HX_TYPE_Q4_1 ? offsetof(hx_block_q4_1, qs)
+                                              : offsetof(hx_block_q8_0, qs);
+    const size_t qs_bytes = t == HX_TYPE_Q8_0 ? HX_QK : HX_QK / 2;
+    const uint32_t xor_mask = t == HX_TYPE_Q4_0 ? 0x88888888u : 0;
+    hx_repacked *r = calloc(1, sizeof *r);
+    if (!r)
+        return hx_error(HX_ERR_NO_MEMORY, "repacked %s matrix", hx_type_name(t));
+    r->type = t;
+    r->K = K;
+    r->N = N;
+    r->group_bytes = nb * blk;
+    r->bytes = r->group_bytes * (N / HX_REPACK_ROWS);
+    if (posix_memalign((void **)&r->data, 64, r->bytes) != 0) {
+        const size_t bytes = r->bytes;
+        free(r);
+        return hx_error(HX_ERR_NO_MEMORY, "repacked %s matrix of %zu bytes", hx_type_name(t), bytes);
+    }
+    const uint8_t *src = rows;
+    for (uint64_t g = 0; g < N / HX_REPACK_ROWS; g++)
+        for (size_t i = 0; i < nb; i++) {
+            uint8_t *dst = r->data + g * r->group_bytes + i * blk;
+            const uint8_t *from = src + g * HX_REPACK_ROWS * row_bytes + i * src_blk;
+            if (t == HX_TYPE_Q4_K)
+                pack_q4_K(dst, from, row_bytes);
+            else
+                pack_block(dst, from, row_bytes, t, qs_off, qs_bytes, xor_mask);
+        }
+    *out = r;
+    return HX_OK;
+}
+
+void hx_repack_free(void *repacked)
+{
+    hx_repacked *r = repacked;
+    if (r)
+        free(r->data);
+    free(r);
+}
+
+hx_repack_gemm_fn hx_repack_gemm_level(hx_type t, hx_simd_level level)
+{
+    static const hx_repack_gemm_fn *const levels[HX_SIMD_COUNT] = {
+        hx_repack_scalar_kernels, hx_repack_avx2_kernels, hx_repack_avx512_kernels};
+    if ((unsigned)t >= HX_TYPE_COUNT || (unsigned)level >= HX_SIMD_COUNT || level > hx_cpu_simd_max())
+        return NULL;
+    for (int l = (int)level; l >= 0; l--) /* a level without its own falls back to the one below */
+        if (levels[l][t])
+            return levels[l][t];
+    return NULL;
+}
+
+hx_repack_gemm_fn hx_repack_gemm(hx_type t) { return hx_repack_gemm_level(t, hx_quant_level()); }

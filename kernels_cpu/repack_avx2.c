@@ -1,0 +1,9 @@
+/* The repacked layouts' AVX2 kernels (repack_x86.h): u8 x s8 lane sums by
+ * maddubs (pairs into int16, which cannot saturate here) then madd. */
+#include <immintrin.h>
+
+#define REPACK_DOT(acc, u, s) \
+    _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#define REPACK_LEVEL hx_repack_avx2_kernels
+
+#include "kernels_cpu/repack_x86.h"

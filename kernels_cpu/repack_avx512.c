@@ -1,0 +1,8 @@
+/* The repacked layouts' AVX-512 kernels (repack_x86.h): the same ymm
+ * tiles with VNNI's vpdpbusd, one instruction for maddubs, madd and add. */
+#include <immintrin.h>
+
+#define REPACK_DOT(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define REPACK_LEVEL hx_repack_avx512_kernels
+
+#include "kernels_cpu/repack_x86.h"

@@ -1,0 +1,106 @@
+/* The repacked layouts' plain kernels: the arithmetic repack.h states,
+ * one output at a time (the SIMD levels compute the same bits). */
+#include <math.h>
+
+#include "kernels_cpu/quant_impl.h"
+#include "kernels_cpu/repack.h"
+
+/* Quant j (0..31) of row r in a repacked block's quants. */
+static int q8_at(const uint8_t *q, int r, int j) { return (int8_t)q[(j / 4) * 32 + 4 * r + j % 4]; }
+
+/* Q4_0's signed nibbles: element j < 16 in byte j's low nibble, j + 16 in
+ * its high one, each stored as (q - 8) in two's complement. */
+static int q4_at(const uint8_t *q, int r, int j)
+{
+    const uint8_t b = q[((j % 16) / 4) * 32 + 4 * r + j % 4];
+    return (int8_t)(j < 16 ? (uint8_t)(b << 4) : (uint8_t)(b & 0xf0)) / 16;
+}
+
+/* Q4_1's nibbles, unsigned. */
+static int q4u_at(const uint8_t *q, int r, int j)
+{
+    const uint8_t b = q[((j % 16) / 4) * 32 + 4 * r + j % 4];
+    return j < 16 ? b & 15 : b >> 4;
+}
+
+/* The 32-element types: per block the integer dot of quant j (from `at`)
+ * with the activations' (Q8_0, or Q8_1 with `mins`: Q4_1, whose block's
+ * min then meets the activations' s, their d times their sum). */
+static void gemm_x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by,
+                    int (*at)(const uint8_t *, int, int), hx_type t, int mins)
+{
+    const size_t blk = hx_repack_block_bytes(t), H = sizeof(hx_half), q0 = (mins ? 2 : 1) * HX_REPACK_ROWS * H;
+    const size_t A = mins ? sizeof(hx_block_q8_1) : sizeof(hx_block_q8_0);
+    const size_t AQ = mins ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++) {
+            const uint8_t *w = group, *a = (const uint8_t *)y + c * by;
+            float acc = 0;
+            for (int64_t i = 0; i < K / HX_QK; i++, w += blk, a += A) {
+                int32_t isum = 0;
+                for (int j = 0; j < HX_QK; j++)
+                    isum += at(w + q0, r, j) * (int8_t)a[AQ + j];
+                const float d = hx_fp16_to_fp32(hx_ld16(w + r * H)) * hx_fp16_to_fp32(hx_ld16(a));
+                acc = fmaf((float)isum, d, acc);
+                if (mins)
+                    acc = fmaf(hx_fp16_to_fp32(hx_ld16(w + (HX_REPACK_ROWS + r) * H)),
+                               hx_fp16_to_fp32(hx_ld16(a + offsetof(hx_block_q8_1, s))), acc);
+            }
+            s[c * ss + r] = acc;
+        }
+}
+
+static void gemm_q4_0x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    gemm_x8(K, C, s, ss, group, y, by, q4_at, HX_TYPE_Q4_0, 0);
+}
+
+static void gemm_q4_1x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    gemm_x8(K, C, s, ss, group, y, by, q4u_at, HX_TYPE_Q4_1, 1);
+}
+
+static void gemm_q8_0x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    gemm_x8(K, C, s, ss, group, y, by, q8_at, HX_TYPE_Q8_0, 0);
+}
+
+/* Q4_K, sub-block by sub-block (a pair's 32 bytes hold sub-block 2p in
+ * their low nibbles, 2p + 1 in their high ones). */
+static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    const size_t blk = hx_repack_block_bytes(HX_TYPE_Q4_K), H = sizeof(hx_half);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++) {
+            const uint8_t *w = group, *a = (const uint8_t *)y + c * by;
+            float acc = 0;
+            for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, a += sizeof(hx_block_q8_K)) {
+                const uint8_t *sc = w + 2 * HX_REPACK_ROWS * H, *mn = sc + 8 * HX_REPACK_ROWS;
+                const uint8_t *q = mn + 8 * HX_REPACK_ROWS;
+                const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+                int32_t S = 0, M = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t isum = 0, asum = 0;
+                    for (int e = 0; e < 32; e++) {
+                        const int byte = (j / 2) * 32 + e; /* the byte holding it in the row's qs */
+                        const uint8_t b = q[(byte / 4) * 4 * HX_REPACK_ROWS + 4 * r + byte % 4];
+                        isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                        asum += aq[32 * j + e];
+                    }
+                    S += sc[j * HX_REPACK_ROWS + r] * isum;
+                    M += mn[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2] * asum;
+                }
+                const float dy = hx_ldf(a + offsetof(hx_block_q8_K, d));
+                acc = fmaf((float)S, hx_fp16_to_fp32(hx_ld16(w + r * H)) * dy, acc);
+                acc = fmaf(-(float)M, hx_fp16_to_fp32(hx_ld16(w + (HX_REPACK_ROWS + r) * H)) * dy, acc);
+            }
+            s[c * ss + r] = acc;
+        }
+}
+
+const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q4_1] = gemm_q4_1x8,
+    [HX_TYPE_Q4_K] = q4_K_gemm,
+    [HX_TYPE_Q4_0] = gemm_q4_0x8,
+    [HX_TYPE_Q8_0] = gemm_q8_0x8,
+};

@@ -1,0 +1,253 @@
+/* The repacked layouts' x86 kernels (repack.h), written once for the
+ * AVX2 and AVX-512 files that include this: each defines
+ * REPACK_DOT(acc, u, s), acc + the sums of each 32-bit lane's four
+ * products u8 x s8 (maddubs then madd at AVX2, VNNI's vpdpbusd at
+ * AVX-512), and REPACK_LEVEL, the name of its kernel table.
+ *
+ * A group's eight rows sit in the eight 32-bit lanes of a ymm register,
+ * so a block's integer sums come out one lane per row, are converted
+ * once, and meet the eight rows' scales in one FMA: no horizontal sums.
+ * Signed weights w times activations a go through u8 x s8 as
+ * |w| x (a with w's sign).  Sums are exact (no int16 step can saturate:
+ * |w| <= 128, |a| <= 127, two products a step), so every level gives the
+ * bits of the plain loop (repack_scalar.c). */
+#ifndef HX_KERNELS_CPU_REPACK_X86_H
+#define HX_KERNELS_CPU_REPACK_X86_H
+
+#include <immintrin.h>
+
+#include "kernels_cpu/quant_impl.h"
+#include "kernels_cpu/repack.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define REPACK_SCALES (HX_REPACK_ROWS * sizeof(hx_half))
+
+/* Activation bytes p[0..3] in every lane. */
+static inline __m256i bcast4(const uint8_t *p) { return _mm256_set1_epi32((int)hx_ld32(p)); }
+
+/* The block HX_QUANT_PREFETCH bytes ahead, every cache line of it: a
+ * group's blocks are one stream, and the matrix's groups follow each
+ * other, so this runs on into the next group. */
+static inline void prefetch_block(const uint8_t *w, size_t blk)
+{
+    for (size_t off = 0; off < blk; off += 64)
+        _mm_prefetch((const char *)w + HX_QUANT_PREFETCH + off, _MM_HINT_T0);
+}
+
+/* acc + w x a per lane, w signed. */
+static inline __m256i dot_signed(__m256i acc, __m256i w, __m256i a)
+{
+    return REPACK_DOT(acc, _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+}
+
+/* The block's scales times each column's activation scale, into the
+ * eight-lane accumulators: one FMA per column per block. */
+static inline __attribute__((always_inline)) void scale_block(__m256 *acc, const __m256i *isum, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C, int shift)
+{
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+        const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(hx_ld16(y + c * by))));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(isum[c], shift)), d, acc[c]);
+    }
+}
+
+/* Q4_0: per 32-byte chunk k, low nibbles are elements 4k..4k+3 of each
+ * row, high nibbles 16 + 4k..; both read as 16 (q - 8) (repack.h), so
+ * the sum is shifted right by 4 (exactly: it is a multiple of 16). */
+static inline __attribute__((always_inline)) void q4_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    const __m256i hi = _mm256_set1_epi8((char)0xf0);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
+        const __m256i lo = _mm256_and_si256(_mm256_slli_epi16(v, 4), hi), up = _mm256_and_si256(v, hi);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k;
+            isum[c] = dot_signed(isum[c], lo, bcast4(a));
+            isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+        }
+    }
+}
+
+/* Q8_0: chunk k holds elements 4k..4k+3 of each row. */
+static inline __attribute__((always_inline)) void q8_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = dot_signed(isum[c], v, bcast4(y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k));
+    }
+}
+
+/* Q4_1: Q4_0's chunks, unsigned, against Q8_1 activations. */
+static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * REPACK_SCALES + 32 * k));
+        const __m256i lo = _mm256_and_si256(v, low), up = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + offsetof(hx_block_q8_1, qs) + 4 * k;
+            isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
+            isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
+        }
+    }
+}
+
+/* The 32-element types: per block, `sums` gives each column's eight lane
+ * sums (times 2^shift), which meet the scales; with MINS (Q4_1) the rows'
+ * mins then meet the activation block's s.  A: the activation block. */
+static inline __attribute__((always_inline)) void x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                          const uint8_t *y, size_t by, const int C, const size_t blk,
+                                                          const size_t A, const int shift, const int MINS,
+                                                          void (*sums)(__m256i *, const uint8_t *, const uint8_t *,
+                                                                       size_t, int))
+{
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i isum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = _mm256_setzero_si256();
+        sums(isum, w, y, by, C);
+        scale_block(acc, isum, w, y, by, C, shift);
+        if (MINS) {
+            const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + REPACK_SCALES)));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                acc[c] = _mm256_fmadd_ps(m, _mm256_set1_ps(_cvtsh_ss(hx_ld16(y + c * by + offsetof(hx_block_q8_1, s)))),
+                                         acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
+static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_0), 4, 0,
+            q4_0x8_sums);
+}
+
+static inline __attribute__((always_inline)) void q4_1x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_1), 0, 1,
+            q4_1x8_sums);
+}
+
+static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK, sizeof(hx_block_q8_0), 0, 0,
+            q8_0x8_sums);
+}
+
+/* Q4_K: per pair of sub-blocks p, chunk k's low nibbles are elements
+ * 64p + 4k.. of each row, its high ones 64p + 32 + 4k..; unsigned, so
+ * they meet the activations as they are.  Each sub-block's lane sums are
+ * multiplied by the rows' scales in integers; the mins meet the pairs of
+ * sub-block activation sums (from the Q8_K bsums) in one madd a pair. */
+static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    const size_t A = sizeof(hx_block_q8_K), SC = 2 * REPACK_SCALES, MN = SC + 8 * HX_REPACK_ROWS,
+                 Q = MN + 8 * HX_REPACK_ROWS, blk = Q + HX_REPACK_ROWS * HX_QK_K / 2;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i S[HX_GEMM_COLS], M[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            S[c] = M[c] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            __m256i lo_sum[HX_GEMM_COLS], hi_sum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                lo_sum[c] = hi_sum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w + Q + 256 * p + 32 * k));
+                const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    const uint8_t *a = y + c * by + offsetof(hx_block_q8_K, qs) + 64 * p + 4 * k;
+                    lo_sum[c] = REPACK_DOT(lo_sum[c], lo, bcast4(a));
+                    hi_sum[c] = REPACK_DOT(hi_sum[c], hi, bcast4(a + 32));
+                }
+            }
+            const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p)));
+            const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p + 8)));
+            const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + MN + 16 * p)));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const uint8_t *bs = y + c * by + offsetof(hx_block_q8_K, bsums) + 8 * p; /* bsums 4p .. 4p+3 */
+                const uint32_t pair = (uint16_t)((int16_t)hx_ld16(bs) + (int16_t)hx_ld16(bs + 2)) |
+                                      (uint32_t)(uint16_t)((int16_t)hx_ld16(bs + 4) + (int16_t)hx_ld16(bs + 6)) << 16;
+                S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(lo_sum[c], sc_lo),
+                                                               _mm256_mullo_epi32(hi_sum[c], sc_hi)));
+                M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)pair)));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+        const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + REPACK_SCALES)));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256 dy = _mm256_set1_ps(hx_ldf(y + c * by));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[c]), _mm256_mul_ps(dw, dy), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(M[c]), _mm256_mul_ps(dm, dy), acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
+/* Entries with the column count as a constant, so the tiles unroll. */
+#define REPACK_BY_COLS(name, tile)                                                                     \
+    static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
+    {                                                                                                  \
+        switch (C) {                                                                                   \
+        case 4: tile(K, s, ss, group, y, by, 4); break;                                                \
+        case 3: tile(K, s, ss, group, y, by, 3); break;                                                \
+        case 2: tile(K, s, ss, group, y, by, 2); break;                                                \
+        default: tile(K, s, ss, group, y, by, 1); break;                                               \
+        }                                                                                              \
+    }
+
+REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
+REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
+REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
+REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
+
+const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q4_0] = gemm_q4_0x8,
+    [HX_TYPE_Q8_0] = gemm_q8_0x8,
+    [HX_TYPE_Q4_1] = gemm_q4_1x8,
+    [HX_TYPE_Q4_K] = gemm_q4_Kx8,
+};
+
+#endif

@@ -1,0 +1,392 @@
+/* Suite repack: weight matrices repacked for the CPU (kernels_cpu/repack.h).
+ *
+ * What is checked, and against what:
+ *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K): every SIMD level's repacked gemm, 1..4 activation rows, on
+ *    random rows quantized from random floats, equals bit for bit a plain
+ *    loop over the original rows (per block the exact integer dot, then
+ *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic, Q4_1's
+ *    min and Q4_K's as it states), and lies
+ *    within the quant suite's float bound of the row kernels' vec_dot;
+ *  - the CPU's matmul over a weight with a repacked copy: equal to the
+ *    plain loop bit for bit, bias included, any token count and share
+ *    count, a token's outputs the same alone as in a batch of five;
+ *  - shapes and types without a layout are refused with an error naming
+ *    them;
+ *  - whole models (synthetic, Q4_0, Q4_1, Q8_0 and Q4_K): the copies are made when
+ *    asked and only then, the evaluation reads them (a zeroed copy changes
+ *    the logits), and the logits with and without them agree within
+ *    REPACK_LOGITS_TOL with the same argmax.  Not bit for bit in general:
+ *    the row kernels sum in another order (half blocks at AVX2); on these
+ *    models the difference mostly vanishes in the next matmul's 8-bit
+ *    activations (rel L2 0 to 5e-3 measured). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/quant.h"
+#include "kernels_cpu/repack.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "ops/ops.h"
+#include "runtime/buffer.h"
+#include "tests/hx_test.h"
+
+/* As the quant suite's DOT_TOL: float32 summation of a few thousand block
+ * terms against sum |w_i a_i|. */
+#define DOT_TOL 1e-5
+/* Logits with and without repacked weights, relative L2: the float
+ * summation order differs in every matmul, which moves activations across
+ * quantization steps; the levels without repacking differ as much from
+ * each other on these models (about 1e-3 measured). */
+#define REPACK_LOGITS_TOL 2e-2
+
+static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K};
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static float rng_normal(uint64_t *s)
+{
+    float u = 0;
+    for (int i = 0; i < 4; i++)
+        u += (float)((rng_next(s) >> 40) * (1.0 / 16777216.0));
+    return (u - 2.0f) * 1.7320508f;
+}
+
+/* N rows of K elements of t from random floats (scales vary by row). */
+static uint8_t *random_rows(hx_type t, uint64_t K, uint64_t N, uint64_t *seed)
+{
+    const size_t row = hx_type_row_size(t, K);
+    uint8_t *w = malloc(row * N);
+    float *x = malloc(K * sizeof *x);
+    for (uint64_t n = 0; n < N; n++) {
+        const float scale = 0.1f + (float)(n % 7);
+        for (uint64_t k = 0; k < K; k++)
+            x[k] = scale * rng_normal(seed);
+        hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->quantize_row(x, w + n * row, (int64_t)K);
+    }
+    free(x);
+    return w;
+}
+
+/* Quant j of a Q4_0/Q4_1/Q8_0/Q8_1 block, Q4_0's zero point removed. */
+static int quant_at(hx_type t, const uint8_t *blk, int j)
+{
+    if (t == HX_TYPE_Q8_0)
+        return ((const int8_t *)(blk + offsetof(hx_block_q8_0, qs)))[j];
+    if (t == HX_TYPE_Q8_1)
+        return ((const int8_t *)(blk + offsetof(hx_block_q8_1, qs)))[j];
+    if (t == HX_TYPE_Q4_1) {
+        const uint8_t b = blk[offsetof(hx_block_q4_1, qs) + j % 16];
+        return j < 16 ? b & 15 : b >> 4;
+    }
+    const uint8_t b = blk[offsetof(hx_block_q4_0, qs) + j % 16];
+    return (j < 16 ? b & 15 : b >> 4) - 8;
+}
+
+static float f16_at(const uint8_t *p)
+{
+    hx_half h;
+    memcpy(&h, p, sizeof h);
+    return hx_fp16_to_fp32(h);
+}
+
+/* Q4_K against Q8_K: per super-block, S = sum_j sc_j * (sub-block j's
+ * integer dot) and M = sum_j m_j * (sub-block j's activation sum), from
+ * the file's packed scales and the activation quants (not their bsums). */
+static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
+{
+    float acc = 0;
+    for (uint64_t i = 0; i < K / 256; i++, w += sizeof(hx_block_q4_K), a += sizeof(hx_block_q8_K)) {
+        const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+        const uint8_t *q = w + offsetof(hx_block_q4_K, qs);
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            hx_quant_k4_scale_min(w + offsetof(hx_block_q4_K, scales), j, &sc, &m);
+            int32_t isum = 0, asum = 0;
+            for (int e = 0; e < 32; e++) {
+                const uint8_t b = q[(j / 2) * 32 + e];
+                isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                asum += aq[32 * j + e];
+            }
+            S += sc * isum;
+            M += m * asum;
+        }
+        float dy;
+        memcpy(&dy, a + offsetof(hx_block_q8_K, d), sizeof dy);
+        acc = fmaf((float)S, f16_at(w + offsetof(hx_block_q4_K, d)) * dy, acc);
+        acc = fmaf(-(float)M, f16_at(w + offsetof(hx_block_q4_K, dmin)) * dy, acc);
+    }
+    return acc;
+}
+
+/* repack.h's arithmetic over the original rows. */
+static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
+{
+    if (t == HX_TYPE_Q4_K)
+        return plain_dot_q4_K(K, w, a);
+    const hx_type at = t == HX_TYPE_Q4_1 ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
+    const size_t wb = hx_type_get(t)->type_size, ab = hx_type_get(at)->type_size;
+    float acc = 0;
+    for (uint64_t i = 0; i < K / 32; i++) {
+        int32_t isum = 0;
+        for (int j = 0; j < 32; j++)
+            isum += quant_at(t, w + i * wb, j) * quant_at(at, a + i * ab, j);
+        acc = fmaf((float)isum, f16_at(w + i * wb) * f16_at(a + i * ab), acc);
+        if (t == HX_TYPE_Q4_1) /* the min times the activations' d * sum */
+            acc = fmaf(f16_at(w + i * wb + offsetof(hx_block_q4_1, m)), f16_at(a + i * ab + offsetof(hx_block_q8_1, s)),
+                       acc);
+    }
+    return acc;
+}
+
+/* sum |w_i a_i| of the dequantized rows, the float bound's scale. */
+static double abs_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
+{
+    const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
+    float *wf = malloc(K * sizeof *wf), *af = malloc(K * sizeof *af);
+    hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->dequantize_row(w, wf, (int64_t)K);
+    hx_quant_ops_get_level(at, HX_SIMD_SCALAR)->dequantize_row(a, af, (int64_t)K);
+    double s = 0;
+    for (uint64_t k = 0; k < K; k++)
+        s += fabs((double)wf[k] * af[k]);
+    free(wf), free(af);
+    return s;
+}
+
+/* C activation rows of t's vec_dot_type. */
+static uint8_t *random_acts(hx_type t, uint64_t K, int C, uint64_t *seed)
+{
+    const hx_quant_ops *aq = hx_quant_ops_get_level(hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type,
+                                                    HX_SIMD_SCALAR);
+    const size_t row = hx_type_row_size(aq->type, K);
+    uint8_t *a = malloc(row * (size_t)C);
+    float *x = malloc(K * sizeof *x);
+    for (int c = 0; c < C; c++) {
+        for (uint64_t k = 0; k < K; k++)
+            x[k] = rng_normal(seed) * (c + 1);
+        aq->quantize_row(x, a + c * row, (int64_t)K);
+    }
+    free(x);
+    return a;
+}
+
+START_TEST(kernels_equal_plain_loop)
+{
+    static const uint64_t Ks[] = {32, 96, 256, 2048};
+    const int nK = sizeof Ks / sizeof *Ks;
+    uint64_t seed = 0x5eed1234u;
+    for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++)
+        for (int ki = 0; ki < nK; ki++) {
+            const hx_type t = repack_types[ti];
+            const uint64_t K = t == HX_TYPE_Q4_K ? Ks[ki] * 8 : Ks[ki], N = 24; /* K-quants: whole super-blocks */
+            const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
+            const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
+            uint8_t *w = random_rows(t, K, N, &seed), *a = random_acts(t, K, HX_GEMM_COLS, &seed);
+            hx_repacked *r;
+            HX_ASSERT_OK(hx_repack_make(t, K, N, w, &r));
+            ck_assert_uint_eq(r->bytes, r->group_bytes * (N / HX_REPACK_ROWS));
+            for (int l = 0; l < HX_SIMD_COUNT; l++) {
+                hx_repack_gemm_fn gemm = hx_repack_gemm_level(t, (hx_simd_level)l);
+                if (!gemm) {
+                    ck_assert_int_gt(l, (int)hx_cpu_simd_max()); /* only a level the CPU lacks has none */
+                    continue;
+                }
+                for (int C = 1; C <= HX_GEMM_COLS; C++)
+                    for (uint64_t g = 0; g < N / HX_REPACK_ROWS; g++) {
+                        float s[HX_GEMM_COLS * HX_REPACK_ROWS];
+                        gemm((int64_t)K, C, s, HX_REPACK_ROWS, r->data + g * r->group_bytes, a, arow);
+                        for (int c = 0; c < C; c++)
+                            for (int i = 0; i < HX_REPACK_ROWS; i++) {
+                                const uint8_t *wr = w + (g * HX_REPACK_ROWS + i) * wrow, *ar = a + c * arow;
+                                const float want = plain_dot(t, K, wr, ar), got = s[c * HX_REPACK_ROWS + i];
+                                ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                                              "%s K %llu level %s C %d row %llu col %d: %.9g, plain loop %.9g",
+                                              hx_type_name(t), (unsigned long long)K,
+                                              hx_cpu_simd_name((hx_simd_level)l), C,
+                                              (unsigned long long)(g * HX_REPACK_ROWS + i), c, got, want);
+                                float dot;
+                                hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot((int64_t)K, &dot, wr, ar);
+                                ck_assert_double_le(fabs((double)got - dot), DOT_TOL * abs_dot(t, K, wr, ar) + 1e-30);
+                            }
+                    }
+            }
+            hx_repack_free(r);
+            free(w);
+            free(a);
+        }
+}
+END_TEST
+
+START_TEST(refuses_what_it_cannot_lay_out)
+{
+    uint8_t rows[2048] = {0};
+    hx_repacked *r = (hx_repacked *)rows;
+    ck_assert(!hx_repack_supported(HX_TYPE_Q4_0, 64, 12)); /* rows not a multiple of 8 */
+    ck_assert(!hx_repack_supported(HX_TYPE_Q8_0, 48, 8));  /* not whole blocks */
+    ck_assert(!hx_repack_supported(HX_TYPE_F16, 64, 8));   /* no layout for the type */
+    ck_assert(hx_repack_supported(HX_TYPE_Q4_0, 64, 8));
+    ck_assert_int_eq(hx_repack_make(HX_TYPE_Q4_0, 64, 12, rows, &r), HX_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(r);
+    ck_assert_msg(strstr(hx_last_error(), "q4_0") && strstr(hx_last_error(), "12"), "%s", hx_last_error());
+    ck_assert_int_eq(hx_repack_make(HX_TYPE_F16, 64, 8, rows, &r), HX_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(hx_repack_gemm_level(HX_TYPE_F16, HX_SIMD_SCALAR));
+    hx_repack_free(NULL);
+}
+END_TEST
+
+/* The CPU matmul's shares, in order, as the CPU device runs them. */
+static void run_matmul(const hx_op_matmul *a, const uint8_t *w, size_t wbytes, const hx_repacked *r,
+                       const float *x, float *y, const float *bias, int nth)
+{
+    void *buffers[4] = {(void *)w, (void *)x, y, (void *)bias};
+    size_t sizes[4] = {wbytes, a->T * a->K * sizeof(float), a->T * a->N * sizeof(float), a->N * sizeof(float)};
+    const void *layouts[4] = {r, NULL, NULL, NULL};
+    void *scratch = aligned_alloc(64, hx_cpu_matmul_scratch(a, sizes, nth) + 64);
+    for (int phase = 0; phase < 2; phase++)
+        for (int i = 0; i < nth; i++) {
+            hx_cpu_call c = {.ith = i, .nth = nth, .buffers = buffers, .sizes = sizes, .args = a,
+                             .scratch = scratch, .layouts = layouts};
+            ck_assert_int_eq(phase ? hx_cpu_matmul(&c) : hx_cpu_matmul_prepare(&c), 0);
+        }
+    free(scratch);
+}
+
+START_TEST(matmul_reads_the_copy)
+{
+    uint64_t seed = 77;
+    const uint32_t K = 512, N = 40, T = 5;
+    for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++) {
+        const hx_type t = repack_types[ti];
+        const hx_type at = hx_quant_ops_get(t)->vec_dot_type;
+        const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
+        uint8_t *w = random_rows(t, K, N, &seed);
+        hx_repacked *r;
+        HX_ASSERT_OK(hx_repack_make(t, K, N, w, &r));
+        float *x = malloc(sizeof(float) * T * K), *bias = malloc(sizeof(float) * N);
+        float *y = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N);
+        for (uint32_t i = 0; i < T * K; i++)
+            x[i] = rng_normal(&seed);
+        for (uint32_t i = 0; i < N; i++)
+            bias[i] = rng_normal(&seed);
+        const hx_op_matmul a = {.wtype = t, .T = T, .N = N, .K = K, .has_bias = 1};
+        run_matmul(&a, w, wrow * N, r, x, y, bias, 3);
+        uint8_t *xq = malloc(arow);
+        for (uint32_t tok = 0; tok < T; tok++) {
+            hx_quant_ops_get(at)->quantize_row(x + tok * K, xq, K);
+            for (uint32_t n = 0; n < N; n++) {
+                const float want = plain_dot(t, K, w + n * wrow, xq) + bias[n];
+                ck_assert_msg(memcmp(&y[tok * N + n], &want, sizeof want) == 0, "%s token %u row %u: %.9g, want %.9g",
+                              hx_type_name(t), tok, n, y[tok * N + n], want);
+            }
+        }
+        /* The last token alone: the same bits as in the batch. */
+        const hx_op_matmul one = {.wtype = t, .T = 1, .N = N, .K = K, .has_bias = 1};
+        run_matmul(&one, w, wrow * N, r, x + (T - 1) * K, y1, bias, 8);
+        ck_assert_int_eq(memcmp(y1, y + (T - 1) * N, sizeof(float) * N), 0);
+        hx_repack_free(r);
+        free(w), free(x), free(bias), free(y), free(y1), free(xq);
+    }
+}
+END_TEST
+
+/* Logits of a few tokens' prompt, every position, with `repack`; with
+ * `spoil`, the copy of layer 0's FFN down matrix zeroed first, to show the
+ * CPU reads the copies. */
+static float *model_logits(hx_runtime *rt, const char *path, int repack, int spoil, uint64_t *repacked,
+                           uint32_t *nv)
+{
+    hx_model_options o = hx_model_options_default();
+    o.repack = repack;
+    o.n_ctx = 64;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load(rt, path, &o, &m));
+    hx_model_info in;
+    HX_ASSERT_OK(hx_model_info_get(m, &in));
+    *repacked = in.repacked_bytes;
+    *nv = in.n_vocab;
+    if (spoil) {
+        hx_repacked *r = m->layers[0].w[HX_LW_DOWN].buf->cpu_layout;
+        ck_assert_ptr_nonnull(r);
+        memset(r->data, 0, r->bytes);
+    }
+    static const int32_t ids[] = {256, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114};
+    const size_t n = sizeof ids / sizeof *ids;
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    HX_ASSERT_OK(hx_session_eval(s, ids, n, 1));
+    float *l = malloc(sizeof(float) * n * in.n_vocab);
+    for (size_t p = 0; p < n; p++)
+        memcpy(l + p * in.n_vocab, hx_session_logits(s, (int)p), sizeof(float) * in.n_vocab);
+    HX_ASSERT_OK(hx_session_close(s));
+    HX_ASSERT_OK(hx_model_free(m));
+    return l;
+}
+
+START_TEST(model_logits_with_and_without)
+{
+    static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 0};
+    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K"};
+    char dir[64], path[128];
+    hx_test_tmpdir(dir, sizeof dir, "repack");
+    hx_runtime_options ro = hx_runtime_options_default();
+    ro.devices = "cpu";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &ro));
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, types[i]);
+        HX_ASSERT_OK(hx_synthetic_write(path, &gqa, types[i], 42));
+        uint64_t on_bytes, off_bytes;
+        uint32_t nv;
+        float *on = model_logits(rt, path, 1, 0, &on_bytes, &nv), *off = model_logits(rt, path, -1, 0, &off_bytes, &nv);
+        float *spoilt = model_logits(rt, path, 1, 1, &on_bytes, &nv);
+        ck_assert_msg(memcmp(spoilt, on, sizeof(float) * 11 * nv) != 0, "the CPU did not read the repacked copy");
+        free(spoilt);
+        ck_assert_uint_eq(off_bytes, 0);
+        ck_assert_uint_gt(on_bytes, 0);
+        double num = 0, den = 0;
+        int mismatches = 0;
+        for (int p = 0; p < 11; p++) {
+            int a = 0, b = 0;
+            for (uint32_t v = 0; v < nv; v++) {
+                const float x = on[p * nv + v], y = off[p * nv + v];
+                ck_assert(isfinite(x));
+                num += ((double)x - y) * ((double)x - y);
+                den += (double)y * y;
+                a = x > on[p * nv + a] ? (int)v : a;
+                b = y > off[p * nv + b] ? (int)v : b;
+            }
+            mismatches += a != b;
+        }
+        fprintf(stderr, "  repack %s: %llu bytes repacked, logits rel L2 %.3g, argmax mismatches %d/11\n", types[i],
+                (unsigned long long)on_bytes, sqrt(num / den), mismatches);
+        ck_assert_double_le(sqrt(num / den), REPACK_LOGITS_TOL);
+        ck_assert_int_eq(mismatches, 0);
+        free(on);
+        free(off);
+    }
+    HX_ASSERT_OK(hx_runtime_close(rt));
+    hx_test_rmdir(dir);
+}
+END_TEST
+
+Suite *suite_repack(void)
+{
+    Suite *s = suite_create("repack");
+    TCase *tc = tcase_create("repack");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, kernels_equal_plain_loop);
+    tcase_add_test(tc, refuses_what_it_cannot_lay_out);
+    tcase_add_test(tc, matmul_reads_the_copy);
+    tcase_add_test(tc, model_logits_with_and_without);
+    suite_add_tcase(s, tc);
+    return s;
+}
