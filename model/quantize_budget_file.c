@@ -3,7 +3,6 @@
  * hands the table to the solver (quant_budget.h). */
 #include <stdlib.h>
 
-#include "kernels_cpu/quant.h"
 #include "model/quant_budget.h"
 #include "model/quant_rows.h"
 #include "model/quantize_plan.h"
