@@ -113,7 +113,8 @@ static void uniform_types(hx_quantize_plan *p, hx_type to)
 }
 
 /* What llama-quantize refuses, and what hetero cannot write, before any
- * work: a failure leaves nothing behind. */
+ * work: a failure leaves nothing behind.  A dry run, like llama-quantize's,
+ * checks only the importance weights. */
 static hx_status check_plan(const hx_quantize_plan *p)
 {
     for (size_t i = 0; i < p->n; i++) {
@@ -128,6 +129,8 @@ static hx_status check_plan(const hx_quantize_plan *p)
         if (!w && hx_quant_requires_imatrix(t->name, to))
             return hx_error(HX_ERR_INVALID_ARG, "tensor '%s': %s needs an importance matrix (--imatrix)", t->name,
                             hx_type_name(to));
+        if (p->o->dry_run)
+            continue; /* sizes need no kernels; llama-quantize's dry run checks no more */
         if (hx_type_is_quantized(t->type) && !p->o->allow_requantize)
             return hx_error(HX_ERR_INVALID_ARG,
                             "tensor '%s' is already %s: requantizing is disabled (--allow-requantize)", t->name,

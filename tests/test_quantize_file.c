@@ -103,6 +103,11 @@ START_TEST(test_recipe_written)
     o.totals = &dry;
     HX_ASSERT_OK(hx_model_quantize_ex(f32, out, &o));
     ck_assert_uint_eq(dry.out_bytes, tot.out_bytes);
+    /* and needs no kernels for the types: sizes come from the type table */
+    o.recipe = "Q2_K";
+    HX_ASSERT_OK(hx_model_quantize_ex(f32, out, &o));
+    ck_assert_int_eq(dry.file_type, 10);
+    ck_assert_uint_lt(dry.out_bytes, tot.out_bytes);
     ck_assert_int_eq(other_files(), 0);
 }
 END_TEST
