@@ -191,6 +191,8 @@ static hx_status write_file(const hx_quantize_plan *p, const char *out_path, hx_
         s = hx_gguf_writer_set_u32(w, "general.quantization_version", HX_QUANTIZATION_VERSION);
     if (s == HX_OK)
         s = hx_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
+    if (s == HX_OK && p->o->imatrix) /* as llama-quantize records it */
+        s = hx_gguf_writer_set_str(w, "quantize.imatrix.file", p->o->imatrix);
     for (size_t i = 0; s == HX_OK && i < p->n; i++) {
         const hx_gguf_tensor *t = hx_gguf_tensor_at(p->g, i);
         const void *data = t->data;
