@@ -14,12 +14,6 @@
  * once per candidate. */
 #define SAMPLE_ROWS 256
 
-static uint64_t rows_of(const hx_gguf_tensor *t)
-{
-    size_t row = hx_type_row_size(t->type, t->ne[0]);
-    return row ? t->size / row : 0;
-}
-
 static hx_status measure(const hx_quantize_plan *p, size_t i, hx_budget_tensor *bt)
 {
     const hx_gguf_tensor *t = hx_gguf_tensor_at(p->g, i);
@@ -34,7 +28,7 @@ static hx_status measure(const hx_quantize_plan *p, size_t i, hx_budget_tensor *
     hx_status s = hx_quantize_weights(p, t, &w);
     if (s == HX_OK)
         s = hx_quantize_floats(t, &x, &owned);
-    hx_quant_matrix m = {x, rows_of(t), t->ne[0], t->ne[1], w};
+    hx_quant_matrix m = {x, hx_quantize_tensor_rows(t), t->ne[0], t->ne[1], w};
     for (size_t k = 0; s == HX_OK && k < nt; k++) {
         hx_budget_option *op = &bt->opt[bt->n++];
         op->type = types[k];
@@ -62,7 +56,7 @@ hx_status hx_quantize_budget_plan(hx_quantize_plan *p, uint64_t budget)
     size_t nb = 0;
     for (size_t i = 0; i < p->n; i++) {
         const hx_recipe_tensor *t = &p->rt[i];
-        uint64_t rows = rows_of(hx_gguf_tensor_at(p->g, i));
+        uint64_t rows = hx_quantize_tensor_rows(hx_gguf_tensor_at(p->g, i));
         if (hx_quant_recipe_quantizable(&p->rp, t) && !hx_quant_recipe_fixed(&p->rp, t)) {
             hx_type types[HX_BUDGET_MAX_OPTIONS];
             size_t nt = hx_quant_budget_candidates(t->ne[0], types, HX_BUDGET_MAX_OPTIONS);

@@ -16,7 +16,7 @@ hx_quantize_options hx_quantize_options_default(void)
     return (hx_quantize_options){0};
 }
 
-static uint64_t rows_of(const hx_gguf_tensor *t)
+uint64_t hx_quantize_tensor_rows(const hx_gguf_tensor *t)
 {
     size_t row = hx_type_row_size(t->type, t->ne[0]);
     return row ? t->size / row : 0;
@@ -33,7 +33,7 @@ hx_status hx_quantize_floats(const hx_gguf_tensor *t, const float **x, float **o
     size_t in_row = hx_type_row_size(t->type, t->ne[0]);
     if (!src || !src->dequantize_row || !in_row)
         return hx_error(HX_ERR_UNSUPPORTED, "tensor '%s': hetero cannot read %s", t->name, hx_type_name(t->type));
-    uint64_t rows = rows_of(t);
+    uint64_t rows = hx_quantize_tensor_rows(t);
     float *f = malloc(rows * t->ne[0] * sizeof *f);
     if (!f)
         return hx_error(HX_ERR_NO_MEMORY, "tensor '%s' as floats", t->name);
@@ -172,7 +172,7 @@ static hx_status convert(const hx_quantize_plan *p, const hx_gguf_tensor *t, hx_
         s = hx_quantize_floats(t, &x, &owned);
     if (s)
         return s;
-    hx_quant_matrix m = {x, rows_of(t), t->ne[0], t->ne[1], w};
+    hx_quant_matrix m = {x, hx_quantize_tensor_rows(t), t->ne[0], t->ne[1], w};
     *bytes = m.rows * hx_type_row_size(to, t->ne[0]);
     *out = malloc(*bytes ? *bytes : 1);
     s = *out ? hx_quant_rows(to, &m, *out) : hx_error(HX_ERR_NO_MEMORY, "quantizing '%s'", t->name);
@@ -219,7 +219,7 @@ static void report(const hx_quantize_plan *p, hx_ftype ftype)
     for (size_t i = 0; i < p->n; i++) {
         const hx_gguf_tensor *t = hx_gguf_tensor_at(p->g, i);
         const hx_recipe_tensor *rt = &p->rt[i];
-        uint64_t bytes = rows_of(t) * hx_type_row_size(p->to[i], t->ne[0]);
+        uint64_t bytes = hx_quantize_tensor_rows(t) * hx_type_row_size(p->to[i], t->ne[0]);
         sum.elements += rt->ne[0] * rt->ne[1] * rt->ne[2] * rt->ne[3];
         sum.in_bytes += t->size;
         sum.out_bytes += bytes;

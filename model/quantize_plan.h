@@ -41,6 +41,9 @@ void hx_quantize_imatrix_close(hx_quantize_plan *p);
  * embeddings, which go without. */
 hx_status hx_quantize_weights(const hx_quantize_plan *p, const hx_gguf_tensor *t, const float **w);
 
+/* Rows of a tensor (all its dimensions past the first). */
+uint64_t hx_quantize_tensor_rows(const hx_gguf_tensor *t);
+
 /* The tensor's rows as floats: its data when F32, else *owned (free it). */
 hx_status hx_quantize_floats(const hx_gguf_tensor *t, const float **x, float **owned);
 
