@@ -504,6 +504,12 @@ HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, co
  * general.quantization_version are recorded as llama.cpp records them. */
 typedef void (*hx_quantize_choice)(void *user, const char *tensor, const char *type, uint64_t bytes,
                                    double error);
+/* Sizes as llama-quantize prints them. */
+typedef struct {
+    uint64_t elements, in_bytes, out_bytes; /* all tensors */
+    int fallbacks;                          /* matrices whose rows forced a fallback type */
+    uint32_t file_type;                     /* general.file_type written */
+} hx_quantize_totals;
 typedef struct {
     const char *recipe;
     double target_bpw;
@@ -529,12 +535,7 @@ typedef struct {
     hx_quantize_report report; /* per tensor, after it is written */
     hx_quantize_choice choice; /* budget mode: per matrix, its chosen type and error */
     void *user;
-    /* Filled on success when not NULL: sizes as llama-quantize prints them. */
-    struct hx_quantize_totals {
-        uint64_t elements, in_bytes, out_bytes; /* all tensors */
-        int fallbacks;                          /* matrices whose rows forced a fallback type */
-        uint32_t file_type;                     /* general.file_type written */
-    } *totals;
+    hx_quantize_totals *totals; /* filled on success when not NULL */
 } hx_quantize_options;
 
 HX_API hx_quantize_options hx_quantize_options_default(void);

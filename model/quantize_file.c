@@ -215,7 +215,7 @@ static hx_status write_file(const hx_quantize_plan *p, const char *out_path, hx_
 
 static void report(const hx_quantize_plan *p, hx_ftype ftype)
 {
-    struct hx_quantize_totals sum = {.fallbacks = p->n_fallback, .file_type = (uint32_t)ftype};
+    hx_quantize_totals sum = {.fallbacks = p->n_fallback, .file_type = (uint32_t)ftype};
     for (size_t i = 0; i < p->n; i++) {
         const hx_gguf_tensor *t = hx_gguf_tensor_at(p->g, i);
         const hx_recipe_tensor *rt = &p->rt[i];
@@ -256,7 +256,10 @@ static hx_status quantize_file(const char *in_path, const char *out_path, const 
     hx_quantize_plan p = {.o = o};
     hx_gguf *g = NULL;
     hx_status s = uniform != HX_TYPE_COUNT ? HX_OK : hx_quantize_options_parse(o, &p);
-    if (s == HX_OK && !o->dry_run && same_file(in_path, out_path))
+    /* llama-quantize refuses to overwrite its input; hx_model_quantize
+     * always allowed it (the file is written beside and renamed over, so
+     * the mapping being read stays intact) */
+    if (s == HX_OK && uniform == HX_TYPE_COUNT && !o->dry_run && same_file(in_path, out_path))
         s = hx_error(HX_ERR_INVALID_ARG, "input and output are the same file: '%s'", in_path);
     if (s == HX_OK)
         s = hx_gguf_open(in_path, &g);

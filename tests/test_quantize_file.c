@@ -70,7 +70,7 @@ START_TEST(test_recipe_written)
 {
     hx_quantize_options o = hx_quantize_options_default();
     o.recipe = "Q4_K_M";
-    struct hx_quantize_totals tot;
+    hx_quantize_totals tot;
     o.totals = &tot;
     HX_ASSERT_OK(hx_model_quantize_ex(f32, out, &o));
     char *want = hx_test_slurp("tests/fixtures/quant-recipes/tiny.Q4_K_M.txt", NULL);
@@ -99,7 +99,7 @@ START_TEST(test_recipe_written)
     /* a dry run chooses the same and writes nothing */
     ck_assert_int_eq(remove(out), 0);
     o.dry_run = 1;
-    struct hx_quantize_totals dry;
+    hx_quantize_totals dry;
     o.totals = &dry;
     HX_ASSERT_OK(hx_model_quantize_ex(f32, out, &o));
     ck_assert_uint_eq(dry.out_bytes, tot.out_bytes);
@@ -228,7 +228,7 @@ START_TEST(test_budget_file)
     hx_quantize_options o = hx_quantize_options_default();
     o.target_bpw = 5.0;
     chosen c = {0};
-    struct hx_quantize_totals tot;
+    hx_quantize_totals tot;
     o.choice = on_choice;
     o.user = &c;
     o.totals = &tot;

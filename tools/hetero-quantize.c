@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     hx_quantize_options o = hx_quantize_options_default();
     const char **tt = calloc((size_t)argc, sizeof *tt);
     printer pr = {0};
-    struct hx_quantize_totals totals;
+    hx_quantize_totals totals;
     o.report = report;
     o.choice = choice;
     o.user = &pr;
