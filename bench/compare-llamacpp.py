@@ -90,7 +90,9 @@ def requantize(src, typ, workdir, quantize_bin):
     if os.path.exists(out):
         return out
     if typ.lower() in HETERO_QUANTIZE_TYPES:
-        quiet([os.path.join(BUILD, "hetero-quantize"), src, out, typ.upper()])
+        # --pure: every matrix in that one type, as the name says (a recipe
+        # name alone would give llama-quantize's mix for Q4_K, Q5_K ...)
+        quiet([os.path.join(BUILD, "hetero-quantize"), "--pure", "--allow-requantize", src, out, typ.upper()])
     elif quantize_bin:
         quiet([quantize_bin, "--allow-requantize", src, out, typ.upper()])
     else:

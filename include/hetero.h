@@ -583,6 +583,60 @@ typedef void (*hx_quantize_report)(void *user, const char *tensor, const char *f
 HX_API hx_status hx_model_quantize(const char *in_path, const char *out_path, const char *type,
                                    hx_quantize_report report, void *user);
 
+/* llama-quantize's options (hetero-quantize takes the same flags).  Start
+ * from hx_quantize_options_default().  Exactly one of `recipe`,
+ * `target_bpw` and `target_bytes` chooses the types:
+ *   - recipe: llama-quantize's name ("Q4_K_M", "Q3_K_S", "Q8_0", "F16",
+ *     "Q4_K" = "Q4_K_M" ...) with its per-tensor rules (attn_v, ffn_down,
+ *     output, token_embd by layer, grouped-query attention, fallbacks for
+ *     rows that are not whole blocks);
+ *   - target_bpw / target_bytes: mixed precision by budget: every matrix
+ *     gets the type, among those hetero can write, that minimises the sum
+ *     of importance-weighted squared errors under the size budget (all
+ *     tensor data, 1-D tensors included; bits per weight count every
+ *     element, as llama-quantize's BPW does).
+ * The output is written beside `out_path` and renamed over it: a failure
+ * leaves no partial file.  general.file_type and
+ * general.quantization_version are recorded as llama.cpp records them. */
+typedef void (*hx_quantize_choice)(void *user, const char *tensor, const char *type, uint64_t bytes,
+                                   double error);
+/* Sizes as llama-quantize prints them. */
+typedef struct {
+    uint64_t elements, in_bytes, out_bytes; /* all tensors */
+    int fallbacks;                          /* matrices whose rows forced a fallback type */
+    uint32_t file_type;                     /* general.file_type written */
+} hx_quantize_totals;
+typedef struct {
+    const char *recipe;
+    double target_bpw;
+    uint64_t target_bytes;
+    int pure;                 /* every matrix to the recipe's base type (fallbacks aside) */
+    int allow_requantize;     /* an already quantized matrix is refused without it */
+    int leave_output_tensor;  /* output.weight keeps its type */
+    int dry_run;              /* choose and report, write nothing */
+    const char *output_tensor_type;   /* NULL: the recipe's choice */
+    const char *token_embedding_type; /* NULL: the recipe's choice */
+    /* "PATTERN=TYPE" as llama-quantize's --tensor-type: PATTERN is a POSIX
+     * extended regular expression searched in the (lower-cased) tensor
+     * name; the first that matches wins. */
+    const char *const *tensor_types;
+    size_t n_tensor_types;
+    /* Importance weights (an importance matrix): the n per-column weights
+     * of a tensor, or NULL when there are none for it. */
+    const float *(*importance)(void *user, const char *tensor, int64_t *n);
+    void *importance_user;
+    /* An importance matrix file (llama-imatrix's GGUF or .dat), read with
+     * hx_imatrix_load; at most one of `imatrix` and `importance`. */
+    const char *imatrix;
+    hx_quantize_report report; /* per tensor, after it is written */
+    hx_quantize_choice choice; /* budget mode: per matrix, its chosen type and error */
+    void *user;
+    hx_quantize_totals *totals; /* filled on success when not NULL */
+} hx_quantize_options;
+
+HX_API hx_quantize_options hx_quantize_options_default(void);
+HX_API hx_status hx_model_quantize_ex(const char *in_path, const char *out_path, const hx_quantize_options *o);
+
 /* The path of the synthetic model `preset` in `type` in hetero's cache
  * ($HX_CACHE_DIR/models, else $XDG_CACHE_HOME/hetero/models, else
  * ~/.cache/hetero/models; with HX_CACHE_DIR=off the latter two), written
