@@ -1,18 +1,8 @@
-/* An importance matrix file as the quantizer's weights (quantize_plan.h).
- * Reading the file is model/imatrix.c's (hx_imatrix_load); a build without
- * it refuses an imatrix file, and callers pass weights through
- * hx_quantize_options.importance instead. */
-#include "model/quantize_plan.h"
-#include "runtime/error.h"
-
-#if defined(__has_include)
-#if __has_include("model/imatrix.h")
-#define HX_QUANTIZE_IMATRIX 1
-#endif
-#endif
-
-#ifdef HX_QUANTIZE_IMATRIX
+/* An importance matrix file as the quantizer's weights (quantize_plan.h):
+ * model/imatrix.c reads it (llama.cpp's GGUF or legacy form); each matrix's
+ * weights are its per-column mean squared activations. */
 #include "model/imatrix.h"
+#include "model/quantize_plan.h"
 
 static const float *imatrix_weights(void *user, const char *tensor, int64_t *n)
 {
@@ -37,15 +27,3 @@ void hx_quantize_imatrix_close(hx_quantize_plan *p)
         hx_imatrix_free(p->imatrix);
     p->imatrix = NULL;
 }
-#else
-hx_status hx_quantize_imatrix_open(hx_quantize_plan *p, const char *path)
-{
-    (void)p;
-    return hx_error(HX_ERR_UNSUPPORTED, "'%s': this build of hetero reads no importance matrix files", path);
-}
-
-void hx_quantize_imatrix_close(hx_quantize_plan *p)
-{
-    p->imatrix = NULL;
-}
-#endif

@@ -13,6 +13,7 @@
 
 #include "kernels_cpu/quant.h"
 #include "model/gguf.h"
+#include "model/imatrix.h"
 #include "model/quant_recipe.h"
 #include "tests/hx_test.h"
 
@@ -205,6 +206,77 @@ START_TEST(test_importance_weights)
 }
 END_TEST
 
+/* An importance matrix file collected on the model (hx_imatrix_collect,
+ * saved in llama.cpp's GGUF form) reaches the quantizer: each row is the
+ * type's weighted quantizer's with the file's per-column means. */
+START_TEST(test_imatrix_file)
+{
+    char im_path[160];
+    snprintf(im_path, sizeof im_path, "%s/tiny.imatrix.gguf", dir);
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, NULL));
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_prefix_cache = -1;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load(rt, f32, &mo, &m));
+    hx_imatrix *im;
+    HX_ASSERT_OK(hx_imatrix_create(0, &im));
+    HX_ASSERT_OK(hx_imatrix_collect(m, im, 0));
+    int32_t ids[48];
+    for (int i = 0; i < 48; i++)
+        ids[i] = 10 + (i * 37) % 200;
+    hx_session *se;
+    HX_ASSERT_OK(hx_session_open(m, &se));
+    HX_ASSERT_OK(hx_session_eval(se, ids, 48, 0));
+    HX_ASSERT_OK(hx_session_close(se));
+    HX_ASSERT_OK(hx_imatrix_collect(m, NULL, 0));
+    HX_ASSERT_OK(hx_imatrix_save(im, im_path, HX_IMATRIX_GGUF));
+    hx_imatrix_free(im);
+    HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_runtime_close(rt));
+
+    hx_quantize_options o = hx_quantize_options_default();
+    o.recipe = "Q4_K_S";
+    o.imatrix = im_path;
+    HX_ASSERT_OK(hx_model_quantize_ex(f32, out, &o));
+
+    hx_imatrix *read;
+    HX_ASSERT_OK(hx_imatrix_load(im_path, &read));
+    hx_gguf *g, *src;
+    HX_ASSERT_OK(hx_gguf_open(out, &g));
+    HX_ASSERT_OK(hx_gguf_open(f32, &src));
+    const hx_gguf_tensor *t = hx_gguf_find_tensor(g, "blk.1.ffn_down.weight"), *s = hx_gguf_find_tensor(src, t->name);
+    int64_t n = 0;
+    const float *w = hx_imatrix_find(read, t->name, &n);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(n, (int64_t)t->ne[0]);
+    const hx_quant_ops *q = hx_quant_ops_get(t->type);
+    ck_assert_msg(q->quantize_weighted, "%s takes no importance weights", hx_type_name(t->type));
+    size_t row = hx_type_row_size(t->type, t->ne[0]);
+    uint8_t *y = malloc(row), *plain = malloc(row);
+    int differs = 0;
+    for (uint64_t r = 0; r < t->ne[1]; r += 29) {
+        const float *x = (const float *)s->data + r * s->ne[0];
+        q->quantize_weighted(x, y, (int64_t)t->ne[0], w);
+        ck_assert_msg(memcmp(y, (const uint8_t *)t->data + r * row, row) == 0, "row %llu", (unsigned long long)r);
+        q->quantize_row(x, plain, (int64_t)t->ne[0]);
+        differs += memcmp(y, plain, row) != 0;
+    }
+    ck_assert_msg(differs > 0, "the importance matrix changed no row");
+    free(y);
+    free(plain);
+    hx_gguf_close(g);
+    hx_gguf_close(src);
+    hx_imatrix_free(read);
+
+    /* a file that is not an importance matrix: a clear error, no output */
+    ck_assert_int_eq(remove(out), 0);
+    o.imatrix = f32;
+    ck_assert_int_ne(hx_model_quantize_ex(f32, out, &o), HX_OK);
+    ck_assert_int_eq(other_files(), 1); /* the imatrix file alone */
+}
+END_TEST
+
 /* ---- mixed precision by budget -------------------------------------------- */
 
 typedef struct {
@@ -338,6 +410,7 @@ Suite *suite_quantize_file(void)
     tcase_add_test(tc, test_recipe_written);
     tcase_add_test(tc, test_requantize);
     tcase_add_test(tc, test_importance_weights);
+    tcase_add_test(tc, test_imatrix_file);
     tcase_add_test(tc, test_budget_file);
     tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
