@@ -628,6 +628,9 @@ typedef struct {
     /* An importance matrix file (llama-imatrix's GGUF or .dat), read with
      * hx_imatrix_load; at most one of `imatrix` and `importance`. */
     const char *imatrix;
+    /* Budget mode: the types it may choose, comma-separated ("q4_K,q5_K,
+     * q6_K"); NULL: every type hetero writes. */
+    const char *budget_types;
     hx_quantize_report report; /* per tensor, after it is written */
     hx_quantize_choice choice; /* budget mode: per matrix, its chosen type and error */
     void *user;

@@ -7,7 +7,7 @@
 #include "kernels_cpu/quant.h"
 #include "runtime/error.h"
 
-size_t hx_quant_budget_candidates(uint64_t ne0, hx_type *types, size_t cap)
+size_t hx_quant_budget_candidates(uint64_t ne0, uint64_t only, hx_type *types, size_t cap)
 {
     static const hx_type order[] = {HX_TYPE_F16,  HX_TYPE_Q8_0, HX_TYPE_Q6_K,   HX_TYPE_Q5_K,   HX_TYPE_Q5_1,
                                     HX_TYPE_Q5_0, HX_TYPE_Q4_K, HX_TYPE_Q4_1,   HX_TYPE_Q4_0,   HX_TYPE_IQ4_NL,
@@ -15,6 +15,8 @@ size_t hx_quant_budget_candidates(uint64_t ne0, hx_type *types, size_t cap)
     size_t n = 0;
     for (size_t i = 0; i < sizeof order / sizeof *order && n < cap; i++) {
         const hx_quant_ops *q = hx_quant_ops_get(order[i]);
+        if (only && !(only >> order[i] & 1))
+            continue;
         if (q && q->quantize_row && q->dequantize_row && q->vec_dot && hx_type_row_size(order[i], ne0))
             types[n++] = order[i];
     }

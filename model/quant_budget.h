@@ -39,8 +39,9 @@ typedef struct {
 
 /* The types hetero can write (quantize and read back) for rows of ne0
  * elements, from the largest to the smallest: F16, Q8_0, Q6_K, Q5_K, Q5_1,
- * Q5_0, Q4_K, Q4_1, Q4_0, IQ4_NL, IQ4_XS, Q3_K, Q2_K, those present. */
-size_t hx_quant_budget_candidates(uint64_t ne0, hx_type *types, size_t cap);
+ * Q5_0, Q4_K, Q4_1, Q4_0, IQ4_NL, IQ4_XS, Q3_K, Q2_K, those present;
+ * only those whose bit (1 << type) is set in `only` unless it is 0. */
+size_t hx_quant_budget_candidates(uint64_t ne0, uint64_t only, hx_type *types, size_t cap);
 
 /* Chooses t[i].chosen so that the sum of the chosen bytes is at most
  * `budget` and the sum of errors is as small as the method above finds.

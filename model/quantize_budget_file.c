@@ -2,6 +2,7 @@
  * measures each candidate type's weighted error on each free matrix and
  * hands the table to the solver (quant_budget.h). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/quant_budget.h"
 #include "model/quant_rows.h"
@@ -19,7 +20,7 @@ static hx_status measure(const hx_quantize_plan *p, size_t i, hx_budget_tensor *
     const hx_gguf_tensor *t = hx_gguf_tensor_at(p->g, i);
     hx_type types[HX_BUDGET_MAX_OPTIONS];
     bt->n = 0;
-    size_t nt = hx_quant_budget_candidates(t->ne[0], types, HX_BUDGET_MAX_OPTIONS);
+    size_t nt = hx_quant_budget_candidates(t->ne[0], p->budget_types, types, HX_BUDGET_MAX_OPTIONS);
     if (nt == 0)
         return hx_error(HX_ERR_UNSUPPORTED, "tensor '%s': no type hetero writes takes rows of %llu", t->name,
                         (unsigned long long)t->ne[0]);
@@ -39,8 +40,31 @@ static hx_status measure(const hx_quantize_plan *p, size_t i, hx_budget_tensor *
     return s == HX_OK ? HX_OK : hx_error_context(s, "measuring '%s'", t->name);
 }
 
+/* hx_quantize_options.budget_types ("q4_K,q5_K,q6_K") as a set of types. */
+static hx_status parse_types(const char *list, uint64_t *out)
+{
+    *out = 0;
+    for (const char *s = list; s && *s;) {
+        size_t n = strcspn(s, ",");
+        char name[16];
+        hx_type t;
+        if (n == 0 || n >= sizeof name)
+            return hx_error(HX_ERR_INVALID_ARG, "budget types '%s': an empty or overlong name", list);
+        memcpy(name, s, n);
+        name[n] = '\0';
+        if (!hx_type_from_name(name, &t) || (unsigned)t >= 64)
+            return hx_error(HX_ERR_INVALID_ARG, "budget types '%s': unknown type '%s'", list, name);
+        *out |= UINT64_C(1) << t;
+        s += n + (s[n] == ',');
+    }
+    return HX_OK;
+}
+
 hx_status hx_quantize_budget_plan(hx_quantize_plan *p, uint64_t budget)
 {
+    hx_status ps = parse_types(p->o->budget_types, &p->budget_types);
+    if (ps)
+        return ps;
     hx_budget_tensor *bt = calloc(p->n ? p->n : 1, sizeof *bt);
     size_t *idx = calloc(p->n ? p->n : 1, sizeof *idx);
     p->error = calloc(p->n ? p->n : 1, sizeof *p->error);
@@ -59,7 +83,7 @@ hx_status hx_quantize_budget_plan(hx_quantize_plan *p, uint64_t budget)
         uint64_t rows = hx_quantize_tensor_rows(hx_gguf_tensor_at(p->g, i));
         if (hx_quant_recipe_quantizable(&p->rp, t) && !hx_quant_recipe_fixed(&p->rp, t)) {
             hx_type types[HX_BUDGET_MAX_OPTIONS];
-            size_t nt = hx_quant_budget_candidates(t->ne[0], types, HX_BUDGET_MAX_OPTIONS);
+            size_t nt = hx_quant_budget_candidates(t->ne[0], p->budget_types, types, HX_BUDGET_MAX_OPTIONS);
             uint64_t min = UINT64_MAX;
             for (size_t k = 0; k < nt; k++)
                 if (rows * hx_type_row_size(types[k], t->ne[0]) < min)

@@ -55,6 +55,9 @@ hx_status hx_quantize_options_parse(const hx_quantize_options *o, hx_quantize_pl
                         modes);
     if (o->target_bpw < 0 || o->target_bpw != o->target_bpw)
         return hx_error(HX_ERR_INVALID_ARG, "quantize: target bpw %g is not a positive number", o->target_bpw);
+    if (o->recipe && o->budget_types)
+        return hx_error(HX_ERR_INVALID_ARG, "quantize: budget types '%s' without a target bpw or size",
+                        o->budget_types);
     if (o->recipe) {
         const hx_quant_recipe *r = hx_quant_recipe_find(o->recipe);
         if (!r)

@@ -17,6 +17,7 @@ typedef struct {
     hx_recipe_tensor *rt;        /* their names, shapes and types */
     hx_type *to;                 /* the type each gets */
     double *error;               /* budget mode: each matrix's measured error, else NULL */
+    uint64_t budget_types;       /* budget mode: bit t = type t may be chosen; 0: any */
     int n_fallback;
     /* Importance weights: the option's callback, or an imatrix file's. */
     const float *(*importance)(void *user, const char *tensor, int64_t *n);

@@ -57,7 +57,7 @@ START_TEST(test_error_direct)
     for (int j = 0; j < NE0; j++)
         w[j] = (float)(0.1 + 3.0 * uniform01());
     hx_type types[HX_BUDGET_MAX_OPTIONS];
-    size_t nt = hx_quant_budget_candidates(NE0, types, HX_BUDGET_MAX_OPTIONS);
+    size_t nt = hx_quant_budget_candidates(NE0, 0, types, HX_BUDGET_MAX_OPTIONS);
     ck_assert_uint_ge(nt, 5); /* F16, Q8_0, Q6_K, Q4_K, Q4_0 at least */
     uint64_t all[ROWS], some[10];
     for (int r = 0; r < ROWS; r++)
@@ -127,7 +127,7 @@ START_TEST(test_budget_synthetic_model)
         uint64_t rows = 16 + 16 * (uint64_t)(i % 4), ne0 = i % 3 == 0 ? 768 : 512;
         float *x = random_matrix(rows, ne0, 0.02 * (1 + i % 5) * (i == 7 ? 10 : 1));
         hx_type types[HX_BUDGET_MAX_OPTIONS];
-        t[i].n = hx_quant_budget_candidates(ne0, types, HX_BUDGET_MAX_OPTIONS);
+        t[i].n = hx_quant_budget_candidates(ne0, 0, types, HX_BUDGET_MAX_OPTIONS);
         hx_quant_matrix m = {x, rows, ne0, rows, NULL};
         uint64_t lo = UINT64_MAX, hi = 0;
         for (size_t k = 0; k < t[i].n; k++) {

@@ -329,9 +329,28 @@ START_TEST(test_budget_file)
     ck_assert_int_eq(hx_gguf_find_tensor(g, "blk.3.attn_v.weight")->type, HX_TYPE_Q8_0);
     hx_gguf_close(g);
 
-    /* below what the smallest types make: refused, nothing written */
+    /* the types it may choose: every free matrix gets one of them */
     ck_assert_int_eq(remove(out), 0);
     o.n_tensor_types = 0;
+    o.budget_types = "q4_K,q6_K";
+    HX_ASSERT_OK(hx_model_quantize_ex(f32, out, &o));
+    HX_ASSERT_OK(hx_gguf_open(out, &g));
+    int seen[HX_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < hx_gguf_tensor_count(g); i++)
+        if (hx_gguf_tensor_at(g, i)->n_dims >= 2)
+            seen[hx_gguf_tensor_at(g, i)->type]++;
+    hx_gguf_close(g);
+    for (int t = 0; t < HX_TYPE_COUNT; t++)
+        ck_assert_msg(!seen[t] || t == HX_TYPE_Q4_K || t == HX_TYPE_Q6_K, "%d matrices of %s", seen[t],
+                      hx_type_name((hx_type)t));
+    ck_assert_int_gt(seen[HX_TYPE_Q4_K] + seen[HX_TYPE_Q6_K], 0);
+    ck_assert_int_eq(remove(out), 0);
+    o.budget_types = "q4_K,q7_K";
+    ck_assert_int_eq(hx_model_quantize_ex(f32, out, &o), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "q7_K"), "%s", hx_last_error());
+    o.budget_types = NULL;
+
+    /* below what the smallest types make: refused, nothing written */
     o.target_bpw = 1.0;
     ck_assert_int_eq(hx_model_quantize_ex(f32, out, &o), HX_ERR_RANGE);
     ck_assert_msg(strstr(hx_last_error(), "budget"), "%s", hx_last_error());

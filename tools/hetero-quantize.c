@@ -27,6 +27,7 @@ static void usage(FILE *f)
             "  --target-bpw BPW             mixed precision: the types that minimise the weighted\n"
             "                               squared error within BPW bits per weight (all tensors)\n"
             "  --target-size SIZE           the same within SIZE bytes (suffixes K, M, G, KiB, MiB, GiB)\n"
+            "  --budget-types LIST          budget mode: the types it may choose (comma-separated)\n"
             "  --dry-run                    choose and print the types, write nothing\n");
 }
 
@@ -112,6 +113,8 @@ int main(int argc, char **argv)
             tt[o.n_tensor_types++] = argv[++i];
         } else if (!strcmp(a, "--imatrix") && need(argc, argv, i)) {
             o.imatrix = argv[++i];
+        } else if (!strcmp(a, "--budget-types") && need(argc, argv, i)) {
+            o.budget_types = argv[++i];
         } else if (!strcmp(a, "--target-bpw") && need(argc, argv, i)) {
             char *end;
             o.target_bpw = strtod(argv[++i], &end);
@@ -126,7 +129,7 @@ int main(int argc, char **argv)
             }
         } else {
             if (!strstr(" --output-tensor-type --token-embedding-type --tensor-type --imatrix --target-bpw "
-                        "--target-size ", a) || i + 1 < argc)
+                        "--target-size --budget-types ", a) || i + 1 < argc)
                 fprintf(stderr, "hetero-quantize: unknown option '%s'\n", a);
             usage(stderr);
             free(tt);
