@@ -54,6 +54,8 @@ import subprocess
 import sys
 import tempfile
 
+import gguf_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("HX_BUILD", os.path.join(ROOT, "build"))
 HETERO_QUANTIZE_TYPES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}
@@ -155,50 +157,7 @@ def gguf_decode_bytes(path):
 
 def gguf_tensors(data):
     """[(name, offset in the data section, data section start)] of a GGUF file's bytes."""
-    if data[:4] != b"GGUF":
-        raise ValueError("not a GGUF file")
-    pos = 8
-    n_tensors, n_kv = struct.unpack_from("<QQ", data, pos)
-    pos += 16
-    fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    alignment = 32
-
-    def string(p):
-        (n,) = struct.unpack_from("<Q", data, p)
-        return data[p + 8:p + 8 + n].decode("utf-8", "replace"), p + 8 + n
-
-    def skip(t, p):
-        if t in fixed:
-            return p + fixed[t]
-        if t == 8:
-            return string(p)[1]
-        if t == 9:
-            et, n = struct.unpack_from("<IQ", data, p)
-            p += 12
-            if et in fixed:
-                return p + fixed[et] * n
-            for _ in range(n):
-                p = skip(et, p)
-            return p
-        raise ValueError(f"GGUF value type {t}")
-
-    for _ in range(n_kv):
-        key, pos = string(pos)
-        (t,) = struct.unpack_from("<I", data, pos)
-        pos += 4
-        if key == "general.alignment" and t == 4:
-            (alignment,) = struct.unpack_from("<I", data, pos)
-        pos = skip(t, pos)
-    tensors = []
-    for _ in range(n_tensors):
-        name, pos = string(pos)
-        (nd,) = struct.unpack_from("<I", data, pos)
-        pos += 4 + 8 * nd + 4
-        (off,) = struct.unpack_from("<Q", data, pos)
-        pos += 8
-        tensors.append((name, off))
-    start = (pos + alignment - 1) // alignment * alignment
-    return [(name, off, start) for name, off in tensors]
+    return [(name, off, start) for name, _, off, start in gguf_file.tensors(data)]
 
 
 def decode_bytes_of(tensors, file_size):
