@@ -128,7 +128,7 @@ def main():
 
     rows = []
     tools = ["hetero"] + (["llama.cpp"] if a.llama_quantize else [])
-    for recipe in a.recipes.split(","):
+    for recipe in filter(None, a.recipes.split(",")):
         for im in (None, imatrix):
             for tool in tools:
                 out = w(f"{tool}-{recipe}{'-imatrix' if im else ''}.gguf")
@@ -141,14 +141,16 @@ def main():
                 rows.append(r)
                 print(json.dumps(r), file=sys.stderr)
     for b in filter(None, a.budgets.split(",")):
-        out = w(f"hetero-budget-{b}.gguf")
+        limited = "-" + a.budget_types.replace(",", "-") if a.budget_types else ""
+        out = w(f"hetero-budget-{b}{limited}.gguf")
         try:
             extra = ["--budget-types", a.budget_types] if a.budget_types else []
             quantize("hetero", a, base, out, ["--target-bpw", b] + extra, imatrix, log)
             r = score(out, a, base_kld, log)
         except RuntimeError as e:
             r = {"error": str(e)}
-        r.update({"recipe": f"budget {b} bpw", "imatrix": True, "tool": "hetero"})
+        r.update({"recipe": f"budget {b} bpw" + (f" ({a.budget_types})" if a.budget_types else ""),
+                  "imatrix": True, "tool": "hetero"})
         rows.append(r)
         print(json.dumps(r), file=sys.stderr)
 
