@@ -18,7 +18,7 @@ typedef struct {
     hx_vec_dot_fn vec_dot;
     hx_vec_dot4_fn vec_dot4;
     hx_gemm_fn gemm; /* set with vec_dot4: a level's vec_dot4 brings its gemm */
-    hx_quantize_weighted_fn quantize_weighted; /* last, so tables without it stay positional */
+    hx_quantize_weighted_fn quantize_weighted; /* NULL: the type takes no importance weights */
 } hx_quant_kernels;
 
 extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];

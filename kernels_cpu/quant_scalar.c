@@ -442,9 +442,9 @@ void hx_quant_scalar_add_scaled(float *acc, const float *x, float w, int64_t n)
 }
 
 const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {
-    [HX_TYPE_F32] = {dequant_f32, hx_quant_quantize_f32, dot_f32, dot4_f32, gemm_f32},
-    [HX_TYPE_F16] = {dequant_f16, hx_quant_quantize_f16, dot_f16, dot4_f16, gemm_f16},
-    [HX_TYPE_BF16] = {dequant_bf16, hx_quant_quantize_bf16, dot_bf16, dot4_bf16, gemm_bf16},
+    [HX_TYPE_F32] = {dequant_f32, hx_quant_quantize_f32, dot_f32, dot4_f32, gemm_f32, NULL},
+    [HX_TYPE_F16] = {dequant_f16, hx_quant_quantize_f16, dot_f16, dot4_f16, gemm_f16, NULL},
+    [HX_TYPE_BF16] = {dequant_bf16, hx_quant_quantize_bf16, dot_bf16, dot4_bf16, gemm_bf16, NULL},
     [HX_TYPE_Q4_0] = {dequant_q4_0, hx_quant_quantize_q4_0, dot_q4_0, dot4_q4_0, gemm_q4_0,
                       hx_quant_weighted_q4_0},
     [HX_TYPE_Q4_1] = {dequant_q4_1, hx_quant_quantize_q4_1, dot_q4_1, dot4_q4_1, gemm_q4_1,
@@ -453,13 +453,13 @@ const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {
                       hx_quant_weighted_q5_0},
     [HX_TYPE_Q5_1] = {dequant_q5_1, hx_quant_quantize_q5_1, dot_q5_1, dot4_q5_1, gemm_q5_1,
                       hx_quant_weighted_q5_1},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, hx_quant_quantize_q8_0, dot_q8_0, dot4_q8_0, gemm_q8_0},
-    [HX_TYPE_Q8_1] = {dequant_q8_1, hx_quant_quantize_q8_1, NULL, NULL, NULL},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, hx_quant_quantize_q8_0, dot_q8_0, dot4_q8_0, gemm_q8_0, NULL},
+    [HX_TYPE_Q8_1] = {dequant_q8_1, hx_quant_quantize_q8_1, NULL, NULL, NULL, NULL},
     [HX_TYPE_Q4_K] = {dequant_q4_K, hx_quant_quantize_q4_K, dot_q4_K, dot4_q4_K, gemm_q4_K,
                       hx_quant_weighted_q4_K},
     [HX_TYPE_Q5_K] = {dequant_q5_K, hx_quant_quantize_q5_K, dot_q5_K, dot4_q5_K, gemm_q5_K,
                       hx_quant_weighted_q5_K},
     [HX_TYPE_Q6_K] = {dequant_q6_K, hx_quant_quantize_q6_K, dot_q6_K, dot4_q6_K, gemm_q6_K,
                       hx_quant_weighted_q6_K},
-    [HX_TYPE_Q8_K] = {dequant_q8_K, hx_quant_quantize_q8_K, NULL, NULL, NULL},
+    [HX_TYPE_Q8_K] = {dequant_q8_K, hx_quant_quantize_q8_K, NULL, NULL, NULL, NULL},
 };
