@@ -24,7 +24,8 @@ void hx_task_release_memory(hx_task *t)
     if (t->succ != t->succ_inline)
         free(t->succ);
     free(t->msg);
-    free((void *)t->desc.blocks);
+    if (t->desc.blocks != t->inline_blocks)
+        free((void *)t->desc.blocks);
     t->desc.blocks = NULL;
     t->desc.args = NULL;
     t->succ = NULL;
@@ -245,7 +246,9 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
         t->desc.args = a;
     }
     if (desc->nblocks) {
-        uint32_t *ids = malloc(sizeof *ids * desc->nblocks);
+        uint32_t *ids = desc->nblocks <= sizeof t->inline_blocks / sizeof *t->inline_blocks
+                            ? t->inline_blocks
+                            : malloc(sizeof *ids * desc->nblocks);
         if (!ids) {
             t->desc.nblocks = 0;
             hx_task_unref(t);

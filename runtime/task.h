@@ -44,6 +44,9 @@ struct hx_task {
     double flops, bytes;        /* cost; flops < 0 until computed */
     double expected;            /* perf model estimate on the chosen device (s) */
     unsigned char inline_args[64];
+    /* The KV blocks a decode step's tasks name fit here: no allocation per
+     * task on that path; longer lists go to the heap. */
+    uint32_t inline_blocks[16];
     hx_task *pool_prev, *pool_next; /* the pool's list of records handed out */
 };
 
