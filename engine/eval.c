@@ -24,7 +24,7 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
         const struct hx_plan *plan;
         s = hx_plan_get_locked(m, &plan);
         if (s == HX_OK)
-            s = hx_llama_emit(m, &w.shape, plan, NULL, NULL);
+            s = hx_replay_emit(m, &w.shape, plan);
         hx_status waited = hx_runtime_wait_all(m->rt);
         if (s == HX_OK)
             s = waited;
@@ -59,16 +59,19 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
     if (st)
         return st;
     const uint32_t B = m->opts.max_batch;
-    uint8_t *want = calloc(B, 1);
-    hx_session **sess = malloc(sizeof *sess * B);
-    if (!want || !sess) {
-        free(want);
-        free(sess);
-        return hx_error(HX_ERR_NO_MEMORY, "evaluation of %zu tokens", n);
+    pthread_mutex_lock(&m->eval_lock);
+    /* Each chunk's entries and their want flags, in the model's scratch:
+     * a decode step allocates nothing. */
+    void *tables;
+    st = hx_model_scratch(m, HX_SCRATCH_REQUEST, (sizeof(hx_session *) + 1) * B, &tables);
+    if (st) {
+        pthread_mutex_unlock(&m->eval_lock);
+        return hx_error_context(st, "evaluation of %zu tokens", n);
     }
+    hx_session **sess = tables;
+    uint8_t *want = (uint8_t *)(sess + B);
     for (uint32_t i = 0; i < B; i++)
         sess[i] = s;
-    pthread_mutex_lock(&m->eval_lock);
     const uint32_t pos0 = s->pos;
     /* Leading blocks the prefix cache holds are attached, not evaluated;
      * every token's logits need every token evaluated. */
@@ -103,8 +106,6 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
             s->n_last = 0;
     }
     pthread_mutex_unlock(&m->eval_lock);
-    free(want);
-    free(sess);
     return st;
 }
 
