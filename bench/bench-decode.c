@@ -8,51 +8,20 @@
  * the allocations the whole process made (malloc, calloc and realloc
  * counted on their way to the C library's).
  *   bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] [-r ROUNDS] */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench/alloc_count.h"
+#include "bench/bench.h"
 #include "hetero.h"
-
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-static _Atomic unsigned long allocations;
-void *malloc(size_t n)
-{
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t size)
-{
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-    return __libc_calloc(n, size);
-}
-void *realloc(void *p, size_t n)
-{
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-    return __libc_realloc(p, n);
-}
 
 static double seconds(clockid_t c)
 {
     struct timespec ts;
     clock_gettime(c, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 typedef struct {
@@ -85,11 +54,11 @@ static int run_round(arm *a, int steps)
         return fail("prompt");
     for (int k = 0; k < steps; k++) {
         int32_t t = token_at(8 + k);
-        unsigned long a0 = atomic_load(&allocations);
+        unsigned long a0 = hx_allocations_count();
         double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_THREAD_CPUTIME_ID);
         hx_status st = hx_session_eval(a->s, &t, 1, 0);
         double c1 = seconds(CLOCK_THREAD_CPUTIME_ID), w1 = seconds(CLOCK_MONOTONIC);
-        unsigned long a1 = atomic_load(&allocations);
+        unsigned long a1 = hx_allocations_count();
         if (st)
             return fail("decode step");
         a->wall[a->n] = (w1 - w0) * 1e6;
@@ -166,8 +135,8 @@ int main(int argc, char **argv)
             hx_model_stats ms = {0};
             hx_model_stats_get(arms[k].m, &ms);
             printf("| %-6s | %8.1f | %11.1f | %11.0f | %8llu | %8llu |\n", arms[k].name,
-                   median(arms[k].wall, arms[k].n), median(arms[k].host, arms[k].n),
-                   median(arms[k].allocs, arms[k].n), (unsigned long long)ms.graphs_recorded,
+                   hxb_stats_median(arms[k].wall, arms[k].n), hxb_stats_median(arms[k].host, arms[k].n),
+                   hxb_stats_median(arms[k].allocs, arms[k].n), (unsigned long long)ms.graphs_recorded,
                    (unsigned long long)ms.graphs_replayed);
         }
     }

@@ -5,11 +5,11 @@
  * FPGA, and with that device failing for good in the middle of the run.
  * The model's counters say that replay happened (each test fails if it
  * did not), and a decode step allocates nothing. */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/alloc_count.h" /* every allocation of the process, counted */
 #include "tests/hx_test.h"
 
 enum { PROMPT = 5, STEPS = 24, KV_BLOCK = 4 };
@@ -255,41 +255,7 @@ START_TEST(sequences_joining_and_leaving_a_batch_are_recorded_again)
 }
 END_TEST
 
-/* Every allocation of the process, counted by passing malloc, calloc and
- * realloc through to the C library's own.  Not under a sanitizer, whose
- * allocator replaces the C library's. */
-#if defined(__SANITIZE_ADDRESS__)
-#define HX_COUNT_ALLOCATIONS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-#define HX_COUNT_ALLOCATIONS 0
-#endif
-#endif
-#ifndef HX_COUNT_ALLOCATIONS
-#define HX_COUNT_ALLOCATIONS 1
-#endif
-
-#if HX_COUNT_ALLOCATIONS
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-static _Atomic unsigned long allocations;
-void *malloc(size_t n)
-{
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t size)
-{
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-    return __libc_calloc(n, size);
-}
-void *realloc(void *p, size_t n)
-{
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-    return __libc_realloc(p, n);
-}
-
+#if HX_ALLOC_COUNTING
 static int cmp_ulong(const void *a, const void *b)
 {
     unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
@@ -304,7 +270,7 @@ static int cmp_ulong(const void *a, const void *b)
  * is the one checked.) */
 START_TEST(a_replayed_decode_step_allocates_nothing)
 {
-#if HX_COUNT_ALLOCATIONS
+#if HX_ALLOC_COUNTING
     rig r = open_rig("cpu", 1);
     hx_session *s;
     HX_ASSERT_OK(hx_session_open(r.m, &s));
@@ -317,17 +283,17 @@ START_TEST(a_replayed_decode_step_allocates_nothing)
     hx_status st[STEPS];
     for (int k = 0; k < STEPS; k++) {
         int32_t t = token_at(PROMPT + k);
-        unsigned long a0 = atomic_load(&allocations);
+        unsigned long a0 = hx_allocations_count();
         st[k] = hx_session_eval(s, &t, 1, 0);
-        per_step[k] = atomic_load(&allocations) - a0;
+        per_step[k] = hx_allocations_count() - a0;
     }
     for (int k = 0; k < STEPS; k++)
         HX_ASSERT_OK(st[k]);
     /* The counter counts: a plain allocation moves it. */
-    unsigned long a0 = atomic_load(&allocations);
+    unsigned long a0 = hx_allocations_count();
     void *(*volatile alloc)(size_t) = malloc; /* not one the compiler may leave out */
     void *probe = alloc(16);
-    ck_assert_uint_eq(atomic_load(&allocations) - a0, 1);
+    ck_assert_uint_eq(hx_allocations_count() - a0, 1);
     free(probe);
     char list[STEPS * 8] = "";
     for (int k = 0; k < STEPS; k++)
