@@ -117,6 +117,10 @@ $(BUILD)/bench-%: bench/bench-%.c $(SHARED)
 $(INTERNAL_BENCHES): $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
 	@echo "  LD      $@ (static: it times internals)"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
+# bench-decode takes its medians from hetero-bench's helpers.
+$(BUILD)/bench-decode: bench/bench-decode.c bench/stats.c $(SHARED)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) $< bench/stats.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # bench-soak draws and measures with hetero-bench's helpers (SVG, RSS).
 BENCH_SOAK_LIB := bench/svg.c bench/stats.c
 $(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(SHARED)

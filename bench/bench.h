@@ -142,6 +142,8 @@ int hxb_results_reference(const hxb_results *r, int row);
 
 /* stats.c */
 void hxb_stats_mean_std(const double *v, int n, double *mean, double *std);
+/* The median of v[0, n), n > 0 (v is sorted in place). */
+double hxb_stats_median(double *v, int n);
 void hxb_stats_peak_rss_reset(void);
 uint64_t hxb_stats_peak_rss(void);
 /* Resident memory now (VmRSS), 0 where /proc is missing. */

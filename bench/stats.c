@@ -7,6 +7,18 @@
 
 #include "bench/bench.h"
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double hxb_stats_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* The sample standard deviation (n - 1), as llama-bench reports it. */
 void hxb_stats_mean_std(const double *v, int n, double *mean, double *std)
 {

@@ -99,9 +99,11 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
 {
     const uint32_t T = w->shape.T, S = w->shape.S, max_blocks = w->shape.max_blocks;
     const uint32_t bs = w->m->kv->block_size;
-    uint32_t *ids = malloc(sizeof *ids * ((size_t)S * max_blocks + T + S));
-    if (!ids)
-        return hx_error(HX_ERR_NO_MEMORY, "KV block lists of a batch of %u", T);
+    uint32_t *ids;
+    hx_status s = hx_model_scratch(w->m, HX_SCRATCH_KV_BLOCKS, sizeof *ids * ((size_t)S * max_blocks + T + S),
+                                   (void **)&ids);
+    if (s)
+        return hx_error_context(s, "KV block lists of a batch of %u", T);
     uint32_t *last = ids + (size_t)S * max_blocks + T; /* per sequence: blocks read */
     memset(last, 0, sizeof *last * S);
     for (uint32_t i = 0; i < T; i++) {
@@ -121,7 +123,6 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
     for (uint32_t i = 0; i < T; i++)
         written[n_written++] = (uint32_t)meta[i] / bs;
     n_written = sort_unique(written, n_written);
-    w->kv_blocks = ids;
     w->shape.kv_read = ids;
     w->shape.n_kv_read = n_read;
     w->shape.kv_written = written;
@@ -138,13 +139,19 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
     w->sessions = sessions;
     w->want = want;
     hx_activations *A = hx_model_act_for(m, (uint32_t)n);
-    /* the sequences, then room for hx_batch_number's list of sessions */
-    w->seqs = calloc(n, sizeof *w->seqs + sizeof(hx_session *));
-    w->seq_of = malloc(sizeof *w->seq_of * n);
-    if (!w->seqs || !w->seq_of)
-        return hx_error(HX_ERR_NO_MEMORY, "batch of %zu", n);
+    /* the sequences, room for hx_batch_number's list of sessions, and each
+     * entry's sequence, in the model's scratch: a decode step allocates
+     * nothing */
+    const size_t per_entry = sizeof *w->seqs + sizeof(hx_session *) + sizeof *w->seq_of;
+    void *tables;
+    hx_status s = hx_model_scratch(m, HX_SCRATCH_BATCH, per_entry * n, &tables);
+    if (s)
+        return hx_error_context(s, "batch of %zu", n);
+    memset(tables, 0, per_entry * n);
+    w->seqs = tables;
+    w->seq_of = (int32_t *)(void *)((hx_session **)(void *)(w->seqs + n) + n);
     uint32_t n_out = 0, max_blocks = 0;
-    hx_status s = group_sessions(w, (hx_session **)(void *)(w->seqs + n), &n_out, &max_blocks);
+    s = group_sessions(w, (hx_session **)(void *)(w->seqs + n), &n_out, &max_blocks);
     const uint32_t T = (uint32_t)n;
     hx_kv_layout lay = {T, w->shape.S, max_blocks, m->kv->block_size};
     if (s == HX_OK)
@@ -197,7 +204,7 @@ hx_status hx_batch_collect(hx_batch_work *w)
 
 void hx_batch_work_free(hx_batch_work *w)
 {
-    free(w->kv_blocks);
-    free(w->seqs);
-    free(w->seq_of);
+    /* the tables are the model's scratch, kept for the next evaluation */
+    w->seqs = NULL;
+    w->seq_of = NULL;
 }

@@ -25,7 +25,6 @@ typedef struct {
     int32_t *seq_of;             /* per entry: its index in seqs */
     uint32_t n_out;              /* entries whose logits are kept */
     hx_batch_shape shape;        /* what the partitioner emits for */
-    uint32_t *kv_blocks;         /* shape.kv_read, then shape.kv_written */
 } hx_batch_work;
 
 /* Numbers the distinct sessions of n entries in order of first

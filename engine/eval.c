@@ -24,7 +24,7 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
         const struct hx_plan *plan;
         s = hx_plan_get_locked(m, &plan);
         if (s == HX_OK)
-            s = hx_llama_emit(m, &w.shape, plan, NULL, NULL);
+            s = hx_replay_emit(m, &w.shape, plan);
         hx_status waited = hx_runtime_wait_all(m->rt);
         if (s == HX_OK)
             s = waited;
@@ -59,16 +59,19 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
     if (st)
         return st;
     const uint32_t B = m->opts.max_batch;
-    uint8_t *want = calloc(B, 1);
-    hx_session **sess = malloc(sizeof *sess * B);
-    if (!want || !sess) {
-        free(want);
-        free(sess);
-        return hx_error(HX_ERR_NO_MEMORY, "evaluation of %zu tokens", n);
+    pthread_mutex_lock(&m->eval_lock);
+    /* Each chunk's entries and their want flags, in the model's scratch:
+     * a decode step allocates nothing. */
+    void *tables;
+    st = hx_model_scratch(m, HX_SCRATCH_REQUEST, (sizeof(hx_session *) + 1) * B, &tables);
+    if (st) {
+        pthread_mutex_unlock(&m->eval_lock);
+        return hx_error_context(st, "evaluation of %zu tokens", n);
     }
+    hx_session **sess = tables;
+    uint8_t *want = (uint8_t *)(sess + B);
     for (uint32_t i = 0; i < B; i++)
         sess[i] = s;
-    pthread_mutex_lock(&m->eval_lock);
     const uint32_t pos0 = s->pos;
     /* Leading blocks the prefix cache holds are attached, not evaluated;
      * every token's logits need every token evaluated. */
@@ -103,8 +106,6 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
             s->n_last = 0;
     }
     pthread_mutex_unlock(&m->eval_lock);
-    free(want);
-    free(sess);
     return st;
 }
 
@@ -146,12 +147,19 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         uint32_t count, n_logits;
         size_t last;
     } group;
-    /* One allocation per evaluation for every per-entry table. */
+    /* Every per-entry table in the model's scratch: a decode step of a
+     * server's running requests allocates nothing. */
     const size_t per_entry = sizeof(group) + sizeof(hx_batch_reuse) + 2 * sizeof(hx_session *) +
                              2 * sizeof(int32_t) + 2;
-    group *g = calloc(b->n, per_entry);
-    if (!g)
-        return hx_error(HX_ERR_NO_MEMORY, "batch");
+    pthread_mutex_lock(&m->eval_lock);
+    void *tables;
+    st = hx_model_scratch(m, HX_SCRATCH_REQUEST, b->n * per_entry, &tables);
+    if (st) {
+        pthread_mutex_unlock(&m->eval_lock);
+        return hx_error_context(st, "batch of %zu", b->n);
+    }
+    memset(tables, 0, b->n * per_entry);
+    group *g = tables;
     hx_batch_reuse *undo = (hx_batch_reuse *)(void *)(g + b->n);
     hx_session **distinct = (hx_session **)(void *)(undo + b->n);
     hx_session **sessions = distinct + b->n;
@@ -160,7 +168,6 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
     uint8_t *want = (uint8_t *)(tokens + b->n);
     uint8_t *kept_want = want + b->n;
     size_t kept = 0, n_undo = 0;
-    pthread_mutex_lock(&m->eval_lock);
     const uint32_t S = hx_batch_number(b->sessions, b->n, slot, distinct);
     for (size_t i = 0; i < b->n; i++) {
         g[slot[i]].count++;
@@ -190,7 +197,6 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         for (uint32_t k = 0; k < S; k++)
             distinct[k]->n_last = 0;
     pthread_mutex_unlock(&m->eval_lock);
-    free(g);
     return st;
 }
 

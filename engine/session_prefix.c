@@ -23,11 +23,16 @@ hx_status hx_session_grow_tokens(hx_session *s, uint32_t n_tokens)
         s->cap_tokens = cap;
     }
     if (n_keys > s->cap_keys) {
-        uint64_t *k = realloc(s->keys, sizeof *k * n_keys);
+        /* Doubled, as the tokens: a decode step that starts a block must
+         * not reallocate every time. */
+        uint32_t cap = s->cap_keys ? s->cap_keys : 8;
+        while (cap < n_keys)
+            cap = cap > UINT32_MAX / 2 ? n_keys : cap * 2;
+        uint64_t *k = realloc(s->keys, sizeof *k * cap);
         if (!k)
             return hx_error(HX_ERR_NO_MEMORY, "block keys of a session of %u tokens", n_tokens);
         s->keys = k;
-        s->cap_keys = n_keys;
+        s->cap_keys = cap;
     }
     return HX_OK;
 }

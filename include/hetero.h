@@ -419,6 +419,14 @@ typedef struct {
      * 0 = HX_REPACK, else on for the types where it is faster; 1 = on,
      * -1 = off. */
     int repack;
+    /* Decode replay: an evaluation's task list is recorded once per batch
+     * shape (tokens, sequences, longest block table, rows of logits) and
+     * submitted again with the new step's KV blocks, without building the
+     * graph, checking the tasks, looking up their codelets or costing
+     * them again; the scheduling policy still places every task.  A shape
+     * change, a device leaving service or an activation observer makes a
+     * fresh graph.  0 = HX_GRAPH_REPLAY (on unless "0"), 1 = on, -1 = off. */
+    int graph_replay;
 } hx_model_options;
 
 typedef struct {
@@ -477,6 +485,9 @@ typedef struct {
     uint64_t kv_hits, kv_misses; /* a prompt's full blocks found / not found in the cache */
     uint64_t kv_evictions;     /* cached blocks whose room went to another */
     uint64_t kv_tokens_reused; /* prompt tokens attached instead of evaluated */
+    /* Decode replay (hx_model_options.graph_replay): task lists recorded,
+     * and evaluations submitted from a list an earlier one recorded. */
+    uint64_t graphs_recorded, graphs_replayed;
 } hx_model_stats;
 
 HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);

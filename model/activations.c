@@ -2,6 +2,8 @@
  * ... max_batch tokens (model.h says why); the meta and logits buffers
  * grow on demand (their size depends on the batch's sequences and on how
  * many logits are kept). */
+#include <stdlib.h>
+
 #include "model/model.h"
 #include "runtime/error.h"
 
@@ -53,6 +55,22 @@ hx_status hx_model_act_alloc(hx_model *m)
         if (s || c == max)
             return s;
     }
+    return HX_OK;
+}
+
+hx_status hx_model_scratch(hx_model *m, int slot, size_t bytes, void **out)
+{
+    if (m->scratch_size[slot] < bytes) {
+        /* Geometric growth, as the activation buffers: a context that
+         * grows by a block at a time reallocates a few times in all. */
+        size_t want = 2 * m->scratch_size[slot] > bytes ? 2 * m->scratch_size[slot] : bytes;
+        void *p = realloc(m->scratch[slot], want);
+        if (!p)
+            return hx_error(HX_ERR_NO_MEMORY, "%zu bytes of evaluation scratch", want);
+        m->scratch[slot] = p;
+        m->scratch_size[slot] = want;
+    }
+    *out = m->scratch[slot];
     return HX_OK;
 }
 

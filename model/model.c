@@ -300,6 +300,8 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     }
     m->opts.partition = NULL;
     m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
+    const char *replay = getenv("HX_GRAPH_REPLAY");
+    m->graph_replay = m->opts.graph_replay ? m->opts.graph_replay > 0 : !(replay && !strcmp(replay, "0"));
     if (!m->opts.kv_block)
         m->opts.kv_block = 16;
     if (!m->opts.max_batch)
@@ -470,6 +472,9 @@ void hx_model_destroy(hx_model *m)
     free(m->chat_template);
     hx_gguf_close(m->gguf);
     free(m->plan);
+    free(m->replay);
+    for (int i = 0; i < HX_SCRATCH_SLOTS; i++)
+        free(m->scratch[i]);
     pthread_mutex_destroy(&m->eval_lock);
     free(m);
 }
@@ -506,6 +511,8 @@ static hx_status stats_get(const hx_model *m, hx_model_stats *out)
     out->kv_misses = c.misses;
     out->kv_evictions = c.evictions;
     out->kv_tokens_reused = c.tokens_reused;
+    out->graphs_recorded = m->graphs_recorded;
+    out->graphs_replayed = m->graphs_replayed;
     return HX_OK;
 }
 

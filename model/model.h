@@ -5,6 +5,7 @@
 #define HX_MODEL_MODEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "hetero.h"
 #include "model/arch.h"
@@ -52,6 +53,10 @@ typedef struct hx_activations {
     uint32_t meta_ints;  /* capacity of `meta` */
 } hx_activations;
 
+/* The model's scratch memory (hx_model_scratch), one slot per table an
+ * evaluation holds at once. */
+enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_SLOTS };
+
 struct hx_model {
     hx_runtime *rt;
     hx_gguf *gguf;
@@ -75,6 +80,16 @@ struct hx_model {
      * evaluation sees one setting throughout. */
     hx_activation_observer observer;
     void *observer_user;
+    /* Decode replay (partitioner/replay.c): on or off for the model's
+     * life, the recording of the last shape (one allocation, under
+     * eval_lock) and its counters. */
+    int graph_replay;
+    struct hx_replay *replay;
+    _Atomic uint64_t graphs_recorded, graphs_replayed; /* read by hx_model_stats_get without the lock */
+    /* Working memory of evaluations (engine/batch.c), kept from one to
+     * the next so that a decode step allocates nothing; under eval_lock. */
+    void *scratch[HX_SCRATCH_SLOTS];
+    size_t scratch_size[HX_SCRATCH_SLOTS];
 };
 
 /* What every way of opening a model ends with (model.c): its options
@@ -91,5 +106,8 @@ void hx_model_destroy(hx_model *m);
 /* The activation set for a batch of T tokens (model/activations.c). */
 hx_activations *hx_model_act_for(hx_model *m, uint32_t T);
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
+/* At least `bytes` of the model's scratch `slot` (HX_SCRATCH_*), kept for the next evaluation; call with eval_lock held.
+ * Its contents are undefined (model/activations.c). */
+hx_status hx_model_scratch(hx_model *m, int slot, size_t bytes, void **out);
 
 #endif

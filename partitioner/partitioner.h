@@ -61,6 +61,12 @@ typedef void (*hx_graph_sink)(void *user, int layer, hx_task_class cls, const hx
 hx_status hx_llama_emit(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
                         hx_graph_sink sink, void *user);
 
+/* Submits one evaluation's tasks as hx_llama_emit does, from the model's
+ * recording of the graph for this shape when it has one and replay is on
+ * (partitioner/replay.c), after recording it when it has none.  Call with
+ * m->eval_lock held, the batch's buffers filled. */
+hx_status hx_replay_emit(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan);
+
 /* Submits the task that hands a matmul's input x ([rows][cols] f32) to
  * the model's activation observer as the input of weight `tensor`
  * (partitioner/observe.c). */

@@ -211,17 +211,16 @@ static hx_status link_task(hx_task *t)
     return s;
 }
 
-static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+/* A record from the pool holding its own copy of `desc` (arguments and
+ * block list), not yet linked; NULL with the error set when memory runs
+ * out. */
+static hx_task *task_make(hx_runtime *rt, const hx_task_desc *desc)
 {
-    double t0 = hx_now();
-    if (out)
-        *out = NULL;
-    hx_status s = validate(rt, desc);
-    if (s)
-        return s;
     hx_task *t = hx_task_pool_get(&rt->task_pool);
-    if (!t)
-        return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: no memory for a task");
+    if (!t) {
+        hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: no memory for a task");
+        return NULL;
+    }
     atomic_init(&t->refs, 1);
     t->desc = *desc;
     t->desc.blocks = NULL; /* the task's own copy, below */
@@ -240,7 +239,8 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
         if (!a) {
             t->desc.args = NULL;
             hx_task_unref(t);
-            return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: %zu bytes of arguments", desc->args_size);
+            hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: %zu bytes of arguments", desc->args_size);
+            return NULL;
         }
         memcpy(a, desc->args, desc->args_size);
         t->desc.args = a;
@@ -252,45 +252,141 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
         if (!ids) {
             t->desc.nblocks = 0;
             hx_task_unref(t);
-            return hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: a list of %u blocks", desc->nblocks);
+            hx_error(HX_ERR_NO_MEMORY, "hx_task_submit: a list of %u blocks", desc->nblocks);
+            return NULL;
         }
         memcpy(ids, desc->blocks, sizeof *ids * desc->nblocks);
         t->desc.blocks = ids;
     }
     t->flops = -1;
     t->queued_on = -1;
-    t->capable = hx_sched_capable(rt, &t->desc);
-    if (!hx_sched_eligible(&rt->sched, t)) {
-        const char *name = desc->codelet->name ? desc->codelet->name : "(unnamed)";
-        uint32_t capable = t->capable;
-        hx_task_unref(t);
-        if (capable & (desc->device >= 0 ? 1u << desc->device : ~0u))
-            return hx_error(HX_ERR_NO_DEVICE, "task '%s': the %sdevices that implement it are out of service",
-                            name, desc->device >= 0 ? "selected " : "");
-        return hx_error(HX_ERR_NO_DEVICE, "task '%s': no %sdevice implements this codelet", name,
-                        desc->device >= 0 ? "selected " : "");
-    }
+    return t;
+}
+
+/* Refuses a task no device in service may run (the record goes back). */
+static hx_status check_eligible(hx_runtime *rt, hx_task *t)
+{
+    if (hx_sched_eligible(&rt->sched, t))
+        return HX_OK;
+    const hx_task_desc *desc = &t->desc;
+    const char *name = desc->codelet->name ? desc->codelet->name : "(unnamed)";
+    uint32_t capable = t->capable;
+    int pinned = desc->device >= 0;
+    uint32_t wanted = pinned ? 1u << desc->device : ~0u;
+    hx_task_unref(t);
+    if (capable & wanted)
+        return hx_error(HX_ERR_NO_DEVICE, "task '%s': the %sdevices that implement it are out of service", name,
+                        pinned ? "selected " : "");
+    return hx_error(HX_ERR_NO_DEVICE, "task '%s': no %sdevice implements this codelet", name,
+                    pinned ? "selected " : "");
+}
+
+/* Numbers a record made by task_make and holds it open for linking: its
+ * references (the runtime's, and the caller's handle when `handle`), and
+ * the pending count that submission holds until the task is linked. */
+static void task_open(hx_runtime *rt, hx_task *t, int handle, double t0)
+{
     t->id = atomic_fetch_add(&rt->next_task_id, 1);
-    atomic_store(&t->refs, out ? 2 : 1);
+    atomic_store(&t->refs, handle ? 2 : 1);
     atomic_store(&t->pending, 1);
     t->t_submit = t0;
+}
+
+/* After linking (outside rt->lock): a failed link completes through the
+ * normal path, as failed; a task with no pending predecessor is ready. */
+static void task_release(hx_runtime *rt, hx_task *t, hx_status linked)
+{
+    if (linked) {
+        t->dep_failed = 1;
+        t->msg = strdup(hx_last_error());
+    }
+    if (atomic_fetch_sub(&t->pending, 1) == 1)
+        hx_sched_push(&rt->sched, t);
+}
+
+static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
+{
+    double t0 = hx_now();
+    if (out)
+        *out = NULL;
+    hx_status s = validate(rt, desc);
+    if (s)
+        return s;
+    hx_task *t = task_make(rt, desc);
+    if (!t)
+        return HX_ERR_NO_MEMORY;
+    t->capable = hx_sched_capable(rt, &t->desc);
+    if ((s = check_eligible(rt, t)))
+        return s;
+    task_open(rt, t, out != NULL, t0);
 
     pthread_mutex_lock(&rt->lock);
     s = link_task(t);
     rt->inflight++;
     pthread_mutex_unlock(&rt->lock);
     atomic_fetch_add(&rt->stats.submitted, 1);
-    /* A failed link still completes through the normal path, as failed. */
-    if (s) {
-        t->dep_failed = 1;
-        t->msg = strdup(hx_last_error());
-    }
-    if (atomic_fetch_sub(&t->pending, 1) == 1)
-        hx_sched_push(&rt->sched, t);
+    task_release(rt, t, s);
     if (out)
         *out = t;
     atomic_fetch_add(&rt->stats.submit_ns, (uint64_t)((hx_now() - t0) * 1e9));
     return HX_OK;
+}
+
+hx_status hx_task_record(hx_runtime *rt, const hx_task_desc *desc, hx_task_recorded *out)
+{
+    hx_status s = validate(rt, desc);
+    if (s)
+        return s;
+    hx_task probe = {.desc = *desc, .flops = -1};
+    probe.capable = hx_sched_capable(rt, desc);
+    if (!probe.capable)
+        return hx_error(HX_ERR_NO_DEVICE, "task '%s': no device implements this codelet",
+                        desc->codelet->name ? desc->codelet->name : "(unnamed)");
+    hx_task_cost(&probe, &out->flops, &out->bytes);
+    out->desc = *desc;
+    out->capable = probe.capable;
+    return HX_OK;
+}
+
+/* Tasks linked under one hold of rt->lock: a layer's worth, so that the
+ * workers completing tasks wait at most that long for the lock. */
+#define HX_LINK_CHUNK 16
+
+hx_status hx_task_submit_recorded(hx_runtime *rt, const hx_task_recorded *r, size_t n)
+{
+    double t0 = hx_now();
+    hx_status s = HX_OK;
+    for (size_t i0 = 0; i0 < n && s == HX_OK; i0 += HX_LINK_CHUNK) {
+        hx_task *chunk[HX_LINK_CHUNK];
+        hx_status linked[HX_LINK_CHUNK];
+        size_t k = 0, want = n - i0 < HX_LINK_CHUNK ? n - i0 : HX_LINK_CHUNK;
+        for (; k < want; k++) {
+            hx_task *t = task_make(rt, &r[i0 + k].desc);
+            if (!t) {
+                s = HX_ERR_NO_MEMORY;
+                break;
+            }
+            t->capable = r[i0 + k].capable;
+            t->flops = r[i0 + k].flops;
+            t->bytes = r[i0 + k].bytes;
+            if ((s = check_eligible(rt, t)))
+                break;
+            task_open(rt, t, 0, t0);
+            chunk[k] = t;
+        }
+        /* The tasks made before a failure go on, as the ones submitted
+         * before a failed hx_task_submit do: the caller waits for them. */
+        pthread_mutex_lock(&rt->lock);
+        for (size_t j = 0; j < k; j++)
+            linked[j] = link_task(chunk[j]);
+        rt->inflight += k;
+        pthread_mutex_unlock(&rt->lock);
+        atomic_fetch_add(&rt->stats.submitted, k);
+        for (size_t j = 0; j < k; j++)
+            task_release(rt, chunk[j], linked[j]);
+    }
+    atomic_fetch_add(&rt->stats.submit_ns, (uint64_t)((hx_now() - t0) * 1e9));
+    return s;
 }
 
 void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)

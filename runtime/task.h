@@ -54,6 +54,25 @@ struct hx_task {
  * sizes of its buffers (as bytes). */
 void hx_task_cost(hx_task *t, double *flops, double *bytes);
 
+/* A task as a recorded graph keeps it (partitioner/replay.c): its
+ * descriptor, checked once, with the devices that implement it and its
+ * cost, so that submitting it again skips the checks, the codelet lookups
+ * and the cost functions.  The scheduling policy still places every
+ * submission, and the devices in service are asked each time. */
+typedef struct {
+    hx_task_desc desc;
+    uint32_t capable;
+    double flops, bytes;
+} hx_task_recorded;
+
+/* Checks `desc` as hx_task_submit does and fills `out` (whose desc points
+ * where `desc` points: the caller keeps what it names alive). */
+hx_status hx_task_record(hx_runtime *rt, const hx_task_desc *desc, hx_task_recorded *out);
+/* Submits n recorded tasks in order, as n calls of hx_task_submit would
+ * (no handles), linking a few at a time under one hold of the runtime's
+ * lock.  On failure the tasks submitted before it stay submitted. */
+hx_status hx_task_submit_recorded(hx_runtime *rt, const hx_task_recorded *r, size_t n);
+
 void hx_task_ref(hx_task *t);
 /* The last reference returns the record to its runtime's pool. */
 void hx_task_unref(hx_task *t);

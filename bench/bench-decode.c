@@ -1,0 +1,154 @@
+/* bench-decode: what a decode step costs outside the kernels, with the
+ * graph built fresh and replayed (hx_model_options.graph_replay).  The
+ * model is loaded twice in one process, replay off and on, and the two
+ * decode one token at a time in alternating rounds; per step it reports
+ * the median wall time, the calling thread's CPU time (building or
+ * replaying the graph, submitting it, preparing the batch, collecting the
+ * logits: the host's share, which the kernels' threads do not pay) and
+ * the allocations the whole process made (malloc, calloc and realloc
+ * counted on their way to the C library's).
+ *   bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] [-r ROUNDS] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/alloc_count.h"
+#include "bench/bench.h"
+#include "hetero.h"
+
+static double seconds(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    const char *name;
+    hx_model *m;
+    hx_session *s;
+    double *wall, *host, *allocs; /* per measured step, every round */
+    int n;
+} arm;
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "bench-decode: %s: %s\n", what, hx_last_error());
+    return 1;
+}
+
+static int32_t token_at(int i) { return (int32_t)((i * 37 + 11) % 200 + 1); }
+
+/* A fresh session: the prompt, unmeasured, then `steps` measured steps. */
+static int run_round(arm *a, int steps)
+{
+    if (a->s)
+        hx_session_close(a->s);
+    if (hx_session_open(a->m, &a->s))
+        return fail("session");
+    int32_t prompt[8];
+    for (int i = 0; i < 8; i++)
+        prompt[i] = token_at(i);
+    if (hx_session_eval(a->s, prompt, 8, 0))
+        return fail("prompt");
+    for (int k = 0; k < steps; k++) {
+        int32_t t = token_at(8 + k);
+        unsigned long a0 = hx_allocations_count();
+        double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_THREAD_CPUTIME_ID);
+        hx_status st = hx_session_eval(a->s, &t, 1, 0);
+        double c1 = seconds(CLOCK_THREAD_CPUTIME_ID), w1 = seconds(CLOCK_MONOTONIC);
+        unsigned long a1 = hx_allocations_count();
+        if (st)
+            return fail("decode step");
+        a->wall[a->n] = (w1 - w0) * 1e6;
+        a->host[a->n] = (c1 - c0) * 1e6;
+        a->allocs[a->n++] = (double)(a1 - a0);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *file = NULL, *synthetic = "tiny:q8_0";
+    int threads = 0, steps = 64, rounds = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc)
+            file = argv[++i];
+        else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc)
+            synthetic = argv[++i];
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] "
+                            "[-r ROUNDS]\n");
+            return 2;
+        }
+    }
+    if (steps < 1 || rounds < 1)
+        return fprintf(stderr, "bench-decode: -n and -r must be positive\n"), 2;
+    char path[1024];
+    if (!file) {
+        char preset[64];
+        snprintf(preset, sizeof preset, "%s", synthetic);
+        char *type = strchr(preset, ':');
+        if (type)
+            *type++ = '\0';
+        if (hx_model_synthetic_cached(preset, type ? type : "f16", path, sizeof path, NULL))
+            return fail(synthetic);
+        file = path;
+    }
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu";
+    o.cpu_threads = threads;
+    hx_runtime *rt;
+    if (hx_runtime_open(&rt, &o))
+        return fail("runtime");
+    arm arms[2] = {{.name = "fresh"}, {.name = "replay"}};
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        hx_model_options mo = hx_model_options_default();
+        mo.graph_replay = k ? 1 : -1;
+        mo.n_ctx = (uint32_t)(8 + steps + 8);
+        size_t cells = (size_t)steps * (size_t)rounds;
+        arms[k].wall = malloc(sizeof(double) * cells);
+        arms[k].host = malloc(sizeof(double) * cells);
+        arms[k].allocs = malloc(sizeof(double) * cells);
+        if (!arms[k].wall || !arms[k].host || !arms[k].allocs)
+            rc = fprintf(stderr, "bench-decode: out of memory\n");
+        else if (hx_model_load(rt, file, &mo, &arms[k].m))
+            rc = fail(file);
+    }
+    for (int r = 0; r < rounds && !rc; r++)
+        for (int k = 0; k < 2 && !rc; k++)
+            rc = run_round(&arms[r % 2 ? 1 - k : k], steps);
+    if (!rc) {
+        printf("%s, %d threads, %d steps x %d rounds alternating (medians per step)\n", file, threads, steps,
+               rounds);
+        printf("| graph  |  wall µs | host CPU µs | allocations | recorded | replayed |\n");
+        printf("| ------ | -------: | ----------: | ----------: | -------: | -------: |\n");
+        for (int k = 0; k < 2; k++) {
+            hx_model_stats ms = {0};
+            hx_model_stats_get(arms[k].m, &ms);
+            printf("| %-6s | %8.1f | %11.1f | %11.0f | %8llu | %8llu |\n", arms[k].name,
+                   hxb_stats_median(arms[k].wall, arms[k].n), hxb_stats_median(arms[k].host, arms[k].n),
+                   hxb_stats_median(arms[k].allocs, arms[k].n), (unsigned long long)ms.graphs_recorded,
+                   (unsigned long long)ms.graphs_replayed);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        if (arms[k].s)
+            hx_session_close(arms[k].s);
+        if (arms[k].m)
+            hx_model_free(arms[k].m);
+        free(arms[k].wall);
+        free(arms[k].host);
+        free(arms[k].allocs);
+    }
+    hx_runtime_close(rt);
+    return rc;
+}
