@@ -2,7 +2,12 @@
  * task) spins briefly — a decode task lasts tens of microseconds and a
  * sleep/wake round trip costs about as much — and then sleeps on a futex,
  * so that an idle runtime, or one sharing oversubscribed cores with other
- * processes, does not burn the time of the very threads it waits for. */
+ * processes, does not burn the time of the very threads it waits for.
+ *
+ * A waker makes a system call only when someone said it was going to
+ * sleep, and only once per such sleep (the word's low bit, as in Drepper's
+ * "Futexes Are Tricky"): a member that was woken but has not run yet —
+ * the usual case on a loaded machine — costs the next runs nothing. */
 #include <hwloc.h>
 #include <immintrin.h>
 #include <linux/futex.h>
@@ -19,7 +24,13 @@
 #define SPIN_BARRIER 4000 /* for the last chunks of a run */
 #define CLAIM_CLOSED 0xffffffffu /* chunk index above any count */
 
+/* A counter the team waits on: the count in the high 31 bits, bit 0 set
+ * while some thread sleeps (or is about to) on the word. */
 typedef _Atomic unsigned counter;
+#define SLEEPING 1u
+#define STEP 2u
+
+static unsigned count_of(unsigned word) { return word >> 1; }
 
 struct hx_team {
     int n;
@@ -39,7 +50,6 @@ struct hx_team {
     counter generation; /* bumped per run, wakes members */
     counter done;       /* bumped when the last chunk of a run completes */
     _Atomic int stop;
-    _Atomic int sleepers; /* threads asleep on either counter */
 };
 
 typedef struct {
@@ -47,27 +57,35 @@ typedef struct {
     int ith;
 } member_arg;
 
-/* Waits until *c differs from `old`.  The sleeper count and the counter
- * are both sequentially consistent, pairing with bump(): either the waker
- * sees the sleeper, or the sleeper sees the new value (and the futex call
- * itself returns at once when the value has already changed). */
+/* Waits until the count of *c differs from `old`.  Before sleeping the
+ * waiter sets the word's SLEEPING bit, and sleeps only on the word it set:
+ * a bump in between changes the word, so the futex call returns at once;
+ * a bump after it sees the bit and wakes. */
 static void wait_change(hx_team *t, counter *c, unsigned old, int spin)
 {
     for (int i = 0; i < spin; i++) {
-        if (atomic_load_explicit(c, memory_order_acquire) != old)
+        if (count_of(atomic_load_explicit(c, memory_order_acquire)) != old)
             return;
         _mm_pause();
     }
-    atomic_fetch_add(&t->sleepers, 1);
-    while (atomic_load(c) == old && !atomic_load(&t->stop))
-        syscall(SYS_futex, (unsigned *)c, FUTEX_WAIT_PRIVATE, old, NULL, NULL, 0);
-    atomic_fetch_sub(&t->sleepers, 1);
+    for (;;) {
+        unsigned w = atomic_load(c);
+        if (count_of(w) != old || atomic_load(&t->stop))
+            return;
+        if (!(w & SLEEPING) && !atomic_compare_exchange_weak(c, &w, w | SLEEPING))
+            continue;
+        syscall(SYS_futex, (unsigned *)c, FUTEX_WAIT_PRIVATE, w | SLEEPING, NULL, NULL, 0);
+    }
 }
 
-static void bump(hx_team *t, counter *c)
+/* Adds one to the count and clears SLEEPING; wakes everyone only when it
+ * was set. */
+static void bump(counter *c)
 {
-    atomic_fetch_add(c, 1);
-    if (atomic_load(&t->sleepers) > 0)
+    unsigned w = atomic_load(c);
+    while (!atomic_compare_exchange_weak(c, &w, (w + STEP) & ~SLEEPING))
+        ;
+    if (w & SLEEPING)
         syscall(SYS_futex, (unsigned *)c, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
@@ -92,7 +110,7 @@ static void work(hx_team *t)
             continue;
         fn(ctx, (int)chunk, n);
         if (atomic_fetch_add(&t->completed, 1) == n - 1)
-            bump(t, &t->done);
+            bump(&t->done);
     }
 }
 
@@ -127,7 +145,7 @@ static void *member_main(void *p)
         wait_change(t, &t->generation, seen, SPIN_IDLE);
         if (atomic_load(&t->stop))
             return NULL;
-        seen = atomic_load(&t->generation);
+        seen = count_of(atomic_load(&t->generation));
         work(t);
     }
 }
@@ -183,13 +201,13 @@ void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx, int nchunks)
     atomic_store(&t->nchunks, nchunks);
     atomic_store(&t->completed, 0);
     atomic_store(&t->claim, run << 32);
-    bump(t, &t->generation);
+    bump(&t->generation);
     work(t);
     /* Only chunks someone claimed are waited for.  `done` is only a wake-up
      * hint: the bump of an earlier run's last finisher may arrive late, so
      * the count itself decides (the finisher counts before it bumps). */
     for (;;) {
-        unsigned done = atomic_load(&t->done);
+        unsigned done = count_of(atomic_load(&t->done));
         if (atomic_load(&t->completed) == nchunks)
             break;
         wait_change(t, &t->done, done, SPIN_BARRIER);
@@ -201,7 +219,7 @@ void hx_team_destroy(hx_team *t)
     if (!t)
         return;
     atomic_store(&t->stop, 1);
-    bump(t, &t->generation);
+    bump(&t->generation);
     syscall(SYS_futex, (unsigned *)&t->generation, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     for (int i = 1; i < t->n; i++)
         pthread_join(t->threads[i], NULL);
