@@ -19,6 +19,7 @@
 
 #include "runtime/error.h"
 #include "runtime/threadpool.h"
+#include "runtime/topology.h"
 
 #define SPIN_IDLE 20000   /* between tasks */
 #define SPIN_BARRIER 4000 /* for the last chunks of a run */
@@ -36,6 +37,7 @@ struct hx_team {
     int n;
     hwloc_topology_t topo;
     int pin;
+    int *cores, ncores; /* with pin: the cores members may run on, in order */
     pthread_t *threads;
 
     /* The loop being run.  `claim` packs the run's number (high 32 bits)
@@ -118,15 +120,11 @@ int hx_team_size(const hx_team *t) { return t->n; }
 
 hx_status hx_team_pin_self(hx_team *t, int ith)
 {
-    if (!t->pin || !t->topo)
+    if (!t->pin || !t->topo || t->ncores <= 0)
         return HX_OK;
-    int ncores = hwloc_get_nbobjs_by_type(t->topo, HWLOC_OBJ_CORE);
-    if (ncores <= 0)
+    hwloc_bitmap_t set = hx_topology_core_usable_pus(t->topo, t->cores[ith % t->ncores]);
+    if (!set)
         return HX_OK;
-    hwloc_obj_t core = hwloc_get_obj_by_type(t->topo, HWLOC_OBJ_CORE, (unsigned)(ith % ncores));
-    if (!core || !core->cpuset)
-        return HX_OK;
-    hwloc_bitmap_t set = hwloc_bitmap_dup(core->cpuset);
     hwloc_bitmap_singlify(set);
     /* Binding can be refused (containers, cpusets): run unpinned then. */
     (void)hwloc_set_cpubind(t->topo, set, HWLOC_CPUBIND_THREAD);
@@ -162,6 +160,13 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
     t->n = nthreads;
     t->topo = topology;
     t->pin = pin;
+    /* Members are bound among the cores of the creator's affinity mask,
+     * read before any member (or the creator) is pinned. */
+    if (pin && topology) {
+        int n = hx_topology_usable_cores(topology, NULL, 0);
+        if (n > 0 && (t->cores = malloc(sizeof *t->cores * (size_t)n)))
+            t->ncores = hx_topology_usable_cores(topology, t->cores, n);
+    }
     for (int i = 1; i < nthreads; i++) {
         member_arg *a = malloc(sizeof *a);
         if (a) {
@@ -223,6 +228,7 @@ void hx_team_destroy(hx_team *t)
     syscall(SYS_futex, (unsigned *)&t->generation, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     for (int i = 1; i < t->n; i++)
         pthread_join(t->threads[i], NULL);
+    free(t->cores);
     free(t->threads);
     free(t);
 }
