@@ -15,14 +15,20 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
 #include "runtime/threadpool.h"
 #include "runtime/topology.h"
 
-#define SPIN_IDLE 20000   /* between tasks */
-#define SPIN_BARRIER 4000 /* for the last chunks of a run */
+/* How long a wait spins before it sleeps, in microseconds of the time
+ * stamp counter — not in pause instructions, whose latency ranges from a
+ * few cycles (older cores) to 140 (Skylake and later): a count tuned on
+ * one machine spins 40 times longer or shorter on another.  The budgets
+ * are what 20000 and 4000 pauses last on a Zen core (27 ns each). */
+#define SPIN_IDLE_US 550    /* between tasks */
+#define SPIN_BARRIER_US 110 /* for the last chunks of a run */
 #define CLAIM_CLOSED 0xffffffffu /* chunk index above any count */
 
 /* A counter the team waits on: the count in the high 31 bits, bit 0 set
@@ -38,6 +44,7 @@ struct hx_team {
     hwloc_topology_t topo;
     int pin;
     int *cores, ncores; /* with pin: the cores members may run on, in order */
+    uint64_t spin_idle, spin_barrier; /* the budgets in time stamp counter ticks */
     pthread_t *threads;
 
     /* The loop being run.  `claim` packs the run's number (high 32 bits)
@@ -63,13 +70,16 @@ typedef struct {
  * waiter sets the word's SLEEPING bit, and sleeps only on the word it set:
  * a bump in between changes the word, so the futex call returns at once;
  * a bump after it sees the bit and wakes. */
-static void wait_change(hx_team *t, counter *c, unsigned old, int spin)
+static void wait_change(hx_team *t, counter *c, unsigned old, uint64_t spin_ticks)
 {
-    for (int i = 0; i < spin; i++) {
-        if (count_of(atomic_load_explicit(c, memory_order_acquire)) != old)
-            return;
-        _mm_pause();
-    }
+    const uint64_t until = __rdtsc() + spin_ticks;
+    do {
+        for (int i = 0; i < 16; i++) {
+            if (count_of(atomic_load_explicit(c, memory_order_acquire)) != old)
+                return;
+            _mm_pause();
+        }
+    } while (__rdtsc() < until);
     for (;;) {
         unsigned w = atomic_load(c);
         if (count_of(w) != old || atomic_load(&t->stop))
@@ -140,12 +150,30 @@ static void *member_main(void *p)
     hx_team_pin_self(t, a.ith);
     unsigned seen = 0;
     for (;;) {
-        wait_change(t, &t->generation, seen, SPIN_IDLE);
+        wait_change(t, &t->generation, seen, t->spin_idle);
         if (atomic_load(&t->stop))
             return NULL;
         seen = count_of(atomic_load(&t->generation));
         work(t);
     }
+}
+
+/* Time stamp counter ticks per microsecond, from the counter and the
+ * monotonic clock read around a short sleep: being descheduled in it
+ * stretches both alike.  The counter is invariant on every x86-64 core
+ * hetero runs on (constant_tsc). */
+static double tsc_per_us;
+
+static void calibrate_tsc(void)
+{
+    struct timespec a, b, nap = {0, 200 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t ta = __rdtsc();
+    nanosleep(&nap, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    uint64_t tb = __rdtsc();
+    double us = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+    tsc_per_us = us > 0 && tb > ta ? (double)(tb - ta) / us : 3000.0;
 }
 
 hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
@@ -160,6 +188,10 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
     t->n = nthreads;
     t->topo = topology;
     t->pin = pin;
+    static pthread_once_t calibrated = PTHREAD_ONCE_INIT;
+    pthread_once(&calibrated, calibrate_tsc);
+    t->spin_idle = (uint64_t)(SPIN_IDLE_US * tsc_per_us);
+    t->spin_barrier = (uint64_t)(SPIN_BARRIER_US * tsc_per_us);
     /* Members are bound among the cores of the creator's affinity mask,
      * read before any member (or the creator) is pinned. */
     if (pin && topology) {
@@ -215,7 +247,7 @@ void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx, int nchunks)
         unsigned done = count_of(atomic_load(&t->done));
         if (atomic_load(&t->completed) == nchunks)
             break;
-        wait_change(t, &t->done, done, SPIN_BARRIER);
+        wait_change(t, &t->done, done, t->spin_barrier);
     }
 }
 
