@@ -161,7 +161,11 @@ static hx_status cpu_discover(hx_runtime *rt, const hx_discover_options *o)
     cpu_state *st = calloc(1, sizeof *st);
     if (!st)
         return hx_error(HX_ERR_NO_MEMORY, "CPU device");
-    st->nthreads = o->cpu_threads > 0 ? o->cpu_threads : (topo.cores > 0 ? topo.cores : 1);
+    /* One thread per core the process may run on: a team larger than its
+     * affinity mask (taskset, a container's cpuset) would time-share
+     * cores and wait on its own descheduled members. */
+    int usable = hx_topology_usable_cores(o->topology, NULL, 0);
+    st->nthreads = o->cpu_threads > 0 ? o->cpu_threads : usable > 0 ? usable : topo.cores > 0 ? topo.cores : 1;
     st->pin = o->pin_threads;
     st->topology = o->topology;
     hx_device_info info = {0};

@@ -157,7 +157,8 @@ typedef struct {
      * out, and opens when named ("opencl") or as an emulated FPGA
      * (fpga_emulation). */
     const char *devices;
-    /* CPU worker threads; 0 = HX_THREADS or one per physical core. */
+    /* CPU worker threads; 0 = HX_THREADS or one per physical core the
+     * opening thread may run on (its affinity mask: taskset, cpusets). */
     int cpu_threads;
     /* Present PoCL as an emulated FPGA: NULL = HX_FPGA_EMULATION;
      * "pocl" enables, "" or "off" disables. */

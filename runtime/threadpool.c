@@ -2,7 +2,12 @@
  * task) spins briefly — a decode task lasts tens of microseconds and a
  * sleep/wake round trip costs about as much — and then sleeps on a futex,
  * so that an idle runtime, or one sharing oversubscribed cores with other
- * processes, does not burn the time of the very threads it waits for. */
+ * processes, does not burn the time of the very threads it waits for.
+ *
+ * A waker makes a system call only when someone said it was going to
+ * sleep, and only once per such sleep (the word's low bit, as in Drepper's
+ * "Futexes Are Tricky"): a member that was woken but has not run yet —
+ * the usual case on a loaded machine — costs the next runs nothing. */
 #include <hwloc.h>
 #include <immintrin.h>
 #include <linux/futex.h>
@@ -10,21 +15,36 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
 #include "runtime/threadpool.h"
+#include "runtime/topology.h"
 
-#define SPIN_IDLE 20000   /* between tasks */
-#define SPIN_BARRIER 4000 /* for the last chunks of a run */
+/* How long a wait spins before it sleeps, in microseconds of the time
+ * stamp counter — not in pause instructions, whose latency ranges from a
+ * few cycles (older cores) to 140 (Skylake and later): a count tuned on
+ * one machine spins 40 times longer or shorter on another.  The budgets
+ * are what 20000 and 4000 pauses last on a Zen core (27 ns each). */
+#define SPIN_IDLE_US 550    /* between tasks */
+#define SPIN_BARRIER_US 110 /* for the last chunks of a run */
 #define CLAIM_CLOSED 0xffffffffu /* chunk index above any count */
 
+/* A counter the team waits on: the count in the high 31 bits, bit 0 set
+ * while some thread sleeps (or is about to) on the word. */
 typedef _Atomic unsigned counter;
+#define SLEEPING 1u
+#define STEP 2u
+
+static unsigned count_of(unsigned word) { return word >> 1; }
 
 struct hx_team {
     int n;
     hwloc_topology_t topo;
     int pin;
+    int *cores, ncores; /* with pin: the cores members may run on, in order */
+    uint64_t spin_idle, spin_barrier; /* the budgets in time stamp counter ticks */
     pthread_t *threads;
 
     /* The loop being run.  `claim` packs the run's number (high 32 bits)
@@ -39,7 +59,6 @@ struct hx_team {
     counter generation; /* bumped per run, wakes members */
     counter done;       /* bumped when the last chunk of a run completes */
     _Atomic int stop;
-    _Atomic int sleepers; /* threads asleep on either counter */
 };
 
 typedef struct {
@@ -47,27 +66,38 @@ typedef struct {
     int ith;
 } member_arg;
 
-/* Waits until *c differs from `old`.  The sleeper count and the counter
- * are both sequentially consistent, pairing with bump(): either the waker
- * sees the sleeper, or the sleeper sees the new value (and the futex call
- * itself returns at once when the value has already changed). */
-static void wait_change(hx_team *t, counter *c, unsigned old, int spin)
+/* Waits until the count of *c differs from `old`.  Before sleeping the
+ * waiter sets the word's SLEEPING bit, and sleeps only on the word it set:
+ * a bump in between changes the word, so the futex call returns at once;
+ * a bump after it sees the bit and wakes. */
+static void wait_change(hx_team *t, counter *c, unsigned old, uint64_t spin_ticks)
 {
-    for (int i = 0; i < spin; i++) {
-        if (atomic_load_explicit(c, memory_order_acquire) != old)
+    const uint64_t until = __rdtsc() + spin_ticks;
+    do {
+        for (int i = 0; i < 16; i++) {
+            if (count_of(atomic_load_explicit(c, memory_order_acquire)) != old)
+                return;
+            _mm_pause();
+        }
+    } while (__rdtsc() < until);
+    for (;;) {
+        unsigned w = atomic_load(c);
+        if (count_of(w) != old || atomic_load(&t->stop))
             return;
-        _mm_pause();
+        if (!(w & SLEEPING) && !atomic_compare_exchange_weak(c, &w, w | SLEEPING))
+            continue;
+        syscall(SYS_futex, (unsigned *)c, FUTEX_WAIT_PRIVATE, w | SLEEPING, NULL, NULL, 0);
     }
-    atomic_fetch_add(&t->sleepers, 1);
-    while (atomic_load(c) == old && !atomic_load(&t->stop))
-        syscall(SYS_futex, (unsigned *)c, FUTEX_WAIT_PRIVATE, old, NULL, NULL, 0);
-    atomic_fetch_sub(&t->sleepers, 1);
 }
 
-static void bump(hx_team *t, counter *c)
+/* Adds one to the count and clears SLEEPING; wakes everyone only when it
+ * was set. */
+static void bump(counter *c)
 {
-    atomic_fetch_add(c, 1);
-    if (atomic_load(&t->sleepers) > 0)
+    unsigned w = atomic_load(c);
+    while (!atomic_compare_exchange_weak(c, &w, (w + STEP) & ~SLEEPING))
+        ;
+    if (w & SLEEPING)
         syscall(SYS_futex, (unsigned *)c, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
@@ -92,7 +122,7 @@ static void work(hx_team *t)
             continue;
         fn(ctx, (int)chunk, n);
         if (atomic_fetch_add(&t->completed, 1) == n - 1)
-            bump(t, &t->done);
+            bump(&t->done);
     }
 }
 
@@ -100,15 +130,11 @@ int hx_team_size(const hx_team *t) { return t->n; }
 
 hx_status hx_team_pin_self(hx_team *t, int ith)
 {
-    if (!t->pin || !t->topo)
+    if (!t->pin || !t->topo || t->ncores <= 0)
         return HX_OK;
-    int ncores = hwloc_get_nbobjs_by_type(t->topo, HWLOC_OBJ_CORE);
-    if (ncores <= 0)
+    hwloc_bitmap_t set = hx_topology_core_usable_pus(t->topo, t->cores[ith % t->ncores]);
+    if (!set)
         return HX_OK;
-    hwloc_obj_t core = hwloc_get_obj_by_type(t->topo, HWLOC_OBJ_CORE, (unsigned)(ith % ncores));
-    if (!core || !core->cpuset)
-        return HX_OK;
-    hwloc_bitmap_t set = hwloc_bitmap_dup(core->cpuset);
     hwloc_bitmap_singlify(set);
     /* Binding can be refused (containers, cpusets): run unpinned then. */
     (void)hwloc_set_cpubind(t->topo, set, HWLOC_CPUBIND_THREAD);
@@ -124,12 +150,30 @@ static void *member_main(void *p)
     hx_team_pin_self(t, a.ith);
     unsigned seen = 0;
     for (;;) {
-        wait_change(t, &t->generation, seen, SPIN_IDLE);
+        wait_change(t, &t->generation, seen, t->spin_idle);
         if (atomic_load(&t->stop))
             return NULL;
-        seen = atomic_load(&t->generation);
+        seen = count_of(atomic_load(&t->generation));
         work(t);
     }
+}
+
+/* Time stamp counter ticks per microsecond, from the counter and the
+ * monotonic clock read around a short sleep: being descheduled in it
+ * stretches both alike.  The counter is invariant on every x86-64 core
+ * hetero runs on (constant_tsc). */
+static double tsc_per_us;
+
+static void calibrate_tsc(void)
+{
+    struct timespec a, b, nap = {0, 200 * 1000};
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t ta = __rdtsc();
+    nanosleep(&nap, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    uint64_t tb = __rdtsc();
+    double us = (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+    tsc_per_us = us > 0 && tb > ta ? (double)(tb - ta) / us : 3000.0;
 }
 
 hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
@@ -144,6 +188,17 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
     t->n = nthreads;
     t->topo = topology;
     t->pin = pin;
+    static pthread_once_t calibrated = PTHREAD_ONCE_INIT;
+    pthread_once(&calibrated, calibrate_tsc);
+    t->spin_idle = (uint64_t)(SPIN_IDLE_US * tsc_per_us);
+    t->spin_barrier = (uint64_t)(SPIN_BARRIER_US * tsc_per_us);
+    /* Members are bound among the cores of the creator's affinity mask,
+     * read before any member (or the creator) is pinned. */
+    if (pin && topology) {
+        int n = hx_topology_usable_cores(topology, NULL, 0);
+        if (n > 0 && (t->cores = malloc(sizeof *t->cores * (size_t)n)))
+            t->ncores = hx_topology_usable_cores(topology, t->cores, n);
+    }
     for (int i = 1; i < nthreads; i++) {
         member_arg *a = malloc(sizeof *a);
         if (a) {
@@ -183,16 +238,16 @@ void hx_team_run(hx_team *t, hx_team_fn fn, void *ctx, int nchunks)
     atomic_store(&t->nchunks, nchunks);
     atomic_store(&t->completed, 0);
     atomic_store(&t->claim, run << 32);
-    bump(t, &t->generation);
+    bump(&t->generation);
     work(t);
     /* Only chunks someone claimed are waited for.  `done` is only a wake-up
      * hint: the bump of an earlier run's last finisher may arrive late, so
      * the count itself decides (the finisher counts before it bumps). */
     for (;;) {
-        unsigned done = atomic_load(&t->done);
+        unsigned done = count_of(atomic_load(&t->done));
         if (atomic_load(&t->completed) == nchunks)
             break;
-        wait_change(t, &t->done, done, SPIN_BARRIER);
+        wait_change(t, &t->done, done, t->spin_barrier);
     }
 }
 
@@ -201,10 +256,11 @@ void hx_team_destroy(hx_team *t)
     if (!t)
         return;
     atomic_store(&t->stop, 1);
-    bump(t, &t->generation);
+    bump(&t->generation);
     syscall(SYS_futex, (unsigned *)&t->generation, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     for (int i = 1; i < t->n; i++)
         pthread_join(t->threads[i], NULL);
+    free(t->cores);
     free(t->threads);
     free(t);
 }

@@ -11,7 +11,8 @@ typedef struct hx_team hx_team;
 typedef void (*hx_team_fn)(void *ctx, int chunk, int nchunks);
 
 /* `topology` is an hwloc topology or NULL; with `pin`, member i is bound to
- * core i (the caller binds itself with hx_team_pin_self). */
+ * the i-th core (modulo their number) of those the creating thread's
+ * affinity mask allows (the caller binds itself with hx_team_pin_self). */
 hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out);
 void hx_team_destroy(hx_team *t);
 int hx_team_size(const hx_team *t);

@@ -106,6 +106,49 @@ int hx_topology_cpu_numa(void *topo)
     return hwloc_bitmap_first(core->nodeset);
 }
 
+/* The calling thread's affinity mask, or NULL when it cannot be read. */
+static hwloc_bitmap_t thread_mask(hwloc_topology_t t)
+{
+    hwloc_bitmap_t mask = hwloc_bitmap_alloc();
+    if (mask && hwloc_get_cpubind(t, mask, HWLOC_CPUBIND_THREAD) != 0) {
+        hwloc_bitmap_free(mask);
+        mask = NULL;
+    }
+    return mask;
+}
+
+int hx_topology_usable_cores(void *topo, int *cores, int cap)
+{
+    hwloc_topology_t t = topo;
+    if (!t)
+        return 0;
+    hwloc_bitmap_t mask = thread_mask(t);
+    int ncores = count(t, HWLOC_OBJ_CORE), n = 0;
+    for (int i = 0; i < ncores; i++) {
+        hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, (unsigned)i);
+        if (!core || !core->cpuset || (mask && !hwloc_bitmap_intersects(core->cpuset, mask)))
+            continue;
+        if (cores && n < cap)
+            cores[n] = i;
+        n++;
+    }
+    hwloc_bitmap_free(mask);
+    return n;
+}
+
+void *hx_topology_core_usable_pus(void *topo, int core)
+{
+    hwloc_topology_t t = topo;
+    hwloc_obj_t c = t && core >= 0 ? hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, (unsigned)core) : NULL;
+    if (!c || !c->cpuset)
+        return NULL;
+    hwloc_bitmap_t set = hwloc_bitmap_dup(c->cpuset), mask = thread_mask(t);
+    if (set && mask && hwloc_bitmap_intersects(set, mask))
+        hwloc_bitmap_and(set, set, mask);
+    hwloc_bitmap_free(mask);
+    return set;
+}
+
 const char *hx_topology_cpu_name(void *topo)
 {
     if (!topo)

@@ -11,6 +11,16 @@ void hx_topology_free(void *topo);
 int hx_topology_pci_numa(void *topo, const char *busid);
 /* NUMA node that holds the first core, or -1 (one node machines: 0). */
 int hx_topology_cpu_numa(void *topo);
+/* The cores the calling thread may run on — those with a PU in its
+ * affinity mask (taskset, sched_setaffinity, a cgroup cpuset), which the
+ * threads it starts inherit — as hwloc core indices in order, at most
+ * `cap` of them written to `cores` (NULL: count only).  Returns how many
+ * there are; every core when the mask cannot be read. */
+int hx_topology_usable_cores(void *topo, int *cores, int cap);
+/* The PUs of core `core` (hwloc index) in the calling thread's affinity
+ * mask, or all of its PUs when none is (or the mask cannot be read), as an
+ * hwloc_bitmap_t the caller frees; NULL without such a core. */
+void *hx_topology_core_usable_pus(void *topo, int core);
 /* The CPU model name hwloc reports, or "CPU". */
 const char *hx_topology_cpu_name(void *topo);
 
