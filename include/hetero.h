@@ -419,6 +419,11 @@ typedef struct {
      * 0 = HX_REPACK, else on for the types where it is faster; 1 = on,
      * -1 = off. */
     int repack;
+    /* A layer's Q/K/V projections as one task, and its gate/up pair as
+     * another ("matmul_multi": the input read and quantized once, one team
+     * run over all their rows); the outputs are the same bits.  0 = HX_FUSE
+     * (0 turns it off), else on; 1 = on, -1 = off. */
+    int fuse_matmuls;
 } hx_model_options;
 
 typedef struct {
