@@ -163,8 +163,7 @@ static hx_exec multi_part(const hx_exec *x, const hx_codelet *matmul, const hx_o
 
 static int multi_args_ok(const void *args)
 {
-    const hx_op_matmul_multi *a = args;
-    return a && a->n >= 1 && a->n <= HX_MATMUL_MULTI_MAX;
+    return args && hx_matmul_multi_valid(args);
 }
 
 static int ocl_can_run(hx_device *dev, const hx_codelet *cl)
@@ -173,11 +172,6 @@ static int ocl_can_run(hx_device *dev, const hx_codelet *cl)
     return cl && hx_opencl_program_offers(dev->impl, mm ? mm : cl);
 }
 
-/* The launch decides which kernel these arguments need; the device runs
- * them if its program (and bitstream) has that kernel.  A launch that
- * refuses the arguments as unsupported (a weight type without a kernel)
- * leaves them to other devices; one that finds them invalid accepts, so
- * the task fails with that error rather than with "no device". */
 static int ocl_can_run_args(hx_device *dev, const hx_codelet *cl, const void *args, const size_t *sizes);
 
 /* Each part where matmul would run it; bad arguments fail when it runs. */
@@ -198,6 +192,11 @@ static int multi_can_run_args(hx_device *dev, const hx_codelet *matmul, const vo
     return 1;
 }
 
+/* The launch decides which kernel these arguments need; the device runs
+ * them if its program (and bitstream) has that kernel.  A launch that
+ * refuses the arguments as unsupported (a weight type without a kernel)
+ * leaves them to other devices; one that finds them invalid accepts, so
+ * the task fails with that error rather than with "no device". */
 static int ocl_can_run_args(hx_device *dev, const hx_codelet *cl, const void *args, const size_t *sizes)
 {
     const hx_codelet *mm = matmul_of_multi(dev, cl);
@@ -277,7 +276,7 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x);
 static hx_status ocl_run_parts(hx_device *dev, const hx_codelet *matmul, const hx_exec *x)
 {
     if (!multi_args_ok(x->args) || x->nbuffers != hx_matmul_multi_nbuffers(x->args))
-        return hx_error(HX_ERR_INVALID_ARG, "matmul_multi: part count or buffer count does not match");
+        return hx_error(HX_ERR_INVALID_ARG, "matmul_multi: part count, bias bits or buffer count out of range");
     const hx_op_matmul_multi *a = x->args;
     for (uint32_t i = 0; i < a->n; i++) {
         hx_op_matmul m = hx_matmul_multi_part(a, (int)i);

@@ -14,7 +14,7 @@
  * partner share one copy); the scratch's size, or 0 for bad arguments. */
 static size_t layout(const hx_op_matmul_multi *a, size_t off[HX_MATMUL_MULTI_MAX], int owner[HX_MATMUL_MULTI_MAX])
 {
-    if (a->n < 1 || a->n > HX_MATMUL_MULTI_MAX)
+    if (!hx_matmul_multi_valid(a))
         return 0;
     size_t total = 0;
     for (uint32_t i = 0; i < a->n; i++) {
@@ -49,7 +49,7 @@ int hx_cpu_matmul_multi_prepare(const hx_cpu_call *c)
     size_t off[HX_MATMUL_MULTI_MAX];
     int owner[HX_MATMUL_MULTI_MAX];
     if (!layout(a, off, owner))
-        return a->n < 1 || a->n > HX_MATMUL_MULTI_MAX ? HX_ERR_INVALID_ARG : HX_ERR_UNSUPPORTED;
+        return hx_matmul_multi_valid(a) ? HX_ERR_UNSUPPORTED : HX_ERR_INVALID_ARG;
     if (c->sizes[0] < (size_t)a->T * a->K * sizeof(float))
         return HX_ERR_RANGE;
     const float *x = c->buffers[0];

@@ -207,7 +207,7 @@ static inline int hx_oc_get_rows(const hx_op_get_rows *a, const size_t *s, int n
  * checked as its matmul. */
 static inline int hx_oc_matmul_multi(const hx_op_matmul_multi *a, int n, char *msg, size_t len)
 {
-    if (a->n < 1 || a->n > HX_MATMUL_MULTI_MAX || a->has_bias >> a->n)
+    if (!hx_matmul_multi_valid(a))
         return hx_oc_fail(msg, len, "matmul_multi", "part count or bias bits out of range");
     return hx_oc_buffers(n, hx_matmul_multi_nbuffers(a), msg, len, "matmul_multi");
 }

@@ -47,6 +47,11 @@ typedef struct {
     uint32_t has_bias; /* bit i: part i has a bias */
 } hx_op_matmul_multi;
 
+/* A part count the op has, and bias bits of those parts only. */
+static inline int hx_matmul_multi_valid(const hx_op_matmul_multi *a)
+{
+    return a->n >= 1 && a->n <= HX_MATMUL_MULTI_MAX && !(a->has_bias >> a->n);
+}
 static inline int hx_matmul_multi_w(int i) { return 1 + 2 * i; }
 static inline int hx_matmul_multi_y(int i) { return 2 + 2 * i; }
 /* The buffer index of part i's bias, or -1 when it has none. */

@@ -480,6 +480,8 @@ START_TEST(matmul_multi_matches_matmul)
                        hx_case_empty(u.rt, sizeof y)};
     hx_op_matmul_multi bad = {.n = 0, .T = 1, .K = 64};
     ck_assert_int_ne(run(&u, "matmul_multi", &bad, sizeof bad, 3, b, (hx_access[]){HX_R, HX_R, HX_W}), HX_OK);
+    bad = (hx_op_matmul_multi){.n = 1, .T = 1, .K = 64, .wtype = {HX_REF_F32}, .N = {1}, .has_bias = 2};
+    ck_assert_int_ne(run(&u, "matmul_multi", &bad, sizeof bad, 3, b, (hx_access[]){HX_R, HX_R, HX_W}), HX_OK);
     hx_case_destroy(b, 3);
     check_matmul_multi(&u, 2, (const uint32_t[]){HX_REF_F32, HX_REF_F16}, (const uint32_t[]){5, 7}, 2, 64, 3, &seed);
     end(&u);
