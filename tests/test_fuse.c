@@ -139,7 +139,7 @@ START_TEST(opencl_logits_fused_match_unfused)
 {
     char dir[64], path[160];
     hx_runtime *rt = open_with_dir("opencl", dir, sizeof dir);
-    for (int fi = 0; fi < 3; fi++) { /* f16, q8_0, q4_0: types the OpenCL kernels take */
+    for (int fi = 0; fi < 3; fi++) { /* f16, q8_0, q4_0: types every OpenCL kernel takes (get_rows too) */
         write_file(&files[fi], dir, path, sizeof path);
         uint32_t nv;
         uint64_t tf, tu;
