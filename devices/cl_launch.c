@@ -169,6 +169,14 @@ int hx_cl_launch_matmul(const void *args, const size_t *sizes, hx_cl_launch *l)
     return 0;
 }
 
+/* No single launch: the device runs each part with hx_cl_launch_matmul
+ * (devices/opencl.c); this marks the op as the OpenCL backend's. */
+int hx_cl_launch_matmul_multi(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    (void)args, (void)sizes, (void)l;
+    return (int)hx_error(HX_ERR_UNSUPPORTED, "matmul_multi: runs as one matmul launch per part");
+}
+
 int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_rope *a = args;

@@ -12,6 +12,9 @@ int hx_cl_launch_gemm_f32(const void *args, const size_t *sizes, hx_cl_launch *l
 int hx_cl_launch_get_rows(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_rmsnorm(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_matmul(const void *args, const size_t *sizes, hx_cl_launch *l);
+/* Refuses: the OpenCL device runs matmul_multi as its parts, each through
+ * hx_cl_launch_matmul (devices/opencl.c). */
+int hx_cl_launch_matmul_multi(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l);

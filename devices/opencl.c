@@ -9,6 +9,7 @@
 
 #include "devices/cl_launch.h"
 #include "devices/opencl.h"
+#include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 #include "runtime/topology.h"
@@ -123,6 +124,8 @@ static const struct {
     [HX_OP_ATTENTION] = {.program = "attention", .launch = hx_cl_launch_attention},
     [HX_OP_ADD] = {.program = "elementwise", .launch = hx_cl_launch_add},
     [HX_OP_SWIGLU] = {.program = "elementwise", .launch = hx_cl_launch_swiglu},
+    /* Run as its parts, each by matmul's kernels (ocl_run_parts below). */
+    [HX_OP_MATMUL_MULTI] = {.program = "matmul", .launch = hx_cl_launch_matmul_multi},
 };
 
 /* Whether the device's program (or bitstream) holds the op is decided
@@ -134,9 +137,59 @@ static int ocl_bind_op(hx_device *dev, hx_op op, hx_codelet *impl)
     return impl->cl_launch != NULL;
 }
 
+/* "matmul_multi" is its parts, each one "matmul" task: the device runs it
+ * where it runs matmul, for each part's weight type. */
+static const hx_codelet *matmul_of_multi(hx_device *dev, const hx_codelet *cl)
+{
+    return hx_device_bound_op(dev, cl) == HX_OP_MATMUL_MULTI && dev->op_bound[HX_OP_MATMUL]
+               ? &dev->op_impl[HX_OP_MATMUL]
+               : NULL;
+}
+
+/* Part i of a matmul_multi exec as the matmul exec it stands for. */
+static hx_exec multi_part(const hx_exec *x, const hx_codelet *matmul, const hx_op_matmul *m, int i)
+{
+    const hx_op_matmul_multi *a = x->args;
+    const int idx[4] = {hx_matmul_multi_w(i), 0, hx_matmul_multi_y(i), hx_matmul_multi_bias(a, i)};
+    hx_exec p = {.codelet = matmul, .op = HX_OP_MATMUL, .args = m, .nbuffers = m->has_bias ? 4 : 3};
+    for (int k = 0; k < p.nbuffers; k++) {
+        p.handles[k] = x->handles[idx[k]];
+        p.host[k] = x->host[idx[k]];
+        p.sizes[k] = x->sizes[idx[k]];
+        p.modes[k] = x->modes[idx[k]];
+    }
+    return p;
+}
+
+static int multi_args_ok(const void *args)
+{
+    return args && hx_matmul_multi_valid(args);
+}
+
 static int ocl_can_run(hx_device *dev, const hx_codelet *cl)
 {
-    return cl && hx_opencl_program_offers(dev->impl, cl);
+    const hx_codelet *mm = matmul_of_multi(dev, cl);
+    return cl && hx_opencl_program_offers(dev->impl, mm ? mm : cl);
+}
+
+static int ocl_can_run_args(hx_device *dev, const hx_codelet *cl, const void *args, const size_t *sizes);
+
+/* Each part where matmul would run it; bad arguments fail when it runs. */
+static int multi_can_run_args(hx_device *dev, const hx_codelet *matmul, const void *args, const size_t *sizes)
+{
+    if (!multi_args_ok(args))
+        return 1;
+    const hx_op_matmul_multi *a = args;
+    hx_exec x = {.args = args, .nbuffers = hx_matmul_multi_nbuffers(a)};
+    for (int k = 0; k < x.nbuffers && k < HX_TASK_MAX_BUFFERS; k++)
+        x.sizes[k] = sizes[k];
+    for (uint32_t i = 0; i < a->n; i++) {
+        hx_op_matmul m = hx_matmul_multi_part(a, (int)i);
+        hx_exec p = multi_part(&x, matmul, &m, (int)i);
+        if (!ocl_can_run_args(dev, matmul, &m, p.sizes))
+            return 0;
+    }
+    return 1;
 }
 
 /* The launch decides which kernel these arguments need; the device runs
@@ -146,6 +199,9 @@ static int ocl_can_run(hx_device *dev, const hx_codelet *cl)
  * the task fails with that error rather than with "no device". */
 static int ocl_can_run_args(hx_device *dev, const hx_codelet *cl, const void *args, const size_t *sizes)
 {
+    const hx_codelet *mm = matmul_of_multi(dev, cl);
+    if (mm)
+        return multi_can_run_args(dev, mm, args, sizes);
     hx_cl_launch l;
     memset(&l, 0, sizeof l);
     int rc = cl->cl_launch(args, sizes, &l);
@@ -213,10 +269,32 @@ static hx_status refresh_inputs(hx_opencl_device *d, const hx_exec *x)
     return HX_OK;
 }
 
+static hx_status ocl_run(hx_device *dev, const hx_exec *x);
+
+/* One kernel run per weight, in one task: OpenCL's matmul kernels are one
+ * per type, and the parts' types may differ. */
+static hx_status ocl_run_parts(hx_device *dev, const hx_codelet *matmul, const hx_exec *x)
+{
+    if (!multi_args_ok(x->args) || x->nbuffers != hx_matmul_multi_nbuffers(x->args))
+        return hx_error(HX_ERR_INVALID_ARG, "matmul_multi: part count, bias bits or buffer count out of range");
+    const hx_op_matmul_multi *a = x->args;
+    for (uint32_t i = 0; i < a->n; i++) {
+        hx_op_matmul m = hx_matmul_multi_part(a, (int)i);
+        hx_exec p = multi_part(x, matmul, &m, (int)i);
+        hx_status s = ocl_run(dev, &p);
+        if (s)
+            return hx_error_context(s, "matmul_multi part %u", i);
+    }
+    return HX_OK;
+}
+
 static hx_status ocl_run(hx_device *dev, const hx_exec *x)
 {
     hx_opencl_device *d = dev->impl;
     const hx_codelet *cl = x->codelet;
+    const hx_codelet *mm = matmul_of_multi(dev, cl);
+    if (mm)
+        return ocl_run_parts(dev, mm, x);
     const char *name = cl->name ? cl->name : "(unnamed)";
     hx_cl_launch l;
     memset(&l, 0, sizeof l);

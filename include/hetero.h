@@ -428,6 +428,11 @@ typedef struct {
      * change, a device leaving service or an activation observer makes a
      * fresh graph.  0 = HX_GRAPH_REPLAY (on unless "0"), 1 = on, -1 = off. */
     int graph_replay;
+    /* A layer's Q/K/V projections as one task, and its gate/up pair as
+     * another ("matmul_multi": the input read and quantized once, one team
+     * run over all their rows); the outputs are the same bits.  0 = HX_FUSE
+     * (0 turns it off), else on; 1 = on, -1 = off. */
+    int fuse_matmuls;
 } hx_model_options;
 
 typedef struct {

@@ -21,6 +21,9 @@ int hx_cpu_rmsnorm(const hx_cpu_call *c);
 int hx_cpu_matmul_prepare(const hx_cpu_call *c);
 int hx_cpu_matmul(const hx_cpu_call *c);
 size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth);
+int hx_cpu_matmul_multi_prepare(const hx_cpu_call *c);
+int hx_cpu_matmul_multi(const hx_cpu_call *c);
+size_t hx_cpu_matmul_multi_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_rope(const hx_cpu_call *c);
 /* RoPE's inverse frequencies base^(-2i/n_rot) / factors[i] (factors may be
  * NULL) for i < n_rot/2: what rope and kv_shift rotate by. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/matmul_rows.h"
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/repack.h"
 #include "ops/ops.h"
@@ -66,16 +67,16 @@ int hx_cpu_rmsnorm(const hx_cpu_call *c)
 
 /* Activations quantized once into scratch, shared by the team: T rows of
  * the weight type's vec_dot partner. */
-static size_t act_row_size(const hx_op_matmul *a)
+size_t hx_matmul_act_row(uint32_t wtype, uint32_t K)
 {
-    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
-    return q ? hx_type_row_size(q->vec_dot_type, a->K) : 0;
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)wtype);
+    return q ? hx_type_row_size(q->vec_dot_type, K) : 0;
 }
 
 size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth)
 {
     const hx_op_matmul *a = args;
-    return ALIGN64(act_row_size(a) * a->T);
+    return ALIGN64(hx_matmul_act_row(a->wtype, a->K) * a->T);
 }
 
 /* Phase one: the activation rows, quantized to the weights' dot partner. */
@@ -83,7 +84,7 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
 {
     const hx_op_matmul *a = c->args;
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
-    size_t arow = act_row_size(a);
+    size_t arow = hx_matmul_act_row(a->wtype, a->K);
     if (!q || !arow)
         return HX_ERR_UNSUPPORTED;
     const float *x = c->buffers[1];
@@ -99,63 +100,62 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
 /* Bytes of weight rows a thread keeps in L2 while the token tiles pass. */
 #define MATMUL_BLOCK (128u << 10)
 
-/* The weights' repacked copy (kernels_cpu/repack.h), where the buffer has
- * one for this shape and the current level a kernel for it. */
-static const hx_repacked *repacked_weights(const hx_cpu_call *c, const hx_op_matmul *a)
+int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W, size_t wbytes,
+                        const void *layout, const void *xq, float *y, const float *bias)
 {
-    const hx_repacked *r = c->layouts ? c->layouts[0] : NULL;
-    if (!r || r->type != (hx_type)a->wtype || r->K != a->K || r->N != a->N || !hx_repack_gemm(r->type))
-        return NULL;
-    return r;
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
+    size_t wrow = hx_type_row_size((hx_type)a->wtype, a->K);
+    size_t arow = hx_matmul_act_row(a->wtype, a->K);
+    if (!q || !q->vec_dot || !q->gemm || !wrow || !arow)
+        return HX_ERR_UNSUPPORTED;
+    if (wbytes < wrow * a->N)
+        return HX_ERR_RANGE;
+    /* The weights' repacked copy (kernels_cpu/repack.h), where the buffer
+     * has one for this shape and the current level a kernel for it. */
+    const hx_repacked *r = layout;
+    if (r && (r->type != (hx_type)a->wtype || r->K != a->K || r->N != a->N || !hx_repack_gemm(r->type)))
+        r = NULL;
+    *p = (hx_matmul_rows){.q = q, .r = r, .W = W, .wrow = wrow, .xq = xq, .arow = arow, .y = y, .bias = bias,
+                          .T = a->T, .N = a->N, .K = a->K};
+    return 0;
 }
 
 /* As below over the interleaved copy: groups of HX_REPACK_ROWS rows, each
  * one sequential stream, blocked for L2 the same way. */
-static int matmul_repacked(const hx_cpu_call *c, const hx_op_matmul *a, const hx_repacked *r, size_t arow)
+static void matmul_repacked(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
 {
+    const hx_repacked *r = p->r;
     const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type);
-    float *y = c->buffers[2];
-    const float *bias = a->has_bias ? c->buffers[3] : NULL;
-    const uint8_t *xq = c->scratch;
-    uint64_t glo, ghi;
-    hx_cpu_split(a->N / HX_REPACK_ROWS, c->ith, c->nth, &glo, &ghi);
     uint64_t gb = MATMUL_BLOCK / r->group_bytes;
     if (gb < 1)
         gb = 1;
     for (uint64_t g0 = glo; g0 < ghi; g0 += gb) {
         const uint64_t g1 = g0 + gb < ghi ? g0 + gb : ghi;
-        for (uint32_t t = 0; t < a->T; t += HX_GEMM_COLS) {
-            const int nc = a->T - t < HX_GEMM_COLS ? (int)(a->T - t) : HX_GEMM_COLS;
+        for (uint32_t t = 0; t < p->T; t += HX_GEMM_COLS) {
+            const int nc = p->T - t < HX_GEMM_COLS ? (int)(p->T - t) : HX_GEMM_COLS;
             for (uint64_t g = g0; g < g1; g++) {
                 const uint64_t n = g * HX_REPACK_ROWS;
-                float *yr = y + (uint64_t)t * a->N + n;
-                gemm(a->K, nc, yr, a->N, r->data + g * r->group_bytes, xq + (uint64_t)t * arow, arow);
-                for (int k = 0; bias && k < nc; k++)
+                float *yr = p->y + (uint64_t)t * p->N + n;
+                gemm(p->K, nc, yr, p->N, r->data + g * r->group_bytes, p->xq + (uint64_t)t * p->arow, p->arow);
+                for (int k = 0; p->bias && k < nc; k++)
                     for (int i = 0; i < HX_REPACK_ROWS; i++)
-                        yr[(uint64_t)k * a->N + i] += bias[n + i];
+                        yr[(uint64_t)k * p->N + i] += p->bias[n + i];
             }
         }
     }
-    return 0;
 }
 
-int hx_cpu_matmul(const hx_cpu_call *c)
+void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
 {
-    const hx_op_matmul *a = c->args;
-    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype);
-    size_t wrow = hx_type_row_size((hx_type)a->wtype, a->K);
-    size_t arow = act_row_size(a);
-    if (!q || !q->vec_dot || !q->gemm || !wrow || !arow)
-        return HX_ERR_UNSUPPORTED;
-    if (c->sizes[0] < wrow * a->N)
-        return HX_ERR_RANGE;
-    const hx_repacked *r = repacked_weights(c, a);
-    if (r)
-        return matmul_repacked(c, a, r, arow);
-    const uint8_t *W = c->buffers[0];
-    float *y = c->buffers[2];
-    const float *bias = a->has_bias ? c->buffers[3] : NULL;
-    const uint8_t *xq = c->scratch;
+    if (p->r) {
+        matmul_repacked(p, glo, ghi);
+        return;
+    }
+    const hx_quant_ops *q = p->q;
+    const size_t wrow = p->wrow, arow = p->arow;
+    const uint64_t N = p->N;
+    const float *bias = p->bias;
+    float *y = p->y;
 
     /* Output columns are split in multiples of 4 so the GEMM tiles read
      * four weight rows per pass.  A tile of 4 rows x HX_GEMM_COLS tokens
@@ -166,32 +166,43 @@ int hx_cpu_matmul(const hx_cpu_call *c)
      * the same kernel: an output's bits then do not depend on how many
      * tokens share its evaluation, where another summation order would
      * move activations across quantization steps. */
-    uint64_t groups = (a->N + 3) / 4, glo, ghi;
-    hx_cpu_split(groups, c->ith, c->nth, &glo, &ghi);
-    uint64_t n0 = glo * 4, n1 = ghi * 4 < a->N ? ghi * 4 : a->N;
+    uint64_t n0 = glo * 4, n1 = ghi * 4 < N ? ghi * 4 : N;
     uint64_t nfull = n0 + (n1 - n0) / 4 * 4;
     uint64_t rb = (MATMUL_BLOCK / wrow) & ~(uint64_t)3;
     if (rb < 4)
         rb = 4;
     for (uint64_t nb = n0; nb < nfull; nb += rb) {
         const uint64_t ne = nb + rb < nfull ? nb + rb : nfull;
-        for (uint32_t t = 0; t < a->T; t += HX_GEMM_COLS) {
-            const int nc = a->T - t < HX_GEMM_COLS ? (int)(a->T - t) : HX_GEMM_COLS;
+        for (uint32_t t = 0; t < p->T; t += HX_GEMM_COLS) {
+            const int nc = p->T - t < HX_GEMM_COLS ? (int)(p->T - t) : HX_GEMM_COLS;
             for (uint64_t n = nb; n < ne; n += 4) {
-                float *yr = y + (uint64_t)t * a->N + n;
-                q->gemm(a->K, nc, yr, a->N, W + n * wrow, wrow, xq + (uint64_t)t * arow, arow);
+                float *yr = y + (uint64_t)t * N + n;
+                q->gemm(p->K, nc, yr, N, p->W + n * wrow, wrow, p->xq + (uint64_t)t * arow, arow);
                 for (int k = 0; bias && k < nc; k++)
                     for (int r = 0; r < 4; r++)
-                        yr[(uint64_t)k * a->N + r] += bias[n + r];
+                        yr[(uint64_t)k * N + r] += bias[n + r];
             }
         }
     }
     for (uint64_t k = nfull; k < n1; k++)
-        for (uint32_t t = 0; t < a->T; t++) {
+        for (uint32_t t = 0; t < p->T; t++) {
             float s;
-            q->vec_dot(a->K, &s, W + k * wrow, xq + (uint64_t)t * arow);
-            y[(uint64_t)t * a->N + k] = bias ? s + bias[k] : s;
+            q->vec_dot(p->K, &s, p->W + k * wrow, p->xq + (uint64_t)t * arow);
+            y[(uint64_t)t * N + k] = bias ? s + bias[k] : s;
         }
+}
+
+int hx_cpu_matmul(const hx_cpu_call *c)
+{
+    const hx_op_matmul *a = c->args;
+    hx_matmul_rows p;
+    int rc = hx_matmul_rows_init(&p, a, c->buffers[0], c->sizes[0], c->layouts ? c->layouts[0] : NULL, c->scratch,
+                                 c->buffers[2], a->has_bias ? c->buffers[3] : NULL);
+    if (rc)
+        return rc;
+    uint64_t lo, hi;
+    hx_cpu_split(hx_matmul_rows_units(&p), c->ith, c->nth, &lo, &hi);
+    hx_matmul_rows_run(&p, lo, hi);
     return 0;
 }
 

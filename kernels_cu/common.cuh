@@ -98,6 +98,7 @@ static inline unsigned hx_cu_blocks(uint64_t n, unsigned threads, const hx_cuda_
 /* Kernel launchers (the plugin's kernel table). */
 #define HX_CU_LAUNCHER(fn) int fn(hx_cuda_ctx *c, const void *args, void *const *bufs, const size_t *sizes, int n)
 HX_CU_LAUNCHER(hx_cu_matmul);
+HX_CU_LAUNCHER(hx_cu_matmul_multi);
 HX_CU_LAUNCHER(hx_cu_gemm_f32);
 HX_CU_LAUNCHER(hx_cu_rmsnorm);
 HX_CU_LAUNCHER(hx_cu_rope);

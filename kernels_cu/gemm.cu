@@ -475,6 +475,28 @@ HX_CU_LAUNCHER(hx_cu_matmul)
     return a->T == 1 ? matmul_gemv(c, a, W, x, y, bias) : matmul_gemm(c, a, W, x, y, bias);
 }
 
+/* "matmul_multi": each part as the matmul it stands for, in one task;
+ * the activations are read once per part, as cuBLAS takes them. */
+HX_CU_LAUNCHER(hx_cu_matmul_multi)
+{
+    if (!args)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "matmul_multi: no arguments");
+    const hx_op_matmul_multi *a = (const hx_op_matmul_multi *)args;
+    char msg[256];
+    if (hx_oc_matmul_multi(a, n, msg, sizeof msg))
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "%s", msg);
+    for (uint32_t i = 0; i < a->n; i++) {
+        hx_op_matmul m;
+        void *pb[4];
+        size_t ps[4];
+        int nb = hx_oc_matmul_multi_part(a, (int)i, bufs, sizes, &m, pb, ps);
+        int s = hx_cu_matmul(c, &m, pb, ps, nb);
+        if (s)
+            return s;
+    }
+    return HX_OK;
+}
+
 HX_CU_LAUNCHER(hx_cu_gemm_f32)
 {
     if (!args)

@@ -203,6 +203,30 @@ static inline int hx_oc_get_rows(const hx_op_get_rows *a, const size_t *s, int n
     return hx_oc_size(a->T, 4, 1, s[1], msg, len, op, "ids") || hx_oc_size(a->T, a->D, 4, s[2], msg, len, op, "out");
 }
 
+/* A matmul_multi runs as its parts (hx_oc_matmul_multi_part), each
+ * checked as its matmul. */
+static inline int hx_oc_matmul_multi(const hx_op_matmul_multi *a, int n, char *msg, size_t len)
+{
+    if (!hx_matmul_multi_valid(a))
+        return hx_oc_fail(msg, len, "matmul_multi", "part count or bias bits out of range");
+    return hx_oc_buffers(n, hx_matmul_multi_nbuffers(a), msg, len, "matmul_multi");
+}
+
+/* Part i's matmul: its arguments, and its buffers and sizes picked out of
+ * the task's (3, or 4 with a bias: the count). */
+static inline int hx_oc_matmul_multi_part(const hx_op_matmul_multi *a, int i, void *const *bufs,
+                                          const size_t *sizes, hx_op_matmul *m, void **pb, size_t *ps)
+{
+    *m = hx_matmul_multi_part(a, i);
+    const int idx[4] = {hx_matmul_multi_w(i), 0, hx_matmul_multi_y(i), hx_matmul_multi_bias(a, i)};
+    const int nb = 3 + (int)m->has_bias;
+    for (int k = 0; k < nb; k++) {
+        pb[k] = bufs[idx[k]];
+        ps[k] = sizes[idx[k]];
+    }
+    return nb;
+}
+
 /* Whether the CUDA kernels cover a task whose arguments are valid: the
  * weight or table type, the KV cache type, the head size.  Invalid
  * arguments are not judged here (they fail when the task runs). */
@@ -216,6 +240,15 @@ static inline int hx_oc_kv_covered(uint32_t kv_type, uint32_t Dh)
 static inline int hx_oc_covers_matmul(const void *args)
 {
     return hx_dq_supported(((const hx_op_matmul *)args)->wtype);
+}
+
+static inline int hx_oc_covers_matmul_multi(const void *args)
+{
+    const hx_op_matmul_multi *a = (const hx_op_matmul_multi *)args;
+    for (uint32_t i = 0; i < a->n && i < HX_MATMUL_MULTI_MAX; i++)
+        if (!hx_dq_supported(a->wtype[i]))
+            return 0;
+    return 1;
 }
 
 static inline int hx_oc_covers_get_rows(const void *args)

@@ -401,6 +401,7 @@ static void plugin_event_destroy(hx_cuda_event *e)
 
 static const hx_cuda_kernel kernels[] = {
     {"matmul", hx_cu_matmul, HX_OP_MATMUL, hx_oc_covers_matmul},
+    {"matmul_multi", hx_cu_matmul_multi, HX_OP_MATMUL_MULTI, hx_oc_covers_matmul_multi},
     {"gemm_f32", hx_cu_gemm_f32, HX_OP_GEMM_F32, NULL},
     {"rmsnorm", hx_cu_rmsnorm, HX_OP_RMSNORM, NULL},
     {"rope", hx_cu_rope, HX_OP_ROPE, NULL},

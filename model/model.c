@@ -298,6 +298,8 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
             return hx_error(HX_ERR_INVALID_ARG, "partition '%s': expected affinity, layers, auto or colocated", part);
         m->partition = (hx_partition_strategy)found;
     }
+    const char *fuse = getenv("HX_FUSE");
+    m->fuse = m->opts.fuse_matmuls ? m->opts.fuse_matmuls > 0 : !(fuse && !strcmp(fuse, "0"));
     m->opts.partition = NULL;
     m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
     const char *replay = getenv("HX_GRAPH_REPLAY");

@@ -75,6 +75,7 @@ struct hx_model {
     int n_act;
     pthread_mutex_t eval_lock; /* one evaluation at a time */
     hx_partition_strategy partition;
+    int fuse; /* hx_model_options.fuse_matmuls, resolved */
     struct hx_plan *plan;      /* built by the partitioner on first use; one allocation */
     /* hx_model_set_activation_observer; changed under eval_lock, so an
      * evaluation sees one setting throughout. */

@@ -87,6 +87,30 @@ static double matmul_bytes(const void *p, const size_t *s)
     return wbytes(a->wtype, a->N, a->K) + 4.0 * a->T * (a->K + a->N);
 }
 
+/* A fused matmul costs what its parts cost, less the input read again. */
+static double matmul_multi_flops(const void *p, const size_t *s)
+{
+    const hx_op_matmul_multi *a = p;
+    double f = 0;
+    for (uint32_t i = 0; i < a->n && i < HX_MATMUL_MULTI_MAX; i++)
+        f += 2.0 * a->T * a->N[i] * a->K;
+    return f;
+}
+static double matmul_multi_bytes(const void *p, const size_t *s)
+{
+    const hx_op_matmul_multi *a = p;
+    double b = 4.0 * a->T * a->K;
+    for (uint32_t i = 0; i < a->n && i < HX_MATMUL_MULTI_MAX; i++)
+        b += wbytes(a->wtype[i], a->N[i], a->K) + 4.0 * a->T * a->N[i];
+    return b;
+}
+/* The first part's: Q's, or gate's, the largest of a layer's groups. */
+static hx_precision matmul_multi_precision(const void *p, const size_t *s)
+{
+    (void)s;
+    return weight_precision(((const hx_op_matmul_multi *)p)->wtype[0]);
+}
+
 static double rope_flops(const void *p, const size_t *s)
 {
     const hx_op_rope *a = p;
@@ -150,6 +174,8 @@ const hx_codelet hx_op_codelets[HX_OP_COUNT] = {
     [HX_OP_ADD] = {.name = "add", .flops = add_flops, .bytes = add_bytes},
     [HX_OP_SWIGLU] = {.name = "swiglu", .flops = swiglu_flops, .bytes = swiglu_bytes},
     [HX_OP_KV_SHIFT] = {.name = "kv_shift", .flops = kv_shift_flops, .bytes = kv_shift_bytes},
+    [HX_OP_MATMUL_MULTI] = {.name = "matmul_multi", .flops = matmul_multi_flops, .bytes = matmul_multi_bytes,
+                            .precision = matmul_multi_precision},
 };
 
 const size_t hx_op_args_size[HX_OP_COUNT] = {
@@ -164,6 +190,7 @@ const size_t hx_op_args_size[HX_OP_COUNT] = {
     [HX_OP_ADD] = sizeof(hx_op_add),
     [HX_OP_SWIGLU] = sizeof(hx_op_swiglu),
     [HX_OP_KV_SHIFT] = sizeof(hx_op_kv_shift),
+    [HX_OP_MATMUL_MULTI] = sizeof(hx_op_matmul_multi),
 };
 
 int hx_op_find(const char *name)

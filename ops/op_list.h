@@ -24,6 +24,7 @@ typedef enum {
     HX_OP_ADD,
     HX_OP_SWIGLU,
     HX_OP_KV_SHIFT,
+    HX_OP_MATMUL_MULTI,
     HX_OP_COUNT
 } hx_op;
 

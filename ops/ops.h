@@ -33,6 +33,51 @@ typedef struct {
     uint32_t has_bias;
 } hx_op_matmul;
 
+/* "matmul_multi": up to HX_MATMUL_MULTI_MAX matmuls of one input (a
+ * layer's Q/K/V projections, its gate/up pair) as one task, so the input
+ * is read and quantized once and one team run covers every output row.
+ * Buffers: x (R, f32 [T][K]); then per part i: W_i (R, [N_i][K] of
+ * wtype_i) at 1 + 2i and y_i (W, f32 [T][N_i]) at 2 + 2i; then the biases
+ * (R, f32 [N_i]) of the parts whose bit is set in has_bias, in part order.
+ * Each y_i is exactly what "matmul" with W_i (and its bias) writes. */
+#define HX_MATMUL_MULTI_MAX 3
+typedef struct {
+    uint32_t n, T, K;
+    uint32_t wtype[HX_MATMUL_MULTI_MAX], N[HX_MATMUL_MULTI_MAX];
+    uint32_t has_bias; /* bit i: part i has a bias */
+} hx_op_matmul_multi;
+
+/* A part count the op has, and bias bits of those parts only. */
+static inline int hx_matmul_multi_valid(const hx_op_matmul_multi *a)
+{
+    return a->n >= 1 && a->n <= HX_MATMUL_MULTI_MAX && !(a->has_bias >> a->n);
+}
+static inline int hx_matmul_multi_w(int i) { return 1 + 2 * i; }
+static inline int hx_matmul_multi_y(int i) { return 2 + 2 * i; }
+/* The buffer index of part i's bias, or -1 when it has none. */
+static inline int hx_matmul_multi_bias(const hx_op_matmul_multi *a, int i)
+{
+    if (!(a->has_bias >> i & 1))
+        return -1;
+    int k = 1 + 2 * (int)a->n;
+    for (int j = 0; j < i; j++)
+        k += (int)(a->has_bias >> j & 1);
+    return k;
+}
+static inline int hx_matmul_multi_nbuffers(const hx_op_matmul_multi *a)
+{
+    int n = 1 + 2 * (int)a->n;
+    for (uint32_t j = 0; j < a->n; j++)
+        n += (int)(a->has_bias >> j & 1);
+    return n;
+}
+/* Part i as the single matmul it stands for. */
+static inline hx_op_matmul hx_matmul_multi_part(const hx_op_matmul_multi *a, int i)
+{
+    hx_op_matmul m = {a->wtype[i], a->T, a->N[i], a->K, a->has_bias >> i & 1};
+    return m;
+}
+
 /* "rope": x (RW, f32 [T][H][Dh]), pos (R, int32 [T]), and when
  * has_factors, factors (R, f32 [n_rot/2]).  Rotates the first n_rot dims
  * of each head: pairs (2i, 2i+1) in normal mode, (i, i+n_rot/2) in neox

@@ -1,8 +1,11 @@
 /* One evaluation of a LLaMA-family model as a task graph: per layer, norm,
  * Q/K/V projections, RoPE, KV store, attention, output projection,
  * residual, norm, gate/up projections, SwiGLU, down projection, residual.
- * Dependencies come from the buffers: the runtime orders the tasks, and
- * independent ones (the three projections, gate and up) may run on
+ * Dependencies come from the buffers: the runtime orders the tasks.  The
+ * projections of one input (Q/K/V, gate/up) are one "matmul_multi" task
+ * when the model fuses them (hx_model_options.fuse_matmuls): every device
+ * family implements the op, so the scheduler still places it anywhere a
+ * matmul could go; unfused, they are independent tasks that may run on
  * different devices at once. */
 #include <math.h>
 #include <stdio.h>
@@ -86,6 +89,47 @@ static void layer_matmul(graph *g, hx_layer_slot slot, hx_layer_slot bias, hx_bu
     }
 }
 
+/* The projections of one input x: one task when fused, else one each.
+ * Fused, each output is still its own buffer, written with the same bits,
+ * and the observer still sees x under every weight's name. */
+static void layer_matmuls(graph *g, int n, const hx_layer_slot *slot, const hx_layer_slot *bias, hx_buffer *x,
+                          hx_buffer *const *y, uint32_t T)
+{
+    const hx_layer_weights *L = &g->m->layers[g->layer];
+    int fuse = g->m->fuse && n > 1 && n <= HX_MATMUL_MULTI_MAX;
+    for (int i = 1; i < n && fuse; i++)
+        fuse = L->w[slot[i]].ne0 == L->w[slot[0]].ne0;
+    if (!fuse) {
+        for (int i = 0; i < n; i++)
+            layer_matmul(g, slot[i], bias[i], x, y[i], T);
+        return;
+    }
+    hx_op_matmul_multi a = {.n = (uint32_t)n, .T = T, .K = (uint32_t)L->w[slot[0]].ne0};
+    hx_buffer *b[HX_TASK_MAX_BUFFERS] = {x};
+    hx_access modes[HX_TASK_MAX_BUFFERS] = {HX_R};
+    int nb = 1 + 2 * n;
+    for (int i = 0; i < n; i++) {
+        const hx_weight *w = &L->w[slot[i]];
+        a.wtype[i] = w->type;
+        a.N[i] = (uint32_t)w->ne1;
+        b[hx_matmul_multi_w(i)] = w->buf;
+        b[hx_matmul_multi_y(i)] = y[i];
+        modes[hx_matmul_multi_w(i)] = HX_R;
+        modes[hx_matmul_multi_y(i)] = HX_W;
+        if (bias[i] != HX_LAYER_SLOTS && L->w[bias[i]].buf) {
+            a.has_bias |= 1u << i;
+            modes[nb] = HX_R;
+            b[nb++] = L->w[bias[i]].buf;
+        }
+    }
+    task(g, HX_CLASS_GEMM, HX_OP_MATMUL_MULTI, &a, sizeof a, nb, b, modes);
+    for (int i = 0; g->m->observer && i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", g->layer, g->m->arch->layer_tensor[slot[i]]);
+        observe(g, name, x, T, a.K);
+    }
+}
+
 static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
 {
     const hx_model *m = g->m;
@@ -112,9 +156,9 @@ static void layer(graph *g, uint32_t l)
     const hx_kv_layout kv = {T, g->b->S, g->b->max_blocks, m->kv->block_size};
 
     rmsnorm(g, A->x, &L->w[HX_LW_ATTN_NORM], A->xn, T);
-    layer_matmul(g, HX_LW_Q, HX_LW_Q_BIAS, A->xn, A->q, T);
-    layer_matmul(g, HX_LW_K, HX_LW_K_BIAS, A->xn, A->k, T);
-    layer_matmul(g, HX_LW_V, HX_LW_V_BIAS, A->xn, A->v, T);
+    layer_matmuls(g, 3, (hx_layer_slot[]){HX_LW_Q, HX_LW_K, HX_LW_V},
+                  (hx_layer_slot[]){HX_LW_Q_BIAS, HX_LW_K_BIAS, HX_LW_V_BIAS}, A->xn,
+                  (hx_buffer *[]){A->q, A->k, A->v}, T);
     rope(g, A->q, in->n_head, T);
     rope(g, A->k, in->n_head_kv, T);
 
@@ -132,8 +176,8 @@ static void layer(graph *g, uint32_t l)
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);
 
     rmsnorm(g, A->x, &L->w[HX_LW_FFN_NORM], A->xn, T);
-    layer_matmul(g, HX_LW_GATE, HX_LAYER_SLOTS, A->xn, A->g, T);
-    layer_matmul(g, HX_LW_UP, HX_LAYER_SLOTS, A->xn, A->u, T);
+    layer_matmuls(g, 2, (hx_layer_slot[]){HX_LW_GATE, HX_LW_UP}, (hx_layer_slot[]){HX_LAYER_SLOTS, HX_LAYER_SLOTS},
+                  A->xn, (hx_buffer *[]){A->g, A->u}, T);
     hx_op_swiglu sw = {(uint64_t)T * in->n_ff};
     task(g, HX_CLASS_PREPROCESS, HX_OP_SWIGLU, &sw, sizeof sw, 3, (hx_buffer *[]){A->g, A->u, A->h},
          (hx_access[]){HX_R, HX_R, HX_W});

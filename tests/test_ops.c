@@ -389,6 +389,105 @@ START_TEST(matmul_low_bit_types)
 }
 END_TEST
 
+/* ---- matmul_multi -------------------------------------------------------- */
+
+/* Parts of mixed types (three dot partners: F16, Q8_0, Q8_K), row counts
+ * off the tiles' multiples and some with a bias: each output against the
+ * reference, and bit for bit what the single matmul of its weight writes
+ * on the same device, since every device runs each part by its matmul's
+ * kernel (the CPU over row units of the same loops). */
+static void check_matmul_multi(under_test *u, uint32_t n, const uint32_t *types, const uint32_t *N, uint32_t T,
+                               uint32_t K, uint32_t bias_mask, unsigned *seed)
+{
+    hx_op_matmul_multi a = {.n = n, .T = T, .K = K, .has_bias = bias_mask};
+    hx_buffer *b[HX_TASK_MAX_BUFFERS] = {0};
+    hx_access modes[HX_TASK_MAX_BUFFERS] = {HX_R};
+    float *x = malloc(4ull * T * K);
+    hx_case_random(x, (size_t)T * K, seed);
+    b[0] = hx_case_buffer(u->rt, x, 4ull * T * K);
+    uint8_t *W[HX_MATMUL_MULTI_MAX];
+    float *bs[HX_MATMUL_MULTI_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        a.wtype[i] = types[i];
+        a.N[i] = N[i];
+        size_t row = hx_ref_row_bytes(types[i], K);
+        W[i] = malloc(row * N[i]);
+        for (uint32_t r = 0; r < N[i]; r++)
+            hx_ref_random_row(types[i], W[i] + r * row, K, seed);
+        bs[i] = malloc(4ull * N[i]);
+        hx_case_random(bs[i], N[i], seed);
+        b[hx_matmul_multi_w((int)i)] = hx_case_buffer(u->rt, W[i], row * N[i]);
+        b[hx_matmul_multi_y((int)i)] = hx_case_empty(u->rt, 4ull * T * N[i]);
+        modes[hx_matmul_multi_w((int)i)] = HX_R;
+        modes[hx_matmul_multi_y((int)i)] = HX_W;
+        if (hx_matmul_multi_bias(&a, (int)i) >= 0) {
+            b[hx_matmul_multi_bias(&a, (int)i)] = hx_case_buffer(u->rt, bs[i], 4ull * N[i]);
+            modes[hx_matmul_multi_bias(&a, (int)i)] = HX_R;
+        }
+    }
+    const int nb = hx_matmul_multi_nbuffers(&a);
+    HX_ASSERT_OK(run(u, "matmul_multi", &a, sizeof a, nb, b, modes));
+    for (uint32_t i = 0; i < n; i++) {
+        hx_op_matmul m = hx_matmul_multi_part(&a, (int)i);
+        float *y = malloc(4ull * T * N[i]), *y1 = malloc(4ull * T * N[i]);
+        double *ref = malloc(sizeof(double) * T * N[i]);
+        hx_ref_matmul(&m, W[i], x, bs[i], ref);
+        hx_case_read(b[hx_matmul_multi_y((int)i)], y, 4ull * T * N[i]);
+        double e = hx_ref_nmse(y, ref, (size_t)T * N[i]);
+        ck_assert_msg(e <= matmul_bound(u, types[i], T), "%s: part %u type %u T %u N %u K %u: nmse %g", u->tg->name, i,
+                      types[i], T, N[i], K, e);
+        hx_buffer *sb[4] = {b[hx_matmul_multi_w((int)i)], b[0], hx_case_empty(u->rt, 4ull * T * N[i]),
+                            m.has_bias ? b[hx_matmul_multi_bias(&a, (int)i)] : NULL};
+        HX_ASSERT_OK(run(u, "matmul", &m, sizeof m, m.has_bias ? 4 : 3, sb, (hx_access[]){HX_R, HX_R, HX_W, HX_R}));
+        hx_case_read(sb[2], y1, 4ull * T * N[i]);
+        ck_assert_msg(!memcmp(y, y1, 4ull * T * N[i]), "%s: part %u type %u T %u N %u: not the single matmul's bits",
+                      u->tg->name, i, types[i], T, N[i]);
+        hx_case_destroy(&sb[2], 1);
+        free(y);
+        free(y1);
+        free(ref);
+        free(W[i]);
+        free(bs[i]);
+    }
+    hx_case_destroy(b, nb);
+    free(x);
+}
+
+START_TEST(matmul_multi_matches_matmul)
+{
+    under_test u;
+    if (!begin(_i, "matmul_multi", &u))
+        return;
+    unsigned seed = 41;
+    /* Q/K/V of a GQA layer: K and V a quarter of Q; V of another type. */
+    check_matmul_multi(&u, 3, (const uint32_t[]){HX_REF_Q4_0, HX_REF_Q4_0, HX_REF_Q8_0},
+                       (const uint32_t[]){64, 16, 16}, 1, 256, 0, &seed);
+    check_matmul_multi(&u, 3, (const uint32_t[]){HX_REF_Q4_K, HX_REF_Q4_K, HX_REF_Q8_0},
+                       (const uint32_t[]){70, 18, 18}, 5, 512, 5, &seed);
+    check_matmul_multi(&u, 3, (const uint32_t[]){HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_K},
+                       (const uint32_t[]){33, 8, 45}, 17, 256, 7, &seed);
+    /* gate/up */
+    check_matmul_multi(&u, 2, (const uint32_t[]){HX_REF_F32, HX_REF_F32}, (const uint32_t[]){45, 45}, 33, 96, 0,
+                       &seed);
+    check_matmul_multi(&u, 2, (const uint32_t[]){HX_REF_Q8_0, HX_REF_Q8_0}, (const uint32_t[]){300, 300}, 1, 768, 2,
+                       &seed);
+    check_matmul_multi(&u, 1, (const uint32_t[]){HX_REF_F16}, (const uint32_t[]){19}, 3, 64, 1, &seed);
+
+    /* A part count the op does not have fails the task, and the device
+     * runs the next one. */
+    float x[64] = {0}, y[64];
+    hx_buffer *b[3] = {hx_case_buffer(u.rt, x, sizeof x), hx_case_buffer(u.rt, x, sizeof x),
+                       hx_case_empty(u.rt, sizeof y)};
+    hx_op_matmul_multi bad = {.n = 0, .T = 1, .K = 64};
+    ck_assert_int_ne(run(&u, "matmul_multi", &bad, sizeof bad, 3, b, (hx_access[]){HX_R, HX_R, HX_W}), HX_OK);
+    bad = (hx_op_matmul_multi){.n = 1, .T = 1, .K = 64, .wtype = {HX_REF_F32}, .N = {1}, .has_bias = 2};
+    ck_assert_int_ne(run(&u, "matmul_multi", &bad, sizeof bad, 3, b, (hx_access[]){HX_R, HX_R, HX_W}), HX_OK);
+    hx_case_destroy(b, 3);
+    check_matmul_multi(&u, 2, (const uint32_t[]){HX_REF_F32, HX_REF_F16}, (const uint32_t[]){5, 7}, 2, 64, 3, &seed);
+    end(&u);
+}
+END_TEST
+
 /* ---- rope ---------------------------------------------------------------- */
 
 START_TEST(rope_matches_reference)
@@ -886,7 +985,7 @@ static const TTest *op_test(int op)
     [HX_OP_MATMUL] = matmul_matches_reference,         [HX_OP_ROPE] = rope_matches_reference,
     [HX_OP_KV_STORE] = kv_store_matches_reference,     [HX_OP_ATTENTION] = attention_prefill_matches_reference,
     [HX_OP_ADD] = add_matches_reference,               [HX_OP_SWIGLU] = swiglu_matches_reference,
-    [HX_OP_KV_SHIFT] = kv_shift_matches_reference,
+    [HX_OP_KV_SHIFT] = kv_shift_matches_reference,     [HX_OP_MATMUL_MULTI] = matmul_multi_matches_matmul,
     };
     return tests[op];
 }

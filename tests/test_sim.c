@@ -72,6 +72,10 @@ START_TEST(example_machines_parse)
     ck_assert(fabs(m.dev[1].mem_bw - 4.8e12) < 1);
     ck_assert(fabs(m.dev[1].link_latency - 8e-6) < 1e-12);
     ck_assert(hx_machine_runs(&m.dev[2], "attention") && !hx_machine_runs(&m.dev[2], "matmul"));
+    /* The fused projections go where matmul goes. */
+    ck_assert(!hx_machine_runs(&m.dev[2], "matmul_multi"));
+    hx_machine_device mm = {.nruns = 1, .runs = {"matmul"}};
+    ck_assert(hx_machine_runs(&mm, "matmul_multi") && !hx_machine_runs(&mm, "rope"));
 }
 END_TEST
 

@@ -253,7 +253,7 @@ static void print_plan(hx_runtime *rt, hx_model *m, const char *partition, uint3
             snprintf(where, sizeof where, "dev %d %s%s", t.device, in.family == HX_FAMILY_OPENCL && in.kind == HX_KIND_CPU ? "opencl-" : "", hx_device_kind_str(in.kind));
         else
             snprintf(where, sizeof where, "scheduler");
-        printf("  %-10s %-10s -> %-15s (%s)  %.3g flop, %.3g B\n", t.op, t.task_class, where, t.reason, t.flops,
+        printf("  %-12s %-10s -> %-15s (%s)  %.3g flop, %.3g B\n", t.op, t.task_class, where, t.reason, t.flops,
                t.bytes);
     }
 }

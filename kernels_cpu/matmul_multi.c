@@ -1,0 +1,102 @@
+/* "matmul_multi" on the CPU: several weights against one input in one
+ * task.  The input rows are quantized once per distinct dot partner (Q,
+ * K and V of a Q4_K_M file are Q4_K, Q4_K and Q6_K: one Q8_K copy serves
+ * all three), and one team run covers the union of the parts' row units,
+ * each unit computed by the single matmul's loops (matmul_rows.h), so
+ * every output is bit for bit what "matmul" writes. */
+#include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/matmul_rows.h"
+#include "ops/ops.h"
+
+#define ALIGN64(n) (((n) + 63) & ~(size_t)63)
+
+/* Where each part's quantized input lies in scratch (parts of the same dot
+ * partner share one copy); the scratch's size, or 0 for bad arguments. */
+static size_t layout(const hx_op_matmul_multi *a, size_t off[HX_MATMUL_MULTI_MAX], int owner[HX_MATMUL_MULTI_MAX])
+{
+    if (!hx_matmul_multi_valid(a))
+        return 0;
+    size_t total = 0;
+    for (uint32_t i = 0; i < a->n; i++) {
+        const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->wtype[i]);
+        size_t arow = hx_matmul_act_row(a->wtype[i], a->K);
+        if (!q || !arow)
+            return 0;
+        owner[i] = (int)i;
+        for (uint32_t j = 0; j < i; j++)
+            if (hx_quant_ops_get((hx_type)a->wtype[j])->vec_dot_type == q->vec_dot_type) {
+                owner[i] = owner[j];
+                break;
+            }
+        off[i] = owner[i] == (int)i ? total : off[owner[i]];
+        if (owner[i] == (int)i)
+            total += ALIGN64(arow * a->T);
+    }
+    return total ? total : 64;
+}
+
+size_t hx_cpu_matmul_multi_scratch(const void *args, const size_t *sizes, int nth)
+{
+    size_t off[HX_MATMUL_MULTI_MAX];
+    int owner[HX_MATMUL_MULTI_MAX];
+    return layout(args, off, owner);
+}
+
+/* Phase one: each distinct partner's copy of the input, rows shared out. */
+int hx_cpu_matmul_multi_prepare(const hx_cpu_call *c)
+{
+    const hx_op_matmul_multi *a = c->args;
+    size_t off[HX_MATMUL_MULTI_MAX];
+    int owner[HX_MATMUL_MULTI_MAX];
+    if (!layout(a, off, owner))
+        return hx_matmul_multi_valid(a) ? HX_ERR_UNSUPPORTED : HX_ERR_INVALID_ARG;
+    if (c->sizes[0] < (size_t)a->T * a->K * sizeof(float))
+        return HX_ERR_RANGE;
+    const float *x = c->buffers[0];
+    uint64_t lo, hi;
+    hx_cpu_split((uint64_t)a->n * a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t it = lo; it < hi; it++) {
+        const uint32_t i = (uint32_t)(it / a->T), t = (uint32_t)(it % a->T);
+        if (owner[i] != (int)i)
+            continue;
+        const hx_quant_ops *aq = hx_quant_ops_get(hx_quant_ops_get((hx_type)a->wtype[i])->vec_dot_type);
+        const size_t arow = hx_matmul_act_row(a->wtype[i], a->K);
+        aq->quantize_row(x + (uint64_t)t * a->K, (uint8_t *)c->scratch + off[i] + t * arow, a->K);
+    }
+    return 0;
+}
+
+int hx_cpu_matmul_multi(const hx_cpu_call *c)
+{
+    const hx_op_matmul_multi *a = c->args;
+    size_t off[HX_MATMUL_MULTI_MAX];
+    int owner[HX_MATMUL_MULTI_MAX];
+    if (!layout(a, off, owner))
+        return HX_ERR_UNSUPPORTED;
+    hx_matmul_rows p[HX_MATMUL_MULTI_MAX];
+    uint64_t units = 0;
+    for (uint32_t i = 0; i < a->n; i++) {
+        const hx_op_matmul m = hx_matmul_multi_part(a, (int)i);
+        const int w = hx_matmul_multi_w((int)i), y = hx_matmul_multi_y((int)i), b = hx_matmul_multi_bias(a, (int)i);
+        if (c->sizes[y] < (size_t)a->T * m.N * sizeof(float) || (b >= 0 && c->sizes[b] < m.N * sizeof(float)))
+            return HX_ERR_RANGE;
+        int rc = hx_matmul_rows_init(&p[i], &m, c->buffers[w], c->sizes[w], c->layouts ? c->layouts[w] : NULL,
+                                     (uint8_t *)c->scratch + off[i], c->buffers[y], b >= 0 ? c->buffers[b] : NULL);
+        if (rc)
+            return rc;
+        units += hx_matmul_rows_units(&p[i]);
+    }
+    /* This share's run of the parts' units laid end to end. */
+    uint64_t lo, hi, base = 0;
+    hx_cpu_split(units, c->ith, c->nth, &lo, &hi);
+    for (uint32_t i = 0; i < a->n && lo < hi; i++) {
+        const uint64_t u = hx_matmul_rows_units(&p[i]);
+        if (lo < base + u) {
+            const uint64_t end = hi < base + u ? hi : base + u;
+            hx_matmul_rows_run(&p[i], lo - base, end - base);
+            lo = end;
+        }
+        base += u;
+    }
+    return 0;
+}
