@@ -779,11 +779,11 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][2], c
 /* 4 plain (F32, F16, BF16) weight rows x C (1 or 2) f32 activation rows:
  * each weight vector is converted once for both activation rows, and
  * eight accumulators are as many FMA chains as two FMA units with a
- * latency of four keep busy.  Whole cache lines of the rows run as one
- * unrolled pass after one prefetch per row, free of per-step tests; the
- * eights past the last whole line follow, and elements past the last
- * whole eight are added in scalar code.  Each output's lanes are summed
- * in the same order either way. */
+ * latency of four keep busy.  With two columns, whole cache lines of the
+ * rows run as one unrolled pass after one prefetch per row, free of
+ * per-step tests; the eights past the last whole line follow, and
+ * elements past the last whole eight are added in scalar code.  Each
+ * output's lanes are summed in the same order either way. */
 static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
                                                                   size_t bx, const uint8_t *y, size_t by, const int C,
                                                                   const int T)
@@ -797,7 +797,9 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
     const int RS = HX_TILE_ROWS(C);
-    const int64_t n8 = n / 8 * 8, nl = n / L * L;
+    /* one column (decode, streaming its rows from memory) keeps the
+     * per-step loop, which measured faster there */
+    const int64_t n8 = n / 8 * 8, nl = RS > 1 ? n / L * L : 0;
     for (int r0 = 0; r0 < 4; r0 += RS) {
         int64_t i = 0;
         for (; i < nl; i += L) {

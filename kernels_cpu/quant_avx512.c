@@ -686,7 +686,8 @@ INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS], const uint8_t *x, size_t bx,
  * partial one under a mask: the lanes and their order are those of one
  * masked loop over the row, so the bits do not change, while the masks,
  * the per-step tests and the per-step prefetch branches leave the loop
- * that does nearly all of a prompt's arithmetic. */
+ * that does nearly all of a prompt's arithmetic.  One column (decode)
+ * runs the masked loop throughout. */
 INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
                             const int C, const int T)
 {
@@ -699,7 +700,10 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     const int RS = HX_TILE_ROWS(C);
-    const int64_t nl = n / L * L;
+    /* A decode step's one-column tile streams its rows from memory, and
+     * there the faster loop measured slower than the masked one (each
+     * row's prefetches then run less far ahead in time): it keeps that. */
+    const int64_t nl = RS > 1 ? n / L * L : 0;
     for (int r0 = 0; r0 < 4; r0 += RS) {
         int64_t i = 0;
         for (; i < nl; i += L) {
