@@ -15,12 +15,13 @@ size_t hx_repack_block_bytes(hx_type t)
     case HX_TYPE_Q8_0: return scales + HX_REPACK_ROWS * HX_QK;
     case HX_TYPE_Q4_1: return 2 * scales + HX_REPACK_ROWS * HX_QK / 2;
     case HX_TYPE_Q4_K: return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * HX_QK_K / 2;
+    case HX_TYPE_Q6_K: return scales + 16 * HX_REPACK_ROWS + HX_REPACK_ROWS * (HX_QK_K / 2 + HX_QK_K / 4);
     default: return 0;
     }
 }
 
 /* Elements per block of the types with a layout. */
-static uint64_t block_elems(hx_type t) { return t == HX_TYPE_Q4_K ? HX_QK_K : HX_QK; }
+static uint64_t block_elems(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q6_K ? HX_QK_K : HX_QK; }
 
 int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
 {
@@ -47,6 +48,15 @@ static void pack_block(uint8_t *dst, const uint8_t *src, size_t row_bytes, hx_ty
         }
 }
 
+/* Four bytes at a time of each row, n bytes from src_off of each row's
+ * block, into dst: row r's bytes 4k..4k+3 at 32k + 4r. */
+static void interleave4(uint8_t *dst, const uint8_t *src, size_t row_bytes, size_t src_off, size_t n)
+{
+    for (size_t k = 0; k < n / 4; k++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++)
+            memcpy(dst + k * 4 * HX_REPACK_ROWS + 4 * r, src + r * row_bytes + src_off + 4 * k, 4);
+}
+
 /* One Q4_K super-block of the group's rows (repack.h's layout). */
 static void pack_q4_K(uint8_t *dst, const uint8_t *src, size_t row_bytes)
 {
@@ -59,10 +69,24 @@ static void pack_q4_K(uint8_t *dst, const uint8_t *src, size_t row_bytes)
             hx_quant_k4_scale_min(b + offsetof(hx_block_q4_K, scales), j, &sc[j * HX_REPACK_ROWS + r],
                                   &mn[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2]);
     }
-    uint8_t *q = mn + 8 * HX_REPACK_ROWS;
-    for (int k = 0; k < HX_QK_K / 2 / 4; k++)
-        for (int r = 0; r < HX_REPACK_ROWS; r++)
-            memcpy(q + k * 4 * HX_REPACK_ROWS + 4 * r, src + r * row_bytes + offsetof(hx_block_q4_K, qs) + 4 * k, 4);
+    interleave4(mn + 8 * HX_REPACK_ROWS, src, row_bytes, offsetof(hx_block_q4_K, qs), HX_QK_K / 2);
+}
+
+/* One Q6_K super-block of the group's rows (repack.h's layout). */
+static void pack_q6_K(uint8_t *dst, const uint8_t *src, size_t row_bytes)
+{
+    uint8_t *sc = dst + HX_REPACK_ROWS * sizeof(hx_half);
+    for (int r = 0; r < HX_REPACK_ROWS; r++) {
+        const uint8_t *b = src + r * row_bytes;
+        memcpy(dst + r * sizeof(hx_half), b + offsetof(hx_block_q6_K, d), sizeof(hx_half));
+        for (int j = 0; j < 16; j++)
+            sc[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2] = b[offsetof(hx_block_q6_K, scales) + j];
+    }
+    uint8_t *q = sc + 16 * HX_REPACK_ROWS;
+    for (int h = 0; h < 2; h++, q += HX_REPACK_ROWS * (HX_QK_K / 8 + HX_QK_K / 4)) {
+        interleave4(q, src, row_bytes, offsetof(hx_block_q6_K, qh) + 32 * h, 32);
+        interleave4(q + 32 * HX_REPACK_ROWS, src, row_bytes, offsetof(hx_block_q6_K, ql) + 64 * h, 64);
+    }
 }
 
 hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx_repacked **out)
@@ -98,6 +122,8 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
             const uint8_t *from = src + g * HX_REPACK_ROWS * row_bytes + i * src_blk;
             if (t == HX_TYPE_Q4_K)
                 pack_q4_K(dst, from, row_bytes);
+            else if (t == HX_TYPE_Q6_K)
+                pack_q6_K(dst, from, row_bytes);
             else
                 pack_block(dst, from, row_bytes, t, qs_off, qs_bytes, xor_mask);
         }

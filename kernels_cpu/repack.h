@@ -23,6 +23,10 @@
  *         as bytes [pair of sub-blocks p][row][2] (64), then the quants as
  *         above, 4 x 8 vectors: pair p's chunk k holds each row's bytes
  *         32p + 4k.. (low nibbles sub-block 2p, high ones 2p + 1).
+ *   Q6_K (super-blocks of 256): the eight d, the int8 scales as bytes
+ *         [pair of sub-blocks p][row][2] (128), then per half h of 128
+ *         elements the rows' qh bytes 32h.. (8 vectors of 32), then their
+ *         ql bytes 64h.. (16 vectors), each four bytes a row as above.
  *
  * Arithmetic: output row r of a group, for activation row y (Q8_0), is
  *   acc = 0; for each block i: acc = fmaf((float)isum_i, d_r * d_y, acc)
@@ -31,7 +35,10 @@
  * Q4_K, per super-block:
  *   acc = fmaf((float)S, d_r * d_y, acc); acc = fmaf(-(float)M, dmin_r * d_y, acc)
  * with S = sum_j sc_j * isum_j and M = sum_j m_j * (sum of sub-block j's
- * activations), both exact integers); every level computes
+ * activations), both exact integers; Q6_K, per super-block:
+ *   acc = fmaf((float)S, d_r * d_y, acc), S = sum_j sc_j * isum_j over
+ * the 16 sub-blocks, isum_j the exact dot of (q - 32) with the
+ * activations); every level computes
  * exactly that, so the levels agree bit for bit with each other and with
  * the plain loop of tests/test_repack.c, and a token's outputs do not
  * depend on how many tokens share the tile.  Against the row-at-a-time

@@ -98,7 +98,45 @@ static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, 
         }
 }
 
+/* Q6_K's quant of element e (0..255) of row r, 0..63: its low four bits
+ * from the half's ql bytes (element 128h + i: byte i low nibble for
+ * i < 64, byte i - 64 high nibble after), its top two from qh byte i % 32,
+ * bits 2 (i / 32).. */
+static int q6_at(const uint8_t *q, int r, int e)
+{
+    const uint8_t *half = q + (e / 128) * HX_REPACK_ROWS * (HX_QK_K / 8 + HX_QK_K / 4);
+    const int i = e % 128, b = i % 64, l = i % 32;
+    const uint8_t lo = half[32 * HX_REPACK_ROWS + (b / 4) * 32 + 4 * r + b % 4];
+    const uint8_t hi = half[(l / 4) * 32 + 4 * r + l % 4];
+    return (i < 64 ? lo & 15 : lo >> 4) | ((hi >> (2 * (i / 32))) & 3) << 4;
+}
+
+static void q6_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    const size_t blk = hx_repack_block_bytes(HX_TYPE_Q6_K), H = sizeof(hx_half);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < HX_REPACK_ROWS; r++) {
+            const uint8_t *w = group, *a = (const uint8_t *)y + c * by;
+            float acc = 0;
+            for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, a += sizeof(hx_block_q8_K)) {
+                const int8_t *sc = (const int8_t *)(w + HX_REPACK_ROWS * H);
+                const uint8_t *q = w + HX_REPACK_ROWS * H + 16 * HX_REPACK_ROWS;
+                const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+                int32_t S = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t isum = 0;
+                    for (int e = 16 * j; e < 16 * j + 16; e++)
+                        isum += (q6_at(q, r, e) - 32) * aq[e];
+                    S += sc[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2] * isum;
+                }
+                acc = fmaf((float)S, hx_fp16_to_fp32(hx_ld16(w + r * H)) * hx_ldf(a + offsetof(hx_block_q8_K, d)), acc);
+            }
+            s[c * ss + r] = acc;
+        }
+}
+
 const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q6_K] = q6_K_gemm,
     [HX_TYPE_Q4_1] = gemm_q4_1x8,
     [HX_TYPE_Q4_K] = q4_K_gemm,
     [HX_TYPE_Q4_0] = gemm_q4_0x8,

@@ -226,6 +226,98 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
         _mm256_storeu_ps(s + c * ss, acc[c]);
 }
 
+/* Q6_K's top two bits of the elements 32m + 4k.. of a half, bits 2m..2m+1
+ * of qh chunk k, moved to bits 4..5 of each byte (the epi16 shifts move
+ * bits across bytes only where the mask clears them). */
+static inline __m256i q6_top(__m256i vh, const int m)
+{
+    const __m256i top = _mm256_set1_epi8(0x30);
+    switch (m) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(vh, 4), top);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(vh, 2), top);
+    case 2: return _mm256_and_si256(vh, top);
+    default: return _mm256_and_si256(_mm256_srli_epi16(vh, 2), top);
+    }
+}
+
+/* Q6_K: per half h and quarter m, elements 128h + 32m + 4k.. (k = 0..7)
+ * of each row: low four bits in ql chunk k + 8 (m & 1) (the low nibbles
+ * for m < 2, the high ones after), top two in qh chunk k (q6_top).  The
+ * unsigned quants (0..63) meet the activations as they are; each
+ * sub-block's lane sums (chunks 4q..4q+3 of quarter m: sub-block
+ * 8h + 2m + q) are multiplied by the rows' scales in integers, and 32 x
+ * the scales against the sub-blocks' activation sums (the Q8_K bsums, a
+ * pair per madd) is taken off, so S is the exact sum of sc_j x (q - 32) x a. */
+static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    const size_t A = sizeof(hx_block_q8_K), SC = REPACK_SCALES, Q = SC + 16 * HX_REPACK_ROWS,
+                 HALF = HX_REPACK_ROWS * (HX_QK_K / 8 + HX_QK_K / 4), blk = Q + 2 * HALF;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i S[HX_GEMM_COLS], M[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            S[c] = M[c] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *qh = w + Q + h * HALF, *ql = qh + 32 * HX_REPACK_ROWS;
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                /* lane r: the row's scales of sub-blocks 8h + 2m (low half) and 8h + 2m + 1 */
+                const __m256i sc16 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + SC + 16 * (4 * h + m))));
+#pragma GCC unroll 2
+                for (int q = 0; q < 2; q++) {
+                    __m256i isum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++)
+                        isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int kk = 0; kk < 4; kk++) {
+                        const int k = 4 * q + kk;
+                        const __m256i vl = _mm256_loadu_si256((const __m256i *)(ql + 32 * (k + 8 * (m & 1))));
+                        const __m256i lo4 = m < 2 ? _mm256_and_si256(vl, low)
+                                                  : _mm256_and_si256(_mm256_srli_epi16(vl, 4), low);
+                        const __m256i v = _mm256_or_si256(
+                            lo4, q6_top(_mm256_loadu_si256((const __m256i *)(qh + 32 * k)), m));
+#pragma GCC unroll 4
+                        for (int c = 0; c < C; c++)
+                            isum[c] = REPACK_DOT(isum[c], v,
+                                                 bcast4(y + c * by + offsetof(hx_block_q8_K, qs) + 128 * h + 32 * m +
+                                                        4 * k));
+                    }
+                    const __m256i sc = q ? _mm256_srai_epi32(sc16, 16)
+                                         : _mm256_srai_epi32(_mm256_slli_epi32(sc16, 16), 16);
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++)
+                        S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(isum[c], sc));
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) /* bsums 8h + 2m and 8h + 2m + 1 */
+                    M[c] = _mm256_add_epi32(
+                        M[c], _mm256_madd_epi16(sc16, _mm256_set1_epi32((int)hx_ld32(
+                                                          y + c * by + offsetof(hx_block_q8_K, bsums) +
+                                                          2 * (8 * h + 2 * m)))));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256i St = _mm256_sub_epi32(S[c], _mm256_slli_epi32(M[c], 5));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(St), _mm256_mul_ps(dw, _mm256_set1_ps(hx_ldf(y + c * by))),
+                                     acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
 /* Entries with the column count as a constant, so the tiles unroll. */
 #define REPACK_BY_COLS(name, tile)                                                                     \
     static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
@@ -242,12 +334,14 @@ REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
 REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
 REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
+REPACK_BY_COLS(gemm_q6_Kx8, q6_Kx8_tile)
 
 const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
     [HX_TYPE_Q4_1] = gemm_q4_1x8,
     [HX_TYPE_Q4_K] = gemm_q4_Kx8,
+    [HX_TYPE_Q6_K] = gemm_q6_Kx8,
 };
 
 #endif

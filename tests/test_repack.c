@@ -1,18 +1,18 @@
 /* Suite repack: weight matrices repacked for the CPU (kernels_cpu/repack.h).
  *
  * What is checked, and against what:
- *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K): every SIMD level's repacked gemm, 1..4 activation rows, on
+ *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): every SIMD level's repacked gemm, 1..4 activation rows, on
  *    random rows quantized from random floats, equals bit for bit a plain
  *    loop over the original rows (per block the exact integer dot, then
  *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic, Q4_1's
- *    min and Q4_K's as it states), and lies
+ *    min, Q4_K's and Q6_K's as it states), and lies
  *    within the quant suite's float bound of the row kernels' vec_dot;
  *  - the CPU's matmul over a weight with a repacked copy: equal to the
  *    plain loop bit for bit, bias included, any token count and share
  *    count, a token's outputs the same alone as in a batch of five;
  *  - shapes and types without a layout are refused with an error naming
  *    them;
- *  - whole models (synthetic, Q4_0, Q4_1, Q8_0 and Q4_K): the copies are made when
+ *  - whole models (synthetic, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K): the copies are made when
  *    asked and only then, the evaluation reads them (a zeroed copy changes
  *    the logits), and the logits with and without them agree within
  *    REPACK_LOGITS_TOL with the same argmax.  Not bit for bit in general:
@@ -42,7 +42,10 @@
  * each other on these models (about 1e-3 measured). */
 #define REPACK_LOGITS_TOL 2e-2
 
-static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K};
+static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q6_K};
+
+/* The K-quants: rows of whole super-blocks of 256. */
+static int is_k_quant(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q6_K; }
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -128,11 +131,41 @@ static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
     return acc;
 }
 
+/* Q6_K against Q8_K: per super-block S = sum_j sc_j * (sub-block j's
+ * integer dot of q - 32 with the activations), from the file's fields as
+ * quant.h documents them. */
+static float plain_dot_q6_K(uint64_t K, const uint8_t *w, const uint8_t *a)
+{
+    float acc = 0;
+    for (uint64_t i = 0; i < K / 256; i++, w += sizeof(hx_block_q6_K), a += sizeof(hx_block_q8_K)) {
+        const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+        const uint8_t *ql = w + offsetof(hx_block_q6_K, ql), *qh = w + offsetof(hx_block_q6_K, qh);
+        const int8_t *sc = (const int8_t *)(w + offsetof(hx_block_q6_K, scales));
+        int32_t S = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t isum = 0;
+            for (int e = 16 * j; e < 16 * j + 16; e++) {
+                const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+                const uint8_t b = ql[64 * h + l + 32 * (k & 1)];
+                const int q = ((k < 2 ? b & 15 : b >> 4) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4) - 32;
+                isum += q * aq[e];
+            }
+            S += sc[j] * isum;
+        }
+        float dy;
+        memcpy(&dy, a + offsetof(hx_block_q8_K, d), sizeof dy);
+        acc = fmaf((float)S, f16_at(w + offsetof(hx_block_q6_K, d)) * dy, acc);
+    }
+    return acc;
+}
+
 /* repack.h's arithmetic over the original rows. */
 static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
 {
     if (t == HX_TYPE_Q4_K)
         return plain_dot_q4_K(K, w, a);
+    if (t == HX_TYPE_Q6_K)
+        return plain_dot_q6_K(K, w, a);
     const hx_type at = t == HX_TYPE_Q4_1 ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
     const size_t wb = hx_type_get(t)->type_size, ab = hx_type_get(at)->type_size;
     float acc = 0;
@@ -187,7 +220,7 @@ START_TEST(kernels_equal_plain_loop)
     for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++)
         for (int ki = 0; ki < nK; ki++) {
             const hx_type t = repack_types[ti];
-            const uint64_t K = t == HX_TYPE_Q4_K ? Ks[ki] * 8 : Ks[ki], N = 24; /* K-quants: whole super-blocks */
+            const uint64_t K = is_k_quant(t) ? Ks[ki] * 8 : Ks[ki], N = 24; /* K-quants: whole super-blocks */
             const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
             const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
             uint8_t *w = random_rows(t, K, N, &seed), *a = random_acts(t, K, HX_GEMM_COLS, &seed);
@@ -334,7 +367,7 @@ static float *model_logits(hx_runtime *rt, const char *path, int repack, int spo
 START_TEST(model_logits_with_and_without)
 {
     static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 0};
-    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K"};
+    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K", "q6_K"};
     char dir[64], path[128];
     hx_test_tmpdir(dir, sizeof dir, "repack");
     hx_runtime_options ro = hx_runtime_options_default();
