@@ -15,13 +15,18 @@ size_t hx_repack_block_bytes(hx_type t)
     case HX_TYPE_Q8_0: return scales + HX_REPACK_ROWS * HX_QK;
     case HX_TYPE_Q4_1: return 2 * scales + HX_REPACK_ROWS * HX_QK / 2;
     case HX_TYPE_Q4_K: return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * HX_QK_K / 2;
+    case HX_TYPE_Q5_K:
+        return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * (HX_QK_K / 8 + HX_QK_K / 2);
     case HX_TYPE_Q6_K: return scales + 16 * HX_REPACK_ROWS + HX_REPACK_ROWS * (HX_QK_K / 2 + HX_QK_K / 4);
     default: return 0;
     }
 }
 
 /* Elements per block of the types with a layout. */
-static uint64_t block_elems(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q6_K ? HX_QK_K : HX_QK; }
+static uint64_t block_elems(hx_type t)
+{
+    return t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K || t == HX_TYPE_Q6_K ? HX_QK_K : HX_QK;
+}
 
 int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
 {
@@ -57,19 +62,31 @@ static void interleave4(uint8_t *dst, const uint8_t *src, size_t row_bytes, size
             memcpy(dst + k * 4 * HX_REPACK_ROWS + 4 * r, src + r * row_bytes + src_off + 4 * k, 4);
 }
 
-/* One Q4_K super-block of the group's rows (repack.h's layout). */
-static void pack_q4_K(uint8_t *dst, const uint8_t *src, size_t row_bytes)
+/* One Q4_K or Q5_K super-block of the group's rows (repack.h's layout):
+ * the two share their fields but for Q5_K's qh, which goes before the
+ * quants. */
+static void pack_k4(uint8_t *dst, const uint8_t *src, size_t row_bytes, hx_type t)
 {
+    const int q5 = t == HX_TYPE_Q5_K;
+    const size_t D = q5 ? offsetof(hx_block_q5_K, d) : offsetof(hx_block_q4_K, d);
+    const size_t DMIN = q5 ? offsetof(hx_block_q5_K, dmin) : offsetof(hx_block_q4_K, dmin);
+    const size_t SCALES = q5 ? offsetof(hx_block_q5_K, scales) : offsetof(hx_block_q4_K, scales);
+    const size_t QS = q5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
     uint8_t *sc = dst + 2 * HX_REPACK_ROWS * sizeof(hx_half), *mn = sc + 8 * HX_REPACK_ROWS;
     for (int r = 0; r < HX_REPACK_ROWS; r++) {
         const uint8_t *b = src + r * row_bytes;
-        memcpy(dst + r * sizeof(hx_half), b + offsetof(hx_block_q4_K, d), sizeof(hx_half));
-        memcpy(dst + (HX_REPACK_ROWS + r) * sizeof(hx_half), b + offsetof(hx_block_q4_K, dmin), sizeof(hx_half));
+        memcpy(dst + r * sizeof(hx_half), b + D, sizeof(hx_half));
+        memcpy(dst + (HX_REPACK_ROWS + r) * sizeof(hx_half), b + DMIN, sizeof(hx_half));
         for (int j = 0; j < 8; j++)
-            hx_quant_k4_scale_min(b + offsetof(hx_block_q4_K, scales), j, &sc[j * HX_REPACK_ROWS + r],
+            hx_quant_k4_scale_min(b + SCALES, j, &sc[j * HX_REPACK_ROWS + r],
                                   &mn[(j / 2) * 2 * HX_REPACK_ROWS + 2 * r + j % 2]);
     }
-    interleave4(mn + 8 * HX_REPACK_ROWS, src, row_bytes, offsetof(hx_block_q4_K, qs), HX_QK_K / 2);
+    uint8_t *q = mn + 8 * HX_REPACK_ROWS;
+    if (q5) {
+        interleave4(q, src, row_bytes, offsetof(hx_block_q5_K, qh), HX_QK_K / 8);
+        q += HX_REPACK_ROWS * HX_QK_K / 8;
+    }
+    interleave4(q, src, row_bytes, QS, HX_QK_K / 2);
 }
 
 /* One Q6_K super-block of the group's rows (repack.h's layout). */
@@ -120,8 +137,8 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
         for (size_t i = 0; i < nb; i++) {
             uint8_t *dst = r->data + g * r->group_bytes + i * blk;
             const uint8_t *from = src + g * HX_REPACK_ROWS * row_bytes + i * src_blk;
-            if (t == HX_TYPE_Q4_K)
-                pack_q4_K(dst, from, row_bytes);
+            if (t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K)
+                pack_k4(dst, from, row_bytes, t);
             else if (t == HX_TYPE_Q6_K)
                 pack_q6_K(dst, from, row_bytes);
             else

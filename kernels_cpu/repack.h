@@ -23,6 +23,8 @@
  *         as bytes [pair of sub-blocks p][row][2] (64), then the quants as
  *         above, 4 x 8 vectors: pair p's chunk k holds each row's bytes
  *         32p + 4k.. (low nibbles sub-block 2p, high ones 2p + 1).
+ *   Q5_K: Q4_K's, with the rows' 32 qh bytes (8 vectors, four bytes a
+ *         row) between the mins and the quants.
  *   Q6_K (super-blocks of 256): the eight d, the int8 scales as bytes
  *         [pair of sub-blocks p][row][2] (128), then per half h of 128
  *         elements the rows' qh bytes 32h.. (8 vectors of 32), then their
@@ -35,7 +37,7 @@
  * Q4_K, per super-block:
  *   acc = fmaf((float)S, d_r * d_y, acc); acc = fmaf(-(float)M, dmin_r * d_y, acc)
  * with S = sum_j sc_j * isum_j and M = sum_j m_j * (sum of sub-block j's
- * activations), both exact integers; Q6_K, per super-block:
+ * activations), both exact integers; Q5_K as Q4_K with q 5 bits; Q6_K, per super-block:
  *   acc = fmaf((float)S, d_r * d_y, acc), S = sum_j sc_j * isum_j over
  * the 16 sub-blocks, isum_j the exact dot of (q - 32) with the
  * activations); every level computes

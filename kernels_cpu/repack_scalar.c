@@ -65,18 +65,19 @@ static void gemm_q8_0x8(int64_t K, int C, float *s, size_t ss, const void *group
     gemm_x8(K, C, s, ss, group, y, by, q8_at, HX_TYPE_Q8_0, 0);
 }
 
-/* Q4_K, sub-block by sub-block (a pair's 32 bytes hold sub-block 2p in
- * their low nibbles, 2p + 1 in their high ones). */
-static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+/* Q4_K and Q5_K, sub-block by sub-block (a pair's 32 bytes hold
+ * sub-block 2p in their low nibbles, 2p + 1 in their high ones; Q5_K's
+ * fifth bit of element 64p + 32h + l is bit 2p + h of the row's qh byte l). */
+static void k4_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by, int q5)
 {
-    const size_t blk = hx_repack_block_bytes(HX_TYPE_Q4_K), H = sizeof(hx_half);
+    const size_t blk = hx_repack_block_bytes(q5 ? HX_TYPE_Q5_K : HX_TYPE_Q4_K), H = sizeof(hx_half);
     for (int c = 0; c < C; c++)
         for (int r = 0; r < HX_REPACK_ROWS; r++) {
             const uint8_t *w = group, *a = (const uint8_t *)y + c * by;
             float acc = 0;
             for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, a += sizeof(hx_block_q8_K)) {
                 const uint8_t *sc = w + 2 * HX_REPACK_ROWS * H, *mn = sc + 8 * HX_REPACK_ROWS;
-                const uint8_t *q = mn + 8 * HX_REPACK_ROWS;
+                const uint8_t *qh = mn + 8 * HX_REPACK_ROWS, *q = qh + (q5 ? HX_REPACK_ROWS * HX_QK_K / 8 : 0);
                 const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
                 int32_t S = 0, M = 0;
                 for (int j = 0; j < 8; j++) {
@@ -84,7 +85,8 @@ static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, 
                     for (int e = 0; e < 32; e++) {
                         const int byte = (j / 2) * 32 + e; /* the byte holding it in the row's qs */
                         const uint8_t b = q[(byte / 4) * 4 * HX_REPACK_ROWS + 4 * r + byte % 4];
-                        isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                        const int hb = q5 ? (qh[(e / 4) * 4 * HX_REPACK_ROWS + 4 * r + e % 4] >> j & 1) << 4 : 0;
+                        isum += ((j % 2 ? b >> 4 : b & 15) | hb) * aq[32 * j + e];
                         asum += aq[32 * j + e];
                     }
                     S += sc[j * HX_REPACK_ROWS + r] * isum;
@@ -96,6 +98,16 @@ static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, 
             }
             s[c * ss + r] = acc;
         }
+}
+
+static void q4_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    k4_gemm(K, C, s, ss, group, y, by, 0);
+}
+
+static void q5_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    k4_gemm(K, C, s, ss, group, y, by, 1);
 }
 
 /* Q6_K's quant of element e (0..255) of row r, 0..63: its low four bits
@@ -136,6 +148,7 @@ static void q6_K_gemm(int64_t K, int C, float *s, size_t ss, const void *group, 
 }
 
 const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q5_K] = q5_K_gemm,
     [HX_TYPE_Q6_K] = q6_K_gemm,
     [HX_TYPE_Q4_1] = gemm_q4_1x8,
     [HX_TYPE_Q4_K] = q4_K_gemm,

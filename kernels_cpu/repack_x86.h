@@ -162,17 +162,20 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *
             q8_0x8_sums);
 }
 
-/* Q4_K: per pair of sub-blocks p, chunk k's low nibbles are elements
- * 64p + 4k.. of each row, its high ones 64p + 32 + 4k..; unsigned, so
- * they meet the activations as they are.  Each sub-block's lane sums are
- * multiplied by the rows' scales in integers; the mins meet the pairs of
- * sub-block activation sums (from the Q8_K bsums) in one madd a pair. */
-static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+/* Q4_K and Q5_K (Q5 set): per pair of sub-blocks p, chunk k's low
+ * nibbles are elements 64p + 4k.. of each row, its high ones
+ * 64p + 32 + 4k..; Q5_K's fifth bits come from qh chunk k, bits 2p and
+ * 2p + 1.  Unsigned, so they meet the activations as they are.  Each
+ * sub-block's lane sums are multiplied by the rows' scales in integers;
+ * the mins meet the pairs of sub-block activation sums (from the Q8_K
+ * bsums) in one madd a pair. */
+static inline __attribute__((always_inline)) void k4x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                            const uint8_t *y, size_t by, const int C, const int Q5)
 {
     const size_t A = sizeof(hx_block_q8_K), SC = 2 * REPACK_SCALES, MN = SC + 8 * HX_REPACK_ROWS,
-                 Q = MN + 8 * HX_REPACK_ROWS, blk = Q + HX_REPACK_ROWS * HX_QK_K / 2;
-    const __m256i low = _mm256_set1_epi8(0x0f);
+                 QH = MN + 8 * HX_REPACK_ROWS, Q = QH + (Q5 ? HX_REPACK_ROWS * HX_QK_K / 8 : 0),
+                 blk = Q + HX_REPACK_ROWS * HX_QK_K / 2;
+    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10);
     __m256 acc[HX_GEMM_COLS];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
@@ -191,7 +194,14 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w + Q + 256 * p + 32 * k));
-                const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                if (Q5) { /* bit 2p to bit 4 of each byte, bit 2p + 1 likewise (the mask clears what the
+                           * epi16 shifts bring in from the neighbouring byte) */
+                    const __m256i h = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(w + QH + 32 * k)),
+                                                       _mm_cvtsi32_si128(2 * p));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), fifth));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), fifth));
+                }
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     const uint8_t *a = y + c * by + offsetof(hx_block_q8_K, qs) + 64 * p + 4 * k;
@@ -224,6 +234,18 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
         _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
+static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    k4x8_tile(K, s, ss, w, y, by, C, 0);
+}
+
+static inline __attribute__((always_inline)) void q5_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    k4x8_tile(K, s, ss, w, y, by, C, 1);
 }
 
 /* Q6_K's top two bits of the elements 32m + 4k.. of a half, bits 2m..2m+1
@@ -334,6 +356,7 @@ REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
 REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
 REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
+REPACK_BY_COLS(gemm_q5_Kx8, q5_Kx8_tile)
 REPACK_BY_COLS(gemm_q6_Kx8, q6_Kx8_tile)
 
 const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
@@ -341,6 +364,7 @@ const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
     [HX_TYPE_Q4_1] = gemm_q4_1x8,
     [HX_TYPE_Q4_K] = gemm_q4_Kx8,
+    [HX_TYPE_Q5_K] = gemm_q5_Kx8,
     [HX_TYPE_Q6_K] = gemm_q6_Kx8,
 };
 

@@ -16,7 +16,8 @@
  * to be. */
 static int repack_pays(hx_type t)
 {
-    return t == HX_TYPE_Q4_0 || t == HX_TYPE_Q4_1 || t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_K || t == HX_TYPE_Q6_K;
+    return t == HX_TYPE_Q4_0 || t == HX_TYPE_Q4_1 || t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K ||
+           t == HX_TYPE_Q6_K;
 }
 
 /* 1 always, 0 never, -1 where it pays. */

@@ -1,18 +1,18 @@
 /* Suite repack: weight matrices repacked for the CPU (kernels_cpu/repack.h).
  *
  * What is checked, and against what:
- *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): every SIMD level's repacked gemm, 1..4 activation rows, on
+ *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K): every SIMD level's repacked gemm, 1..4 activation rows, on
  *    random rows quantized from random floats, equals bit for bit a plain
  *    loop over the original rows (per block the exact integer dot, then
  *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic, Q4_1's
- *    min, Q4_K's and Q6_K's as it states), and lies
+ *    min, the K-quants' as it states), and lies
  *    within the quant suite's float bound of the row kernels' vec_dot;
  *  - the CPU's matmul over a weight with a repacked copy: equal to the
  *    plain loop bit for bit, bias included, any token count and share
  *    count, a token's outputs the same alone as in a batch of five;
  *  - shapes and types without a layout are refused with an error naming
  *    them;
- *  - whole models (synthetic, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K): the copies are made when
+ *  - whole models (synthetic, Q4_0, Q4_1, Q8_0 and the K-quants): the copies are made when
  *    asked and only then, the evaluation reads them (a zeroed copy changes
  *    the logits), and the logits with and without them agree within
  *    REPACK_LOGITS_TOL with the same argmax.  Not bit for bit in general:
@@ -42,10 +42,10 @@
  * each other on these models (about 1e-3 measured). */
 #define REPACK_LOGITS_TOL 2e-2
 
-static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q6_K};
+static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
 
 /* The K-quants: rows of whole super-blocks of 256. */
-static int is_k_quant(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q6_K; }
+static int is_k_quant(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K || t == HX_TYPE_Q6_K; }
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -101,23 +101,31 @@ static float f16_at(const uint8_t *p)
     return hx_fp16_to_fp32(h);
 }
 
-/* Q4_K against Q8_K: per super-block, S = sum_j sc_j * (sub-block j's
- * integer dot) and M = sum_j m_j * (sub-block j's activation sum), from
- * the file's packed scales and the activation quants (not their bsums). */
-static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
+/* Q4_K (or Q5_K, q5) against Q8_K: per super-block, S = sum_j sc_j *
+ * (sub-block j's integer dot) and M = sum_j m_j * (sub-block j's
+ * activation sum), from the file's packed scales and the activation
+ * quants (not their bsums); Q5_K's fifth bit of element 32j + e is bit j
+ * of qh[e]. */
+static float plain_dot_k4(uint64_t K, const uint8_t *w, const uint8_t *a, int q5)
 {
+    const size_t wb = q5 ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
+    const size_t D = q5 ? offsetof(hx_block_q5_K, d) : offsetof(hx_block_q4_K, d);
+    const size_t DMIN = q5 ? offsetof(hx_block_q5_K, dmin) : offsetof(hx_block_q4_K, dmin);
+    const size_t SCALES = q5 ? offsetof(hx_block_q5_K, scales) : offsetof(hx_block_q4_K, scales);
+    const size_t QS = q5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
     float acc = 0;
-    for (uint64_t i = 0; i < K / 256; i++, w += sizeof(hx_block_q4_K), a += sizeof(hx_block_q8_K)) {
+    for (uint64_t i = 0; i < K / 256; i++, w += wb, a += sizeof(hx_block_q8_K)) {
         const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
-        const uint8_t *q = w + offsetof(hx_block_q4_K, qs);
+        const uint8_t *q = w + QS, *qh = w + offsetof(hx_block_q5_K, qh);
         int32_t S = 0, M = 0;
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
-            hx_quant_k4_scale_min(w + offsetof(hx_block_q4_K, scales), j, &sc, &m);
+            hx_quant_k4_scale_min(w + SCALES, j, &sc, &m);
             int32_t isum = 0, asum = 0;
             for (int e = 0; e < 32; e++) {
                 const uint8_t b = q[(j / 2) * 32 + e];
-                isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                const int fifth = q5 ? ((qh[e] >> j) & 1) << 4 : 0;
+                isum += ((j % 2 ? b >> 4 : b & 15) | fifth) * aq[32 * j + e];
                 asum += aq[32 * j + e];
             }
             S += sc * isum;
@@ -125,8 +133,8 @@ static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
         }
         float dy;
         memcpy(&dy, a + offsetof(hx_block_q8_K, d), sizeof dy);
-        acc = fmaf((float)S, f16_at(w + offsetof(hx_block_q4_K, d)) * dy, acc);
-        acc = fmaf(-(float)M, f16_at(w + offsetof(hx_block_q4_K, dmin)) * dy, acc);
+        acc = fmaf((float)S, f16_at(w + D) * dy, acc);
+        acc = fmaf(-(float)M, f16_at(w + DMIN) * dy, acc);
     }
     return acc;
 }
@@ -162,8 +170,8 @@ static float plain_dot_q6_K(uint64_t K, const uint8_t *w, const uint8_t *a)
 /* repack.h's arithmetic over the original rows. */
 static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
 {
-    if (t == HX_TYPE_Q4_K)
-        return plain_dot_q4_K(K, w, a);
+    if (t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K)
+        return plain_dot_k4(K, w, a, t == HX_TYPE_Q5_K);
     if (t == HX_TYPE_Q6_K)
         return plain_dot_q6_K(K, w, a);
     const hx_type at = t == HX_TYPE_Q4_1 ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
@@ -367,7 +375,7 @@ static float *model_logits(hx_runtime *rt, const char *path, int repack, int spo
 START_TEST(model_logits_with_and_without)
 {
     static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 0};
-    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K", "q6_K"};
+    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K", "q5_K", "q6_K"};
     char dir[64], path[128];
     hx_test_tmpdir(dir, sizeof dir, "repack");
     hx_runtime_options ro = hx_runtime_options_default();
