@@ -7,7 +7,7 @@
  * that both see the same machine load; the fastest is the figure to
  * compare on a loaded machine.
  *
- *   bench-repack [--types q4_0,q4_1,q8_0,q4_K,q5_K,q6_K] [--k 4096] [--n 14336] [--tokens 128] [--reps 15]
+ *   bench-repack [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k 4096] [--n 14336] [--tokens 128] [--reps 15]
  *
  * Uses the library's internal kernel API: this benchmark is of those
  * kernels, not of the public API. */
@@ -64,7 +64,7 @@ static float frand(uint64_t *s)
 
 int main(int argc, char **argv)
 {
-    const char *types = "q4_0,q4_1,q8_0,q4_K,q5_K,q6_K";
+    const char *types = "q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K";
     uint32_t K = 4096, N = 14336, T = 128;
     int reps = 15;
     for (int i = 1; i < argc; i++) {
@@ -79,7 +79,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--types q4_0,q4_1,q8_0,q4_K,q5_K,q6_K] [--k K] [--n N] [--tokens T] [--reps R]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k K] [--n N] [--tokens T] [--reps R]\n", argv[0]);
             return 2;
         }
     }

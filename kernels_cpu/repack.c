@@ -14,6 +14,8 @@ size_t hx_repack_block_bytes(hx_type t)
     case HX_TYPE_Q4_0: return scales + HX_REPACK_ROWS * HX_QK / 2;
     case HX_TYPE_Q8_0: return scales + HX_REPACK_ROWS * HX_QK;
     case HX_TYPE_Q4_1: return 2 * scales + HX_REPACK_ROWS * HX_QK / 2;
+    case HX_TYPE_Q5_0: return scales + HX_REPACK_ROWS * (4 + HX_QK / 2);
+    case HX_TYPE_Q5_1: return 2 * scales + HX_REPACK_ROWS * (4 + HX_QK / 2);
     case HX_TYPE_Q4_K: return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * HX_QK_K / 2;
     case HX_TYPE_Q5_K:
         return 2 * scales + 2 * 8 * HX_REPACK_ROWS + HX_REPACK_ROWS * (HX_QK_K / 8 + HX_QK_K / 2);
@@ -33,19 +35,41 @@ int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
     return hx_repack_block_bytes(t) && K && K % block_elems(t) == 0 && N && N % HX_REPACK_ROWS == 0;
 }
 
+/* Q5_0/Q5_1's fifth bits of one row (bit j of qh for element j), moved
+ * so that for quant chunk k (elements 4k + i and 16 + 4k + i, i = 0..3)
+ * a shift by k puts each in bit 4 of byte i: element 4k + i's at bit
+ * 8i + k, element 16 + 4k + i's at bit 8i + 4 + k. */
+static uint32_t q5_fifth_bits(uint32_t qh)
+{
+    uint32_t p = 0;
+    for (int j = 0; j < HX_QK; j++) {
+        const int e = j % 16, pos = 8 * (e % 4) + e / 4 + (j < 16 ? 0 : 4);
+        p |= ((qh >> j) & 1u) << pos;
+    }
+    return p;
+}
+
 /* One repacked block from the HX_REPACK_ROWS source blocks i of the
- * group's rows (row_bytes apart): scales (and Q4_1's mins), then quants
- * four bytes a row at a time; xor_mask (0x88 in each byte) turns Q4_0's
+ * group's rows (row_bytes apart): scales (and Q4_1/Q5_1's mins), the Q5
+ * types' fifth bits (q5_fifth_bits, four bytes a row), then quants four
+ * bytes a row at a time; xor_mask (0x88 in each byte) turns Q4_0's
  * unsigned nibbles into signed ones. */
 static void pack_block(uint8_t *dst, const uint8_t *src, size_t row_bytes, hx_type t, size_t qs_off,
                        size_t qs_bytes, uint32_t xor_mask)
 {
-    const int halves = t == HX_TYPE_Q4_1 ? 2 : 1; /* d, or d and m: the block's first fields */
+    const int halves = t == HX_TYPE_Q4_1 || t == HX_TYPE_Q5_1 ? 2 : 1; /* d, or d and m: the first fields */
     for (int h = 0; h < halves; h++)
         for (int r = 0; r < HX_REPACK_ROWS; r++)
             memcpy(dst + (h * HX_REPACK_ROWS + r) * sizeof(hx_half), src + r * row_bytes + h * sizeof(hx_half),
                    sizeof(hx_half));
     uint8_t *q = dst + halves * HX_REPACK_ROWS * sizeof(hx_half);
+    if (t == HX_TYPE_Q5_0 || t == HX_TYPE_Q5_1) {
+        const size_t qh_off = t == HX_TYPE_Q5_0 ? offsetof(hx_block_q5_0, qh) : offsetof(hx_block_q5_1, qh);
+        for (int r = 0; r < HX_REPACK_ROWS; r++, q += 4) {
+            const uint32_t v = q5_fifth_bits(hx_ld32(src + r * row_bytes + qh_off));
+            memcpy(q, &v, 4);
+        }
+    }
     for (size_t k = 0; k < qs_bytes / 4; k++)
         for (int r = 0; r < HX_REPACK_ROWS; r++) {
             const uint32_t v = hx_ld32(src + r * row_bytes + qs_off + 4 * k) ^ xor_mask;
@@ -116,6 +140,8 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
     const size_t src_blk = hx_type_get(t)->type_size;
     const size_t qs_off = t == HX_TYPE_Q4_0   ? offsetof(hx_block_q4_0, qs)
                           : t == HX_TYPE_Q4_1 ? offsetof(hx_block_q4_1, qs)
+                          : t == HX_TYPE_Q5_0 ? offsetof(hx_block_q5_0, qs)
+                          : t == HX_TYPE_Q5_1 ? offsetof(hx_block_q5_1, qs)
                                               : offsetof(hx_block_q8_0, qs);
     const size_t qs_bytes = t == HX_TYPE_Q8_0 ? HX_QK : HX_QK / 2;
     const uint32_t xor_mask = t == HX_TYPE_Q4_0 ? 0x88888888u : 0;

@@ -18,6 +18,11 @@
  *         by 4, both as 16 (q - 8) in a signed byte).
  *   Q4_1: 16 + 16 + 8 x 16 bytes: the eight d, the eight m, then the
  *         quants as Q4_0's, unsigned (no xor).
+ *   Q5_0: 16 + 8 x 4 + 8 x 16 bytes: the eight d, each row's qh word
+ *         with its bits moved (element 4k + i's fifth bit at 8i + k,
+ *         16 + 4k + i's at 8i + 4 + k, so that one shift by k brings
+ *         chunk k's to bit 4 of each byte), then the nibbles as Q4_1's.
+ *   Q5_1: the eight d, the eight m, then Q5_0's qh words and nibbles.
  *   Q4_K (super-blocks of 256): the eight d, the eight dmin (f16), the
  *         6-bit scales unpacked as bytes [sub-block j][row] (64), the mins
  *         as bytes [pair of sub-blocks p][row][2] (64), then the quants as
@@ -32,7 +37,8 @@
  *
  * Arithmetic: output row r of a group, for activation row y (Q8_0), is
  *   acc = 0; for each block i: acc = fmaf((float)isum_i, d_r * d_y, acc)
- * with isum_i the block's exact integer dot product (Q4_1, against Q8_1, then
+ * with isum_i the block's exact integer dot product, Q5_0's quants taken
+ * as q - 16 (Q4_1 and Q5_1, against Q8_1, then
  *   acc = fmaf(m_r, s_y, acc) with s_y the activation block's d * sum(q);
  * Q4_K, per super-block:
  *   acc = fmaf((float)S, d_r * d_y, acc); acc = fmaf(-(float)M, dmin_r * d_y, acc)

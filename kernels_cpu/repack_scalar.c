@@ -23,8 +23,19 @@ static int q4u_at(const uint8_t *q, int r, int j)
     return j < 16 ? b & 15 : b >> 4;
 }
 
+/* Q5_1's quants: Q4_1's nibbles with the fifth bit from the row's moved
+ * qh word (repack.h), which comes first. */
+static int q5u_at(const uint8_t *q, int r, int j)
+{
+    const int e = j % 16, pos = 8 * (e % 4) + e / 4 + (j < 16 ? 0 : 4);
+    return q4u_at(q + 4 * HX_REPACK_ROWS, r, j) | (int)((hx_ld32(q + 4 * r) >> pos) & 1) << 4;
+}
+
+/* Q5_0's, signed: q - 16. */
+static int q5_at(const uint8_t *q, int r, int j) { return q5u_at(q, r, j) - 16; }
+
 /* The 32-element types: per block the integer dot of quant j (from `at`)
- * with the activations' (Q8_0, or Q8_1 with `mins`: Q4_1, whose block's
+ * with the activations' (Q8_0, or Q8_1 with `mins`: Q4_1 and Q5_1, whose block's
  * min then meets the activations' s, their d times their sum). */
 static void gemm_x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by,
                     int (*at)(const uint8_t *, int, int), hx_type t, int mins)
@@ -58,6 +69,16 @@ static void gemm_q4_0x8(int64_t K, int C, float *s, size_t ss, const void *group
 static void gemm_q4_1x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
 {
     gemm_x8(K, C, s, ss, group, y, by, q4u_at, HX_TYPE_Q4_1, 1);
+}
+
+static void gemm_q5_0x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    gemm_x8(K, C, s, ss, group, y, by, q5_at, HX_TYPE_Q5_0, 0);
+}
+
+static void gemm_q5_1x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
+{
+    gemm_x8(K, C, s, ss, group, y, by, q5u_at, HX_TYPE_Q5_1, 1);
 }
 
 static void gemm_q8_0x8(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by)
@@ -154,4 +175,6 @@ const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_K] = q4_K_gemm,
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
+    [HX_TYPE_Q5_0] = gemm_q5_0x8,
+    [HX_TYPE_Q5_1] = gemm_q5_1x8,
 };

@@ -107,6 +107,51 @@ static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, con
     }
 }
 
+/* Q5_0 (Q5_1 with UNSIGNED): Q4_1's nibbles (after the qh words, at
+ * `at`), each with its fifth bit from the row's moved qh word in its lane
+ * (repack.h): a shift by k brings chunk k's to bit 4 of each byte.  Q5_0's
+ * quants less 16 are signed bytes. */
+static inline __attribute__((always_inline)) void q5x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                            size_t by, const int C, const size_t at,
+                                                            const int UNSIGNED)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10), sixteen = _mm256_set1_epi8(16);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + at));
+    const size_t A = UNSIGNED ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + at + 32 + 32 * k));
+        __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(_mm256_slli_epi32(qh, 4 - k), fifth));
+        __m256i up = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                                     _mm256_and_si256(_mm256_srli_epi32(qh, k), fifth));
+        if (!UNSIGNED)
+            lo = _mm256_sub_epi8(lo, sixteen), up = _mm256_sub_epi8(up, sixteen);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + A + 4 * k;
+            if (UNSIGNED) {
+                isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
+                isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
+            } else {
+                isum[c] = dot_signed(isum[c], lo, bcast4(a));
+                isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void q5_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    q5x8_sums(isum, w, y, by, C, REPACK_SCALES, 0);
+}
+
+static inline __attribute__((always_inline)) void q5_1x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    q5x8_sums(isum, w, y, by, C, 2 * REPACK_SCALES, 1);
+}
+
 /* The 32-element types: per block, `sums` gives each column's eight lane
  * sums (times 2^shift), which meet the scales; with MINS (Q4_1) the rows'
  * mins then meet the activation block's s.  A: the activation block. */
@@ -153,6 +198,20 @@ static inline __attribute__((always_inline)) void q4_1x8_tile(int64_t K, float *
 {
     x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_1), 0, 1,
             q4_1x8_sums);
+}
+
+static inline __attribute__((always_inline)) void q5_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_0), 0, 0,
+            q5_0x8_sums);
+}
+
+static inline __attribute__((always_inline)) void q5_1x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_1), 0,
+            1, q5_1x8_sums);
 }
 
 static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
@@ -355,6 +414,8 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *
 REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
 REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
 REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
+REPACK_BY_COLS(gemm_q5_0x8, q5_0x8_tile)
+REPACK_BY_COLS(gemm_q5_1x8, q5_1x8_tile)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
 REPACK_BY_COLS(gemm_q5_Kx8, q5_Kx8_tile)
 REPACK_BY_COLS(gemm_q6_Kx8, q6_Kx8_tile)
@@ -363,6 +424,8 @@ const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
     [HX_TYPE_Q4_1] = gemm_q4_1x8,
+    [HX_TYPE_Q5_0] = gemm_q5_0x8,
+    [HX_TYPE_Q5_1] = gemm_q5_1x8,
     [HX_TYPE_Q4_K] = gemm_q4_Kx8,
     [HX_TYPE_Q5_K] = gemm_q5_Kx8,
     [HX_TYPE_Q6_K] = gemm_q6_Kx8,

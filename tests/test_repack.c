@@ -1,18 +1,18 @@
 /* Suite repack: weight matrices repacked for the CPU (kernels_cpu/repack.h).
  *
  * What is checked, and against what:
- *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K): every SIMD level's repacked gemm, 1..4 activation rows, on
+ *  - kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): every SIMD level's repacked gemm, 1..4 activation rows, on
  *    random rows quantized from random floats, equals bit for bit a plain
  *    loop over the original rows (per block the exact integer dot, then
  *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic, Q4_1's
- *    min, the K-quants' as it states), and lies
+ *    and Q5_1's min, the K-quants' as it states), and lies
  *    within the quant suite's float bound of the row kernels' vec_dot;
  *  - the CPU's matmul over a weight with a repacked copy: equal to the
  *    plain loop bit for bit, bias included, any token count and share
  *    count, a token's outputs the same alone as in a batch of five;
  *  - shapes and types without a layout are refused with an error naming
  *    them;
- *  - whole models (synthetic, Q4_0, Q4_1, Q8_0 and the K-quants): the copies are made when
+ *  - whole models (synthetic, every type above): the copies are made when
  *    asked and only then, the evaluation reads them (a zeroed copy changes
  *    the logits), and the logits with and without them agree within
  *    REPACK_LOGITS_TOL with the same argmax.  Not bit for bit in general:
@@ -42,7 +42,7 @@
  * each other on these models (about 1e-3 measured). */
 #define REPACK_LOGITS_TOL 2e-2
 
-static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
 
 /* The K-quants: rows of whole super-blocks of 256. */
 static int is_k_quant(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K || t == HX_TYPE_Q6_K; }
@@ -79,9 +79,17 @@ static uint8_t *random_rows(hx_type t, uint64_t K, uint64_t N, uint64_t *seed)
     return w;
 }
 
-/* Quant j of a Q4_0/Q4_1/Q8_0/Q8_1 block, Q4_0's zero point removed. */
+/* Quant j of a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q8_1 block, Q4_0's and Q5_0's
+ * zero points removed (quant.h's layouts). */
 static int quant_at(hx_type t, const uint8_t *blk, int j)
 {
+    if (t == HX_TYPE_Q5_0 || t == HX_TYPE_Q5_1) {
+        const int q1 = t == HX_TYPE_Q5_1;
+        const uint8_t b = blk[(q1 ? offsetof(hx_block_q5_1, qs) : offsetof(hx_block_q5_0, qs)) + j % 16];
+        uint32_t qh;
+        memcpy(&qh, blk + (q1 ? offsetof(hx_block_q5_1, qh) : offsetof(hx_block_q5_0, qh)), 4);
+        return ((j < 16 ? b & 15 : b >> 4) | (int)((qh >> j) & 1) << 4) - (q1 ? 0 : 16);
+    }
     if (t == HX_TYPE_Q8_0)
         return ((const int8_t *)(blk + offsetof(hx_block_q8_0, qs)))[j];
     if (t == HX_TYPE_Q8_1)
@@ -174,7 +182,8 @@ static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a
         return plain_dot_k4(K, w, a, t == HX_TYPE_Q5_K);
     if (t == HX_TYPE_Q6_K)
         return plain_dot_q6_K(K, w, a);
-    const hx_type at = t == HX_TYPE_Q4_1 ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
+    const int mins = t == HX_TYPE_Q4_1 || t == HX_TYPE_Q5_1;
+    const hx_type at = mins ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
     const size_t wb = hx_type_get(t)->type_size, ab = hx_type_get(at)->type_size;
     float acc = 0;
     for (uint64_t i = 0; i < K / 32; i++) {
@@ -182,7 +191,7 @@ static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a
         for (int j = 0; j < 32; j++)
             isum += quant_at(t, w + i * wb, j) * quant_at(at, a + i * ab, j);
         acc = fmaf((float)isum, f16_at(w + i * wb) * f16_at(a + i * ab), acc);
-        if (t == HX_TYPE_Q4_1) /* the min times the activations' d * sum */
+        if (mins) /* the min times the activations' d * sum (m at the same offset in both) */
             acc = fmaf(f16_at(w + i * wb + offsetof(hx_block_q4_1, m)), f16_at(a + i * ab + offsetof(hx_block_q8_1, s)),
                        acc);
     }
@@ -375,7 +384,7 @@ static float *model_logits(hx_runtime *rt, const char *path, int repack, int spo
 START_TEST(model_logits_with_and_without)
 {
     static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 0};
-    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K", "q5_K", "q6_K"};
+    static const char *const types[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"};
     char dir[64], path[128];
     hx_test_tmpdir(dir, sizeof dir, "repack");
     hx_runtime_options ro = hx_runtime_options_default();
