@@ -113,26 +113,28 @@ static const hx_repacked *repacked_weights(const hx_cpu_call *c, const hx_op_mat
  * one sequential stream, blocked for L2 the same way. */
 static int matmul_repacked(const hx_cpu_call *c, const hx_op_matmul *a, const hx_repacked *r, size_t arow)
 {
-    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type);
+    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type), pair = hx_repack_gemm_pair(r->type);
     float *y = c->buffers[2];
     const float *bias = a->has_bias ? c->buffers[3] : NULL;
     const uint8_t *xq = c->scratch;
     uint64_t glo, ghi;
     hx_cpu_split(a->N / HX_REPACK_ROWS, c->ith, c->nth, &glo, &ghi);
     uint64_t gb = MATMUL_BLOCK / r->group_bytes;
-    if (gb < 1)
-        gb = 1;
+    if (gb < 2)
+        gb = 2;
     for (uint64_t g0 = glo; g0 < ghi; g0 += gb) {
         const uint64_t g1 = g0 + gb < ghi ? g0 + gb : ghi;
         for (uint32_t t = 0; t < a->T; t += HX_GEMM_COLS) {
             const int nc = a->T - t < HX_GEMM_COLS ? (int)(a->T - t) : HX_GEMM_COLS;
-            for (uint64_t g = g0; g < g1; g++) {
+            for (uint64_t g = g0; g < g1;) {
+                const int two = pair && g + 1 < g1; /* two groups at once where the level has a kernel */
                 const uint64_t n = g * HX_REPACK_ROWS;
                 float *yr = y + (uint64_t)t * a->N + n;
-                gemm(a->K, nc, yr, a->N, r->data + g * r->group_bytes, xq + (uint64_t)t * arow, arow);
+                (two ? pair : gemm)(a->K, nc, yr, a->N, r->data + g * r->group_bytes, xq + (uint64_t)t * arow, arow);
                 for (int k = 0; bias && k < nc; k++)
-                    for (int i = 0; i < HX_REPACK_ROWS; i++)
+                    for (int i = 0; i < (two ? 2 : 1) * HX_REPACK_ROWS; i++)
                         yr[(uint64_t)k * a->N + i] += bias[n + i];
+                g += two ? 2 : 1;
             }
         }
     }

@@ -1,5 +1,6 @@
 /* Repacked weight matrices (repack.h): writing the interleaved copy, and
  * choosing its kernel for the current SIMD level. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,3 +196,29 @@ hx_repack_gemm_fn hx_repack_gemm_level(hx_type t, hx_simd_level level)
 }
 
 hx_repack_gemm_fn hx_repack_gemm(hx_type t) { return hx_repack_gemm_level(t, hx_quant_level()); }
+
+static _Atomic int pairs_mode = HX_REPACK_PAIRS_PAYING;
+
+void hx_repack_set_pairs(hx_repack_pairs mode) { atomic_store(&pairs_mode, (int)mode); }
+
+/* The types whose 512-bit pair kernels beat the 256-bit ones on
+ * bench-repack's measurements (docs/repack.md): Q4_K's unsigned nibbles
+ * take one vpdpbusd per column and vector; Q4_0 and Q8_0's signed quants
+ * need a mask and a masked subtraction per column that AVX-512 has no
+ * vpsignb for, and at 512 bits they measured slower. */
+static int pair_pays(hx_type t) { return t == HX_TYPE_Q4_K; }
+
+hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level)
+{
+    if ((unsigned)t >= HX_TYPE_COUNT || level != HX_SIMD_AVX512 || level > hx_cpu_simd_max())
+        return NULL;
+    return hx_repack_avx512_pair_kernels[t];
+}
+
+hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t)
+{
+    const int mode = atomic_load(&pairs_mode);
+    if (mode == HX_REPACK_PAIRS_OFF || (mode == HX_REPACK_PAIRS_PAYING && !pair_pays(t)))
+        return NULL;
+    return hx_repack_gemm_pair_level(t, hx_quant_level());
+}

@@ -92,6 +92,23 @@ hx_repack_gemm_fn hx_repack_gemm(hx_type t);
 /* At a given level, NULL where the CPU cannot run it (tests, benches). */
 hx_repack_gemm_fn hx_repack_gemm_level(hx_type t, hx_simd_level level);
 
+/* Two adjacent groups at once (16 rows, s[c*ss + r] for r < 2
+ * HX_REPACK_ROWS; `group` the first, the second one group's bytes on),
+ * the same bits as the one-group kernel on each: AVX-512's 512-bit
+ * kernels.  _level: the level's kernel, NULL where it has none for t or
+ * the CPU cannot run it (tests, benches); hx_repack_gemm_pair: the one the
+ * CPU matmul takes at the current level, as hx_repack_set_pairs says. */
+hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t);
+hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level);
+
+typedef enum {
+    HX_REPACK_PAIRS_PAYING, /* the default: the types where they beat the 256-bit kernels */
+    HX_REPACK_PAIRS_OFF,
+    HX_REPACK_PAIRS_ALL,
+} hx_repack_pairs;
+/* Process-wide, for benches comparing the two widths. */
+void hx_repack_set_pairs(hx_repack_pairs mode);
+
 /* Bytes of one repacked block (HX_REPACK_ROWS rows' block i); 0 where
  * t has no layout. */
 size_t hx_repack_block_bytes(hx_type t);
@@ -100,5 +117,6 @@ size_t hx_repack_block_bytes(hx_type t);
 extern const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT];
 extern const hx_repack_gemm_fn hx_repack_avx2_kernels[HX_TYPE_COUNT];
 extern const hx_repack_gemm_fn hx_repack_avx512_kernels[HX_TYPE_COUNT];
+extern const hx_repack_gemm_fn hx_repack_avx512_pair_kernels[HX_TYPE_COUNT];
 
 #endif

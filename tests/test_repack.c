@@ -7,6 +7,8 @@
  *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic, Q4_1's
  *    and Q5_1's min, the K-quants' as it states), and lies
  *    within the quant suite's float bound of the row kernels' vec_dot;
+ *    the 512-bit pair kernels (two groups at once) likewise on every two
+ *    adjacent groups;
  *  - the CPU's matmul over a weight with a repacked copy: equal to the
  *    plain loop bit for bit, bias included, any token count and share
  *    count, a token's outputs the same alone as in a batch of five;
@@ -250,24 +252,29 @@ START_TEST(kernels_equal_plain_loop)
                     ck_assert_int_gt(l, (int)hx_cpu_simd_max()); /* only a level the CPU lacks has none */
                     continue;
                 }
-                for (int C = 1; C <= HX_GEMM_COLS; C++)
-                    for (uint64_t g = 0; g < N / HX_REPACK_ROWS; g++) {
-                        float s[HX_GEMM_COLS * HX_REPACK_ROWS];
-                        gemm((int64_t)K, C, s, HX_REPACK_ROWS, r->data + g * r->group_bytes, a, arow);
-                        for (int c = 0; c < C; c++)
-                            for (int i = 0; i < HX_REPACK_ROWS; i++) {
-                                const uint8_t *wr = w + (g * HX_REPACK_ROWS + i) * wrow, *ar = a + c * arow;
-                                const float want = plain_dot(t, K, wr, ar), got = s[c * HX_REPACK_ROWS + i];
-                                ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
-                                              "%s K %llu level %s C %d row %llu col %d: %.9g, plain loop %.9g",
-                                              hx_type_name(t), (unsigned long long)K,
-                                              hx_cpu_simd_name((hx_simd_level)l), C,
-                                              (unsigned long long)(g * HX_REPACK_ROWS + i), c, got, want);
-                                float dot;
-                                hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot((int64_t)K, &dot, wr, ar);
-                                ck_assert_double_le(fabs((double)got - dot), DOT_TOL * abs_dot(t, K, wr, ar) + 1e-30);
-                            }
-                    }
+                /* the one-group kernel on every group, then the level's pair kernel (if any) on every
+                 * two adjacent groups: each output the plain loop's bits */
+                hx_repack_gemm_fn pair = hx_repack_gemm_pair_level(t, (hx_simd_level)l);
+                for (int two = 0; two <= (pair != NULL); two++)
+                    for (int C = 1; C <= HX_GEMM_COLS; C++)
+                        for (uint64_t g = 0; g + two < N / HX_REPACK_ROWS; g++) {
+                            const int rows = (two + 1) * HX_REPACK_ROWS;
+                            float s[HX_GEMM_COLS * 2 * HX_REPACK_ROWS];
+                            (two ? pair : gemm)((int64_t)K, C, s, (size_t)rows, r->data + g * r->group_bytes, a, arow);
+                            for (int c = 0; c < C; c++)
+                                for (int i = 0; i < rows; i++) {
+                                    const uint8_t *wr = w + (g * HX_REPACK_ROWS + i) * wrow, *ar = a + c * arow;
+                                    const float want = plain_dot(t, K, wr, ar), got = s[c * rows + i];
+                                    ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                                                  "%s K %llu level %s%s C %d row %llu col %d: %.9g, plain loop %.9g",
+                                                  hx_type_name(t), (unsigned long long)K,
+                                                  hx_cpu_simd_name((hx_simd_level)l), two ? " (pair)" : "", C,
+                                                  (unsigned long long)(g * HX_REPACK_ROWS + i), c, got, want);
+                                    float dot;
+                                    hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot((int64_t)K, &dot, wr, ar);
+                                    ck_assert_double_le(fabs((double)got - dot), DOT_TOL * abs_dot(t, K, wr, ar) + 1e-30);
+                                }
+                        }
             }
             hx_repack_free(r);
             free(w);
