@@ -5,9 +5,12 @@
  * prompt (128 tokens by default) in tokens/s.  Each row is the fastest
  * and the median of the repetitions, the two layouts timed in turn so
  * that both see the same machine load; the fastest is the figure to
- * compare on a loaded machine.
+ * compare on a loaded machine.  Where AVX-512 has 512-bit pair kernels
+ * for a type (repack.h), its rows come twice: avx512-ymm with the 256-bit
+ * kernels, avx512-zmm with the pair kernels (whether or not the matmul
+ * takes them by default).
  *
- *   bench-repack [--types q4_0,q4_1,q8_0,q4_K] [--k 4096] [--n 14336] [--tokens 128] [--reps 15]
+ *   bench-repack [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k 4096] [--n 14336] [--tokens 128] [--reps 15]
  *
  * Uses the library's internal kernel API: this benchmark is of those
  * kernels, not of the public API. */
@@ -64,7 +67,7 @@ static float frand(uint64_t *s)
 
 int main(int argc, char **argv)
 {
-    const char *types = "q4_0,q4_1,q8_0,q4_K";
+    const char *types = "q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K";
     uint32_t K = 4096, N = 14336, T = 128;
     int reps = 15;
     for (int i = 1; i < argc; i++) {
@@ -79,7 +82,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--types q4_0,q4_1,q8_0,q4_K] [--k K] [--n N] [--tokens T] [--reps R]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k K] [--n N] [--tokens T] [--reps R]\n", argv[0]);
             return 2;
         }
     }
@@ -113,8 +116,17 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench-repack: %s\n", hx_last_error());
             return 1;
         }
-        for (int l = HX_SIMD_AVX2; l <= (int)hx_cpu_simd_max(); l++) {
+        for (int l = HX_SIMD_AVX2; l <= (int)hx_cpu_simd_max(); l++)
+        for (int zmm = 0; zmm < 2; zmm++) {
+            /* where the level has 512-bit pair kernels for t: the 256-bit kernels (-ymm), then those (-zmm) */
             hx_quant_set_level((hx_simd_level)l);
+            const int has_pairs = hx_repack_gemm_pair_level(t, (hx_simd_level)l) != NULL;
+            if (zmm && !has_pairs)
+                continue;
+            hx_repack_set_pairs(zmm ? HX_REPACK_PAIRS_ALL : HX_REPACK_PAIRS_OFF);
+            char level[32];
+            snprintf(level, sizeof level, "%s%s", hx_cpu_simd_name((hx_simd_level)l),
+                     !has_pairs ? "" : zmm ? "-zmm" : "-ymm");
             const uint32_t tokens[2] = {1, T};
             for (int ti = 0; ti < 2; ti++) {
                 matmul m[2];
@@ -140,12 +152,12 @@ int main(int argc, char **argv)
                 }
                 /* decode: weight GB/s; prompt: tokens/s */
                 const double unit = ti ? (double)tokens[ti] : (double)(wrow * N) / 1e9;
-                printf("| %s | %s | %s%u | %.1f | %.1f | %.1f | %.1f | %.2fx |\n", name,
-                       hx_cpu_simd_name((hx_simd_level)l), ti ? "pp" : "tg (GB/s) ", tokens[ti], unit / best[0],
+                printf("| %s | %s | %s%u | %.1f | %.1f | %.1f | %.1f | %.2fx |\n", name, level, ti ? "pp" : "tg (GB/s) ", tokens[ti], unit / best[0],
                        unit / med[0], unit / best[1], unit / med[1], best[0] / best[1]);
                 free(tm[0]), free(tm[1]);
             }
         }
+        hx_repack_set_pairs(HX_REPACK_PAIRS_PAYING);
         hx_repack_free(r);
         free(w);
     }

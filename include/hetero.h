@@ -414,9 +414,10 @@ typedef struct {
      * with HX_ERR_NO_MEMORY. */
     uint32_t n_ctx;
     /* Weight matrices repacked for the CPU's kernels at load: a copy with
-     * eight rows interleaved block by block (Q4_0, Q4_1, Q8_0, Q4_K; rows a multiple of
-     * eight), read by the CPU's matmul, beside the mapped file that other
-     * devices read (hx_model_info.repacked_bytes says how much memory).
+     * eight rows interleaved block by block (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+     * Q4_K, Q5_K, Q6_K; rows a multiple of eight), read by the CPU's
+     * matmul, beside the mapped file that other devices read
+     * (hx_model_info.repacked_bytes says how much memory).
      * 0 = HX_REPACK, else on for the types where it is faster; 1 = on,
      * -1 = off. */
     int repack;

@@ -125,21 +125,23 @@ int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W,
 static void matmul_repacked(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
 {
     const hx_repacked *r = p->r;
-    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type);
+    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type), pair = hx_repack_gemm_pair(r->type);
     uint64_t gb = MATMUL_BLOCK / r->group_bytes;
-    if (gb < 1)
-        gb = 1;
+    if (gb < 2)
+        gb = 2;
     for (uint64_t g0 = glo; g0 < ghi; g0 += gb) {
         const uint64_t g1 = g0 + gb < ghi ? g0 + gb : ghi;
         for (uint32_t t = 0; t < p->T; t += HX_GEMM_COLS) {
             const int nc = p->T - t < HX_GEMM_COLS ? (int)(p->T - t) : HX_GEMM_COLS;
-            for (uint64_t g = g0; g < g1; g++) {
+            for (uint64_t g = g0; g < g1;) {
+                const int two = pair && g + 1 < g1; /* two groups at once where the level has a kernel */
                 const uint64_t n = g * HX_REPACK_ROWS;
                 float *yr = p->y + (uint64_t)t * p->N + n;
-                gemm(p->K, nc, yr, p->N, r->data + g * r->group_bytes, p->xq + (uint64_t)t * p->arow, p->arow);
+                (two ? pair : gemm)(p->K, nc, yr, p->N, r->data + g * r->group_bytes, p->xq + (uint64_t)t * p->arow, p->arow);
                 for (int k = 0; p->bias && k < nc; k++)
-                    for (int i = 0; i < HX_REPACK_ROWS; i++)
+                    for (int i = 0; i < (two ? 2 : 1) * HX_REPACK_ROWS; i++)
                         yr[(uint64_t)k * p->N + i] += p->bias[n + i];
+                g += two ? 2 : 1;
             }
         }
     }

@@ -107,6 +107,51 @@ static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, con
     }
 }
 
+/* Q5_0 (Q5_1 with UNSIGNED): Q4_1's nibbles (after the qh words, at
+ * `at`), each with its fifth bit from the row's moved qh word in its lane
+ * (repack.h): a shift by k brings chunk k's to bit 4 of each byte.  Q5_0's
+ * quants less 16 are signed bytes. */
+static inline __attribute__((always_inline)) void q5x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                            size_t by, const int C, const size_t at,
+                                                            const int UNSIGNED)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10), sixteen = _mm256_set1_epi8(16);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + at));
+    const size_t A = UNSIGNED ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + at + 32 + 32 * k));
+        __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(_mm256_slli_epi32(qh, 4 - k), fifth));
+        __m256i up = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                                     _mm256_and_si256(_mm256_srli_epi32(qh, k), fifth));
+        if (!UNSIGNED)
+            lo = _mm256_sub_epi8(lo, sixteen), up = _mm256_sub_epi8(up, sixteen);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + A + 4 * k;
+            if (UNSIGNED) {
+                isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
+                isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
+            } else {
+                isum[c] = dot_signed(isum[c], lo, bcast4(a));
+                isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void q5_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    q5x8_sums(isum, w, y, by, C, REPACK_SCALES, 0);
+}
+
+static inline __attribute__((always_inline)) void q5_1x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
+                                                              size_t by, const int C)
+{
+    q5x8_sums(isum, w, y, by, C, 2 * REPACK_SCALES, 1);
+}
+
 /* The 32-element types: per block, `sums` gives each column's eight lane
  * sums (times 2^shift), which meet the scales; with MINS (Q4_1) the rows'
  * mins then meet the activation block's s.  A: the activation block. */
@@ -155,6 +200,20 @@ static inline __attribute__((always_inline)) void q4_1x8_tile(int64_t K, float *
             q4_1x8_sums);
 }
 
+static inline __attribute__((always_inline)) void q5_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_0), 0, 0,
+            q5_0x8_sums);
+}
+
+static inline __attribute__((always_inline)) void q5_1x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_1), 0,
+            1, q5_1x8_sums);
+}
+
 static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
                                                               const uint8_t *y, size_t by, const int C)
 {
@@ -162,17 +221,20 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *
             q8_0x8_sums);
 }
 
-/* Q4_K: per pair of sub-blocks p, chunk k's low nibbles are elements
- * 64p + 4k.. of each row, its high ones 64p + 32 + 4k..; unsigned, so
- * they meet the activations as they are.  Each sub-block's lane sums are
- * multiplied by the rows' scales in integers; the mins meet the pairs of
- * sub-block activation sums (from the Q8_K bsums) in one madd a pair. */
-static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+/* Q4_K and Q5_K (Q5 set): per pair of sub-blocks p, chunk k's low
+ * nibbles are elements 64p + 4k.. of each row, its high ones
+ * 64p + 32 + 4k..; Q5_K's fifth bits come from qh chunk k, bits 2p and
+ * 2p + 1.  Unsigned, so they meet the activations as they are.  Each
+ * sub-block's lane sums are multiplied by the rows' scales in integers;
+ * the mins meet the pairs of sub-block activation sums (from the Q8_K
+ * bsums) in one madd a pair. */
+static inline __attribute__((always_inline)) void k4x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                            const uint8_t *y, size_t by, const int C, const int Q5)
 {
     const size_t A = sizeof(hx_block_q8_K), SC = 2 * REPACK_SCALES, MN = SC + 8 * HX_REPACK_ROWS,
-                 Q = MN + 8 * HX_REPACK_ROWS, blk = Q + HX_REPACK_ROWS * HX_QK_K / 2;
-    const __m256i low = _mm256_set1_epi8(0x0f);
+                 QH = MN + 8 * HX_REPACK_ROWS, Q = QH + (Q5 ? HX_REPACK_ROWS * HX_QK_K / 8 : 0),
+                 blk = Q + HX_REPACK_ROWS * HX_QK_K / 2;
+    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10);
     __m256 acc[HX_GEMM_COLS];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
@@ -191,7 +253,14 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w + Q + 256 * p + 32 * k));
-                const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                if (Q5) { /* bit 2p to bit 4 of each byte, bit 2p + 1 likewise (the mask clears what the
+                           * epi16 shifts bring in from the neighbouring byte) */
+                    const __m256i h = _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(w + QH + 32 * k)),
+                                                       _mm_cvtsi32_si128(2 * p));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), fifth));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), fifth));
+                }
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     const uint8_t *a = y + c * by + offsetof(hx_block_q8_K, qs) + 64 * p + 4 * k;
@@ -226,6 +295,110 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
         _mm256_storeu_ps(s + c * ss, acc[c]);
 }
 
+static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    k4x8_tile(K, s, ss, w, y, by, C, 0);
+}
+
+static inline __attribute__((always_inline)) void q5_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    k4x8_tile(K, s, ss, w, y, by, C, 1);
+}
+
+/* Q6_K's top two bits of the elements 32m + 4k.. of a half, bits 2m..2m+1
+ * of qh chunk k, moved to bits 4..5 of each byte (the epi16 shifts move
+ * bits across bytes only where the mask clears them). */
+static inline __m256i q6_top(__m256i vh, const int m)
+{
+    const __m256i top = _mm256_set1_epi8(0x30);
+    switch (m) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(vh, 4), top);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(vh, 2), top);
+    case 2: return _mm256_and_si256(vh, top);
+    default: return _mm256_and_si256(_mm256_srli_epi16(vh, 2), top);
+    }
+}
+
+/* Q6_K: per half h and quarter m, elements 128h + 32m + 4k.. (k = 0..7)
+ * of each row: low four bits in ql chunk k + 8 (m & 1) (the low nibbles
+ * for m < 2, the high ones after), top two in qh chunk k (q6_top).  The
+ * unsigned quants (0..63) meet the activations as they are; each
+ * sub-block's lane sums (chunks 4q..4q+3 of quarter m: sub-block
+ * 8h + 2m + q) are multiplied by the rows' scales in integers, and 32 x
+ * the scales against the sub-blocks' activation sums (the Q8_K bsums, a
+ * pair per madd) is taken off, so S is the exact sum of sc_j x (q - 32) x a. */
+static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
+                                                              const uint8_t *y, size_t by, const int C)
+{
+    const size_t A = sizeof(hx_block_q8_K), SC = REPACK_SCALES, Q = SC + 16 * HX_REPACK_ROWS,
+                 HALF = HX_REPACK_ROWS * (HX_QK_K / 8 + HX_QK_K / 4), blk = Q + 2 * HALF;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256 acc[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK_K; i++, w += blk, y += A) {
+        prefetch_block(w, blk);
+        __m256i S[HX_GEMM_COLS], M[HX_GEMM_COLS];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            S[c] = M[c] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *qh = w + Q + h * HALF, *ql = qh + 32 * HX_REPACK_ROWS;
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                /* lane r: the row's scales of sub-blocks 8h + 2m (low half) and 8h + 2m + 1 */
+                const __m256i sc16 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + SC + 16 * (4 * h + m))));
+#pragma GCC unroll 2
+                for (int q = 0; q < 2; q++) {
+                    __m256i isum[HX_GEMM_COLS];
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++)
+                        isum[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int kk = 0; kk < 4; kk++) {
+                        const int k = 4 * q + kk;
+                        const __m256i vl = _mm256_loadu_si256((const __m256i *)(ql + 32 * (k + 8 * (m & 1))));
+                        const __m256i lo4 = m < 2 ? _mm256_and_si256(vl, low)
+                                                  : _mm256_and_si256(_mm256_srli_epi16(vl, 4), low);
+                        const __m256i v = _mm256_or_si256(
+                            lo4, q6_top(_mm256_loadu_si256((const __m256i *)(qh + 32 * k)), m));
+#pragma GCC unroll 4
+                        for (int c = 0; c < C; c++)
+                            isum[c] = REPACK_DOT(isum[c], v,
+                                                 bcast4(y + c * by + offsetof(hx_block_q8_K, qs) + 128 * h + 32 * m +
+                                                        4 * k));
+                    }
+                    const __m256i sc = q ? _mm256_srai_epi32(sc16, 16)
+                                         : _mm256_srai_epi32(_mm256_slli_epi32(sc16, 16), 16);
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++)
+                        S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(isum[c], sc));
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) /* bsums 8h + 2m and 8h + 2m + 1 */
+                    M[c] = _mm256_add_epi32(
+                        M[c], _mm256_madd_epi16(sc16, _mm256_set1_epi32((int)hx_ld32(
+                                                          y + c * by + offsetof(hx_block_q8_K, bsums) +
+                                                          2 * (8 * h + 2 * m)))));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256i St = _mm256_sub_epi32(S[c], _mm256_slli_epi32(M[c], 5));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(St), _mm256_mul_ps(dw, _mm256_set1_ps(hx_ldf(y + c * by))),
+                                     acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        _mm256_storeu_ps(s + c * ss, acc[c]);
+}
+
 /* Entries with the column count as a constant, so the tiles unroll. */
 #define REPACK_BY_COLS(name, tile)                                                                     \
     static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
@@ -241,13 +414,21 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(int64_t K, float *
 REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
 REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
 REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
+REPACK_BY_COLS(gemm_q5_0x8, q5_0x8_tile)
+REPACK_BY_COLS(gemm_q5_1x8, q5_1x8_tile)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
+REPACK_BY_COLS(gemm_q5_Kx8, q5_Kx8_tile)
+REPACK_BY_COLS(gemm_q6_Kx8, q6_Kx8_tile)
 
 const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
     [HX_TYPE_Q8_0] = gemm_q8_0x8,
     [HX_TYPE_Q4_1] = gemm_q4_1x8,
+    [HX_TYPE_Q5_0] = gemm_q5_0x8,
+    [HX_TYPE_Q5_1] = gemm_q5_1x8,
     [HX_TYPE_Q4_K] = gemm_q4_Kx8,
+    [HX_TYPE_Q5_K] = gemm_q5_Kx8,
+    [HX_TYPE_Q6_K] = gemm_q6_Kx8,
 };
 
 #endif

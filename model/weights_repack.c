@@ -16,7 +16,17 @@
  * to be. */
 static int repack_pays(hx_type t)
 {
-    return t == HX_TYPE_Q4_0 || t == HX_TYPE_Q4_1 || t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_K;
+    switch (t) {
+    case HX_TYPE_Q4_0:
+    case HX_TYPE_Q4_1:
+    case HX_TYPE_Q5_0:
+    case HX_TYPE_Q5_1:
+    case HX_TYPE_Q8_0:
+    case HX_TYPE_Q4_K:
+    case HX_TYPE_Q5_K:
+    case HX_TYPE_Q6_K: return 1;
+    default: return 0;
+    }
 }
 
 /* 1 always, 0 never, -1 where it pays. */

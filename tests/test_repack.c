@@ -1,18 +1,20 @@
 /* Suite repack: weight matrices repacked for the CPU (kernels_cpu/repack.h).
  *
  * What is checked, and against what:
- *  - kernels (Q4_0, Q4_1, Q8_0, Q4_K): every SIMD level's repacked gemm, 1..4 activation rows, on
+ *  - kernels (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K): every SIMD level's repacked gemm, 1..4 activation rows, on
  *    random rows quantized from random floats, equals bit for bit a plain
  *    loop over the original rows (per block the exact integer dot, then
  *    acc = fmaf(isum, d_w * d_a, acc), repack.h's arithmetic, Q4_1's
- *    min and Q4_K's as it states), and lies
+ *    and Q5_1's min, the K-quants' as it states), and lies
  *    within the quant suite's float bound of the row kernels' vec_dot;
+ *    the 512-bit pair kernels (two groups at once) likewise on every two
+ *    adjacent groups;
  *  - the CPU's matmul over a weight with a repacked copy: equal to the
  *    plain loop bit for bit, bias included, any token count and share
  *    count, a token's outputs the same alone as in a batch of five;
  *  - shapes and types without a layout are refused with an error naming
  *    them;
- *  - whole models (synthetic, Q4_0, Q4_1, Q8_0 and Q4_K): the copies are made when
+ *  - whole models (synthetic, every type above): the copies are made when
  *    asked and only then, the evaluation reads them (a zeroed copy changes
  *    the logits), and the logits with and without them agree within
  *    REPACK_LOGITS_TOL with the same argmax.  Not bit for bit in general:
@@ -42,7 +44,10 @@
  * each other on these models (about 1e-3 measured). */
 #define REPACK_LOGITS_TOL 2e-2
 
-static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K};
+static const hx_type repack_types[] = {HX_TYPE_Q4_0, HX_TYPE_Q4_1, HX_TYPE_Q5_0, HX_TYPE_Q5_1, HX_TYPE_Q8_0, HX_TYPE_Q4_K, HX_TYPE_Q5_K, HX_TYPE_Q6_K};
+
+/* The K-quants: rows of whole super-blocks of 256. */
+static int is_k_quant(hx_type t) { return t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K || t == HX_TYPE_Q6_K; }
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -76,9 +81,17 @@ static uint8_t *random_rows(hx_type t, uint64_t K, uint64_t N, uint64_t *seed)
     return w;
 }
 
-/* Quant j of a Q4_0/Q4_1/Q8_0/Q8_1 block, Q4_0's zero point removed. */
+/* Quant j of a Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q8_1 block, Q4_0's and Q5_0's
+ * zero points removed (quant.h's layouts). */
 static int quant_at(hx_type t, const uint8_t *blk, int j)
 {
+    if (t == HX_TYPE_Q5_0 || t == HX_TYPE_Q5_1) {
+        const int q1 = t == HX_TYPE_Q5_1;
+        const uint8_t b = blk[(q1 ? offsetof(hx_block_q5_1, qs) : offsetof(hx_block_q5_0, qs)) + j % 16];
+        uint32_t qh;
+        memcpy(&qh, blk + (q1 ? offsetof(hx_block_q5_1, qh) : offsetof(hx_block_q5_0, qh)), 4);
+        return ((j < 16 ? b & 15 : b >> 4) | (int)((qh >> j) & 1) << 4) - (q1 ? 0 : 16);
+    }
     if (t == HX_TYPE_Q8_0)
         return ((const int8_t *)(blk + offsetof(hx_block_q8_0, qs)))[j];
     if (t == HX_TYPE_Q8_1)
@@ -98,23 +111,31 @@ static float f16_at(const uint8_t *p)
     return hx_fp16_to_fp32(h);
 }
 
-/* Q4_K against Q8_K: per super-block, S = sum_j sc_j * (sub-block j's
- * integer dot) and M = sum_j m_j * (sub-block j's activation sum), from
- * the file's packed scales and the activation quants (not their bsums). */
-static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
+/* Q4_K (or Q5_K, q5) against Q8_K: per super-block, S = sum_j sc_j *
+ * (sub-block j's integer dot) and M = sum_j m_j * (sub-block j's
+ * activation sum), from the file's packed scales and the activation
+ * quants (not their bsums); Q5_K's fifth bit of element 32j + e is bit j
+ * of qh[e]. */
+static float plain_dot_k4(uint64_t K, const uint8_t *w, const uint8_t *a, int q5)
 {
+    const size_t wb = q5 ? sizeof(hx_block_q5_K) : sizeof(hx_block_q4_K);
+    const size_t D = q5 ? offsetof(hx_block_q5_K, d) : offsetof(hx_block_q4_K, d);
+    const size_t DMIN = q5 ? offsetof(hx_block_q5_K, dmin) : offsetof(hx_block_q4_K, dmin);
+    const size_t SCALES = q5 ? offsetof(hx_block_q5_K, scales) : offsetof(hx_block_q4_K, scales);
+    const size_t QS = q5 ? offsetof(hx_block_q5_K, qs) : offsetof(hx_block_q4_K, qs);
     float acc = 0;
-    for (uint64_t i = 0; i < K / 256; i++, w += sizeof(hx_block_q4_K), a += sizeof(hx_block_q8_K)) {
+    for (uint64_t i = 0; i < K / 256; i++, w += wb, a += sizeof(hx_block_q8_K)) {
         const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
-        const uint8_t *q = w + offsetof(hx_block_q4_K, qs);
+        const uint8_t *q = w + QS, *qh = w + offsetof(hx_block_q5_K, qh);
         int32_t S = 0, M = 0;
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
-            hx_quant_k4_scale_min(w + offsetof(hx_block_q4_K, scales), j, &sc, &m);
+            hx_quant_k4_scale_min(w + SCALES, j, &sc, &m);
             int32_t isum = 0, asum = 0;
             for (int e = 0; e < 32; e++) {
                 const uint8_t b = q[(j / 2) * 32 + e];
-                isum += (j % 2 ? b >> 4 : b & 15) * aq[32 * j + e];
+                const int fifth = q5 ? ((qh[e] >> j) & 1) << 4 : 0;
+                isum += ((j % 2 ? b >> 4 : b & 15) | fifth) * aq[32 * j + e];
                 asum += aq[32 * j + e];
             }
             S += sc * isum;
@@ -122,8 +143,36 @@ static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
         }
         float dy;
         memcpy(&dy, a + offsetof(hx_block_q8_K, d), sizeof dy);
-        acc = fmaf((float)S, f16_at(w + offsetof(hx_block_q4_K, d)) * dy, acc);
-        acc = fmaf(-(float)M, f16_at(w + offsetof(hx_block_q4_K, dmin)) * dy, acc);
+        acc = fmaf((float)S, f16_at(w + D) * dy, acc);
+        acc = fmaf(-(float)M, f16_at(w + DMIN) * dy, acc);
+    }
+    return acc;
+}
+
+/* Q6_K against Q8_K: per super-block S = sum_j sc_j * (sub-block j's
+ * integer dot of q - 32 with the activations), from the file's fields as
+ * quant.h documents them. */
+static float plain_dot_q6_K(uint64_t K, const uint8_t *w, const uint8_t *a)
+{
+    float acc = 0;
+    for (uint64_t i = 0; i < K / 256; i++, w += sizeof(hx_block_q6_K), a += sizeof(hx_block_q8_K)) {
+        const int8_t *aq = (const int8_t *)(a + offsetof(hx_block_q8_K, qs));
+        const uint8_t *ql = w + offsetof(hx_block_q6_K, ql), *qh = w + offsetof(hx_block_q6_K, qh);
+        const int8_t *sc = (const int8_t *)(w + offsetof(hx_block_q6_K, scales));
+        int32_t S = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t isum = 0;
+            for (int e = 16 * j; e < 16 * j + 16; e++) {
+                const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+                const uint8_t b = ql[64 * h + l + 32 * (k & 1)];
+                const int q = ((k < 2 ? b & 15 : b >> 4) | ((qh[32 * h + l] >> (2 * k)) & 3) << 4) - 32;
+                isum += q * aq[e];
+            }
+            S += sc[j] * isum;
+        }
+        float dy;
+        memcpy(&dy, a + offsetof(hx_block_q8_K, d), sizeof dy);
+        acc = fmaf((float)S, f16_at(w + offsetof(hx_block_q6_K, d)) * dy, acc);
     }
     return acc;
 }
@@ -131,9 +180,12 @@ static float plain_dot_q4_K(uint64_t K, const uint8_t *w, const uint8_t *a)
 /* repack.h's arithmetic over the original rows. */
 static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a)
 {
-    if (t == HX_TYPE_Q4_K)
-        return plain_dot_q4_K(K, w, a);
-    const hx_type at = t == HX_TYPE_Q4_1 ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
+    if (t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K)
+        return plain_dot_k4(K, w, a, t == HX_TYPE_Q5_K);
+    if (t == HX_TYPE_Q6_K)
+        return plain_dot_q6_K(K, w, a);
+    const int mins = t == HX_TYPE_Q4_1 || t == HX_TYPE_Q5_1;
+    const hx_type at = mins ? HX_TYPE_Q8_1 : HX_TYPE_Q8_0;
     const size_t wb = hx_type_get(t)->type_size, ab = hx_type_get(at)->type_size;
     float acc = 0;
     for (uint64_t i = 0; i < K / 32; i++) {
@@ -141,7 +193,7 @@ static float plain_dot(hx_type t, uint64_t K, const uint8_t *w, const uint8_t *a
         for (int j = 0; j < 32; j++)
             isum += quant_at(t, w + i * wb, j) * quant_at(at, a + i * ab, j);
         acc = fmaf((float)isum, f16_at(w + i * wb) * f16_at(a + i * ab), acc);
-        if (t == HX_TYPE_Q4_1) /* the min times the activations' d * sum */
+        if (mins) /* the min times the activations' d * sum (m at the same offset in both) */
             acc = fmaf(f16_at(w + i * wb + offsetof(hx_block_q4_1, m)), f16_at(a + i * ab + offsetof(hx_block_q8_1, s)),
                        acc);
     }
@@ -187,7 +239,7 @@ START_TEST(kernels_equal_plain_loop)
     for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++)
         for (int ki = 0; ki < nK; ki++) {
             const hx_type t = repack_types[ti];
-            const uint64_t K = t == HX_TYPE_Q4_K ? Ks[ki] * 8 : Ks[ki], N = 24; /* K-quants: whole super-blocks */
+            const uint64_t K = is_k_quant(t) ? Ks[ki] * 8 : Ks[ki], N = 24; /* K-quants: whole super-blocks */
             const hx_type at = hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot_type;
             const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
             uint8_t *w = random_rows(t, K, N, &seed), *a = random_acts(t, K, HX_GEMM_COLS, &seed);
@@ -200,24 +252,29 @@ START_TEST(kernels_equal_plain_loop)
                     ck_assert_int_gt(l, (int)hx_cpu_simd_max()); /* only a level the CPU lacks has none */
                     continue;
                 }
-                for (int C = 1; C <= HX_GEMM_COLS; C++)
-                    for (uint64_t g = 0; g < N / HX_REPACK_ROWS; g++) {
-                        float s[HX_GEMM_COLS * HX_REPACK_ROWS];
-                        gemm((int64_t)K, C, s, HX_REPACK_ROWS, r->data + g * r->group_bytes, a, arow);
-                        for (int c = 0; c < C; c++)
-                            for (int i = 0; i < HX_REPACK_ROWS; i++) {
-                                const uint8_t *wr = w + (g * HX_REPACK_ROWS + i) * wrow, *ar = a + c * arow;
-                                const float want = plain_dot(t, K, wr, ar), got = s[c * HX_REPACK_ROWS + i];
-                                ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
-                                              "%s K %llu level %s C %d row %llu col %d: %.9g, plain loop %.9g",
-                                              hx_type_name(t), (unsigned long long)K,
-                                              hx_cpu_simd_name((hx_simd_level)l), C,
-                                              (unsigned long long)(g * HX_REPACK_ROWS + i), c, got, want);
-                                float dot;
-                                hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot((int64_t)K, &dot, wr, ar);
-                                ck_assert_double_le(fabs((double)got - dot), DOT_TOL * abs_dot(t, K, wr, ar) + 1e-30);
-                            }
-                    }
+                /* the one-group kernel on every group, then the level's pair kernel (if any) on every
+                 * two adjacent groups: each output the plain loop's bits */
+                hx_repack_gemm_fn pair = hx_repack_gemm_pair_level(t, (hx_simd_level)l);
+                for (int two = 0; two <= (pair != NULL); two++)
+                    for (int C = 1; C <= HX_GEMM_COLS; C++)
+                        for (uint64_t g = 0; g + two < N / HX_REPACK_ROWS; g++) {
+                            const int rows = (two + 1) * HX_REPACK_ROWS;
+                            float s[HX_GEMM_COLS * 2 * HX_REPACK_ROWS];
+                            (two ? pair : gemm)((int64_t)K, C, s, (size_t)rows, r->data + g * r->group_bytes, a, arow);
+                            for (int c = 0; c < C; c++)
+                                for (int i = 0; i < rows; i++) {
+                                    const uint8_t *wr = w + (g * HX_REPACK_ROWS + i) * wrow, *ar = a + c * arow;
+                                    const float want = plain_dot(t, K, wr, ar), got = s[c * rows + i];
+                                    ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                                                  "%s K %llu level %s%s C %d row %llu col %d: %.9g, plain loop %.9g",
+                                                  hx_type_name(t), (unsigned long long)K,
+                                                  hx_cpu_simd_name((hx_simd_level)l), two ? " (pair)" : "", C,
+                                                  (unsigned long long)(g * HX_REPACK_ROWS + i), c, got, want);
+                                    float dot;
+                                    hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->vec_dot((int64_t)K, &dot, wr, ar);
+                                    ck_assert_double_le(fabs((double)got - dot), DOT_TOL * abs_dot(t, K, wr, ar) + 1e-30);
+                                }
+                        }
             }
             hx_repack_free(r);
             free(w);
@@ -334,7 +391,7 @@ static float *model_logits(hx_runtime *rt, const char *path, int repack, int spo
 START_TEST(model_logits_with_and_without)
 {
     static const hx_synthetic_config gqa = {"gqa", 256, 2, 8, 2, 512, 512, "llama", 0};
-    static const char *const types[] = {"q4_0", "q4_1", "q8_0", "q4_K"};
+    static const char *const types[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"};
     char dir[64], path[128];
     hx_test_tmpdir(dir, sizeof dir, "repack");
     hx_runtime_options ro = hx_runtime_options_default();
