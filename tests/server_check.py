@@ -433,7 +433,7 @@ def tenants():
     with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as f:
         f.write("# key name max_concurrent tokens_per_minute queue\nsk-alice alice 1 0 0\nsk-bob bob 4 10 4\n")
         path = f.name
-    srv = Server("--api-keys", path, "-c", "256", "--max-requests", "3")
+    srv = Server("--api-keys", path, "-c", "1024", "--max-requests", "3")
     try:
         st, _, e = http(srv, "GET", "/v1/models")
         check(st == 401 and e["error"]["code"] == "invalid_api_key", f"no key: {st}")
@@ -444,7 +444,10 @@ def tenants():
         alice = srv.client("sk-alice")
         model = alice.models.list().data[0].id
         # alice may have one request in flight: a second at once gets 429 with Retry-After.
-        stream = alice.completions.create(model=model, prompt="Once", max_tokens=200, stream=True, temperature=1)
+        # The stream must still be running then, so it may not stop at an end-of-text token
+        # (sampled at random at temperature 1) and is long enough to outlast a fast machine.
+        stream = alice.completions.create(model=model, prompt="Once", max_tokens=1000, stream=True, temperature=1,
+                                          extra_body={"ignore_eos": True})
         next(iter(stream))
         st, hdrs, e = http(srv, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2},
                            headers={"Authorization": "Bearer sk-alice"})
