@@ -123,6 +123,8 @@ static const struct {
     [HX_OP_ATTENTION] = {.program = "attention", .launch = hx_cl_launch_attention},
     [HX_OP_ADD] = {.program = "elementwise", .launch = hx_cl_launch_add},
     [HX_OP_SWIGLU] = {.program = "elementwise", .launch = hx_cl_launch_swiglu},
+    [HX_OP_ATTENTION_PART] = {.program = "attention_part", .launch = hx_cl_launch_attention_part},
+    [HX_OP_ATTN_MERGE] = {.program = "attention_part", .launch = hx_cl_launch_attn_merge},
 };
 
 /* Whether the device's program (or bitstream) holds the op is decided

@@ -182,7 +182,8 @@ START_TEST(split_attention_merges_to_the_reference)
                              out[p], &mx[p], &sm[p]);
         ck_assert(isinf(mx[2]) && mx[2] < 0 && sm[2] == 0);
         ck_assert_msg(mx[PARTS - 1] - mx[0] > (round ? 100 : 10), "maxima %g and %g", mx[0], mx[PARTS - 1]);
-        hx_attn_merge_f32(PARTS, DH, &out[0][0], mx, sm, merged);
+        const float *parts[PARTS] = {out[0], out[1], out[2], out[3], out[4]};
+        hx_attn_merge_f32(PARTS, DH, parts, mx, sm, merged);
         double ref[DH], err = 0, norm = 0;
         attention_f64(q, k, v, N, DH, scale, ref);
         for (int d = 0; d < DH; d++) {
@@ -192,13 +193,14 @@ START_TEST(split_attention_merges_to_the_reference)
         ck_assert_msg(sqrt(err / norm) < 1e-5, "scale %g: relative L2 error %g", scale, sqrt(err / norm));
         /* One part alone is itself, bit for bit. */
         float one[DH];
-        hx_attn_merge_f32(1, DH, out[3], &mx[3], &sm[3], one);
+        hx_attn_merge_f32(1, DH, &parts[3], &mx[3], &sm[3], one);
         ck_assert(memcmp(one, out[3], sizeof one) == 0);
     }
     /* Nothing to attend to: zeros. */
     float none_out[DH], none_max, none_sum, merged[DH];
     hx_attn_part_f32(q, k, v, 0, DH, 1.0f, none_out, &none_max, &none_sum);
-    hx_attn_merge_f32(1, DH, none_out, &none_max, &none_sum, merged);
+    const float *none_part = none_out;
+    hx_attn_merge_f32(1, DH, &none_part, &none_max, &none_sum, merged);
     for (int d = 0; d < DH; d++)
         ck_assert(merged[d] == 0);
     free(q);
