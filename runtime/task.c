@@ -256,6 +256,8 @@ static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task *
         }
         memcpy(ids, desc->blocks, sizeof *ids * desc->nblocks);
         t->desc.blocks = ids;
+    } else if (desc->blocks) {
+        t->desc.blocks = t->inline_blocks; /* a list of none: no block moves */
     }
     t->flops = -1;
     t->queued_on = -1;
