@@ -300,7 +300,7 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     }
     m->opts.partition = NULL;
     m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
-    if (!m->opts.kv_split && getenv("HX_KV_SPLIT")) {
+    if (!m->opts.kv_split && getenv("HX_KV_SPLIT") && *getenv("HX_KV_SPLIT")) {
         char *end;
         const char *env = getenv("HX_KV_SPLIT");
         unsigned long n = strtoul(env, &end, 10);

@@ -609,6 +609,82 @@ START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
 }
 END_TEST
 
+/* The shapes of LLaMA-2 70B on the example machine, attention on its
+ * FPGA ("static" follows the plan), a session `depth` tokens deep whose
+ * caches are then made the host's alone (what a device holding only
+ * recent blocks amounts to): the KV bytes one decode step moves, beyond
+ * the steady state's, with attention whole or split at `split`. */
+static uint64_t kv_bytes_of_a_step(uint32_t depth, uint32_t split, uint64_t *block_bytes, double *seconds)
+{
+    hx_runtime_options o = hx_runtime_options_default();
+    o.machine = "bench/machines/epyc2s-h200-u55c.machine";
+    o.sched = "static";
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = depth + 8;
+    mo.kv_prefix_cache = -1;
+    mo.kv_split = split;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "llama2-70b", "q4_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t *ids = malloc(sizeof *ids * depth);
+    for (uint32_t i = 0; i < depth; i++)
+        ids[i] = (int32_t)(3 + i % 1000);
+    HX_ASSERT_OK(hx_session_eval(s, ids, depth, 0));
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    uint64_t steady = stats_now(rt).bytes_copied;
+    const hx_kv_pool *kv = m->kv;
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        void *host;
+        HX_ASSERT_OK(hx_buffer_acquire(kv->k[l], HX_RW, &host));
+        HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
+    }
+    hx_runtime_stats_reset(rt);
+    const double t0 = hx_runtime_clock(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
+    *seconds = hx_runtime_clock(rt) - t0;
+    uint64_t moved = stats_now(rt).bytes_copied - steady;
+    *block_bytes = 2ull * kv->n_layer * kv->block_bytes; /* a block of K and of V in every layer */
+    free(ids);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    return moved;
+}
+
+/* With the split, a step after the caches went to the host brings over
+ * the device's recent blocks only, whatever the depth; whole attention
+ * brings every block of the context.  Exact counts, so moving a layer's
+ * cache, or the host's blocks, fails. */
+START_TEST(split_attention_moves_only_the_recent_blocks)
+{
+    const uint32_t depth = 4000, recent = 256;
+    uint64_t block, block2;
+    double t_whole, t_split;
+    const uint64_t whole = kv_bytes_of_a_step(depth, 0, &block, &t_whole);
+    const uint64_t split = kv_bytes_of_a_step(depth, recent, &block2, &t_split);
+    ck_assert_uint_eq(block, block2);
+    /* The step's token is at position depth + 2: whole attention reads
+     * blocks 0 .. (depth + 2) / 16; the device's part those from the cut,
+     * the block holding position depth + 3 - recent. */
+    const uint64_t last = (depth + 2) / 16, cut = (depth + 3 - recent) / 16;
+    printf("sim: 70B, %u tokens deep, a step after the KV went to the host: whole %.1f MiB of KV, %.1f ms; "
+           "split at %u: %.1f MiB, %.1f ms\n",
+           depth, whole / 1048576.0, t_whole * 1e3, recent, split / 1048576.0, t_split * 1e3);
+    ck_assert_msg(whole == (last + 1) * block, "whole: %llu bytes, %llu blocks expected", (unsigned long long)whole,
+                  (unsigned long long)(last + 1));
+    ck_assert_msg(split == (last - cut + 1) * block, "split: %llu bytes, %llu blocks expected",
+                  (unsigned long long)split, (unsigned long long)(last - cut + 1));
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -625,6 +701,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, colocated_layers_stay_on_the_gpu);
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
     tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
+    tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
     suite_add_tcase(s, c);
     return s;
 }
