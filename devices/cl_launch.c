@@ -235,6 +235,24 @@ int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l
     return 0;
 }
 
+/* The arguments attention's kernels share: their n buffers, then the
+ * layout, heads, scale and the caches' sizes. */
+static void attention_args(hx_cl_launch *l, const hx_op_attention *a, const size_t *sizes, int n)
+{
+    for (int i = 0; i < n; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->kv.T, 4);
+    arg_value(l, &a->kv.S, 4);
+    arg_value(l, &a->kv.max_blocks, 4);
+    arg_value(l, &a->kv.block_size, 4);
+    arg_value(l, &a->Hq, 4);
+    arg_value(l, &a->Hkv, 4);
+    arg_value(l, &a->Dh, 4);
+    arg_value(l, &a->scale, 4);
+    arg_value(l, &sizes[1], 8);
+    arg_value(l, &sizes[2], 8);
+}
+
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_attention *a = args;
@@ -265,18 +283,7 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     else
         *l = (hx_cl_launch){.kernel = kernels[0][type], .work_dim = 2,
                             .global = {round_up((size_t)a->kv.T * rep, 16) / 16 * 64, a->Hkv}, .local = {64, 1}};
-    for (int i = 0; i < 5; i++)
-        arg_buffer(l, i);
-    arg_value(l, &a->kv.T, 4);
-    arg_value(l, &a->kv.S, 4);
-    arg_value(l, &a->kv.max_blocks, 4);
-    arg_value(l, &a->kv.block_size, 4);
-    arg_value(l, &a->Hq, 4);
-    arg_value(l, &a->Hkv, 4);
-    arg_value(l, &a->Dh, 4);
-    arg_value(l, &a->scale, 4);
-    arg_value(l, &sizes[1], 8);
-    arg_value(l, &sizes[2], 8);
+    attention_args(l, a, sizes, 5);
     arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }
@@ -305,18 +312,7 @@ int hx_cl_launch_attention_part(const void *args, const size_t *sizes, hx_cl_lau
                                   : a->kv_type == T_F16 ? "attention_part_f16"
                                                         : "attention_part_q8_0",
                         .work_dim = 1, .global = {round_up(rows, 64)}, .local = {64}};
-    for (int i = 0; i < 6; i++)
-        arg_buffer(l, i);
-    arg_value(l, &a->kv.T, 4);
-    arg_value(l, &a->kv.S, 4);
-    arg_value(l, &a->kv.max_blocks, 4);
-    arg_value(l, &a->kv.block_size, 4);
-    arg_value(l, &a->Hq, 4);
-    arg_value(l, &a->Hkv, 4);
-    arg_value(l, &a->Dh, 4);
-    arg_value(l, &a->scale, 4);
-    arg_value(l, &sizes[1], 8);
-    arg_value(l, &sizes[2], 8);
+    attention_args(l, a, sizes, 6);
     arg_value(l, &p->recent, 4);
     arg_value(l, &p->part, 4);
     arg_buffer(l, HX_OPENCL_ARG_STATUS);

@@ -561,6 +561,29 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
 }
 END_TEST
 
+/* One decode step (token ids[0]) and its bytes moved, the steady state;
+ * then every layer's K and V cache made the host's alone (as a block copy
+ * on the host does) and one more step (ids[1]): its bytes and simulated
+ * seconds. */
+static void step_after_the_host_took_the_caches(hx_runtime *rt, hx_model *m, hx_session *s, const int32_t *ids,
+                                                uint64_t *steady, uint64_t *moved, double *seconds)
+{
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    *steady = stats_now(rt).bytes_copied;
+    const hx_kv_pool *kv = m->kv;
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        void *host;
+        HX_ASSERT_OK(hx_buffer_acquire(kv->k[l], HX_RW, &host));
+        HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
+    }
+    hx_runtime_stats_reset(rt);
+    const double t0 = hx_runtime_clock(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    *seconds = hx_runtime_clock(rt) - t0;
+    *moved = stats_now(rt).bytes_copied;
+}
+
 /* Every layer's K and V cache made the host's alone (as a block copy on
  * the host does), then one decode step with attention on the FPGA: what
  * crosses is the session's blocks in each layer, never a layer's whole
@@ -582,19 +605,10 @@ START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
     HX_ASSERT_OK(hx_session_eval(s, ids, 40, 0));
     HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
     /* The steady state: the KV cache stays where attention runs. */
-    hx_runtime_stats_reset(rt);
-    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
-    uint64_t steady = stats_now(rt).bytes_copied;
-
+    uint64_t steady, moved;
+    double seconds;
+    step_after_the_host_took_the_caches(rt, m, s, ids + 1, &steady, &moved, &seconds);
     const hx_kv_pool *kv = m->kv;
-    for (uint32_t l = 0; l < kv->n_layer; l++) {
-        void *host;
-        HX_ASSERT_OK(hx_buffer_acquire(kv->k[l], HX_RW, &host));
-        HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
-    }
-    hx_runtime_stats_reset(rt);
-    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
-    uint64_t moved = stats_now(rt).bytes_copied;
     /* 43 tokens in blocks of 16: 3 blocks of K and 3 of V per layer. */
     const uint64_t blocks = 3ull * 2 * kv->n_layer * kv->block_bytes;
     const uint64_t layer = 2ull * kv->n_blocks * kv->block_bytes;
@@ -637,20 +651,10 @@ static uint64_t kv_bytes_of_a_step(uint32_t depth, uint32_t split, uint64_t *blo
         ids[i] = (int32_t)(3 + i % 1000);
     HX_ASSERT_OK(hx_session_eval(s, ids, depth, 0));
     HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
-    hx_runtime_stats_reset(rt);
-    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
-    uint64_t steady = stats_now(rt).bytes_copied;
+    uint64_t steady, moved;
+    step_after_the_host_took_the_caches(rt, m, s, ids + 1, &steady, &moved, seconds);
+    moved -= steady;
     const hx_kv_pool *kv = m->kv;
-    for (uint32_t l = 0; l < kv->n_layer; l++) {
-        void *host;
-        HX_ASSERT_OK(hx_buffer_acquire(kv->k[l], HX_RW, &host));
-        HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
-    }
-    hx_runtime_stats_reset(rt);
-    const double t0 = hx_runtime_clock(rt);
-    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
-    *seconds = hx_runtime_clock(rt) - t0;
-    uint64_t moved = stats_now(rt).bytes_copied - steady;
     *block_bytes = 2ull * kv->n_layer * kv->block_bytes; /* a block of K and of V in every layer */
     free(ids);
     hx_session_close(s);
