@@ -80,8 +80,7 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Sorts ids[0, n) and drops repeats; returns how many are left. */
-static uint32_t sort_unique(uint32_t *ids, uint32_t n)
+uint32_t hx_batch_sort_unique(uint32_t *ids, uint32_t n)
 {
     qsort(ids, n, sizeof *ids, cmp_u32);
     uint32_t k = 0;
@@ -129,11 +128,11 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
             if (sq->blocks[j] != HX_KV_NONE)
                 ids[n_read++] = sq->blocks[j];
     }
-    n_read = sort_unique(ids, n_read);
+    n_read = hx_batch_sort_unique(ids, n_read);
     uint32_t *written = ids + n_read;
     for (uint32_t i = 0; i < T; i++)
         written[n_written++] = (uint32_t)meta[i] / bs;
-    n_written = sort_unique(written, n_written);
+    n_written = hx_batch_sort_unique(written, n_written);
     if (recent) {
         uint32_t *part[2] = {written + n_written, written + n_written + table}, n_part[2] = {0, 0};
         for (uint32_t k = 0; k < S; k++) {
@@ -145,7 +144,7 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
         }
         for (int p = 0; p < 2; p++) {
             w->shape.kv_read_part[p] = part[p];
-            w->shape.n_kv_read_part[p] = sort_unique(part[p], n_part[p]);
+            w->shape.n_kv_read_part[p] = hx_batch_sort_unique(part[p], n_part[p]);
         }
     }
     w->kv_blocks = ids;

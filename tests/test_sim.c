@@ -689,6 +689,52 @@ START_TEST(split_attention_moves_only_the_recent_blocks)
 }
 END_TEST
 
+/* A context shift rewrites the blocks it moves keys into and reads those
+ * it moves them from, nothing else: with attention on the FPGA, the step
+ * after a shift on other devices brings back only those of the blocks it
+ * reads; the kept blocks before the shift stay valid where they are. */
+START_TEST(a_context_shift_moves_only_its_blocks)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 2048;
+    mo.kv_prefix_cache = -1;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[100];
+    for (int i = 0; i < 100; i++)
+        ids[i] = 3 + i;
+    HX_ASSERT_OK(hx_session_eval(s, ids, 100, 0));
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    const uint64_t steady = stats_now(rt).bytes_copied;
+    /* 102 tokens (blocks 0-6); keep 40, drop 32: keys move from positions
+     * 72..101 to 40..69, blocks 2-6 are read or written, 0 and 1 not. */
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_shift(s, 40, 32));
+    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
+    const uint64_t moved = stats_now(rt).bytes_copied;
+    const hx_kv_pool *kv = m->kv;
+    const uint64_t block = 2ull * kv->n_layer * kv->block_bytes; /* K and V, every layer */
+    /* Each of the 5 blocks the shift names crosses at most twice (from
+     * the FPGA through the host to the device the shift runs on), and the
+     * 3 of them the step reads (blocks 2-4) come back at most twice: 16
+     * blocks.  A shift of whole layers moves every block of the pool. */
+    printf("sim: a context shift and the step after it move %.1f blocks of every layer's K and V beyond a step's\n",
+           (double)(moved - steady) / block);
+    ck_assert_msg(moved - steady <= 16 * block, "%llu bytes moved, %llu in a step: more than 16 blocks of %llu",
+                  (unsigned long long)moved, (unsigned long long)steady, (unsigned long long)block);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 Suite *suite_sim(void)
 {
     Suite *s = suite_create("sim");
@@ -706,6 +752,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
     tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
     tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
+    tcase_add_test(c, a_context_shift_moves_only_its_blocks);
     suite_add_tcase(s, c);
     return s;
 }
