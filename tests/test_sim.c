@@ -584,6 +584,23 @@ static void step_after_the_host_took_the_caches(hx_runtime *rt, hx_model *m, hx_
     *moved = stats_now(rt).bytes_copied;
 }
 
+/* The "small" shapes on blocks_box under "static" (attention on the
+ * FPGA), a session fed ids[0, n) (3, 4, ...) and then ids[0]. */
+static void small_session_on_blocks_box(char *path, size_t cap, hx_runtime **rt, hx_model **m, hx_session **s,
+                                        int32_t *ids, int n)
+{
+    *rt = open_sim(blocks_box, "static", path, cap);
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 2048;
+    mo.kv_prefix_cache = -1;
+    HX_ASSERT_OK(hx_model_load_shapes(*rt, "small", "q8_0", &mo, m));
+    HX_ASSERT_OK(hx_session_open(*m, s));
+    for (int i = 0; i < n; i++)
+        ids[i] = 3 + i;
+    HX_ASSERT_OK(hx_session_eval(*s, ids, (size_t)n, 0));
+    HX_ASSERT_OK(hx_session_eval(*s, ids, 1, 0));
+}
+
 /* Every layer's K and V cache made the host's alone (as a block copy on
  * the host does), then one decode step with attention on the FPGA: what
  * crosses is the session's blocks in each layer, never a layer's whole
@@ -591,19 +608,11 @@ static void step_after_the_host_took_the_caches(hx_runtime *rt, hx_model *m, hx_
 START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
 {
     char path[64];
-    hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
-    hx_model_options mo = hx_model_options_default();
-    mo.n_ctx = 2048;
-    mo.kv_prefix_cache = -1;
+    hx_runtime *rt;
     hx_model *m;
-    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
     hx_session *s;
-    HX_ASSERT_OK(hx_session_open(m, &s));
     int32_t ids[40];
-    for (int i = 0; i < 40; i++)
-        ids[i] = 3 + i;
-    HX_ASSERT_OK(hx_session_eval(s, ids, 40, 0));
-    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    small_session_on_blocks_box(path, sizeof path, &rt, &m, &s, ids, 40);
     /* The steady state: the KV cache stays where attention runs. */
     uint64_t steady, moved;
     double seconds;
@@ -696,19 +705,11 @@ END_TEST
 START_TEST(a_context_shift_moves_only_its_blocks)
 {
     char path[64];
-    hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
-    hx_model_options mo = hx_model_options_default();
-    mo.n_ctx = 2048;
-    mo.kv_prefix_cache = -1;
+    hx_runtime *rt;
     hx_model *m;
-    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
     hx_session *s;
-    HX_ASSERT_OK(hx_session_open(m, &s));
     int32_t ids[100];
-    for (int i = 0; i < 100; i++)
-        ids[i] = 3 + i;
-    HX_ASSERT_OK(hx_session_eval(s, ids, 100, 0));
-    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    small_session_on_blocks_box(path, sizeof path, &rt, &m, &s, ids, 100);
     hx_runtime_stats_reset(rt);
     HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
     const uint64_t steady = stats_now(rt).bytes_copied;
