@@ -680,6 +680,7 @@ static void check_attention_part(under_test *u, const hx_att_case *c, uint32_t r
     float *stats = malloc(sizeof(float) * 2 * rows), *out = malloc(4 * o.q_floats);
     hx_buffer *b[6], *parts[2][2];
     hx_att_buffers(u->rt, &o, b);
+    hx_buffer_destroy(b[4]); /* each part has its own output */
     for (uint32_t part = 0; part < 2; part++) {
         hx_op_attention_part a = {o.a, recent, part};
         b[4] = parts[part][0] = hx_case_empty(u->rt, 4 * o.q_floats);
