@@ -243,6 +243,24 @@ int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l
     return 0;
 }
 
+/* The arguments attention's kernels share: their n buffers, then the
+ * layout, heads, scale and the caches' sizes. */
+static void attention_args(hx_cl_launch *l, const hx_op_attention *a, const size_t *sizes, int n)
+{
+    for (int i = 0; i < n; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->kv.T, 4);
+    arg_value(l, &a->kv.S, 4);
+    arg_value(l, &a->kv.max_blocks, 4);
+    arg_value(l, &a->kv.block_size, 4);
+    arg_value(l, &a->Hq, 4);
+    arg_value(l, &a->Hkv, 4);
+    arg_value(l, &a->Dh, 4);
+    arg_value(l, &a->scale, 4);
+    arg_value(l, &sizes[1], 8);
+    arg_value(l, &sizes[2], 8);
+}
+
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_attention *a = args;
@@ -273,19 +291,56 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     else
         *l = (hx_cl_launch){.kernel = kernels[0][type], .work_dim = 2,
                             .global = {round_up((size_t)a->kv.T * rep, 16) / 16 * 64, a->Hkv}, .local = {64, 1}};
+    attention_args(l, a, sizes, 5);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}
+
+int hx_cl_launch_attention_part(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_attention_part *p = args;
+    const hx_op_attention *a = &p->at;
+    int rc = check_kv("attention_part", &a->kv, a->kv_type, a->Hkv, a->Dh, sizes, 3);
+    if (rc)
+        return rc;
+    REQUIRE(a->Hq % a->Hkv == 0, "attention_part: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);
+    REQUIRE(p->recent > 0 && p->part <= 1, "attention_part: recent=%u, part=%u", p->recent, p->part);
+    if (a->window)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "attention_part: a sliding window of %u (the OpenCL kernels attend "
+                                                 "to the whole context; the CPU's take a window)",
+                             a->window);
+    if (a->Dh > HX_CL_ATTENTION_DH_MAX)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "attention_part: Dh=%u (the OpenCL kernels hold at most %d)", a->Dh,
+                             HX_CL_ATTENTION_DH_MAX);
+    const uint64_t rows = (uint64_t)a->kv.T * a->Hq;
+    REQUIRE_BUFFER("attention_part", sizes, 0, "q", rows, a->Dh, 4);
+    REQUIRE_BUFFER("attention_part", sizes, 4, "out", rows, a->Dh, 4);
+    REQUIRE_BUFFER("attention_part", sizes, 5, "stats", rows, 2, 4);
+    *l = (hx_cl_launch){.kernel = a->kv_type == T_F32   ? "attention_part_f32"
+                                  : a->kv_type == T_F16 ? "attention_part_f16"
+                                                        : "attention_part_q8_0",
+                        .work_dim = 1, .global = {round_up(rows, 64)}, .local = {64}};
+    attention_args(l, a, sizes, 6);
+    arg_value(l, &p->recent, 4);
+    arg_value(l, &p->part, 4);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}
+
+int hx_cl_launch_attn_merge(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_attn_merge *a = args;
+    REQUIRE(a->Dh > 0, "attn_merge: Dh=0");
+    for (int i = 0; i < 5; i += 2)
+        REQUIRE_BUFFER("attn_merge", sizes, i, i == 4 ? "out" : "a part's out", a->rows, a->Dh, 4);
+    for (int i = 1; i < 4; i += 2)
+        REQUIRE_BUFFER("attn_merge", sizes, i, "a part's stats", a->rows, 2, 4);
+    *l = (hx_cl_launch){.kernel = "attn_merge_f32", .work_dim = 1, .global = {round_up(a->rows * a->Dh, 64)},
+                        .local = {64}};
     for (int i = 0; i < 5; i++)
         arg_buffer(l, i);
-    arg_value(l, &a->kv.T, 4);
-    arg_value(l, &a->kv.S, 4);
-    arg_value(l, &a->kv.max_blocks, 4);
-    arg_value(l, &a->kv.block_size, 4);
-    arg_value(l, &a->Hq, 4);
-    arg_value(l, &a->Hkv, 4);
+    arg_value(l, &a->rows, 8);
     arg_value(l, &a->Dh, 4);
-    arg_value(l, &a->scale, 4);
-    arg_value(l, &sizes[1], 8);
-    arg_value(l, &sizes[2], 8);
-    arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }
 

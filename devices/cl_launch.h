@@ -18,6 +18,8 @@ int hx_cl_launch_matmul_multi(const void *args, const size_t *sizes, hx_cl_launc
 int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_attention_part(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_attn_merge(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_add(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l);
 

@@ -105,6 +105,8 @@ static const struct {
     [HX_OP_KV_SHIFT] = {.run = hx_cpu_kv_shift, .scratch = hx_cpu_kv_shift_scratch},
     [HX_OP_MATMUL_MULTI] = {.run = hx_cpu_matmul_multi, .prepare = hx_cpu_matmul_multi_prepare,
                             .scratch = hx_cpu_matmul_multi_scratch},
+    [HX_OP_ATTENTION_PART] = {.run = hx_cpu_attention_part, .scratch = hx_cpu_attention_part_scratch},
+    [HX_OP_ATTN_MERGE] = {.run = hx_cpu_attn_merge},
 };
 
 static int cpu_bind_op(hx_device *d, hx_op op, hx_codelet *impl)

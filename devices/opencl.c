@@ -126,6 +126,8 @@ static const struct {
     [HX_OP_SWIGLU] = {.program = "elementwise", .launch = hx_cl_launch_swiglu},
     /* Run as its parts, each by matmul's kernels (ocl_run_parts below). */
     [HX_OP_MATMUL_MULTI] = {.program = "matmul", .launch = hx_cl_launch_matmul_multi},
+    [HX_OP_ATTENTION_PART] = {.program = "attention_part", .launch = hx_cl_launch_attention_part},
+    [HX_OP_ATTN_MERGE] = {.program = "attention_part", .launch = hx_cl_launch_attn_merge},
 };
 
 /* Whether the device's program (or bitstream) holds the op is decided

@@ -80,8 +80,7 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Sorts ids[0, n) and drops repeats; returns how many are left. */
-static uint32_t sort_unique(uint32_t *ids, uint32_t n)
+uint32_t hx_batch_sort_unique(uint32_t *ids, uint32_t n)
 {
     qsort(ids, n, sizeof *ids, cmp_u32);
     uint32_t k = 0;
@@ -99,17 +98,30 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
 {
     const uint32_t T = w->shape.T, S = w->shape.S, max_blocks = w->shape.max_blocks;
     const uint32_t bs = w->m->kv->block_size;
+    const uint32_t recent = w->m->opts.kv_split;
+    const size_t table = (size_t)S * max_blocks;
     uint32_t *ids;
-    hx_status s = hx_model_scratch(w->m, HX_SCRATCH_KV_BLOCKS, sizeof *ids * ((size_t)S * max_blocks + T + S),
-                                   (void **)&ids);
+    hx_status s = hx_model_scratch(w->m, HX_SCRATCH_KV_BLOCKS,
+                                   sizeof *ids * (table * (recent ? 3 : 1) + T + 3 * (size_t)S), (void **)&ids);
     if (s)
         return hx_error_context(s, "KV block lists of a batch of %u", T);
-    uint32_t *last = ids + (size_t)S * max_blocks + T; /* per sequence: blocks read */
+    /* read, written, then (with a split) the parts' lists; then per
+     * sequence the blocks read */
+    uint32_t *last = ids + table * (recent ? 3 : 1) + T;
+    /* Per sequence, with a split: the host's part reads blocks before
+     * cut_hi, the device's from cut_lo (the cut moves with each token). */
+    uint32_t *cut_lo = last + S, *cut_hi = cut_lo + S;
     memset(last, 0, sizeof *last * S);
+    memset(cut_hi, 0, sizeof *cut_hi * S);
+    for (uint32_t k = 0; k < S; k++)
+        cut_lo[k] = UINT32_MAX;
     for (uint32_t i = 0; i < T; i++) {
         uint32_t k = (uint32_t)meta[2 * T + i], need = (uint32_t)meta[T + i] / bs + 1;
         if (need > last[k])
             last[k] = need;
+        uint32_t cut = recent ? hx_attention_cut((uint32_t)meta[T + i], recent, bs) / bs : 0;
+        cut_lo[k] = cut < cut_lo[k] ? cut : cut_lo[k];
+        cut_hi[k] = cut > cut_hi[k] ? cut : cut_hi[k];
     }
     uint32_t n_read = 0, n_written = 0;
     for (uint32_t k = 0; k < S; k++) {
@@ -118,11 +130,25 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
             if (sq->blocks[j] != HX_KV_NONE)
                 ids[n_read++] = sq->blocks[j];
     }
-    n_read = sort_unique(ids, n_read);
+    n_read = hx_batch_sort_unique(ids, n_read);
     uint32_t *written = ids + n_read;
     for (uint32_t i = 0; i < T; i++)
         written[n_written++] = (uint32_t)meta[i] / bs;
-    n_written = sort_unique(written, n_written);
+    n_written = hx_batch_sort_unique(written, n_written);
+    if (recent) {
+        uint32_t *part[2] = {written + n_written, written + n_written + table}, n_part[2] = {0, 0};
+        for (uint32_t k = 0; k < S; k++) {
+            const hx_kv_seq *sq = &w->seqs[k].s->seq;
+            for (uint32_t j = 0; j < sq->n_blocks && j < last[k]; j++)
+                for (int p = 0; p < 2; p++)
+                    if (sq->blocks[j] != HX_KV_NONE && (p ? j >= cut_lo[k] : j < cut_hi[k]))
+                        part[p][n_part[p]++] = sq->blocks[j];
+        }
+        for (int p = 0; p < 2; p++) {
+            w->shape.kv_read_part[p] = part[p];
+            w->shape.n_kv_read_part[p] = hx_batch_sort_unique(part[p], n_part[p]);
+        }
+    }
     w->shape.kv_read = ids;
     w->shape.n_kv_read = n_read;
     w->shape.kv_written = written;

@@ -47,4 +47,8 @@ hx_status hx_batch_collect(hx_batch_work *w);
 
 void hx_batch_work_free(hx_batch_work *w);
 
+/* Sorts ids[0, n) and drops repeats; returns how many are left (KV block
+ * lists). */
+uint32_t hx_batch_sort_unique(uint32_t *ids, uint32_t n);
+
 #endif

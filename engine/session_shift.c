@@ -7,14 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/batch.h"
 #include "engine/session.h"
 #include "ops/op_list.h"
 #include "ops/ops.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
-/* One kv_shift task per layer over the moves, then waits. */
-static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t delta)
+/* One kv_shift task per layer over the moves, naming the blocks they
+ * read or write (the rest of the layer stays where it is), then waits. */
+static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t delta, const uint32_t *blocks,
+                              uint32_t n_blocks)
 {
     const hx_op_kv_shift a = {n,           m->info.n_head_kv, m->info.head_dim, m->kv_type,
                               delta,       m->hp.n_rot,       m->hp.rope_base,  m->hp.rope_scale,
@@ -24,11 +27,27 @@ static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t
         hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_KV_SHIFT), .nbuffers = 3 + (int)a.has_factors, .args = &a,
                           .args_size = sizeof a, .device = -1,
                           .buffers = {m->kv->k[l], m->kv->v[l], moves, m->rope_freqs.buf},
-                          .modes = {HX_RW, HX_RW, HX_R, HX_R}};
+                          .modes = {HX_RW, HX_RW, HX_R, HX_R}, .blocks = blocks, .nblocks = n_blocks};
         st = hx_task_submit(m->rt, &d, NULL);
     }
     hx_status waited = hx_runtime_wait_all(m->rt);
     return st ? st : waited;
+}
+
+/* The session's blocks from the one holding position `from` to the one
+ * holding `to`, sorted, without repeats: those a shift reads or writes
+ * (the kept blocks before them, whose keys keep their rotation, and other
+ * sessions' blocks are not touched).  NULL when out of memory. */
+static uint32_t *shifted_blocks(const hx_kv_seq *q, uint32_t bs, uint32_t from, uint32_t to, uint32_t *n)
+{
+    uint32_t *ids = malloc(sizeof *ids * (to / bs - from / bs + 1));
+    *n = 0;
+    for (uint32_t j = from / bs; ids && j <= to / bs && j < q->n_blocks; j++)
+        if (q->blocks[j] != HX_KV_NONE)
+            ids[(*n)++] = q->blocks[j];
+    if (ids)
+        *n = hx_batch_sort_unique(ids, *n);
+    return ids;
 }
 
 static hx_status shift(hx_session *s, uint32_t n_keep, uint32_t n_discard)
@@ -53,7 +72,11 @@ static hx_status shift(hx_session *s, uint32_t n_keep, uint32_t n_discard)
             mv[2 * i] = (int32_t)hx_kv_slot(p, &s->seq, n_keep + n_discard + i);
             mv[2 * i + 1] = (int32_t)hx_kv_slot(p, &s->seq, n_keep + i);
         }
-        st = shift_layers(m, moves, n, -(int32_t)n_discard);
+        uint32_t n_blocks;
+        uint32_t *blocks = shifted_blocks(&s->seq, bs, n_keep, pos - 1, &n_blocks);
+        st = blocks ? shift_layers(m, moves, n, -(int32_t)n_discard, blocks, n_blocks)
+                    : hx_error(HX_ERR_NO_MEMORY, "the blocks of a context shift");
+        free(blocks);
     }
     hx_buffer_destroy(moves);
     if (st)

@@ -330,7 +330,8 @@ typedef struct {
     uint32_t prefer;
     /* The blocks of its divided buffers (hx_buffer_set_blocks) the task
      * touches, copied at submission: only they are copied to the device
-     * it runs on, and only they count as written there.  NULL = all. */
+     * it runs on, and only they count as written there.  NULL = all; a
+     * list with nblocks 0 = none (a part of attention with no block). */
     const uint32_t *blocks;
     uint32_t nblocks;
 } hx_task_desc;
@@ -434,6 +435,13 @@ typedef struct {
      * run over all their rows); the outputs are the same bits.  0 = HX_FUSE
      * (0 turns it off), else on; 1 = on, -1 = off. */
     int fuse_matmuls;
+    /* Attention split between the host and the attention device by KV
+     * blocks: each token's positions before its last kv_split (back to a
+     * block boundary) are attended on the CPU from host memory, the recent
+     * ones where attention runs (an FPGA or GPU by the partition), and the
+     * two parts merged there, so a device with memory of its own reads
+     * only recent blocks.  0 = HX_KV_SPLIT, or off when that is unset. */
+    uint32_t kv_split;
 } hx_model_options;
 
 typedef struct {

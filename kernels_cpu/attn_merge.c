@@ -37,7 +37,7 @@ void hx_attn_part_f32(const float *q, const float *k, const float *v, uint32_t n
     *sum = l;
 }
 
-void hx_attn_merge_f32(uint32_t n_parts, uint32_t Dh, const float *out, const float *max, const float *sum,
+void hx_attn_merge_f32(uint32_t n_parts, uint32_t Dh, const float *const *out, const float *max, const float *sum,
                        float *merged)
 {
     float M = -INFINITY;
@@ -52,7 +52,7 @@ void hx_attn_merge_f32(uint32_t n_parts, uint32_t Dh, const float *out, const fl
         float w = expf(max[p] - M) * sum[p];
         total += w;
         for (uint32_t d = 0; d < Dh; d++)
-            merged[d] += w * out[(size_t)p * Dh + d];
+            merged[d] += w * out[p][d];
     }
     for (uint32_t d = 0; total > 0 && d < Dh; d++)
         merged[d] /= total;

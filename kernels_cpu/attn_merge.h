@@ -15,12 +15,12 @@
 void hx_attn_part_f32(const float *q, const float *k, const float *v, uint32_t n, uint32_t Dh, float scale,
                       float *out, float *max, float *sum);
 
-/* The attention over all n_parts parts at once: out[p] (n_parts x Dh),
+/* The attention over all n_parts parts at once: out[p] (Dh each),
  * max[p] and sum[p] as hx_attn_part_f32 gives them, merged into `merged`
  * (Dh): each part weighted by exp(max[p] - M) * sum[p] with M the largest
  * max, over the sum of those weights.  Parts of no positions count for
  * nothing; when every part is empty `merged` is zeros. */
-void hx_attn_merge_f32(uint32_t n_parts, uint32_t Dh, const float *out, const float *max, const float *sum,
+void hx_attn_merge_f32(uint32_t n_parts, uint32_t Dh, const float *const *out, const float *max, const float *sum,
                        float *merged);
 
 #endif

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels_cpu/attn_merge.h"
 #include "kernels_cpu/cpu_kernels.h"
 #include "kernels_cpu/matmul_rows.h"
 #include "kernels_cpu/quant.h"
@@ -330,9 +331,10 @@ static int context_in_cache(const hx_kv_layout *l, const int32_t *meta, int32_t 
     return 1;
 }
 
-int hx_cpu_attention(const hx_cpu_call *c)
+/* Attention over each token's positions, or (`part` not NULL) over one
+ * part of them with the part's maxima and sums into `stats`. */
+static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part, float *stats)
 {
-    const hx_op_attention *a = c->args;
     const hx_kv_layout *l = &a->kv;
     const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type);
     if (!kq || !kq->vec_dot || a->Hkv == 0 || a->Hq % a->Hkv)
@@ -375,17 +377,36 @@ int hx_cpu_attention(const hx_cpu_call *c)
         /* Bad metadata, as on every device: NaN rows and a failed task,
          * and no read outside the cache. */
         /* The first position it sees: 0, or the window's start. */
-        const int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
+        int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
+        int32_t p1 = pos; /* the last position it sees */
+        float *st = part ? stats + ((uint64_t)t * a->Hq + h0) * 2 : NULL;
+        if (part && pos >= 0) {
+            const int32_t cut = (int32_t)hx_attention_cut((uint32_t)pos, part->recent, l->block_size);
+            if (part->part == 0)
+                p1 = cut - 1 < p1 ? cut - 1 : p1;
+            else
+                p0 = cut > p0 ? cut : p0;
+        }
         if (!context_in_cache(l, meta, p0, pos, seq, slots)) {
             for (uint64_t i = 0; i < (uint64_t)heads * a->Dh; i++)
                 o0[i] = NAN;
+            for (uint32_t g = 0; st && g < heads; g++)
+                st[2 * g] = st[2 * g + 1] = NAN;
             rc = HX_ERR_RANGE;
+            continue;
+        }
+        if (p1 < p0) { /* an empty part */
+            memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
+            for (uint32_t g = 0; st && g < heads; g++) {
+                st[2 * g] = -INFINITY;
+                st[2 * g + 1] = 0;
+            }
             continue;
         }
         const int32_t *blocks = seq_blocks(l, meta, seq);
         for (uint32_t g = 0; g < heads; g++)
             qq->quantize_row(qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + g * ALIGN64(qbytes), a->Dh);
-        for (int32_t p = p0; p <= pos; p++) {
+        for (int32_t p = p0; p <= p1; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             const uint8_t *krow = kc + (uint64_t)slot * rbytes + kvh * hbytes;
             for (uint32_t g = 0; g < heads; g++) {
@@ -397,16 +418,20 @@ int hx_cpu_attention(const hx_cpu_call *c)
         for (uint32_t g = 0; g < heads; g++) {
             float *sc = score + g * per_head;
             float mx = -INFINITY;
-            for (int32_t p = p0; p <= pos; p++)
+            for (int32_t p = p0; p <= p1; p++)
                 if (sc[p] > mx)
                     mx = sc[p];
             double sum = 0;
-            for (int32_t p = p0; p <= pos; p++)
+            for (int32_t p = p0; p <= p1; p++)
                 sum += sc[p] = expf(sc[p] - mx);
             inv[g] = (float)(1.0 / sum);
+            if (st) {
+                st[2 * g] = mx;
+                st[2 * g + 1] = (float)sum;
+            }
         }
         memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
-        for (int32_t p = p0; p <= pos; p++) {
+        for (int32_t p = p0; p <= p1; p++) {
             int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
             kq->dequantize_row(vc + (uint64_t)slot * rbytes + kvh * hbytes, vrow, a->Dh);
             for (uint32_t g = 0; g < heads; g++) {
@@ -416,6 +441,42 @@ int hx_cpu_attention(const hx_cpu_call *c)
         }
     }
     return rc;
+}
+
+int hx_cpu_attention(const hx_cpu_call *c) { return attend(c, c->args, NULL, NULL); }
+
+size_t hx_cpu_attention_part_scratch(const void *args, const size_t *sizes, int nth)
+{
+    return hx_cpu_attention_scratch(&((const hx_op_attention_part *)args)->at, sizes, nth);
+}
+
+int hx_cpu_attention_part(const hx_cpu_call *c)
+{
+    const hx_op_attention_part *p = c->args;
+    const uint64_t rows = (uint64_t)p->at.kv.T * p->at.Hq;
+    if (p->recent == 0 || p->part > 1 || c->sizes[5] < rows * 2 * sizeof(float) ||
+        c->sizes[4] < rows * p->at.Dh * sizeof(float))
+        return HX_ERR_INVALID_ARG;
+    return attend(c, &p->at, p, c->buffers[5]);
+}
+
+int hx_cpu_attn_merge(const hx_cpu_call *c)
+{
+    const hx_op_attn_merge *a = c->args;
+    const size_t out_bytes = a->rows * a->Dh * sizeof(float), stat_bytes = a->rows * 2 * sizeof(float);
+    if (c->sizes[0] < out_bytes || c->sizes[2] < out_bytes || c->sizes[4] < out_bytes || c->sizes[1] < stat_bytes ||
+        c->sizes[3] < stat_bytes)
+        return HX_ERR_INVALID_ARG;
+    const float *o0 = c->buffers[0], *s0 = c->buffers[1], *o1 = c->buffers[2], *s1 = c->buffers[3];
+    float *out = c->buffers[4];
+    uint64_t lo, hi;
+    hx_cpu_split(a->rows, c->ith, c->nth, &lo, &hi);
+    for (uint64_t r = lo; r < hi; r++) {
+        const float mx[2] = {s0[2 * r], s1[2 * r]}, sm[2] = {s0[2 * r + 1], s1[2 * r + 1]};
+        const float *parts[2] = {o0 + r * a->Dh, o1 + r * a->Dh};
+        hx_attn_merge_f32(2, a->Dh, parts, mx, sm, out + r * a->Dh);
+    }
+    return 0;
 }
 
 /* ---- element-wise -------------------------------------------------------- */

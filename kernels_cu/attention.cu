@@ -6,6 +6,9 @@
  * visible positions in turn, each keeping an online softmax (running max,
  * sum and weighted V) with the head spread over its lanes (element
  * lane + 32 i), and the warps' partial results are merged at the end.
+ * "attention_part" is the same kernel over one part of the positions
+ * (before or from the block-aligned cut, ops/ops.h), writing the part's
+ * maximum and sum beside its output; "attn_merge" merges two parts.
  * Every index read from meta is checked before use. */
 #include <math.h>
 #include <stdint.h>
@@ -110,7 +113,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attention(const float *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
                 const int32_t *__restrict__ meta, float *__restrict__ out, uint32_t T, uint32_t S, uint32_t max_blocks,
                 uint32_t bs, uint32_t Hq, uint32_t Hkv, uint32_t Dh, float scale, uint64_t nslots, uint64_t rb,
-                unsigned *flag)
+                unsigned *flag, float *__restrict__ stats, uint32_t recent, int part)
 {
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
     __shared__ float sm_acc[ATT_WARPS][NI * 32];
@@ -124,12 +127,18 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         sm_bad = 0;
     __syncthreads();
     if (seq < 0 || (uint32_t)seq >= S || pos < 0 || (uint64_t)pos / bs >= max_blocks) {
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0) {
             atomicOr(flag, HX_CU_BAD_KV_META);
+            if (stats)
+                stats[2 * blockIdx.x] = stats[2 * blockIdx.x + 1] = HX_CU_NAN;
+        }
         for (uint32_t e = threadIdx.x; e < Dh; e += blockDim.x)
             o[e] = HX_CU_NAN;
         return;
     }
+    /* The positions it attends to: all, or one part (part < 0: all). */
+    const uint32_t cut = (uint32_t)pos + 1 > recent ? ((uint32_t)pos + 1 - recent) / bs * bs : 0;
+    const uint32_t j_begin = part == 1 ? cut : 0, j_end = part == 0 ? min(cut, (uint32_t)pos + 1) : (uint32_t)pos + 1;
     const int32_t *table = meta + 3 * (uint64_t)T + (uint64_t)seq * max_blocks;
     /* Byte offset of this KV head inside a cache row. */
     uint64_t head_off = KT == KV_Q8 ? (uint64_t)hk * (Dh / 32) * 34 : (uint64_t)hk * Dh * (KT == KV_F32 ? 4 : 2);
@@ -143,7 +152,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         acc[i] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (uint32_t j = w; j <= (uint32_t)pos; j += ATT_WARPS) {
+    for (uint32_t j = j_begin + w; j < j_end; j += ATT_WARPS) {
         int32_t blk = table[j / bs];
         uint64_t slot = (uint64_t)blk * bs + j % bs;
         if (blk < 0 || slot >= nslots) {
@@ -187,12 +196,34 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         float r = 0.0f;
         for (int i = 0; i < ATT_WARPS; i++)
             r += sm_acc[i][e] * f[i];
-        o[e] = sm_bad || L <= 0.0f ? HX_CU_NAN : r / L;
+        /* An empty part is zeros with sum 0; whole attention has a position. */
+        o[e] = sm_bad || (L <= 0.0f && !stats) ? HX_CU_NAN : L > 0.0f ? r / L : 0.0f;
+    }
+    if (stats && threadIdx.x == 0) {
+        stats[2 * blockIdx.x] = sm_bad ? HX_CU_NAN : L > 0.0f ? M : -INFINITY;
+        stats[2 * blockIdx.x + 1] = sm_bad ? HX_CU_NAN : L;
+    }
+}
+
+/* One thread per (row, element): each part weighted by exp(its max - the
+ * larger max) * its sum; an empty part (sum 0) counts for nothing. */
+__global__ void k_attn_merge(const float *__restrict__ o0, const float *__restrict__ s0, const float *__restrict__ o1,
+                             const float *__restrict__ s1, float *__restrict__ out, uint64_t rows, uint32_t Dh)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < rows * Dh;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t r = i / Dh;
+        const float m0 = s0[2 * r], l0 = s0[2 * r + 1], m1 = s1[2 * r], l1 = s1[2 * r + 1];
+        const float M = l0 > 0.0f && l1 > 0.0f ? fmaxf(m0, m1) : l0 > 0.0f ? m0 : m1;
+        const float w0 = l0 > 0.0f ? expf(m0 - M) * l0 : 0.0f, w1 = l1 > 0.0f ? expf(m1 - M) * l1 : 0.0f;
+        const float total = w0 + w1;
+        out[i] = total > 0.0f ? (w0 * o0[i] + w1 * o1[i]) / total : 0.0f;
     }
 }
 
 template <int KT>
-static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *const *b, uint64_t nslots, uint64_t rb)
+static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *const *b, uint64_t nslots, uint64_t rb,
+                             float *stats, uint32_t recent, int part)
 {
     unsigned blocks = a->kv.T * a->Hq;
 #define HX_ATT_CASE(ni)                                                                                           \
@@ -200,7 +231,7 @@ static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *con
         k_attention<ni, KT><<<blocks, ATT_WARPS * 32, 0, c->stream>>>(                                            \
             (const float *)b[0], (const uint8_t *)b[1], (const uint8_t *)b[2], (const int32_t *)b[3], (float *)b[4], \
             a->kv.T, a->kv.S, a->kv.max_blocks, a->kv.block_size, a->Hq, a->Hkv, a->Dh, a->scale, nslots, rb,     \
-            c->flag_dev);                                                                                         \
+            c->flag_dev, stats, recent, part);                                                                    \
         break;
     switch ((a->Dh + 31) / 32) {
         HX_ATT_CASE(1)
@@ -213,6 +244,19 @@ static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *con
         HX_ATT_CASE(8)
     }
 #undef HX_ATT_CASE
+}
+
+/* The kernel for the cache's type: whole attention (stats NULL, part -1)
+ * or one part. */
+static void launch_any(hx_cuda_ctx *c, const hx_op_attention *a, void *const *b, uint64_t nslots, uint64_t rb,
+                       float *stats, uint32_t recent, int part)
+{
+    if (a->kv_type == HX_TYPE_Q8_0)
+        launch_attention<KV_Q8>(c, a, b, nslots, rb, stats, recent, part);
+    else if (a->kv_type == HX_TYPE_F32)
+        launch_attention<KV_F32>(c, a, b, nslots, rb, stats, recent, part);
+    else
+        launch_attention<KV_F16>(c, a, b, nslots, rb, stats, recent, part);
 }
 
 HX_CU_LAUNCHER(hx_cu_attention)
@@ -229,12 +273,44 @@ HX_CU_LAUNCHER(hx_cu_attention)
     if ((uint64_t)a->kv.T * a->Hq > 0x7fffffffu)
         return hx_cu_fail(HX_ERR_INVALID_ARG, "attention: T * Hq above 2^31-1");
     uint64_t rb = hx_dq_row_bytes(a->kv_type, (uint64_t)a->Hkv * a->Dh);
-    if (a->kv_type == HX_TYPE_Q8_0)
-        launch_attention<KV_Q8>(c, a, bufs, nslots, rb);
-    else if (a->kv_type == HX_TYPE_F32)
-        launch_attention<KV_F32>(c, a, bufs, nslots, rb);
-    else
-        launch_attention<KV_F16>(c, a, bufs, nslots, rb);
+    launch_any(c, a, bufs, nslots, rb, NULL, 0, -1);
     HX_CU_LAUNCHED("attention");
+    return HX_OK;
+}
+
+HX_CU_LAUNCHER(hx_cu_attention_part)
+{
+    if (!args)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "attention_part: no arguments");
+    const hx_op_attention_part *p = (const hx_op_attention_part *)args;
+    const hx_op_attention *a = &p->at;
+    char msg[256];
+    uint64_t nslots = 0;
+    if (hx_oc_attention_part(p, sizes, n, &nslots, msg, sizeof msg))
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "%s", msg);
+    if (!a->kv.T)
+        return HX_OK;
+    if ((uint64_t)a->kv.T * a->Hq > 0x7fffffffu)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "attention_part: T * Hq above 2^31-1");
+    uint64_t rb = hx_dq_row_bytes(a->kv_type, (uint64_t)a->Hkv * a->Dh);
+    launch_any(c, a, bufs, nslots, rb, (float *)bufs[5], p->recent, (int)p->part);
+    HX_CU_LAUNCHED("attention_part");
+    return HX_OK;
+}
+
+HX_CU_LAUNCHER(hx_cu_attn_merge)
+{
+    if (!args)
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "attn_merge: no arguments");
+    const hx_op_attn_merge *a = (const hx_op_attn_merge *)args;
+    char msg[256];
+    if (hx_oc_attn_merge(a, sizes, n, msg, sizeof msg))
+        return hx_cu_fail(HX_ERR_INVALID_ARG, "%s", msg);
+    if (!a->rows)
+        return HX_OK;
+    k_attn_merge<<<hx_cu_blocks(a->rows * a->Dh, 256, c), 256, 0, c->stream>>>(
+        (const float *)bufs[0], (const float *)bufs[1], (const float *)bufs[2], (const float *)bufs[3],
+        (float *)bufs[4], a->rows, a->Dh);
+    HX_CU_LAUNCHED("attn_merge");
     return HX_OK;
 }

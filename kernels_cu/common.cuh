@@ -108,6 +108,8 @@ HX_CU_LAUNCHER(hx_cu_swiglu);
 HX_CU_LAUNCHER(hx_cu_get_rows);
 HX_CU_LAUNCHER(hx_cu_kv_store);
 HX_CU_LAUNCHER(hx_cu_attention);
+HX_CU_LAUNCHER(hx_cu_attention_part);
+HX_CU_LAUNCHER(hx_cu_attn_merge);
 
 /* D[n][ldd] (column-major m x n) = op(A)^T B (+ bias) through cuBLASLt,
  * falling back to cublasGemmEx; A is k x m column-major (a row-major m x k

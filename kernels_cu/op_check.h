@@ -166,6 +166,33 @@ static inline int hx_oc_attention(const hx_op_attention *a, const size_t *s, int
            hx_oc_size((uint64_t)a->kv.T * a->Hq, a->Dh, 4, s[4], msg, len, op, "out");
 }
 
+static inline int hx_oc_attention_part(const hx_op_attention_part *p, const size_t *s, int n, uint64_t *slots,
+                                       char *msg, size_t len)
+{
+    const char *op = "attention_part";
+    if (hx_oc_buffers(n, 6, msg, len, op))
+        return 1;
+    if (!p->recent || p->part > 1)
+        return hx_oc_fail(msg, len, op, "recent must be positive and part 0 or 1");
+    if (hx_oc_attention(&p->at, s, 5, slots, msg, len))
+        return 1;
+    return hx_oc_size((uint64_t)p->at.kv.T * p->at.Hq, 2, 4, s[5], msg, len, op, "stats");
+}
+
+static inline int hx_oc_attn_merge(const hx_op_attn_merge *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "attn_merge";
+    if (hx_oc_buffers(n, 5, msg, len, op))
+        return 1;
+    if (!a->Dh)
+        return hx_oc_fail(msg, len, op, "Dh must be positive");
+    return hx_oc_size(a->rows, a->Dh, 4, s[0], msg, len, op, "out0") ||
+           hx_oc_size(a->rows, 2, 4, s[1], msg, len, op, "stats0") ||
+           hx_oc_size(a->rows, a->Dh, 4, s[2], msg, len, op, "out1") ||
+           hx_oc_size(a->rows, 2, 4, s[3], msg, len, op, "stats1") ||
+           hx_oc_size(a->rows, a->Dh, 4, s[4], msg, len, op, "out");
+}
+
 static inline int hx_oc_add(const hx_op_add *a, const size_t *s, int n, char *msg, size_t len)
 {
     const char *op = "add";
@@ -268,6 +295,11 @@ static inline int hx_oc_covers_attention(const void *args)
     /* No window in the CUDA kernels: such a layer's attention stays
      * on a device whose kernel takes one (the CPU). */
     return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX && !a->window;
+}
+
+static inline int hx_oc_covers_attention_part(const void *args)
+{
+    return hx_oc_covers_attention(&((const hx_op_attention_part *)args)->at);
 }
 
 #endif

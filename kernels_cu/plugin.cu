@@ -411,6 +411,8 @@ static const hx_cuda_kernel kernels[] = {
     {"get_rows", hx_cu_get_rows, HX_OP_GET_ROWS, hx_oc_covers_get_rows},
     {"kv_store", hx_cu_kv_store, HX_OP_KV_STORE, hx_oc_covers_kv_store},
     {"attention", hx_cu_attention, HX_OP_ATTENTION, hx_oc_covers_attention},
+    {"attention_part", hx_cu_attention_part, HX_OP_ATTENTION_PART, hx_oc_covers_attention_part},
+    {"attn_merge", hx_cu_attn_merge, HX_OP_ATTN_MERGE, NULL},
 };
 
 static const hx_cuda_kernel *plugin_kernel_find(const char *name)

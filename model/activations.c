@@ -27,6 +27,8 @@ static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
     const hx_model_info *in = &m->info;
     const size_t B = capacity, f = sizeof(float);
     const size_t D = in->n_embd, Dkv = (size_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    const size_t Hd = (size_t)in->n_head * in->head_dim;
+    const int split = m->opts.kv_split > 0;
     a->max_batch = (uint32_t)B;
     struct {
         hx_buffer **b;
@@ -36,8 +38,12 @@ static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
         {&a->v, B * Dkv * f}, {&a->att, B * D * f}, {&a->o, B * D * f},       {&a->g, B * F * f},
         {&a->u, B * F * f},   {&a->h, B * F * f},   {&a->ids, B * 4},         {&a->out_rows, B * 4}, {&a->pos, B * 4},
         {&a->xo, B * D * f},  {&a->meta, (3 * B + 64) * 4}, {&a->logits, (size_t)in->n_vocab * f},
+        {&a->att_part[0], split ? B * Hd * f : 0}, {&a->att_part[1], split ? B * Hd * f : 0},
+        {&a->att_stats[0], split ? B * in->n_head * 2 * f : 0}, {&a->att_stats[1], split ? B * in->n_head * 2 * f : 0},
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        if (!list[i].bytes)
+            continue;
         hx_status s = hx_buffer_create(m->rt, list[i].bytes, list[i].b);
         if (s)
             return hx_error_context(s, "activation buffers for a batch of %zu", B);
@@ -87,7 +93,8 @@ void hx_model_act_free(hx_model *m)
     for (int k = 0; k < HX_ACT_SETS; k++) {
         hx_activations *a = &m->act[k];
         hx_buffer **all[] = {&a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->o, &a->g,
-                             &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits};
+                             &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits,
+                             &a->att_part[0], &a->att_part[1], &a->att_stats[0], &a->att_stats[1]};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
             hx_buffer_destroy(*all[i]);
             *all[i] = NULL;

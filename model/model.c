@@ -304,6 +304,14 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
     const char *replay = getenv("HX_GRAPH_REPLAY");
     m->graph_replay = m->opts.graph_replay ? m->opts.graph_replay > 0 : !(replay && !strcmp(replay, "0"));
+    if (!m->opts.kv_split && getenv("HX_KV_SPLIT") && *getenv("HX_KV_SPLIT")) {
+        char *end;
+        const char *env = getenv("HX_KV_SPLIT");
+        unsigned long n = strtoul(env, &end, 10);
+        if (*env < '0' || *env > '9' || *end || n > UINT32_MAX)
+            return hx_error(HX_ERR_INVALID_ARG, "HX_KV_SPLIT '%s': expected a number of tokens", env);
+        m->opts.kv_split = (uint32_t)n;
+    }
     if (!m->opts.kv_block)
         m->opts.kv_block = 16;
     if (!m->opts.max_batch)

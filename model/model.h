@@ -50,6 +50,9 @@ typedef struct hx_activations {
     uint32_t max_batch;
     hx_buffer *x, *xn, *q, *k, *v, *att, *o, *g, *u, *h;
     hx_buffer *ids, *pos, *meta, *out_rows, *xo, *logits;
+    /* With hx_model_options.kv_split: the host's and the device's parts of
+     * attention, outputs [T][Hq][Dh] and their maxima and sums [T][Hq][2]. */
+    hx_buffer *att_part[2], *att_stats[2];
     uint32_t meta_ints;  /* capacity of `meta` */
 } hx_activations;
 

@@ -145,6 +145,35 @@ static double attention_bytes(const void *p, const size_t *s)
     return 2.0 * ctx * wbytes(a->kv_type, 1, (uint64_t)a->Hkv * a->Dh) + 8.0 * a->kv.T * a->Hq * a->Dh;
 }
 
+/* A part's context: part 1 at most `recent` positions and the rest of
+ * their first block, part 0 what the block table holds (the older
+ * positions grow with the sequence). */
+static double part_fraction(const hx_op_attention_part *a)
+{
+    double ctx = (double)a->at.kv.max_blocks * a->at.kv.block_size;
+    double recent = (double)a->recent + a->at.kv.block_size;
+    return a->part == 1 && ctx > 0 && recent < ctx ? recent / ctx : 1.0;
+}
+static double attention_part_flops(const void *p, const size_t *s)
+{
+    return attention_flops(p, s) * part_fraction(p);
+}
+static double attention_part_bytes(const void *p, const size_t *s)
+{
+    const hx_op_attention *a = p;
+    return attention_bytes(p, s) * part_fraction(p) + 8.0 * a->kv.T * a->Hq;
+}
+static double attn_merge_flops(const void *p, const size_t *s)
+{
+    const hx_op_attn_merge *a = p;
+    return 4.0 * a->rows * a->Dh;
+}
+static double attn_merge_bytes(const void *p, const size_t *s)
+{
+    const hx_op_attn_merge *a = p;
+    return 12.0 * a->rows * a->Dh + 16.0 * a->rows;
+}
+
 static double kv_shift_flops(const void *p, const size_t *s)
 {
     const hx_op_kv_shift *a = p;
@@ -176,6 +205,9 @@ const hx_codelet hx_op_codelets[HX_OP_COUNT] = {
     [HX_OP_KV_SHIFT] = {.name = "kv_shift", .flops = kv_shift_flops, .bytes = kv_shift_bytes},
     [HX_OP_MATMUL_MULTI] = {.name = "matmul_multi", .flops = matmul_multi_flops, .bytes = matmul_multi_bytes,
                             .precision = matmul_multi_precision},
+    [HX_OP_ATTENTION_PART] = {.name = "attention_part", .flops = attention_part_flops,
+                              .bytes = attention_part_bytes, .precision = attention_precision},
+    [HX_OP_ATTN_MERGE] = {.name = "attn_merge", .flops = attn_merge_flops, .bytes = attn_merge_bytes},
 };
 
 const size_t hx_op_args_size[HX_OP_COUNT] = {
@@ -191,6 +223,8 @@ const size_t hx_op_args_size[HX_OP_COUNT] = {
     [HX_OP_SWIGLU] = sizeof(hx_op_swiglu),
     [HX_OP_KV_SHIFT] = sizeof(hx_op_kv_shift),
     [HX_OP_MATMUL_MULTI] = sizeof(hx_op_matmul_multi),
+    [HX_OP_ATTENTION_PART] = sizeof(hx_op_attention_part),
+    [HX_OP_ATTN_MERGE] = sizeof(hx_op_attn_merge),
 };
 
 int hx_op_find(const char *name)

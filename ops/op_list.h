@@ -25,6 +25,8 @@ typedef enum {
     HX_OP_SWIGLU,
     HX_OP_KV_SHIFT,
     HX_OP_MATMUL_MULTI,
+    HX_OP_ATTENTION_PART,
+    HX_OP_ATTN_MERGE,
     HX_OP_COUNT
 } hx_op;
 

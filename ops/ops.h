@@ -123,6 +123,38 @@ typedef struct {
     uint32_t window;
 } hx_op_attention;
 
+/* "attention_part": attention over one of two parts of each token's
+ * positions, for attention split between the host (older blocks) and a
+ * device (recent ones), merged by "attn_merge".  Buffers: attention's five,
+ * then stats (W, f32 [T][Hq][2]: the part's largest scaled score and its
+ * sum of exp(score - max)).  `out` is the part's softmax-weighted V sum
+ * normalized within the part, as kernels_cpu/attn_merge.h's partials.
+ * The cut is per token, at a block boundary: the `recent` positions before
+ * pos + 1 and back to the start of their first block belong to part 1,
+ * cut = (pos + 1 - recent) / block_size * block_size (0 when pos + 1 <=
+ * recent); part 0 takes [start, cut), part 1 [max(start, cut), pos], with
+ * start attention's (0, or the window's first position).  A part with no
+ * position gives max = -INFINITY, sum = 0 and zeros. */
+typedef struct {
+    hx_op_attention at;
+    uint32_t recent; /* > 0 */
+    uint32_t part;   /* 0: before the cut, 1: from it */
+} hx_op_attention_part;
+
+/* The first position of part 1 for a token at `pos` (see above). */
+static inline uint32_t hx_attention_cut(uint32_t pos, uint32_t recent, uint32_t block_size)
+{
+    return pos + 1 > recent ? (pos + 1 - recent) / block_size * block_size : 0;
+}
+
+/* "attn_merge": out0 (R, f32 [rows][Dh]), stats0 (R, f32 [rows][2]), out1,
+ * stats1 (the same), out (W, f32 [rows][Dh]): two attention_part results
+ * merged (hx_attn_merge_f32's rescale); rows = T * Hq. */
+typedef struct {
+    uint64_t rows;
+    uint32_t Dh;
+} hx_op_attn_merge;
+
 /* "kv_shift" (a context shift): k_cache (RW), v_cache (RW), moves (R,
  * int32 [n][2]: source slot, destination slot).  In order, each move
  * copies a slot's values and its keys rotated by `delta` positions

@@ -28,15 +28,16 @@ typedef struct {
     hx_status status;
 } graph;
 
-/* A task; `blocks` (n_blocks of them) are the KV blocks it touches. */
-static void task_on_blocks(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
-                           hx_buffer *const *bufs, const hx_access *modes, const uint32_t *blocks,
-                           uint32_t n_blocks)
+/* A task on `device` (-1: wherever the policy places it); `blocks`
+ * (n_blocks of them) are the KV blocks it touches. */
+static void task_pinned_on_blocks(graph *g, int device, hx_task_class cls, hx_op op, const void *args, size_t size,
+                                  int n, hx_buffer *const *bufs, const hx_access *modes, const uint32_t *blocks,
+                                  uint32_t n_blocks)
 {
     if (g->status)
         return;
     hx_task_desc d = {.codelet = hx_op_codelet(op), .nbuffers = n, .args = args,
-                      .args_size = size, .device = -1, .blocks = blocks, .nblocks = blocks ? n_blocks : 0};
+                      .args_size = size, .device = device, .blocks = blocks, .nblocks = blocks ? n_blocks : 0};
     if (g->plan && g->seq < g->plan->n)
         d.prefer = g->plan->e[g->seq].prefer;
     g->seq++;
@@ -46,6 +47,13 @@ static void task_on_blocks(graph *g, hx_task_class cls, hx_op op, const void *ar
         g->sink(g->user, g->layer, cls, &d);
     else
         g->status = hx_task_submit(g->m->rt, &d, NULL);
+}
+
+static void task_on_blocks(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
+                           hx_buffer *const *bufs, const hx_access *modes, const uint32_t *blocks,
+                           uint32_t n_blocks)
+{
+    task_pinned_on_blocks(g, -1, cls, op, args, size, n, bufs, modes, blocks, n_blocks);
 }
 
 static void task(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
@@ -145,6 +153,41 @@ static void add(graph *g, hx_buffer *x, hx_buffer *y, uint64_t n)
     task(g, HX_CLASS_PREPROCESS, HX_OP_ADD, &a, sizeof a, 2, (hx_buffer *[]){x, y}, (hx_access[]){HX_RW, HX_R});
 }
 
+/* The first CPU device: where the host's blocks are attended to. */
+static int host_device(graph *g)
+{
+    hx_runtime *rt = g->m->rt;
+    for (int d = 0; d < hx_runtime_device_count(rt); d++) {
+        hx_device_info info;
+        if (hx_runtime_device_info(rt, d, &info) == HX_OK && info.family == HX_FAMILY_CPU)
+            return d;
+    }
+    if (!g->status)
+        g->status = hx_error(HX_ERR_NO_DEVICE, "kv_split: attention over host blocks needs a CPU device");
+    return -1;
+}
+
+/* Attention in two parts (hx_model_options.kv_split): the older blocks
+ * on the CPU, where they stay in host memory, the recent ones where
+ * attention runs, merged there into A->att. */
+static void split_attention(graph *g, uint32_t l, const hx_op_attention *at)
+{
+    hx_model *m = g->m;
+    const hx_activations *A = g->b->act;
+    const hx_access modes[] = {HX_R, HX_R, HX_R, HX_R, HX_W, HX_W};
+    for (uint32_t part = 0; part < 2; part++) {
+        hx_op_attention_part p = {*at, m->opts.kv_split, part};
+        hx_buffer *bufs[] = {A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att_part[part], A->att_stats[part]};
+        task_pinned_on_blocks(g, part ? -1 : host_device(g), part ? HX_CLASS_ATTENTION : HX_CLASS_HOST_ATTENTION,
+                              HX_OP_ATTENTION_PART, &p, sizeof p, 6, bufs, modes, g->b->kv_read_part[part],
+                              g->b->n_kv_read_part[part]);
+    }
+    hx_op_attn_merge mg = {(uint64_t)at->kv.T * at->Hq, at->Dh};
+    task(g, HX_CLASS_ATTENTION, HX_OP_ATTN_MERGE, &mg, sizeof mg, 5,
+         (hx_buffer *[]){A->att_part[0], A->att_stats[0], A->att_part[1], A->att_stats[1], A->att},
+         (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
+}
+
 static void layer(graph *g, uint32_t l)
 {
     hx_model *m = g->m;
@@ -168,9 +211,12 @@ static void layer(graph *g, uint32_t l)
                    (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}, g->b->kv_written, g->b->n_kv_written);
     hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type,
                           1.0f / sqrtf((float)in->head_dim), m->hp.n_swa};
-    task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
-                   (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
-                   (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
+    if (m->opts.kv_split)
+        split_attention(g, l, &at);
+    else
+        task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
+                       (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
+                       (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
 
     layer_matmul(g, HX_LW_O, HX_LAYER_SLOTS, A->att, A->o, T);
     add(g, A->x, A->o, (uint64_t)T * in->n_embd);

@@ -14,6 +14,7 @@ typedef enum {
     HX_CLASS_PREPROCESS = 0, /* norms, RoPE, residuals, activations, gathers */
     HX_CLASS_GEMM = 1,       /* projections with the weight matrices         */
     HX_CLASS_ATTENTION = 2,  /* KV store and attention                       */
+    HX_CLASS_HOST_ATTENTION = 3, /* the host's part of a split attention   */
     HX_CLASS_COUNT
 } hx_task_class;
 
@@ -32,6 +33,11 @@ typedef struct {
      * (NULL = all). */
     const uint32_t *kv_read, *kv_written;
     uint32_t n_kv_read, n_kv_written;
+    /* With a split of attention (hx_model_options.kv_split): the blocks
+     * each part reads, the host's (before each token's cut) and the
+     * device's (from it), sorted. */
+    const uint32_t *kv_read_part[2];
+    uint32_t n_kv_read_part[2];
 } hx_batch_shape;
 
 /* One task of the plan: where it would rather run and why. */

@@ -34,6 +34,7 @@ const char *hx_task_class_str(hx_task_class c)
     case HX_CLASS_PREPROCESS: return "preprocess";
     case HX_CLASS_GEMM: return "gemm";
     case HX_CLASS_ATTENTION: return "attention";
+    case HX_CLASS_HOST_ATTENTION: return "host attention";
     default: return "unknown";
     }
 }
@@ -70,6 +71,9 @@ static const class_map maps[HX_CLASS_COUNT] = {
                        {"gpu", "gpu", "cpu", "fpga", "opencl"}},
     [HX_CLASS_ATTENTION] = {"fpga", 1, 4, {R(ROLE_FPGA), R(ROLE_CL_GPU) | R(ROLE_CL_OTHER), R(ROLE_CUDA), R(ROLE_CPU)},
                             {"fpga", "any opencl device", "gpu", "cpu"}},
+    /* Attention over the blocks held in host memory: pinned to the CPU
+     * (partitioner/llama_graph.c), the map says so to the plan's reader. */
+    [HX_CLASS_HOST_ATTENTION] = {"cpu", 1, 1, {R(ROLE_CPU)}, {"cpu"}},
 };
 
 typedef struct {

@@ -257,6 +257,8 @@ static hx_task *task_make(hx_runtime *rt, const hx_task_desc *desc)
         }
         memcpy(ids, desc->blocks, sizeof *ids * desc->nblocks);
         t->desc.blocks = ids;
+    } else if (desc->blocks) {
+        t->desc.blocks = t->inline_blocks; /* a list of none: no block moves */
     }
     t->flops = -1;
     t->queued_on = -1;

@@ -399,8 +399,10 @@ void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, ui
     }
 }
 
-void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
-                      const int32_t *meta, double *out)
+/* Attention over positions [first, last] of each token, or (part < 0)
+ * its whole context; stats (when not NULL) get each row's maximum and sum. */
+static void ref_attend(const hx_op_attention *a, uint32_t recent, int part, const float *q, const uint8_t *kc,
+                       const uint8_t *vc, const int32_t *meta, double *out, double *stats)
 {
     const hx_kv_layout *kv = &a->kv;
     size_t row = kv_row_bytes(a->kv_type, a->Dh);
@@ -411,13 +413,22 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
         int32_t pos = meta[kv->T + t], seq = meta[2 * kv->T + t];
         const int32_t *table = meta + 3 * kv->T + (size_t)seq * kv->max_blocks;
         /* A window sees only its last `window` positions. */
-        int32_t first = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
+        int32_t first = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0, last = pos;
+        if (part >= 0) {
+            /* The block boundary at or before the `recent` last positions. */
+            int32_t cut = pos + 1 - (int32_t)recent;
+            cut = cut > 0 ? cut - cut % (int32_t)kv->block_size : 0;
+            if (part == 0)
+                last = last < cut - 1 ? last : cut - 1;
+            else
+                first = first > cut ? first : cut;
+        }
         for (uint32_t h = 0; h < a->Hq; h++) {
             const float *qv = q + ((size_t)t * a->Hq + h) * a->Dh;
             double *o = out + ((size_t)t * a->Hq + h) * a->Dh;
             uint32_t g = h / rep;
             double mx = -INFINITY, sum = 0;
-            for (int32_t j = first; j <= pos; j++) {
+            for (int32_t j = first; j <= last; j++) {
                 size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
                 hx_ref_dequantize(a->kv_type, kc + (slot * a->Hkv + g) * row, kr, a->Dh);
                 double dot = 0;
@@ -428,7 +439,7 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
             }
             for (uint32_t d = 0; d < a->Dh; d++)
                 acc[d] = 0;
-            for (int32_t j = first; j <= pos; j++) {
+            for (int32_t j = first; j <= last; j++) {
                 size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
                 hx_ref_dequantize(a->kv_type, vc + (slot * a->Hkv + g) * row, vr, a->Dh);
                 double p = exp(s[j] - mx);
@@ -437,13 +448,29 @@ void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *k
                     acc[d] += p * vr[d];
             }
             for (uint32_t d = 0; d < a->Dh; d++)
-                o[d] = acc[d] / sum;
+                o[d] = sum > 0 ? acc[d] / sum : 0;
+            if (stats) {
+                stats[2 * ((size_t)t * a->Hq + h)] = mx;
+                stats[2 * ((size_t)t * a->Hq + h) + 1] = sum;
+            }
         }
     }
     free(kr);
     free(vr);
     free(s);
     free(acc);
+}
+
+void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
+                      const int32_t *meta, double *out)
+{
+    ref_attend(a, 0, -1, q, kc, vc, meta, out, NULL);
+}
+
+void hx_ref_attention_part(const hx_op_attention_part *a, const float *q, const uint8_t *kc, const uint8_t *vc,
+                           const int32_t *meta, double *out, double *stats)
+{
+    ref_attend(&a->at, a->recent, (int)a->part, q, kc, vc, meta, out, stats);
 }
 
 /* Each move in order: the value row copied, the key row decoded, rotated

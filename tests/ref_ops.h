@@ -48,6 +48,9 @@ void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, ui
                      const int32_t *meta, uint64_t n_slots);
 void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
                       const int32_t *meta, double *out);
+/* One part (ops/ops.h): out as attention's, stats [T][Hq][2] (max, sum). */
+void hx_ref_attention_part(const hx_op_attention_part *a, const float *q, const uint8_t *kc, const uint8_t *vc,
+                           const int32_t *meta, double *out, double *stats);
 /* kv_shift over caches of whole rows: moves are (source, destination) slots. */
 void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors);
 void hx_ref_add(uint64_t n, const float *x, const float *y, double *out); /* vector_add too */

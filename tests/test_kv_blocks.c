@@ -43,9 +43,11 @@ static const hx_synthetic_config cfg = {"blocks", 128, 2, 4, 2, 256, 512, "llama
 /* Logits of a prompt and a few decode steps; with `evict`, before each
  * step every layer's cache is made the host's alone, so that attention on
  * a device with its own memory brings the blocks it reads back. */
-static void run_model(hx_runtime *rt, const char *file, int evict, float *logits, uint64_t *kv_moved)
+static void run_model_split(hx_runtime *rt, const char *file, int evict, uint32_t split, float *logits,
+                            uint64_t *kv_moved)
 {
     hx_model_options mo = hx_model_options_default();
+    mo.kv_split = split;
     mo.kv_prefix_cache = -1;
     mo.n_ctx = 256;
     hx_model *m;
@@ -85,6 +87,11 @@ static void run_model(hx_runtime *rt, const char *file, int evict, float *logits
     hx_session_close(f);
     hx_session_close(s);
     hx_model_free(m);
+}
+
+static void run_model(hx_runtime *rt, const char *file, int evict, float *logits, uint64_t *kv_moved)
+{
+    run_model_split(rt, file, evict, 0, logits, kv_moved);
 }
 
 START_TEST(pocl_attention_on_blocks_gives_the_same_logits)
@@ -127,6 +134,69 @@ START_TEST(pocl_attention_on_blocks_gives_the_same_logits)
                   (unsigned long long)moved_own);
     free(unified);
     free(own);
+    free(evicted);
+    unlink(file);
+    rmdir(dir);
+}
+END_TEST
+
+/* Relative L2 distance of two runs' logits (N_GEN + 1 rows of V). */
+static double logits_rel_l2(const float *a, const float *b, uint32_t V)
+{
+    double err = 0, norm = 0;
+    for (int r = 0; r <= N_GEN; r++)
+        for (uint32_t i = 0; i < V; i++) {
+            double d = (double)a[(size_t)r * MAXV + i] - b[(size_t)r * MAXV + i];
+            err += d * d;
+            norm += (double)b[(size_t)r * MAXV + i] * b[(size_t)r * MAXV + i];
+        }
+    return sqrt(err / norm);
+}
+
+/* Attention split by blocks (hx_model_options.kv_split = 16): the blocks
+ * before each token's last 16 positions attended on the CPU from host
+ * memory, the recent ones on PoCL as an FPGA with memory of its own, the
+ * parts merged there.  The logits stay those of the unsplit run within
+ * the rounding of the two devices' kernels (the CPU's rounds the query
+ * to the F16 of the keys, PoCL's does not), and after the caches are
+ * made the host's alone, each step brings back only the device's
+ * blocks: 2 of the 3 a step reads, K and V, 2 layers. */
+START_TEST(split_attention_between_cpu_and_pocl_gives_the_same_logits)
+{
+    char dir[64], file[128];
+    snprintf(dir, sizeof dir, "/tmp/hx-split-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/m.gguf", dir);
+    HX_ASSERT_OK(hx_synthetic_write(file, &cfg, "f16", 7));
+    const size_t n = (size_t)(N_GEN + 1) * MAXV;
+    float *whole = calloc(n, sizeof(float)), *split = calloc(n, sizeof(float)), *evicted = calloc(n, sizeof(float));
+    uint64_t moved_whole, moved_split, moved_evicted;
+    int fpga;
+    hx_runtime *rt = open_pocl_discrete(&fpga);
+    run_model(rt, file, 0, whole, &moved_whole);
+    hx_runtime_close(rt);
+
+    rt = open_pocl_discrete(&fpga);
+    run_model_split(rt, file, 0, 16, split, &moved_split);
+    hx_device_stats dev;
+    HX_ASSERT_OK(hx_device_stats_get(rt, fpga, &dev));
+    ck_assert_msg(dev.tasks > 0, "attention never ran on the emulated FPGA");
+    hx_runtime_close(rt);
+
+    rt = open_pocl_discrete(&fpga);
+    run_model_split(rt, file, 1, 16, evicted, &moved_evicted);
+    hx_runtime_close(rt);
+
+    double e = logits_rel_l2(split, whole, MAXV); /* rows past the vocabulary are zeros */
+    printf("kv_blocks: split attention (CPU + PoCL) against whole (PoCL): logits relative L2 %.3g\n", e);
+    ck_assert_msg(e > 0 && e < 1e-3, "split against whole: relative L2 %g", e);
+    ck_assert_msg(memcmp(split, evicted, n * sizeof(float)) == 0, "split logits differ when blocks come back");
+    const uint64_t block = 16ull * 2 * 32 * 2; /* tokens x KV heads x head size x f16 */
+    ck_assert_msg(moved_evicted - moved_split == (uint64_t)N_GEN * 2 * 2 * 2 * block,
+                  "%llu bytes moved after evictions, %llu without", (unsigned long long)moved_evicted,
+                  (unsigned long long)moved_split);
+    free(whole);
+    free(split);
     free(evicted);
     unlink(file);
     rmdir(dir);
@@ -182,7 +252,8 @@ START_TEST(split_attention_merges_to_the_reference)
                              out[p], &mx[p], &sm[p]);
         ck_assert(isinf(mx[2]) && mx[2] < 0 && sm[2] == 0);
         ck_assert_msg(mx[PARTS - 1] - mx[0] > (round ? 100 : 10), "maxima %g and %g", mx[0], mx[PARTS - 1]);
-        hx_attn_merge_f32(PARTS, DH, &out[0][0], mx, sm, merged);
+        const float *parts[PARTS] = {out[0], out[1], out[2], out[3], out[4]};
+        hx_attn_merge_f32(PARTS, DH, parts, mx, sm, merged);
         double ref[DH], err = 0, norm = 0;
         attention_f64(q, k, v, N, DH, scale, ref);
         for (int d = 0; d < DH; d++) {
@@ -192,13 +263,14 @@ START_TEST(split_attention_merges_to_the_reference)
         ck_assert_msg(sqrt(err / norm) < 1e-5, "scale %g: relative L2 error %g", scale, sqrt(err / norm));
         /* One part alone is itself, bit for bit. */
         float one[DH];
-        hx_attn_merge_f32(1, DH, out[3], &mx[3], &sm[3], one);
+        hx_attn_merge_f32(1, DH, &parts[3], &mx[3], &sm[3], one);
         ck_assert(memcmp(one, out[3], sizeof one) == 0);
     }
     /* Nothing to attend to: zeros. */
     float none_out[DH], none_max, none_sum, merged[DH];
     hx_attn_part_f32(q, k, v, 0, DH, 1.0f, none_out, &none_max, &none_sum);
-    hx_attn_merge_f32(1, DH, none_out, &none_max, &none_sum, merged);
+    const float *none_part = none_out;
+    hx_attn_merge_f32(1, DH, &none_part, &none_max, &none_sum, merged);
     for (int d = 0; d < DH; d++)
         ck_assert(merged[d] == 0);
     free(q);
@@ -214,6 +286,7 @@ Suite *suite_kv_blocks(void)
     tcase_set_timeout(c, 300);
     tcase_add_test(c, pocl_attention_on_blocks_gives_the_same_logits);
     tcase_add_test(c, split_attention_merges_to_the_reference);
+    tcase_add_test(c, split_attention_between_cpu_and_pocl_gives_the_same_logits);
     suite_add_tcase(s, c);
     return s;
 }

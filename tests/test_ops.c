@@ -741,6 +741,150 @@ START_TEST(attention_decode_matches_reference)
 }
 END_TEST
 
+/* ---- attention split in two parts, and their merge ---------------------- */
+
+/* How far a part's maximum and sum may be from the float64 ones. */
+static double stats_bound(const under_test *u, uint32_t kv_type)
+{
+    return attention_bound(u, kv_type) > NMSE_ACCUM ? 3e-2 : 1e-4;
+}
+
+static void check_stats(const under_test *u, const hx_att_case *c, const float *got, const double *ref, size_t rows,
+                        const char *what)
+{
+    const double tol = stats_bound(u, c->kv_type);
+    for (size_t r = 0; r < rows; r++) {
+        if (ref[2 * r + 1] == 0) { /* an empty part */
+            ck_assert_msg(isinf(got[2 * r]) && got[2 * r] < 0 && got[2 * r + 1] == 0, "%s: %s: row %zu: %g %g",
+                          u->tg->name, what, r, got[2 * r], got[2 * r + 1]);
+            continue;
+        }
+        ck_assert_msg(fabs(got[2 * r] - ref[2 * r]) <= tol * (1 + fabs(ref[2 * r])) &&
+                          fabs(got[2 * r + 1] - ref[2 * r + 1]) <= tol * ref[2 * r + 1],
+                      "%s: %s: row %zu: max %g sum %g, expected %g %g", u->tg->name, what, r, got[2 * r],
+                      got[2 * r + 1], ref[2 * r], ref[2 * r + 1]);
+    }
+}
+
+/* Each part of the case against the float64 reference (outputs and
+ * stats), then the two merged on the same device against the whole
+ * attention: split at `recent`, the result must not change. */
+static void check_attention_part(under_test *u, const hx_att_case *c, uint32_t recent, unsigned *seed,
+                                 const char *what)
+{
+    hx_att_setup o;
+    hx_att_setup_make(c, &o, seed);
+    const size_t rows = o.q_floats / c->Dh;
+    double *ref = malloc(sizeof(double) * o.q_floats), *ref_stats = malloc(sizeof(double) * 2 * rows);
+    float *stats = malloc(sizeof(float) * 2 * rows), *out = malloc(4 * o.q_floats);
+    hx_buffer *b[6], *parts[2][2];
+    hx_att_buffers(u->rt, &o, b);
+    hx_buffer_destroy(b[4]); /* each part has its own output */
+    for (uint32_t part = 0; part < 2; part++) {
+        hx_op_attention_part a = {o.a, recent, part};
+        b[4] = parts[part][0] = hx_case_empty(u->rt, 4 * o.q_floats);
+        b[5] = parts[part][1] = hx_case_empty(u->rt, sizeof(float) * 2 * rows);
+        HX_ASSERT_OK(run(u, "attention_part", &a, sizeof a, 6, b,
+                         (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W, HX_W}));
+        hx_ref_attention_part(&a, o.q, o.kc, o.vc, o.meta, ref, ref_stats);
+        hx_case_read(b[4], out, 4 * o.q_floats);
+        hx_case_read(b[5], stats, sizeof(float) * 2 * rows);
+        double e = hx_ref_nmse(out, ref, o.q_floats);
+        ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s, recent %u, part %u: nmse %g", u->tg->name, what,
+                      recent, part, e);
+        check_stats(u, c, stats, ref_stats, rows, what);
+    }
+    hx_op_attn_merge m = {rows, c->Dh};
+    hx_buffer *mb[5] = {parts[0][0], parts[0][1], parts[1][0], parts[1][1], hx_case_empty(u->rt, 4 * o.q_floats)};
+    HX_ASSERT_OK(run(u, "attn_merge", &m, sizeof m, 5, mb, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}));
+    hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+    hx_case_read(mb[4], out, 4 * o.q_floats);
+    double e = hx_ref_nmse(out, ref, o.q_floats);
+    ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s, recent %u, merged: nmse %g", u->tg->name, what,
+                  recent, e);
+    hx_case_destroy(b, 4);
+    hx_case_destroy(mb, 5);
+    free(ref);
+    free(ref_stats);
+    free(stats);
+    free(out);
+    hx_att_setup_free(&o);
+}
+
+START_TEST(attention_part_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention_part", &u))
+        return;
+    unsigned seed = 23;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0};
+    /* recent: all but the first block on the host, a cut inside the
+     * context, everything on the device (part 0 empty). */
+    const uint32_t recent[] = {1, 16, 40, 1000};
+    for (int ti = 0; ti < 3; ti++)
+        for (int r = 0; r < 4; r++) {
+            hx_att_case decode = {types[ti], 8, 2, 64, 16, 3, {33, 200, 17}, {1, 1, 1}, 0};
+            check_attention_part(&u, &decode, recent[r], &seed, "decode");
+            hx_att_case prefill = {types[ti], 4, 4, 32, 16, 2, {50, 90}, {9, 30}, 1};
+            check_attention_part(&u, &prefill, recent[r], &seed, "prefill");
+        }
+    hx_att_case odd = {HX_REF_F16, 6, 3, 40, 7, 2, {30, 3}, {30, 2}, 0};
+    check_attention_part(&u, &odd, 9, &seed, "Dh 40, block 7");
+    end(&u);
+}
+END_TEST
+
+/* Two parts with random outputs and maxima far apart (a merge without
+ * the rescale overflows or loses the smaller part), one empty part among
+ * the rows, against the merge in float64. */
+START_TEST(attn_merge_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "attn_merge", &u))
+        return;
+    enum { ROWS = 37, DH = 72 };
+    unsigned seed = 29;
+    float o[2][ROWS * DH], st[2][ROWS * 2], got[ROWS * DH];
+    double ref[ROWS * DH];
+    hx_case_random(o[0], ROWS * DH, &seed);
+    hx_case_random(o[1], ROWS * DH, &seed);
+    hx_case_random(st[0], ROWS * 2, &seed);
+    hx_case_random(st[1], ROWS * 2, &seed);
+    for (int r = 0; r < ROWS; r++) {
+        for (int p = 0; p < 2; p++) {
+            st[p][2 * r] *= 150.0f;                       /* maxima in [-150, 150) */
+            st[p][2 * r + 1] = 1.0f + 40.0f * fabsf(st[p][2 * r + 1]); /* sums >= 1 */
+        }
+        if (r % 9 == 4) { /* part r % 2 empty */
+            st[r % 2][2 * r] = -INFINITY;
+            st[r % 2][2 * r + 1] = 0;
+        }
+        double M = -INFINITY, w[2], total = 0;
+        for (int p = 0; p < 2; p++)
+            if (st[p][2 * r + 1] > 0)
+                M = fmax(M, st[p][2 * r]);
+        for (int p = 0; p < 2; p++)
+            total += w[p] = st[p][2 * r + 1] > 0 ? exp(st[p][2 * r] - M) * st[p][2 * r + 1] : 0;
+        for (int d = 0; d < DH; d++)
+            ref[r * DH + d] = (w[0] * o[0][r * DH + d] + w[1] * o[1][r * DH + d]) / total;
+    }
+    hx_buffer *b[5] = {hx_case_buffer(u.rt, o[0], sizeof o[0]), hx_case_buffer(u.rt, st[0], sizeof st[0]),
+                       hx_case_buffer(u.rt, o[1], sizeof o[1]), hx_case_buffer(u.rt, st[1], sizeof st[1]),
+                       hx_case_empty(u.rt, sizeof got)};
+    hx_op_attn_merge m = {ROWS, DH};
+    HX_ASSERT_OK(run(&u, "attn_merge", &m, sizeof m, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}));
+    hx_case_read(b[4], got, sizeof got);
+    double e = hx_ref_nmse(got, ref, ROWS * DH);
+    ck_assert_msg(e <= 1e-11, "%s: attn_merge: nmse %g", u.tg->name, e);
+    /* Too small an output buffer is refused, not overrun. */
+    hx_op_attn_merge big = {ROWS + 1, DH};
+    ck_assert_int_ne(run(&u, "attn_merge", &big, sizeof big, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
+                     HX_OK);
+    hx_case_destroy(b, 5);
+    end(&u);
+}
+END_TEST
+
 /* A Q4_0 cache and a sliding window: the CPU's kernels take them; the
  * OpenCL and CUDA kernels refuse them (HX_ERR_NO_DEVICE when pinned there),
  * which leaves such attention to the CPU.  Both are checked. */
@@ -986,6 +1130,7 @@ static const TTest *op_test(int op)
     [HX_OP_KV_STORE] = kv_store_matches_reference,     [HX_OP_ATTENTION] = attention_prefill_matches_reference,
     [HX_OP_ADD] = add_matches_reference,               [HX_OP_SWIGLU] = swiglu_matches_reference,
     [HX_OP_KV_SHIFT] = kv_shift_matches_reference,     [HX_OP_MATMUL_MULTI] = matmul_multi_matches_matmul,
+    [HX_OP_ATTENTION_PART] = attention_part_matches_reference, [HX_OP_ATTN_MERGE] = attn_merge_matches_reference,
     };
     return tests[op];
 }

@@ -565,31 +565,16 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
 }
 END_TEST
 
-/* Every layer's K and V cache made the host's alone (as a block copy on
- * the host does), then one decode step with attention on the FPGA: what
- * crosses is the session's blocks in each layer, never a layer's whole
- * cache. */
-START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
+/* One decode step (token ids[0]) and its bytes moved, the steady state;
+ * then every layer's K and V cache made the host's alone (as a block copy
+ * on the host does) and one more step (ids[1]): its bytes and simulated
+ * seconds. */
+static void step_after_the_host_took_the_caches(hx_runtime *rt, hx_model *m, hx_session *s, const int32_t *ids,
+                                                uint64_t *steady, uint64_t *moved, double *seconds)
 {
-    char path[64];
-    hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
-    hx_model_options mo = hx_model_options_default();
-    mo.n_ctx = 2048;
-    mo.kv_prefix_cache = -1;
-    hx_model *m;
-    HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
-    hx_session *s;
-    HX_ASSERT_OK(hx_session_open(m, &s));
-    int32_t ids[40];
-    for (int i = 0; i < 40; i++)
-        ids[i] = 3 + i;
-    HX_ASSERT_OK(hx_session_eval(s, ids, 40, 0));
-    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
-    /* The steady state: the KV cache stays where attention runs. */
     hx_runtime_stats_reset(rt);
-    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
-    uint64_t steady = stats_now(rt).bytes_copied;
-
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    *steady = stats_now(rt).bytes_copied;
     const hx_kv_pool *kv = m->kv;
     for (uint32_t l = 0; l < kv->n_layer; l++) {
         void *host;
@@ -597,8 +582,46 @@ START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
         HX_ASSERT_OK(hx_buffer_acquire(kv->v[l], HX_RW, &host));
     }
     hx_runtime_stats_reset(rt);
-    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
-    uint64_t moved = stats_now(rt).bytes_copied;
+    const double t0 = hx_runtime_clock(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    *seconds = hx_runtime_clock(rt) - t0;
+    *moved = stats_now(rt).bytes_copied;
+}
+
+/* The "small" shapes on blocks_box under "static" (attention on the
+ * FPGA), a session fed ids[0, n) (3, 4, ...) and then ids[0]. */
+static void small_session_on_blocks_box(char *path, size_t cap, hx_runtime **rt, hx_model **m, hx_session **s,
+                                        int32_t *ids, int n)
+{
+    *rt = open_sim(blocks_box, "static", path, cap);
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 2048;
+    mo.kv_prefix_cache = -1;
+    HX_ASSERT_OK(hx_model_load_shapes(*rt, "small", "q8_0", &mo, m));
+    HX_ASSERT_OK(hx_session_open(*m, s));
+    for (int i = 0; i < n; i++)
+        ids[i] = 3 + i;
+    HX_ASSERT_OK(hx_session_eval(*s, ids, (size_t)n, 0));
+    HX_ASSERT_OK(hx_session_eval(*s, ids, 1, 0));
+}
+
+/* Every layer's K and V cache made the host's alone (as a block copy on
+ * the host does), then one decode step with attention on the FPGA: what
+ * crosses is the session's blocks in each layer, never a layer's whole
+ * cache. */
+START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
+{
+    char path[64];
+    hx_runtime *rt;
+    hx_model *m;
+    hx_session *s;
+    int32_t ids[40];
+    small_session_on_blocks_box(path, sizeof path, &rt, &m, &s, ids, 40);
+    /* The steady state: the KV cache stays where attention runs. */
+    uint64_t steady, moved;
+    double seconds;
+    step_after_the_host_took_the_caches(rt, m, s, ids + 1, &steady, &moved, &seconds);
+    const hx_kv_pool *kv = m->kv;
     /* 43 tokens in blocks of 16: 3 blocks of K and 3 of V per layer. */
     const uint64_t blocks = 3ull * 2 * kv->n_layer * kv->block_bytes;
     const uint64_t layer = 2ull * kv->n_blocks * kv->block_bytes;
@@ -606,6 +629,110 @@ START_TEST(attention_elsewhere_moves_the_blocks_it_reads)
                   (unsigned long long)moved, (unsigned long long)steady, (unsigned long long)blocks);
     ck_assert_msg(moved < layer, "%llu bytes moved: one layer's cache is %llu", (unsigned long long)moved,
                   (unsigned long long)layer);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* The shapes of LLaMA-2 70B on the example machine, attention on its
+ * FPGA ("static" follows the plan), a session `depth` tokens deep whose
+ * caches are then made the host's alone (what a device holding only
+ * recent blocks amounts to): the KV bytes one decode step moves, beyond
+ * the steady state's, with attention whole or split at `split`. */
+static uint64_t kv_bytes_of_a_step(uint32_t depth, uint32_t split, uint64_t *block_bytes, double *seconds)
+{
+    hx_runtime_options o = hx_runtime_options_default();
+    o.machine = "bench/machines/epyc2s-h200-u55c.machine";
+    o.sched = "static";
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = depth + 8;
+    mo.kv_prefix_cache = -1;
+    mo.kv_split = split;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "llama2-70b", "q4_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t *ids = malloc(sizeof *ids * depth);
+    for (uint32_t i = 0; i < depth; i++)
+        ids[i] = (int32_t)(3 + i % 1000);
+    HX_ASSERT_OK(hx_session_eval(s, ids, depth, 0));
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    uint64_t steady, moved;
+    step_after_the_host_took_the_caches(rt, m, s, ids + 1, &steady, &moved, seconds);
+    moved -= steady;
+    const hx_kv_pool *kv = m->kv;
+    *block_bytes = 2ull * kv->n_layer * kv->block_bytes; /* a block of K and of V in every layer */
+    free(ids);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    return moved;
+}
+
+/* With the split, a step after the caches went to the host brings over
+ * the device's recent blocks only, whatever the depth; whole attention
+ * brings every block of the context.  Exact counts, so moving a layer's
+ * cache, or the host's blocks, fails. */
+START_TEST(split_attention_moves_only_the_recent_blocks)
+{
+    const uint32_t depth = 4000, recent = 256;
+    uint64_t block, block2;
+    double t_whole, t_split;
+    const uint64_t whole = kv_bytes_of_a_step(depth, 0, &block, &t_whole);
+    const uint64_t split = kv_bytes_of_a_step(depth, recent, &block2, &t_split);
+    ck_assert_uint_eq(block, block2);
+    /* The step's token is at position depth + 2: whole attention reads
+     * blocks 0 .. (depth + 2) / 16; the device's part those from the cut,
+     * the block holding position depth + 3 - recent. */
+    const uint64_t last = (depth + 2) / 16, cut = (depth + 3 - recent) / 16;
+    printf("sim: 70B, %u tokens deep, a step after the KV went to the host: whole %.1f MiB of KV, %.1f ms; "
+           "split at %u: %.1f MiB, %.1f ms\n",
+           depth, whole / 1048576.0, t_whole * 1e3, recent, split / 1048576.0, t_split * 1e3);
+    ck_assert_msg(whole == (last + 1) * block, "whole: %llu bytes, %llu blocks expected", (unsigned long long)whole,
+                  (unsigned long long)(last + 1));
+    ck_assert_msg(split == (last - cut + 1) * block, "split: %llu bytes, %llu blocks expected",
+                  (unsigned long long)split, (unsigned long long)(last - cut + 1));
+}
+END_TEST
+
+/* A context shift rewrites the blocks it moves keys into and reads those
+ * it moves them from, nothing else: with attention on the FPGA, the step
+ * after a shift on other devices brings back only those of the blocks it
+ * reads; the kept blocks before the shift stay valid where they are. */
+START_TEST(a_context_shift_moves_only_its_blocks)
+{
+    char path[64];
+    hx_runtime *rt;
+    hx_model *m;
+    hx_session *s;
+    int32_t ids[100];
+    small_session_on_blocks_box(path, sizeof path, &rt, &m, &s, ids, 100);
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+    const uint64_t steady = stats_now(rt).bytes_copied;
+    /* 102 tokens (blocks 0-6); keep 40, drop 32: keys move from positions
+     * 72..101 to 40..69, blocks 2-6 are read or written, 0 and 1 not. */
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_session_shift(s, 40, 32));
+    HX_ASSERT_OK(hx_session_eval(s, ids + 2, 1, 0));
+    const uint64_t moved = stats_now(rt).bytes_copied;
+    const hx_kv_pool *kv = m->kv;
+    const uint64_t block = 2ull * kv->n_layer * kv->block_bytes; /* K and V, every layer */
+    /* Each of the 5 blocks the shift names crosses at most twice (from
+     * the FPGA through the host to the device the shift runs on), and the
+     * 3 of them the step reads (blocks 2-4) come back at most twice: 16
+     * blocks.  A shift of whole layers moves every block of the pool. */
+    printf("sim: a context shift and the step after it move %.1f blocks of every layer's K and V beyond a step's\n",
+           (double)(moved - steady) / block);
+    ck_assert_msg(moved - steady <= 16 * block, "%llu bytes moved, %llu in a step: more than 16 blocks of %llu",
+                  (unsigned long long)moved, (unsigned long long)steady, (unsigned long long)block);
     hx_session_close(s);
     hx_model_free(m);
     hx_runtime_close(rt);
@@ -629,6 +756,8 @@ Suite *suite_sim(void)
     tcase_add_test(c, colocated_layers_stay_on_the_gpu);
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
     tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
+    tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
+    tcase_add_test(c, a_context_shift_moves_only_its_blocks);
     suite_add_tcase(s, c);
     return s;
 }
