@@ -36,12 +36,14 @@ typedef struct hx_engine_req {
 } hx_engine_req;
 
 /* A tenant's share of the running requests, for round robin, and of the
- * step being planned's prefill tokens. */
+ * step being planned's prefill tokens; `seen`: the engine clock when it
+ * last had a request in the engine (waiting or running). */
 typedef struct {
     char *name;
     uint32_t running;
     uint64_t last_admit;
     uint32_t step_tokens;
+    double seen;
 } hx_engine_tenant;
 
 struct hx_engine {
