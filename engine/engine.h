@@ -94,7 +94,8 @@ void hx_engine_req_preempt(hx_engine *e, hx_engine_req *q);
 hx_engine_tenant *hx_engine_tenant_of(hx_engine *e, const char *name);
 /* The waiting request to admit next among cand[0..n), or -1. */
 ptrdiff_t hx_engine_pick(hx_engine *e, hx_engine_req *const *cand, size_t n);
-/* The running request to preempt: lowest priority, latest arrival. */
+/* The running request to preempt: lowest priority, then of the tenant
+ * with the most running, then latest arrival. */
 hx_engine_req *hx_engine_victim(hx_engine *e);
 void hx_engine_running_add(hx_engine *e, hx_engine_req *q);
 void hx_engine_running_remove(hx_engine *e, hx_engine_req *q);

@@ -1,8 +1,9 @@
 /* The serving engine's choices: which waiting request is admitted next
  * (tenants in turn, then the policy) and which running one is preempted
- * when the KV pool runs out (the lowest priority, the latest among
- * equals, as vLLM preempts: the oldest request keeps going, so every
- * request ends). */
+ * when the KV pool runs out (the lowest priority; among equals one of the
+ * tenant running the most, so a flood gives way before the request of a
+ * tenant it crowds; then the latest, as vLLM preempts: the oldest request
+ * keeps going, so every request ends). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,12 +69,23 @@ ptrdiff_t hx_engine_pick(hx_engine *e, hx_engine_req *const *cand, size_t n)
     return best;
 }
 
+static uint32_t tenant_running(hx_engine *e, const hx_engine_req *q)
+{
+    const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    return t ? t->running : 0;
+}
+
 hx_engine_req *hx_engine_victim(hx_engine *e)
 {
     hx_engine_req *v = NULL;
     for (uint32_t i = 0; i < e->n_running; i++) {
         hx_engine_req *q = e->running[i];
-        if (!v || q->r.priority < v->r.priority || (q->r.priority == v->r.priority && q->arrival > v->arrival))
+        int better = !v || q->r.priority < v->r.priority;
+        if (!better && q->r.priority == v->r.priority) {
+            const uint32_t qr = tenant_running(e, q), vr = tenant_running(e, v);
+            better = qr != vr ? qr > vr : q->arrival > v->arrival;
+        }
+        if (better)
             v = q;
     }
     return v;

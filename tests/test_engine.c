@@ -7,7 +7,8 @@
  * admissions; a tenant's short prompt gets into the step after it arrives
  * though another tenant's long prompts are being read, and while two
  * tenants are active no step reads more than shared_prefill prompt tokens
- * and a newcomer's prompt goes whole into the next step; a request without
+ * and a newcomer's prompt goes whole into the next step; a KV shortage
+ * preempts the tenant running the most; a request without
  * the prefix cache neither takes nor leaves cached blocks; bad requests
  * are refused at submission. */
 #include <pthread.h>
@@ -719,6 +720,44 @@ START_TEST(steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_f
 }
 END_TEST
 
+/* A pool of 8 blocks of 16 tokens and three requests of tenant "flood"
+ * and then one of "crowded", all queued while the first holds the engine
+ * thread: they cannot all grow to their 24 tokens at once, and the
+ * preempted are the flood's (the tenant running the most), not the
+ * latest arrival, the crowded tenant's. */
+START_TEST(a_kv_shortage_preempts_the_tenant_running_the_most)
+{
+    fixture f;
+    open_fixture(&f, 128, NULL);
+    atomic_int gate = 0;
+    static seen s[4];
+    memset(s, 0, sizeof s);
+    s[0].gate = &gate;
+    const char *const tenant[4] = {"flood", "flood", "flood", "crowded"};
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        hx_request r = greedy(prompts[8 + 2 * i], 24, &s[i]);
+        r.ignore_eos = 1;
+        r.tenant = tenant[i];
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[i]));
+        while (i == 0 && s[0].n == 0)
+            usleep(1000);
+    }
+    atomic_store(&gate, 1);
+    uint32_t flood_preempted = 0;
+    hx_request_result res[4];
+    for (int i = 0; i < 4; i++) {
+        HX_ASSERT_OK(hx_engine_wait(f.e, ids[i], -1, &res[i]));
+        ck_assert_msg(res[i].status == HX_OK, "request %d: %s", i, res[i].error);
+        flood_preempted += i < 3 ? res[i].preemptions : 0;
+    }
+    ck_assert_uint_gt(flood_preempted, 0);
+    ck_assert_msg(res[3].preemptions == 0, "the crowded tenant's request was preempted %u times",
+                  res[3].preemptions);
+    close_fixture(&f);
+}
+END_TEST
+
 /* Token ids of a prompt of n tokens, the same for every call. */
 static void plain_prompt(const hx_model *m, int32_t *toks, uint32_t n)
 {
@@ -824,6 +863,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones);
     tcase_add_test(tc, the_last_running_slot_is_kept_for_a_tenant_with_none);
     tcase_add_test(tc, steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_first);
+    tcase_add_test(tc, a_kv_shortage_preempts_the_tenant_running_the_most);
     tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
