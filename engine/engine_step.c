@@ -241,10 +241,11 @@ static uint32_t step_limit(const hx_engine *e, size_t n, uint32_t active)
 }
 
 /* The step's batch: a decode token for every running request that has
- * one, then prefill, up to step_limit.  A tenant with nothing running
- * (a newcomer) has its waiting request admitted first, with the whole
- * prefill room: else its first token waits for shares of several steps.
- * Then, with several tenants reading prompts, the prefill room is shared
+ * one, then prefill.  A tenant with nothing running (a newcomer) has its
+ * waiting request admitted first, with the whole budget: else its first
+ * token waits for shares of several steps (the step is as long as the
+ * newcomer's prompt makes it, as it would be alone).  The others' prompt
+ * tokens fill the step up to step_limit.  Then, with several tenants reading prompts, the prefill room is shared
  * out, each tenant up to an equal share (its running chunks, then its
  * admissions), so one tenant's long prompts cannot keep another's short
  * one out of the next step; what a tenant leaves of its share goes to
@@ -271,7 +272,7 @@ static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
     uint32_t k;
     const uint32_t limit = step_limit(e, n, count_tenants(e, cand, nc, admitting, &k));
     if (admitting)
-        n = admit(e, n, limit, cand, &nc, limit, &free_tokens, 1);
+        n = admit(e, n, budget, cand, &nc, budget, &free_tokens, 1);
     const uint32_t share = k > 1 && n < limit ? (uint32_t)(limit - n) / k : limit;
     const uint32_t cap = share ? share : 1;
     n = plan_prefill(e, n, limit, cap, NULL);

@@ -821,9 +821,10 @@ typedef struct hx_engine hx_engine;
  * have prompts to read, each gets an equal share of what decoding leaves
  * of the budget first (what one leaves goes to the others), so one
  * tenant's long prompts cannot keep another's short one out of the next
- * step.  A tenant with nothing running is admitted first, before the
- * others' shares, and while several tenants are active a step reads at
- * most shared_prefill prompt tokens.  With several tenants known to the
+ * step.  A tenant with nothing running is admitted first, its first
+ * chunk up to the whole budget, before the others' shares, and while
+ * several tenants are active the others' prompts take at most
+ * shared_prefill tokens a step.  With several tenants known to the
  * engine, the last free running slot (max_running) is kept for a tenant
  * with no request running. */
 typedef enum {
@@ -841,7 +842,9 @@ typedef struct {
      * tenant has had requests in the engine lately: a newcomer's first
      * token waits for the step in flight and then its own, so steps are
      * kept short whenever another tenant may arrive (0 = token_budget / 8,
-     * at least 1).  A lone tenant's steps take the whole token_budget. */
+     * at least 1).  A newcomer's own first chunk (a tenant with nothing
+     * running) is not held to it; a lone tenant's steps take the whole
+     * token_budget. */
     uint32_t shared_prefill;
 } hx_engine_options;
 

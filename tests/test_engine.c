@@ -6,8 +6,8 @@
  * policies (FCFS, short-first, priority) and the tenants' turns order the
  * admissions; a tenant's short prompt gets into the step after it arrives
  * though another tenant's long prompts are being read, and while two
- * tenants are active no step reads more than shared_prefill prompt tokens
- * and a newcomer's prompt goes whole into the next step; a KV shortage
+ * tenants are active the flood's steps read at most shared_prefill prompt
+ * tokens and a newcomer's prompt goes whole into the next step; a KV shortage
  * preempts the tenant running the most; a request without
  * the prefix cache neither takes nor leaves cached blocks; bad requests
  * are refused at submission. */
@@ -602,11 +602,12 @@ typedef struct {
     uint64_t ids[FLOOD + 1];
     int submitted;
     uint64_t last_prompt;
-    uint32_t most_prefill;  /* the most prompt tokens in one step after the first */
+    uint32_t most_prefill;  /* the most prompt tokens in one step after the first, but the newcomer's */
+    uint32_t newcomer_step; /* prompt tokens in the step after the newcomer came */
     atomic_uint newcomer_at; /* the watcher's tokens when the newcomer's first came */
 } step_watch;
 
-#define NEWCOMER_LEN 14
+#define NEWCOMER_LEN 24
 #define SHARED_PREFILL 16
 static int32_t flood_toks[FLOOD][FLOOD_LEN], newcomer_toks[NEWCOMER_LEN];
 static seen newcomer_seen, flood_seen[FLOOD + 1];
@@ -630,7 +631,9 @@ static int watch_steps(void *user, const hx_engine_token *t)
     if (hx_engine_stats_get(w->e, &st) != HX_OK)
         return 1;
     const uint64_t step = st.prompt_tokens - w->last_prompt;
-    if (w->s.n > 1 && step > w->most_prefill)
+    if (w->newcomer && w->s.n == 5)
+        w->newcomer_step = (uint32_t)step;
+    else if (w->s.n > 1 && step > w->most_prefill)
         w->most_prefill = (uint32_t)step;
     w->last_prompt = st.prompt_tokens;
     for (int i = 0; w->s.n == 1 && i < FLOOD; i++) {
@@ -708,13 +711,14 @@ START_TEST(steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_f
     watch_a_flood(0, &w);
     ck_assert_msg(w.most_prefill > SHARED_PREFILL, "a lone tenant's steps read at most %u prompt tokens",
                   w.most_prefill);
-    /* With another tenant active, no step reads more than shared_prefill,
-     * and the newcomer's whole prompt (more than half of that) goes into
-     * the step after it came: its first token comes with the watcher's
-     * fourth. */
+    /* With another tenant active, no step of the flood's reads more than
+     * shared_prefill, and the newcomer's whole prompt (more than that) goes
+     * alone into the step after it came: its first token comes with the
+     * watcher's fourth. */
     watch_a_flood(1, &w);
     ck_assert_msg(w.most_prefill <= SHARED_PREFILL, "a step read %u prompt tokens (shared_prefill %d)",
                   w.most_prefill, SHARED_PREFILL);
+    ck_assert_uint_eq(w.newcomer_step, NEWCOMER_LEN);
     const unsigned at = atomic_load(&w.newcomer_at);
     ck_assert_msg(at == 4, "the newcomer's first token came with the watcher's token %u, not its fourth", at);
 }
@@ -722,9 +726,9 @@ END_TEST
 
 /* A pool of 8 blocks of 16 tokens and three requests of tenant "flood"
  * and then one of "crowded", all queued while the first holds the engine
- * thread: they cannot all grow to their 24 tokens at once, and the
- * preempted are the flood's (the tenant running the most), not the
- * latest arrival, the crowded tenant's. */
+ * thread: short prompts, so all are admitted, that cannot all grow by
+ * their 40 tokens at once; the preempted are the flood's (the tenant
+ * running the most), not the latest arrival, the crowded tenant's. */
 START_TEST(a_kv_shortage_preempts_the_tenant_running_the_most)
 {
     fixture f;
@@ -734,9 +738,10 @@ START_TEST(a_kv_shortage_preempts_the_tenant_running_the_most)
     memset(s, 0, sizeof s);
     s[0].gate = &gate;
     const char *const tenant[4] = {"flood", "flood", "flood", "crowded"};
+    const int prompt[4] = {1, 4, 9, 12};
     uint64_t ids[4];
     for (int i = 0; i < 4; i++) {
-        hx_request r = greedy(prompts[8 + 2 * i], 24, &s[i]);
+        hx_request r = greedy(prompts[prompt[i]], 40, &s[i]);
         r.ignore_eos = 1;
         r.tenant = tenant[i];
         HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[i]));
@@ -751,7 +756,7 @@ START_TEST(a_kv_shortage_preempts_the_tenant_running_the_most)
         ck_assert_msg(res[i].status == HX_OK, "request %d: %s", i, res[i].error);
         flood_preempted += i < 3 ? res[i].preemptions : 0;
     }
-    ck_assert_uint_gt(flood_preempted, 0);
+    ck_assert_msg(flood_preempted > 0, "flood preempted %u times, the crowded tenant %u", flood_preempted, res[3].preemptions);
     ck_assert_msg(res[3].preemptions == 0, "the crowded tenant's request was preempted %u times",
                   res[3].preemptions);
     close_fixture(&f);
