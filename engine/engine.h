@@ -62,6 +62,7 @@ struct hx_engine {
     uint32_t n_running;
     hx_engine_tenant *tenants;
     size_t n_tenants;
+    uint32_t active;            /* tenants active at the step being planned (engine_step.c) */
     uint64_t admissions;
     /* The last step ran out of KV room and preempted: the next one
      * admits nobody, so the running requests make progress before the
@@ -97,6 +98,15 @@ ptrdiff_t hx_engine_pick(hx_engine *e, hx_engine_req *const *cand, size_t n);
 /* The running request to preempt: lowest priority, then of the tenant
  * with the most running, then latest arrival. */
 hx_engine_req *hx_engine_victim(hx_engine *e);
+/* With every running slot taken and `active` tenants (two or more), a
+ * waiting request among cand[0..n) of a tenant holding fewer than its
+ * share of the slots (max_running / active) gets one from a tenant
+ * holding more: the running request to preempt for it (as
+ * hx_engine_victim orders them, among the tenants over their share), or
+ * NULL.  Else the crowded tenant waits for one of the flood's requests to
+ * end; the preempted one's blocks go to the prefix cache, so its
+ * recomputation mostly attaches them again. */
+hx_engine_req *hx_engine_slot_victim(hx_engine *e, hx_engine_req *const *cand, size_t n, uint32_t active);
 void hx_engine_running_add(hx_engine *e, hx_engine_req *q);
 void hx_engine_running_remove(hx_engine *e, hx_engine_req *q);
 

@@ -110,14 +110,16 @@ static uint32_t min3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* With several tenants known, the last free running slot is kept for a
- * tenant with no request running: else one tenant keeping max_running
- * requests in flight holds every slot, and another's request waits for
- * one of them to end however short it is.  (A lone tenant, the server
- * without API keys, keeps every slot.) */
+ * tenant with no request running, or one under its share of the slots
+ * among the active: else one tenant keeping max_running requests in
+ * flight holds every slot, and another's request waits for one of them to
+ * end however short it is.  (A lone tenant, the server without API keys,
+ * keeps every slot.) */
 static int last_slot_kept(hx_engine *e, const hx_engine_req *q)
 {
     const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
-    return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0;
+    const int under_share = e->active > 1 && t && t->running < e->o.max_running / e->active;
+    return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0 && !under_share;
 }
 
 /* Admits waiting requests while the step's `budget`, max_running and the
@@ -254,6 +256,12 @@ static uint32_t step_limit(const hx_engine *e, size_t n, uint32_t active)
 static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
 {
     const uint32_t budget = e->o.token_budget;
+    const int admitting = !e->hold_admission || e->n_running == 0;
+    uint32_t k;
+    const uint32_t active = e->active = count_tenants(e, cand, nc, admitting, &k);
+    hx_engine_req *crowding = admitting ? hx_engine_slot_victim(e, cand, nc, active) : NULL;
+    if (crowding)
+        hx_engine_req_preempt(e, crowding);
     size_t n = 0;
     for (uint32_t i = 0; i < e->n_running; i++)
         e->running[i]->take = 0;
@@ -262,15 +270,13 @@ static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
             e->running[i]->take = 1;
             n++;
         }
-    const int admitting = !e->hold_admission || e->n_running == 0;
     hx_model_stats ms;
     int64_t free_tokens = 0;
     if (admitting && hx_model_stats_get(e->m, &ms) == HX_OK)
         /* Room kept back for the running requests' next tokens. */
         free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
                       (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
-    uint32_t k;
-    const uint32_t limit = step_limit(e, n, count_tenants(e, cand, nc, admitting, &k));
+    const uint32_t limit = step_limit(e, n, active);
     if (admitting)
         n = admit(e, n, budget, cand, &nc, budget, &free_tokens, 1);
     const uint32_t share = k > 1 && n < limit ? (uint32_t)(limit - n) / k : limit;

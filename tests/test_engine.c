@@ -8,7 +8,8 @@
  * though another tenant's long prompts are being read, and while two
  * tenants are active the flood's steps read at most shared_prefill prompt
  * tokens and a newcomer's prompt goes whole into the next step; a KV shortage
- * preempts the tenant running the most; a request without
+ * preempts the tenant running the most, and a tenant under its share of
+ * the running slots takes one from the flood; a request without
  * the prefix cache neither takes nor leaves cached blocks; bad requests
  * are refused at submission. */
 #include <pthread.h>
@@ -763,6 +764,69 @@ START_TEST(a_kv_shortage_preempts_the_tenant_running_the_most)
 }
 END_TEST
 
+/* Two requests of tenant "crowded" come together while "flood" holds
+ * three of the four running slots (the last kept for a tenant with none):
+ * the first takes that slot, and the second, with its tenant under its
+ * share of the slots (two of four), has one of the flood's preempted for
+ * it, so its first token comes while the first is still running rather
+ * than after it or a flood request ended. */
+static seen crowded[2];
+static int second_saw_first_ended = -1;
+
+static int second_crowded_token(void *user, const hx_engine_token *t)
+{
+    on_token(user, t);
+    if (t->token >= 0 && crowded[1].n == 1)
+        second_saw_first_ended = crowded[0].lasts;
+    return 0;
+}
+
+START_TEST(a_tenant_under_its_share_of_the_running_slots_takes_one_from_the_flood)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.max_running = 4;
+    fixture f;
+    open_fixture(&f, 4096, &eo);
+    static seen flood[3], known;
+    memset(flood, 0, sizeof flood);
+    memset(crowded, 0, sizeof crowded);
+    memset(&known, 0, sizeof known);
+    second_saw_first_ended = -1;
+    hx_request b = greedy(prompts[3], 2, &known);
+    b.tenant = "crowded";
+    run_one(f.e, &b);
+    uint64_t ids[5];
+    for (int i = 0; i < 3; i++) {
+        hx_request r = greedy(prompts[i], 60, &flood[i]);
+        r.ignore_eos = 1;
+        r.tenant = "flood";
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[i]));
+    }
+    for (hx_engine_stats st = {0}; st.running < 3;)
+        HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
+    for (int i = 0; i < 2; i++) {
+        hx_request r = greedy(prompts[5 + i], 30, &crowded[i]);
+        r.ignore_eos = 1;
+        r.tenant = "crowded";
+        if (i == 1)
+            r.on_token = second_crowded_token;
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[3 + i]));
+    }
+    uint32_t flood_preempted = 0;
+    for (int i = 0; i < 5; i++) {
+        hx_request_result res;
+        HX_ASSERT_OK(hx_engine_wait(f.e, ids[i], -1, &res));
+        ck_assert_msg(res.status == HX_OK, "request %d: %s", i, res.error);
+        flood_preempted += i < 3 ? res.preemptions : 0;
+    }
+    ck_assert_uint_gt(flood_preempted, 0);
+    ck_assert_msg(second_saw_first_ended == 0, "the second crowded request's first token came after the first ended");
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(flood[i].lasts, 1);
+    close_fixture(&f);
+}
+END_TEST
+
 /* Token ids of a prompt of n tokens, the same for every call. */
 static void plain_prompt(const hx_model *m, int32_t *toks, uint32_t n)
 {
@@ -869,6 +933,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, the_last_running_slot_is_kept_for_a_tenant_with_none);
     tcase_add_test(tc, steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_first);
     tcase_add_test(tc, a_kv_shortage_preempts_the_tenant_running_the_most);
+    tcase_add_test(tc, a_tenant_under_its_share_of_the_running_slots_takes_one_from_the_flood);
     tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
