@@ -826,7 +826,10 @@ typedef struct hx_engine hx_engine;
  * several tenants are active the others' prompts take at most
  * shared_prefill tokens a step.  With several tenants known to the
  * engine, the last free running slot (max_running) is kept for a tenant
- * with no request running. */
+ * with no request running; with every slot taken, a tenant under its
+ * share of them (max_running over the active tenants) has a request of a
+ * tenant over its share preempted for its own, as does a KV shortage
+ * (the tenant running the most gives way first). */
 typedef enum {
     HX_POLICY_FCFS = 0,        /* arrival order */
     HX_POLICY_SHORT_FIRST = 1, /* shortest expected output first (expected_tokens, else max_tokens) */
