@@ -36,12 +36,14 @@ typedef struct hx_engine_req {
 } hx_engine_req;
 
 /* A tenant's share of the running requests, for round robin, and of the
- * step being planned's prefill tokens. */
+ * step being planned's prefill tokens; `seen`: the engine clock when it
+ * last had a request in the engine (waiting or running). */
 typedef struct {
     char *name;
     uint32_t running;
     uint64_t last_admit;
     uint32_t step_tokens;
+    double seen;
 } hx_engine_tenant;
 
 struct hx_engine {
@@ -60,6 +62,7 @@ struct hx_engine {
     uint32_t n_running;
     hx_engine_tenant *tenants;
     size_t n_tenants;
+    uint32_t active;            /* tenants active at the step being planned (engine_step.c) */
     uint64_t admissions;
     /* The last step ran out of KV room and preempted: the next one
      * admits nobody, so the running requests make progress before the
@@ -92,8 +95,18 @@ void hx_engine_req_preempt(hx_engine *e, hx_engine_req *q);
 hx_engine_tenant *hx_engine_tenant_of(hx_engine *e, const char *name);
 /* The waiting request to admit next among cand[0..n), or -1. */
 ptrdiff_t hx_engine_pick(hx_engine *e, hx_engine_req *const *cand, size_t n);
-/* The running request to preempt: lowest priority, latest arrival. */
+/* The running request to preempt: lowest priority, then of the tenant
+ * with the most running, then latest arrival. */
 hx_engine_req *hx_engine_victim(hx_engine *e);
+/* With every running slot taken and `active` tenants (two or more), a
+ * waiting request among cand[0..n) of a tenant holding fewer than its
+ * share of the slots (max_running / active) gets one from a tenant
+ * holding more: the running request to preempt for it (as
+ * hx_engine_victim orders them, among the tenants over their share), or
+ * NULL.  Else the crowded tenant waits for one of the flood's requests to
+ * end; the preempted one's blocks go to the prefix cache, so its
+ * recomputation mostly attaches them again. */
+hx_engine_req *hx_engine_slot_victim(hx_engine *e, hx_engine_req *const *cand, size_t n, uint32_t active);
 void hx_engine_running_add(hx_engine *e, hx_engine_req *q);
 void hx_engine_running_remove(hx_engine *e, hx_engine_req *q);
 

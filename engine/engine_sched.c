@@ -1,8 +1,9 @@
 /* The serving engine's choices: which waiting request is admitted next
  * (tenants in turn, then the policy) and which running one is preempted
- * when the KV pool runs out (the lowest priority, the latest among
- * equals, as vLLM preempts: the oldest request keeps going, so every
- * request ends). */
+ * when the KV pool runs out (the lowest priority; among equals one of the
+ * tenant running the most, so a flood gives way before the request of a
+ * tenant it crowds; then the latest, as vLLM preempts: the oldest request
+ * keeps going, so every request ends). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,12 +69,42 @@ ptrdiff_t hx_engine_pick(hx_engine *e, hx_engine_req *const *cand, size_t n)
     return best;
 }
 
+static uint32_t tenant_running(hx_engine *e, const hx_engine_req *q)
+{
+    const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    return t ? t->running : 0;
+}
+
+/* Whether q is preempted before v. */
+static int preempted_before(hx_engine *e, const hx_engine_req *q, const hx_engine_req *v)
+{
+    if (q->r.priority != v->r.priority)
+        return q->r.priority < v->r.priority;
+    const uint32_t qr = tenant_running(e, q), vr = tenant_running(e, v);
+    return qr != vr ? qr > vr : q->arrival > v->arrival;
+}
+
 hx_engine_req *hx_engine_victim(hx_engine *e)
 {
     hx_engine_req *v = NULL;
-    for (uint32_t i = 0; i < e->n_running; i++) {
+    for (uint32_t i = 0; i < e->n_running; i++)
+        if (!v || preempted_before(e, e->running[i], v))
+            v = e->running[i];
+    return v;
+}
+
+hx_engine_req *hx_engine_slot_victim(hx_engine *e, hx_engine_req *const *cand, size_t n, uint32_t active)
+{
+    if (active < 2 || e->n_running < e->o.max_running)
+        return NULL;
+    const uint32_t share = e->o.max_running / active;
+    int wants = 0;
+    for (size_t i = 0; i < n && !wants; i++)
+        wants = tenant_running(e, cand[i]) < share;
+    hx_engine_req *v = NULL;
+    for (uint32_t i = 0; wants && i < e->n_running; i++) {
         hx_engine_req *q = e->running[i];
-        if (!v || q->r.priority < v->r.priority || (q->r.priority == v->r.priority && q->arrival > v->arrival))
+        if (tenant_running(e, q) > share && (!v || preempted_before(e, q, v)))
             v = q;
     }
     return v;

@@ -4,7 +4,9 @@
  * newly admitted ones, up to the token budget (chunked prefill, as
  * Sarathi-Serve and vLLM do: decode goes first, so a long prompt delays
  * nobody's next token by more than one budget's worth of work).  Tenants
- * share the prefill part of the budget (plan, below). */
+ * share the prefill part of the budget, a tenant with nothing running
+ * goes first, and while several tenants are active steps are kept short
+ * (plan, below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,12 @@
 #include "runtime/error.h"
 
 static double now(hx_engine *e) { return hx_runtime_clock(e->m->rt); }
+
+/* How long a tenant counts as active after it last had a request in the
+ * engine: a client sending one short request at a time has nothing in the
+ * engine between them, and the steps planned in that gap must already be
+ * short when its next one comes. */
+#define TENANT_ACTIVE_SECONDS 30.0
 
 /* Appends up to `max` of q's pending tokens to the batch. */
 static size_t add_entries(hx_engine *e, size_t n, hx_engine_req *q, uint32_t max)
@@ -102,30 +110,37 @@ static uint32_t min3(uint32_t a, uint32_t b, uint32_t c)
 }
 
 /* With several tenants known, the last free running slot is kept for a
- * tenant with no request running: else one tenant keeping max_running
- * requests in flight holds every slot, and another's request waits for
- * one of them to end however short it is.  (A lone tenant, the server
- * without API keys, keeps every slot.) */
+ * tenant with no request running, or one under its share of the slots
+ * among the active: else one tenant keeping max_running requests in
+ * flight holds every slot, and another's request waits for one of them to
+ * end however short it is.  (A lone tenant, the server without API keys,
+ * keeps every slot.) */
 static int last_slot_kept(hx_engine *e, const hx_engine_req *q)
 {
     const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
-    return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0;
+    const int under_share = e->active > 1 && t && t->running < e->o.max_running / e->active;
+    return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0 && !under_share;
 }
 
-/* Admits waiting requests while the budget, max_running and the KV pool
- * allow, each tenant taking up to `cap` prefill tokens: each gets a
- * session, the cached blocks of its prefix and its first prefill chunk.
+/* Admits waiting requests while the step's `budget`, max_running and the
+ * KV pool allow, each tenant taking up to `cap` prefill tokens: each gets
+ * a session, the cached blocks of its prefix and its first prefill chunk.
  * Those admitted leave cand[0..*nc); a tenant's candidates that found no
- * room under the cap stay for a later pass. */
-static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t *nc, uint32_t cap, int64_t *free_tokens)
+ * room under the cap stay for a later pass.  With `newcomers`, only
+ * requests of tenants with nothing running (the policy's pick stops it
+ * at the first other). */
+static size_t admit(hx_engine *e, size_t n, uint32_t budget, hx_engine_req **cand, size_t *nc, uint32_t cap,
+                    int64_t *free_tokens, int newcomers)
 {
-    const uint32_t budget = e->o.token_budget;
     size_t m = *nc; /* cand[0..m) are still considered in this pass */
     while (n < budget && e->n_running < e->o.max_running && m) {
         ptrdiff_t k = hx_engine_pick(e, cand, m);
         if (k < 0)
             break;
         hx_engine_req *q = cand[k];
+        const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+        if (newcomers && (!t || t->running))
+            break;
         const uint32_t room = last_slot_kept(e, q) ? 0 : tenant_room(e, q, cap);
         if (!room) {
             cand[k] = cand[m - 1];
@@ -162,11 +177,10 @@ static size_t admit(hx_engine *e, size_t n, hx_engine_req **cand, size_t *nc, ui
 }
 
 /* Prefill chunks of running requests still reading their prompt, each
- * tenant up to `cap` tokens of the step; with free_tokens, what they take
- * is counted against the room admissions see. */
-static size_t plan_prefill(hx_engine *e, size_t n, uint32_t cap, int64_t *free_tokens)
+ * tenant up to `cap` tokens of the step's `budget`; with free_tokens, what
+ * they take is counted against the room admissions see. */
+static size_t plan_prefill(hx_engine *e, size_t n, uint32_t budget, uint32_t cap, int64_t *free_tokens)
 {
-    const uint32_t budget = e->o.token_budget;
     for (uint32_t i = 0; i < e->n_running && n < budget; i++) {
         hx_engine_req *q = e->running[i];
         const uint32_t pending = q->n_toks - q->n_eval;
@@ -181,41 +195,73 @@ static size_t plan_prefill(hx_engine *e, size_t n, uint32_t cap, int64_t *free_t
     return n;
 }
 
-/* Tenants with prompt tokens to read: running requests' chunks, and the
- * waiting requests when admission is open. */
-static uint32_t prefill_tenants(hx_engine *e, hx_engine_req *const *cand, size_t nc)
+/* Notes that q's tenant has a request in the engine at time t, and
+ * whether it has prompt tokens to read in this step. */
+static void mark(hx_engine *e, const hx_engine_req *q, double t, int reads)
 {
+    hx_engine_tenant *x = hx_engine_tenant_of(e, q->tenant);
+    if (x) {
+        x->seen = t;
+        x->step_tokens |= (uint32_t)reads;
+    }
+}
+
+/* Tenants with prompt tokens to read (running requests' chunks, and the
+ * waiting requests when admission is open) into *reading; returned: the
+ * tenants active, with a request in the engine now or lately. */
+static uint32_t count_tenants(hx_engine *e, hx_engine_req *const *cand, size_t nc, int admitting, uint32_t *reading)
+{
+    const double t = now(e);
     for (size_t i = 0; i < e->n_tenants; i++)
         e->tenants[i].step_tokens = 0;
-    for (uint32_t i = 0; i < e->n_running; i++) {
-        hx_engine_tenant *t = hx_engine_tenant_of(e, e->running[i]->tenant);
-        if (t && e->running[i]->n_toks - e->running[i]->n_eval > 1)
-            t->step_tokens = 1;
-    }
-    for (size_t i = 0; i < nc; i++) {
-        hx_engine_tenant *t = hx_engine_tenant_of(e, cand[i]->tenant);
-        if (t)
-            t->step_tokens = 1;
-    }
-    uint32_t k = 0;
+    for (uint32_t i = 0; i < e->n_running; i++)
+        mark(e, e->running[i], t, e->running[i]->n_toks - e->running[i]->n_eval > 1);
+    for (size_t i = 0; i < nc; i++)
+        mark(e, cand[i], t, admitting);
+    uint32_t active = 0;
+    *reading = 0;
     for (size_t i = 0; i < e->n_tenants; i++) {
-        k += e->tenants[i].step_tokens;
+        *reading += e->tenants[i].step_tokens;
+        active += t - e->tenants[i].seen < TENANT_ACTIVE_SECONDS;
         e->tenants[i].step_tokens = 0;
     }
-    return k;
+    return active;
+}
+
+/* The step's token limit once decoding took n: the whole budget for a
+ * lone tenant; with several active, n and at most shared_prefill prompt
+ * tokens, so that the step in flight when another tenant's request comes
+ * is short (its first token waits for that step, then its own). */
+static uint32_t step_limit(const hx_engine *e, size_t n, uint32_t active)
+{
+    const uint32_t budget = e->o.token_budget;
+    if (active < 2 || n >= budget)
+        return budget;
+    uint32_t shared = e->o.shared_prefill ? e->o.shared_prefill : budget / 8;
+    shared = shared ? shared : 1;
+    return budget - n > shared ? (uint32_t)n + shared : budget;
 }
 
 /* The step's batch: a decode token for every running request that has
- * one, then prefill.  With several tenants reading prompts, the prefill
- * budget is shared out first, each tenant up to an equal share (its
- * running chunks, then its admissions), so one tenant's long prompts
- * cannot keep another's short one out of the next step; what a tenant
- * leaves of its share goes to whoever has more, in the same order, so a
- * step is as full as before.  A single tenant's steps are planned as
- * without the shares. */
+ * one, then prefill.  A tenant with nothing running (a newcomer) has its
+ * waiting request admitted first, with the whole budget: else its first
+ * token waits for shares of several steps (the step is as long as the
+ * newcomer's prompt makes it, as it would be alone).  The others' prompt
+ * tokens fill the step up to step_limit.  Then, with several tenants reading prompts, the prefill room is shared
+ * out, each tenant up to an equal share (its running chunks, then its
+ * admissions), so one tenant's long prompts cannot keep another's short
+ * one out of the next step; what a tenant leaves of its share goes to
+ * whoever has more, in the same order, so a step is as full as its limit
+ * allows.  A single tenant's steps are planned as without the shares. */
 static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
 {
     const uint32_t budget = e->o.token_budget;
+    const int admitting = !e->hold_admission || e->n_running == 0;
+    uint32_t k;
+    const uint32_t active = e->active = count_tenants(e, cand, nc, admitting, &k);
+    hx_engine_req *crowding = admitting ? hx_engine_slot_victim(e, cand, nc, active) : NULL;
+    if (crowding)
+        hx_engine_req_preempt(e, crowding);
     size_t n = 0;
     for (uint32_t i = 0; i < e->n_running; i++)
         e->running[i]->take = 0;
@@ -224,23 +270,24 @@ static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
             e->running[i]->take = 1;
             n++;
         }
-    const int admitting = !e->hold_admission || e->n_running == 0;
     hx_model_stats ms;
     int64_t free_tokens = 0;
     if (admitting && hx_model_stats_get(e->m, &ms) == HX_OK)
         /* Room kept back for the running requests' next tokens. */
         free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
                       (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
-    const uint32_t k = prefill_tenants(e, cand, admitting ? nc : 0);
-    const uint32_t share = k > 1 && n < budget ? (uint32_t)(budget - n) / k : budget;
-    const uint32_t cap = share ? share : 1;
-    n = plan_prefill(e, n, cap, NULL);
+    const uint32_t limit = step_limit(e, n, active);
     if (admitting)
-        n = admit(e, n, cand, &nc, cap, &free_tokens);
-    if (cap < budget) {
-        n = plan_prefill(e, n, budget, &free_tokens);
+        n = admit(e, n, budget, cand, &nc, budget, &free_tokens, 1);
+    const uint32_t share = k > 1 && n < limit ? (uint32_t)(limit - n) / k : limit;
+    const uint32_t cap = share ? share : 1;
+    n = plan_prefill(e, n, limit, cap, NULL);
+    if (admitting)
+        n = admit(e, n, limit, cand, &nc, cap, &free_tokens, 0);
+    if (cap < limit) {
+        n = plan_prefill(e, n, limit, limit, &free_tokens);
         if (admitting)
-            admit(e, n, cand, &nc, budget, &free_tokens);
+            admit(e, n, limit, cand, &nc, limit, &free_tokens, 0);
     }
 }
 

@@ -847,8 +847,15 @@ typedef struct hx_engine hx_engine;
  * have prompts to read, each gets an equal share of what decoding leaves
  * of the budget first (what one leaves goes to the others), so one
  * tenant's long prompts cannot keep another's short one out of the next
- * step.  With several tenants known to the engine, the last free running
- * slot (max_running) is kept for a tenant with no request running. */
+ * step.  A tenant with nothing running is admitted first, its first
+ * chunk up to the whole budget, before the others' shares, and while
+ * several tenants are active the others' prompts take at most
+ * shared_prefill tokens a step.  With several tenants known to the
+ * engine, the last free running slot (max_running) is kept for a tenant
+ * with no request running; with every slot taken, a tenant under its
+ * share of them (max_running over the active tenants) has a request of a
+ * tenant over its share preempted for its own, as does a KV shortage
+ * (the tenant running the most gives way first). */
 typedef enum {
     HX_POLICY_FCFS = 0,        /* arrival order */
     HX_POLICY_SHORT_FIRST = 1, /* shortest expected output first (expected_tokens, else max_tokens) */
@@ -860,6 +867,14 @@ typedef struct {
     uint32_t max_running;  /* requests holding a session at once (0 = 64) */
     uint32_t token_budget; /* tokens per step, decode and prefill (0 = the model's max_batch) */
     uint32_t max_waiting;  /* submissions queued beyond that; more get HX_ERR_NO_MEMORY (0 = no limit) */
+    /* Prompt tokens per step, all tenants together, while more than one
+     * tenant has had requests in the engine lately: a newcomer's first
+     * token waits for the step in flight and then its own, so steps are
+     * kept short whenever another tenant may arrive (0 = token_budget / 8,
+     * at least 1).  A newcomer's own first chunk (a tenant with nothing
+     * running) is not held to it; a lone tenant's steps take the whole
+     * token_budget. */
+    uint32_t shared_prefill;
 } hx_engine_options;
 
 /* One generated token as the engine hands it to a request's callback, on

@@ -5,7 +5,11 @@
  * preempts and still completes every request with the same text; the
  * policies (FCFS, short-first, priority) and the tenants' turns order the
  * admissions; a tenant's short prompt gets into the step after it arrives
- * though another tenant's long prompts are being read; a request without
+ * though another tenant's long prompts are being read, and while two
+ * tenants are active the flood's steps read at most shared_prefill prompt
+ * tokens and a newcomer's prompt goes whole into the next step; a KV shortage
+ * preempts the tenant running the most, and a tenant under its share of
+ * the running slots takes one from the flood; a request without
  * the prefix cache neither takes nor leaves cached blocks; bad requests
  * are refused at submission. */
 #include <pthread.h>
@@ -586,6 +590,243 @@ START_TEST(the_last_running_slot_is_kept_for_a_tenant_with_none)
 }
 END_TEST
 
+/* A flood's first request watches the steps: being first in every
+ * batch, the prompt tokens the engine counted between two of its tokens
+ * are one step's prefill.  On its first token it submits the flood's long
+ * prompts; on its third, with `newcomer`, the other tenant's request, a
+ * prompt of NEWCOMER_LEN tokens, from the engine thread as a client
+ * arriving in the middle of the flood's prefill. */
+typedef struct {
+    seen s;
+    hx_engine *e;
+    int newcomer;
+    uint64_t ids[FLOOD + 1];
+    int submitted;
+    uint64_t last_prompt;
+    uint32_t most_prefill;  /* the most prompt tokens in one step after the first, but the newcomer's */
+    uint32_t newcomer_step; /* prompt tokens in the step after the newcomer came */
+    atomic_uint newcomer_at; /* the watcher's tokens when the newcomer's first came */
+} step_watch;
+
+#define NEWCOMER_LEN 24
+#define SHARED_PREFILL 16
+static int32_t flood_toks[FLOOD][FLOOD_LEN], newcomer_toks[NEWCOMER_LEN];
+static seen newcomer_seen, flood_seen[FLOOD + 1];
+static step_watch *watched;
+
+static int newcomer_token(void *user, const hx_engine_token *t)
+{
+    on_token(user, t);
+    if (t->token >= 0 && newcomer_seen.n == 1)
+        atomic_store(&watched->newcomer_at, watched->s.n);
+    return 0;
+}
+
+static int watch_steps(void *user, const hx_engine_token *t)
+{
+    step_watch *w = user;
+    on_token(&w->s, t);
+    if (t->token < 0)
+        return 0;
+    hx_engine_stats st;
+    if (hx_engine_stats_get(w->e, &st) != HX_OK)
+        return 1;
+    const uint64_t step = st.prompt_tokens - w->last_prompt;
+    if (w->newcomer && w->s.n == 5)
+        w->newcomer_step = (uint32_t)step;
+    else if (w->s.n > 1 && step > w->most_prefill)
+        w->most_prefill = (uint32_t)step;
+    w->last_prompt = st.prompt_tokens;
+    for (int i = 0; w->s.n == 1 && i < FLOOD; i++) {
+        hx_request q = greedy(NULL, 4, &flood_seen[i]);
+        q.tokens = flood_toks[i];
+        q.n_tokens = FLOOD_LEN;
+        q.tenant = "flood";
+        w->submitted += hx_engine_submit(w->e, &q, &w->ids[i]) == HX_OK;
+    }
+    if (w->s.n == 3 && w->newcomer) {
+        hx_request q = greedy(NULL, 4, &newcomer_seen);
+        q.tokens = newcomer_toks;
+        q.n_tokens = NEWCOMER_LEN;
+        q.tenant = "newcomer";
+        q.on_token = newcomer_token;
+        w->submitted += hx_engine_submit(w->e, &q, &w->ids[FLOOD]) == HX_OK;
+    }
+    return 0;
+}
+
+/* Runs the watcher and the flood on an engine of 64 tokens per step,
+ * shared_prefill 16; with `other_known`, tenant "newcomer" was served
+ * just before (so two tenants are active) and comes again mid-flood. */
+static void watch_a_flood(int other_known, step_watch *w)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.token_budget = 64;
+    eo.max_running = 8;
+    eo.shared_prefill = SHARED_PREFILL;
+    fixture f;
+    open_fixture(&f, 4096, &eo);
+    hx_model_info info;
+    HX_ASSERT_OK(hx_model_info_get(f.m, &info));
+    for (int i = 0; i < FLOOD; i++)
+        for (int t = 0; t < FLOOD_LEN; t++)
+            flood_toks[i][t] = 1 + (int32_t)((13u * t + 7u * i + 5) % (info.n_vocab - 1));
+    for (int t = 0; t < NEWCOMER_LEN; t++)
+        newcomer_toks[t] = 1 + (int32_t)((3u * t + 1) % (info.n_vocab - 1));
+    memset(w, 0, sizeof *w);
+    memset(&newcomer_seen, 0, sizeof newcomer_seen);
+    memset(flood_seen, 0, sizeof flood_seen);
+    watched = w;
+    w->e = f.e;
+    w->newcomer = other_known;
+    if (other_known) {
+        hx_request b = greedy(prompts[3], 2, &flood_seen[FLOOD]);
+        b.tenant = "newcomer";
+        run_one(f.e, &b);
+    }
+    hx_engine_stats st;
+    HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
+    w->last_prompt = st.prompt_tokens;
+    hx_request r = greedy(prompts[0], 24, NULL);
+    r.on_token = watch_steps;
+    r.user = w;
+    r.ignore_eos = 1;
+    r.tenant = "flood";
+    uint64_t id;
+    hx_request_result res;
+    HX_ASSERT_OK(hx_engine_submit(f.e, &r, &id));
+    HX_ASSERT_OK(hx_engine_wait(f.e, id, -1, &res));
+    ck_assert_msg(res.status == HX_OK, "%s", res.error);
+    ck_assert_int_eq(w->submitted, FLOOD + other_known);
+    for (int i = 0; i < FLOOD + other_known; i++) {
+        HX_ASSERT_OK(hx_engine_wait(f.e, w->ids[i], -1, &res));
+        ck_assert_msg(res.status == HX_OK, "request %d: %s", i, res.error);
+    }
+    close_fixture(&f);
+}
+
+START_TEST(steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_first)
+{
+    static step_watch w;
+    /* Alone, the flood's steps read as much as the budget holds. */
+    watch_a_flood(0, &w);
+    ck_assert_msg(w.most_prefill > SHARED_PREFILL, "a lone tenant's steps read at most %u prompt tokens",
+                  w.most_prefill);
+    /* With another tenant active, no step of the flood's reads more than
+     * shared_prefill, and the newcomer's whole prompt (more than that) goes
+     * alone into the step after it came: its first token comes with the
+     * watcher's fourth. */
+    watch_a_flood(1, &w);
+    ck_assert_msg(w.most_prefill <= SHARED_PREFILL, "a step read %u prompt tokens (shared_prefill %d)",
+                  w.most_prefill, SHARED_PREFILL);
+    ck_assert_uint_eq(w.newcomer_step, NEWCOMER_LEN);
+    const unsigned at = atomic_load(&w.newcomer_at);
+    ck_assert_msg(at == 4, "the newcomer's first token came with the watcher's token %u, not its fourth", at);
+}
+END_TEST
+
+/* A pool of 8 blocks of 16 tokens and three requests of tenant "flood"
+ * and then one of "crowded", all queued while the first holds the engine
+ * thread: short prompts, so all are admitted, that cannot all grow by
+ * their 40 tokens at once; the preempted are the flood's (the tenant
+ * running the most), not the latest arrival, the crowded tenant's. */
+START_TEST(a_kv_shortage_preempts_the_tenant_running_the_most)
+{
+    fixture f;
+    open_fixture(&f, 128, NULL);
+    atomic_int gate = 0;
+    static seen s[4];
+    memset(s, 0, sizeof s);
+    s[0].gate = &gate;
+    const char *const tenant[4] = {"flood", "flood", "flood", "crowded"};
+    const int prompt[4] = {1, 4, 9, 12};
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        hx_request r = greedy(prompts[prompt[i]], 40, &s[i]);
+        r.ignore_eos = 1;
+        r.tenant = tenant[i];
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[i]));
+        while (i == 0 && s[0].n == 0)
+            usleep(1000);
+    }
+    atomic_store(&gate, 1);
+    uint32_t flood_preempted = 0;
+    hx_request_result res[4];
+    for (int i = 0; i < 4; i++) {
+        HX_ASSERT_OK(hx_engine_wait(f.e, ids[i], -1, &res[i]));
+        ck_assert_msg(res[i].status == HX_OK, "request %d: %s", i, res[i].error);
+        flood_preempted += i < 3 ? res[i].preemptions : 0;
+    }
+    ck_assert_msg(flood_preempted > 0, "flood preempted %u times, the crowded tenant %u", flood_preempted, res[3].preemptions);
+    ck_assert_msg(res[3].preemptions == 0, "the crowded tenant's request was preempted %u times",
+                  res[3].preemptions);
+    close_fixture(&f);
+}
+END_TEST
+
+/* Two requests of tenant "crowded" come together while "flood" holds
+ * three of the four running slots (the last kept for a tenant with none):
+ * the first takes that slot, and the second, with its tenant under its
+ * share of the slots (two of four), has one of the flood's preempted for
+ * it, so its first token comes while the first is still running rather
+ * than after it or a flood request ended. */
+static seen crowded[2];
+static int second_saw_first_ended = -1;
+
+static int second_crowded_token(void *user, const hx_engine_token *t)
+{
+    on_token(user, t);
+    if (t->token >= 0 && crowded[1].n == 1)
+        second_saw_first_ended = crowded[0].lasts;
+    return 0;
+}
+
+START_TEST(a_tenant_under_its_share_of_the_running_slots_takes_one_from_the_flood)
+{
+    hx_engine_options eo = hx_engine_options_default();
+    eo.max_running = 4;
+    fixture f;
+    open_fixture(&f, 4096, &eo);
+    static seen flood[3], known;
+    memset(flood, 0, sizeof flood);
+    memset(crowded, 0, sizeof crowded);
+    memset(&known, 0, sizeof known);
+    second_saw_first_ended = -1;
+    hx_request b = greedy(prompts[3], 2, &known);
+    b.tenant = "crowded";
+    run_one(f.e, &b);
+    uint64_t ids[5];
+    for (int i = 0; i < 3; i++) {
+        hx_request r = greedy(prompts[i], 60, &flood[i]);
+        r.ignore_eos = 1;
+        r.tenant = "flood";
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[i]));
+    }
+    for (hx_engine_stats st = {0}; st.running < 3;)
+        HX_ASSERT_OK(hx_engine_stats_get(f.e, &st));
+    for (int i = 0; i < 2; i++) {
+        hx_request r = greedy(prompts[5 + i], 30, &crowded[i]);
+        r.ignore_eos = 1;
+        r.tenant = "crowded";
+        if (i == 1)
+            r.on_token = second_crowded_token;
+        HX_ASSERT_OK(hx_engine_submit(f.e, &r, &ids[3 + i]));
+    }
+    uint32_t flood_preempted = 0;
+    for (int i = 0; i < 5; i++) {
+        hx_request_result res;
+        HX_ASSERT_OK(hx_engine_wait(f.e, ids[i], -1, &res));
+        ck_assert_msg(res.status == HX_OK, "request %d: %s", i, res.error);
+        flood_preempted += i < 3 ? res.preemptions : 0;
+    }
+    ck_assert_uint_gt(flood_preempted, 0);
+    ck_assert_msg(second_saw_first_ended == 0, "the second crowded request's first token came after the first ended");
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(flood[i].lasts, 1);
+    close_fixture(&f);
+}
+END_TEST
+
 /* Token ids of a prompt of n tokens, the same for every call. */
 static void plain_prompt(const hx_model *m, int32_t *toks, uint32_t n)
 {
@@ -690,6 +931,9 @@ Suite *suite_engine(void)
     tcase_add_test(tc, policies_order_the_queue);
     tcase_add_test(tc, a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones);
     tcase_add_test(tc, the_last_running_slot_is_kept_for_a_tenant_with_none);
+    tcase_add_test(tc, steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_first);
+    tcase_add_test(tc, a_kv_shortage_preempts_the_tenant_running_the_most);
+    tcase_add_test(tc, a_tenant_under_its_share_of_the_running_slots_takes_one_from_the_flood);
     tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);

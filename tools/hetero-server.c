@@ -31,6 +31,8 @@ static void usage(FILE *f)
           "  -b N                 tokens per engine step, decode and prefill (default 256); smaller\n"
           "                       steps shorten everyone's first-token and inter-token tails under\n"
           "                       load, larger ones read long prompts faster\n"
+          "  --shared-prefill N   prompt tokens per step while several API keys are active, so a\n"
+          "                       newcomer's first token never waits long (default -b / 8)\n"
           "  --no-prefix-cache    evaluate every prompt whole (default: leading KV blocks an earlier\n"
           "                       prompt evaluated are reused; HX_KV_PREFIX_CACHE=0 also turns it off)\n"
           "  --policy P           fcfs (default), short-first, priority\n"
@@ -45,7 +47,7 @@ static void usage(FILE *f)
 typedef struct {
     const char *model, *host, *alias, *chat_template, *api_keys, *devices, *policy;
     int port, threads, no_prefix_cache;
-    uint32_t n_ctx, parallel, kv_tokens, batch, max_requests, timeout;
+    uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout;
     size_t max_body;
 } options;
 
@@ -65,6 +67,7 @@ static int parse_args(int argc, char **argv, options *o)
         STR("--chat-template", chat_template) STR("--api-keys", api_keys) STR("--devices", devices)
         STR("--policy", policy) NUM("--port", port) NUM("-t", threads) NUM("-c", n_ctx) NUM("--ctx-size", n_ctx)
         NUM("-np", parallel) NUM("--parallel", parallel) NUM("--kv-tokens", kv_tokens) NUM("-b", batch)
+        NUM("--shared-prefill", shared_prefill)
         NUM("--max-requests", max_requests) NUM("--max-body", max_body) NUM("--timeout", timeout)
         else if (!strcmp(a, "--no-prefix-cache"))
             o->no_prefix_cache = 1;
@@ -209,6 +212,7 @@ static int load(srv *S, const options *o)
     hx_engine_options eo = hx_engine_options_default();
     eo.max_running = o->parallel;
     eo.token_budget = o->batch;
+    eo.shared_prefill = o->shared_prefill;
     if (!strcmp(o->policy, "short-first"))
         eo.policy = HX_POLICY_SHORT_FIRST;
     else if (!strcmp(o->policy, "priority"))
