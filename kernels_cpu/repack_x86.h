@@ -146,34 +146,45 @@ static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, con
 
 /* Q5_0 (Q5_1 with UNSIGNED): Q4_1's nibbles (after the qh words, at
  * `at`), each with its fifth bit from the row's moved qh word in its lane
- * (repack.h): a shift by k brings chunk k's to bit 4 of each byte.  Q5_0's
- * quants less 16 are signed bytes. */
+ * (repack.h): a shift by k brings chunk k's to bit 4 of each byte.  The
+ * unsigned quants (0..31) meet the activations as they are, two chunks
+ * (four products) a partial (4 x 2 x 31 x 128 < 2^15); Q5_0's quants are
+ * q - 16, so 16 x the activation block's sum is taken off after. */
 static inline __attribute__((always_inline)) void q5x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
                                                             size_t by, const int C, const size_t at,
                                                             const int UNSIGNED)
 {
-    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10), sixteen = _mm256_set1_epi8(16);
+    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10);
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + at));
     const size_t A = UNSIGNED ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; half++) {
+        REPACK_PART part[HX_GEMM_COLS];
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + at + 32 + 32 * k));
-        __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(_mm256_slli_epi32(qh, 4 - k), fifth));
-        __m256i up = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
-                                     _mm256_and_si256(_mm256_srli_epi32(qh, k), fifth));
-        if (!UNSIGNED)
-            lo = _mm256_sub_epi8(lo, sixteen), up = _mm256_sub_epi8(up, sixteen);
+        for (int c = 0; c < C; c++)
+            part[c] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int k = 2 * half; k < 2 * half + 2; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + at + 32 + 32 * k));
+            const __m256i lo =
+                _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(_mm256_slli_epi32(qh, 4 - k), fifth));
+            const __m256i up = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                                               _mm256_and_si256(_mm256_srli_epi32(qh, k), fifth));
 #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const uint8_t *a = y + c * by + A + 4 * k;
-            if (UNSIGNED) {
-                isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
-                isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
-            } else {
-                isum[c] = dot_signed(isum[c], lo, bcast4(a));
-                isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+            for (int c = 0; c < C; c++) {
+                const uint8_t *a = y + c * by + A + 4 * k;
+                part[c] = REPACK_PART_DOT(part[c], lo, bcast4(a));
+                part[c] = REPACK_PART_DOT(part[c], up, bcast4(a + 16));
             }
         }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = REPACK_PART_WIDEN(isum[c], part[c]);
+    }
+    if (!UNSIGNED) {
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(act_sum(y + c * by + A), 4));
     }
 }
 
