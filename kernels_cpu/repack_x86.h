@@ -12,10 +12,12 @@
  * A group's eight rows sit in the eight 32-bit lanes of a ymm register,
  * so a block's integer sums come out one lane per row, are converted
  * once, and meet the eight rows' scales in one FMA: no horizontal sums.
- * Signed weights w times activations a go through u8 x s8 as
- * |w| x (a with w's sign).  Sums are exact (no int16 step can saturate:
- * |w| <= 128, |a| <= 127, two products a step), so every level gives the
- * bits of the plain loop (repack_scalar.c). */
+ * Q8_0's signed weights w times activations a go through u8 x s8 as
+ * |w| x (a with w's sign); the 4- and 5-bit quants go unsigned, an
+ * offset taken off after as a multiple of the activations' sum.  Sums are
+ * exact (no int16 step can saturate: |w| <= 128, |a| <= 127, two
+ * products a step; the partials' bounds are given where they are used),
+ * so every level gives the bits of the plain loop (repack_scalar.c). */
 #ifndef HX_KERNELS_CPU_REPACK_X86_H
 #define HX_KERNELS_CPU_REPACK_X86_H
 
