@@ -1,9 +1,14 @@
 /* The repacked layouts' AVX2 kernels (repack_x86.h): u8 x s8 lane sums by
- * maddubs (pairs into int16, which cannot saturate here) then madd. */
+ * maddubs (pairs into int16, which cannot saturate here) then madd, or
+ * several maddubs added in int16 before one madd. */
 #include <immintrin.h>
 
 #define REPACK_DOT(acc, u, s) \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+/* partials: maddubs's int16 pairs added as int16, one madd at the end */
+#define REPACK_PART __m256i
+#define REPACK_PART_DOT(part, u, s) _mm256_add_epi16((part), _mm256_maddubs_epi16((u), (s)))
+#define REPACK_PART_WIDEN(acc, part) _mm256_add_epi32((acc), _mm256_madd_epi16((part), _mm256_set1_epi16(1)))
 #define REPACK_LEVEL hx_repack_avx2_kernels
 
 #include "kernels_cpu/repack_x86.h"

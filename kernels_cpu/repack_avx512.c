@@ -3,6 +3,9 @@
 #include <immintrin.h>
 
 #define REPACK_DOT(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define REPACK_PART __m256i /* partials are plain int32 sums: nothing to widen */
+#define REPACK_PART_DOT(part, u, s) _mm256_dpbusd_epi32((part), (u), (s))
+#define REPACK_PART_WIDEN(acc, part) _mm256_add_epi32((acc), (part))
 #define REPACK_LEVEL hx_repack_avx512_kernels
 
 #include "kernels_cpu/repack_x86.h"

@@ -2,15 +2,22 @@
  * AVX2 and AVX-512 files that include this: each defines
  * REPACK_DOT(acc, u, s), acc + the sums of each 32-bit lane's four
  * products u8 x s8 (maddubs then madd at AVX2, VNNI's vpdpbusd at
- * AVX-512), and REPACK_LEVEL, the name of its kernel table.
+ * AVX-512), and REPACK_LEVEL, the name of its kernel table; and a
+ * partial sum for the small unsigned quants, which needs no madd a step
+ * at AVX2: REPACK_PART (its type), REPACK_PART_DOT(part, u, s) (part +
+ * the u8 x s8 products, at AVX2 in int16 pairs, so a caller adds no more
+ * than the int16 lanes hold) and REPACK_PART_WIDEN(acc, part), acc + the
+ * partial's 32-bit lane sums.
  *
  * A group's eight rows sit in the eight 32-bit lanes of a ymm register,
  * so a block's integer sums come out one lane per row, are converted
  * once, and meet the eight rows' scales in one FMA: no horizontal sums.
- * Signed weights w times activations a go through u8 x s8 as
- * |w| x (a with w's sign).  Sums are exact (no int16 step can saturate:
- * |w| <= 128, |a| <= 127, two products a step), so every level gives the
- * bits of the plain loop (repack_scalar.c). */
+ * Q8_0's signed weights w times activations a go through u8 x s8 as
+ * |w| x (a with w's sign); the 4- and 5-bit quants go unsigned, an
+ * offset taken off after as a multiple of the activations' sum.  Sums are
+ * exact (no int16 step can saturate: |w| <= 128, |a| <= 127, two
+ * products a step; the partials' bounds are given where they are used),
+ * so every level gives the bits of the plain loop (repack_scalar.c). */
 #ifndef HX_KERNELS_CPU_REPACK_X86_H
 #define HX_KERNELS_CPU_REPACK_X86_H
 
@@ -56,24 +63,48 @@ static inline __attribute__((always_inline)) void scale_block(__m256 *acc, const
     }
 }
 
+/* Every lane of the result: the sum of the activation block's 32
+ * quants, for the unsigned quants' correction below.  sad_epu8 adds
+ * bytes only unsigned, so the quants are biased by 128 (xor 0x80) and
+ * 32 x 128 is taken off after. */
+static inline __m256i act_sum(const uint8_t *qs)
+{
+    const __m256i a = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)qs), _mm256_set1_epi8((char)0x80));
+    __m256i s = _mm256_sad_epu8(a, _mm256_setzero_si256());     /* four u64 partial sums */
+    s = _mm256_add_epi64(s, _mm256_permute4x64_epi64(s, 0x4e)); /* + the other 128-bit half */
+    s = _mm256_add_epi64(s, _mm256_shuffle_epi32(s, 0x4e));     /* + the other 64-bit lane */
+    return _mm256_sub_epi32(_mm256_shuffle_epi32(s, 0xa0), _mm256_set1_epi32(32 * 128));
+}
+
 /* Q4_0: per 32-byte chunk k, low nibbles are elements 4k..4k+3 of each
- * row, high nibbles 16 + 4k..; both read as 16 (q - 8) (repack.h), so
- * the sum is shifted right by 4 (exactly: it is a multiple of 16). */
+ * row, high nibbles 16 + 4k..; xor 0x88 gives back the unsigned q
+ * (0..15), which meets the activations a as it is; the sum of q x a less
+ * 8 x sum(a) is the sum of (q - 8) x a.  All eight products of a block
+ * go into one partial (8 x 2 x 15 x 128 < 2^15). */
 static inline __attribute__((always_inline)) void q4_0x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
                                                               size_t by, const int C)
 {
-    const __m256i hi = _mm256_set1_epi8((char)0xf0);
+    const __m256i low = _mm256_set1_epi8(0x0f), flip = _mm256_set1_epi8((char)0x88);
+    REPACK_PART part[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        part[c] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k));
-        const __m256i lo = _mm256_and_si256(_mm256_slli_epi16(v, 4), hi), up = _mm256_and_si256(v, hi);
+        const __m256i v =
+            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + REPACK_SCALES + 32 * k)), flip);
+        const __m256i lo = _mm256_and_si256(v, low), up = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
             const uint8_t *a = y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k;
-            isum[c] = dot_signed(isum[c], lo, bcast4(a));
-            isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+            part[c] = REPACK_PART_DOT(part[c], lo, bcast4(a));
+            part[c] = REPACK_PART_DOT(part[c], up, bcast4(a + 16));
         }
     }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        isum[c] = _mm256_sub_epi32(REPACK_PART_WIDEN(isum[c], part[c]),
+                                   _mm256_slli_epi32(act_sum(y + c * by + offsetof(hx_block_q8_0, qs)), 3));
 }
 
 /* Q8_0: chunk k holds elements 4k..4k+3 of each row. */
@@ -89,11 +120,16 @@ static inline __attribute__((always_inline)) void q8_0x8_sums(__m256i *isum, con
     }
 }
 
-/* Q4_1: Q4_0's chunks, unsigned, against Q8_1 activations. */
+/* Q4_1: Q4_0's chunks, unsigned, against Q8_1 activations; one partial
+ * a block as Q4_0's. */
 static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
                                                               size_t by, const int C)
 {
     const __m256i low = _mm256_set1_epi8(0x0f);
+    REPACK_PART part[HX_GEMM_COLS];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        part[c] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * REPACK_SCALES + 32 * k));
@@ -101,42 +137,56 @@ static inline __attribute__((always_inline)) void q4_1x8_sums(__m256i *isum, con
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
             const uint8_t *a = y + c * by + offsetof(hx_block_q8_1, qs) + 4 * k;
-            isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
-            isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
+            part[c] = REPACK_PART_DOT(part[c], lo, bcast4(a));
+            part[c] = REPACK_PART_DOT(part[c], up, bcast4(a + 16));
         }
     }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        isum[c] = REPACK_PART_WIDEN(isum[c], part[c]);
 }
 
 /* Q5_0 (Q5_1 with UNSIGNED): Q4_1's nibbles (after the qh words, at
  * `at`), each with its fifth bit from the row's moved qh word in its lane
- * (repack.h): a shift by k brings chunk k's to bit 4 of each byte.  Q5_0's
- * quants less 16 are signed bytes. */
+ * (repack.h): a shift by k brings chunk k's to bit 4 of each byte.  The
+ * unsigned quants (0..31) meet the activations as they are, two chunks
+ * (four products) a partial (4 x 2 x 31 x 128 < 2^15); Q5_0's quants are
+ * q - 16, so 16 x the activation block's sum is taken off after. */
 static inline __attribute__((always_inline)) void q5x8_sums(__m256i *isum, const uint8_t *w, const uint8_t *y,
                                                             size_t by, const int C, const size_t at,
                                                             const int UNSIGNED)
 {
-    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10), sixteen = _mm256_set1_epi8(16);
+    const __m256i low = _mm256_set1_epi8(0x0f), fifth = _mm256_set1_epi8(0x10);
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + at));
     const size_t A = UNSIGNED ? offsetof(hx_block_q8_1, qs) : offsetof(hx_block_q8_0, qs);
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; half++) {
+        REPACK_PART part[HX_GEMM_COLS];
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + at + 32 + 32 * k));
-        __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(_mm256_slli_epi32(qh, 4 - k), fifth));
-        __m256i up = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
-                                     _mm256_and_si256(_mm256_srli_epi32(qh, k), fifth));
-        if (!UNSIGNED)
-            lo = _mm256_sub_epi8(lo, sixteen), up = _mm256_sub_epi8(up, sixteen);
+        for (int c = 0; c < C; c++)
+            part[c] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int k = 2 * half; k < 2 * half + 2; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + at + 32 + 32 * k));
+            const __m256i lo =
+                _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(_mm256_slli_epi32(qh, 4 - k), fifth));
+            const __m256i up = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                                               _mm256_and_si256(_mm256_srli_epi32(qh, k), fifth));
 #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const uint8_t *a = y + c * by + A + 4 * k;
-            if (UNSIGNED) {
-                isum[c] = REPACK_DOT(isum[c], lo, bcast4(a));
-                isum[c] = REPACK_DOT(isum[c], up, bcast4(a + 16));
-            } else {
-                isum[c] = dot_signed(isum[c], lo, bcast4(a));
-                isum[c] = dot_signed(isum[c], up, bcast4(a + 16));
+            for (int c = 0; c < C; c++) {
+                const uint8_t *a = y + c * by + A + 4 * k;
+                part[c] = REPACK_PART_DOT(part[c], lo, bcast4(a));
+                part[c] = REPACK_PART_DOT(part[c], up, bcast4(a + 16));
             }
         }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = REPACK_PART_WIDEN(isum[c], part[c]);
+    }
+    if (!UNSIGNED) {
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            isum[c] = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(act_sum(y + c * by + A), 4));
     }
 }
 
@@ -189,7 +239,7 @@ static inline __attribute__((always_inline)) void x8_tile(int64_t K, float *s, s
 static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
                                                               const uint8_t *y, size_t by, const int C)
 {
-    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_0), 4, 0,
+    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_0), 0, 0,
             q4_0x8_sums);
 }
 
