@@ -7,7 +7,7 @@
  * logits: the host's share, which the kernels' threads do not pay) and
  * the allocations the whole process made (malloc, calloc and realloc
  * counted on their way to the C library's).
- *   bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] [-r ROUNDS] */
+ *   bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] [-r ROUNDS] [--shapes 1-3] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,7 @@ static double seconds(clockid_t c)
 typedef struct {
     const char *name;
     hx_model *m;
-    hx_session *s;
+    hx_session *s[2];
     double *wall, *host, *allocs; /* per measured step, every round */
     int n;
 } arm;
@@ -40,23 +40,36 @@ static int fail(const char *what)
 
 static int32_t token_at(int i) { return (int32_t)((i * 37 + 11) % 200 + 1); }
 
-/* A fresh session: the prompt, unmeasured, then `steps` measured steps. */
-static int run_round(arm *a, int steps)
+/* Fresh sessions: their prompts, unmeasured, then `steps` measured steps.
+ * With one shape, every step is one token of the first session; with two
+ * or three, the steps cycle through that one, a batch of both sessions'
+ * tokens, and two tokens of the second session at once (a prefill chunk),
+ * as a serving engine's steps change shape. */
+static int run_round(arm *a, int steps, int shapes)
 {
-    if (a->s)
-        hx_session_close(a->s);
-    if (hx_session_open(a->m, &a->s))
-        return fail("session");
-    int32_t prompt[8];
-    for (int i = 0; i < 8; i++)
-        prompt[i] = token_at(i);
-    if (hx_session_eval(a->s, prompt, 8, 0))
-        return fail("prompt");
+    for (int k = 0; k < 2; k++) {
+        if (a->s[k])
+            hx_session_close(a->s[k]);
+        a->s[k] = NULL;
+        if (k && shapes < 2)
+            break;
+        if (hx_session_open(a->m, &a->s[k]))
+            return fail("session");
+        int32_t prompt[8];
+        for (int i = 0; i < 8; i++)
+            prompt[i] = token_at(i + k);
+        if (hx_session_eval(a->s[k], prompt, 8, 0))
+            return fail("prompt");
+    }
     for (int k = 0; k < steps; k++) {
-        int32_t t = token_at(8 + k);
+        int32_t t[2] = {token_at(8 + 2 * k), token_at(9 + 2 * k)};
+        hx_batch b = {.n = 2, .tokens = t, .sessions = a->s};
+        const int shape = k % shapes;
         unsigned long a0 = hx_allocations_count();
         double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_THREAD_CPUTIME_ID);
-        hx_status st = hx_session_eval(a->s, &t, 1, 0);
+        hx_status st = shape == 0   ? hx_session_eval(a->s[0], t, 1, 0)
+                       : shape == 1 ? hx_batch_eval(a->m, &b)
+                                    : hx_session_eval(a->s[1], t, 2, 0);
         double c1 = seconds(CLOCK_THREAD_CPUTIME_ID), w1 = seconds(CLOCK_MONOTONIC);
         unsigned long a1 = hx_allocations_count();
         if (st)
@@ -71,7 +84,7 @@ static int run_round(arm *a, int steps)
 int main(int argc, char **argv)
 {
     const char *file = NULL, *synthetic = "tiny:q8_0";
-    int threads = 0, steps = 64, rounds = 3;
+    int threads = 0, steps = 64, rounds = 3, shapes = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             file = argv[++i];
@@ -83,14 +96,18 @@ int main(int argc, char **argv)
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc)
             rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+            shapes = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] "
-                            "[-r ROUNDS]\n");
+                            "[-r ROUNDS] [--shapes 1-3]\n");
             return 2;
         }
     }
     if (steps < 1 || rounds < 1)
         return fprintf(stderr, "bench-decode: -n and -r must be positive\n"), 2;
+    if (shapes < 1 || shapes > 3)
+        return fprintf(stderr, "bench-decode: --shapes is 1, 2 or 3\n"), 2;
     char path[1024];
     if (!file) {
         char preset[64];
@@ -113,7 +130,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2 && !rc; k++) {
         hx_model_options mo = hx_model_options_default();
         mo.graph_replay = k ? 1 : -1;
-        mo.n_ctx = (uint32_t)(8 + steps + 8);
+        mo.n_ctx = (uint32_t)(8 + 2 * steps + 8);
         size_t cells = (size_t)steps * (size_t)rounds;
         arms[k].wall = malloc(sizeof(double) * cells);
         arms[k].host = malloc(sizeof(double) * cells);
@@ -125,10 +142,10 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < rounds && !rc; r++)
         for (int k = 0; k < 2 && !rc; k++)
-            rc = run_round(&arms[r % 2 ? 1 - k : k], steps);
+            rc = run_round(&arms[r % 2 ? 1 - k : k], steps, shapes);
     if (!rc) {
-        printf("%s, %d threads, %d steps x %d rounds alternating (medians per step)\n", file, threads, steps,
-               rounds);
+        printf("%s, %d threads, %d steps x %d rounds alternating, %d shape%s (medians per step)\n", file, threads,
+               steps, rounds, shapes, shapes > 1 ? "s" : "");
         printf("| graph  |  wall µs | host CPU µs | allocations | recorded | replayed |\n");
         printf("| ------ | -------: | ----------: | ----------: | -------: | -------: |\n");
         for (int k = 0; k < 2; k++) {
@@ -141,8 +158,9 @@ int main(int argc, char **argv)
         }
     }
     for (int k = 0; k < 2; k++) {
-        if (arms[k].s)
-            hx_session_close(arms[k].s);
+        for (int j = 0; j < 2; j++)
+            if (arms[k].s[j])
+                hx_session_close(arms[k].s[j]);
         if (arms[k].m)
             hx_model_free(arms[k].m);
         free(arms[k].wall);

@@ -426,9 +426,11 @@ typedef struct {
      * shape (tokens, sequences, longest block table, rows of logits) and
      * submitted again with the new step's KV blocks, without building the
      * graph, checking the tasks, looking up their codelets or costing
-     * them again; the scheduling policy still places every task.  A shape
-     * change, a device leaving service or an activation observer makes a
-     * fresh graph.  0 = HX_GRAPH_REPLAY (on unless "0"), 1 = on, -1 = off. */
+     * them again; the scheduling policy still places every task.  The
+     * last 8 shapes used keep their recordings (HX_REPLAY_SHAPES=1..8
+     * keeps fewer); a device leaving service or a reallocated activation
+     * buffer drops them all, and an activation observer makes a fresh
+     * graph.  0 = HX_GRAPH_REPLAY (on unless "0"), 1 = on, -1 = off. */
     int graph_replay;
     /* A layer's Q/K/V projections as one task, and its gate/up pair as
      * another ("matmul_multi": the input read and quantized once, one team

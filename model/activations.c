@@ -19,6 +19,7 @@ hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes)
     size_t want = 2 * have > bytes ? 2 * have : bytes;
     hx_buffer_destroy(*b);
     *b = NULL;
+    m->act_generation++; /* recorded graphs name the old buffer */
     return hx_buffer_create(m->rt, want, b);
 }
 

@@ -304,6 +304,8 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
     m->opts.kv_type = NULL; /* the caller's string need not outlive the call */
     const char *replay = getenv("HX_GRAPH_REPLAY");
     m->graph_replay = m->opts.graph_replay ? m->opts.graph_replay > 0 : !(replay && !strcmp(replay, "0"));
+    const char *shapes = getenv("HX_REPLAY_SHAPES"); /* 1 to HX_REPLAY_SHAPES; fewer, for comparisons */
+    m->replay_shapes = shapes && atoi(shapes) > 0 && atoi(shapes) < HX_REPLAY_SHAPES ? atoi(shapes) : HX_REPLAY_SHAPES;
     if (!m->opts.kv_split && getenv("HX_KV_SPLIT") && *getenv("HX_KV_SPLIT")) {
         char *end;
         const char *env = getenv("HX_KV_SPLIT");
@@ -482,7 +484,8 @@ void hx_model_destroy(hx_model *m)
     free(m->chat_template);
     hx_gguf_close(m->gguf);
     free(m->plan);
-    free(m->replay);
+    for (int i = 0; i < HX_REPLAY_SHAPES; i++)
+        free(m->replay[i]);
     for (int i = 0; i < HX_SCRATCH_SLOTS; i++)
         free(m->scratch[i]);
     pthread_mutex_destroy(&m->eval_lock);

@@ -59,6 +59,10 @@ typedef struct hx_activations {
 /* The model's scratch memory (hx_model_scratch), one slot per table an
  * evaluation holds at once. */
 enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_SLOTS };
+/* Decode replay keeps up to this many recorded shapes (a serving engine
+ * alternates decode steps of B sequences with steps carrying prefill
+ * chunks, and B changes as requests come and go). */
+enum { HX_REPLAY_SHAPES = 8 };
 
 struct hx_model {
     hx_runtime *rt;
@@ -85,10 +89,13 @@ struct hx_model {
     hx_activation_observer observer;
     void *observer_user;
     /* Decode replay (partitioner/replay.c): on or off for the model's
-     * life, the recording of the last shape (one allocation, under
-     * eval_lock) and its counters. */
-    int graph_replay;
-    struct hx_replay *replay;
+     * life, the recordings of the last shapes used, most recent first (one
+     * allocation each, under eval_lock; at most replay_shapes of them,
+     * HX_REPLAY_SHAPES), and its counters.  act_generation counts the
+     * reallocations of activation buffers, which drop every recording. */
+    int graph_replay, replay_shapes;
+    struct hx_replay *replay[HX_REPLAY_SHAPES];
+    uint32_t act_generation;
     _Atomic uint64_t graphs_recorded, graphs_replayed; /* read by hx_model_stats_get without the lock */
     /* Working memory of evaluations (engine/batch.c), kept from one to
      * the next so that a decode step allocates nothing; under eval_lock. */

@@ -9,12 +9,18 @@
  * Placement is not recorded: every task goes through the scheduling
  * policy as a fresh one does (dmda weighs its performance model and the
  * queues at each step, ws steals, a device out of service is skipped), so
- * no policy is bypassed and none needs to declare itself static.  The
- * recording is dropped when anything it holds could change: the shape
- * (tokens, sequences, longest block table, rows of logits, and so the
- * arguments of every task), the activation buffers a larger batch or
- * context reallocates, the plan, or the devices in service (a device
- * failing for good).  An activation observer adds tasks of its own
+ * no policy is bypassed and none needs to declare itself static.
+ *
+ * A serving engine alternates shapes (decode steps of B sequences, steps
+ * with prefill chunks, B changing as requests come and go), so the model
+ * keeps the recordings of its last HX_REPLAY_SHAPES shapes, most recently
+ * used first; a new shape takes the least recently used one's place (and
+ * memory).  A shape is the tokens, sequences, longest block table, rows of
+ * logits (and so the arguments of every task) and the activation set with
+ * its meta and logits buffers.  Every recording is dropped when the world
+ * they were recorded in changes: the plan, the devices in service (a
+ * device failing for good), or an activation buffer reallocated for a
+ * larger batch or context.  An activation observer adds tasks of its own
  * between the matmuls: with one set, the graph is built fresh. */
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +37,23 @@
 /* Which of the batch's KV block lists a task names. */
 enum { NAMES_NONE, NAMES_KV_READ, NAMES_KV_WRITTEN };
 
-/* Everything a recorded task list depends on besides the step's blocks. */
+/* Everything a recorded task list depends on besides the step's blocks:
+ * the shape, and the world it was recorded in (the plan, the devices
+ * retired, the reallocations of activation buffers), which is the same
+ * for every recording the model keeps. */
 typedef struct {
-    const void *act, *meta, *logits, *plan;
+    const void *act, *meta, *logits;
     uint32_t T, S, max_blocks, n_out;
-    uint32_t retired;
+} shape_key;
+
+typedef struct {
+    const void *plan;
+    uint32_t retired, act_generation;
+} world_key;
+
+typedef struct {
+    shape_key shape;
+    world_key world;
 } replay_key;
 
 /* One allocation: the header, then n tasks, their arguments and the lists
@@ -52,15 +70,16 @@ static replay_key key_of(const hx_model *m, const hx_batch_shape *b, const struc
 {
     replay_key k;
     memset(&k, 0, sizeof k); /* compared with memcmp: no stray padding */
-    k.act = b->act;
-    k.meta = b->act->meta;
-    k.logits = b->act->logits;
-    k.plan = plan;
-    k.T = b->T;
-    k.S = b->S;
-    k.max_blocks = b->max_blocks;
-    k.n_out = b->n_out;
-    k.retired = atomic_load(&m->rt->sched.retired);
+    k.shape.act = b->act;
+    k.shape.meta = b->act->meta;
+    k.shape.logits = b->act->logits;
+    k.shape.T = b->T;
+    k.shape.S = b->S;
+    k.shape.max_blocks = b->max_blocks;
+    k.shape.n_out = b->n_out;
+    k.world.plan = plan;
+    k.world.retired = atomic_load(&m->rt->sched.retired);
+    k.world.act_generation = m->act_generation;
     return k;
 }
 
@@ -143,20 +162,57 @@ static struct hx_replay *record(hx_model *m, const hx_batch_shape *b, const stru
     return r;
 }
 
+/* Drops every recording when the world they were recorded in changed. */
+static void drop_stale(hx_model *m, const world_key *w)
+{
+    if (!m->replay[0] || !memcmp(&m->replay[0]->key.world, w, sizeof *w))
+        return;
+    for (int i = 0; i < HX_REPLAY_SHAPES; i++) {
+        free(m->replay[i]);
+        m->replay[i] = NULL;
+    }
+}
+
+/* The recording for `k` moved to the front of the model's list, recorded
+ * first when the list has none (into the least recently used one's memory
+ * when the list is full); NULL when the graph cannot be recorded. */
+static struct hx_replay *lookup(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
+                                const replay_key *k)
+{
+    drop_stale(m, &k->world);
+    const int cap = m->replay_shapes;
+    int i = 0;
+    while (i < cap && m->replay[i] && memcmp(&m->replay[i]->key, k, sizeof *k))
+        i++;
+    struct hx_replay *r;
+    if (i < cap && m->replay[i]) {
+        r = m->replay[i];
+        atomic_fetch_add(&m->graphs_replayed, 1);
+    } else {
+        if (i == cap)
+            i--; /* the least recently used one makes room */
+        r = record(m, b, plan, m->replay[i]);
+        m->replay[i] = NULL;
+        if (!r) {
+            memmove(&m->replay[i], &m->replay[i + 1], sizeof m->replay[0] * (size_t)(cap - 1 - i));
+            m->replay[cap - 1] = NULL;
+            return NULL;
+        }
+        atomic_fetch_add(&m->graphs_recorded, 1);
+    }
+    memmove(&m->replay[1], &m->replay[0], sizeof m->replay[0] * (size_t)i);
+    m->replay[0] = r;
+    return r;
+}
+
 hx_status hx_replay_emit(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan)
 {
     if (!m->graph_replay || m->observer)
         return hx_llama_emit(m, b, plan, NULL, NULL);
     replay_key k = key_of(m, b, plan);
-    struct hx_replay *r = m->replay;
-    if (r && !memcmp(&r->key, &k, sizeof k)) {
-        atomic_fetch_add(&m->graphs_replayed, 1);
-    } else {
-        m->replay = r = record(m, b, plan, m->replay);
-        if (!r) /* what the fresh graph meets, it reports */
-            return hx_llama_emit(m, b, plan, NULL, NULL);
-        atomic_fetch_add(&m->graphs_recorded, 1);
-    }
+    struct hx_replay *r = lookup(m, b, plan, &k);
+    if (!r) /* what the fresh graph meets, it reports */
+        return hx_llama_emit(m, b, plan, NULL, NULL);
     for (size_t i = 0; i < r->n; i++) {
         hx_task_desc *d = &r->task[i].desc;
         if (r->names[i] == NAMES_KV_READ) {

@@ -28,7 +28,7 @@ static void model_path(char *path, size_t cap)
 /* A runtime on `devices` (PoCL as the FPGA) under the static policy, whose
  * placement does not depend on timing, and the tiny model with replay on
  * (1) or off (-1).  Small KV blocks make the positions cross several. */
-static rig open_rig(const char *devices, int replay)
+static rig open_rig_blocks(const char *devices, int replay, uint32_t kv_block)
 {
     rig r;
     char path[512];
@@ -43,7 +43,7 @@ static rig open_rig(const char *devices, int replay)
     o.perfmodel_dir = "off";
     HX_ASSERT_OK(hx_runtime_open(&r.rt, &o));
     hx_model_options mo = hx_model_options_default();
-    mo.kv_block = KV_BLOCK;
+    mo.kv_block = kv_block;
     mo.kv_tokens = 1024;
     mo.n_ctx = 256;
     mo.max_batch = 16;
@@ -54,6 +54,8 @@ static rig open_rig(const char *devices, int replay)
     r.n_vocab = in.n_vocab;
     return r;
 }
+
+static rig open_rig(const char *devices, int replay) { return open_rig_blocks(devices, replay, KV_BLOCK); }
 
 static void close_rig(rig *r)
 {
@@ -255,6 +257,110 @@ START_TEST(sequences_joining_and_leaving_a_batch_are_recorded_again)
 }
 END_TEST
 
+/* A serving engine's steps change shape all the time: here one session's
+ * decode step (one token), a batch of two sessions' decode steps, and one
+ * session taking two tokens at once (a prefill chunk), in turn.  The KV
+ * blocks are large enough that no block table grows, so after two rounds
+ * (the first records each shape; a reallocated meta or logits buffer may
+ * drop them once) every step replays the recording of its shape.  A cache
+ * of one recording (HX_REPLAY_SHAPES=1) records every step instead. */
+enum { ROUNDS = 6, WARM_ROUNDS = 2, FAIL_ROUND = 3 };
+
+typedef void (*round_hook)(rig *r, int round);
+
+static void fail_fpga_at_round(rig *r, int round) { fail_fpga(r, round == FAIL_ROUND ? FAIL_AT : -1); }
+
+/* Runs ROUNDS rounds of the first `shapes` (2 or 3) shapes; the last
+ * logits of each step, [ROUNDS * shapes][2][n_vocab] (zero where a
+ * session did not take part), and the counters after the warm rounds. */
+static void alternate(rig *r, int shapes, round_hook hook, float *out, hx_model_stats *warm)
+{
+    const size_t V = r->n_vocab;
+    hx_session *s[2];
+    for (int k = 0; k < 2; k++) {
+        HX_ASSERT_OK(hx_session_open(r->m, &s[k]));
+        int32_t p[PROMPT];
+        for (int i = 0; i < PROMPT; i++)
+            p[i] = token_at(7 * k + i);
+        HX_ASSERT_OK(hx_session_eval(s[k], p, PROMPT, 0));
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        if (round == WARM_ROUNDS)
+            *warm = stats_of(r);
+        if (hook)
+            hook(r, round);
+        for (int shape = 0; shape < shapes; shape++) {
+            const int step = round * shapes + shape;
+            int32_t t[2] = {token_at(2 * step), token_at(2 * step + 1)};
+            if (shape == 0) {
+                HX_ASSERT_OK(hx_session_eval(s[0], t, 1, 0));
+            } else if (shape == 1) {
+                hx_batch b = {.n = 2, .tokens = t, .sessions = s};
+                HX_ASSERT_OK(hx_batch_eval(r->m, &b));
+            } else {
+                HX_ASSERT_OK(hx_session_eval(s[1], t, 2, 0));
+            }
+            for (int k = 0; k < 2; k++) {
+                float *row = out + V * ((size_t)step * 2 + (size_t)k);
+                if ((shape == 0 && k == 1) || (shape == 2 && k == 0))
+                    memset(row, 0, sizeof *row * V);
+                else
+                    memcpy(row, hx_session_logits(s[k], -1), sizeof *row * V);
+            }
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        hx_session_close(s[k]);
+}
+
+static void compare_alternating(const char *devices, int shapes, round_hook hook)
+{
+    rig fresh = open_rig_blocks(devices, -1, 64), replay = open_rig_blocks(devices, 1, 64);
+    const size_t V = fresh.n_vocab, rows = (size_t)ROUNDS * (size_t)shapes * 2;
+    float *want = calloc(rows * V, sizeof *want), *got = calloc(rows * V, sizeof *got);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_ptr_nonnull(got);
+    hx_model_stats warm_fresh, warm;
+    alternate(&fresh, shapes, hook, want, &warm_fresh);
+    alternate(&replay, shapes, hook, got, &warm);
+    assert_same(got, want, rows, V, "alternating shapes");
+    hx_model_stats st = stats_of(&replay);
+    const uint64_t evaluations = 2 + (uint64_t)ROUNDS * (uint64_t)shapes;
+    const uint64_t after_warm = (uint64_t)(ROUNDS - WARM_ROUNDS) * (uint64_t)shapes;
+    fprintf(stderr, "  %d shapes, %llu evaluations: %llu recorded, %llu replayed (%llu after the warm rounds)\n",
+            shapes, (unsigned long long)evaluations, (unsigned long long)st.graphs_recorded,
+            (unsigned long long)st.graphs_replayed, (unsigned long long)(st.graphs_replayed - warm.graphs_replayed));
+    ck_assert_uint_eq(warm_fresh.graphs_recorded + warm_fresh.graphs_replayed, 0);
+    ck_assert_uint_eq(st.graphs_recorded + st.graphs_replayed, evaluations);
+    if (!hook) {
+        /* After the warm rounds: every step a replay. */
+        ck_assert_uint_eq(st.graphs_recorded, warm.graphs_recorded);
+        ck_assert_uint_eq(st.graphs_replayed - warm.graphs_replayed, after_warm);
+    } else {
+        /* The device leaves service in the first step of FAIL_ROUND: every
+         * recording is dropped, and each shape recorded once more. */
+        hx_runtime_stats rs;
+        hx_runtime_stats_get(replay.rt, &rs);
+        ck_assert_uint_eq(rs.devices_retired, 1);
+        ck_assert_uint_eq(rs.tasks_failed, 0);
+        ck_assert_uint_eq(st.graphs_recorded - warm.graphs_recorded, (uint64_t)shapes);
+        ck_assert_uint_eq(st.graphs_replayed - warm.graphs_replayed, after_warm - (uint64_t)shapes);
+    }
+    free(want);
+    free(got);
+    close_rig(&fresh);
+    close_rig(&replay);
+}
+
+START_TEST(two_alternating_shapes_each_replay) { compare_alternating("cpu", 2, NULL); }
+END_TEST
+
+START_TEST(three_alternating_shapes_each_replay) { compare_alternating("cpu", 3, NULL); }
+END_TEST
+
+START_TEST(a_retired_device_drops_every_recorded_shape) { compare_alternating("cpu,fpga", 3, fail_fpga_at_round); }
+END_TEST
+
 #if HX_ALLOC_COUNTING
 static int cmp_ulong(const void *a, const void *b)
 {
@@ -318,6 +424,9 @@ Suite *suite_replay(void)
     tcase_add_test(tc, a_device_failing_mid_run_is_replayed_around);
     tcase_add_test(tc, sequences_joining_and_leaving_a_batch_are_recorded_again);
     tcase_add_test(tc, a_replayed_decode_step_allocates_nothing);
+    tcase_add_test(tc, two_alternating_shapes_each_replay);
+    tcase_add_test(tc, three_alternating_shapes_each_replay);
+    tcase_add_test(tc, a_retired_device_drops_every_recorded_shape);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -141,6 +141,12 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
            (double)ms.kv_evictions);
     scalar(&t, "kv_tokens_reused_total", "counter", "Prompt tokens attached from the prefix cache instead of evaluated.",
            (double)ms.kv_tokens_reused);
+    scalar(&t, "graphs_recorded_total", "counter",
+           "Evaluations whose task list was recorded for their batch shape (decode replay).",
+           (double)ms.graphs_recorded);
+    scalar(&t, "graphs_replayed_total", "counter",
+           "Evaluations submitted from the recording of their batch shape (decode replay).",
+           (double)ms.graphs_replayed);
     metric(&t, "device_busy_ratio", "gauge", "Each device's busy share over the last second or so.");
     for (int d = 0; d < hx_runtime_device_count(S->rt); d++) {
         hx_device_info di;
