@@ -120,6 +120,8 @@ hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only
 
 size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
 
+static int has_own_memory(const hx_device *d) { return d->info.memory_node != 0 && !d->info.unified_memory; }
+
 static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
 {
     if (!b || block_bytes == 0 || block_bytes > b->size)
@@ -136,12 +138,20 @@ static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
     if (n > UINT32_MAX)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks: %zu blocks", n);
     uint32_t *valid = malloc(n * sizeof *valid);
-    if (!valid)
+    uint32_t *named = calloc(n, sizeof *named);
+    if (!valid || !named) {
+        free(valid);
+        free(named);
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_set_blocks: validity of %zu blocks", n);
+    }
     pthread_mutex_lock(&b->lock);
     for (size_t i = 0; i < n; i++)
         valid[i] = b->valid_one;
     b->valid = valid;
+    b->named = named;
+    for (int d = 0; d < rt->ndevices; d++)
+        if (b->handle[d] && has_own_memory(rt->devices[d]))
+            atomic_fetch_add(&rt->stats.block_bytes_allocated[d], b->size);
     b->n_blocks = (uint32_t)n;
     b->block_bytes = block_bytes;
     b->divided = 1;
@@ -162,6 +172,8 @@ void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *
     b->cpu_layout = layout;
     b->cpu_layout_free = free_fn;
 }
+
+static void forget_named(hx_buffer *b, hx_block_list blocks);
 
 /* Waits until no submitted task uses the buffer. */
 static void wait_unused(hx_buffer *b)
@@ -205,8 +217,15 @@ void hx_buffer_destroy(hx_buffer *b)
         else
             free(b->host);
     }
+    if (b->divided) {
+        forget_named(b, (hx_block_list){NULL, 0});
+        for (int d = 0; d < rt->ndevices; d++)
+            if (b->handle[d] && has_own_memory(rt->devices[d]))
+                atomic_fetch_sub(&rt->stats.block_bytes_allocated[d], b->size);
+    }
     if (b->valid != &b->valid_one)
         free(b->valid);
+    free(b->named);
     buffer_free(b);
 }
 
@@ -361,8 +380,49 @@ static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
         s = d->ops->alloc(d, b->size, &b->handle[i]);
     if (s)
         return hx_error_context(s, "buffer of %zu bytes on device %d (%s)", b->size, i, d->info.name);
+    if (b->divided && has_own_memory(d))
+        atomic_fetch_add(&b->rt->stats.block_bytes_allocated[i], b->size);
     *handle = b->handle[i];
     return HX_OK;
+}
+
+/* Blocks a task on `d` named: a copy sized to the blocks `d` holds would
+ * take a slot for each one not named there since it was last discarded. */
+static void note_named(hx_buffer *b, hx_device *d, hx_block_list blocks)
+{
+    if (!b->divided || !has_own_memory(d))
+        return;
+    const int dev = d->info.index;
+    uint64_t added = 0;
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i))
+        if (!(b->named[i] & (1u << dev))) {
+            b->named[i] |= 1u << dev;
+            added += block_size(b, i);
+        }
+    if (!added)
+        return;
+    hx_runtime *rt = b->rt;
+    uint64_t now = atomic_fetch_add(&rt->stats.block_bytes_named[dev], added) + added;
+    uint64_t peak = atomic_load(&rt->stats.block_bytes_named_peak[dev]);
+    while (now > peak && !atomic_compare_exchange_weak(&rt->stats.block_bytes_named_peak[dev], &peak, now))
+        ;
+}
+
+/* Those of `blocks` no device needs a slot for any longer (their
+ * contents no longer matter, or the buffer goes). */
+static void forget_named(hx_buffer *b, hx_block_list blocks)
+{
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i)) {
+        if (i >= b->n_blocks)
+            continue;
+        for (uint32_t m = b->named[i]; m; m &= m - 1)
+            atomic_fetch_sub(&b->rt->stats.block_bytes_named[__builtin_ctz(m)], block_size(b, i));
+        b->named[i] = 0;
+    }
 }
 
 /* Every block of the list is in range; *stale: some is not valid on `node`. */
@@ -389,6 +449,8 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
     hx_status s = check_blocks(b, blocks, node, &stale);
     if (s == HX_OK)
         s = device_handle(b, d, handle);
+    if (s == HX_OK)
+        note_named(b, d, blocks);
     if (s == HX_OK && (mode & HX_R) && stale) {
         s = fetch_to_host(b, blocks, node);
         if (s == HX_OK && node != 0)
@@ -426,6 +488,7 @@ void hx_buffer_discard(hx_buffer *b, hx_block_list blocks)
     for (uint32_t k = 0; k < blocks.n; k++)
         if (blocks.ids[k] < b->n_blocks)
             b->valid[blocks.ids[k]] = all;
+    forget_named(b, blocks);
     pthread_mutex_unlock(&b->lock);
 }
 

@@ -565,6 +565,66 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
 }
 END_TEST
 
+static hx_device_stats device_now(hx_runtime *rt, int dev)
+{
+    hx_device_stats ds;
+    HX_ASSERT_OK(hx_device_stats_get(rt, dev, &ds));
+    return ds;
+}
+
+/* A device with memory of its own allocates a divided buffer whole; the
+ * blocks its tasks named, and no others, count as what copies sized to
+ * the blocks it holds would take; a discarded block frees its slot. */
+START_TEST(a_device_counts_the_blocks_it_was_asked_for)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "eager", path, sizeof path);
+    const int gpu = 1, fpga = 2;
+    hx_buffer *x, *y, *z;
+    HX_ASSERT_OK(hx_buffer_create(rt, (size_t)BLOCK * NB, &x));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &y));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &z));
+    HX_ASSERT_OK(hx_buffer_set_blocks(x, BLOCK));
+
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5}, 1, HX_R);
+    hx_device_stats ds = device_now(rt, gpu);
+    ck_assert_uint_eq(ds.kv_bytes_allocated, (uint64_t)BLOCK * NB); /* y and z are not divided */
+    ck_assert_uint_eq(ds.kv_bytes_named, BLOCK);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5, 6, 7, 9}, 4, HX_R);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){7, 10}, 2, HX_RW);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_named, 5 * BLOCK);
+    ck_assert_uint_eq(device_now(rt, fpga).kv_bytes_allocated, 0);
+
+    /* Discarded blocks free their slots; the peak stays until a reset. */
+    hx_buffer_discard(x, (hx_block_list){(const uint32_t[]){5, 6, 11}, 3});
+    ds = device_now(rt, gpu);
+    ck_assert_uint_eq(ds.kv_bytes_named, 3 * BLOCK);
+    ck_assert_uint_eq(ds.kv_bytes_named_peak, 5 * BLOCK);
+    hx_runtime_stats_reset(rt);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_named_peak, 3 * BLOCK);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5}, 1, HX_R);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_named, 4 * BLOCK);
+
+    /* A task naming no blocks takes the whole buffer. */
+    add_on(rt, fpga, x, y, z, NULL, 0, HX_R);
+    ds = device_now(rt, fpga);
+    ck_assert_uint_eq(ds.kv_bytes_allocated, (uint64_t)BLOCK * NB);
+    ck_assert_uint_eq(ds.kv_bytes_named, (uint64_t)BLOCK * NB);
+
+    hx_buffer_destroy(x);
+    for (int d = gpu; d <= fpga; d++) {
+        ds = device_now(rt, d);
+        ck_assert_uint_eq(ds.kv_bytes_allocated, 0);
+        ck_assert_uint_eq(ds.kv_bytes_named, 0);
+    }
+    ck_assert_uint_eq(device_now(rt, 0).kv_bytes_allocated, 0); /* the CPU uses host memory */
+    hx_buffer_destroy(y);
+    hx_buffer_destroy(z);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 /* One decode step (token ids[0]) and its bytes moved, the steady state;
  * then every layer's K and V cache made the host's alone (as a block copy
  * on the host does) and one more step (ids[1]): its bytes and simulated
@@ -755,6 +815,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, dmda_moves_weights_to_a_faster_device);
     tcase_add_test(c, colocated_layers_stay_on_the_gpu);
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
+    tcase_add_test(c, a_device_counts_the_blocks_it_was_asked_for);
     tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
     tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
     tcase_add_test(c, a_context_shift_moves_only_its_blocks);
