@@ -45,6 +45,10 @@ struct hx_runtime {
          * a device holds would take), now and at most. */
         _Atomic uint64_t block_bytes_allocated[HX_MAX_DEVICES];
         _Atomic uint64_t block_bytes_named[HX_MAX_DEVICES], block_bytes_named_peak[HX_MAX_DEVICES];
+        /* Per memory node: bytes of divided buffers' blocks valid there
+         * alone (which such a copy could not evict without a copy back),
+         * now and at most. */
+        _Atomic uint64_t block_bytes_device_only[HX_MAX_DEVICES], block_bytes_device_only_peak[HX_MAX_DEVICES];
     } stats;
     _Atomic uint64_t next_task_id;
     hx_trace trace;
