@@ -10,6 +10,10 @@
 #include "runtime/perfmodel.h"
 #include "runtime/trace.h"
 
+static uint32_t node_bit(int node) { return 1u << node; }
+static void set_valid(hx_buffer *b, uint32_t i, uint32_t valid);
+static void forget_named(hx_buffer *b, hx_block_list blocks);
+
 /* Below this, malloc'd memory is already local by first touch and an mmap
  * per buffer (what libnuma does) would cost more than it saves. */
 #define HX_NUMA_MIN_BYTES (256u << 10)
@@ -120,6 +124,15 @@ hx_status hx_buffer_wrap(hx_runtime *rt, void *host, size_t bytes, int read_only
 
 size_t hx_buffer_size(const hx_buffer *b) { return b ? b->size : 0; }
 
+static void hx_atomic_max(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t old = atomic_load(a);
+    while (v > old && !atomic_compare_exchange_weak(a, &old, v))
+        ;
+}
+
+static int has_own_memory(const hx_device *d) { return d->info.memory_node != 0 && !d->info.unified_memory; }
+
 static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
 {
     if (!b || block_bytes == 0 || block_bytes > b->size)
@@ -136,15 +149,25 @@ static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
     if (n > UINT32_MAX)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks: %zu blocks", n);
     uint32_t *valid = malloc(n * sizeof *valid);
-    if (!valid)
+    uint32_t *named = calloc(n, sizeof *named);
+    if (!valid || !named) {
+        free(valid);
+        free(named);
         return hx_error(HX_ERR_NO_MEMORY, "hx_buffer_set_blocks: validity of %zu blocks", n);
+    }
     pthread_mutex_lock(&b->lock);
-    for (size_t i = 0; i < n; i++)
-        valid[i] = b->valid_one;
     b->valid = valid;
+    b->named = named;
     b->n_blocks = (uint32_t)n;
     b->block_bytes = block_bytes;
     b->divided = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        valid[i] = 0;
+        set_valid(b, i, b->valid_one);
+    }
+    for (int d = 0; d < rt->ndevices; d++)
+        if (b->handle[d] && has_own_memory(rt->devices[d]))
+            atomic_fetch_add(&rt->stats.block_bytes_allocated[d], b->size);
     pthread_mutex_unlock(&b->lock);
     return HX_OK;
 }
@@ -162,6 +185,7 @@ void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *
     b->cpu_layout = layout;
     b->cpu_layout_free = free_fn;
 }
+
 
 /* Waits until no submitted task uses the buffer. */
 static void wait_unused(hx_buffer *b)
@@ -205,12 +229,45 @@ void hx_buffer_destroy(hx_buffer *b)
         else
             free(b->host);
     }
+    if (b->divided) {
+        forget_named(b, (hx_block_list){NULL, 0});
+        for (uint32_t i = 0; i < b->n_blocks; i++)
+            set_valid(b, i, node_bit(0));
+        for (int d = 0; d < rt->ndevices; d++)
+            if (b->handle[d] && has_own_memory(rt->devices[d]))
+                atomic_fetch_sub(&rt->stats.block_bytes_allocated[d], b->size);
+    }
     if (b->valid != &b->valid_one)
         free(b->valid);
+    free(b->named);
     buffer_free(b);
 }
 
-static uint32_t node_bit(int node) { return 1u << node; }
+
+/* The node holding the only valid copy of a block of this validity when
+ * that is a device's own memory, else -1: such a block is what a copy
+ * sized to the blocks a device holds could not evict without first
+ * copying it back. */
+static int device_only_node(uint32_t valid) { return valid && !(valid & (valid - 1)) && valid != 1 ? __builtin_ctz(valid) : -1; }
+
+static size_t block_size(const hx_buffer *b, uint32_t i);
+
+/* Sets block i's validity (every change goes through here), keeping the
+ * runtime's count of bytes valid on one device alone. */
+static void set_valid(hx_buffer *b, uint32_t i, uint32_t valid)
+{
+    int before = device_only_node(b->valid[i]), after = device_only_node(valid);
+    b->valid[i] = valid;
+    if (!b->divided || before == after)
+        return;
+    hx_runtime *rt = b->rt;
+    if (before >= 0)
+        atomic_fetch_sub(&rt->stats.block_bytes_device_only[before], block_size(b, i));
+    if (after >= 0) {
+        uint64_t now = atomic_fetch_add(&rt->stats.block_bytes_device_only[after], block_size(b, i)) + block_size(b, i);
+        hx_atomic_max(&rt->stats.block_bytes_device_only_peak[after], now);
+    }
+}
 
 /* The blocks a list names, one at a time: every block when the buffer is
  * not divided or the list is NULL. */
@@ -292,7 +349,7 @@ static hx_status copy_run(hx_buffer *b, block_run r, int to_host, hx_device *d)
         return s;
     count_copy(b->rt, d, to_host ? r.node : 0, to_host ? 0 : r.node, bytes, t0);
     for (uint32_t i = r.first; i < r.first + r.count; i++)
-        b->valid[i] |= node_bit(to_host ? 0 : r.node);
+        set_valid(b, i, b->valid[i] | node_bit(to_host ? 0 : r.node));
     return HX_OK;
 }
 
@@ -361,8 +418,46 @@ static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
         s = d->ops->alloc(d, b->size, &b->handle[i]);
     if (s)
         return hx_error_context(s, "buffer of %zu bytes on device %d (%s)", b->size, i, d->info.name);
+    if (b->divided && has_own_memory(d))
+        atomic_fetch_add(&b->rt->stats.block_bytes_allocated[i], b->size);
     *handle = b->handle[i];
     return HX_OK;
+}
+
+/* Blocks a task on `d` named: a copy sized to the blocks `d` holds would
+ * take a slot for each one not named there since it was last discarded. */
+static void note_named(hx_buffer *b, hx_device *d, hx_block_list blocks)
+{
+    if (!b->divided || !has_own_memory(d))
+        return;
+    const int dev = d->info.index;
+    uint64_t added = 0;
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i))
+        if (!(b->named[i] & (1u << dev))) {
+            b->named[i] |= 1u << dev;
+            added += block_size(b, i);
+        }
+    if (!added)
+        return;
+    hx_runtime *rt = b->rt;
+    hx_atomic_max(&rt->stats.block_bytes_named_peak[dev], atomic_fetch_add(&rt->stats.block_bytes_named[dev], added) + added);
+}
+
+/* Those of `blocks` no device needs a slot for any longer (their
+ * contents no longer matter, or the buffer goes). */
+static void forget_named(hx_buffer *b, hx_block_list blocks)
+{
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i)) {
+        if (i >= b->n_blocks)
+            continue;
+        for (uint32_t m = b->named[i]; m; m &= m - 1)
+            atomic_fetch_sub(&b->rt->stats.block_bytes_named[__builtin_ctz(m)], block_size(b, i));
+        b->named[i] = 0;
+    }
 }
 
 /* Every block of the list is in range; *stale: some is not valid on `node`. */
@@ -389,6 +484,8 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
     hx_status s = check_blocks(b, blocks, node, &stale);
     if (s == HX_OK)
         s = device_handle(b, d, handle);
+    if (s == HX_OK)
+        note_named(b, d, blocks);
     if (s == HX_OK && (mode & HX_R) && stale) {
         s = fetch_to_host(b, blocks, node);
         if (s == HX_OK && node != 0)
@@ -411,7 +508,7 @@ hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks)
     uint32_t i;
     while (walk_next(&w, &i))
         if (i < b->n_blocks)
-            b->valid[i] = node_bit(node);
+            set_valid(b, i, node_bit(node));
     pthread_mutex_unlock(&b->lock);
     return s;
 }
@@ -425,7 +522,8 @@ void hx_buffer_discard(hx_buffer *b, hx_block_list blocks)
     pthread_mutex_lock(&b->lock);
     for (uint32_t k = 0; k < blocks.n; k++)
         if (blocks.ids[k] < b->n_blocks)
-            b->valid[blocks.ids[k]] = all;
+            set_valid(b, blocks.ids[k], all);
+    forget_named(b, blocks);
     pthread_mutex_unlock(&b->lock);
 }
 
@@ -466,7 +564,7 @@ static hx_status buffer_acquire(hx_buffer *b, hx_access mode, hx_block_list bloc
         block_walk w = walk_of(b, blocks);
         uint32_t i;
         while (walk_next(&w, &i))
-            b->valid[i] = node_bit(0);
+            set_valid(b, i, node_bit(0));
     }
     pthread_mutex_unlock(&b->lock);
     *host = s == HX_OK ? b->host : NULL;
@@ -519,7 +617,7 @@ int hx_buffer_rollback(hx_buffer *b, hx_device *d, void *saved)
         for (uint32_t i = 0; i < b->n_blocks; i++)
             restored &= !(b->valid[i] & node_bit(node)) || (b->valid[i] & ~node_bit(node)) != 0;
         for (uint32_t i = 0; restored && i < b->n_blocks; i++)
-            b->valid[i] &= ~node_bit(node);
+            set_valid(b, i, b->valid[i] & ~node_bit(node));
     }
     pthread_mutex_unlock(&b->lock);
     free(saved);

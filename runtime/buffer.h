@@ -7,7 +7,9 @@
  * block of the pool), and a task that names blocks (hx_task_desc.blocks)
  * makes only those valid where it runs, so attention on another device
  * moves the blocks it reads rather than the whole layer's cache.  Replicas
- * stay whole-sized: only their contents' validity is per block.  Internal. */
+ * stay whole-sized: only their contents' validity is per block; the
+ * runtime counts, per device, the blocks its tasks named (`named`), what
+ * replicas sized to them would hold.  Internal. */
 #ifndef HX_RUNTIME_BUFFER_H
 #define HX_RUNTIME_BUFFER_H
 
@@ -39,6 +41,8 @@ struct hx_buffer {
     int divided;            /* hx_buffer_set_blocks was called: tasks' block lists apply */
     uint32_t *valid;        /* [n_blocks]: bit n = node n holds the block; &valid_one when undivided */
     uint32_t valid_one;
+    uint32_t *named;        /* [n_blocks] when divided: bit d = a task on device d named the block since
+                               it was last discarded (devices with memory of their own) */
     uint64_t reads;  /* tasks that read it so far (dmda amortizes copies of read-only data over them) */
     void *handle[HX_MAX_DEVICES];
 

@@ -556,6 +556,14 @@ static hx_status device_stats(const hx_runtime *rt, int device, hx_device_stats 
         pthread_mutex_unlock(&w->msg_lock);
     }
     hx_sched_load((hx_sched *)&rt->sched, device, &out->queue_depth, &out->backlog_seconds);
+    out->kv_bytes_allocated = atomic_load(&rt->stats.block_bytes_allocated[device]);
+    out->kv_bytes_named = atomic_load(&rt->stats.block_bytes_named[device]);
+    out->kv_bytes_named_peak = atomic_load(&rt->stats.block_bytes_named_peak[device]);
+    const hx_device *dev = rt->devices[device];
+    if (dev->info.memory_node != 0 && !dev->info.unified_memory) {
+        out->kv_bytes_device_only = atomic_load(&rt->stats.block_bytes_device_only[dev->info.memory_node]);
+        out->kv_bytes_device_only_peak = atomic_load(&rt->stats.block_bytes_device_only_peak[dev->info.memory_node]);
+    }
     double span = now - rt->open_time;
     out->busy_fraction = span > 0 ? out->busy_seconds / span : 0;
     if (out->busy_fraction > 1)
@@ -583,6 +591,8 @@ void hx_runtime_stats_reset(hx_runtime *rt)
     atomic_store(&rt->stats.submit_ns, 0);
     atomic_store(&rt->stats.retries, 0);
     for (int d = 0; d < rt->ndevices; d++) {
+        atomic_store(&rt->stats.block_bytes_named_peak[d], atomic_load(&rt->stats.block_bytes_named[d]));
+        atomic_store(&rt->stats.block_bytes_device_only_peak[d], atomic_load(&rt->stats.block_bytes_device_only[d]));
         hx_worker *w = rt->devices[d]->worker;
         if (w) {
             atomic_store(&w->tasks, 0);

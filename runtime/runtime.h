@@ -39,6 +39,16 @@ struct hx_runtime {
         _Atomic uint64_t submitted, done, failed, copies, bytes_copied, zero_copy, migrations;
         _Atomic uint64_t submit_ns, retries;
         _Atomic uint32_t devices_retired;
+        /* Per device with memory of its own: bytes of divided buffers (KV
+         * caches) allocated there, and of the blocks tasks there named
+         * since they were last discarded (what copies sized to the blocks
+         * a device holds would take), now and at most. */
+        _Atomic uint64_t block_bytes_allocated[HX_MAX_DEVICES];
+        _Atomic uint64_t block_bytes_named[HX_MAX_DEVICES], block_bytes_named_peak[HX_MAX_DEVICES];
+        /* Per memory node: bytes of divided buffers' blocks valid there
+         * alone (which such a copy could not evict without a copy back),
+         * now and at most. */
+        _Atomic uint64_t block_bytes_device_only[HX_MAX_DEVICES], block_bytes_device_only_peak[HX_MAX_DEVICES];
     } stats;
     _Atomic uint64_t next_task_id;
     hx_trace trace;

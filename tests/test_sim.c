@@ -565,6 +565,75 @@ START_TEST(a_task_moves_only_the_blocks_it_names)
 }
 END_TEST
 
+static hx_device_stats device_now(hx_runtime *rt, int dev)
+{
+    hx_device_stats ds;
+    HX_ASSERT_OK(hx_device_stats_get(rt, dev, &ds));
+    return ds;
+}
+
+/* A device with memory of its own allocates a divided buffer whole; the
+ * blocks its tasks named, and no others, count as what copies sized to
+ * the blocks it holds would take; a discarded block frees its slot. */
+START_TEST(a_device_counts_the_blocks_it_was_asked_for)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "eager", path, sizeof path);
+    const int gpu = 1, fpga = 2;
+    hx_buffer *x, *y, *z;
+    HX_ASSERT_OK(hx_buffer_create(rt, (size_t)BLOCK * NB, &x));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &y));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &z));
+    HX_ASSERT_OK(hx_buffer_set_blocks(x, BLOCK));
+
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5}, 1, HX_R);
+    hx_device_stats ds = device_now(rt, gpu);
+    ck_assert_uint_eq(ds.kv_bytes_allocated, (uint64_t)BLOCK * NB); /* y and z are not divided */
+    ck_assert_uint_eq(ds.kv_bytes_named, BLOCK);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5, 6, 7, 9}, 4, HX_R);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){7, 10}, 2, HX_RW);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_named, 5 * BLOCK);
+    ck_assert_uint_eq(device_now(rt, fpga).kv_bytes_allocated, 0);
+    /* 7 and 10 were written there: valid there alone until the host
+     * takes one back. */
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_device_only, 2 * BLOCK);
+    void *host;
+    HX_ASSERT_OK(hx_buffer_acquire_blocks(x, HX_R, (hx_block_list){(const uint32_t[]){7}, 1}, &host));
+    ds = device_now(rt, gpu);
+    ck_assert_uint_eq(ds.kv_bytes_device_only, BLOCK);
+    ck_assert_uint_eq(ds.kv_bytes_device_only_peak, 2 * BLOCK);
+
+    /* Discarded blocks free their slots; the peak stays until a reset. */
+    hx_buffer_discard(x, (hx_block_list){(const uint32_t[]){5, 6, 11}, 3});
+    ds = device_now(rt, gpu);
+    ck_assert_uint_eq(ds.kv_bytes_named, 3 * BLOCK);
+    ck_assert_uint_eq(ds.kv_bytes_named_peak, 5 * BLOCK);
+    hx_runtime_stats_reset(rt);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_named_peak, 3 * BLOCK);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5}, 1, HX_R);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_named, 4 * BLOCK);
+
+    /* A task naming no blocks takes the whole buffer. */
+    add_on(rt, fpga, x, y, z, NULL, 0, HX_R);
+    ds = device_now(rt, fpga);
+    ck_assert_uint_eq(ds.kv_bytes_allocated, (uint64_t)BLOCK * NB);
+    ck_assert_uint_eq(ds.kv_bytes_named, (uint64_t)BLOCK * NB);
+
+    hx_buffer_destroy(x);
+    for (int d = gpu; d <= fpga; d++) {
+        ds = device_now(rt, d);
+        ck_assert_uint_eq(ds.kv_bytes_allocated, 0);
+        ck_assert_uint_eq(ds.kv_bytes_named, 0);
+        ck_assert_uint_eq(ds.kv_bytes_device_only, 0);
+    }
+    ck_assert_uint_eq(device_now(rt, 0).kv_bytes_allocated, 0); /* the CPU uses host memory */
+    hx_buffer_destroy(y);
+    hx_buffer_destroy(z);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 /* One decode step (token ids[0]) and its bytes moved, the steady state;
  * then every layer's K and V cache made the host's alone (as a block copy
  * on the host does) and one more step (ids[1]): its bytes and simulated
@@ -641,7 +710,8 @@ END_TEST
  * caches are then made the host's alone (what a device holding only
  * recent blocks amounts to): the KV bytes one decode step moves, beyond
  * the steady state's, with attention whole or split at `split`. */
-static uint64_t kv_bytes_of_a_step(uint32_t depth, uint32_t split, uint64_t *block_bytes, double *seconds)
+static uint64_t kv_bytes_of_a_step(uint32_t depth, uint32_t split, uint64_t *block_bytes, double *seconds,
+                                   hx_device_stats *kv_device)
 {
     hx_runtime_options o = hx_runtime_options_default();
     o.machine = "bench/machines/epyc2s-h200-u55c.machine";
@@ -667,6 +737,14 @@ static uint64_t kv_bytes_of_a_step(uint32_t depth, uint32_t split, uint64_t *blo
     uint64_t steady, moved;
     step_after_the_host_took_the_caches(rt, m, s, ids + 1, &steady, &moved, seconds);
     moved -= steady;
+    /* The device attention ran on: the one that allocated the caches. */
+    memset(kv_device, 0, sizeof *kv_device);
+    for (int d = 0; d < hx_runtime_device_count(rt); d++) {
+        hx_device_stats ds;
+        HX_ASSERT_OK(hx_device_stats_get(rt, d, &ds));
+        if (ds.kv_bytes_allocated > kv_device->kv_bytes_allocated)
+            *kv_device = ds;
+    }
     const hx_kv_pool *kv = m->kv;
     *block_bytes = 2ull * kv->n_layer * kv->block_bytes; /* a block of K and of V in every layer */
     free(ids);
@@ -685,8 +763,13 @@ START_TEST(split_attention_moves_only_the_recent_blocks)
     const uint32_t depth = 4000, recent = 256;
     uint64_t block, block2;
     double t_whole, t_split;
-    const uint64_t whole = kv_bytes_of_a_step(depth, 0, &block, &t_whole);
-    const uint64_t split = kv_bytes_of_a_step(depth, recent, &block2, &t_split);
+    hx_device_stats dw, ds;
+    const uint64_t whole = kv_bytes_of_a_step(depth, 0, &block, &t_whole, &dw);
+    const uint64_t split = kv_bytes_of_a_step(depth, recent, &block2, &t_split, &ds);
+    printf("sim: 70B, %u tokens deep: the attention device allocates %.1f MiB of KV (whole layers), whole "
+           "attention reads %.1f MiB of it per step, split at %u %.1f MiB\n",
+           depth, dw.kv_bytes_allocated / 1048576.0, whole / 1048576.0, recent, split / 1048576.0);
+    ck_assert_uint_eq(dw.kv_bytes_allocated, ds.kv_bytes_allocated);
     ck_assert_uint_eq(block, block2);
     /* The step's token is at position depth + 2: whole attention reads
      * blocks 0 .. (depth + 2) / 16; the device's part those from the cut,
@@ -699,6 +782,60 @@ START_TEST(split_attention_moves_only_the_recent_blocks)
                   (unsigned long long)(last + 1));
     ck_assert_msg(split == (last - cut + 1) * block, "split: %llu bytes, %llu blocks expected",
                   (unsigned long long)split, (unsigned long long)(last - cut + 1));
+}
+END_TEST
+
+/* Decoding with attention on the FPGA of blocks_box ("small" shapes),
+ * the blocks valid in the FPGA's memory alone after each step (what a
+ * copy sized to the blocks it holds could not evict without a copy back):
+ * with whole attention, kv_store and attention run there and that is
+ * every block of the context; split at `recent`, "static" puts kv_store
+ * on the host and the FPGA runs the recent part only (one task per layer
+ * per step), so it holds no block the host lacks: the blocks it reads
+ * are the only ones such a copy would need.  Exact counts. */
+START_TEST(split_attention_bounds_the_blocks_only_the_device_holds)
+{
+    const uint32_t prompt = 200, steps = 40, recent = 64, fpga = 2;
+    for (int split = 0; split <= 1; split++) {
+        char path[64];
+        hx_runtime *rt = open_sim(blocks_box, "static", path, sizeof path);
+        hx_model_options mo = hx_model_options_default();
+        mo.n_ctx = 2048;
+        mo.kv_prefix_cache = -1;
+        mo.kv_split = split ? recent : 0;
+        hx_model *m;
+        HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
+        hx_session *s;
+        HX_ASSERT_OK(hx_session_open(m, &s));
+        int32_t ids[200];
+        for (uint32_t i = 0; i < prompt; i++)
+            ids[i] = (int32_t)(3 + i);
+        HX_ASSERT_OK(hx_session_eval(s, ids, prompt, 0));
+        const hx_kv_pool *kv = m->kv;
+        const uint64_t block = 2ull * kv->n_layer * kv->block_bytes; /* K and V, every layer */
+        uint64_t only = 0;
+        for (uint32_t pos = prompt; pos < prompt + steps; pos++) {
+            const uint64_t tasks = device_now(rt, fpga).tasks;
+            HX_ASSERT_OK(hx_session_eval(s, ids + pos % prompt, 1, 0));
+            hx_device_stats ds = device_now(rt, fpga);
+            ck_assert_uint_eq(ds.tasks - tasks, (split ? 1u : 2u) * kv->n_layer);
+            const uint64_t expect = split ? 0 : (pos / 16 + 1) * block;
+            only = ds.kv_bytes_device_only;
+            ck_assert_msg(only == expect, "split %d, position %u: %llu bytes valid on the FPGA alone, %llu expected",
+                          split, pos, (unsigned long long)only, (unsigned long long)expect);
+        }
+        hx_device_stats ds = device_now(rt, fpga);
+        printf("sim: small shapes, %u tokens, attention on the FPGA %s: KV allocated there %.2f MiB, named %.2f MiB, "
+               "valid there alone %.2f MiB\n",
+               prompt + steps, split ? "split at 64" : "whole", ds.kv_bytes_allocated / 1048576.0,
+               ds.kv_bytes_named / 1048576.0, only / 1048576.0);
+        ck_assert_uint_eq(ds.kv_bytes_allocated, block * kv->n_blocks);
+        ck_assert_uint_eq(ds.kv_bytes_named, (prompt + steps + 15) / 16 * block); /* the prefill read them all */
+        hx_session_close(s);
+        hx_model_free(m);
+        hx_runtime_close(rt);
+        unlink(path);
+    }
 }
 END_TEST
 
@@ -755,8 +892,10 @@ Suite *suite_sim(void)
     tcase_add_test(c, dmda_moves_weights_to_a_faster_device);
     tcase_add_test(c, colocated_layers_stay_on_the_gpu);
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
+    tcase_add_test(c, a_device_counts_the_blocks_it_was_asked_for);
     tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
     tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
+    tcase_add_test(c, split_attention_bounds_the_blocks_only_the_device_holds);
     tcase_add_test(c, a_context_shift_moves_only_its_blocks);
     suite_add_tcase(s, c);
     return s;
