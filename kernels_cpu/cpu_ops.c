@@ -126,10 +126,7 @@ int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W,
 static void matmul_repacked(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
 {
     const hx_repacked *r = p->r;
-    /* The 512-bit pair kernels pay for prompts only: a decode step's single
-     * column measured slower through them in whole models (the same bits
-     * either way, lane for lane). */
-    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type), pair = p->T > 1 ? hx_repack_gemm_pair(r->type) : NULL;
+    const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type), pair = hx_repack_gemm_pair(r->type, p->T);
     uint64_t gb = MATMUL_BLOCK / r->group_bytes;
     if (gb < 2)
         gb = 2;

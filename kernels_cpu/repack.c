@@ -202,11 +202,13 @@ static _Atomic int pairs_mode = HX_REPACK_PAIRS_PAYING;
 void hx_repack_set_pairs(hx_repack_pairs mode) { atomic_store(&pairs_mode, (int)mode); }
 
 /* The types whose 512-bit pair kernels beat the 256-bit ones on
- * bench-repack's measurements (docs/repack.md): Q4_K's unsigned nibbles
- * take one vpdpbusd per column and vector; Q4_0 and Q8_0's signed quants
- * need a mask and a masked subtraction per column that AVX-512 has no
- * vpsignb for, and at 512 bits they measured slower. */
-static int pair_pays(hx_type t) { return t == HX_TYPE_Q4_K; }
+ * bench-repack's measurements (docs/repack.md), for prompts only: Q4_K's
+ * unsigned nibbles take one vpdpbusd per column and vector, but a decode
+ * step's single column measured slower through the pair kernel in whole
+ * models.  Q4_0 and Q8_0's signed quants need a mask and a masked
+ * subtraction per column that AVX-512 has no vpsignb for, and at 512 bits
+ * they measured slower. */
+static int pair_pays(hx_type t, uint32_t cols) { return t == HX_TYPE_Q4_K && cols > 1; }
 
 hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level)
 {
@@ -215,10 +217,10 @@ hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level)
     return hx_repack_avx512_pair_kernels[t];
 }
 
-hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t)
+hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t, uint32_t cols)
 {
     const int mode = atomic_load(&pairs_mode);
-    if (mode == HX_REPACK_PAIRS_OFF || (mode == HX_REPACK_PAIRS_PAYING && !pair_pays(t)))
+    if (mode == HX_REPACK_PAIRS_OFF || (mode == HX_REPACK_PAIRS_PAYING && !pair_pays(t, cols)))
         return NULL;
     return hx_repack_gemm_pair_level(t, hx_quant_level());
 }

@@ -97,8 +97,9 @@ hx_repack_gemm_fn hx_repack_gemm_level(hx_type t, hx_simd_level level);
  * the same bits as the one-group kernel on each: AVX-512's 512-bit
  * kernels.  _level: the level's kernel, NULL where it has none for t or
  * the CPU cannot run it (tests, benches); hx_repack_gemm_pair: the one the
- * CPU matmul takes at the current level, as hx_repack_set_pairs says. */
-hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t);
+ * CPU matmul takes at the current level for `cols` columns (tokens), as
+ * hx_repack_set_pairs says. */
+hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t, uint32_t cols);
 hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level);
 
 typedef enum {
