@@ -755,12 +755,12 @@ static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-/* Eight elements of rows r0 .. r0+RS-1 (RS of the tile's 4) at element i
- * meet the C activation rows: each weight vector converted once for all
- * C, one accumulator per output. */
+/* Eight elements of the tile's four rows at element i meet the C
+ * activation rows: each weight vector converted once for all C, one
+ * accumulator per output. */
 static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][2], const uint8_t *x, size_t bx,
-                                                             const uint8_t *y, size_t by, int64_t i, const int r0,
-                                                             const int RS, const int C, const int T)
+                                                             const uint8_t *y, size_t by, int64_t i, const int C,
+                                                             const int T)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m256 a[2];
@@ -768,7 +768,7 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][2], c
     for (int c = 0; c < C; c++)
         a[c] = _mm256_loadu_ps((const float *)(const void *)(y + c * by) + i);
 #pragma GCC unroll 4
-    for (int r = r0; r < r0 + RS; r++) {
+    for (int r = 0; r < 4; r++) {
         const __m256 w = plain8(x + r * bx + E * i, T);
 #pragma GCC unroll 2
         for (int c = 0; c < C; c++)
@@ -778,12 +778,14 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][2], c
 
 /* 4 plain (F32, F16, BF16) weight rows x C (1 or 2) f32 activation rows:
  * each weight vector is converted once for both activation rows, and
- * eight accumulators are as many FMA chains as two FMA units with a
- * latency of four keep busy.  With two columns, whole cache lines of the
- * rows run as one unrolled pass after one prefetch per row, free of
- * per-step tests; the eights past the last whole line follow, and
- * elements past the last whole eight are added in scalar code.  Each
- * output's lanes are summed in the same order either way. */
+ * with two columns eight accumulators are as many FMA chains as two FMA
+ * units with a latency of four keep busy.  One column (decode) reads the
+ * four rows together too: one row alone is one chain, a third of the
+ * ports' rate (1T hot vec_dot4 f16 9 -> 35 GB/s, bench-quant).  Whole
+ * cache lines of the rows run as one unrolled pass after one prefetch
+ * per row, free of per-step tests; the eights past the last whole line
+ * follow, and elements past the last whole eight are added in scalar
+ * code.  Each output's lanes are summed in the same order at any width. */
 static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
                                                                   size_t bx, const uint8_t *y, size_t by, const int C,
                                                                   const int T)
@@ -796,27 +798,22 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
 #pragma GCC unroll 2
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
-    const int RS = HX_TILE_ROWS(C);
-    /* one column (decode, streaming its rows from memory) keeps the
-     * per-step loop, which measured faster there */
-    const int64_t n8 = n / 8 * 8, nl = RS > 1 ? n / L * L : 0;
-    for (int r0 = 0; r0 < 4; r0 += RS) {
-        int64_t i = 0;
-        for (; i < nl; i += L) {
-    #pragma GCC unroll 4
-            for (int r = r0; r < r0 + RS; r++)
-                _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, RS), _MM_HINT_T0);
-    #pragma GCC unroll 4
-            for (int64_t k = 0; k < L; k += 8)
-                plain_step(acc, x, bx, y, by, i + k, r0, RS, C, T);
-        }
-        for (; i < n8; i += 8) {
-            if (!((E * i) & 63))
-    #pragma GCC unroll 4
-                for (int r = r0; r < r0 + RS; r++)
-                    _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, RS), _MM_HINT_T0);
-            plain_step(acc, x, bx, y, by, i, r0, RS, C, T);
-        }
+    const int64_t n8 = n / 8 * 8, nl = n / L * L;
+    int64_t i = 0;
+    for (; i < nl; i += L) {
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < L; k += 8)
+            plain_step(acc, x, bx, y, by, i + k, C, T);
+    }
+    for (; i < n8; i += 8) {
+        if (!((E * i) & 63))
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
+        plain_step(acc, x, bx, y, by, i, C, T);
     }
 #pragma GCC unroll 2
     for (int c = 0; c < C; c++) {

@@ -658,36 +658,36 @@ INLINE void prefetch_tile(const uint8_t *p, size_t off, size_t bx, const int row
         _mm_prefetch(hx_tile_prefetch(p + k, off + k, bx, rows), _MM_HINT_T0);
 }
 
-/* Sixteen elements of rows r0 .. r0+RS-1 (RS of the tile's 4) at element
- * i meet the C activation rows: each converted weight vector is used C
- * times and each activation vector RS times, one accumulator per output.
- * m masks a row's last, partial sixteen (0xffff elsewhere). */
+/* Sixteen elements of the tile's four rows at element i meet the C
+ * activation rows: each converted weight vector is used C times and each
+ * activation vector four times, one accumulator per output.  m masks a
+ * row's last, partial sixteen (0xffff elsewhere). */
 INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS], const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
-                       int64_t i, __mmask16 m, const int r0, const int RS, const int C, const int T)
+                       int64_t i, __mmask16 m, const int C, const int T)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m512 w[4];
     #pragma GCC unroll 4
-    for (int r = r0; r < r0 + RS; r++)
+    for (int r = 0; r < 4; r++)
         w[r] = plain16(x + r * bx + E * i, m, T);
     #pragma GCC unroll 4
     for (int c = 0; c < C; c++) {
         const __m512 a = _mm512_maskz_loadu_ps(m, (const float *)(vy + c * by) + i);
         #pragma GCC unroll 4
-        for (int r = r0; r < r0 + RS; r++)
+        for (int r = 0; r < 4; r++)
             acc[r][c] = _mm512_fmadd_ps(w[r], a, acc[r][c]);
     }
 }
 
-/* 4 plain (F32, F16, BF16) weight rows x C f32 activation rows: sixteen
- * independent FMA chains, each converted weight vector used C times and
- * each activation vector four times.  The whole sixteens run unmasked, a
- * cache line of each row's weights (one prefetch) per pass, and the last,
- * partial one under a mask: the lanes and their order are those of one
- * masked loop over the row, so the bits do not change, while the masks,
- * the per-step tests and the per-step prefetch branches leave the loop
- * that does nearly all of a prompt's arithmetic.  One column (decode)
- * runs the masked loop throughout. */
+/* 4 plain (F32, F16, BF16) weight rows x C f32 activation rows: 4 x C
+ * independent FMA chains.  One column (decode) reads the four rows
+ * together too: one row alone is one chain, which at an FMA latency of
+ * four cycles converts and adds one vector per four cycles, a third of
+ * what the core's conversion and FMA ports do (1T hot vec_dot4 f16 16 ->
+ * 56 GB/s, bench-quant).  The whole sixteens run unmasked, a cache line of
+ * each row's weights (one prefetch) per pass, and the last, partial one
+ * under a mask: the lanes and their order are those of one masked loop
+ * over the row, so an output's bits are the same at any width. */
 INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
                             const int C, const int T)
 {
@@ -699,29 +699,23 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    const int RS = HX_TILE_ROWS(C);
-    /* A decode step's one-column tile streams its rows from memory, and
-     * there the faster loop measured slower than the masked one (each
-     * row's prefetches then run less far ahead in time): it keeps that. */
-    const int64_t nl = RS > 1 ? n / L * L : 0;
-    for (int r0 = 0; r0 < 4; r0 += RS) {
-        int64_t i = 0;
-        for (; i < nl; i += L) {
+    const int64_t nl = n / L * L;
+    int64_t i = 0;
+    for (; i < nl; i += L) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 4, 64);
+        #pragma GCC unroll 2
+        for (int64_t k = 0; k < L; k += 16)
+            plain_step(acc, x, bx, vy, by, i + k, 0xffff, C, T);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        if (!((E * i) & 63))
             #pragma GCC unroll 4
-            for (int r = r0; r < r0 + RS; r++)
-                prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, RS, 64);
-            #pragma GCC unroll 2
-            for (int64_t k = 0; k < L; k += 16)
-                plain_step(acc, x, bx, vy, by, i + k, 0xffff, r0, RS, C, T);
-        }
-        for (; i < n; i += 16) {
-            const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-            if (!((E * i) & 63))
-                #pragma GCC unroll 4
-                for (int r = r0; r < r0 + RS; r++)
-                    prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, RS, 64);
-            plain_step(acc, x, bx, vy, by, i, m, r0, RS, C, T);
-        }
+            for (int r = 0; r < 4; r++)
+                prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 4, 64);
+        plain_step(acc, x, bx, vy, by, i, m, C, T);
     }
     store_tile(s, ss, acc, C);
 }

@@ -46,14 +46,16 @@ void hx_quant_avx512_add_scaled(float *acc, const float *x, float w, int64_t n);
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048
 
-/* How a GEMM tile walks its four weight rows.  With several activation
- * rows (a prompt) it reads the four together, each weight block meeting
- * every activation row.  With one (a decode step, streaming the weights
- * from memory) it reads them one after the other where each row's sums
- * are its own: four interleaved streams over rows of a few KB left the
- * hardware prefetchers untrained and streamed at half to a third of the
- * rate of one sequential stream.  A row's arithmetic is the same either
- * way, so an output's bits do not depend on the tile's width. */
+/* How a quantized GEMM tile walks its four weight rows.  With several
+ * activation rows (a prompt) it reads the four together, each weight
+ * block meeting every activation row.  With one (a decode step, streaming
+ * the weights from memory) it reads them one after the other where each
+ * row's sums are its own: four interleaved streams over rows of a few KB
+ * left the hardware prefetchers untrained and streamed at half to a third
+ * of the rate of one sequential stream.  A row's arithmetic is the same
+ * either way, so an output's bits do not depend on the tile's width.
+ * (The plain types' tiles read four rows together always: there one row
+ * is one FMA chain, see gemm_plain_tile.) */
 #define HX_TILE_ROWS(C) ((C) == 1 ? 1 : 4)
 
 /* What a GEMM tile reading `rows` of its four weight rows together (1 or
