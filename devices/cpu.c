@@ -51,6 +51,29 @@ static void cpu_share(void *ctx, int ith, int nth)
  * its core leaves its work to the others instead of holding them up. */
 static int shares(const cpu_state *st) { return 4 * st->nthreads; }
 
+/* A built-in op's phase that one thread does in about the time the team
+ * takes to start and finish a run (a wake-up seen, chunks claimed, the
+ * last one waited for: a few microseconds) runs on the worker's own
+ * thread as one share: a decode step's norms, residual adds, RoPE and KV
+ * stores, and a matmul's one-token activation quantization.  The built-in
+ * kernels give the same bits however their work is shared; a codelet of
+ * the application's is always cut into the team's shares, as hetero.h
+ * promises. */
+#define SMALL_BYTES (48u << 10)
+#define SMALL_FLOPS 65536.0
+#define SMALL_PREPARE 16384 /* elements */
+
+static int small_task(const hx_exec *x) { return x->op >= 0 && x->bytes <= SMALL_BYTES && x->flops <= SMALL_FLOPS; }
+static int small_prepare(const hx_exec *x);
+
+static void run_phase(cpu_state *st, cpu_job *job, int nth)
+{
+    if (nth == 1)
+        cpu_share(job, 0, 1);
+    else
+        hx_team_run(st->team, cpu_share, job, nth);
+}
+
 static hx_status cpu_run(hx_device *d, const hx_exec *x)
 {
     cpu_state *st = d->impl;
@@ -65,12 +88,16 @@ static hx_status cpu_run(hx_device *d, const hx_exec *x)
         st->scratch = p;
         st->scratch_size = need;
     }
-    cpu_job job = {.x = x, .fn = cl->cpu_prepare ? cl->cpu_prepare : cl->cpu, .scratch = st->scratch};
+    cpu_job job = {.x = x, .scratch = st->scratch};
     atomic_init(&job.status, 0);
-    hx_team_run(st->team, cpu_share, &job, nth);
-    if (cl->cpu_prepare && atomic_load(&job.status) == 0) {
+    const int alone = small_task(x);
+    if (cl->cpu_prepare) {
+        job.fn = cl->cpu_prepare;
+        run_phase(st, &job, alone || small_prepare(x) ? 1 : nth);
+    }
+    if (atomic_load(&job.status) == 0) {
         job.fn = cl->cpu;
-        hx_team_run(st->team, cpu_share, &job, nth);
+        run_phase(st, &job, alone ? 1 : nth);
     }
     int rc = atomic_load(&job.status);
     if (rc == 0)
@@ -91,12 +118,14 @@ static const struct {
     int (*run)(const hx_cpu_call *call);
     int (*prepare)(const hx_cpu_call *call);
     size_t (*scratch)(const void *args, const size_t *sizes, int nth);
+    uint64_t (*prepare_elems)(const void *args); /* the elements `prepare` converts */
 } cpu_op_impls[HX_OP_COUNT] = {
     [HX_OP_VECTOR_ADD] = {.run = hx_cpu_vector_add},
     [HX_OP_GEMM_F32] = {.run = hx_cpu_gemm_f32},
     [HX_OP_GET_ROWS] = {.run = hx_cpu_get_rows},
     [HX_OP_RMSNORM] = {.run = hx_cpu_rmsnorm},
-    [HX_OP_MATMUL] = {.run = hx_cpu_matmul, .prepare = hx_cpu_matmul_prepare, .scratch = hx_cpu_matmul_scratch},
+    [HX_OP_MATMUL] = {.run = hx_cpu_matmul, .prepare = hx_cpu_matmul_prepare, .scratch = hx_cpu_matmul_scratch,
+                      .prepare_elems = hx_cpu_matmul_prepare_elems},
     [HX_OP_ROPE] = {.run = hx_cpu_rope},
     [HX_OP_KV_STORE] = {.run = hx_cpu_kv_store},
     [HX_OP_ATTENTION] = {.run = hx_cpu_attention, .scratch = hx_cpu_attention_scratch},
@@ -104,10 +133,20 @@ static const struct {
     [HX_OP_SWIGLU] = {.run = hx_cpu_swiglu},
     [HX_OP_KV_SHIFT] = {.run = hx_cpu_kv_shift, .scratch = hx_cpu_kv_shift_scratch},
     [HX_OP_MATMUL_MULTI] = {.run = hx_cpu_matmul_multi, .prepare = hx_cpu_matmul_multi_prepare,
-                            .scratch = hx_cpu_matmul_multi_scratch},
+                            .scratch = hx_cpu_matmul_multi_scratch,
+                            .prepare_elems = hx_cpu_matmul_multi_prepare_elems},
     [HX_OP_ATTENTION_PART] = {.run = hx_cpu_attention_part, .scratch = hx_cpu_attention_part_scratch},
     [HX_OP_ATTN_MERGE] = {.run = hx_cpu_attn_merge},
 };
+
+/* A built-in op's first phase that is small enough to run alone; another
+ * codelet's always runs on the team. */
+static int small_prepare(const hx_exec *x)
+{
+    if (x->op < 0 || x->op >= HX_OP_COUNT || !cpu_op_impls[x->op].prepare_elems)
+        return 0;
+    return cpu_op_impls[x->op].prepare_elems(x->args) <= SMALL_PREPARE;
+}
 
 static int cpu_bind_op(hx_device *d, hx_op op, hx_codelet *impl)
 {

@@ -19,9 +19,11 @@ int hx_cpu_gemm_f32(const hx_cpu_call *c);
 int hx_cpu_get_rows(const hx_cpu_call *c);
 int hx_cpu_rmsnorm(const hx_cpu_call *c);
 int hx_cpu_matmul_prepare(const hx_cpu_call *c);
+uint64_t hx_cpu_matmul_prepare_elems(const void *args); /* activations the prepare phase converts */
 int hx_cpu_matmul(const hx_cpu_call *c);
 size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_matmul_multi_prepare(const hx_cpu_call *c);
+uint64_t hx_cpu_matmul_multi_prepare_elems(const void *args);
 int hx_cpu_matmul_multi(const hx_cpu_call *c);
 size_t hx_cpu_matmul_multi_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_rope(const hx_cpu_call *c);

@@ -98,6 +98,12 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
     return 0;
 }
 
+uint64_t hx_cpu_matmul_prepare_elems(const void *args)
+{
+    const hx_op_matmul *a = args;
+    return (uint64_t)a->T * a->K;
+}
+
 /* Bytes of weight rows a thread keeps in L2 while the token tiles pass. */
 #define MATMUL_BLOCK (128u << 10)
 

@@ -42,6 +42,12 @@ size_t hx_cpu_matmul_multi_scratch(const void *args, const size_t *sizes, int nt
     return layout(args, off, owner);
 }
 
+uint64_t hx_cpu_matmul_multi_prepare_elems(const void *args)
+{
+    const hx_op_matmul_multi *a = args;
+    return (uint64_t)a->n * a->T * a->K; /* at most: parts sharing a partner share its copy */
+}
+
 /* Phase one: each distinct partner's copy of the input, rows shared out. */
 int hx_cpu_matmul_multi_prepare(const hx_cpu_call *c)
 {

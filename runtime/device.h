@@ -27,6 +27,7 @@ typedef struct {
     size_t sizes[HX_TASK_MAX_BUFFERS];
     hx_access modes[HX_TASK_MAX_BUFFERS];
     const void *cpu_layouts[HX_TASK_MAX_BUFFERS]; /* hx_buffer.cpu_layout, for the CPU device */
+    double flops, bytes; /* the task's cost (hx_task_cost) */
 } hx_exec;
 
 /* Options that discovery needs (resolved from hx_runtime_options + env). */

@@ -27,6 +27,7 @@ static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
         return hx_error(HX_ERR_UNSUPPORTED, "device %d has no implementation of '%s'", d->info.index,
                         desc->codelet->name);
     x->args = desc->args;
+    hx_task_cost(t, &x->flops, &x->bytes);
     x->nbuffers = desc->nbuffers;
     for (int i = 0; i < desc->nbuffers; i++) {
         hx_buffer *b = desc->buffers[i];
