@@ -337,6 +337,27 @@ static int context_in_cache(const hx_kv_layout *l, const int32_t *meta, int32_t 
     return 1;
 }
 
+/* The cache row of position p of a sequence whose block table is `blocks`. */
+static inline const uint8_t *kv_row(const uint8_t *cache, const hx_kv_layout *l, const int32_t *blocks, int32_t p,
+                                    size_t rbytes)
+{
+    const int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
+    return cache + (uint64_t)slot * rbytes;
+}
+
+/* A head's K or V row lies rbytes past the last one's (the other heads'
+ * rows between) and a block's end jumps to another block: a stride the
+ * hardware prefetchers follow badly, and with many sequences the cache
+ * is far larger than the caches, so each pass asks for its rows this
+ * many positions ahead. */
+#define KV_AHEAD 6
+
+static inline void prefetch_row(const uint8_t *p, size_t bytes)
+{
+    for (size_t k = 0; k < bytes; k += 64)
+        __builtin_prefetch(p + k);
+}
+
 /* Attention over each token's positions, or (`part` not NULL) over one
  * part of them with the part's maxima and sums into `stats`. */
 static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part, float *stats)
@@ -413,8 +434,9 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
         for (uint32_t g = 0; g < heads; g++)
             qq->quantize_row(qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + g * ALIGN64(qbytes), a->Dh);
         for (int32_t p = p0; p <= p1; p++) {
-            int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
-            const uint8_t *krow = kc + (uint64_t)slot * rbytes + kvh * hbytes;
+            if (p + KV_AHEAD <= p1)
+                prefetch_row(kv_row(kc, l, blocks, p + KV_AHEAD, rbytes) + kvh * hbytes, hbytes);
+            const uint8_t *krow = kv_row(kc, l, blocks, p, rbytes) + kvh * hbytes;
             for (uint32_t g = 0; g < heads; g++) {
                 float *sc = score + g * per_head;
                 kq->vec_dot(a->Dh, &sc[p], krow, qrow + g * ALIGN64(qbytes));
@@ -438,8 +460,9 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
         }
         memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
         for (int32_t p = p0; p <= p1; p++) {
-            int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
-            kq->dequantize_row(vc + (uint64_t)slot * rbytes + kvh * hbytes, vrow, a->Dh);
+            if (p + KV_AHEAD <= p1)
+                prefetch_row(kv_row(vc, l, blocks, p + KV_AHEAD, rbytes) + kvh * hbytes, hbytes);
+            kq->dequantize_row(kv_row(vc, l, blocks, p, rbytes) + kvh * hbytes, vrow, a->Dh);
             for (uint32_t g = 0; g < heads; g++) {
                 const float *sc = score + g * per_head;
                 hx_quant_add_scaled(o0 + (uint64_t)g * a->Dh, vrow, sc[p] * inv[g], a->Dh);
