@@ -21,6 +21,9 @@ static void detect(void)
 {
     unsigned a, b, c, d;
     uint32_t f = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return;
+    const int intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e; /* "GenuineIntel" */
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return;
     const int osxsave = (c >> 27) & 1;
@@ -60,6 +63,8 @@ static void detect(void)
                 f |= HX_CPU_AVX512BF16;
         }
     }
+    if (intel && (f & HX_CPU_AVX512F))
+        f |= HX_CPU_ZMM_FULL;
     features = f;
 }
 
