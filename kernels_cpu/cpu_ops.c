@@ -77,7 +77,7 @@ size_t hx_matmul_act_row(uint32_t wtype, uint32_t K)
 size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth)
 {
     const hx_op_matmul *a = args;
-    return ALIGN64(hx_matmul_act_row(a->wtype, a->K) * a->T);
+    return ALIGN64(hx_matmul_act_row(a->wtype, a->K) * a->T) + (size_t)nth * hx_matmul_convert_bytes(a->wtype, a->K, a->T);
 }
 
 /* Phase one: the activation rows, quantized to the weights' dot partner. */
@@ -107,6 +107,22 @@ uint64_t hx_cpu_matmul_prepare_elems(const void *args)
 /* Bytes of weight rows a thread keeps in L2 while the token tiles pass. */
 #define MATMUL_BLOCK (128u << 10)
 
+/* Rows of a block converted to F32: MATMUL_BLOCK bytes of them, whole
+ * tiles of four. */
+static uint64_t convert_rows(uint32_t K)
+{
+    const uint64_t rb = (MATMUL_BLOCK / ((uint64_t)K * sizeof(float))) & ~(uint64_t)3;
+    return rb < 4 ? 4 : rb;
+}
+
+size_t hx_matmul_convert_bytes(uint32_t wtype, uint32_t K, uint32_t T)
+{
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)wtype);
+    if (!q || !q->gemm_over_f32 || T < 2)
+        return 0;
+    return ALIGN64(convert_rows(K) * K * sizeof(float));
+}
+
 int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W, size_t wbytes,
                         const void *layout, const void *xq, float *y, const float *bias)
 {
@@ -123,7 +139,7 @@ int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W,
     if (r && (r->type != (hx_type)a->wtype || r->K != a->K || r->N != a->N || !hx_repack_gemm(r->type)))
         r = NULL;
     *p = (hx_matmul_rows){.q = q, .r = r, .W = W, .wrow = wrow, .xq = xq, .arow = arow, .y = y, .bias = bias,
-                          .T = a->T, .N = a->N, .K = a->K};
+                          .T = a->T, .N = a->N, .K = a->K, .conv = NULL};
     return 0;
 }
 
@@ -177,16 +193,25 @@ void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
      * move activations across quantization steps. */
     uint64_t n0 = glo * 4, n1 = ghi * 4 < N ? ghi * 4 : N;
     uint64_t nfull = n0 + (n1 - n0) / 4 * 4;
-    uint64_t rb = (MATMUL_BLOCK / wrow) & ~(uint64_t)3;
+    /* Where the type's prompt tiles are slower than F32's, each block's
+     * rows are converted once (exactly) and meet every token tile as F32:
+     * the same sums in the same order, so the same bits. */
+    const hx_quant_ops *f32 = p->conv ? hx_quant_ops_get_level(HX_TYPE_F32, q->level) : NULL;
+    const hx_gemm_fn gemm = f32 ? f32->gemm : q->gemm;
+    uint64_t rb = f32 ? convert_rows(p->K) : (MATMUL_BLOCK / wrow) & ~(uint64_t)3;
     if (rb < 4)
         rb = 4;
     for (uint64_t nb = n0; nb < nfull; nb += rb) {
         const uint64_t ne = nb + rb < nfull ? nb + rb : nfull;
+        for (uint64_t n = nb; f32 && n < ne; n++)
+            q->dequantize_row(p->W + n * wrow, p->conv + (n - nb) * p->K, p->K);
+        const size_t stride = f32 ? p->K * sizeof(float) : wrow;
         for (uint32_t t = 0; t < p->T; t += HX_GEMM_COLS) {
             const int nc = p->T - t < HX_GEMM_COLS ? (int)(p->T - t) : HX_GEMM_COLS;
             for (uint64_t n = nb; n < ne; n += 4) {
                 float *yr = y + (uint64_t)t * N + n;
-                q->gemm(p->K, nc, yr, N, p->W + n * wrow, wrow, p->xq + (uint64_t)t * arow, arow);
+                const uint8_t *w = f32 ? (const uint8_t *)(p->conv + (n - nb) * p->K) : p->W + n * wrow;
+                gemm(p->K, nc, yr, N, w, stride, p->xq + (uint64_t)t * arow, arow);
                 for (int k = 0; bias && k < nc; k++)
                     for (int r = 0; r < 4; r++)
                         yr[(uint64_t)k * N + r] += bias[n + r];
@@ -209,6 +234,9 @@ int hx_cpu_matmul(const hx_cpu_call *c)
                                  c->buffers[2], a->has_bias ? c->buffers[3] : NULL);
     if (rc)
         return rc;
+    const size_t conv = hx_matmul_convert_bytes(a->wtype, a->K, a->T);
+    if (conv && !p.r)
+        p.conv = (float *)((uint8_t *)c->scratch + ALIGN64(p.arow * a->T) + (size_t)c->ith * conv);
     uint64_t lo, hi;
     hx_cpu_split(hx_matmul_rows_units(&p), c->ith, c->nth, &lo, &hi);
     hx_matmul_rows_run(&p, lo, hi);

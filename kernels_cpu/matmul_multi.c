@@ -35,11 +35,24 @@ static size_t layout(const hx_op_matmul_multi *a, size_t off[HX_MATMUL_MULTI_MAX
     return total ? total : 64;
 }
 
+/* Each share's room for converted weight rows: the largest part's need
+ * (a share runs its parts one after the other). */
+static size_t convert_bytes(const hx_op_matmul_multi *a)
+{
+    size_t most = 0;
+    for (uint32_t i = 0; i < a->n && i < HX_MATMUL_MULTI_MAX; i++) {
+        const size_t b = hx_matmul_convert_bytes(a->wtype[i], a->K, a->T);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
 size_t hx_cpu_matmul_multi_scratch(const void *args, const size_t *sizes, int nth)
 {
     size_t off[HX_MATMUL_MULTI_MAX];
     int owner[HX_MATMUL_MULTI_MAX];
-    return layout(args, off, owner);
+    const size_t inputs = layout(args, off, owner);
+    return inputs ? ALIGN64(inputs) + (size_t)nth * convert_bytes(args) : 0;
 }
 
 uint64_t hx_cpu_matmul_multi_prepare_elems(const void *args)
@@ -77,7 +90,8 @@ int hx_cpu_matmul_multi(const hx_cpu_call *c)
     const hx_op_matmul_multi *a = c->args;
     size_t off[HX_MATMUL_MULTI_MAX];
     int owner[HX_MATMUL_MULTI_MAX];
-    if (!layout(a, off, owner))
+    const size_t inputs = layout(a, off, owner), conv = convert_bytes(a);
+    if (!inputs)
         return HX_ERR_UNSUPPORTED;
     hx_matmul_rows p[HX_MATMUL_MULTI_MAX];
     uint64_t units = 0;
@@ -90,6 +104,8 @@ int hx_cpu_matmul_multi(const hx_cpu_call *c)
                                      (uint8_t *)c->scratch + off[i], c->buffers[y], b >= 0 ? c->buffers[b] : NULL);
         if (rc)
             return rc;
+        if (conv && !p[i].r && hx_matmul_convert_bytes(a->wtype[i], a->K, a->T))
+            p[i].conv = (float *)((uint8_t *)c->scratch + ALIGN64(inputs) + (size_t)c->ith * conv);
         units += hx_matmul_rows_units(&p[i]);
     }
     /* This share's run of the parts' units laid end to end. */

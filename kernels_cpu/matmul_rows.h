@@ -21,14 +21,22 @@ typedef struct {
     float *y;
     const float *bias; /* NULL without */
     uint32_t T, N, K;
+    /* This share's room for a block of weight rows converted to F32, where
+     * the type's prompt tiles run faster that way (hx_quant_ops
+     * .gemm_over_f32), hx_matmul_convert_bytes long; NULL: rows as stored. */
+    float *conv;
 } hx_matmul_rows;
 
 /* Bytes of one activation row quantized to the weight type's dot partner
  * (0 where the type has none). */
 size_t hx_matmul_act_row(uint32_t wtype, uint32_t K);
 
+/* Bytes of the per-share room `conv` for T activation rows against
+ * weights of type wtype, K wide; 0 where the rows are read as stored. */
+size_t hx_matmul_convert_bytes(uint32_t wtype, uint32_t K, uint32_t T);
+
 /* Fills *p for weight W (wbytes long, with the buffer's CPU layout) of
- * shape `a`; 0, HX_ERR_UNSUPPORTED or HX_ERR_RANGE. */
+ * shape `a`, with no `conv` room; 0, HX_ERR_UNSUPPORTED or HX_ERR_RANGE. */
 int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W, size_t wbytes,
                         const void *layout, const void *xq, float *y, const float *bias);
 

@@ -237,6 +237,11 @@ typedef struct {
     hx_vec_dot_fn vec_dot;               /* NULL for activation-only types  */
     hx_vec_dot4_fn vec_dot4;             /* NULL where vec_dot is NULL      */
     hx_gemm_fn gemm;                     /* NULL where vec_dot is NULL      */
+    /* 1 where a prompt's tiles run faster over the weight rows converted
+     * to F32 first (exactly, so with the same bits) by the F32 tile of the
+     * same level than over the rows as stored: F16 and BF16 at AVX-512,
+     * whose tiles spend a conversion on the FMA ports per weight vector. */
+    int gemm_over_f32;
     hx_simd_level level;                 /* the level these ops were chosen for */
 } hx_quant_ops;
 
