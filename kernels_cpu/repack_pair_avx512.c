@@ -6,9 +6,9 @@
  * conversion, multiplication and FMA in the same order), so the outputs
  * are the plain loop's bits at every width.
  *
- * Signed weights w times activations a go through u8 x s8 as |w| x (a
- * negated where w < 0): AVX-512 has no vpsignb, a masked subtraction
- * does it. */
+ * Q8_0's signed weights w times activations a go through u8 x s8 as
+ * |w| x (a negated where w < 0): AVX-512 has no vpsignb, a masked
+ * subtraction does it.  Q4_0's go unsigned, as in the ymm kernel. */
 #include <immintrin.h>
 
 #include "kernels_cpu/quant_impl.h"
@@ -45,27 +45,59 @@ static inline void prefetch_pair(const uint8_t *w, size_t blk, size_t gb)
     }
 }
 
-/* Q4_0 (SIGNED4: the nibbles read as 16 (q - 8), repack.h) or Q8_0: a
- * block's lane sums, times 16 for Q4_0. */
+/* Q8_0: a block's lane sums; chunk k holds elements 4k..4k+3 of each row. */
 static inline __attribute__((always_inline)) void signed_sums(__m512i *isum, const uint8_t *w, size_t gb,
-                                                              const uint8_t *y, size_t by, const int C,
-                                                              const int SIGNED4)
+                                                              const uint8_t *y, size_t by, const int C)
 {
-    const __m512i hi = _mm512_set1_epi8((char)0xf0), zero = _mm512_setzero_si512();
+    const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
-        /* Q4_0: vector k of the pair is chunk k / 2's low (even k) or high (odd k) nibbles */
-        const int chunk = SIGNED4 ? k / 2 : k;
-        const __m512i v = load_pair(w + SCALES + 32 * chunk, gb);
-        const __m512i q = !SIGNED4 ? v : k % 2 ? _mm512_and_si512(v, hi) : _mm512_and_si512(_mm512_slli_epi16(v, 4), hi);
+        const __m512i q = load_pair(w + SCALES + 32 * k, gb);
         const __m512i u = _mm512_abs_epi8(q);
         const __mmask64 neg = _mm512_movepi8_mask(q);
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
-            const __m512i a = bcast4(y + c * by + offsetof(hx_block_q8_0, qs) + (SIGNED4 ? 4 * chunk + 16 * (k % 2) : 4 * k));
+            const __m512i a = bcast4(y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k);
             isum[c] = _mm512_dpbusd_epi32(isum[c], u, _mm512_mask_sub_epi8(a, neg, zero, a));
         }
     }
+}
+
+/* The sum of an activation block's 32 quants: sad_epu8 adds bytes only
+ * unsigned, so they are biased by 128 (xor 0x80) and 32 x 128 is taken
+ * off after. */
+static inline int act_sum(const uint8_t *qs)
+{
+    const __m256i a = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)qs), _mm256_set1_epi8((char)0x80));
+    const __m256i s = _mm256_sad_epu8(a, _mm256_setzero_si256()); /* four u64 partial sums */
+    const __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return (int)(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1)) - 32 * 128;
+}
+
+/* Q4_0 as repack_x86.h's q4_0x8_sums takes it: xor 0x88 gives back the
+ * unsigned q (0..15) of chunk k's low nibbles (elements 4k..4k+3 of each
+ * row) and high ones (16 + 4k..), which meets the activations as they
+ * are; 8 x the block's activation sum taken off leaves the sum of
+ * (q - 8) x a, the signed kernel's integer: one vpdpbusd a vector and
+ * column, where the signed quants need a masked subtraction too. */
+static inline __attribute__((always_inline)) void q4_0_sums(__m512i *isum, const uint8_t *w, size_t gb,
+                                                           const uint8_t *y, size_t by, const int C)
+{
+    const __m512i low = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x88);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m512i v = _mm512_xor_si512(load_pair(w + SCALES + 32 * k, gb), flip);
+        const __m512i lo = _mm512_and_si512(v, low), up = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = y + c * by + offsetof(hx_block_q8_0, qs) + 4 * k;
+            isum[c] = _mm512_dpbusd_epi32(isum[c], lo, bcast4(a));
+            isum[c] = _mm512_dpbusd_epi32(isum[c], up, bcast4(a + 16));
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++)
+        isum[c] = _mm512_sub_epi32(isum[c], _mm512_set1_epi32(8 * act_sum(y + c * by + offsetof(hx_block_q8_0, qs))));
 }
 
 /* Q4_0 and Q8_0 over two groups: repack_x86.h's x8_tile, sixteen lanes. */
@@ -73,7 +105,6 @@ static inline __attribute__((always_inline)) void x16_tile(int64_t K, float *s, 
                                                            const uint8_t *y, size_t by, const int C, const int Q4)
 {
     const size_t blk = SCALES + HX_REPACK_ROWS * (Q4 ? HX_QK / 2 : HX_QK), gb = (size_t)(K / HX_QK) * blk;
-    const int shift = Q4 ? 4 : 0;
     __m512 acc[HX_GEMM_COLS];
 #pragma GCC unroll 4
     for (int c = 0; c < C; c++)
@@ -84,12 +115,15 @@ static inline __attribute__((always_inline)) void x16_tile(int64_t K, float *s, 
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             isum[c] = _mm512_setzero_si512();
-        signed_sums(isum, w, gb, y, by, C, Q4);
+        if (Q4)
+            q4_0_sums(isum, w, gb, y, by, C);
+        else
+            signed_sums(isum, w, gb, y, by, C);
         const __m512 dw = halves_pair(w, gb);
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
             const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(hx_ld16(y + c * by))));
-            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(isum[c], shift)), d, acc[c]);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), d, acc[c]);
         }
     }
 #pragma GCC unroll 4
