@@ -183,7 +183,7 @@ void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
     float *y = p->y;
 
     /* Output columns are split in multiples of 4 so the GEMM tiles read
-     * four weight rows per pass.  A tile of 4 rows x HX_GEMM_COLS tokens
+     * four weight rows per pass.  A tile of 4 rows x gemm_cols tokens
      * reuses each loaded block across the tile (register blocking); blocks
      * of rows worth MATMUL_BLOCK bytes of weights then meet every token
      * tile in turn, so the block's weights stay in L2 across the tiles and
@@ -198,6 +198,7 @@ void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
      * the same sums in the same order, so the same bits. */
     const hx_quant_ops *f32 = p->conv ? hx_quant_ops_get_level(HX_TYPE_F32, q->level) : NULL;
     const hx_gemm_fn gemm = f32 ? f32->gemm : q->gemm;
+    const uint32_t cols = (uint32_t)(f32 ? f32 : q)->gemm_cols;
     uint64_t rb = f32 ? convert_rows(p->K) : (MATMUL_BLOCK / wrow) & ~(uint64_t)3;
     if (rb < 4)
         rb = 4;
@@ -206,8 +207,8 @@ void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
         for (uint64_t n = nb; f32 && n < ne; n++)
             q->dequantize_row(p->W + n * wrow, p->conv + (n - nb) * p->K, p->K);
         const size_t stride = f32 ? p->K * sizeof(float) : wrow;
-        for (uint32_t t = 0; t < p->T; t += HX_GEMM_COLS) {
-            const int nc = p->T - t < HX_GEMM_COLS ? (int)(p->T - t) : HX_GEMM_COLS;
+        for (uint32_t t = 0; t < p->T; t += cols) {
+            const int nc = p->T - t < cols ? (int)(p->T - t) : (int)cols;
             for (uint64_t n = nb; n < ne; n += 4) {
                 float *yr = y + (uint64_t)t * N + n;
                 const uint8_t *w = f32 ? (const uint8_t *)(p->conv + (n - nb) * p->K) : p->W + n * wrow;

@@ -239,9 +239,14 @@ typedef struct {
     hx_gemm_fn gemm;                     /* NULL where vec_dot is NULL      */
     /* 1 where a prompt's tiles run faster over the weight rows converted
      * to F32 first (exactly, so with the same bits) by the F32 tile of the
-     * same level than over the rows as stored: F16 and BF16 at AVX-512,
-     * whose tiles spend a conversion on the FMA ports per weight vector. */
+     * same level than over the rows as stored: F16 and BF16 at AVX2 and
+     * AVX-512, whose tiles spend a conversion on the FMA ports per weight
+     * vector. */
     int gemm_over_f32;
+    /* The columns `gemm` runs at once (1 .. HX_GEMM_COLS): a caller with
+     * more tokens hands it chunks of this many, so that no chunk leaves a
+     * lone column to a tile built for several (F32 at AVX2 runs threes). */
+    int gemm_cols;
     hx_simd_level level;                 /* the level these ops were chosen for */
 } hx_quant_ops;
 

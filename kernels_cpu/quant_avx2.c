@@ -758,25 +758,25 @@ static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
 /* Eight elements of the tile's four rows at element i meet the C
  * activation rows: each weight vector converted once for all C, one
  * accumulator per output. */
-static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][2], const uint8_t *x, size_t bx,
+static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], const uint8_t *x, size_t bx,
                                                              const uint8_t *y, size_t by, int64_t i, const int C,
                                                              const int T)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
-    __m256 a[2];
-#pragma GCC unroll 2
+    __m256 a[3];
+#pragma GCC unroll 3
     for (int c = 0; c < C; c++)
         a[c] = _mm256_loadu_ps((const float *)(const void *)(y + c * by) + i);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
         const __m256 w = plain8(x + r * bx + E * i, T);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_fmadd_ps(w, a[c], acc[r][c]);
     }
 }
 
-/* 4 plain (F32, F16, BF16) weight rows x C (1 or 2) f32 activation rows:
+/* 4 plain (F32, F16, BF16) weight rows x C (1 to 3) f32 activation rows:
  * each weight vector is converted once for both activation rows, and
  * with two columns eight accumulators are as many FMA chains as two FMA
  * units with a latency of four keep busy.  One column (decode) reads the
@@ -792,10 +792,10 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     const int64_t L = 64 / E;                /* weights per cache line: 16 or 32 */
-    __m256 acc[4][2];
+    __m256 acc[4][3];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_setzero_ps();
     const int64_t n8 = n / 8 * 8, nl = n / L * L;
@@ -815,7 +815,7 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
                 _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
         plain_step(acc, x, bx, y, by, i, C, T);
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int c = 0; c < C; c++) {
         float t[4];
         _mm_storeu_ps(t, hsum4x8(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
@@ -828,7 +828,21 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
     }
 }
 
-GEMM_PAIRS(gemm_f32, gemm_plain_cols, HX_TYPE_F32)
+/* F32 rows (as stored, or a prompt's F16/BF16 rows converted once per
+ * block) run three columns at a time: twelve accumulators, three
+ * activation vectors and the weight vector fill the 16 registers, and
+ * each weight vector loaded from L2 meets 12 FMAs where a pair's meets 8.
+ * Callers hand it columns in threes (hx_quant_ops.gemm_cols). */
+static void gemm_f32(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
+{
+    int c = 0;
+    for (; c + 3 <= ncols; c += 3)
+        gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, HX_TYPE_F32);
+    if (ncols - c == 2)
+        gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, HX_TYPE_F32);
+    else if (ncols - c == 1)
+        gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, HX_TYPE_F32);
+}
 GEMM_PAIRS(gemm_f16, gemm_plain_cols, HX_TYPE_F16)
 GEMM_PAIRS(gemm_bf16, gemm_plain_cols, HX_TYPE_BF16)
 
