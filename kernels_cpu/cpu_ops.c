@@ -7,6 +7,7 @@
 
 #include "kernels_cpu/attn_merge.h"
 #include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/kv_meta.h"
 #include "kernels_cpu/matmul_rows.h"
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/repack.h"
@@ -293,14 +294,6 @@ int hx_cpu_rope(const hx_cpu_call *c)
 
 /* ---- paged KV cache ------------------------------------------------------ */
 
-static int32_t token_slot(const int32_t *meta, uint32_t t) { return meta[t]; }
-static int32_t token_pos(const hx_kv_layout *l, const int32_t *meta, uint32_t t) { return meta[l->T + t]; }
-static int32_t token_seq(const hx_kv_layout *l, const int32_t *meta, uint32_t t) { return meta[2 * l->T + t]; }
-static const int32_t *seq_blocks(const hx_kv_layout *l, const int32_t *meta, int32_t s)
-{
-    return meta + 3 * l->T + (uint64_t)s * l->max_blocks;
-}
-
 int hx_cpu_kv_store(const hx_cpu_call *c)
 {
     const hx_op_kv_store *a = c->args;
@@ -317,7 +310,7 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
     int bad = 0;
     hx_cpu_split(a->kv.T, c->ith, c->nth, &lo, &hi);
     for (uint64_t t = lo; t < hi; t++) {
-        int32_t s = token_slot(meta, (uint32_t)t);
+        int32_t s = hx_kv_token_slot(meta, (uint32_t)t);
         /* A slot outside the cache fails the task, but the batch's valid
          * tokens are still written, as every device's kv_store does. */
         if (s < 0 || (uint64_t)s >= slots) {
@@ -328,194 +321,6 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
         q->quantize_row(v + t * row, vc + (uint64_t)s * rbytes, (int64_t)row);
     }
     return bad ? HX_ERR_RANGE : 0;
-}
-
-/* Work is split by (token, KV head): the query heads sharing a KV head
- * (grouped-query attention) take each K and V row of their sequence's
- * blocks while it is in cache, and each V row is dequantized once for
- * the group instead of once per head (see `heads` below).  Per thread: the group's scores
- * over the context, its queries quantized to the K rows' dot partner,
- * one dequantized V row and the group's softmax normalizers. */
-static size_t attn_thread_bytes(const hx_op_attention *a)
-{
-    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
-    size_t qrow = q ? hx_type_row_size(q->vec_dot_type, a->Dh) : 0;
-    uint64_t ctx = (uint64_t)a->kv.max_blocks * a->kv.block_size;
-    uint32_t group = a->Hkv ? a->Hq / a->Hkv : 1;
-    return group * (ALIGN64(ctx * sizeof(float)) + ALIGN64(qrow)) + ALIGN64(a->Dh * sizeof(float)) +
-           ALIGN64(group * sizeof(float));
-}
-
-size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth)
-{
-    return attn_thread_bytes(args) * (size_t)nth;
-}
-
-/* Is every block of the sequence up to `pos` a block of the cache? */
-static int context_in_cache(const hx_kv_layout *l, const int32_t *meta, int32_t p0, int32_t pos, int32_t seq,
-                            uint64_t slots)
-{
-    if (pos < 0 || seq < 0 || (uint32_t)seq >= l->S || (uint64_t)pos >= (uint64_t)l->max_blocks * l->block_size)
-        return 0;
-    const int32_t *blocks = seq_blocks(l, meta, seq);
-    for (int32_t p = p0 - p0 % (int32_t)l->block_size; p <= pos; p += (int32_t)l->block_size) {
-        int32_t b = blocks[p / l->block_size];
-        if (b < 0 || (uint64_t)b * l->block_size >= slots)
-            return 0;
-    }
-    return 1;
-}
-
-/* The cache row of position p of a sequence whose block table is `blocks`. */
-static inline const uint8_t *kv_row(const uint8_t *cache, const hx_kv_layout *l, const int32_t *blocks, int32_t p,
-                                    size_t rbytes)
-{
-    const int64_t slot = (int64_t)blocks[p / l->block_size] * l->block_size + p % l->block_size;
-    return cache + (uint64_t)slot * rbytes;
-}
-
-/* A head's K or V row lies rbytes past the last one's (the other heads'
- * rows between) and a block's end jumps to another block: a stride the
- * hardware prefetchers follow badly, and with many sequences the cache
- * is far larger than the caches, so each pass asks for its rows this
- * many positions ahead. */
-#define KV_AHEAD 6
-
-static inline void prefetch_row(const uint8_t *p, size_t bytes)
-{
-    for (size_t k = 0; k < bytes; k += 64)
-        __builtin_prefetch(p + k);
-}
-
-/* Attention over each token's positions, or (`part` not NULL) over one
- * part of them with the part's maxima and sums into `stats`. */
-static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part, float *stats)
-{
-    const hx_kv_layout *l = &a->kv;
-    const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type);
-    if (!kq || !kq->vec_dot || a->Hkv == 0 || a->Hq % a->Hkv)
-        return HX_ERR_INVALID_ARG;
-    const hx_quant_ops *qq = hx_quant_ops_get(kq->vec_dot_type);
-    const uint64_t kvrow = (uint64_t)a->Hkv * a->Dh;
-    const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, kvrow);
-    const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
-    if (!rbytes || !hbytes || hbytes * a->Hkv != rbytes)
-        return HX_ERR_INVALID_ARG; /* rows must split into whole blocks per head */
-    const float *qv = c->buffers[0];
-    const uint8_t *kc = c->buffers[1], *vc = c->buffers[2];
-    const int32_t *meta = c->buffers[3];
-    float *out = c->buffers[4];
-    const uint64_t slots = c->sizes[1] / rbytes;
-    const uint32_t group = a->Hq / a->Hkv;
-    const uint64_t ctx = (uint64_t)l->max_blocks * l->block_size;
-    const size_t qbytes = hx_type_row_size(kq->vec_dot_type, a->Dh);
-
-    uint8_t *mine = (uint8_t *)c->scratch + attn_thread_bytes(a) * (size_t)c->ith;
-    const size_t per_head = ALIGN64(ctx * sizeof(float)) / sizeof(float);
-    float *score = (float *)mine; /* [group][per_head] */
-    uint8_t *qrow = mine + group * ALIGN64(ctx * sizeof(float)); /* [group][qbytes] */
-    float *vrow = (float *)(qrow + group * ALIGN64(qbytes));
-    float *inv = vrow + ALIGN64(a->Dh * sizeof(float)) / sizeof(float);
-
-    /* An item is a KV head's group of query heads, or one query head
-     * where the groups are too few to keep the team busy (a decode step
-     * of one sequence has as many as KV heads); either way each head's
-     * sums are the same. */
-    const uint32_t heads = (uint64_t)l->T * a->Hkv >= 2 * (uint64_t)c->nth ? group : 1;
-    const uint32_t per_token = a->Hq / heads;
-    uint64_t lo, hi;
-    int rc = 0;
-    hx_cpu_split((uint64_t)l->T * per_token, c->ith, c->nth, &lo, &hi);
-    for (uint64_t it = lo; it < hi; it++) {
-        const uint32_t t = (uint32_t)(it / per_token), h0 = (uint32_t)(it % per_token) * heads, kvh = h0 / group;
-        const int32_t pos = token_pos(l, meta, t), seq = token_seq(l, meta, t);
-        float *o0 = out + ((uint64_t)t * a->Hq + h0) * a->Dh;
-        /* Bad metadata, as on every device: NaN rows and a failed task,
-         * and no read outside the cache. */
-        /* The first position it sees: 0, or the window's start. */
-        int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
-        int32_t p1 = pos; /* the last position it sees */
-        float *st = part ? stats + ((uint64_t)t * a->Hq + h0) * 2 : NULL;
-        if (part && pos >= 0) {
-            const int32_t cut = (int32_t)hx_attention_cut((uint32_t)pos, part->recent, l->block_size);
-            if (part->part == 0)
-                p1 = cut - 1 < p1 ? cut - 1 : p1;
-            else
-                p0 = cut > p0 ? cut : p0;
-        }
-        if (!context_in_cache(l, meta, p0, pos, seq, slots)) {
-            for (uint64_t i = 0; i < (uint64_t)heads * a->Dh; i++)
-                o0[i] = NAN;
-            for (uint32_t g = 0; st && g < heads; g++)
-                st[2 * g] = st[2 * g + 1] = NAN;
-            rc = HX_ERR_RANGE;
-            continue;
-        }
-        if (p1 < p0) { /* an empty part */
-            memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
-            for (uint32_t g = 0; st && g < heads; g++) {
-                st[2 * g] = -INFINITY;
-                st[2 * g + 1] = 0;
-            }
-            continue;
-        }
-        const int32_t *blocks = seq_blocks(l, meta, seq);
-        for (uint32_t g = 0; g < heads; g++)
-            qq->quantize_row(qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + g * ALIGN64(qbytes), a->Dh);
-        for (int32_t p = p0; p <= p1; p++) {
-            if (p + KV_AHEAD <= p1)
-                prefetch_row(kv_row(kc, l, blocks, p + KV_AHEAD, rbytes) + kvh * hbytes, hbytes);
-            const uint8_t *krow = kv_row(kc, l, blocks, p, rbytes) + kvh * hbytes;
-            for (uint32_t g = 0; g < heads; g++) {
-                float *sc = score + g * per_head;
-                kq->vec_dot(a->Dh, &sc[p], krow, qrow + g * ALIGN64(qbytes));
-                sc[p] *= a->scale;
-            }
-        }
-        for (uint32_t g = 0; g < heads; g++) {
-            float *sc = score + g * per_head;
-            float mx = -INFINITY;
-            for (int32_t p = p0; p <= p1; p++)
-                if (sc[p] > mx)
-                    mx = sc[p];
-            double sum = 0;
-            for (int32_t p = p0; p <= p1; p++)
-                sum += sc[p] = expf(sc[p] - mx);
-            inv[g] = (float)(1.0 / sum);
-            if (st) {
-                st[2 * g] = mx;
-                st[2 * g + 1] = (float)sum;
-            }
-        }
-        memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
-        for (int32_t p = p0; p <= p1; p++) {
-            if (p + KV_AHEAD <= p1)
-                prefetch_row(kv_row(vc, l, blocks, p + KV_AHEAD, rbytes) + kvh * hbytes, hbytes);
-            kq->dequantize_row(kv_row(vc, l, blocks, p, rbytes) + kvh * hbytes, vrow, a->Dh);
-            for (uint32_t g = 0; g < heads; g++) {
-                const float *sc = score + g * per_head;
-                hx_quant_add_scaled(o0 + (uint64_t)g * a->Dh, vrow, sc[p] * inv[g], a->Dh);
-            }
-        }
-    }
-    return rc;
-}
-
-int hx_cpu_attention(const hx_cpu_call *c) { return attend(c, c->args, NULL, NULL); }
-
-size_t hx_cpu_attention_part_scratch(const void *args, const size_t *sizes, int nth)
-{
-    return hx_cpu_attention_scratch(&((const hx_op_attention_part *)args)->at, sizes, nth);
-}
-
-int hx_cpu_attention_part(const hx_cpu_call *c)
-{
-    const hx_op_attention_part *p = c->args;
-    const uint64_t rows = (uint64_t)p->at.kv.T * p->at.Hq;
-    if (p->recent == 0 || p->part > 1 || c->sizes[5] < rows * 2 * sizeof(float) ||
-        c->sizes[4] < rows * p->at.Dh * sizeof(float))
-        return HX_ERR_INVALID_ARG;
-    return attend(c, &p->at, p, c->buffers[5]);
 }
 
 int hx_cpu_attn_merge(const hx_cpu_call *c)
