@@ -10,7 +10,8 @@
  * context for each token.  Every column's arithmetic is the same whatever
  * tile holds it: its scores come from the same gemm kernel, a lone K row
  * through the tile with a zero row stride; its softmax and V sum run over
- * its own positions in order.  A token's outputs therefore keep their
+ * its own positions in order (hx_quant_add_scaled_rows: a multiply and an
+ * add per position, as at every level).  A token's outputs therefore keep their
  * bits whether it is evaluated alone, in a prompt or beside other
  * sequences, as the prefix cache and the serving engine rely on. */
 #include <math.h>
@@ -28,6 +29,9 @@
 /* At most this many bytes of a tile's scores per thread: a long context
  * takes fewer tokens a tile. */
 #define ATTN_SCORE_BYTES (2u << 20)
+/* V rows dequantized at a time, which every column then sums from L1
+ * with its accumulators in registers. */
+#define ATTN_V_ROWS 64
 
 /* A head's K or V row lies rbytes past the last one's (the other heads'
  * rows between) and a block's end jumps to another block: a stride the
@@ -40,7 +44,6 @@
 typedef struct {
     int32_t p0, p1; /* first and last position */
     uint32_t t, h;  /* token in the batch, query head */
-    float inv;      /* 1 / its softmax sum */
 } attn_col;
 
 static uint32_t attn_group(const hx_op_attention *a) { return a->Hkv ? a->Hq / a->Hkv : 1; }
@@ -55,15 +58,15 @@ static uint32_t tile_tokens(const hx_op_attention *a)
 
 /* Per thread, for a tile's columns: scores over the whole context (by
  * position), the queries quantized to the K rows' dot partner, the
- * columns; then one dequantized V row and a gemm tile's outputs for a
- * lone K row. */
+ * columns; then ATTN_V_ROWS dequantized V rows and a gemm tile's outputs
+ * for a lone K row. */
 static size_t attn_thread_bytes(const hx_op_attention *a)
 {
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
     const size_t qrow = q ? hx_type_row_size(q->vec_dot_type, a->Dh) : 0;
     const uint64_t cols = (uint64_t)tile_tokens(a) * attn_group(a);
     return cols * (ALIGN64(attn_ctx(a) * sizeof(float)) + ALIGN64(qrow)) + ALIGN64(cols * sizeof(attn_col)) +
-           ALIGN64(a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS * sizeof(float));
+           ALIGN64(ATTN_V_ROWS * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS * sizeof(float));
 }
 
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth)
@@ -177,7 +180,8 @@ static void tile_scores(const attn_tile *w, const attn_col *col, uint32_t ncol, 
 }
 
 /* Each column's softmax over its own positions, in order: the largest
- * scaled score, exp(score - max) in place, 1 / their sum. */
+ * scaled score, exp(score - max), 1 / their sum; in place, each
+ * position's weight exp(score - max) x (1 / sum). */
 static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float *stats)
 {
     for (uint32_t j = 0; j < ncol; j++) {
@@ -191,7 +195,9 @@ static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float
         double sum = 0;
         for (int32_t p = col[j].p0; p <= col[j].p1; p++)
             sum += sc[p] = expf(sc[p] - mx);
-        col[j].inv = (float)(1.0 / sum);
+        const float inv = (float)(1.0 / sum);
+        for (int32_t p = col[j].p0; p <= col[j].p1; p++)
+            sc[p] *= inv;
         if (stats) {
             float *st = stats + ((uint64_t)col[j].t * w->a->Hq + col[j].h) * 2;
             st[0] = mx;
@@ -201,29 +207,37 @@ static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float
 }
 
 /* out[j] = sum over its positions p, in order, of weight(j, p) x V row p:
- * each V row dequantized once for the tile's columns. */
+ * each V row dequantized once for the tile's columns, ATTN_V_ROWS rows at
+ * a time. */
 static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t P0, int32_t P1, float *out,
-                        float *vrow)
+                        float *vbuf)
 {
     const hx_op_attention *a = w->a;
     const hx_kv_layout *l = &a->kv;
     const size_t voff = w->kvh * w->hbytes;
     for (uint32_t j = 0; j < ncol; j++)
         memset(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, 0, a->Dh * sizeof(float));
-    for (int32_t p = P0, next; p != INT32_MAX;) {
-        const int32_t e = seen_run(col, ncol, p, l->block_size, &next);
-        if (e < 0) {
-            p = next;
-            continue;
+    for (int32_t c0 = P0; c0 <= P1; c0 += ATTN_V_ROWS) {
+        const int32_t c1 = P1 - c0 >= ATTN_V_ROWS ? c0 + ATTN_V_ROWS - 1 : P1;
+        for (int32_t p = c0, next; p <= c1;) {
+            int32_t e = seen_run(col, ncol, p, l->block_size, &next);
+            if (e < 0) {
+                p = next;
+                continue;
+            }
+            for (e = e < c1 ? e : c1; p <= e; p++) {
+                if (p + KV_AHEAD <= P1)
+                    prefetch_row(w->vc, l, w->blocks, p + KV_AHEAD, w->rbytes, voff, w->hbytes);
+                w->kq->dequantize_row(kv_row(w->vc, l, w->blocks, p, w->rbytes) + voff,
+                                      vbuf + (size_t)(p - c0) * a->Dh, a->Dh);
+            }
         }
-        for (; p <= e; p++) {
-            if (p + KV_AHEAD <= P1)
-                prefetch_row(w->vc, l, w->blocks, p + KV_AHEAD, w->rbytes, voff, w->hbytes);
-            w->kq->dequantize_row(kv_row(w->vc, l, w->blocks, p, w->rbytes) + voff, vrow, a->Dh);
-            for (uint32_t j = 0; j < ncol; j++)
-                if (col[j].p0 <= p && p <= col[j].p1)
-                    hx_quant_add_scaled(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, vrow,
-                                        w->score[j * w->per_col + p] * col[j].inv, a->Dh);
+        for (uint32_t j = 0; j < ncol; j++) {
+            const int32_t lo = col[j].p0 > c0 ? col[j].p0 : c0, hi = col[j].p1 < c1 ? col[j].p1 : c1;
+            if (lo <= hi)
+                hx_quant_add_scaled_rows(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh,
+                                         vbuf + (size_t)(lo - c0) * a->Dh, a->Dh, w->score + j * w->per_col + lo,
+                                         hi - lo + 1, a->Dh);
         }
     }
 }
@@ -255,9 +269,9 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
                    .vc = c->buffers[2], .score = (float *)mine, .per_col = ALIGN64(attn_ctx(a) * sizeof(float)) / sizeof(float)};
     uint8_t *qrow = mine + cols_max * w.per_col * sizeof(float);
     attn_col *col = (attn_col *)(qrow + cols_max * w.qstride);
-    float *vrow = (float *)((uint8_t *)col + ALIGN64(cols_max * sizeof(attn_col)));
+    float *vbuf = (float *)((uint8_t *)col + ALIGN64(cols_max * sizeof(attn_col)));
     w.q = qrow;
-    w.lone = vrow + ALIGN64(a->Dh * sizeof(float)) / sizeof(float);
+    w.lone = vbuf + ALIGN64(ATTN_V_ROWS * a->Dh * sizeof(float)) / sizeof(float);
 
     /* Tiles: runs of consecutive tokens of one sequence, at most QT long. */
     uint64_t tiles = 0;
@@ -327,7 +341,7 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
             w.blocks = hx_kv_seq_blocks(l, meta, seq);
             tile_scores(&w, col, ncol, P0, P1);
             tile_softmax(&w, col, ncol, stats);
-            tile_values(&w, col, ncol, P0, P1, out, vrow);
+            tile_values(&w, col, ncol, P0, P1, out, vbuf);
         }
     }
     return rc;

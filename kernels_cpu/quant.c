@@ -121,12 +121,14 @@ hx_simd_level hx_quant_level(void)
     return (hx_simd_level)atomic_load(&current_level);
 }
 
-void hx_quant_add_scaled(float *acc, const float *x, float w, int64_t n)
+void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows, int64_t n)
 {
-    static void (*const by_level[HX_SIMD_COUNT])(float *, const float *, float, int64_t) = {
-        hx_quant_scalar_add_scaled, hx_quant_avx2_add_scaled, hx_quant_avx512_add_scaled};
-    by_level[hx_quant_level()](acc, x, w, n);
+    static void (*const by_level[HX_SIMD_COUNT])(float *, const float *, size_t, const float *, int64_t, int64_t) = {
+        hx_quant_scalar_add_scaled_rows, hx_quant_avx2_add_scaled_rows, hx_quant_avx512_add_scaled_rows};
+    by_level[hx_quant_level()](acc, x, x_stride, w, rows, n);
 }
+
+void hx_quant_add_scaled(float *acc, const float *x, float w, int64_t n) { hx_quant_add_scaled_rows(acc, x, 0, &w, 1, n); }
 
 hx_status hx_quant_row_check(hx_type t, int64_t n)
 {

@@ -983,15 +983,34 @@ GEMM_PAIRS(gemm_q8_0, gemm_q8_0_cols, 0)
 
 HX_QUANT_DOT4S_OF_GEMMS
 
-/* A multiply and an add, not an FMA: the scalar level's bits. */
-void hx_quant_avx2_add_scaled(float *acc, const float *x, float w, int64_t n)
+/* A multiply and an add, not an FMA: the scalar level's bits.  Slices of
+ * 32 accumulators stay in registers over all the rows. */
+void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                   int64_t n)
 {
-    const __m256 wv = _mm256_set1_ps(w);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(wv, _mm256_loadu_ps(x + i))));
+    for (; i + 32 <= n; i += 32) {
+        __m256 a[4];
+        for (int k = 0; k < 4; k++)
+            a[k] = _mm256_loadu_ps(acc + i + 8 * k);
+        for (int64_t r = 0; r < rows; r++) {
+            const __m256 wv = _mm256_set1_ps(w[r]);
+            const float *xr = x + (size_t)r * x_stride + i;
+            for (int k = 0; k < 4; k++)
+                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(wv, _mm256_loadu_ps(xr + 8 * k)));
+        }
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(acc + i + 8 * k, a[k]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(acc + i);
+        for (int64_t r = 0; r < rows; r++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(x + (size_t)r * x_stride + i)));
+        _mm256_storeu_ps(acc + i, a);
+    }
     for (; i < n; i++)
-        acc[i] += w * x[i];
+        for (int64_t r = 0; r < rows; r++)
+            acc[i] += w[r] * x[(size_t)r * x_stride + i];
 }
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {

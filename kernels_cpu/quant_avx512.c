@@ -1026,13 +1026,30 @@ HX_QUANT_DOT4S_OF_GEMMS
 
 /* A multiply and an add, not an FMA: the scalar level's bits; the last
  * partial vector under a mask. */
-void hx_quant_avx512_add_scaled(float *acc, const float *x, float w, int64_t n)
+/* Slices of 64 accumulators stay in registers over all the rows. */
+void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                     int64_t n)
 {
-    const __m512 wv = _mm512_set1_ps(w);
-    for (int64_t i = 0; i < n; i += 16) {
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 a[4];
+        for (int k = 0; k < 4; k++)
+            a[k] = _mm512_loadu_ps(acc + i + 16 * k);
+        for (int64_t r = 0; r < rows; r++) {
+            const __m512 wv = _mm512_set1_ps(w[r]);
+            const float *xr = x + (size_t)r * x_stride + i;
+            for (int k = 0; k < 4; k++)
+                a[k] = _mm512_add_ps(a[k], _mm512_mul_ps(wv, _mm512_loadu_ps(xr + 16 * k)));
+        }
+        for (int k = 0; k < 4; k++)
+            _mm512_storeu_ps(acc + i + 16 * k, a[k]);
+    }
+    for (; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + i), _mm512_mul_ps(wv, _mm512_maskz_loadu_ps(m, x + i)));
-        _mm512_mask_storeu_ps(acc + i, m, v);
+        __m512 a = _mm512_maskz_loadu_ps(m, acc + i);
+        for (int64_t r = 0; r < rows; r++)
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(m, x + (size_t)r * x_stride + i)));
+        _mm512_mask_storeu_ps(acc + i, m, a);
     }
 }
 

@@ -37,10 +37,13 @@ extern const hx_quant_kernels hx_quant_avx512_lowbit[HX_QUANT_LOWBIT_TYPES];
 /* Q3_K's sixteen 6-bit sub-block scales, less their offset of 32. */
 void hx_quant_q3_K_scales(const uint8_t *scales, int8_t sc[16]);
 
-/* Each level's hx_quant_add_scaled. */
-void hx_quant_scalar_add_scaled(float *acc, const float *x, float w, int64_t n);
-void hx_quant_avx2_add_scaled(float *acc, const float *x, float w, int64_t n);
-void hx_quant_avx512_add_scaled(float *acc, const float *x, float w, int64_t n);
+/* Each level's hx_quant_add_scaled_rows. */
+void hx_quant_scalar_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                     int64_t n);
+void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                   int64_t n);
+void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                     int64_t n);
 
 /* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
  * prefetch never faults, so reaching past a row's end is harmless. */

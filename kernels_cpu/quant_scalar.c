@@ -435,10 +435,12 @@ HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
 HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
 HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
 
-void hx_quant_scalar_add_scaled(float *acc, const float *x, float w, int64_t n)
+void hx_quant_scalar_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                     int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        acc[i] += w * x[i];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            acc[i] += w[r] * x[(size_t)r * x_stride + i];
 }
 
 const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {

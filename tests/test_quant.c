@@ -1256,37 +1256,48 @@ START_TEST(test_gguf_py_reference)
 END_TEST
 
 /* Attention's value sum: each level gives the plain loop's bits (a
- * multiply, then an add), at lengths with and without a partial vector. */
+ * multiply, then an add, row after row), one row or several, at lengths
+ * with and without a partial vector and past the register slices. */
 START_TEST(test_add_scaled)
 {
     const hx_simd_level saved = hx_quant_level();
     uint64_t seed = 77;
-    const int64_t lens[] = {1, 7, 8, 15, 16, 17, 64, 100, 128};
-    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
-        const int64_t n = lens[k];
-        float x[128], start[128], want[128], got[128];
-        for (int64_t i = 0; i < n; i++) {
-            x[i] = rng_normal(&seed, 2.0f);
-            start[i] = rng_normal(&seed, 3.0f);
-        }
-        const float w = rng_normal(&seed, 1.0f);
-        for (int64_t i = 0; i < n; i++) {
-            volatile float prod = w * x[i]; /* rounded on its own, as the kernels do */
-            want[i] = start[i] + prod;
-        }
-        for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
-            HX_ASSERT_OK(hx_quant_set_level(l));
-            memcpy(got, start, sizeof(float) * (size_t)n);
-            if (n < 128)
-                got[n] = 12345.0f; /* past the end: must stay */
-            hx_quant_add_scaled(got, x, w, n);
+    enum { MAXN = 160, MAXR = 5, STRIDE = 163 };
+    const int64_t lens[] = {1, 7, 8, 15, 16, 17, 33, 64, 100, 128, 160};
+    static float x[MAXR * STRIDE];
+    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++)
+        for (int64_t rows = 1; rows <= MAXR; rows += 2) {
+            const int64_t n = lens[k];
+            float start[MAXN + 1], want[MAXN], got[MAXN + 1], w[MAXR];
             for (int64_t i = 0; i < n; i++)
-                ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)), "%s, n %lld, element %lld: %.9g, want %.9g",
-                              hx_cpu_simd_name(l), (long long)n, (long long)i, got[i], want[i]);
-            if (n < 128)
+                start[i] = rng_normal(&seed, 3.0f);
+            for (int64_t r = 0; r < rows; r++) {
+                w[r] = rng_normal(&seed, 1.0f);
+                for (int64_t i = 0; i < n; i++)
+                    x[r * STRIDE + i] = rng_normal(&seed, 2.0f);
+            }
+            for (int64_t i = 0; i < n; i++) {
+                want[i] = start[i];
+                for (int64_t r = 0; r < rows; r++) {
+                    volatile float prod = w[r] * x[r * STRIDE + i]; /* rounded on its own, as the kernels do */
+                    want[i] = want[i] + prod;
+                }
+            }
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                HX_ASSERT_OK(hx_quant_set_level(l));
+                memcpy(got, start, sizeof(float) * (size_t)n);
+                got[n] = 12345.0f; /* past the end: must stay */
+                if (rows == 1)
+                    hx_quant_add_scaled(got, x, w[0], n);
+                else
+                    hx_quant_add_scaled_rows(got, x, STRIDE, w, rows, n);
+                for (int64_t i = 0; i < n; i++)
+                    ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
+                                  "%s, n %lld, %lld rows, element %lld: %.9g, want %.9g", hx_cpu_simd_name(l),
+                                  (long long)n, (long long)rows, (long long)i, got[i], want[i]);
                 ck_assert_float_eq(got[n], 12345.0f);
+            }
         }
-    }
     HX_ASSERT_OK(hx_quant_set_level(saved));
 }
 END_TEST
