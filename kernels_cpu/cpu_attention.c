@@ -20,6 +20,7 @@
 #include "kernels_cpu/cpu_kernels.h"
 #include "kernels_cpu/kv_meta.h"
 #include "kernels_cpu/quant.h"
+#include "kernels_cpu/vmath.h"
 #include "ops/ops.h"
 
 #define ALIGN64(n) (((n) + 63) & ~(size_t)63)
@@ -192,9 +193,10 @@ static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float
             if (sc[p] > mx)
                 mx = sc[p];
         }
+        hx_vmath_exp_shifted(sc + col[j].p0, mx, col[j].p1 - col[j].p0 + 1);
         double sum = 0;
         for (int32_t p = col[j].p0; p <= col[j].p1; p++)
-            sum += sc[p] = expf(sc[p] - mx);
+            sum += sc[p];
         const float inv = (float)(1.0 / sum);
         for (int32_t p = col[j].p0; p <= col[j].p1; p++)
             sc[p] *= inv;

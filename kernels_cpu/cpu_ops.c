@@ -11,6 +11,7 @@
 #include "kernels_cpu/matmul_rows.h"
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/repack.h"
+#include "kernels_cpu/vmath.h"
 #include "ops/ops.h"
 
 #define ALIGN64(n) (((n) + 63) & ~(size_t)63)
@@ -363,7 +364,6 @@ int hx_cpu_swiglu(const hx_cpu_call *c)
     float *o = c->buffers[2];
     uint64_t lo, hi;
     hx_cpu_split(a->n, c->ith, c->nth, &lo, &hi);
-    for (uint64_t i = lo; i < hi; i++)
-        o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    hx_vmath_swiglu(g + lo, u + lo, o + lo, (int64_t)(hi - lo));
     return 0;
 }

@@ -17,6 +17,7 @@
  *    quality bounds; SIMD quantizers equal the scalar ones bit for bit;
  *  - an independent reference: gguf-py's numpy (de)quantizers (llama.cpp's
  *    own Python package), when python3 with gguf is installed. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "kernels_cpu/quant.h"
+#include "kernels_cpu/vmath.h"
 #include "tests/hx_test.h"
 #include "tests/ref_ops.h"
 
@@ -1302,6 +1304,64 @@ START_TEST(test_add_scaled)
 }
 END_TEST
 
+/* kernels_cpu/vmath.h at each level: exp within 2 ulp of the double exp
+ * over the whole finite range (flushed to zero below FLT_MIN), its edges
+ * (0 -> 1, overflow -> inf, -inf -> 0, NaN -> NaN), a row's elements
+ * equal to each computed alone (no dependence on the row's length), and
+ * SwiGLU against its double formula. */
+START_TEST(test_vmath)
+{
+    const hx_simd_level saved = hx_quant_level();
+    uint64_t seed = 5;
+    enum { N = 4099 };
+    static float x[N], got[N], g[N], u[N], o[N];
+    for (int i = 0; i < N; i++)
+        x[i] = ((float)(rng_next(&seed) >> 40) / (float)(1u << 24)) * 200.0f - 100.0f;
+    const float edges[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.7f, 88.72283f, 88.7229f, 89.0f, -87.33f, -87.34f, -103.0f,
+                           INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f};
+    memcpy(x, edges, sizeof edges);
+    for (int i = 0; i < N; i++) {
+        g[i] = rng_normal(&seed, 4.0f) * (i % 97 == 0 ? 30.0f : 1.0f);
+        u[i] = rng_normal(&seed, 1.0f);
+    }
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        HX_ASSERT_OK(hx_quant_set_level(l));
+        const float shift = 0.5f;
+        for (int i = 0; i < N; i++)
+            got[i] = x[i] + shift;
+        hx_vmath_exp_shifted(got, shift, N);
+        for (int i = 0; i < N; i++) {
+            const float xi = (x[i] + shift) - shift;
+            const double want = exp((double)xi);
+            if (isnan(xi)) {
+                ck_assert_msg(isnan(got[i]), "%s: exp(NaN) = %g", hx_cpu_simd_name(l), got[i]);
+                continue;
+            }
+            if (want > FLT_MAX) {
+                ck_assert_msg(isinf(got[i]) && got[i] > 0, "%s: exp(%.9g) = %g, want inf", hx_cpu_simd_name(l), xi,
+                              got[i]);
+                continue;
+            }
+            const double tol = want < FLT_MIN ? FLT_MIN : 2.0 * want * FLT_EPSILON;
+            ck_assert_msg(fabs(got[i] - want) <= tol, "%s: exp(%.9g) = %.9g, want %.9g", hx_cpu_simd_name(l), xi,
+                          got[i], want);
+            float one = x[i] + shift;
+            hx_vmath_exp_shifted(&one, shift, 1);
+            ck_assert_msg(!memcmp(&one, &got[i], sizeof one), "%s: exp(%.9g) alone %.9g, in a row %.9g",
+                          hx_cpu_simd_name(l), xi, one, got[i]);
+        }
+        ck_assert_float_eq(got[0], 1.0f);
+        hx_vmath_swiglu(g, u, o, N);
+        for (int i = 0; i < N; i++) {
+            const double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+            ck_assert_msg(fabs(o[i] - want) <= 4e-7 * fabs(want) + 1e-30, "%s: swiglu(%.9g, %.9g) = %.9g, want %.9g",
+                          hx_cpu_simd_name(l), g[i], u[i], o[i], want);
+        }
+    }
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+}
+END_TEST
+
 Suite *suite_quant(void)
 {
     Suite *s = suite_create("quant");
@@ -1323,6 +1383,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_activation_sums);
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_add_scaled);
+    tcase_add_test(tc, test_vmath);
     tcase_add_test(tc, test_gguf_py_reference);
     suite_add_tcase(s, tc);
     return s;

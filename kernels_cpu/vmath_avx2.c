@@ -1,0 +1,70 @@
+/* kernels_cpu/vmath.h at AVX2: 8 lanes; the last partial vector goes
+ * through a padded copy, so it takes the same arithmetic. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_cpu/vmath_impl.h"
+
+static inline __m256 vexp(__m256 x)
+{
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(HX_VEXP_HI), _CMP_GT_OQ);
+    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(HX_VEXP_LO), _CMP_LT_OQ);
+    const __m256 xn = x;
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(HX_VEXP_LO)), _mm256_set1_ps(HX_VEXP_HI));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(HX_VEXP_LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(HX_VEXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(HX_VEXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(HX_VEXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(HX_VEXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(HX_VEXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(HX_VEXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(HX_VEXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(HX_VEXP_P5));
+    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    /* 2^n as two factors: n reaches 128 just below the overflow bound */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_min_epi32(ni, _mm256_set1_epi32(127));
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    __m256 e = _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+    e = _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), over);
+    e = _mm256_blendv_ps(e, _mm256_setzero_ps(), under);
+    return _mm256_blendv_ps(e, xn, nan);
+}
+
+void hx_vmath_avx2_exp_shifted(float *x, float shift, int64_t n)
+{
+    const __m256 s = _mm256_set1_ps(shift);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)));
+    if (i < n) {
+        float t[8] = {0};
+        memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(t, vexp(_mm256_sub_ps(_mm256_loadu_ps(t), s)));
+        memcpy(x + i, t, (size_t)(n - i) * sizeof(float));
+    }
+}
+
+static inline __m256 swiglu8(__m256 g, __m256 u)
+{
+    const __m256 e = vexp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+void hx_vmath_avx2_swiglu(const float *g, const float *u, float *o, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0};
+        memcpy(tg, g + i, (size_t)(n - i) * sizeof(float));
+        memcpy(tu, u + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(tg, swiglu8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        memcpy(o + i, tg, (size_t)(n - i) * sizeof(float));
+    }
+}

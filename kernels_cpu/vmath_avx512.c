@@ -1,0 +1,57 @@
+/* kernels_cpu/vmath.h at AVX-512: 16 lanes, a masked last vector. */
+#include <immintrin.h>
+
+#include "kernels_cpu/vmath_impl.h"
+
+static inline __m512 vexp(__m512 x)
+{
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __mmask16 over = _mm512_cmp_ps_mask(x, _mm512_set1_ps(HX_VEXP_HI), _CMP_GT_OQ);
+    const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(HX_VEXP_LO), _CMP_LT_OQ);
+    const __m512 xn = x;
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(HX_VEXP_LO)), _mm512_set1_ps(HX_VEXP_HI));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(HX_VEXP_LOG2E)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(HX_VEXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(HX_VEXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(HX_VEXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(HX_VEXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(HX_VEXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(HX_VEXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(HX_VEXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(HX_VEXP_P5));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    /* 2^n as two factors: n reaches 128 just below the overflow bound */
+    const __m512i ni = _mm512_cvtps_epi32(n);
+    const __m512i n1 = _mm512_min_epi32(ni, _mm512_set1_epi32(127));
+    const __m512i n2 = _mm512_sub_epi32(ni, n1);
+    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
+    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
+    __m512 e = _mm512_mul_ps(_mm512_mul_ps(y, s1), s2);
+    e = _mm512_mask_blend_ps(over, e, _mm512_set1_ps(__builtin_inff()));
+    e = _mm512_mask_blend_ps(under, e, _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(nan, e, xn);
+}
+
+static inline __mmask16 tail(int64_t left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
+
+void hx_vmath_avx512_exp_shifted(float *x, float shift, int64_t n)
+{
+    const __m512 s = _mm512_set1_ps(shift);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail(n - i);
+        _mm512_mask_storeu_ps(x + i, m, vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+    }
+}
+
+void hx_vmath_avx512_swiglu(const float *g, const float *u, float *o, int64_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail(n - i);
+        const __m512 gv = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 e = vexp(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+        const __m512 v = _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i));
+        _mm512_mask_storeu_ps(o + i, m, v);
+    }
+}
