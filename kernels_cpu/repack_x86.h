@@ -296,10 +296,15 @@ static inline __attribute__((always_inline)) void k4x8_tile(int64_t K, float *s,
         for (int c = 0; c < C; c++)
             S[c] = M[c] = _mm256_setzero_si256();
         for (int p = 0; p < 4; p++) {
+            /* Partials over chunks, widened to int32 every 8 chunks (Q4:
+             * 8 x 2 x 15 x 127 fits an int16 lane) or 4 (Q5: 31). */
             __m256i lo_sum[HX_GEMM_COLS], hi_sum[HX_GEMM_COLS];
+            REPACK_PART lo_part[HX_GEMM_COLS], hi_part[HX_GEMM_COLS];
 #pragma GCC unroll 4
-            for (int c = 0; c < C; c++)
+            for (int c = 0; c < C; c++) {
                 lo_sum[c] = hi_sum[c] = _mm256_setzero_si256();
+                lo_part[c] = hi_part[c] = _mm256_setzero_si256();
+            }
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w + Q + 256 * p + 32 * k));
@@ -314,9 +319,16 @@ static inline __attribute__((always_inline)) void k4x8_tile(int64_t K, float *s,
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) {
                     const uint8_t *a = y + c * by + offsetof(hx_block_q8_K, qs) + 64 * p + 4 * k;
-                    lo_sum[c] = REPACK_DOT(lo_sum[c], lo, bcast4(a));
-                    hi_sum[c] = REPACK_DOT(hi_sum[c], hi, bcast4(a + 32));
+                    lo_part[c] = REPACK_PART_DOT(lo_part[c], lo, bcast4(a));
+                    hi_part[c] = REPACK_PART_DOT(hi_part[c], hi, bcast4(a + 32));
                 }
+                if (k == 7 || (Q5 && k == 3))
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++) {
+                        lo_sum[c] = REPACK_PART_WIDEN(lo_sum[c], lo_part[c]);
+                        hi_sum[c] = REPACK_PART_WIDEN(hi_sum[c], hi_part[c]);
+                        lo_part[c] = hi_part[c] = _mm256_setzero_si256();
+                    }
             }
             const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p)));
             const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p + 8)));
