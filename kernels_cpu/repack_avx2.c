@@ -9,6 +9,10 @@
 #define REPACK_PART __m256i
 #define REPACK_PART_DOT(part, u, s) _mm256_add_epi16((part), _mm256_maddubs_epi16((u), (s)))
 #define REPACK_PART_WIDEN(acc, part) _mm256_add_epi32((acc), _mm256_madd_epi16((part), _mm256_set1_epi16(1)))
+/* sc: a small non-negative scale per 32-bit lane, which the one madd
+ * applies to both int16 halves as it widens them */
+#define REPACK_PART_WIDEN_SCALED(acc, part, sc) \
+    _mm256_add_epi32((acc), _mm256_madd_epi16((part), _mm256_or_si256((sc), _mm256_slli_epi32((sc), 16))))
 #define REPACK_LEVEL hx_repack_avx2_kernels
 
 #include "kernels_cpu/repack_x86.h"

@@ -7,7 +7,8 @@
  * at AVX2: REPACK_PART (its type), REPACK_PART_DOT(part, u, s) (part +
  * the u8 x s8 products, at AVX2 in int16 pairs, so a caller adds no more
  * than the int16 lanes hold) and REPACK_PART_WIDEN(acc, part), acc + the
- * partial's 32-bit lane sums.
+ * partial's 32-bit lane sums; REPACK_PART_WIDEN_SCALED(acc, part, sc)
+ * the same times sc, a scale below 2^15 in each 32-bit lane.
  *
  * A group's eight rows sit in the eight 32-bit lanes of a ymm register,
  * so a block's integer sums come out one lane per row, are converted
@@ -296,15 +297,15 @@ static inline __attribute__((always_inline)) void k4x8_tile(int64_t K, float *s,
         for (int c = 0; c < C; c++)
             S[c] = M[c] = _mm256_setzero_si256();
         for (int p = 0; p < 4; p++) {
-            /* Partials over chunks, widened to int32 every 8 chunks (Q4:
-             * 8 x 2 x 15 x 127 fits an int16 lane) or 4 (Q5: 31). */
-            __m256i lo_sum[HX_GEMM_COLS], hi_sum[HX_GEMM_COLS];
+            /* Partials over chunks, widened to int32 and times the rows'
+             * sub-block scales every 8 chunks (Q4: 8 x 2 x 15 x 127 fits
+             * an int16 lane) or 4 (Q5: 31). */
+            const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p)));
+            const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p + 8)));
             REPACK_PART lo_part[HX_GEMM_COLS], hi_part[HX_GEMM_COLS];
 #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                lo_sum[c] = hi_sum[c] = _mm256_setzero_si256();
+            for (int c = 0; c < C; c++)
                 lo_part[c] = hi_part[c] = _mm256_setzero_si256();
-            }
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w + Q + 256 * p + 32 * k));
@@ -325,21 +326,17 @@ static inline __attribute__((always_inline)) void k4x8_tile(int64_t K, float *s,
                 if (k == 7 || (Q5 && k == 3))
 #pragma GCC unroll 4
                     for (int c = 0; c < C; c++) {
-                        lo_sum[c] = REPACK_PART_WIDEN(lo_sum[c], lo_part[c]);
-                        hi_sum[c] = REPACK_PART_WIDEN(hi_sum[c], hi_part[c]);
+                        S[c] = REPACK_PART_WIDEN_SCALED(S[c], lo_part[c], sc_lo);
+                        S[c] = REPACK_PART_WIDEN_SCALED(S[c], hi_part[c], sc_hi);
                         lo_part[c] = hi_part[c] = _mm256_setzero_si256();
                     }
             }
-            const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p)));
-            const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w + SC + 16 * p + 8)));
             const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + MN + 16 * p)));
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
                 const uint8_t *bs = y + c * by + offsetof(hx_block_q8_K, bsums) + 8 * p; /* bsums 4p .. 4p+3 */
                 const uint32_t pair = (uint16_t)((int16_t)hx_ld16(bs) + (int16_t)hx_ld16(bs + 2)) |
                                       (uint32_t)(uint16_t)((int16_t)hx_ld16(bs + 4) + (int16_t)hx_ld16(bs + 6)) << 16;
-                S[c] = _mm256_add_epi32(S[c], _mm256_add_epi32(_mm256_mullo_epi32(lo_sum[c], sc_lo),
-                                                               _mm256_mullo_epi32(hi_sum[c], sc_hi)));
                 M[c] = _mm256_add_epi32(M[c], _mm256_madd_epi16(mn, _mm256_set1_epi32((int)pair)));
             }
         }
