@@ -237,7 +237,7 @@ static uint32_t step_limit(const hx_engine *e, size_t n, uint32_t active)
     const uint32_t budget = e->o.token_budget;
     if (active < 2 || n >= budget)
         return budget;
-    uint32_t shared = e->o.shared_prefill ? e->o.shared_prefill : budget / 8;
+    uint32_t shared = e->o.shared_prefill ? e->o.shared_prefill : budget / 16;
     shared = shared ? shared : 1;
     return budget - n > shared ? (uint32_t)n + shared : budget;
 }
@@ -246,7 +246,9 @@ static uint32_t step_limit(const hx_engine *e, size_t n, uint32_t active)
  * one, then prefill.  A tenant with nothing running (a newcomer) has its
  * waiting request admitted first, with the whole budget: else its first
  * token waits for shares of several steps (the step is as long as the
- * newcomer's prompt makes it, as it would be alone).  The others' prompt
+ * newcomer's prompt makes it, as it would be alone; while several
+ * tenants are active it holds the newcomers' prompts alone, the others'
+ * decode tokens waiting one step).  The others' prompt
  * tokens fill the step up to step_limit.  Then, with several tenants reading prompts, the prefill room is shared
  * out, each tenant up to an equal share (its running chunks, then its
  * admissions), so one tenant's long prompts cannot keep another's short
@@ -277,8 +279,17 @@ static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
         free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
                       (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
     const uint32_t limit = step_limit(e, n, active);
+    const uint32_t before = e->n_running;
     if (admitting)
         n = admit(e, n, budget, cand, &nc, budget, &free_tokens, 1);
+    if (active > 1 && e->n_running > before) {
+        /* A newcomer's step is its prompt alone: the others' decode
+         * tokens wait one step, so its first token costs what it would
+         * alone plus the step in flight when it came. */
+        for (uint32_t i = 0; i < before; i++)
+            e->running[i]->take = 0;
+        return;
+    }
     const uint32_t share = k > 1 && n < limit ? (uint32_t)(limit - n) / k : limit;
     const uint32_t cap = share ? share : 1;
     n = plan_prefill(e, n, limit, cap, NULL);

@@ -872,9 +872,10 @@ typedef struct {
     /* Prompt tokens per step, all tenants together, while more than one
      * tenant has had requests in the engine lately: a newcomer's first
      * token waits for the step in flight and then its own, so steps are
-     * kept short whenever another tenant may arrive (0 = token_budget / 8,
+     * kept short whenever another tenant may arrive (0 = token_budget / 16,
      * at least 1).  A newcomer's own first chunk (a tenant with nothing
-     * running) is not held to it; a lone tenant's steps take the whole
+     * running) is not held to it, and goes alone into its step, the others'
+     * decode tokens waiting one step; a lone tenant's steps take the whole
      * token_budget. */
     uint32_t shared_prefill;
 } hx_engine_options;
