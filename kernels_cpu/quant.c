@@ -128,8 +128,6 @@ void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const
     by_level[hx_quant_level()](acc, x, x_stride, w, rows, n);
 }
 
-void hx_quant_add_scaled(float *acc, const float *x, float w, int64_t n) { hx_quant_add_scaled_rows(acc, x, 0, &w, 1, n); }
-
 hx_status hx_quant_row_check(hx_type t, int64_t n)
 {
     const hx_type_traits *tr = hx_type_get((uint32_t)t);

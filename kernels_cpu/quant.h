@@ -263,14 +263,11 @@ const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level);
 hx_status hx_quant_set_level(hx_simd_level level);
 hx_simd_level hx_quant_level(void);
 
-/* acc[i] += w * x[i] for i < n, at the current level: attention's sum of
- * value rows.  Each element is a multiply then an add at every level, so
- * the levels agree bit for bit with each other and with a plain loop. */
-void hx_quant_add_scaled(float *acc, const float *x, float w, int64_t n);
-/* The same for `rows` rows in turn: acc[i] += w[r] * x[r*x_stride + i]
- * for r = 0 .. rows-1 (x_stride in floats), with each accumulator's adds
- * in row order, so the bits of as many hx_quant_add_scaled calls; the
- * accumulators stay in registers across the rows. */
+/* acc[i] += w[r] * x[r*x_stride + i] for r = 0 .. rows-1 in turn and
+ * i < n (x_stride in floats), at the current level: attention's sum of
+ * value rows.  Each step is a multiply then an add, in row order, at
+ * every level, so the levels agree bit for bit with each other and with
+ * a plain loop; the accumulators stay in registers across the rows. */
 void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows, int64_t n);
 
 /* HX_OK if a row of n elements of t has kernels and whole blocks; else an

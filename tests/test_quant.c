@@ -1289,10 +1289,7 @@ START_TEST(test_add_scaled)
                 HX_ASSERT_OK(hx_quant_set_level(l));
                 memcpy(got, start, sizeof(float) * (size_t)n);
                 got[n] = 12345.0f; /* past the end: must stay */
-                if (rows == 1)
-                    hx_quant_add_scaled(got, x, w[0], n);
-                else
-                    hx_quant_add_scaled_rows(got, x, STRIDE, w, rows, n);
+                hx_quant_add_scaled_rows(got, x, STRIDE, w, rows, n);
                 for (int64_t i = 0; i < n; i++)
                     ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
                                   "%s, n %lld, %lld rows, element %lld: %.9g, want %.9g", hx_cpu_simd_name(l),
