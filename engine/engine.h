@@ -37,13 +37,15 @@ typedef struct hx_engine_req {
 
 /* A tenant's share of the running requests, for round robin, and of the
  * step being planned's prefill tokens; `seen`: the engine clock when it
- * last had a request in the engine (waiting or running). */
+ * last had a request in the engine (waiting or running); `load`: the
+ * tokens evaluated for it, decaying (engine_step.c), as of `load_at`;
+ * `reading`: its running requests with prompt tokens left. */
 typedef struct {
     char *name;
-    uint32_t running;
+    uint32_t running, reading;
     uint64_t last_admit;
     uint32_t step_tokens;
-    double seen;
+    double seen, load, load_at;
 } hx_engine_tenant;
 
 struct hx_engine {

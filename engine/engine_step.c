@@ -7,6 +7,7 @@
  * share the prefill part of the budget, a tenant with nothing running
  * goes first, and while several tenants are active steps are kept short
  * (plan, below). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,24 @@ static double now(hx_engine *e) { return hx_runtime_clock(e->m->rt); }
  * engine between them, and the steps planned in that gap must already be
  * short when its next one comes. */
 #define TENANT_ACTIVE_SECONDS 30.0
+
+/* A tenant's load is the tokens evaluated for it, each counting less as
+ * it ages, by e^(-age / LOAD_SECONDS): the tenants' recent shares of the
+ * work, as a virtual token counter (Sheng et al., "Fairness in Serving
+ * Large Language Models") but forgetting, so a tenant idle for a while
+ * holds no credit and none of a debt. */
+#define LOAD_SECONDS 10.0
+
+static double load_now(const hx_engine_tenant *t, double at)
+{
+    return t->load * exp(-(at - t->load_at) / LOAD_SECONDS);
+}
+
+static void add_load(hx_engine_tenant *t, double at, uint32_t tokens)
+{
+    t->load = load_now(t, at) + tokens;
+    t->load_at = at;
+}
 
 /* Appends up to `max` of q's pending tokens to the batch. */
 static size_t add_entries(hx_engine *e, size_t n, hx_engine_req *q, uint32_t max)
@@ -122,25 +141,65 @@ static int last_slot_kept(hx_engine *e, const hx_engine_req *q)
     return e->n_tenants > 1 && e->n_running + 1 >= e->o.max_running && t && t->running > 0 && !under_share;
 }
 
+/* Whether q comes as a newcomer: its tenant has nothing running, or
+ * nothing reading a prompt while the tenant is the lightest active one by
+ * more than q's prompt (a light user's next question while its last
+ * answer streams: else its prompt waits for a share of several steps
+ * beside the flood's; a flood between its prompts is not light). */
+static int newcomer(hx_engine *e, const hx_engine_req *q, double at)
+{
+    const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+    if (!t || !t->running)
+        return t != NULL;
+    if (t->reading)
+        return 0;
+    const double mine = load_now(t, at) + q->n_toks;
+    int others = 0;
+    for (size_t i = 0; i < e->n_tenants; i++) {
+        const hx_engine_tenant *u = &e->tenants[i];
+        if (u == t || at - u->seen >= TENANT_ACTIVE_SECONDS)
+            continue;
+        if (load_now(u, at) < mine)
+            return 0;
+        others = 1;
+    }
+    return others;
+}
+
 /* Admits waiting requests while the step's `budget`, max_running and the
  * KV pool allow, each tenant taking up to `cap` prefill tokens: each gets
  * a session, the cached blocks of its prefix and its first prefill chunk.
  * Those admitted leave cand[0..*nc); a tenant's candidates that found no
  * room under the cap stay for a later pass.  With `newcomers`, only
- * requests of tenants with nothing running (the policy's pick stops it
- * at the first other). */
+ * newcomers' requests, in the policy's order among them (under
+ * HX_POLICY_PRIORITY, those of the highest priority waiting). */
 static size_t admit(hx_engine *e, size_t n, uint32_t budget, hx_engine_req **cand, size_t *nc, uint32_t cap,
                     int64_t *free_tokens, int newcomers)
 {
     size_t m = *nc; /* cand[0..m) are still considered in this pass */
+    if (newcomers) {
+        /* Tenants are looked up first: a new one may move the table. */
+        for (size_t i = 0; i < m; i++)
+            if (!hx_engine_tenant_of(e, cand[i]->tenant))
+                return n;
+        const double at = now(e);
+        int32_t top = INT32_MIN;
+        for (size_t i = 0; e->o.policy == HX_POLICY_PRIORITY && i < m; i++)
+            top = cand[i]->r.priority > top ? cand[i]->r.priority : top;
+        size_t kept = 0;
+        for (size_t i = 0; i < m; i++)
+            if (cand[i]->r.priority >= top && newcomer(e, cand[i], at)) {
+                hx_engine_req *q = cand[kept];
+                cand[kept++] = cand[i];
+                cand[i] = q;
+            }
+        m = kept;
+    }
     while (n < budget && e->n_running < e->o.max_running && m) {
         ptrdiff_t k = hx_engine_pick(e, cand, m);
         if (k < 0)
             break;
         hx_engine_req *q = cand[k];
-        const hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
-        if (newcomers && (!t || t->running))
-            break;
         const uint32_t room = last_slot_kept(e, q) ? 0 : tenant_room(e, q, cap);
         if (!room) {
             cand[k] = cand[m - 1];
@@ -206,6 +265,8 @@ static void mark(hx_engine *e, const hx_engine_req *q, double t, int reads)
     }
 }
 
+static int reads_prompt(const hx_engine_req *q) { return q->n_toks - q->n_eval > 1; }
+
 /* Tenants with prompt tokens to read (running requests' chunks, and the
  * waiting requests when admission is open) into *reading; returned: the
  * tenants active, with a request in the engine now or lately. */
@@ -213,9 +274,13 @@ static uint32_t count_tenants(hx_engine *e, hx_engine_req *const *cand, size_t n
 {
     const double t = now(e);
     for (size_t i = 0; i < e->n_tenants; i++)
-        e->tenants[i].step_tokens = 0;
-    for (uint32_t i = 0; i < e->n_running; i++)
-        mark(e, e->running[i], t, e->running[i]->n_toks - e->running[i]->n_eval > 1);
+        e->tenants[i].step_tokens = e->tenants[i].reading = 0;
+    for (uint32_t i = 0; i < e->n_running; i++) {
+        mark(e, e->running[i], t, reads_prompt(e->running[i]));
+        hx_engine_tenant *x = hx_engine_tenant_of(e, e->running[i]->tenant);
+        if (x)
+            x->reading += (uint32_t)reads_prompt(e->running[i]);
+    }
     for (size_t i = 0; i < nc; i++)
         mark(e, cand[i], t, admitting);
     uint32_t active = 0;
@@ -237,13 +302,13 @@ static uint32_t step_limit(const hx_engine *e, size_t n, uint32_t active)
     const uint32_t budget = e->o.token_budget;
     if (active < 2 || n >= budget)
         return budget;
-    uint32_t shared = e->o.shared_prefill ? e->o.shared_prefill : budget / 16;
+    uint32_t shared = e->o.shared_prefill ? e->o.shared_prefill : budget / 32;
     shared = shared ? shared : 1;
     return budget - n > shared ? (uint32_t)n + shared : budget;
 }
 
 /* The step's batch: a decode token for every running request that has
- * one, then prefill.  A tenant with nothing running (a newcomer) has its
+ * one, then prefill.  A newcomer (see newcomer()) has its
  * waiting request admitted first, with the whole budget: else its first
  * token waits for shares of several steps (the step is as long as the
  * newcomer's prompt makes it, as it would be alone; while several
@@ -306,10 +371,14 @@ static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
  * their next one, and those that ended leave. */
 static void collect(hx_engine *e, size_t n)
 {
+    const double at = now(e);
     for (size_t i = 0, j; i < n; i = j) {
         hx_engine_req *q = e->b_owner[i];
         for (j = i; j < n && e->b_owner[j] == q; j++)
             ;
+        hx_engine_tenant *t = hx_engine_tenant_of(e, q->tenant);
+        if (t)
+            add_load(t, at, (uint32_t)(j - i));
         const uint32_t first = q->n_eval;
         q->n_eval += (uint32_t)(j - i);
         if (first < q->n_prompt) {

@@ -849,8 +849,12 @@ typedef struct hx_engine hx_engine;
  * have prompts to read, each gets an equal share of what decoding leaves
  * of the budget first (what one leaves goes to the others), so one
  * tenant's long prompts cannot keep another's short one out of the next
- * step.  A tenant with nothing running is admitted first, its first
- * chunk up to the whole budget, before the others' shares, and while
+ * step.  A newcomer is admitted first, its first chunk up to the whole
+ * budget, before the others' shares: a tenant with nothing running, or
+ * with nothing reading a prompt while it is the lightest of the active
+ * tenants by more than the prompt (each tenant's evaluated tokens,
+ * decaying over 10 s: a light user's next question while its last answer
+ * streams).  While
  * several tenants are active the others' prompts take at most
  * shared_prefill tokens a step.  With several tenants known to the
  * engine, the last free running slot (max_running) is kept for a tenant
@@ -872,9 +876,9 @@ typedef struct {
     /* Prompt tokens per step, all tenants together, while more than one
      * tenant has had requests in the engine lately: a newcomer's first
      * token waits for the step in flight and then its own, so steps are
-     * kept short whenever another tenant may arrive (0 = token_budget / 16,
-     * at least 1).  A newcomer's own first chunk (a tenant with nothing
-     * running) is not held to it, and goes alone into its step, the others'
+     * kept short whenever another tenant may arrive (0 = token_budget / 32,
+     * at least 1).  A newcomer's own first chunk (see hx_engine_policy)
+     * is not held to it, and goes alone into its step, the others'
      * decode tokens waiting one step; a lone tenant's steps take the whole
      * token_budget. */
     uint32_t shared_prefill;

@@ -593,14 +593,16 @@ END_TEST
 /* A flood's first request watches the steps: being first in every
  * batch, the prompt tokens the engine counted between two of its tokens
  * are one step's prefill.  On its first token it submits the flood's long
- * prompts; on its third, with `newcomer`, the other tenant's request, a
- * prompt of NEWCOMER_LEN tokens, from the engine thread as a client
- * arriving in the middle of the flood's prefill. */
+ * prompts (and, with `streaming`, a request of tenant "newcomer" that
+ * goes on decoding); on its token `newcomer` (0: never) the other
+ * tenant's request, a prompt of NEWCOMER_LEN tokens, from the engine
+ * thread as a client arriving in the middle of the flood's prefill. */
 typedef struct {
     seen s;
     hx_engine *e;
-    int newcomer;
-    uint64_t ids[FLOOD + 1];
+    unsigned newcomer;
+    int streaming;
+    uint64_t ids[FLOOD + 2];
     int submitted;
     uint64_t last_prompt;
     uint32_t most_prefill;  /* the most prompt tokens in one step after the first, but the newcomer's */
@@ -611,7 +613,7 @@ typedef struct {
 #define NEWCOMER_LEN 24
 #define SHARED_PREFILL 16
 static int32_t flood_toks[FLOOD][FLOOD_LEN], newcomer_toks[NEWCOMER_LEN];
-static seen newcomer_seen, flood_seen[FLOOD + 1];
+static seen newcomer_seen, flood_seen[FLOOD + 2];
 static step_watch *watched;
 
 static int newcomer_token(void *user, const hx_engine_token *t)
@@ -631,10 +633,10 @@ static int watch_steps(void *user, const hx_engine_token *t)
     hx_engine_stats st;
     if (hx_engine_stats_get(w->e, &st) != HX_OK)
         return 1;
-    /* Between the watcher's third and fourth tokens came the newcomer's
-     * step, whose prompt is not the flood's. */
+    /* Between the watcher's tokens `newcomer` and the next came the
+     * newcomer's step, whose prompt is not the flood's. */
     const uint64_t step = st.prompt_tokens - w->last_prompt;
-    if (w->newcomer && w->s.n == 4)
+    if (w->newcomer && w->s.n == w->newcomer + 1)
         w->newcomer_step = (uint32_t)step;
     else if (w->s.n > 1 && step > w->most_prefill)
         w->most_prefill = (uint32_t)step;
@@ -646,7 +648,13 @@ static int watch_steps(void *user, const hx_engine_token *t)
         q.tenant = "flood";
         w->submitted += hx_engine_submit(w->e, &q, &w->ids[i]) == HX_OK;
     }
-    if (w->s.n == 3 && w->newcomer) {
+    if (w->s.n == 1 && w->streaming) {
+        hx_request q = greedy(prompts[9], 40, &flood_seen[FLOOD + 1]);
+        q.ignore_eos = 1;
+        q.tenant = "newcomer";
+        w->submitted += hx_engine_submit(w->e, &q, &w->ids[FLOOD + 1]) == HX_OK;
+    }
+    if (w->s.n == w->newcomer) {
         hx_request q = greedy(NULL, 4, &newcomer_seen);
         q.tokens = newcomer_toks;
         q.n_tokens = NEWCOMER_LEN;
@@ -659,8 +667,10 @@ static int watch_steps(void *user, const hx_engine_token *t)
 
 /* Runs the watcher and the flood on an engine of 64 tokens per step,
  * shared_prefill 16; with `other_known`, tenant "newcomer" was served
- * just before (so two tenants are active) and comes again mid-flood. */
-static void watch_a_flood(int other_known, step_watch *w)
+ * just before (so two tenants are active) and comes again mid-flood, on
+ * the watcher's token `at`, with `streaming` while a request of its own
+ * decodes. */
+static void watch_a_flood(int other_known, unsigned at, int streaming, step_watch *w)
 {
     hx_engine_options eo = hx_engine_options_default();
     eo.token_budget = 64;
@@ -680,7 +690,8 @@ static void watch_a_flood(int other_known, step_watch *w)
     memset(flood_seen, 0, sizeof flood_seen);
     watched = w;
     w->e = f.e;
-    w->newcomer = other_known;
+    w->newcomer = other_known ? at : 0;
+    w->streaming = streaming;
     if (other_known) {
         hx_request b = greedy(prompts[3], 2, &flood_seen[FLOOD]);
         b.tenant = "newcomer";
@@ -699,9 +710,10 @@ static void watch_a_flood(int other_known, step_watch *w)
     HX_ASSERT_OK(hx_engine_submit(f.e, &r, &id));
     HX_ASSERT_OK(hx_engine_wait(f.e, id, -1, &res));
     ck_assert_msg(res.status == HX_OK, "%s", res.error);
-    ck_assert_int_eq(w->submitted, FLOOD + other_known);
-    for (int i = 0; i < FLOOD + other_known; i++) {
-        HX_ASSERT_OK(hx_engine_wait(f.e, w->ids[i], -1, &res));
+    const int n = FLOOD + other_known + streaming;
+    ck_assert_int_eq(w->submitted, n);
+    for (int i = 0; i < n; i++) {
+        HX_ASSERT_OK(hx_engine_wait(f.e, w->ids[i < FLOOD + other_known ? i : FLOOD + 1], -1, &res));
         ck_assert_msg(res.status == HX_OK, "request %d: %s", i, res.error);
     }
     close_fixture(&f);
@@ -711,7 +723,7 @@ START_TEST(steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_f
 {
     static step_watch w;
     /* Alone, the flood's steps read as much as the budget holds. */
-    watch_a_flood(0, &w);
+    watch_a_flood(0, 0, 0, &w);
     ck_assert_msg(w.most_prefill > SHARED_PREFILL, "a lone tenant's steps read at most %u prompt tokens",
                   w.most_prefill);
     /* With another tenant active, no step of the flood's reads more than
@@ -721,13 +733,27 @@ START_TEST(steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_f
      * without their prompt tokens, so that between the watcher's third
      * and fourth only the rest of the third's step (counted after the
      * watcher, its first request) and the newcomer's prompt were read. */
-    watch_a_flood(1, &w);
+    watch_a_flood(1, 3, 0, &w);
     ck_assert_msg(w.most_prefill <= SHARED_PREFILL, "a step read %u prompt tokens (shared_prefill %d)",
                   w.most_prefill, SHARED_PREFILL);
     ck_assert_msg(w.newcomer_step >= NEWCOMER_LEN && w.newcomer_step <= NEWCOMER_LEN + SHARED_PREFILL,
                   "%u prompt tokens around the newcomer's step", w.newcomer_step);
     const unsigned at = atomic_load(&w.newcomer_at);
     ck_assert_msg(at == 3, "the newcomer's first token came with the watcher's token %u, not before its fourth", at);
+}
+END_TEST
+
+/* The same tenant's next question while its last answer still streams,
+ * once the flood has read more than both: it is the lighter tenant by
+ * more than that prompt, and reads nothing else, so its prompt goes
+ * into a step alone as a newcomer's would, not a share of several. */
+START_TEST(a_light_tenants_prompt_goes_first_while_its_last_answer_streams)
+{
+    static step_watch w;
+    watch_a_flood(1, 8, 1, &w);
+    ck_assert_uint_eq(flood_seen[FLOOD + 1].n, 40);
+    const unsigned at = atomic_load(&w.newcomer_at);
+    ck_assert_msg(at == 8, "the newcomer's first token came with the watcher's token %u, not before its ninth", at);
 }
 END_TEST
 
@@ -938,6 +964,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_tenants_short_prompt_is_not_kept_out_by_anothers_long_ones);
     tcase_add_test(tc, the_last_running_slot_is_kept_for_a_tenant_with_none);
     tcase_add_test(tc, steps_stay_short_while_another_tenant_is_active_and_a_newcomer_goes_first);
+    tcase_add_test(tc, a_light_tenants_prompt_goes_first_while_its_last_answer_streams);
     tcase_add_test(tc, a_kv_shortage_preempts_the_tenant_running_the_most);
     tcase_add_test(tc, a_tenant_under_its_share_of_the_running_slots_takes_one_from_the_flood);
     tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);

@@ -32,7 +32,7 @@ static void usage(FILE *f)
           "                       steps shorten everyone's first-token and inter-token tails under\n"
           "                       load, larger ones read long prompts faster\n"
           "  --shared-prefill N   prompt tokens per step while several API keys are active, so a\n"
-          "                       newcomer's first token never waits long (default -b / 16)\n"
+          "                       newcomer's first token never waits long (default -b / 32)\n"
           "  --no-prefix-cache    evaluate every prompt whole (default: leading KV blocks an earlier\n"
           "                       prompt evaluated are reused; HX_KV_PREFIX_CACHE=0 also turns it off)\n"
           "  --policy P           fcfs (default), short-first, priority\n"
