@@ -5,10 +5,11 @@
  * prompt (128 tokens by default) in tokens/s.  Each row is the fastest
  * and the median of the repetitions, the two layouts timed in turn so
  * that both see the same machine load; the fastest is the figure to
- * compare on a loaded machine.  Where AVX-512 has 512-bit pair kernels
- * for a type (repack.h), its rows come twice: avx512-ymm with the 256-bit
- * kernels, avx512-zmm with the pair kernels (whether or not the matmul
- * takes them by default).
+ * compare on a loaded machine.  Where a level has pair kernels for a
+ * type (two groups at once, repack.h), its rows come twice: avx512-ymm
+ * with the 256-bit kernels and avx512-zmm with the 512-bit pair kernels;
+ * avx2-one with one group at a time and avx2-pair with two 256-bit tiles
+ * side by side (whether or not the matmul takes the pairs by default).
  *
  *   bench-repack [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k 4096] [--n 14336] [--tokens 128] [--reps 15]
  *
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
         }
         for (int l = HX_SIMD_AVX2; l <= (int)hx_cpu_simd_max(); l++)
         for (int zmm = 0; zmm < 2; zmm++) {
-            /* where the level has 512-bit pair kernels for t: the 256-bit kernels (-ymm), then those (-zmm) */
+            /* where the level has pair kernels for t: the one-group kernels, then the pairs */
             hx_quant_set_level((hx_simd_level)l);
             const int has_pairs = hx_repack_gemm_pair_level(t, (hx_simd_level)l) != NULL;
             if (zmm && !has_pairs)
@@ -126,7 +127,7 @@ int main(int argc, char **argv)
             hx_repack_set_pairs(zmm ? HX_REPACK_PAIRS_ALL : HX_REPACK_PAIRS_OFF);
             char level[32];
             snprintf(level, sizeof level, "%s%s", hx_cpu_simd_name((hx_simd_level)l),
-                     !has_pairs ? "" : zmm ? "-zmm" : "-ymm");
+                     !has_pairs ? "" : l == HX_SIMD_AVX512 ? (zmm ? "-zmm" : "-ymm") : (zmm ? "-pair" : "-one"));
             const uint32_t tokens[2] = {1, T};
             for (int ti = 0; ti < 2; ti++) {
                 matmul m[2];

@@ -209,9 +209,15 @@ void hx_repack_set_pairs(hx_repack_pairs mode) { atomic_store(&pairs_mode, (int)
  * Q4_K's prompts gained: its unsigned nibbles take one vpdpbusd per
  * column and vector, while a decode step's single column measured slower
  * through the pair kernel in whole models, and Q4_0 and Q8_0's signed
- * quants need a mask and a masked subtraction per column. */
-static int pair_pays(hx_type t, uint32_t cols)
+ * quants need a mask and a masked subtraction per column.  At AVX2 the
+ * pairs (two 256-bit tiles side by side) pay for decode, where two
+ * streams of weights keep more loads in flight: small q8_0 tg64 +16 %,
+ * SmolLM2 Q4_1 +6 % on the Xeon; prompts keep the one-group tiles, whose
+ * column tiles already reuse each load. */
+static int pair_pays(hx_type t, uint32_t cols, hx_simd_level level)
 {
+    if (level == HX_SIMD_AVX2)
+        return cols == 1;
     if (hx_cpu_features() & HX_CPU_ZMM_FULL)
         return 1;
     return t == HX_TYPE_Q4_K && cols > 1;
@@ -219,15 +225,18 @@ static int pair_pays(hx_type t, uint32_t cols)
 
 hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level)
 {
-    if ((unsigned)t >= HX_TYPE_COUNT || level != HX_SIMD_AVX512 || level > hx_cpu_simd_max())
+    if ((unsigned)t >= HX_TYPE_COUNT || level > hx_cpu_simd_max())
         return NULL;
-    return hx_repack_avx512_pair_kernels[t];
+    return level == HX_SIMD_AVX512 ? hx_repack_avx512_pair_kernels[t]
+           : level == HX_SIMD_AVX2 ? hx_repack_avx2_pair_kernels[t]
+                                   : NULL;
 }
 
 hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t, uint32_t cols)
 {
     const int mode = atomic_load(&pairs_mode);
-    if (mode == HX_REPACK_PAIRS_OFF || (mode == HX_REPACK_PAIRS_PAYING && !pair_pays(t, cols)))
+    const hx_simd_level level = hx_quant_level();
+    if (mode == HX_REPACK_PAIRS_OFF || (mode == HX_REPACK_PAIRS_PAYING && !pair_pays(t, cols, level)))
         return NULL;
-    return hx_repack_gemm_pair_level(t, hx_quant_level());
+    return hx_repack_gemm_pair_level(t, level);
 }

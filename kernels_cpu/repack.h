@@ -95,7 +95,8 @@ hx_repack_gemm_fn hx_repack_gemm_level(hx_type t, hx_simd_level level);
 /* Two adjacent groups at once (16 rows, s[c*ss + r] for r < 2
  * HX_REPACK_ROWS; `group` the first, the second one group's bytes on),
  * the same bits as the one-group kernel on each: AVX-512's 512-bit
- * kernels.  _level: the level's kernel, NULL where it has none for t or
+ * kernels, and AVX2's two 256-bit tiles side by side (two weight streams
+ * in flight, for decode; the 32-element types).  _level: the level's kernel, NULL where it has none for t or
  * the CPU cannot run it (tests, benches); hx_repack_gemm_pair: the one the
  * CPU matmul takes at the current level for `cols` columns (tokens), as
  * hx_repack_set_pairs says. */
@@ -118,6 +119,7 @@ size_t hx_repack_block_bytes(hx_type t);
 extern const hx_repack_gemm_fn hx_repack_scalar_kernels[HX_TYPE_COUNT];
 extern const hx_repack_gemm_fn hx_repack_avx2_kernels[HX_TYPE_COUNT];
 extern const hx_repack_gemm_fn hx_repack_avx512_kernels[HX_TYPE_COUNT];
+extern const hx_repack_gemm_fn hx_repack_avx2_pair_kernels[HX_TYPE_COUNT];
 extern const hx_repack_gemm_fn hx_repack_avx512_pair_kernels[HX_TYPE_COUNT];
 
 #endif

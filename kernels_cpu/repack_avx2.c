@@ -14,5 +14,6 @@
 #define REPACK_PART_WIDEN_SCALED(acc, part, sc) \
     _mm256_add_epi32((acc), _mm256_madd_epi16((part), _mm256_or_si256((sc), _mm256_slli_epi32((sc), 16))))
 #define REPACK_LEVEL hx_repack_avx2_kernels
+#define REPACK_PAIR_LEVEL hx_repack_avx2_pair_kernels
 
 #include "kernels_cpu/repack_x86.h"

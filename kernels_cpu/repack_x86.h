@@ -205,70 +205,85 @@ static inline __attribute__((always_inline)) void q5_1x8_sums(__m256i *isum, con
 
 /* The 32-element types: per block, `sums` gives each column's eight lane
  * sums (times 2^shift), which meet the scales; with MINS (Q4_1) the rows'
- * mins then meet the activation block's s.  A: the activation block. */
+ * mins then meet the activation block's s.  A: the activation block.
+ * G groups at once (1, or 2 for the pair kernels: the next group, one
+ * group's bytes on, into s[c*ss + 8..15]), each summed as alone: two
+ * streams of weights in flight, and two independent chains of sums. */
 static inline __attribute__((always_inline)) void x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                          const uint8_t *y, size_t by, const int C, const size_t blk,
-                                                          const size_t A, const int shift, const int MINS,
+                                                          const uint8_t *y, size_t by, const int C, const int G,
+                                                          const size_t blk, const size_t A, const int shift,
+                                                          const int MINS,
                                                           void (*sums)(__m256i *, const uint8_t *, const uint8_t *,
                                                                        size_t, int))
 {
-    __m256 acc[HX_GEMM_COLS];
-#pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < K / HX_QK; i++, w += blk, y += A) {
-        prefetch_block(w, blk);
-        __m256i isum[HX_GEMM_COLS];
+    const size_t gbytes = (size_t)(K / HX_QK) * blk;
+    __m256 acc[2][HX_GEMM_COLS];
+#pragma GCC unroll 2
+    for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
-            isum[c] = _mm256_setzero_si256();
-        sums(isum, w, y, by, C);
-        scale_block(acc, isum, w, y, by, C, shift);
-        if (MINS) {
-            const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + REPACK_SCALES)));
+            acc[g][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < K / HX_QK; i++, w += blk, y += A) {
+#pragma GCC unroll 2
+        for (int g = 0; g < G; g++)
+            prefetch_block(w + g * gbytes, blk);
+#pragma GCC unroll 2
+        for (int g = 0; g < G; g++) {
+            const uint8_t *wg = w + g * gbytes;
+            __m256i isum[HX_GEMM_COLS];
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++)
-                acc[c] = _mm256_fmadd_ps(m, _mm256_set1_ps(_cvtsh_ss(hx_ld16(y + c * by + offsetof(hx_block_q8_1, s)))),
-                                         acc[c]);
+                isum[c] = _mm256_setzero_si256();
+            sums(isum, wg, y, by, C);
+            scale_block(acc[g], isum, wg, y, by, C, shift);
+            if (MINS) {
+                const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wg + REPACK_SCALES)));
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++)
+                    acc[g][c] = _mm256_fmadd_ps(
+                        m, _mm256_set1_ps(_cvtsh_ss(hx_ld16(y + c * by + offsetof(hx_block_q8_1, s)))), acc[g][c]);
+            }
         }
     }
+#pragma GCC unroll 2
+    for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
-    for (int c = 0; c < C; c++)
-        _mm256_storeu_ps(s + c * ss, acc[c]);
+        for (int c = 0; c < C; c++)
+            _mm256_storeu_ps(s + c * ss + g * HX_REPACK_ROWS, acc[g][c]);
 }
 
 static inline __attribute__((always_inline)) void q4_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+                                                              const uint8_t *y, size_t by, const int C, const int G)
 {
-    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_0), 0, 0,
+    x8_tile(K, s, ss, w, y, by, C, G, REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_0), 0, 0,
             q4_0x8_sums);
 }
 
 static inline __attribute__((always_inline)) void q4_1x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+                                                              const uint8_t *y, size_t by, const int C, const int G)
 {
-    x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_1), 0, 1,
+    x8_tile(K, s, ss, w, y, by, C, G, 2 * REPACK_SCALES + HX_REPACK_ROWS * HX_QK / 2, sizeof(hx_block_q8_1), 0, 1,
             q4_1x8_sums);
 }
 
 static inline __attribute__((always_inline)) void q5_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+                                                              const uint8_t *y, size_t by, const int C, const int G)
 {
-    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_0), 0, 0,
+    x8_tile(K, s, ss, w, y, by, C, G, REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_0), 0, 0,
             q5_0x8_sums);
 }
 
 static inline __attribute__((always_inline)) void q5_1x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+                                                              const uint8_t *y, size_t by, const int C, const int G)
 {
-    x8_tile(K, s, ss, w, y, by, C, 2 * REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_1), 0,
+    x8_tile(K, s, ss, w, y, by, C, G, 2 * REPACK_SCALES + HX_REPACK_ROWS * (4 + HX_QK / 2), sizeof(hx_block_q8_1), 0,
             1, q5_1x8_sums);
 }
 
 static inline __attribute__((always_inline)) void q8_0x8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
-                                                              const uint8_t *y, size_t by, const int C)
+                                                              const uint8_t *y, size_t by, const int C, const int G)
 {
-    x8_tile(K, s, ss, w, y, by, C, REPACK_SCALES + HX_REPACK_ROWS * HX_QK, sizeof(hx_block_q8_0), 0, 0,
+    x8_tile(K, s, ss, w, y, by, C, G, REPACK_SCALES + HX_REPACK_ROWS * HX_QK, sizeof(hx_block_q8_0), 0, 0,
             q8_0x8_sums);
 }
 
@@ -470,14 +485,58 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *
         }                                                                                              \
     }
 
-REPACK_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
-REPACK_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
-REPACK_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
-REPACK_BY_COLS(gemm_q5_0x8, q5_0x8_tile)
-REPACK_BY_COLS(gemm_q5_1x8, q5_1x8_tile)
+/* The 32-element types' tiles, one group at a time. */
+#define REPACK_X8_BY_COLS(name, tile)                                                                  \
+    static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
+    {                                                                                                  \
+        switch (C) {                                                                                   \
+        case 4: tile(K, s, ss, group, y, by, 4, 1); break;                                             \
+        case 3: tile(K, s, ss, group, y, by, 3, 1); break;                                             \
+        case 2: tile(K, s, ss, group, y, by, 2, 1); break;                                             \
+        default: tile(K, s, ss, group, y, by, 1, 1); break;                                            \
+        }                                                                                              \
+    }
+
+REPACK_X8_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
+REPACK_X8_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
+REPACK_X8_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
+REPACK_X8_BY_COLS(gemm_q5_0x8, q5_0x8_tile)
+REPACK_X8_BY_COLS(gemm_q5_1x8, q5_1x8_tile)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
 REPACK_BY_COLS(gemm_q5_Kx8, q5_Kx8_tile)
 REPACK_BY_COLS(gemm_q6_Kx8, q6_Kx8_tile)
+
+#ifdef REPACK_PAIR_LEVEL
+/* Two groups at once, the pair kernels of a level with no wider
+ * registers: two columns at a time (four accumulators; more would spill
+ * AVX2's sixteen registers).  Only the 32-element types: the K-quants'
+ * tiles, paired the same way, measured 11-15 % slower in whole models. */
+#define REPACK_X8_PAIR_BY_COLS(name, tile)                                                             \
+    static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
+    {                                                                                                  \
+        for (int c0 = 0; c0 < C; c0 += 2) {                                                            \
+            const uint8_t *yc = (const uint8_t *)y + (size_t)c0 * by;                                 \
+            if (C - c0 >= 2)                                                                           \
+                tile(K, s + (size_t)c0 * ss, ss, group, yc, by, 2, 2);                                 \
+            else                                                                                       \
+                tile(K, s + (size_t)c0 * ss, ss, group, yc, by, 1, 2);                                 \
+        }                                                                                              \
+    }
+
+REPACK_X8_PAIR_BY_COLS(pair_q4_0x8, q4_0x8_tile)
+REPACK_X8_PAIR_BY_COLS(pair_q8_0x8, q8_0x8_tile)
+REPACK_X8_PAIR_BY_COLS(pair_q4_1x8, q4_1x8_tile)
+REPACK_X8_PAIR_BY_COLS(pair_q5_0x8, q5_0x8_tile)
+REPACK_X8_PAIR_BY_COLS(pair_q5_1x8, q5_1x8_tile)
+
+const hx_repack_gemm_fn REPACK_PAIR_LEVEL[HX_TYPE_COUNT] = {
+    [HX_TYPE_Q4_0] = pair_q4_0x8,
+    [HX_TYPE_Q8_0] = pair_q8_0x8,
+    [HX_TYPE_Q4_1] = pair_q4_1x8,
+    [HX_TYPE_Q5_0] = pair_q5_0x8,
+    [HX_TYPE_Q5_1] = pair_q5_1x8,
+};
+#endif
 
 const hx_repack_gemm_fn REPACK_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = gemm_q4_0x8,
