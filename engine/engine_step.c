@@ -178,10 +178,6 @@ static size_t admit(hx_engine *e, size_t n, uint32_t budget, hx_engine_req **can
 {
     size_t m = *nc; /* cand[0..m) are still considered in this pass */
     if (newcomers) {
-        /* Tenants are looked up first: a new one may move the table. */
-        for (size_t i = 0; i < m; i++)
-            if (!hx_engine_tenant_of(e, cand[i]->tenant))
-                return n;
         const double at = now(e);
         int32_t top = INT32_MIN;
         for (size_t i = 0; e->o.policy == HX_POLICY_PRIORITY && i < m; i++)
@@ -255,14 +251,16 @@ static size_t plan_prefill(hx_engine *e, size_t n, uint32_t budget, uint32_t cap
 }
 
 /* Notes that q's tenant has a request in the engine at time t, and
- * whether it has prompt tokens to read in this step. */
-static void mark(hx_engine *e, const hx_engine_req *q, double t, int reads)
+ * whether it has prompt tokens to read in this step; the tenant, or NULL
+ * without memory for it. */
+static hx_engine_tenant *mark(hx_engine *e, const hx_engine_req *q, double t, int reads)
 {
     hx_engine_tenant *x = hx_engine_tenant_of(e, q->tenant);
     if (x) {
         x->seen = t;
         x->step_tokens |= (uint32_t)reads;
     }
+    return x;
 }
 
 static int reads_prompt(const hx_engine_req *q) { return q->n_toks - q->n_eval > 1; }
@@ -276,10 +274,10 @@ static uint32_t count_tenants(hx_engine *e, hx_engine_req *const *cand, size_t n
     for (size_t i = 0; i < e->n_tenants; i++)
         e->tenants[i].step_tokens = e->tenants[i].reading = 0;
     for (uint32_t i = 0; i < e->n_running; i++) {
-        mark(e, e->running[i], t, reads_prompt(e->running[i]));
-        hx_engine_tenant *x = hx_engine_tenant_of(e, e->running[i]->tenant);
+        const int reads = reads_prompt(e->running[i]);
+        hx_engine_tenant *x = mark(e, e->running[i], t, reads);
         if (x)
-            x->reading += (uint32_t)reads_prompt(e->running[i]);
+            x->reading += (uint32_t)reads;
     }
     for (size_t i = 0; i < nc; i++)
         mark(e, cand[i], t, admitting);

@@ -96,8 +96,9 @@ hx_repack_gemm_fn hx_repack_gemm_level(hx_type t, hx_simd_level level);
  * HX_REPACK_ROWS; `group` the first, the second one group's bytes on),
  * the same bits as the one-group kernel on each: AVX-512's 512-bit
  * kernels, and AVX2's two 256-bit tiles side by side (two weight streams
- * in flight, for decode; the 32-element types).  _level: the level's kernel, NULL where it has none for t or
- * the CPU cannot run it (tests, benches); hx_repack_gemm_pair: the one the
+ * in flight, for decode; the 32-element types).  _level: the level's
+ * kernel, NULL where it has none for t or the CPU cannot run it (tests,
+ * benches); hx_repack_gemm_pair: the one the
  * CPU matmul takes at the current level for `cols` columns (tokens), as
  * hx_repack_set_pairs says. */
 hx_repack_gemm_fn hx_repack_gemm_pair(hx_type t, uint32_t cols);

@@ -485,49 +485,38 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *
         }                                                                                              \
     }
 
-/* The 32-element types' tiles, one group at a time. */
-#define REPACK_X8_BY_COLS(name, tile)                                                                  \
+/* The same for the 32-element types' tiles, G groups at a time: 1 for
+ * the level's kernels, 2 for its pair kernels (a level without wider
+ * registers; decode takes them, one column: with four, the two groups'
+ * accumulators spill AVX2's sixteen registers, which only the benches and
+ * tests run).  The K-quants' tiles, paired the same way, measured 11-15 %
+ * slower in whole models, so they have none. */
+#define REPACK_GROUPS_BY_COLS(name, tile, G)                                                           \
     static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
     {                                                                                                  \
         switch (C) {                                                                                   \
-        case 4: tile(K, s, ss, group, y, by, 4, 1); break;                                             \
-        case 3: tile(K, s, ss, group, y, by, 3, 1); break;                                             \
-        case 2: tile(K, s, ss, group, y, by, 2, 1); break;                                             \
-        default: tile(K, s, ss, group, y, by, 1, 1); break;                                            \
+        case 4: tile(K, s, ss, group, y, by, 4, G); break;                                             \
+        case 3: tile(K, s, ss, group, y, by, 3, G); break;                                             \
+        case 2: tile(K, s, ss, group, y, by, 2, G); break;                                             \
+        default: tile(K, s, ss, group, y, by, 1, G); break;                                            \
         }                                                                                              \
     }
 
-REPACK_X8_BY_COLS(gemm_q4_0x8, q4_0x8_tile)
-REPACK_X8_BY_COLS(gemm_q8_0x8, q8_0x8_tile)
-REPACK_X8_BY_COLS(gemm_q4_1x8, q4_1x8_tile)
-REPACK_X8_BY_COLS(gemm_q5_0x8, q5_0x8_tile)
-REPACK_X8_BY_COLS(gemm_q5_1x8, q5_1x8_tile)
+REPACK_GROUPS_BY_COLS(gemm_q4_0x8, q4_0x8_tile, 1)
+REPACK_GROUPS_BY_COLS(gemm_q8_0x8, q8_0x8_tile, 1)
+REPACK_GROUPS_BY_COLS(gemm_q4_1x8, q4_1x8_tile, 1)
+REPACK_GROUPS_BY_COLS(gemm_q5_0x8, q5_0x8_tile, 1)
+REPACK_GROUPS_BY_COLS(gemm_q5_1x8, q5_1x8_tile, 1)
 REPACK_BY_COLS(gemm_q4_Kx8, q4_Kx8_tile)
 REPACK_BY_COLS(gemm_q5_Kx8, q5_Kx8_tile)
 REPACK_BY_COLS(gemm_q6_Kx8, q6_Kx8_tile)
 
 #ifdef REPACK_PAIR_LEVEL
-/* Two groups at once, the pair kernels of a level with no wider
- * registers: two columns at a time (four accumulators; more would spill
- * AVX2's sixteen registers).  Only the 32-element types: the K-quants'
- * tiles, paired the same way, measured 11-15 % slower in whole models. */
-#define REPACK_X8_PAIR_BY_COLS(name, tile)                                                             \
-    static void name(int64_t K, int C, float *s, size_t ss, const void *group, const void *y, size_t by) \
-    {                                                                                                  \
-        for (int c0 = 0; c0 < C; c0 += 2) {                                                            \
-            const uint8_t *yc = (const uint8_t *)y + (size_t)c0 * by;                                 \
-            if (C - c0 >= 2)                                                                           \
-                tile(K, s + (size_t)c0 * ss, ss, group, yc, by, 2, 2);                                 \
-            else                                                                                       \
-                tile(K, s + (size_t)c0 * ss, ss, group, yc, by, 1, 2);                                 \
-        }                                                                                              \
-    }
-
-REPACK_X8_PAIR_BY_COLS(pair_q4_0x8, q4_0x8_tile)
-REPACK_X8_PAIR_BY_COLS(pair_q8_0x8, q8_0x8_tile)
-REPACK_X8_PAIR_BY_COLS(pair_q4_1x8, q4_1x8_tile)
-REPACK_X8_PAIR_BY_COLS(pair_q5_0x8, q5_0x8_tile)
-REPACK_X8_PAIR_BY_COLS(pair_q5_1x8, q5_1x8_tile)
+REPACK_GROUPS_BY_COLS(pair_q4_0x8, q4_0x8_tile, 2)
+REPACK_GROUPS_BY_COLS(pair_q8_0x8, q8_0x8_tile, 2)
+REPACK_GROUPS_BY_COLS(pair_q4_1x8, q4_1x8_tile, 2)
+REPACK_GROUPS_BY_COLS(pair_q5_0x8, q5_0x8_tile, 2)
+REPACK_GROUPS_BY_COLS(pair_q5_1x8, q5_1x8_tile, 2)
 
 const hx_repack_gemm_fn REPACK_PAIR_LEVEL[HX_TYPE_COUNT] = {
     [HX_TYPE_Q4_0] = pair_q4_0x8,
