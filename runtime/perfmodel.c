@@ -237,12 +237,12 @@ static hx_pm_entry *find(hx_perfmodel *pm, const hx_codelet *cl, int dev, int cr
     return e;
 }
 
-static void record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes, double seconds,
-                   int skip_cold)
+/* Under pm->lock. */
+static void record_locked(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
+                          double seconds, int skip_cold)
 {
-    if (!pm || dev < 0 || dev >= pm->ndev || !(seconds >= 0) || !isfinite(seconds))
+    if (!(seconds >= 0) || !isfinite(seconds))
         return;
-    pthread_mutex_lock(&pm->lock);
     hx_pm_entry *e = find(pm, cl, dev, 1);
     int cold = skip_cold && e && !e->warm;
     if (e)
@@ -256,6 +256,25 @@ static void record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops
         if (b->w >= HX_PM_MIN_SAMPLES || before >= HX_PM_MIN_SAMPLES)
             e->reg_state = 0;
     }
+}
+
+static void record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes, double seconds,
+                   int skip_cold)
+{
+    if (!pm || dev < 0 || dev >= pm->ndev)
+        return;
+    pthread_mutex_lock(&pm->lock);
+    record_locked(pm, cl, dev, flops, bytes, seconds, skip_cold);
+    pthread_mutex_unlock(&pm->lock);
+}
+
+void hx_perfmodel_record_runs(hx_perfmodel *pm, int dev, const hx_pm_run *runs, size_t n)
+{
+    if (!pm || dev < 0 || dev >= pm->ndev || !n)
+        return;
+    pthread_mutex_lock(&pm->lock);
+    for (size_t i = 0; i < n; i++)
+        record_locked(pm, runs[i].cl, dev, runs[i].flops, runs[i].bytes, runs[i].seconds, 1);
     pthread_mutex_unlock(&pm->lock);
 }
 

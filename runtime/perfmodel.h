@@ -34,6 +34,13 @@ void hx_perfmodel_record(hx_perfmodel *pm, const hx_codelet *cl, int dev, double
  * (program build, cold caches) is not recorded. */
 void hx_perfmodel_record_run(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
                              double seconds);
+/* Several runs of one device at once (a graph launch's tasks), under one
+ * hold of the model's lock; each as hx_perfmodel_record_run. */
+typedef struct {
+    const hx_codelet *cl;
+    double flops, bytes, seconds;
+} hx_pm_run;
+void hx_perfmodel_record_runs(hx_perfmodel *pm, int dev, const hx_pm_run *runs, size_t n);
 /* 1: from the size's history (median), 2: from the regression, 3: from the
  * size's first samples (the smallest), 0: unknown. */
 int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,

@@ -377,6 +377,8 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, 
     if ((s = rt->executor->start(rt, r.perfmodel_dir)))
         goto fail;
     rt->open_time = hx_runtime_now(rt);
+    const char *launch = getenv("HX_GRAPH_LAUNCH");
+    rt->graph_launch = !(launch && !strcmp(launch, "0"));
     if (r.inject[0] && (s = hx_inject_apply_spec(rt, r.inject)))
         goto fail;
     if (r.trace[0] && (s = hx_trace_start(rt, r.trace)))
@@ -531,6 +533,7 @@ void hx_runtime_stats_get(const hx_runtime *rt, hx_runtime_stats *o)
     o->zero_copy_uses = atomic_load(&rt->stats.zero_copy);
     o->migrations = atomic_load(&rt->stats.migrations);
     o->retries = atomic_load(&rt->stats.retries);
+    o->graph_launches = atomic_load(&rt->stats.graph_launches);
     o->devices_retired = atomic_load(&rt->stats.devices_retired);
     o->tasks_alive = hx_task_pool_alive((hx_task_pool *)&rt->task_pool);
     o->submit_overhead_us =
@@ -590,6 +593,7 @@ void hx_runtime_stats_reset(hx_runtime *rt)
     atomic_store(&rt->stats.migrations, 0);
     atomic_store(&rt->stats.submit_ns, 0);
     atomic_store(&rt->stats.retries, 0);
+    atomic_store(&rt->stats.graph_launches, 0);
     for (int d = 0; d < rt->ndevices; d++) {
         atomic_store(&rt->stats.block_bytes_named_peak[d], atomic_load(&rt->stats.block_bytes_named[d]));
         atomic_store(&rt->stats.block_bytes_device_only_peak[d], atomic_load(&rt->stats.block_bytes_device_only[d]));

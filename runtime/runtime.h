@@ -33,11 +33,14 @@ struct hx_runtime {
 
     hx_sched sched;
     int stopping;
+    /* A recorded graph on a runtime of one CPU device runs as one task
+     * (runtime/task.c); HX_GRAPH_LAUNCH=0 submits its tasks one by one. */
+    int graph_launch;
 
     double open_time;
     struct {
         _Atomic uint64_t submitted, done, failed, copies, bytes_copied, zero_copy, migrations;
-        _Atomic uint64_t submit_ns, retries;
+        _Atomic uint64_t submit_ns, retries, graph_launches;
         _Atomic uint32_t devices_retired;
         /* Per device with memory of its own: bytes of divided buffers (KV
          * caches) allocated there, and of the blocks tasks there named

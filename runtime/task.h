@@ -70,8 +70,27 @@ typedef struct {
 hx_status hx_task_record(hx_runtime *rt, const hx_task_desc *desc, hx_task_recorded *out);
 /* Submits n recorded tasks in order, as n calls of hx_task_submit would
  * (no handles), linking a few at a time under one hold of the runtime's
- * lock.  On failure the tasks submitted before it stay submitted. */
+ * lock.  On failure the tasks submitted before it stay submitted.
+ *
+ * On a runtime whose only device is the CPU, with nothing else in flight,
+ * no trace and no injection, the n tasks go as one task instead (a graph
+ * launch, as a CUDA graph is one launch): every policy would place each
+ * of them on that one device, so nothing is decided for the scheduler,
+ * and the per-task submission, dependency tracking, queueing and
+ * completion — most of a decode step of a small model — are paid once.
+ * Then `r` (and what its descriptors name) must stay alive until the
+ * runtime is drained, and no task submitted meanwhile may use their
+ * buffers: the model's evaluation, which waits for its graph under its
+ * lock, is the one caller. */
 hx_status hx_task_submit_recorded(hx_runtime *rt, const hx_task_recorded *r, size_t n);
+
+/* The one task of a graph launch: its arguments (hx_graph_args) name the
+ * recorded tasks, which the device's worker runs in order. */
+extern const hx_codelet hx_graph_codelet;
+typedef struct {
+    const hx_task_recorded *r;
+    size_t n;
+} hx_graph_args;
 
 void hx_task_ref(hx_task *t);
 /* The last reference returns the record to its runtime's pool. */

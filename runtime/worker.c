@@ -17,9 +17,9 @@
 #include "runtime/trace.h"
 #include "runtime/worker.h"
 
-static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
+/* What a backend is given of the task but its buffers' handles. */
+static hx_status exec_of(hx_device *d, const hx_task_desc *desc, double flops, double bytes, hx_exec *x)
 {
-    const hx_task_desc *desc = &t->desc;
     memset(x, 0, sizeof *x);
     x->codelet = hx_device_codelet(d, desc->codelet);
     x->op = hx_op_of(desc->codelet);
@@ -27,19 +27,29 @@ static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
         return hx_error(HX_ERR_UNSUPPORTED, "device %d has no implementation of '%s'", d->info.index,
                         desc->codelet->name);
     x->args = desc->args;
-    hx_task_cost(t, &x->flops, &x->bytes);
+    x->flops = flops;
+    x->bytes = bytes;
     x->nbuffers = desc->nbuffers;
     for (int i = 0; i < desc->nbuffers; i++) {
-        hx_buffer *b = desc->buffers[i];
-        hx_status s = hx_buffer_prepare(b, d, desc->modes[i], hx_task_blocks(t), &x->handles[i]);
-        if (s)
-            return s;
+        const hx_buffer *b = desc->buffers[i];
         x->host[i] = b->host;
         x->sizes[i] = b->size;
         x->modes[i] = desc->modes[i];
         x->cpu_layouts[i] = b->cpu_layout;
     }
     return HX_OK;
+}
+
+static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
+{
+    double flops, bytes;
+    hx_task_cost(t, &flops, &bytes);
+    hx_status s = exec_of(d, &t->desc, flops, bytes, x);
+    for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
+        s = hx_buffer_prepare(t->desc.buffers[i], d, t->desc.modes[i], hx_task_blocks(t), &x->handles[i]);
+        x->host[i] = t->desc.buffers[i]->host; /* a simulated buffer's storage is made on its first use */
+    }
+    return s;
 }
 
 static hx_status finish(hx_device *d, hx_task *t)
@@ -168,6 +178,90 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     hx_task_complete(rt, t, s, NULL);
 }
 
+/* A task of a graph launch, as prepare() readies one on a runtime whose
+ * one device works in host memory: every buffer is valid there and its
+ * handle is its host storage, so there is nothing to copy or to mark;
+ * the blocks it names are still checked against the buffers. */
+static hx_status prepare_in_host(hx_device *d, const hx_task_recorded *r, hx_exec *x)
+{
+    const hx_task_desc *desc = &r->desc;
+    hx_status s = exec_of(d, desc, r->flops, r->bytes, x);
+    for (int i = 0; i < desc->nbuffers && s == HX_OK; i++) {
+        const hx_buffer *b = desc->buffers[i];
+        for (uint32_t k = 0; b->divided && k < desc->nblocks; k++)
+            if (desc->blocks[k] >= b->n_blocks)
+                return hx_error(HX_ERR_RANGE, "hx_buffer: block %u named, the buffer has %u", desc->blocks[k],
+                                b->n_blocks);
+        x->handles[i] = b->host;
+    }
+    return s;
+}
+
+/* Runs between two hold of the performance model's lock. */
+#define GRAPH_RUNS 64
+
+/* A graph launch (task.h): its tasks in order, each as execute() runs
+ * one, less what a single device in host memory does not need (see
+ * prepare_in_host; no placement or dependencies either: the order is
+ * theirs), and with the device's counters, load monitor and performance
+ * model fed per task as before, the model a batch at a time.  The first
+ * failure ends the graph as that task's own: its name and message are the
+ * graph's, and the tasks after it count as failed, as the dependents of a
+ * failed task do. */
+static void execute_graph(hx_device *d, hx_task *t)
+{
+    hx_runtime *rt = d->rt;
+    hx_worker *w = d->worker;
+    const hx_graph_args *g = t->desc.args;
+    const int me = d->info.index;
+    hx_pm_run runs[GRAPH_RUNS];
+    size_t nrun = 0, i = 0;
+    hx_status s = HX_OK;
+    hx_error_clear();
+    t->device = me;
+    t->attempts++;
+    const double t0 = hx_now();
+    double prev = t0;
+    t->t_start = t0;
+    for (; i < g->n; i++) {
+        const hx_task_recorded *r = &g->r[i];
+        hx_exec x;
+        s = prepare_in_host(d, r, &x);
+        if (s == HX_OK)
+            s = d->ops->run(d, &x);
+        if (s != HX_OK)
+            break;
+        const double now = hx_now();
+        runs[nrun++] = (hx_pm_run){r->desc.codelet, r->flops, r->bytes, now - prev};
+        prev = now;
+        if (nrun == GRAPH_RUNS) {
+            hx_perfmodel_record_runs(rt->sched.pm, me, runs, nrun);
+            nrun = 0;
+        }
+    }
+    hx_perfmodel_record_runs(rt->sched.pm, me, runs, nrun);
+    const double t1 = hx_now();
+    t->t_end = t1;
+    atomic_fetch_add(&w->tasks, i + (s != HX_OK));
+    atomic_fetch_add(&w->busy_ns, (uint64_t)((t1 - t0) * 1e9));
+    hx_monitor_task(&w->monitor, t0, t1, t->flops);
+    if (s != HX_OK) {
+        void *saved[HX_TASK_MAX_BUFFERS] = {0};
+        t->desc.codelet = g->r[i].desc.codelet;
+        atomic_fetch_add(&rt->stats.done, i);
+        atomic_fetch_add(&rt->stats.failed, g->n - i - 1);
+        failed(d, t, s, saved);
+        return;
+    }
+    w->consecutive_failures = 0;
+    if (rt->sched.pm) {
+        hx_sched_done done = {0};
+        hx_sched_finished(&rt->sched, me, &done);
+    }
+    atomic_fetch_add(&rt->stats.done, g->n - 1);
+    hx_task_complete(rt, t, HX_OK, NULL);
+}
+
 static void execute(hx_device *d, hx_task *t)
 {
     hx_runtime *rt = d->rt;
@@ -179,6 +273,10 @@ static void execute(hx_device *d, hx_task *t)
     }
     if (t->dep_failed) {
         hx_task_complete(rt, t, HX_ERR_TASK_FAILED, t->msg ? t->msg : "a task it depends on failed");
+        return;
+    }
+    if (t->desc.codelet == &hx_graph_codelet) {
+        execute_graph(d, t);
         return;
     }
     hx_inject_draw inj = hx_inject_next(&w->inject);

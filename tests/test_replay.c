@@ -126,6 +126,15 @@ static void assert_replayed(const rig *r, uint64_t evaluations, uint64_t min_rec
     ck_assert_uint_ge(st.graphs_replayed, evaluations / 2);
 }
 
+static uint64_t launches_of(const rig *r)
+{
+    hx_runtime_stats st;
+    hx_runtime_stats_get(r->rt, &st);
+    return st.graph_launches;
+}
+
+/* On the CPU alone every recorded evaluation is one graph launch
+ * (runtime/task.h); beside another device, none is. */
 static void compare_decode(const char *devices)
 {
     rig fresh = open_rig(devices, -1), replay = open_rig(devices, 1);
@@ -133,6 +142,8 @@ static void compare_decode(const char *devices)
     hx_model_stats off = stats_of(&fresh);
     ck_assert_uint_eq(off.graphs_recorded + off.graphs_replayed, 0);
     assert_replayed(&replay, 1 + STEPS, decode_shapes());
+    ck_assert_uint_eq(launches_of(&fresh), 0);
+    ck_assert_uint_eq(launches_of(&replay), strcmp(devices, "cpu") ? 0 : 1 + STEPS);
     assert_same(got, want, 1 + STEPS, fresh.n_vocab, devices);
     free(want);
     free(got);
@@ -144,6 +155,39 @@ START_TEST(replayed_decode_equals_a_fresh_graph_on_the_cpu) { compare_decode("cp
 END_TEST
 
 START_TEST(replayed_decode_equals_a_fresh_graph_with_pocl) { compare_decode("cpu,fpga"); }
+END_TEST
+
+/* The same recordings launched as graphs and submitted task by task
+ * (HX_GRAPH_LAUNCH=0): the same bits and the same task counts. */
+START_TEST(a_graph_launch_gives_the_bits_and_counts_of_tasks_one_by_one)
+{
+    setenv("HX_GRAPH_LAUNCH", "0", 1);
+    rig apart = open_rig("cpu", 1);
+    unsetenv("HX_GRAPH_LAUNCH");
+    rig launched = open_rig("cpu", 1);
+    hx_runtime_stats_reset(apart.rt);
+    hx_runtime_stats_reset(launched.rt);
+    float *want = decode(&apart, NULL), *got = decode(&launched, NULL);
+    assert_replayed(&apart, 1 + STEPS, decode_shapes());
+    assert_replayed(&launched, 1 + STEPS, decode_shapes());
+    hx_runtime_stats a, l;
+    hx_runtime_stats_get(apart.rt, &a);
+    hx_runtime_stats_get(launched.rt, &l);
+    ck_assert_uint_eq(a.graph_launches, 0);
+    ck_assert_uint_eq(l.graph_launches, 1 + STEPS);
+    ck_assert_uint_gt(a.tasks_submitted, 1 + STEPS);
+    ck_assert_uint_eq(l.tasks_submitted, a.tasks_submitted);
+    ck_assert_uint_eq(l.tasks_done, a.tasks_done);
+    hx_device_stats da, dl;
+    HX_ASSERT_OK(hx_device_stats_get(apart.rt, 0, &da));
+    HX_ASSERT_OK(hx_device_stats_get(launched.rt, 0, &dl));
+    ck_assert_uint_eq(dl.tasks, da.tasks);
+    assert_same(got, want, 1 + STEPS, apart.n_vocab, "graph launch");
+    free(want);
+    free(got);
+    close_rig(&apart);
+    close_rig(&launched);
+}
 END_TEST
 
 /* The FPGA fails every task from step FAIL_AT on: each is retried on the
@@ -421,6 +465,7 @@ Suite *suite_replay(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, replayed_decode_equals_a_fresh_graph_on_the_cpu);
     tcase_add_test(tc, replayed_decode_equals_a_fresh_graph_with_pocl);
+    tcase_add_test(tc, a_graph_launch_gives_the_bits_and_counts_of_tasks_one_by_one);
     tcase_add_test(tc, a_device_failing_mid_run_is_replayed_around);
     tcase_add_test(tc, sequences_joining_and_leaving_a_batch_are_recorded_again);
     tcase_add_test(tc, a_replayed_decode_step_allocates_nothing);

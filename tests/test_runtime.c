@@ -7,6 +7,7 @@
 #include "ops/op_list.h"
 #include "runtime/device.h"
 #include "runtime/runtime.h"
+#include "runtime/task.h"
 #include "tests/hx_test.h"
 
 static hx_runtime *open_cpu(void)
@@ -157,6 +158,101 @@ START_TEST(task_error_reaches_submitter_and_dependents)
 }
 END_TEST
 
+static int range_cpu(const hx_cpu_call *c) { return c->ith == 0 ? HX_ERR_RANGE : 0; }
+static const hx_codelet out_of_range = {.name = "index_out_of_range", .cpu = range_cpu};
+
+/* acc = in + x, recorded as the model's replay records its tasks. */
+static hx_task_recorded recorded_add(hx_runtime *rt, hx_buffer *in, hx_buffer *x, hx_buffer *out,
+                                     const hx_args_vector_add *a)
+{
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {in, x, out},
+                      .modes = {HX_R, HX_R, HX_W}, .args = a, .args_size = sizeof *a, .device = -1};
+    hx_task_recorded r;
+    HX_ASSERT_OK(hx_task_record(rt, &d, &r));
+    return r;
+}
+
+static float first_of(hx_buffer *b)
+{
+    float *p;
+    HX_ASSERT_OK(hx_buffer_acquire(b, HX_R, (void **)&p));
+    return p[0];
+}
+
+/* A CPU-only runtime runs recorded tasks as one graph launch, in their
+ * order; a task that fails ends the launch with its own status and name,
+ * the tasks after it do not run and count as failed; with a task in
+ * flight, the tasks go one by one (ordered after it by their buffers);
+ * and the runtime stays usable. */
+START_TEST(a_graph_launch_runs_in_order_and_fails_as_its_failing_task)
+{
+    hx_runtime *rt = open_cpu();
+    const size_t n = 64;
+    float ones[64], zeros[64] = {0};
+    for (size_t i = 0; i < n; i++)
+        ones[i] = 1.0f;
+    hx_buffer *x = buffer_with(rt, ones, n), *acc = buffer_with(rt, zeros, n), *out = buffer_with(rt, zeros, n);
+    const hx_args_vector_add a = {n};
+    hx_runtime_stats st;
+
+    /* out = acc + x, acc = out + x, out = acc + x: 3 only in this order */
+    hx_task_recorded g[3] = {recorded_add(rt, acc, x, out, &a), recorded_add(rt, out, x, acc, &a),
+                             recorded_add(rt, acc, x, out, &a)};
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, g, 3));
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    ck_assert_float_eq(first_of(out), 3.0f);
+    ck_assert_float_eq(first_of(acc), 2.0f);
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.graph_launches, 1);
+    ck_assert_uint_eq(st.tasks_submitted, 3);
+    ck_assert_uint_eq(st.tasks_done, 3);
+
+    /* out = acc + x (3), then a failure, then acc = out + x (not run) */
+    hx_task_desc fd = {.codelet = &out_of_range, .nbuffers = 1, .buffers = {out}, .modes = {HX_RW}, .device = -1};
+    hx_task_recorded f[3];
+    f[0] = recorded_add(rt, acc, x, out, &a);
+    HX_ASSERT_OK(hx_task_record(rt, &fd, &f[1]));
+    f[2] = recorded_add(rt, out, x, acc, &a);
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, f, 3));
+    ck_assert_int_eq(hx_runtime_wait_all(rt), HX_ERR_RANGE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "index_out_of_range"));
+    ck_assert_float_eq(first_of(out), 3.0f);
+    ck_assert_float_eq(first_of(acc), 2.0f);
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.graph_launches, 1);
+    ck_assert_uint_eq(st.tasks_submitted, 3);
+    ck_assert_uint_eq(st.tasks_done, 1);
+    ck_assert_uint_eq(st.tasks_failed, 2);
+
+    /* A task in flight: the recorded ones go one by one, after it. */
+    atomic_store(&gate_open, 0);
+    hx_task_desc gd = {.codelet = &gate, .nbuffers = 1, .buffers = {acc}, .modes = {HX_RW}, .device = -1};
+    HX_ASSERT_OK(hx_task_submit(rt, &gd, NULL));
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, g, 3));
+    atomic_store(&gate_open, 1);
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    ck_assert_float_eq(first_of(out), 5.0f);
+    ck_assert_float_eq(first_of(acc), 4.0f);
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.graph_launches, 0);
+    ck_assert_uint_eq(st.tasks_done, 4);
+
+    /* Usable, and launching again once idle. */
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, g, 3));
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    ck_assert_float_eq(first_of(out), 7.0f);
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.graph_launches, 1);
+    hx_buffer_destroy(x);
+    hx_buffer_destroy(acc);
+    hx_buffer_destroy(out);
+    hx_runtime_close(rt);
+}
+END_TEST
+
 START_TEST(bad_options_get_clear_errors)
 {
     hx_runtime *rt = NULL;
@@ -277,6 +373,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, buffers_are_aligned);
     tcase_add_test(tc, dependent_chain_is_sequential);
     tcase_add_test(tc, task_error_reaches_submitter_and_dependents);
+    tcase_add_test(tc, a_graph_launch_runs_in_order_and_fails_as_its_failing_task);
     tcase_add_test(tc, bad_options_get_clear_errors);
     tcase_add_test(tc, bad_requests_leave_runtime_usable);
     tcase_add_test(tc, ops_are_bound_per_device_by_id);
