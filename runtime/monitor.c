@@ -14,9 +14,9 @@ void hx_monitor_init(hx_monitor *m, double now)
 
 void hx_monitor_destroy(hx_monitor *m) { pthread_mutex_destroy(&m->lock); }
 
-void hx_monitor_task(hx_monitor *m, double t_start, double t_end, double flops)
+/* Under m->lock. */
+static void task_locked(hx_monitor *m, double t_start, double t_end, double flops)
 {
-    pthread_mutex_lock(&m->lock);
     double idle = t_start > m->last ? t_start - m->last : 0;
     double busy = t_end > t_start ? t_end - t_start : 0;
     double di = exp(-idle / HX_MONITOR_TAU), db = exp(-busy / HX_MONITOR_TAU);
@@ -30,6 +30,22 @@ void hx_monitor_task(hx_monitor *m, double t_start, double t_end, double flops)
         m->flops_rate = m->flops_rate ? (1 - a) * m->flops_rate + a * flops / busy : flops / busy;
     }
     m->last = t_end > m->last ? t_end : m->last;
+}
+
+void hx_monitor_task(hx_monitor *m, double t_start, double t_end, double flops)
+{
+    pthread_mutex_lock(&m->lock);
+    task_locked(m, t_start, t_end, flops);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void hx_monitor_tasks(hx_monitor *m, const hx_monitor_span *span, size_t n)
+{
+    if (!n)
+        return;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < n; i++)
+        task_locked(m, span[i].t_start, span[i].t_end, span[i].flops);
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -197,28 +197,43 @@ static hx_status prepare_in_host(hx_device *d, const hx_task_recorded *r, hx_exe
     return s;
 }
 
-/* Runs between two hold of the performance model's lock. */
+/* Runs a graph launch reports per hold of the performance model's and the
+ * load monitor's locks. */
 #define GRAPH_RUNS 64
+
+typedef struct {
+    hx_pm_run run[GRAPH_RUNS];
+    hx_monitor_span span[GRAPH_RUNS];
+    size_t n;
+} graph_runs;
+
+static void report_runs(hx_device *d, graph_runs *g)
+{
+    hx_worker *w = d->worker;
+    hx_perfmodel_record_runs(d->rt->sched.pm, d->info.index, g->run, g->n);
+    hx_monitor_tasks(&w->monitor, g->span, g->n);
+    g->n = 0;
+}
 
 /* A graph launch (task.h): its tasks in order, each as execute() runs
  * one, less what a single device in host memory does not need (see
  * prepare_in_host; no placement or dependencies either: the order is
- * theirs), and with the device's counters, load monitor and performance
- * model fed per task as before, the model a batch at a time.  The first
- * failure ends the graph as that task's own: its name and message are the
- * graph's, and the tasks after it count as failed, as the dependents of a
- * failed task do. */
+ * theirs), with the device's counters, load monitor and performance
+ * model fed per task as before, a batch at a time.  The first failure
+ * ends the graph as that task's own: its name and message are the
+ * graph's, and the tasks after it count as failed, as the dependents of
+ * a failed task do. */
 static void execute_graph(hx_device *d, hx_task *t)
 {
     hx_runtime *rt = d->rt;
     hx_worker *w = d->worker;
     const hx_graph_args *g = t->desc.args;
-    const int me = d->info.index;
-    hx_pm_run runs[GRAPH_RUNS];
-    size_t nrun = 0, i = 0;
+    graph_runs runs;
+    runs.n = 0;
+    size_t i = 0;
     hx_status s = HX_OK;
     hx_error_clear();
-    t->device = me;
+    t->device = d->info.index;
     t->attempts++;
     const double t0 = hx_now();
     double prev = t0;
@@ -229,22 +244,23 @@ static void execute_graph(hx_device *d, hx_task *t)
         s = prepare_in_host(d, r, &x);
         if (s == HX_OK)
             s = d->ops->run(d, &x);
-        if (s != HX_OK)
-            break;
         const double now = hx_now();
-        runs[nrun++] = (hx_pm_run){r->desc.codelet, r->flops, r->bytes, now - prev};
-        prev = now;
-        if (nrun == GRAPH_RUNS) {
-            hx_perfmodel_record_runs(rt->sched.pm, me, runs, nrun);
-            nrun = 0;
+        if (s != HX_OK) {
+            runs.span[runs.n] = (hx_monitor_span){prev, now, 0};
+            runs.run[runs.n++] = (hx_pm_run){r->desc.codelet, 0, 0, -1}; /* not a measurement */
+            break;
         }
+        runs.run[runs.n] = (hx_pm_run){r->desc.codelet, r->flops, r->bytes, now - prev};
+        runs.span[runs.n++] = (hx_monitor_span){prev, now, r->desc.codelet->flops ? r->flops : 0};
+        prev = now;
+        if (runs.n == GRAPH_RUNS)
+            report_runs(d, &runs);
     }
-    hx_perfmodel_record_runs(rt->sched.pm, me, runs, nrun);
+    report_runs(d, &runs);
     const double t1 = hx_now();
     t->t_end = t1;
     atomic_fetch_add(&w->tasks, i + (s != HX_OK));
     atomic_fetch_add(&w->busy_ns, (uint64_t)((t1 - t0) * 1e9));
-    hx_monitor_task(&w->monitor, t0, t1, t->flops);
     if (s != HX_OK) {
         void *saved[HX_TASK_MAX_BUFFERS] = {0};
         t->desc.codelet = g->r[i].desc.codelet;
@@ -256,7 +272,7 @@ static void execute_graph(hx_device *d, hx_task *t)
     w->consecutive_failures = 0;
     if (rt->sched.pm) {
         hx_sched_done done = {0};
-        hx_sched_finished(&rt->sched, me, &done);
+        hx_sched_finished(&rt->sched, d->info.index, &done);
     }
     atomic_fetch_add(&rt->stats.done, g->n - 1);
     hx_task_complete(rt, t, HX_OK, NULL);
