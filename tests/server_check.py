@@ -472,7 +472,10 @@ def too_many_and_drain():
     srv = Server("-c", "256", "--max-requests", "2")
     model = srv.client().models.list().data[0].id
     c = srv.client()
-    streams = [c.completions.create(model=model, prompt="Once", max_tokens=400, stream=True, temperature=1)
+    # The two streams must still run when the third request comes: no end-of-text token (sampled
+    # at random at temperature 1) may stop them early on a fast machine.
+    streams = [c.completions.create(model=model, prompt="Once", max_tokens=400, stream=True, temperature=1,
+                                    extra_body={"ignore_eos": True})
                for _ in range(2)]
     for s in streams:
         next(iter(s))
