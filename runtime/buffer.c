@@ -460,6 +460,11 @@ static void forget_named(hx_buffer *b, hx_block_list blocks)
     }
 }
 
+static hx_status out_of_range(const hx_buffer *b, uint32_t i)
+{
+    return hx_error(HX_ERR_RANGE, "hx_buffer: block %u named, the buffer has %u", i, b->n_blocks);
+}
+
 /* Every block of the list is in range; *stale: some is not valid on `node`. */
 static hx_status check_blocks(const hx_buffer *b, hx_block_list blocks, int node, int *stale)
 {
@@ -468,9 +473,18 @@ static hx_status check_blocks(const hx_buffer *b, hx_block_list blocks, int node
     *stale = 0;
     while (walk_next(&w, &i)) {
         if (i >= b->n_blocks)
-            return hx_error(HX_ERR_RANGE, "hx_buffer: block %u named, the buffer has %u", i, b->n_blocks);
+            return out_of_range(b, i);
         *stale |= !(b->valid[i] & node_bit(node));
     }
+    return HX_OK;
+}
+
+hx_status hx_buffer_host_handle(const hx_buffer *b, hx_block_list blocks, void **handle)
+{
+    for (uint32_t k = 0; b->divided && k < blocks.n && blocks.ids; k++)
+        if (blocks.ids[k] >= b->n_blocks)
+            return out_of_range(b, blocks.ids[k]);
+    *handle = b->host;
     return HX_OK;
 }
 

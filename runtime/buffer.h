@@ -68,6 +68,11 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
 /* After a task on `d` wrote `blocks` of the buffer: `d`'s node becomes
  * their owner. */
 hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks);
+/* The handle of a task's buffer on a runtime whose one device works in
+ * host memory (a graph launch, runtime/task.h): its host storage, valid
+ * there always, so with nothing to copy, mark or lock; the blocks named
+ * are checked as hx_buffer_prepare checks them. */
+hx_status hx_buffer_host_handle(const hx_buffer *b, hx_block_list blocks, void **handle);
 /* hx_buffer_acquire for `blocks` of a divided buffer alone: those come to
  * the host for HX_R, and only those become the host's for HX_W (the other
  * blocks stay valid where they are). */

@@ -178,22 +178,15 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     hx_task_complete(rt, t, s, NULL);
 }
 
-/* A task of a graph launch, as prepare() readies one on a runtime whose
- * one device works in host memory: every buffer is valid there and its
- * handle is its host storage, so there is nothing to copy or to mark;
- * the blocks it names are still checked against the buffers. */
+/* A task of a graph launch, as prepare() readies one, on a runtime whose
+ * one device works in host memory (hx_buffer_host_handle). */
 static hx_status prepare_in_host(hx_device *d, const hx_task_recorded *r, hx_exec *x)
 {
     const hx_task_desc *desc = &r->desc;
+    const hx_block_list blocks = {desc->blocks, desc->nblocks};
     hx_status s = exec_of(d, desc, r->flops, r->bytes, x);
-    for (int i = 0; i < desc->nbuffers && s == HX_OK; i++) {
-        const hx_buffer *b = desc->buffers[i];
-        for (uint32_t k = 0; b->divided && k < desc->nblocks; k++)
-            if (desc->blocks[k] >= b->n_blocks)
-                return hx_error(HX_ERR_RANGE, "hx_buffer: block %u named, the buffer has %u", desc->blocks[k],
-                                b->n_blocks);
-        x->handles[i] = b->host;
-    }
+    for (int i = 0; i < desc->nbuffers && s == HX_OK; i++)
+        s = hx_buffer_host_handle(desc->buffers[i], blocks, &x->handles[i]);
     return s;
 }
 
@@ -245,9 +238,9 @@ static void execute_graph(hx_device *d, hx_task *t)
         if (s == HX_OK)
             s = d->ops->run(d, &x);
         const double now = hx_now();
-        if (s != HX_OK) {
-            runs.span[runs.n] = (hx_monitor_span){prev, now, 0};
-            runs.run[runs.n++] = (hx_pm_run){r->desc.codelet, 0, 0, -1}; /* not a measurement */
+        if (s != HX_OK) { /* in the monitor, as a failed task is; not a measurement for the model */
+            report_runs(d, &runs);
+            hx_monitor_task(&w->monitor, prev, now, 0);
             break;
         }
         runs.run[runs.n] = (hx_pm_run){r->desc.codelet, r->flops, r->bytes, now - prev};
