@@ -8,7 +8,8 @@
  * the u8 x s8 products, at AVX2 in int16 pairs, so a caller adds no more
  * than the int16 lanes hold) and REPACK_PART_WIDEN(acc, part), acc + the
  * partial's 32-bit lane sums; REPACK_PART_WIDEN_SCALED(acc, part, sc)
- * the same times sc, a scale below 2^15 in each 32-bit lane.
+ * the same times sc, a signed scale in int16 range in each 32-bit lane;
+ * REPACK_Q6_PART_CHUNKS, the Q6_K chunks one partial may hold.
  *
  * A group's eight rows sit in the eight 32-bit lanes of a ymm register,
  * so a block's integer sums come out one lane per row, are converted
@@ -400,7 +401,9 @@ static inline __m256i q6_top(__m256i vh, const int m)
  * for m < 2, the high ones after), top two in qh chunk k (q6_top).  The
  * unsigned quants (0..63) meet the activations as they are; each
  * sub-block's lane sums (chunks 4q..4q+3 of quarter m: sub-block
- * 8h + 2m + q) are multiplied by the rows' scales in integers, and 32 x
+ * 8h + 2m + q) are multiplied by the rows' scales in integers (at AVX2
+ * two chunks' int16 partials at a time, the scale applied by the madd
+ * that widens them, so no 32-bit multiply), and 32 x
  * the scales against the sub-blocks' activation sums (the Q8_K bsums, a
  * pair per madd) is taken off, so S is the exact sum of sc_j x (q - 32) x a. */
 static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *s, size_t ss, const uint8_t *w,
@@ -428,10 +431,9 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *
                     _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + SC + 16 * (4 * h + m))));
 #pragma GCC unroll 2
                 for (int q = 0; q < 2; q++) {
-                    __m256i isum[HX_GEMM_COLS];
-#pragma GCC unroll 4
-                    for (int c = 0; c < C; c++)
-                        isum[c] = _mm256_setzero_si256();
+                    const __m256i sc = q ? _mm256_srai_epi32(sc16, 16)
+                                         : _mm256_srai_epi32(_mm256_slli_epi32(sc16, 16), 16);
+                    REPACK_PART part[HX_GEMM_COLS];
 #pragma GCC unroll 4
                     for (int kk = 0; kk < 4; kk++) {
                         const int k = 4 * q + kk;
@@ -441,16 +443,16 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(int64_t K, float *
                         const __m256i v = _mm256_or_si256(
                             lo4, q6_top(_mm256_loadu_si256((const __m256i *)(qh + 32 * k)), m));
 #pragma GCC unroll 4
-                        for (int c = 0; c < C; c++)
-                            isum[c] = REPACK_DOT(isum[c], v,
-                                                 bcast4(y + c * by + offsetof(hx_block_q8_K, qs) + 128 * h + 32 * m +
-                                                        4 * k));
+                        for (int c = 0; c < C; c++) {
+                            if (kk % REPACK_Q6_PART_CHUNKS == 0)
+                                part[c] = _mm256_setzero_si256();
+                            part[c] = REPACK_PART_DOT(part[c], v,
+                                                      bcast4(y + c * by + offsetof(hx_block_q8_K, qs) + 128 * h +
+                                                             32 * m + 4 * k));
+                            if (kk % REPACK_Q6_PART_CHUNKS == REPACK_Q6_PART_CHUNKS - 1)
+                                S[c] = REPACK_PART_WIDEN_SCALED(S[c], part[c], sc);
+                        }
                     }
-                    const __m256i sc = q ? _mm256_srai_epi32(sc16, 16)
-                                         : _mm256_srai_epi32(_mm256_slli_epi32(sc16, 16), 16);
-#pragma GCC unroll 4
-                    for (int c = 0; c < C; c++)
-                        S[c] = _mm256_add_epi32(S[c], _mm256_mullo_epi32(isum[c], sc));
                 }
 #pragma GCC unroll 4
                 for (int c = 0; c < C; c++) /* bsums 8h + 2m and 8h + 2m + 1 */
