@@ -307,6 +307,13 @@ static hx_status cuda_copy_out(hx_device *d, void *host, void *handle, size_t of
     return s ? plugin_error(cd, s, "copy to the host") : HX_OK;
 }
 
+static hx_status cuda_copy_device(hx_device *d, void *dst, const void *src, size_t bytes)
+{
+    cuda_dev *cd = d->impl;
+    int s = cd->lib->p->copy(cd->ctx, ((cuda_mem *)dst)->dev, ((const cuda_mem *)src)->dev, bytes, HX_CUDA_COPY_D2D, 0);
+    return s ? plugin_error(cd, s, "copy on the device") : HX_OK;
+}
+
 static void cuda_destroy(hx_device *d)
 {
     cuda_dev *cd = d->impl;
@@ -333,6 +340,7 @@ const hx_device_ops hx_cuda_ops = {
     .release = cuda_release,
     .copy_in = cuda_copy_in,
     .copy_out = cuda_copy_out,
+    .copy_device = cuda_copy_device,
 };
 
 /* ---- discovery ---------------------------------------------------------- */

@@ -89,6 +89,18 @@ static hx_status ocl_copy_out(hx_device *dev, void *host, void *handle, size_t o
     return HX_OK;
 }
 
+static hx_status ocl_copy_device(hx_device *dev, void *dst, const void *src, size_t bytes)
+{
+    hx_opencl_device *d = dev->impl;
+    cl_int err = bytes ? clEnqueueCopyBuffer(d->queue, (cl_mem)src, (cl_mem)dst, 0, 0, bytes, 0, NULL, NULL)
+                       : CL_SUCCESS;
+    if (err == CL_SUCCESS)
+        err = clFinish(d->queue);
+    if (err != CL_SUCCESS)
+        return hx_opencl_error(err, "copying %zu bytes on %s", bytes, d->device_name);
+    return HX_OK;
+}
+
 /* Mapping a CL_MEM_USE_HOST_PTR buffer is how OpenCL promises the host
  * pointer holds the device's writes; on zero-copy devices it costs nothing. */
 static hx_status ocl_sync_host(hx_device *dev, void *handle, size_t bytes)
@@ -649,5 +661,6 @@ const hx_device_ops hx_opencl_ops = {
     .release = ocl_release,
     .copy_in = ocl_copy_in,
     .copy_out = ocl_copy_out,
+    .copy_device = ocl_copy_device,
     .sync_host = ocl_sync_host,
 };

@@ -5,6 +5,7 @@
 
 #include "engine/batch.h"
 #include "ops/ops.h"
+#include "runtime/buffer.h"
 #include "runtime/error.h"
 
 uint32_t hx_batch_number(hx_session *const *sessions, size_t n, int32_t *slot, hx_session **distinct)
@@ -195,6 +196,11 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
         fill_inputs(w, tokens, ids, pos, meta, rows);
         s = list_kv_blocks(w, meta);
     }
+    /* The tokens' cache slots and the block tables name KV blocks: a
+     * device that keeps blocks in slots of its own reads them as those. */
+    const hx_block_refs refs[2] = {{0, T, lay.block_size}, {3 * T, lay.S * lay.max_blocks, 1}};
+    if (s == HX_OK)
+        s = hx_buffer_set_block_refs(A->meta, m->kv->space, refs, 2);
     return s;
 }
 

@@ -11,6 +11,7 @@
 #include "engine/session.h"
 #include "ops/op_list.h"
 #include "ops/ops.h"
+#include "runtime/buffer.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -72,9 +73,11 @@ static hx_status shift(hx_session *s, uint32_t n_keep, uint32_t n_discard)
             mv[2 * i] = (int32_t)hx_kv_slot(p, &s->seq, n_keep + n_discard + i);
             mv[2 * i + 1] = (int32_t)hx_kv_slot(p, &s->seq, n_keep + i);
         }
+        const hx_block_refs slots = {0, 2 * n, bs}; /* read as slots of a device's own, where it keeps them */
+        st = hx_buffer_set_block_refs(moves, p->space, &slots, 1);
         uint32_t n_blocks;
-        uint32_t *blocks = shifted_blocks(&s->seq, bs, n_keep, pos - 1, &n_blocks);
-        st = blocks ? shift_layers(m, moves, n, -(int32_t)n_discard, blocks, n_blocks)
+        uint32_t *blocks = st ? NULL : shifted_blocks(&s->seq, bs, n_keep, pos - 1, &n_blocks);
+        st = st ? st : blocks ? shift_layers(m, moves, n, -(int32_t)n_discard, blocks, n_blocks)
                     : hx_error(HX_ERR_NO_MEMORY, "the blocks of a context shift");
         free(blocks);
     }

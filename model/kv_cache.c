@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/kv_cache.h"
+#include "runtime/block_space.h"
 #include "runtime/buffer.h"
 #include "runtime/error.h"
 
@@ -50,17 +51,24 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
         return hx_error(HX_ERR_NO_MEMORY, "KV pool tables");
     }
     memset(p->buckets, 0xff, sizeof *p->buckets * p->n_buckets);
+    hx_status sp = hx_block_space_create(rt, p->n_blocks, &p->space);
+    if (sp) {
+        hx_kv_pool_free(p);
+        return hx_error_context(sp, "KV pool");
+    }
     size_t bytes = (size_t)p->n_blocks * p->block_bytes;
     for (uint32_t l = 0; l < n_layer; l++) {
         hx_status s = hx_buffer_create(rt, bytes, &p->k[l]);
         if (s == HX_OK)
             s = hx_buffer_create(rt, bytes, &p->v[l]);
         /* A block is the unit of residence: attention elsewhere moves the
-         * blocks it reads, not the layer's whole cache. */
+         * blocks it reads, not the layer's whole cache, and a device with
+         * memory of its own stores those blocks alone, in slots that every
+         * layer shares. */
         if (s == HX_OK)
-            s = hx_buffer_set_blocks(p->k[l], p->block_bytes);
+            s = hx_buffer_set_blocks_in(p->k[l], p->block_bytes, p->space);
         if (s == HX_OK)
-            s = hx_buffer_set_blocks(p->v[l], p->block_bytes);
+            s = hx_buffer_set_blocks_in(p->v[l], p->block_bytes, p->space);
         if (s) {
             hx_kv_pool_free(p);
             return hx_error_context(s, "KV cache of layer %u", l);
@@ -86,6 +94,7 @@ void hx_kv_pool_free(hx_kv_pool *p)
     }
     free(p->k);
     free(p->v);
+    hx_block_space_destroy(p->space);
     free(p->free_ids);
     free(p->blocks);
     free(p->tokens);
@@ -217,6 +226,8 @@ hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
         hx_buffer_discard(p->k[l], fresh);
         hx_buffer_discard(p->v[l], fresh);
     }
+    /* valid everywhere now, so nothing copies them: their slots can go */
+    hx_block_space_release(p->space, fresh.ids, fresh.n);
     return HX_OK;
 }
 

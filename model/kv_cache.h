@@ -44,6 +44,7 @@ typedef struct {
     uint32_t block_size, n_blocks;
     size_t block_bytes;     /* of one block in one layer's K (or V) buffer */
     hx_buffer **k, **v;     /* [n_layer] */
+    struct hx_block_space *space; /* the blocks' slots on devices with memory of their own, shared by k and v */
     int prefix_cache;       /* keyed blocks are looked up and kept */
     uint64_t seed;          /* the root key: what else decides a block's contents */
     hx_kv_block *blocks;    /* [n_blocks] */

@@ -133,7 +133,7 @@ static void hx_atomic_max(_Atomic uint64_t *a, uint64_t v)
 
 static int has_own_memory(const hx_device *d) { return d->info.memory_node != 0 && !d->info.unified_memory; }
 
-static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
+static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes, hx_block_space *space)
 {
     if (!b || block_bytes == 0 || block_bytes > b->size)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks: blocks of %zu bytes in a %zu-byte buffer",
@@ -148,6 +148,12 @@ static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
     size_t n = (b->size + block_bytes - 1) / block_bytes;
     if (n > UINT32_MAX)
         return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks: %zu blocks", n);
+    if (space && n != space->n_blocks)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_blocks_in: %zu blocks in a space of %u", n,
+                        space->n_blocks);
+    for (int d = 0; space && d < rt->ndevices; d++)
+        if (b->handle[d] && has_own_memory(rt->devices[d]))
+            return hx_error(HX_ERR_STATE, "hx_buffer_set_blocks_in: the buffer is stored whole on device %d", d);
     uint32_t *valid = malloc(n * sizeof *valid);
     uint32_t *named = calloc(n, sizeof *named);
     if (!valid || !named) {
@@ -161,13 +167,16 @@ static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
     b->n_blocks = (uint32_t)n;
     b->block_bytes = block_bytes;
     b->divided = 1;
+    b->space = space;
     for (uint32_t i = 0; i < n; i++) {
         valid[i] = 0;
         set_valid(b, i, b->valid_one);
     }
     for (int d = 0; d < rt->ndevices; d++)
-        if (b->handle[d] && has_own_memory(rt->devices[d]))
+        if (b->handle[d] && has_own_memory(rt->devices[d])) {
+            b->dev_bytes[d] = b->size;
             atomic_fetch_add(&rt->stats.block_bytes_allocated[d], b->size);
+        }
     pthread_mutex_unlock(&b->lock);
     return HX_OK;
 }
@@ -175,7 +184,35 @@ static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes)
 hx_status hx_buffer_set_blocks(hx_buffer *b, size_t block_bytes)
 {
     hx_api_enter();
-    return hx_api_leave(buffer_set_blocks(b, block_bytes));
+    return hx_api_leave(buffer_set_blocks(b, block_bytes, NULL));
+}
+
+hx_status hx_buffer_set_blocks_in(hx_buffer *b, size_t block_bytes, hx_block_space *space)
+{
+    return buffer_set_blocks(b, block_bytes, space);
+}
+
+hx_status hx_buffer_set_block_refs(hx_buffer *b, hx_block_space *space, const hx_block_refs *refs, int n)
+{
+    if (n < 0 || n > HX_BLOCK_REFS_MAX || (n && !space) || b->divided)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_block_refs: %d ranges%s", n,
+                        b->divided ? " in a divided buffer" : "");
+    for (int k = 0; k < n; k++)
+        if (!refs[k].unit || ((uint64_t)refs[k].first + refs[k].count) * sizeof(int32_t) > b->size)
+            return hx_error(HX_ERR_INVALID_ARG, "hx_buffer_set_block_refs: ints [%u, %u) of a %zu-byte buffer",
+                            refs[k].first, refs[k].first + refs[k].count, b->size);
+    pthread_mutex_lock(&b->lock);
+    b->refs_space = n ? space : NULL;
+    b->nrefs = n;
+    for (int k = 0; k < n; k++)
+        b->refs[k] = refs[k];
+    /* Copies translated under the old ranges are stale (the host's copy
+     * is the one a device may not write). */
+    for (int d = 0; d < b->rt->ndevices && (b->valid_one & node_bit(0)); d++)
+        if (has_own_memory(b->rt->devices[d]))
+            b->valid_one &= ~node_bit(b->rt->devices[d]->info.memory_node);
+    pthread_mutex_unlock(&b->lock);
+    return HX_OK;
 }
 
 void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *layout))
@@ -234,8 +271,7 @@ void hx_buffer_destroy(hx_buffer *b)
         for (uint32_t i = 0; i < b->n_blocks; i++)
             set_valid(b, i, node_bit(0));
         for (int d = 0; d < rt->ndevices; d++)
-            if (b->handle[d] && has_own_memory(rt->devices[d]))
-                atomic_fetch_sub(&rt->stats.block_bytes_allocated[d], b->size);
+            atomic_fetch_sub(&rt->stats.block_bytes_allocated[d], b->dev_bytes[d]);
     }
     if (b->valid != &b->valid_one)
         free(b->valid);
@@ -327,6 +363,40 @@ typedef struct {
     int node; /* the other end: source of a fetch, destination of a send */
 } block_run;
 
+/* Whether the buffer is stored per block on device d (block_space.h). */
+static int slotted(const hx_buffer *b, const hx_device *d) { return b->space && has_own_memory(d); }
+
+/* Where block i lies in d's storage. */
+static size_t device_offset(const hx_buffer *b, const hx_device *d, uint32_t i)
+{
+    return slotted(b, d) ? (size_t)hx_block_space_slot(b->space, d->info.index, i) * b->block_bytes
+                         : block_offset(b, i);
+}
+
+/* Whether block i extends run r in one copy: next in the buffer, and
+ * next in d's storage too. */
+static int extends(const hx_buffer *b, const hx_device *d, block_run r, uint32_t i)
+{
+    return r.count && i == r.first + r.count &&
+           (!d || !slotted(b, d) || device_offset(b, d, i) == device_offset(b, d, r.first) + r.count * b->block_bytes);
+}
+
+/* The host's contents with their block references rewritten to d's
+ * slots, into a copy the caller frees; *version: the mapping's. */
+static hx_status translated(hx_buffer *b, hx_device *d, void **out, uint64_t *version)
+{
+    int32_t *t = malloc(b->size);
+    if (!t)
+        return hx_error(HX_ERR_NO_MEMORY, "hx_buffer: a %zu-byte copy of block references", b->size);
+    memcpy(t, b->host, b->size);
+    *version = hx_block_space_version(b->refs_space, d->info.index);
+    for (int k = 0; k < b->nrefs; k++)
+        hx_block_space_translate(b->refs_space, d->info.index, t + b->refs[k].first, b->refs[k].count,
+                                 b->refs[k].unit);
+    *out = t;
+    return HX_OK;
+}
+
 /* Copies blocks [r.first, r.first + r.count) from node r.node to the host
  * (to_host: through a device of that node) or from the host to device
  * `d`'s node r.node, and marks them valid there. */
@@ -341,10 +411,27 @@ static hx_status copy_run(hx_buffer *b, block_run r, int to_host, hx_device *d)
     if (!d || (to_host && !b->handle[d->info.index]))
         return hx_error(HX_ERR_STATE, "hx_buffer: no valid replica of %zu bytes at offset %zu of a %zu-byte buffer",
                         bytes, off, b->size);
+    if (slotted(b, d) && hx_block_space_slot(b->space, d->info.index, r.first) == HX_SLOT_NONE)
+        return hx_error(HX_ERR_STATE, "hx_buffer: block %u has no slot on device %d", r.first, d->info.index);
     double t0 = hx_now();
     void *handle = b->handle[d->info.index];
-    hx_status s = to_host ? d->ops->copy_out(d, (char *)b->host + off, handle, off, bytes)
-                          : d->ops->copy_in(d, handle, off, (const char *)b->host + off, bytes);
+    const size_t doff = device_offset(b, d, r.first);
+    const int translate = !to_host && b->refs_space && has_own_memory(d);
+    hx_status s;
+    if (to_host) {
+        s = d->ops->copy_out(d, (char *)b->host + off, handle, doff, bytes);
+    } else if (translate) {
+        void *refs = NULL;
+        uint64_t version = 0;
+        s = translated(b, d, &refs, &version);
+        if (s == HX_OK) {
+            s = d->ops->copy_in(d, handle, doff, refs, bytes);
+            free(refs);
+            b->refs_version[d->info.index] = version;
+        }
+    } else {
+        s = d->ops->copy_in(d, handle, doff, (const char *)b->host + off, bytes);
+    }
     if (s)
         return s;
     count_copy(b->rt, d, to_host ? r.node : 0, to_host ? 0 : r.node, bytes, t0);
@@ -371,7 +458,7 @@ static hx_status fetch_to_host(hx_buffer *b, hx_block_list blocks, int for_node)
         if (src < 0)
             return hx_error(HX_ERR_STATE, "hx_buffer: no valid replica of block %u of a %zu-byte buffer", i,
                             b->size);
-        if (run.count && src == run.node && i == run.first + run.count) {
+        if (src == run.node && extends(b, device_of_node(b->rt, src), run, i)) {
             run.count++;
             continue;
         }
@@ -393,7 +480,7 @@ static hx_status send_to_node(hx_buffer *b, hx_device *d, hx_block_list blocks)
     while (s == HX_OK && walk_next(&w, &i)) {
         if (b->valid[i] & node_bit(node))
             continue;
-        if (run.count && i == run.first + run.count) {
+        if (extends(b, d, run, i)) {
             run.count++;
             continue;
         }
@@ -401,6 +488,45 @@ static hx_status send_to_node(hx_buffer *b, hx_device *d, hx_block_list blocks)
         run = (block_run){i, 1, node};
     }
     return s ? s : copy_run(b, run, 0, d);
+}
+
+/* Room on d for `need` slots of a buffer stored per block: a larger
+ * allocation, at least 8 slots and twice the last (as a growing array,
+ * so that the copies amortize), capped at the buffer's blocks, with the
+ * slots so far copied over. */
+static hx_status grow_slots(hx_buffer *b, hx_device *d, uint32_t need)
+{
+    const int i = d->info.index;
+    uint32_t cap = b->slots[i] * 2 > 8 ? b->slots[i] * 2 : 8;
+    cap = cap < b->n_blocks ? cap : b->n_blocks;
+    cap = cap > need ? cap : need;
+    void *h;
+    hx_status s = d->ops->alloc(d, (size_t)cap * b->block_bytes, &h);
+    if (s)
+        return hx_error_context(s, "%u KV slots of %zu bytes on device %d (%s)", cap, b->block_bytes, i,
+                                d->info.name);
+    void *old = b->handle[i];
+    const size_t kept = (size_t)b->slots[i] * b->block_bytes;
+    if (old && d->ops->copy_device) {
+        s = d->ops->copy_device(d, h, old, kept);
+    } else if (old) { /* through host memory */
+        void *t = malloc(kept);
+        s = t ? d->ops->copy_out(d, t, old, 0, kept) : hx_error(HX_ERR_NO_MEMORY, "moving %zu bytes of slots", kept);
+        if (s == HX_OK)
+            s = d->ops->copy_in(d, h, 0, t, kept);
+        free(t);
+    }
+    if (s) {
+        d->ops->release(d, h);
+        return hx_error_context(s, "moving %u KV slots on device %d (%s)", b->slots[i], i, d->info.name);
+    }
+    if (old)
+        d->ops->release(d, old);
+    b->handle[i] = h;
+    b->slots[i] = cap;
+    atomic_fetch_add(&b->rt->stats.block_bytes_allocated[i], (size_t)cap * b->block_bytes - b->dev_bytes[i]);
+    b->dev_bytes[i] = (size_t)cap * b->block_bytes;
+    return HX_OK;
 }
 
 static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
@@ -418,10 +544,30 @@ static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
         s = d->ops->alloc(d, b->size, &b->handle[i]);
     if (s)
         return hx_error_context(s, "buffer of %zu bytes on device %d (%s)", b->size, i, d->info.name);
-    if (b->divided && has_own_memory(d))
+    if (b->divided && has_own_memory(d)) {
+        b->dev_bytes[i] = b->size;
         atomic_fetch_add(&b->rt->stats.block_bytes_allocated[i], b->size);
+    }
     *handle = b->handle[i];
     return HX_OK;
+}
+
+/* A buffer stored per block on d: slots there for the blocks named, and
+ * storage for every slot the space has handed out on d. */
+static hx_status slot_handle(hx_buffer *b, hx_device *d, hx_block_list blocks, void **handle)
+{
+    uint32_t high;
+    const int all = !blocks.ids;
+    hx_status s = hx_block_space_map(b->space, d->info.index, all ? NULL : blocks.ids, all ? 0 : blocks.n, &high);
+    if (s == HX_OK && (high > b->slots[d->info.index] || !b->handle[d->info.index]))
+        s = grow_slots(b, d, high ? high : 1);
+    *handle = b->handle[d->info.index];
+    return s;
+}
+
+size_t hx_buffer_device_bytes(const hx_buffer *b, const hx_device *d)
+{
+    return slotted(b, d) ? b->dev_bytes[d->info.index] : b->size;
 }
 
 /* Blocks a task on `d` named: a copy sized to the blocks `d` holds would
@@ -496,8 +642,18 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
         b->reads++;
     int stale;
     hx_status s = check_blocks(b, blocks, node, &stale);
+    if (s == HX_OK && b->refs_space && has_own_memory(d)) {
+        if (mode & HX_W)
+            s = hx_error(HX_ERR_UNSUPPORTED, "hx_buffer: block references written on device %d (%s)", d->info.index,
+                         d->info.name);
+        /* translated under an older mapping: stale */
+        else if ((b->valid_one & node_bit(node)) &&
+                 b->refs_version[d->info.index] != hx_block_space_version(b->refs_space, d->info.index))
+            b->valid_one &= ~node_bit(node);
+        stale = !(b->valid_one & node_bit(node));
+    }
     if (s == HX_OK)
-        s = device_handle(b, d, handle);
+        s = slotted(b, d) ? slot_handle(b, d, blocks, handle) : device_handle(b, d, handle);
     if (s == HX_OK)
         note_named(b, d, blocks);
     if (s == HX_OK && (mode & HX_R) && stale) {

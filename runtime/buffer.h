@@ -6,19 +6,31 @@
  * hx_buffer_set_blocks divides it (a KV cache layer: one block per KV
  * block of the pool), and a task that names blocks (hx_task_desc.blocks)
  * makes only those valid where it runs, so attention on another device
- * moves the blocks it reads rather than the whole layer's cache.  Replicas
- * stay whole-sized: only their contents' validity is per block; the
- * runtime counts, per device, the blocks its tasks named (`named`), what
- * replicas sized to them would hold.  Internal. */
+ * moves the blocks it reads rather than the whole layer's cache.  A buffer
+ * divided within a block space (hx_buffer_set_blocks_in, block_space.h)
+ * is also stored per block on a device with memory of its own: slots for
+ * the blocks tasks there named, not the whole buffer; one divided alone
+ * (hx_buffer_set_blocks) has whole-sized replicas.  The runtime counts,
+ * per device, the blocks its tasks named (`named`).  Internal. */
 #ifndef HX_RUNTIME_BUFFER_H
 #define HX_RUNTIME_BUFFER_H
 
 #include <pthread.h>
 
+#include "runtime/block_space.h"
 #include "runtime/runtime.h"
 #include "runtime/task.h"
 
 #define HX_MAX_NODES HX_MAX_DEVICES
+
+/* Integers of a buffer that name blocks of a space: ints [first, first +
+ * count), each non-negative one block v / unit at offset v % unit (unit
+ * 1: block ids; a KV block's token count: cache slots). */
+typedef struct {
+    uint32_t first, count, unit;
+} hx_block_refs;
+
+#define HX_BLOCK_REFS_MAX 4
 
 struct hx_buffer {
     hx_runtime *rt;
@@ -45,6 +57,20 @@ struct hx_buffer {
                                it was last discarded (devices with memory of their own) */
     uint64_t reads;  /* tasks that read it so far (dmda amortizes copies of read-only data over them) */
     void *handle[HX_MAX_DEVICES];
+    size_t dev_bytes[HX_MAX_DEVICES]; /* a divided buffer's storage on each device with memory of its own */
+
+    /* Divided within a block space: on a device with memory of its own
+     * its storage holds slots[d] slots of block_bytes, block i at the
+     * space's slot of i. */
+    hx_block_space *space;
+    uint32_t slots[HX_MAX_DEVICES];
+    /* Block references the contents hold (hx_buffer_set_block_refs): a
+     * device with memory of its own receives them as its slots, and a
+     * copy translated under an older mapping than the space's is stale. */
+    hx_block_space *refs_space;
+    hx_block_refs refs[HX_BLOCK_REFS_MAX];
+    int nrefs;
+    uint64_t refs_version[HX_MAX_DEVICES];
 
     /* The same data laid out for the CPU's kernels (a model's weights
      * repacked, kernels_cpu/repack.h): opaque here, handed to CPU tasks
@@ -61,9 +87,25 @@ typedef struct {
     uint32_t n;
 } hx_block_list;
 
+/* hx_buffer_set_blocks within a block space of as many blocks: the
+ * buffer is then stored per block on devices with memory of its own.  A
+ * buffer no device with memory of its own has stored yet. */
+hx_status hx_buffer_set_blocks_in(hx_buffer *b, size_t block_bytes, hx_block_space *space);
+/* The buffer's int32 contents hold these block references to `space`
+ * (n <= HX_BLOCK_REFS_MAX ranges; n 0: none), from its next copy to a
+ * device on.  Such a buffer is written by the host only: a device with
+ * memory of its own reads it. */
+hx_status hx_buffer_set_block_refs(hx_buffer *b, hx_block_space *space, const hx_block_refs *refs, int n);
+/* Bytes of the buffer's storage that `d`'s handle covers: fewer than its
+ * size for a buffer stored per block there (tasks' kernels bound their
+ * slots by it). */
+size_t hx_buffer_device_bytes(const hx_buffer *b, const hx_device *d);
+
 /* Makes the buffer usable by device `d` with `mode` and returns the
  * device's handle; copies from another node the blocks of `blocks` whose
- * replica there is stale. */
+ * replica there is stale.  Buffers with block references go after the
+ * others of a task, so that they are translated under the slots the
+ * task's blocks were given. */
 hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block_list blocks, void **handle);
 /* After a task on `d` wrote `blocks` of the buffer: `d`'s node becomes
  * their owner. */

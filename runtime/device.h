@@ -79,6 +79,10 @@ struct hx_device_ops {
      * (a buffer's blocks move one run at a time). */
     hx_status (*copy_in)(hx_device *d, void *handle, size_t offset, const void *host, size_t bytes);
     hx_status (*copy_out)(hx_device *d, void *host, void *handle, size_t offset, size_t bytes);
+    /* Optional: `bytes` from the start of handle `src` to the start of
+     * `dst`, both the device's (a buffer's slots moving to a larger
+     * allocation); without it they pass through host memory. */
+    hx_status (*copy_device)(hx_device *d, void *dst, const void *src, size_t bytes);
     /* Makes device writes to wrapped host memory visible to the host. */
     hx_status (*sync_host)(hx_device *d, void *handle, size_t bytes);
 

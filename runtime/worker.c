@@ -45,10 +45,17 @@ static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
     double flops, bytes;
     hx_task_cost(t, &flops, &bytes);
     hx_status s = exec_of(d, &t->desc, flops, bytes, x);
-    for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
-        s = hx_buffer_prepare(t->desc.buffers[i], d, t->desc.modes[i], hx_task_blocks(t), &x->handles[i]);
-        x->host[i] = t->desc.buffers[i]->host; /* a simulated buffer's storage is made on its first use */
-    }
+    /* Buffers holding block references last: translated for d under the
+     * slots the task's blocks were given (buffer.h). */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
+            hx_buffer *b = t->desc.buffers[i];
+            if ((b->refs_space != NULL) != pass)
+                continue;
+            s = hx_buffer_prepare(b, d, t->desc.modes[i], hx_task_blocks(t), &x->handles[i]);
+            x->host[i] = b->host; /* a simulated buffer's storage is made on its first use */
+            x->sizes[i] = hx_buffer_device_bytes(b, d);
+        }
     return s;
 }
 

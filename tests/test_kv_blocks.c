@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "kernels_cpu/attn_merge.h"
 #include "model/synthetic.h"
+#include "runtime/block_space.h"
 #include "runtime/runtime.h"
 #include "tests/cl_test.h"
 
@@ -40,6 +41,30 @@ enum { N_PROMPT = 37, N_GEN = 6, MAXV = 4096 };
 
 static const hx_synthetic_config cfg = {"blocks", 128, 2, 4, 2, 256, 512, "llama", 0};
 
+/* The last run's KV storage on the devices with memory of their own,
+ * read before its model went, and the pool's whole size. */
+static struct {
+    uint64_t allocated, named, pool;
+    uint32_t moved_slots; /* blocks whose slot on a device is not their id */
+} kv_storage;
+
+static void note_kv_storage(hx_runtime *rt, const hx_model *m)
+{
+    kv_storage.allocated = kv_storage.named = 0;
+    kv_storage.moved_slots = 0;
+    for (int d = 0; d < rt->ndevices; d++) {
+        hx_device_stats ds;
+        HX_ASSERT_OK(hx_device_stats_get(rt, d, &ds));
+        kv_storage.allocated += ds.kv_bytes_allocated;
+        kv_storage.named += ds.kv_bytes_named;
+        for (uint32_t b = 0; b < m->kv->n_blocks; b++) {
+            uint32_t slot = hx_block_space_slot(m->kv->space, d, b);
+            kv_storage.moved_slots += slot != HX_SLOT_NONE && slot != b;
+        }
+    }
+    kv_storage.pool = 2ull * m->kv->n_layer * m->kv->n_blocks * m->kv->block_bytes;
+}
+
 /* Logits of a prompt and a few decode steps; with `evict`, before each
  * step every layer's cache is made the host's alone, so that attention on
  * a device with its own memory brings the blocks it reads back. */
@@ -49,14 +74,20 @@ static void run_model_split(hx_runtime *rt, const char *file, int evict, uint32_
     hx_model_options mo = hx_model_options_default();
     mo.kv_split = split;
     mo.kv_prefix_cache = -1;
-    mo.n_ctx = 256;
+    mo.n_ctx = 1024; /* 64 blocks, of which a run uses 4 */
     hx_model *m;
     HX_ASSERT_OK(hx_model_load(rt, file, &mo, &m));
     hx_session *s;
-    HX_ASSERT_OK(hx_session_open(m, &s));
     int32_t ids[N_PROMPT + N_GEN];
     for (int i = 0; i < N_PROMPT + N_GEN; i++)
         ids[i] = (int32_t)((i * 37 + 11) % 250);
+    /* A session before, gone: its blocks' slots are freed and handed to
+     * the next session's blocks in another order, so that a device with
+     * memory of its own holds blocks at slots other than their ids. */
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    HX_ASSERT_OK(hx_session_eval(s, ids + 5, 20, 0));
+    hx_session_close(s);
+    HX_ASSERT_OK(hx_session_open(m, &s));
     HX_ASSERT_OK(hx_session_eval(s, ids, N_PROMPT, 0));
     const uint32_t V = m->info.n_vocab;
     ck_assert_uint_le(V, MAXV);
@@ -86,6 +117,7 @@ static void run_model_split(hx_runtime *rt, const char *file, int evict, uint32_
                   "a fork's logits differ after its shared block was copied");
     hx_session_close(f);
     hx_session_close(s);
+    note_kv_storage(rt, m);
     hx_model_free(m);
 }
 
@@ -114,11 +146,23 @@ START_TEST(pocl_attention_on_blocks_gives_the_same_logits)
     ck_assert_msg(ds.tasks > 0, "attention never ran on the emulated FPGA");
     hx_runtime_close(rt);
 
+    ck_assert_uint_eq(kv_storage.allocated, 0); /* PoCL in host memory stores nothing of its own */
+
     rt = open_pocl_discrete(&fpga);
     run_model(rt, file, 0, own, &moved_own);
     HX_ASSERT_OK(hx_device_stats_get(rt, fpga, &ds));
     ck_assert_msg(ds.tasks > 0, "attention never ran on the emulated FPGA");
     hx_runtime_close(rt);
+    /* The FPGA stores the blocks it was asked for, in slots (the first
+     * allocation's 8), not the pool: the kernels read them through the
+     * block tables translated to those slots, and the logits are the
+     * same bits. */
+    const uint64_t slot_bytes = kv_storage.pool / 64;
+    ck_assert_msg(kv_storage.named == 4 * slot_bytes && kv_storage.allocated == 8 * slot_bytes,
+                  "KV on the FPGA: %llu bytes named, %llu allocated, of a pool of %llu",
+                  (unsigned long long)kv_storage.named, (unsigned long long)kv_storage.allocated,
+                  (unsigned long long)kv_storage.pool);
+    ck_assert_msg(kv_storage.moved_slots > 0, "every block at the slot of its id: the translation went untested");
 
     rt = open_pocl_discrete(&fpga);
     run_model(rt, file, 1, evicted, &moved_evicted);
