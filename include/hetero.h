@@ -1016,13 +1016,13 @@ typedef struct {
     int retired;               /* out of service after consecutive failures */
     char last_failure[192];    /* "" when none */
     /* Divided buffers (KV caches, hx_buffer_set_blocks) on a device with
-     * memory of its own: bytes allocated there (whole buffers), and bytes
-     * of the blocks its tasks named since they were last discarded, now
-     * and at most since the last reset: what copies sized to the blocks
-     * the device holds would take; and bytes of blocks valid in its
-     * memory alone, which such copies could not evict without copying
-     * them back (blocks valid on the host too are evicted first).  0 on
-     * devices using host memory. */
+     * memory of its own: bytes allocated there (a model's KV cache: the
+     * slots of the blocks its tasks named, docs/kv-cache.md; a buffer an
+     * application divided: the whole buffer), and bytes of the blocks its
+     * tasks named since they were last discarded, now and at most since
+     * the last reset; and bytes of blocks valid in its memory alone,
+     * which it could not give up without copying them back.  0 on devices
+     * using host memory. */
     uint64_t kv_bytes_allocated, kv_bytes_named, kv_bytes_named_peak;
     uint64_t kv_bytes_device_only, kv_bytes_device_only_peak;
 } hx_device_stats;
