@@ -79,6 +79,9 @@ typedef struct {
     int emulated;
     uint64_t tasks;
     double busy_seconds, busy_pct;
+    /* the KV cache on a device with memory of its own (hx_device_stats):
+     * bytes allocated there, and at most named and held there alone */
+    uint64_t kv_allocated, kv_named_peak, kv_device_only_peak;
 } hxb_device_use;
 
 typedef struct {

@@ -114,6 +114,9 @@ static void device_stats(hx_runtime *rt, hxb_row *row)
         u->tasks = ds.tasks;
         u->busy_seconds = ds.busy_seconds;
         u->busy_pct = ds.busy_fraction * 100;
+        u->kv_allocated = ds.kv_bytes_allocated;
+        u->kv_named_peak = ds.kv_bytes_named_peak;
+        u->kv_device_only_peak = ds.kv_bytes_device_only_peak;
     }
 }
 

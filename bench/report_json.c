@@ -91,6 +91,9 @@ static void row_json(FILE *f, const hxb_results *r, int i)
         kint(f, "tasks", u->tasks);
         knum(f, "busy_seconds", u->busy_seconds);
         knum(f, "busy_pct", u->busy_pct);
+        kint(f, "kv_bytes_allocated", u->kv_allocated);
+        kint(f, "kv_bytes_named_peak", u->kv_named_peak);
+        kint(f, "kv_bytes_device_only_peak", u->kv_device_only_peak);
         fputs("}", f);
     }
     fputs("]", f);
