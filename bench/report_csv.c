@@ -37,7 +37,7 @@ void hxb_report_csv(FILE *f, const hxb_results *r)
     fputs("model,model_path,arch,type,size_bytes,n_params,devices,policy,partition,inject,threads,n_batch,test,"
           "n_prompt,n_gen,n_seqs,n_depth,reps,avg_ns,stddev_ns,avg_ts,stddev_ts,vs_base,samples_ns,samples_ts,"
           "device_busy_pct,device_tasks,tasks_per_run,submit_overhead_us,copies,bytes_copied,zero_copy_uses,"
-          "migrations,peak_rss_bytes\n",
+          "migrations,peak_rss_bytes,device_kv_bytes_allocated\n",
           f);
     for (int i = 0; i < r->nrows; i++) {
         const hxb_row *row = &r->rows[i];
@@ -85,6 +85,9 @@ void hxb_report_csv(FILE *f, const hxb_results *r)
         unum(f, row->zero_copy_uses);
         unum(f, row->migrations);
         unum(f, row->peak_rss_bytes);
+        fputc(',', f);
+        for (int d = 0; d < row->ndev; d++)
+            fprintf(f, "%s%s:%llu", d ? ";" : "", row->dev[d].label, (unsigned long long)row->dev[d].kv_allocated);
         fputc('\n', f);
     }
 }
