@@ -444,6 +444,12 @@ typedef struct {
      * two parts merged there, so a device with memory of its own reads
      * only recent blocks.  0 = HX_KV_SPLIT, or off when that is unset. */
     uint32_t kv_split;
+    /* The most of the KV cache (every layer's K and V) a device with
+     * memory of its own keeps, in bytes: past it, the blocks named there
+     * least recently whose copies the host holds give up their room
+     * (docs/kv-cache.md); a step that reads more still gets it.  0 =
+     * HX_KV_DEVICE_MB (MiB), or no bound when that is unset. */
+    uint64_t kv_device_bytes;
 } hx_model_options;
 
 typedef struct {
@@ -502,6 +508,9 @@ typedef struct {
     uint64_t kv_hits, kv_misses; /* a prompt's full blocks found / not found in the cache */
     uint64_t kv_evictions;     /* cached blocks whose room went to another */
     uint64_t kv_tokens_reused; /* prompt tokens attached instead of evaluated */
+    /* Blocks devices with memory of their own gave up to stay within
+     * hx_model_options.kv_device_bytes (the host kept them). */
+    uint64_t kv_device_evictions;
     /* Decode replay (hx_model_options.graph_replay): task lists recorded,
      * and evaluations submitted from a list an earlier one recorded. */
     uint64_t graphs_recorded, graphs_replayed;

@@ -82,6 +82,13 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
     return HX_OK;
 }
 
+void hx_kv_pool_bound_devices(hx_kv_pool *p, uint64_t bytes)
+{
+    const uint64_t per_block = 2ull * p->n_layer * p->block_bytes, slots = bytes / per_block;
+    for (int d = 0; d < HX_MAX_DEVICES; d++)
+        hx_block_space_set_budget(p->space, d, slots ? (slots < p->n_blocks ? (uint32_t)slots : p->n_blocks) : 1);
+}
+
 void hx_kv_pool_free(hx_kv_pool *p)
 {
     if (!p)

@@ -67,6 +67,9 @@ typedef struct {
 hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out);
 void hx_kv_pool_free(hx_kv_pool *p);
+/* Devices with memory of their own keep at most `bytes` of the pool's
+ * blocks (every layer's K and V; at least one block). */
+void hx_kv_pool_bound_devices(hx_kv_pool *p, uint64_t bytes);
 /* Grows the sequence's block table to hold n_tokens, taking free blocks
  * first and then evicting the least recently used cached ones; on failure
  * nothing changes (HX_ERR_NO_MEMORY: every block is held). */

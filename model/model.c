@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "kernels_cpu/quant.h"
 #include "model/tokenizer.h"
+#include "runtime/block_space.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -314,6 +315,14 @@ static hx_status resolve_options(hx_model *m, const hx_model_options *o)
             return hx_error(HX_ERR_INVALID_ARG, "HX_KV_SPLIT '%s': expected a number of tokens", env);
         m->opts.kv_split = (uint32_t)n;
     }
+    if (!m->opts.kv_device_bytes && getenv("HX_KV_DEVICE_MB") && *getenv("HX_KV_DEVICE_MB")) {
+        char *end;
+        const char *env = getenv("HX_KV_DEVICE_MB");
+        unsigned long long mb = strtoull(env, &end, 10);
+        if (*env < '0' || *env > '9' || *end || mb == 0 || mb > (1ull << 40))
+            return hx_error(HX_ERR_INVALID_ARG, "HX_KV_DEVICE_MB '%s': expected a number of MiB", env);
+        m->opts.kv_device_bytes = mb << 20;
+    }
     if (!m->opts.kv_block)
         m->opts.kv_block = 16;
     if (!m->opts.max_batch)
@@ -355,6 +364,8 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
                               m->opts.kv_tokens, m->opts.kv_block, &m->kv);
     if (s == HX_OK)
         configure_prefix_cache(m);
+    if (s == HX_OK && m->opts.kv_device_bytes)
+        hx_kv_pool_bound_devices(m->kv, m->opts.kv_device_bytes);
     if (s == HX_OK)
         s = hx_model_act_alloc(m);
     return s;
@@ -524,6 +535,8 @@ static hx_status stats_get(const hx_model *m, hx_model_stats *out)
     out->kv_misses = c.misses;
     out->kv_evictions = c.evictions;
     out->kv_tokens_reused = c.tokens_reused;
+    for (int d = 0; d < HX_MAX_DEVICES; d++)
+        out->kv_device_evictions += hx_block_space_evictions(kv->space, d);
     out->graphs_recorded = m->graphs_recorded;
     out->graphs_replayed = m->graphs_replayed;
     return HX_OK;

@@ -15,7 +15,14 @@
  *
  * A block gets its slot when a task on the device names it and keeps it
  * until its contents stop mattering (hx_block_space_release, after the
- * buffers' hx_buffer_discard); a freed slot goes to the next block named.
+ * buffers' hx_buffer_discard), or until a device held to a budget of
+ * slots (hx_block_space_set_budget) needs the room: then the block named
+ * there least recently whose contents the host holds in every buffer of
+ * the space (nothing is lost) gives up its slot, its copies there
+ * becoming stale (an epoch per block and device, which each buffer checks
+ * before it trusts its copy).  With nothing to evict, a task that needs
+ * more slots than the budget still gets them: the budget bounds what is
+ * kept, not what one step reads.
  * Internal. */
 #ifndef HX_RUNTIME_BLOCK_SPACE_H
 #define HX_RUNTIME_BLOCK_SPACE_H
@@ -30,16 +37,25 @@
 
 typedef struct {
     _Atomic uint32_t *slot_of; /* [n_blocks], HX_SLOT_NONE; NULL until the device maps a block */
+    _Atomic uint32_t *epoch;   /* [n_blocks]: times the block was evicted there */
+    uint64_t *named;           /* [n_blocks]: the mapping call that last named it */
+    uint64_t calls;
     uint32_t *free;            /* freed slots, reused first */
     uint32_t n_free;
     uint32_t high;     /* slots handed out so far: 0 .. high - 1 */
+    uint32_t budget;   /* slots to keep at most (0: no bound) */
     uint64_t version;  /* changes with every mapping: translated copies older than it are stale */
+    uint64_t evictions;
 } hx_space_device;
 
 typedef struct hx_block_space {
     hx_runtime *rt;
     uint32_t n_blocks;
     pthread_mutex_t lock; /* taken after a buffer's lock, never before */
+    /* [n_blocks]: buffers of the space whose host copy of the block is
+     * stale (kept by each buffer's validity changes): 0 = the host holds
+     * it everywhere, so a device may drop its copies */
+    _Atomic uint32_t *off_host;
     hx_space_device dev[HX_MAX_DEVICES];
 } hx_block_space;
 
@@ -54,6 +70,26 @@ hx_status hx_block_space_map(hx_block_space *s, int dev, const uint32_t *ids, ui
 static inline uint32_t hx_block_space_slot(const hx_block_space *s, int dev, uint32_t b)
 {
     return s->dev[dev].slot_of ? atomic_load_explicit(&s->dev[dev].slot_of[b], memory_order_relaxed) : HX_SLOT_NONE;
+}
+/* The block's eviction epoch on `dev`: a buffer's copy there made under
+ * another epoch is stale. */
+static inline uint32_t hx_block_space_epoch(const hx_block_space *s, int dev, uint32_t b)
+{
+    return s->dev[dev].epoch ? atomic_load_explicit(&s->dev[dev].epoch[b], memory_order_relaxed) : 0;
+}
+/* Slots `dev` keeps at most (0: no bound). */
+void hx_block_space_set_budget(hx_block_space *s, int dev, uint32_t slots);
+uint32_t hx_block_space_budget(hx_block_space *s, int dev);
+/* Blocks evicted from `dev` so far. */
+uint64_t hx_block_space_evictions(hx_block_space *s, int dev);
+/* A buffer of the space now holds (on_host 1) or lacks (0) block b on the
+ * host, where it did not before. */
+static inline void hx_block_space_host_changed(hx_block_space *s, uint32_t b, int on_host)
+{
+    if (on_host)
+        atomic_fetch_sub_explicit(&s->off_host[b], 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&s->off_host[b], 1, memory_order_relaxed);
 }
 /* The device's mapping's version (translated copies record it). */
 uint64_t hx_block_space_version(hx_block_space *s, int dev);

@@ -167,11 +167,14 @@ static hx_status buffer_set_blocks(hx_buffer *b, size_t block_bytes, hx_block_sp
     b->n_blocks = (uint32_t)n;
     b->block_bytes = block_bytes;
     b->divided = 1;
-    b->space = space;
     for (uint32_t i = 0; i < n; i++) {
         valid[i] = 0;
         set_valid(b, i, b->valid_one);
     }
+    b->space = space;
+    for (uint32_t i = 0; space && i < n; i++)
+        if (!(valid[i] & node_bit(0)))
+            hx_block_space_host_changed(space, i, 0);
     for (int d = 0; d < rt->ndevices; d++)
         if (b->handle[d] && has_own_memory(rt->devices[d])) {
             b->dev_bytes[d] = b->size;
@@ -276,6 +279,8 @@ void hx_buffer_destroy(hx_buffer *b)
     if (b->valid != &b->valid_one)
         free(b->valid);
     free(b->named);
+    for (int d = 0; d < HX_MAX_DEVICES; d++)
+        free(b->epoch_seen[d]);
     buffer_free(b);
 }
 
@@ -293,6 +298,8 @@ static size_t block_size(const hx_buffer *b, uint32_t i);
 static void set_valid(hx_buffer *b, uint32_t i, uint32_t valid)
 {
     int before = device_only_node(b->valid[i]), after = device_only_node(valid);
+    if (b->space && ((b->valid[i] ^ valid) & node_bit(0)))
+        hx_block_space_host_changed(b->space, i, (valid & node_bit(0)) != 0);
     b->valid[i] = valid;
     if (!b->divided || before == after)
         return;
@@ -381,6 +388,37 @@ static int extends(const hx_buffer *b, const hx_device *d, block_run r, uint32_t
            (!d || !slotted(b, d) || device_offset(b, d, i) == device_offset(b, d, r.first) + r.count * b->block_bytes);
 }
 
+/* The blocks' copies on d (a run, or a list when run_n is 0) are those
+ * of their current eviction epoch there. */
+static void seen_now(hx_buffer *b, hx_device *d, hx_block_list blocks, uint32_t run_first, uint32_t run_n)
+{
+    uint32_t *seen = b->epoch_seen[d->info.index];
+    if (!seen)
+        return;
+    if (run_n) {
+        for (uint32_t i = run_first; i < run_first + run_n; i++)
+            seen[i] = hx_block_space_epoch(b->space, d->info.index, i);
+        return;
+    }
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (walk_next(&w, &i))
+        if (i < b->n_blocks)
+            seen[i] = hx_block_space_epoch(b->space, d->info.index, i);
+}
+
+/* Copies on d of blocks evicted there since they were made are stale. */
+static void drop_evicted(hx_buffer *b, hx_device *d, hx_block_list blocks)
+{
+    const uint32_t *seen = b->epoch_seen[d->info.index];
+    const uint32_t bit = node_bit(d->info.memory_node);
+    block_walk w = walk_of(b, blocks);
+    uint32_t i;
+    while (seen && walk_next(&w, &i))
+        if (i < b->n_blocks && (b->valid[i] & bit) && seen[i] != hx_block_space_epoch(b->space, d->info.index, i))
+            set_valid(b, i, b->valid[i] & ~bit);
+}
+
 /* The host's contents with their block references rewritten to d's
  * slots, into a copy the caller frees; *version: the mapping's. */
 static hx_status translated(hx_buffer *b, hx_device *d, void **out, uint64_t *version)
@@ -437,6 +475,8 @@ static hx_status copy_run(hx_buffer *b, block_run r, int to_host, hx_device *d)
     count_copy(b->rt, d, to_host ? r.node : 0, to_host ? 0 : r.node, bytes, t0);
     for (uint32_t i = r.first; i < r.first + r.count; i++)
         set_valid(b, i, b->valid[i] | node_bit(to_host ? 0 : r.node));
+    if (!to_host && slotted(b, d))
+        seen_now(b, d, (hx_block_list){NULL, 0}, r.first, r.count);
     return HX_OK;
 }
 
@@ -492,13 +532,15 @@ static hx_status send_to_node(hx_buffer *b, hx_device *d, hx_block_list blocks)
 
 /* Room on d for `need` slots of a buffer stored per block: a larger
  * allocation, at least 8 slots and twice the last (as a growing array,
- * so that the copies amortize), capped at the buffer's blocks, with the
- * slots so far copied over. */
+ * so that the copies amortize), capped at the buffer's blocks and at the
+ * device's budget, with the slots so far copied over. */
 static hx_status grow_slots(hx_buffer *b, hx_device *d, uint32_t need)
 {
     const int i = d->info.index;
+    const uint32_t budget = hx_block_space_budget(b->space, i);
     uint32_t cap = b->slots[i] * 2 > 8 ? b->slots[i] * 2 : 8;
     cap = cap < b->n_blocks ? cap : b->n_blocks;
+    cap = budget && cap > budget ? budget : cap;
     cap = cap > need ? cap : need;
     void *h;
     hx_status s = d->ops->alloc(d, (size_t)cap * b->block_bytes, &h);
@@ -556,6 +598,8 @@ static hx_status device_handle(hx_buffer *b, hx_device *d, void **handle)
  * storage for every slot the space has handed out on d. */
 static hx_status slot_handle(hx_buffer *b, hx_device *d, hx_block_list blocks, void **handle)
 {
+    if (!b->epoch_seen[d->info.index] && !(b->epoch_seen[d->info.index] = calloc(b->n_blocks, sizeof(uint32_t))))
+        return hx_error(HX_ERR_NO_MEMORY, "hx_buffer: epochs of %u blocks", b->n_blocks);
     uint32_t high;
     const int all = !blocks.ids;
     hx_status s = hx_block_space_map(b->space, d->info.index, all ? NULL : blocks.ids, all ? 0 : blocks.n, &high);
@@ -641,6 +685,8 @@ hx_status hx_buffer_prepare(hx_buffer *b, hx_device *d, hx_access mode, hx_block
     if (mode & HX_R)
         b->reads++;
     int stale;
+    if (slotted(b, d))
+        drop_evicted(b, d, blocks);
     hx_status s = check_blocks(b, blocks, node, &stale);
     if (s == HX_OK && b->refs_space && has_own_memory(d)) {
         if (mode & HX_W)
@@ -679,6 +725,8 @@ hx_status hx_buffer_written(hx_buffer *b, hx_device *d, hx_block_list blocks)
     while (walk_next(&w, &i))
         if (i < b->n_blocks)
             set_valid(b, i, node_bit(node));
+    if (slotted(b, d))
+        seen_now(b, d, blocks, 0, 0);
     pthread_mutex_unlock(&b->lock);
     return s;
 }

@@ -64,6 +64,7 @@ struct hx_buffer {
      * space's slot of i. */
     hx_block_space *space;
     uint32_t slots[HX_MAX_DEVICES];
+    uint32_t *epoch_seen[HX_MAX_DEVICES]; /* [n_blocks]: the eviction epoch of each copy there */
     /* Block references the contents hold (hx_buffer_set_block_refs): a
      * device with memory of its own receives them as its slots, and a
      * copy translated under an older mapping than the space's is stale. */

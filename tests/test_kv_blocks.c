@@ -247,6 +247,128 @@ START_TEST(split_attention_between_cpu_and_pocl_gives_the_same_logits)
 }
 END_TEST
 
+/* Logits of a long decode (a 37-token prompt, then 40 tokens one at a
+ * time: 5 blocks) with attention (split at `split`, or whole) on PoCL
+ * given memory of its own, the device holding at most `bound` bytes of
+ * the cache (0: no bound); with `host_reads`, every layer's cache read by
+ * the host before each step (its blocks then valid in both places, so
+ * the device may evict them).  *evictions: the blocks the device gave
+ * up, *allocated: its KV storage. */
+enum { LONG_GEN = 40 };
+static void run_long_decode(const char *file, uint64_t bound, uint32_t split, int host_reads, float *logits,
+                            uint64_t *evictions, uint64_t *allocated, uint64_t *slot_bytes)
+{
+    int fpga;
+    hx_runtime *rt = open_pocl_discrete(&fpga);
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_split = split;
+    mo.kv_prefix_cache = -1;
+    mo.n_ctx = 1024;
+    mo.kv_device_bytes = bound;
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load(rt, file, &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[N_PROMPT + LONG_GEN];
+    for (int i = 0; i < N_PROMPT + LONG_GEN; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % 250);
+    HX_ASSERT_OK(hx_session_eval(s, ids, N_PROMPT, 0));
+    const uint32_t V = m->info.n_vocab;
+    for (int i = 0; i < LONG_GEN; i++) {
+        for (uint32_t l = 0; host_reads && l < m->kv->n_layer; l++) {
+            void *host;
+            HX_ASSERT_OK(hx_buffer_acquire(m->kv->k[l], HX_R, &host));
+            HX_ASSERT_OK(hx_buffer_acquire(m->kv->v[l], HX_R, &host));
+        }
+        HX_ASSERT_OK(hx_session_eval(s, ids + N_PROMPT + i, 1, 0));
+        memcpy(logits + (size_t)i * MAXV, hx_session_logits(s, -1), V * sizeof *logits);
+    }
+    hx_model_stats ms;
+    HX_ASSERT_OK(hx_model_stats_get(m, &ms));
+    *evictions = ms.kv_device_evictions;
+    hx_device_stats ds;
+    HX_ASSERT_OK(hx_device_stats_get(rt, fpga, &ds));
+    ck_assert_msg(ds.tasks > 0, "attention never ran on the emulated FPGA");
+    *allocated = ds.kv_bytes_allocated;
+    *slot_bytes = 2ull * m->kv->n_layer * m->kv->block_bytes;
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+}
+
+/* A device held to 2 blocks of the cache (hx_model_options.kv_device_bytes):
+ * with split attention it reads the recent blocks only, so as the
+ * context grows past what it holds, the blocks the host holds too give up
+ * their room, least recently named first.  With whole attention and the
+ * host reading the caches before each step, evicted blocks are read again
+ * there and must come back (their old copies went with their slots,
+ * though both places held them).
+ * Either way the logits are those of the unbounded run, bit for bit. */
+START_TEST(a_bounded_device_evicts_blocks_with_the_same_logits)
+{
+    char dir[64], file[128];
+    snprintf(dir, sizeof dir, "/tmp/hx-bound-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/m.gguf", dir);
+    HX_ASSERT_OK(hx_synthetic_write(file, &cfg, "f16", 7));
+    const size_t n = (size_t)LONG_GEN * MAXV;
+    float *free_run = calloc(n, sizeof(float)), *bounded = calloc(n, sizeof(float));
+    for (int whole = 0; whole <= 1; whole++) {
+        uint64_t ev_free, ev_bounded, alloc_free, alloc_bounded, slot;
+        const uint32_t split = whole ? 0 : 16;
+        run_long_decode(file, 0, split, whole, free_run, &ev_free, &alloc_free, &slot);
+        run_long_decode(file, 2 * slot, split, whole, bounded, &ev_bounded, &alloc_bounded, &slot);
+        printf("kv_blocks: 77 tokens, %s on PoCL with memory of its own: unbounded %llu blocks stored, "
+               "0 evicted; bounded to 2: %llu stored, %llu evicted\n",
+               whole ? "whole attention, the host reading the caches" : "split at 16",
+               (unsigned long long)(alloc_free / slot), (unsigned long long)(alloc_bounded / slot),
+               (unsigned long long)ev_bounded);
+        ck_assert_uint_eq(ev_free, 0);
+        ck_assert_uint_eq(alloc_free, 8 * slot);
+        ck_assert_msg(ev_bounded > 0, "no block was evicted");
+        /* Split, the prompt's evaluation reads its 3 blocks at once: more
+         * than the bound, so that many and no more; whole, each step reads
+         * every block. */
+        ck_assert_uint_eq(alloc_bounded, (whole ? 5 : 3) * slot);
+        ck_assert_msg(memcmp(free_run, bounded, n * sizeof(float)) == 0, "%s: logits differ with the device bounded",
+                      whole ? "whole" : "split");
+    }
+    free(free_run);
+    free(bounded);
+    unlink(file);
+    rmdir(dir);
+}
+END_TEST
+
+/* HX_KV_DEVICE_MB: a number of MiB, else the model is refused. */
+START_TEST(kv_device_mb_is_a_number_of_mib)
+{
+    char dir[64], file[128];
+    snprintf(dir, sizeof dir, "/tmp/hx-kvmb-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/m.gguf", dir);
+    HX_ASSERT_OK(hx_synthetic_write(file, &cfg, "f16", 7));
+    hx_runtime_options ro = hx_runtime_options_default();
+    ro.devices = "cpu";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &ro));
+    hx_model *m;
+    const char *bad[] = {"x", "0", "-1", "12MB"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("HX_KV_DEVICE_MB", bad[i], 1);
+        ck_assert_int_eq(hx_model_load(rt, file, NULL, &m), HX_ERR_INVALID_ARG);
+    }
+    setenv("HX_KV_DEVICE_MB", "64", 1);
+    HX_ASSERT_OK(hx_model_load(rt, file, NULL, &m));
+    ck_assert_uint_eq(m->opts.kv_device_bytes, 64ull << 20);
+    hx_model_free(m);
+    unsetenv("HX_KV_DEVICE_MB");
+    hx_runtime_close(rt);
+    unlink(file);
+    rmdir(dir);
+}
+END_TEST
+
 /* softmax(q K^T * scale) V over all n positions, in float64. */
 static void attention_f64(const float *q, const float *k, const float *v, uint32_t n, uint32_t Dh, double scale,
                           double *out)
@@ -331,6 +453,8 @@ Suite *suite_kv_blocks(void)
     tcase_add_test(c, pocl_attention_on_blocks_gives_the_same_logits);
     tcase_add_test(c, split_attention_merges_to_the_reference);
     tcase_add_test(c, split_attention_between_cpu_and_pocl_gives_the_same_logits);
+    tcase_add_test(c, a_bounded_device_evicts_blocks_with_the_same_logits);
+    tcase_add_test(c, kv_device_mb_is_a_number_of_mib);
     suite_add_tcase(s, c);
     return s;
 }

@@ -726,6 +726,61 @@ START_TEST(a_block_space_stores_named_blocks_in_slots)
 }
 END_TEST
 
+/* A device held to a budget of slots: past it, a block it needs takes
+ * the slot of the block named there least recently whose copies the host
+ * holds (never a block this task names, nor one valid there alone), and
+ * the evicted block's copy there is stale: naming it again brings it over
+ * again.  With nothing to evict, a task gets the slots it needs. */
+START_TEST(a_device_at_its_budget_evicts_blocks_the_host_holds)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(blocks_box, "eager", path, sizeof path);
+    const int gpu = 1;
+    hx_block_space *space;
+    HX_ASSERT_OK(hx_block_space_create(rt, NB, &space));
+    hx_block_space_set_budget(space, gpu, 4);
+    hx_buffer *x, *y, *z;
+    HX_ASSERT_OK(hx_buffer_create(rt, (size_t)BLOCK * NB, &x));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &y));
+    HX_ASSERT_OK(hx_buffer_create(rt, 64, &z));
+    HX_ASSERT_OK(hx_buffer_set_blocks_in(x, BLOCK, space));
+
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){0, 1, 2, 3}, 4, HX_R); /* read: the host keeps them */
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){1, 2, 3}, 3, HX_R);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_allocated, 4ull * BLOCK); /* the budget, not 8 */
+    hx_runtime_stats_reset(rt);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){4}, 1, HX_R);
+    ck_assert_uint_eq(hx_block_space_evictions(space, gpu), 1);
+    ck_assert_uint_eq(hx_block_space_slot(space, gpu, 0), HX_SLOT_NONE); /* named least recently */
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, BLOCK);
+    /* Block 0 comes back: its copy there went with its slot. */
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){0}, 1, HX_R);
+    ck_assert_uint_eq(stats_now(rt).bytes_copied, 2 * BLOCK);
+    ck_assert_uint_eq(hx_block_space_slot(space, gpu, 1), HX_SLOT_NONE);
+
+    /* Written there, blocks are the device's alone: never evicted. */
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){2, 3, 4, 0}, 4, HX_RW);
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){5}, 1, HX_R);
+    ck_assert_uint_eq(hx_block_space_evictions(space, gpu), 2);
+    for (uint32_t b = 0; b <= 5; b++) /* 1 went for block 0's return */
+        ck_assert_int_eq(hx_block_space_slot(space, gpu, b) == HX_SLOT_NONE, b == 1);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_allocated, 5ull * BLOCK); /* past the budget */
+    /* Once the host holds them again they may go. */
+    void *host;
+    HX_ASSERT_OK(hx_buffer_acquire(x, HX_R, &host));
+    add_on(rt, gpu, x, y, z, (const uint32_t[]){6}, 1, HX_R);
+    ck_assert_uint_eq(hx_block_space_evictions(space, gpu), 3);
+    ck_assert_uint_eq(device_now(rt, gpu).kv_bytes_allocated, 5ull * BLOCK);
+
+    hx_buffer_destroy(x);
+    hx_buffer_destroy(y);
+    hx_buffer_destroy(z);
+    hx_block_space_destroy(space);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 /* One decode step (token ids[0]) and its bytes moved, the steady state;
  * then every layer's K and V cache made the host's alone (as a block copy
  * on the host does) and one more step (ids[1]): its bytes and simulated
@@ -989,6 +1044,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, a_task_moves_only_the_blocks_it_names);
     tcase_add_test(c, a_device_counts_the_blocks_it_was_asked_for);
     tcase_add_test(c, a_block_space_stores_named_blocks_in_slots);
+    tcase_add_test(c, a_device_at_its_budget_evicts_blocks_the_host_holds);
     tcase_add_test(c, attention_elsewhere_moves_the_blocks_it_reads);
     tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
     tcase_add_test(c, split_attention_bounds_the_blocks_only_the_device_holds);
