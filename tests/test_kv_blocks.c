@@ -41,6 +41,17 @@ enum { N_PROMPT = 37, N_GEN = 6, MAXV = 4096 };
 
 static const hx_synthetic_config cfg = {"blocks", 128, 2, 4, 2, 256, 512, "llama", 0};
 
+/* Every layer's K and V cache acquired by the host: HX_RW makes them the
+ * host's alone, HX_R valid there as well as where they were. */
+static void host_acquires_caches(hx_model *m, hx_access mode)
+{
+    for (uint32_t l = 0; l < m->kv->n_layer; l++) {
+        void *host;
+        HX_ASSERT_OK(hx_buffer_acquire(m->kv->k[l], mode, &host));
+        HX_ASSERT_OK(hx_buffer_acquire(m->kv->v[l], mode, &host));
+    }
+}
+
 /* The last run's KV storage on the devices with memory of their own,
  * read before its model went, and the pool's whole size. */
 static struct {
@@ -95,11 +106,7 @@ static void run_model_split(hx_runtime *rt, const char *file, int evict, uint32_
     *kv_moved = 0;
     for (int i = 0; i < N_GEN; i++) {
         if (evict)
-            for (uint32_t l = 0; l < m->kv->n_layer; l++) {
-                void *host;
-                HX_ASSERT_OK(hx_buffer_acquire(m->kv->k[l], HX_RW, &host));
-                HX_ASSERT_OK(hx_buffer_acquire(m->kv->v[l], HX_RW, &host));
-            }
+            host_acquires_caches(m, HX_RW);
         hx_runtime_stats_reset(rt);
         HX_ASSERT_OK(hx_session_eval(s, ids + N_PROMPT + i, 1, 0));
         *kv_moved += stats_now(rt).bytes_copied;
@@ -275,11 +282,8 @@ static void run_long_decode(const char *file, uint64_t bound, uint32_t split, in
     HX_ASSERT_OK(hx_session_eval(s, ids, N_PROMPT, 0));
     const uint32_t V = m->info.n_vocab;
     for (int i = 0; i < LONG_GEN; i++) {
-        for (uint32_t l = 0; host_reads && l < m->kv->n_layer; l++) {
-            void *host;
-            HX_ASSERT_OK(hx_buffer_acquire(m->kv->k[l], HX_R, &host));
-            HX_ASSERT_OK(hx_buffer_acquire(m->kv->v[l], HX_R, &host));
-        }
+        if (host_reads)
+            host_acquires_caches(m, HX_R);
         HX_ASSERT_OK(hx_session_eval(s, ids + N_PROMPT + i, 1, 0));
         memcpy(logits + (size_t)i * MAXV, hx_session_logits(s, -1), V * sizeof *logits);
     }
