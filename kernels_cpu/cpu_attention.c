@@ -67,7 +67,7 @@ static size_t attn_thread_bytes(const hx_op_attention *a)
     const size_t qrow = q ? hx_type_row_size(q->vec_dot_type, a->Dh) : 0;
     const uint64_t cols = (uint64_t)tile_tokens(a) * attn_group(a);
     return cols * (ALIGN64(attn_ctx(a) * sizeof(float)) + ALIGN64(qrow)) + ALIGN64(cols * sizeof(attn_col)) +
-           ALIGN64(ATTN_V_ROWS * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS * sizeof(float));
+           ALIGN64(ATTN_V_ROWS * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS_MAX * sizeof(float));
 }
 
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth)
@@ -139,7 +139,7 @@ typedef struct {
     float *score; /* [ncol][per_col] */
     size_t per_col;
     const uint8_t *q; /* [ncol][qstride] */
-    float *lone;      /* [HX_GEMM_COLS][4] */
+    float *lone;      /* [HX_GEMM_COLS_MAX][4] */
 } attn_tile;
 
 /* scores[j][p] = dot(K row p, query j) for every position p a column

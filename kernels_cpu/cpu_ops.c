@@ -120,7 +120,7 @@ static uint64_t convert_rows(uint32_t K)
 size_t hx_matmul_convert_bytes(uint32_t wtype, uint32_t K, uint32_t T)
 {
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)wtype);
-    if (!q || !q->gemm_over_f32 || T < 2)
+    if (!q || !q->gemm_keep_f32 || T < 2)
         return 0;
     return ALIGN64(convert_rows(K) * K * sizeof(float));
 }
@@ -196,8 +196,9 @@ void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
     uint64_t n0 = glo * 4, n1 = ghi * 4 < N ? ghi * 4 : N;
     uint64_t nfull = n0 + (n1 - n0) / 4 * 4;
     /* Where the type's prompt tiles are slower than F32's, each block's
-     * rows are converted once (exactly) and meet every token tile as F32:
-     * the same sums in the same order, so the same bits. */
+     * rows are converted (exactly) by its first token tile and meet the
+     * other tiles as F32: the same sums in the same order, so the same
+     * bits, and no pass of its own over the block to convert it. */
     const hx_quant_ops *f32 = p->conv ? hx_quant_ops_get_level(HX_TYPE_F32, q->level) : NULL;
     const hx_gemm_fn gemm = f32 ? f32->gemm : q->gemm;
     const uint32_t cols = (uint32_t)(f32 ? f32 : q)->gemm_cols;
@@ -206,15 +207,17 @@ void hx_matmul_rows_run(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
         rb = 4;
     for (uint64_t nb = n0; nb < nfull; nb += rb) {
         const uint64_t ne = nb + rb < nfull ? nb + rb : nfull;
-        for (uint64_t n = nb; f32 && n < ne; n++)
-            q->dequantize_row(p->W + n * wrow, p->conv + (n - nb) * p->K, p->K);
         const size_t stride = f32 ? p->K * sizeof(float) : wrow;
         for (uint32_t t = 0; t < p->T; t += cols) {
             const int nc = p->T - t < cols ? (int)(p->T - t) : (int)cols;
             for (uint64_t n = nb; n < ne; n += 4) {
                 float *yr = y + (uint64_t)t * N + n;
-                const uint8_t *w = f32 ? (const uint8_t *)(p->conv + (n - nb) * p->K) : p->W + n * wrow;
-                gemm(p->K, nc, yr, N, w, stride, p->xq + (uint64_t)t * arow, arow);
+                const uint8_t *xq = p->xq + (uint64_t)t * arow;
+                float *conv = f32 ? p->conv + (n - nb) * p->K : NULL;
+                if (f32 && !t)
+                    q->gemm_keep_f32(p->K, nc, yr, N, p->W + n * wrow, wrow, xq, arow, conv);
+                else
+                    gemm(p->K, nc, yr, N, f32 ? (const uint8_t *)conv : p->W + n * wrow, stride, xq, arow);
                 for (int k = 0; bias && k < nc; k++)
                     for (int r = 0; r < 4; r++)
                         yr[(uint64_t)k * N + r] += bias[n + r];

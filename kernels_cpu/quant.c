@@ -17,21 +17,11 @@ static const hx_type dot_type[HX_TYPE_COUNT] = {
     [HX_TYPE_IQ4_XS] = HX_TYPE_Q8_K, [HX_TYPE_IQ4_NL] = HX_TYPE_Q8_0,
 };
 
-/* Level and type whose prompt tiles are slower than F32's over the same
- * rows converted: the F16 and BF16 tiles convert each weight vector on
- * the ports the FMAs need (AVX-512: small f16 prompts +10-19 % in whole
- * models through the F32 tile).  At AVX2 it pays with the F32 tile's
- * three columns (tiny f16 pp128 +25 %, small bf16 +18 %, small f16 +5 %);
- * over the F16 tile's pairs the two measured alike. */
-static const unsigned char gemm_over_f32[HX_SIMD_COUNT][HX_TYPE_COUNT] = {
-    [HX_SIMD_AVX2] = {[HX_TYPE_F16] = 1, [HX_TYPE_BF16] = 1},
-    [HX_SIMD_AVX512] = {[HX_TYPE_F16] = 1, [HX_TYPE_BF16] = 1},
-};
-
 /* Level and type whose gemm tile runs other than HX_GEMM_COLS columns at
  * once (hx_quant_ops.gemm_cols). */
 static const unsigned char gemm_cols[HX_SIMD_COUNT][HX_TYPE_COUNT] = {
     [HX_SIMD_AVX2] = {[HX_TYPE_F32] = 3},
+    [HX_SIMD_AVX512] = {[HX_TYPE_F32] = 6},
 };
 
 const hx_type hx_quant_lowbit_types[HX_QUANT_LOWBIT_TYPES] = {HX_TYPE_Q2_K, HX_TYPE_Q3_K, HX_TYPE_IQ4_NL,
@@ -75,7 +65,7 @@ static void build_tables(void)
                 if (q->vec_dot4) { /* never a slower level's gemm next to a faster vec_dot4 */
                     o->vec_dot4 = q->vec_dot4;
                     o->gemm = q->gemm;
-                    o->gemm_over_f32 = gemm_over_f32[k][t];
+                    o->gemm_keep_f32 = q->gemm_keep_f32;
                     o->gemm_cols = gemm_cols[k][t] ? gemm_cols[k][t] : HX_GEMM_COLS;
                 }
             }

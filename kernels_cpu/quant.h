@@ -225,8 +225,13 @@ typedef void (*hx_vec_dot4_fn)(int64_t n, float *s, const void *x, size_t x_stri
  * equal vec_dot's within the same float bound: the per-block integer sums
  * are the same, the float summation order may differ. */
 #define HX_GEMM_COLS 4
+/* The most columns any level's tile runs at once (hx_quant_ops.gemm_cols:
+ * F32 at AVX-512). */
+#define HX_GEMM_COLS_MAX 6
 typedef void (*hx_gemm_fn)(int64_t n, int ncols, float *s, size_t s_stride, const void *x, size_t x_stride,
                            const void *y, size_t y_stride);
+typedef void (*hx_gemm_keep_fn)(int64_t n, int ncols, float *s, size_t s_stride, const void *x, size_t x_stride,
+                                const void *y, size_t y_stride, float *keep);
 
 typedef struct {
     hx_type type;
@@ -237,12 +242,15 @@ typedef struct {
     hx_vec_dot_fn vec_dot;               /* NULL for activation-only types  */
     hx_vec_dot4_fn vec_dot4;             /* NULL where vec_dot is NULL      */
     hx_gemm_fn gemm;                     /* NULL where vec_dot is NULL      */
-    /* 1 where a prompt's tiles run faster over the weight rows converted
-     * to F32 first (exactly, so with the same bits) by the F32 tile of the
-     * same level than over the rows as stored: F16 and BF16 at AVX2 and
-     * AVX-512, whose tiles spend a conversion on the FMA ports per weight
-     * vector. */
-    int gemm_over_f32;
+    /* Set where a prompt's tiles run faster over the weight rows
+     * converted to F32 (exactly, so with the same bits) by the F32 tile of
+     * the same level than over the rows as stored: F16 and BF16 at AVX2
+     * and AVX-512, whose tiles spend a conversion on the FMA ports per
+     * weight vector.  It is that F32 tile (up to its gemm_cols columns)
+     * over 4 rows as stored, converting them on the way and leaving them
+     * converted at `keep` (row r at keep + r*n), for a block's first
+     * token tile; NULL elsewhere. */
+    hx_gemm_keep_fn gemm_keep_f32;
     /* The columns `gemm` runs at once (1 .. HX_GEMM_COLS): a caller with
      * more tokens hands it chunks of this many, so that no chunk leaves a
      * lone column to a tile built for several (F32 at AVX2 runs threes). */

@@ -757,10 +757,11 @@ static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
 
 /* Eight elements of the tile's four rows at element i meet the C
  * activation rows: each weight vector converted once for all C, one
- * accumulator per output. */
+ * accumulator per output.  With `keep`, each converted vector is also
+ * stored there (row r at keep + r*n). */
 static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], const uint8_t *x, size_t bx,
                                                              const uint8_t *y, size_t by, int64_t i, const int C,
-                                                             const int T)
+                                                             const int T, float *keep, int64_t n)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m256 a[3];
@@ -770,6 +771,8 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
         const __m256 w = plain8(x + r * bx + E * i, T);
+        if (keep)
+            _mm256_storeu_ps(keep + r * n + i, w);
 #pragma GCC unroll 3
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm256_fmadd_ps(w, a[c], acc[r][c]);
@@ -785,10 +788,12 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
  * cache lines of the rows run as one unrolled pass after one prefetch
  * per row, free of per-step tests; the eights past the last whole line
  * follow, and elements past the last whole eight are added in scalar
- * code.  Each output's lanes are summed in the same order at any width. */
+ * code.  Each output's lanes are summed in the same order at any width,
+ * and the same for F16 or BF16 rows as for those rows converted to F32
+ * first (`keep`: they are also left there, row r at keep + r*n). */
 static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
                                                                   size_t bx, const uint8_t *y, size_t by, const int C,
-                                                                  const int T)
+                                                                  const int T, float *keep)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     const int64_t L = 64 / E;                /* weights per cache line: 16 or 32 */
@@ -806,15 +811,18 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
             _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int64_t k = 0; k < L; k += 8)
-            plain_step(acc, x, bx, y, by, i + k, C, T);
+            plain_step(acc, x, bx, y, by, i + k, C, T, keep, n);
     }
     for (; i < n8; i += 8) {
         if (!((E * i) & 63))
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
                 _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
-        plain_step(acc, x, bx, y, by, i, C, T);
+        plain_step(acc, x, bx, y, by, i, C, T, keep, n);
     }
+    for (int64_t k = n8; keep && k < n; k++)
+        for (int r = 0; r < 4; r++)
+            keep[r * n + k] = plain1(x + r * bx + E * k, T);
 #pragma GCC unroll 3
     for (int c = 0; c < C; c++) {
         float t[4];
@@ -832,19 +840,44 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
  * block) run three columns at a time: twelve accumulators, three
  * activation vectors and the weight vector fill the 16 registers, and
  * each weight vector loaded from L2 meets 12 FMAs where a pair's meets 8.
- * Callers hand it columns in threes (hx_quant_ops.gemm_cols). */
+ * Callers hand it columns in threes (hx_quant_ops.gemm_cols).  With
+ * `keep` (a prompt's first token tile over a block of F16 or BF16 rows,
+ * hx_quant_ops.gemm_keep_f32), the rows are converted on the way and left
+ * there for the block's other tiles. */
+#define PLAIN_GEMM(name, T, keep)                                                                                 \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by, \
+                     float *k)                                                                                    \
+    {                                                                                                             \
+        (void)k;                                                                                                  \
+        int c = 0;                                                                                                \
+        for (; c + 3 <= ncols; c += 3)                                                                            \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, T, c ? NULL : keep);    \
+        if (ncols - c == 2)                                                                                       \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, c ? NULL : keep);    \
+        else if (ncols - c == 1)                                                                                  \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, c ? NULL : keep);    \
+    }
+PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
+PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
+PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
+
 static void gemm_f32(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
 {
-    int c = 0;
-    for (; c + 3 <= ncols; c += 3)
-        gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, HX_TYPE_F32);
-    if (ncols - c == 2)
-        gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, HX_TYPE_F32);
-    else if (ncols - c == 1)
-        gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, HX_TYPE_F32);
+    gemm_f32_cols(n, ncols, s, ss, x, bx, y, by, NULL);
 }
-GEMM_PAIRS(gemm_f16, gemm_plain_cols, HX_TYPE_F16)
-GEMM_PAIRS(gemm_bf16, gemm_plain_cols, HX_TYPE_BF16)
+
+/* Pairs of columns, converting each weight vector once for both. */
+#define GEMM_PLAIN_PAIRS(name, T)                                                                                 \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        int c = 0;                                                                                                \
+        for (; c + 2 <= ncols; c += 2)                                                                            \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, NULL);               \
+        if (c < ncols)                                                                                            \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, NULL);               \
+    }
+GEMM_PLAIN_PAIRS(gemm_f16, HX_TYPE_F16)
+GEMM_PLAIN_PAIRS(gemm_bf16, HX_TYPE_BF16)
 
 /* 4 weight rows of a 4/5-bit type (Q4_0, Q4_1, Q5_0, Q5_1) x C Q8_0/Q8_1
  * activation rows, a block at a time, every column in one pass: each
@@ -1014,17 +1047,17 @@ void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, 
 }
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
-    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32, NULL},
-    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16, NULL},
-    [HX_TYPE_BF16] = {dequant_bf16, NULL, dot_bf16, dot4_bf16, gemm_bf16, NULL},
-        [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0, gemm_q4_0, NULL},
-    [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1, gemm_q4_1, NULL},
-    [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0, gemm_q5_0, NULL},
-    [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1, gemm_q5_1, NULL},
-    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0, gemm_q8_0, NULL},
-    [HX_TYPE_Q8_1] = {dequant_q8_1, quant_q8_1, NULL, NULL, NULL, NULL},
-    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K, gemm_q4_K, NULL},
-    [HX_TYPE_Q5_K] = {dequant_q5_K, NULL, dot_q5_K, dot4_q5_K, gemm_q5_K, NULL},
-    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K, gemm_q6_K, NULL},
-    [HX_TYPE_Q8_K] = {dequant_q8_K, quant_q8_K, NULL, NULL, NULL, NULL},
+    [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32, NULL, NULL},
+    [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16, NULL, gemm_keep_f16},
+    [HX_TYPE_BF16] = {dequant_bf16, NULL, dot_bf16, dot4_bf16, gemm_bf16, NULL, gemm_keep_bf16},
+    [HX_TYPE_Q4_0] = {dequant_q4_0, NULL, dot_q4_0, dot4_q4_0, gemm_q4_0, NULL, NULL},
+    [HX_TYPE_Q4_1] = {dequant_q4_1, NULL, dot_q4_1, dot4_q4_1, gemm_q4_1, NULL, NULL},
+    [HX_TYPE_Q5_0] = {dequant_q5_0, NULL, dot_q5_0, dot4_q5_0, gemm_q5_0, NULL, NULL},
+    [HX_TYPE_Q5_1] = {dequant_q5_1, NULL, dot_q5_1, dot4_q5_1, gemm_q5_1, NULL, NULL},
+    [HX_TYPE_Q8_0] = {dequant_q8_0, quant_q8_0, dot_q8_0, dot4_q8_0, gemm_q8_0, NULL, NULL},
+    [HX_TYPE_Q8_1] = {dequant_q8_1, quant_q8_1, NULL, NULL, NULL, NULL, NULL},
+    [HX_TYPE_Q4_K] = {dequant_q4_K, NULL, dot_q4_K, dot4_q4_K, gemm_q4_K, NULL, NULL},
+    [HX_TYPE_Q5_K] = {dequant_q5_K, NULL, dot_q5_K, dot4_q5_K, gemm_q5_K, NULL, NULL},
+    [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K, gemm_q6_K, NULL, NULL},
+    [HX_TYPE_Q8_K] = {dequant_q8_K, quant_q8_K, NULL, NULL, NULL, NULL, NULL},
 };

@@ -19,6 +19,7 @@ typedef struct {
     hx_vec_dot4_fn vec_dot4;
     hx_gemm_fn gemm; /* set with vec_dot4: a level's vec_dot4 brings its gemm */
     hx_quantize_weighted_fn quantize_weighted; /* NULL: the type takes no importance weights */
+    hx_gemm_keep_fn gemm_keep_f32; /* set with vec_dot4, as gemm (hx_quant_ops.gemm_keep_f32) */
 } hx_quant_kernels;
 
 extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];

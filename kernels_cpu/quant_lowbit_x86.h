@@ -259,8 +259,8 @@ LOWBIT_KERNELS(iq4_nl, blk_iq4_nl, HX_QK, sizeof(hx_block_iq4_nl), sizeof(hx_blo
 LOWBIT_KERNELS(iq4_xs, blk_iq4_xs, HX_QK_K, sizeof(hx_block_iq4_xs), sizeof(hx_block_q8_K))
 
 const hx_quant_kernels LOWBIT_TABLE[HX_QUANT_LOWBIT_TYPES] = {
-    {NULL, NULL, dot_q2_K, dot4_q2_K, gemm_q2_K, NULL},
-    {NULL, NULL, dot_q3_K, dot4_q3_K, gemm_q3_K, NULL},
-    {NULL, NULL, dot_iq4_nl, dot4_iq4_nl, gemm_iq4_nl, NULL},
-    {NULL, NULL, dot_iq4_xs, dot4_iq4_xs, gemm_iq4_xs, NULL},
+    {NULL, NULL, dot_q2_K, dot4_q2_K, gemm_q2_K, NULL, NULL},
+    {NULL, NULL, dot_q3_K, dot4_q3_K, gemm_q3_K, NULL, NULL},
+    {NULL, NULL, dot_iq4_nl, dot4_iq4_nl, gemm_iq4_nl, NULL, NULL},
+    {NULL, NULL, dot_iq4_xs, dot4_iq4_xs, gemm_iq4_xs, NULL, NULL},
 };

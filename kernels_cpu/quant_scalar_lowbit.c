@@ -196,11 +196,11 @@ HX_QUANT_GEMM_OF(gemm_iq4_xs, dot4_iq4_xs)
 
 const hx_quant_kernels hx_quant_scalar_lowbit[HX_QUANT_LOWBIT_TYPES] = {
     {dequant_q2_K, hx_quant_quantize_q2_K, dot_q2_K, dot4_q2_K, gemm_q2_K,
-     hx_quant_weighted_q2_K},
+     hx_quant_weighted_q2_K, NULL},
     {dequant_q3_K, hx_quant_quantize_q3_K, dot_q3_K, dot4_q3_K, gemm_q3_K,
-     hx_quant_weighted_q3_K},
+     hx_quant_weighted_q3_K, NULL},
     {dequant_iq4_nl, hx_quant_quantize_iq4_nl, dot_iq4_nl, dot4_iq4_nl, gemm_iq4_nl,
-     hx_quant_weighted_iq4_nl},
+     hx_quant_weighted_iq4_nl, NULL},
     {dequant_iq4_xs, hx_quant_quantize_iq4_xs, dot_iq4_xs, dot4_iq4_xs, gemm_iq4_xs,
-     hx_quant_weighted_iq4_xs},
+     hx_quant_weighted_iq4_xs, NULL},
 };

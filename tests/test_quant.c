@@ -783,12 +783,12 @@ START_TEST(test_gemm)
             const int64_t n = block_len(t) == 1 ? block_counts[ci] * 37 : block_counts[ci] * block_len(t);
             const size_t xs = row_bytes(t, n) + 3, ys = row_bytes(at, n) + (at == HX_TYPE_F32 ? 4 : 5);
             const size_t xo = 1 + ci % 7, yo = at == HX_TYPE_F32 ? 4 : 3;
-            uint8_t *x = alloc_bytes(4 * xs + 64), *y = alloc_bytes(HX_GEMM_COLS * ys + 64);
+            uint8_t *x = alloc_bytes(4 * xs + 64), *y = alloc_bytes(HX_GEMM_COLS_MAX * ys + 64);
             for (int r = 0; r < 4; r++)
                 fill_random(t, x + xo + r * xs, n, &s);
             float *f = malloc(4 * (size_t)n);
             ck_assert_ptr_nonnull(f);
-            for (int c = 0; c < HX_GEMM_COLS; c++) {
+            for (int c = 0; c < HX_GEMM_COLS_MAX; c++) {
                 for (int64_t i = 0; i < n; i++)
                     f[i] = rng_normal(&s, 1.0f) + (i % 89 == c ? 3.0f : 0.0f);
                 hx_quant_ops_get_level(at, HX_SIMD_SCALAR)->quantize_row(f, y + yo + c * ys, n);
@@ -797,13 +797,14 @@ START_TEST(test_gemm)
             for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
                 const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
                 ck_assert_ptr_nonnull(o->gemm);
-                for (int nc = 1; nc <= HX_GEMM_COLS; nc++) {
+                ck_assert_int_le(o->gemm_cols, HX_GEMM_COLS_MAX);
+                for (int nc = 1; nc <= o->gemm_cols; nc++) {
                     enum { SS = 7 }; /* output rows wider than the tile */
-                    float out[HX_GEMM_COLS * SS];
-                    for (int k = 0; k < HX_GEMM_COLS * SS; k++)
+                    float out[HX_GEMM_COLS_MAX * SS];
+                    for (int k = 0; k < HX_GEMM_COLS_MAX * SS; k++)
                         out[k] = -777.0f;
                     o->gemm(n, nc, out, SS, x + xo, xs, y + yo, ys);
-                    for (int c = 0; c < HX_GEMM_COLS; c++)
+                    for (int c = 0; c < HX_GEMM_COLS_MAX; c++)
                         for (int r = 0; r < SS; r++) {
                             const float got = out[c * SS + r];
                             if (c >= nc || r >= 4) { /* outside the tile: untouched */
@@ -822,9 +823,9 @@ START_TEST(test_gemm)
                 }
                 /* an output's bits do not depend on the tile's width (the
                  * matmul relies on it: one token or a prompt, same logits) */
-                float tile[HX_GEMM_COLS * 4];
-                o->gemm(n, HX_GEMM_COLS, tile, 4, x + xo, xs, y + yo, ys);
-                for (int c = 0; c < HX_GEMM_COLS; c++) {
+                float tile[HX_GEMM_COLS_MAX * 4];
+                o->gemm(n, o->gemm_cols, tile, 4, x + xo, xs, y + yo, ys);
+                for (int c = 0; c < o->gemm_cols; c++) {
                     float col[4];
                     o->gemm(n, 1, col, 4, x + xo, xs, y + yo + c * ys, ys);
                     ck_assert_msg(!memcmp(col, tile + 4 * c, sizeof col), "%s gemm at %s: column %d alone differs",
@@ -835,6 +836,57 @@ START_TEST(test_gemm)
             free(y);
         }
     }
+}
+END_TEST
+
+/* Where a prompt's F16 or BF16 rows meet the F32 tile converted
+ * (hx_quant_ops.gemm_keep_f32), the converting tile leaves exactly the
+ * converted rows and the F32 tile's bits over them, at every width up to
+ * the F32 tile's, with rows whose lengths leave partial vectors. */
+START_TEST(test_gemm_keep)
+{
+    uint64_t s = 0x4ee9;
+    const hx_type types[] = {HX_TYPE_F16, HX_TYPE_BF16};
+    const int64_t lens[] = {37, 64, 149, 1000};
+    int kept = 0;
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const hx_type t = types[ti];
+            const int64_t n = lens[li];
+            const size_t xs = row_bytes(t, n) + 6, ys = 4 * (size_t)n + 8;
+            uint8_t *x = alloc_bytes(4 * xs + 64), *y = alloc_bytes(HX_GEMM_COLS_MAX * ys + 64);
+            float *conv = malloc(sizeof(float) * 4 * (size_t)n), *keep = malloc(sizeof(float) * 4 * (size_t)n);
+            ck_assert(conv && keep);
+            for (int r = 0; r < 4; r++) {
+                fill_random(t, x + 2 + r * xs, n, &s);
+                hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->dequantize_row(x + 2 + r * xs, conv + r * n, n);
+            }
+            for (int c = 0; c < HX_GEMM_COLS_MAX; c++)
+                for (int64_t i = 0; i < n; i++)
+                    ((float *)(void *)(y + 4 + c * ys))[i] = rng_normal(&s, 1.0f);
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l), *f = hx_quant_ops_get_level(HX_TYPE_F32, l);
+                if (!o->gemm_keep_f32)
+                    continue;
+                kept++;
+                for (int nc = 1; nc <= f->gemm_cols; nc++) {
+                    float got[HX_GEMM_COLS_MAX * 4], want[HX_GEMM_COLS_MAX * 4];
+                    for (int64_t k = 0; k < 4 * n; k++)
+                        keep[k] = -777.0f;
+                    o->gemm_keep_f32(n, nc, got, 4, x + 2, xs, y + 4, ys, keep);
+                    f->gemm(n, nc, want, 4, conv, 4 * (size_t)n, y + 4, ys);
+                    ck_assert_msg(!memcmp(keep, conv, sizeof(float) * 4 * (size_t)n),
+                                  "%s at %s (n %lld, %d cols): rows left other than converted", hx_type_name(t),
+                                  hx_cpu_simd_name(l), (long long)n, nc);
+                    ck_assert_msg(!memcmp(got, want, sizeof(float) * 4 * (size_t)nc),
+                                  "%s at %s (n %lld, %d cols): not the F32 tile's bits", hx_type_name(t),
+                                  hx_cpu_simd_name(l), (long long)n, nc);
+                }
+            }
+            free(x), free(y), free(conv), free(keep);
+        }
+    /* F16 and BF16 at each of AVX2 and AVX-512 that the CPU runs, at every length */
+    ck_assert_int_eq(kept, 2 * 4 * (int)max_level());
 }
 END_TEST
 
@@ -1374,6 +1426,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_vec_dot4);
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_extremes);
+    tcase_add_test(tc, test_gemm_keep);
     tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
     tcase_add_test(tc, test_quantize_ties);
