@@ -42,12 +42,16 @@ separate from it, then one row of it; the KV cache left out: about 1 %
 of the weights at tg64 from an empty context) times tokens/s, as a share of the
 machine's read bandwidth at the same thread count (`--bandwidth`, else
 measured by build/bench-quant --bandwidth-only).
+
+A file llama.cpp fails on (a build whose kernels crash on this CPU, say)
+keeps hetero's figures; the last column then says how llama.cpp ended.
 """
 import argparse
 import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import struct
 import subprocess
@@ -212,6 +216,31 @@ def llama_batched_once(bin_, model, a):
     return parse_batched(out.stdout + out.stderr)
 
 
+def died(e):
+    """How a llama.cpp run ended, in words."""
+    if e.returncode < 0:
+        try:
+            return f"llama.cpp died of {signal.Signals(-e.returncode).name}"
+        except ValueError:
+            return f"llama.cpp died of signal {-e.returncode}"
+    return f"llama.cpp exited {e.returncode}"
+
+
+def guarded(fn, failed):
+    """fn, run until it fails once: a failure (a crash of llama.cpp on one
+    file) is noted in `failed` and that row's llama.cpp side left empty,
+    so the rest of the comparison still runs."""
+    def run():
+        if failed:
+            return {}
+        try:
+            return fn()
+        except subprocess.CalledProcessError as e:
+            failed.append(died(e))
+            return {}
+    return run
+
+
 def seen(tests_commit, commits):
     """The tests of llama_once's answer; its commit noted."""
     commits.add(tests_commit[1])
@@ -270,7 +299,7 @@ def compare(a):
         print(f"threads {a.t}, {a.r} alternating repetitions, medians; load average {' '.join(load)} at the start; "
               f"read bandwidth {bw:.1f} GB/s at {a.t} threads{' (given)' if a.bandwidth else ' (bench-quant)'}\n")
         print("| model | type | hetero SIMD | llama.cpp SIMD | test | hetero t/s | llama.cpp t/s | hetero / llama.cpp "
-              "| roofline (hetero, llama.cpp) |")
+              "| roofline (hetero, llama.cpp), or note |")
         print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
         commits = set()
         for label, typ, path in models:
@@ -284,20 +313,22 @@ def compare(a):
                     bench, llama_level = a.llama_bench_avx2, "avx2"
                 repacks = a.repack.split(",") if a.repack else [None]
                 fns = [lambda rp=rp: hetero_once(path, a, level, rp) for rp in repacks]
-                *hss, ls = alternate(a.r, *fns, lambda: seen(llama_once(bench, path, a), commits))
+                failed = []
+                *hss, ls = alternate(a.r, *fns, guarded(lambda: seen(llama_once(bench, path, a), commits), failed))
                 for rp, hs in zip(repacks, hss):
                     for test in (f"pp{a.p}", f"tg{a.n}"):
                         h, l = hs.get(test), ls.get(test)
-                        roof = ""
+                        roof = failed[0] if failed else ""
                         if test.startswith("tg") and h and l:
                             roof = f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
                         row(label, typ, f"{level}, repack {rp}" if rp else level, llama_level, test, h, l, roof)
             if a.batch and a.llama_batched_bench:
+                failed = []
                 hs, ls = alternate(a.r, lambda: hetero_batched_once(path, a, levels[0]),
-                                   lambda: llama_batched_once(a.llama_batched_bench, path, a))
+                                   guarded(lambda: llama_batched_once(a.llama_batched_bench, path, a), failed))
                 for b in a.batch.split(","):
                     test = batched_name(a.ntg, int(b), a.npp)
-                    row(label, typ, levels[0], "native", test, hs.get(test), ls.get(test), "")
+                    row(label, typ, levels[0], "native", test, hs.get(test), ls.get(test), failed[0] if failed else "")
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
         print(f"\nllama-bench build_commit {', '.join(sorted(commits)) or 'unknown'}; "
@@ -312,6 +343,14 @@ def self_test():
     lb = json.dumps([{"n_prompt": 128, "n_gen": 0, "n_depth": 0, "avg_ts": 250.5, "build_commit": "abc1234"},
                      {"n_prompt": 0, "n_gen": 64, "avg_ts": 40.25, "build_commit": "abc1234"},
                      {"n_prompt": 0, "n_gen": 64, "n_depth": 128, "avg_ts": 30.0}])
+    failed, calls = [], []
+    def crash():
+        calls.append(1)
+        raise subprocess.CalledProcessError(-signal.SIGSEGV, ["llama-bench"])
+    g = guarded(crash, failed)
+    assert g() == {} and g() == {} and len(calls) == 1, calls
+    assert failed == ["llama.cpp died of SIGSEGV"], failed
+    assert died(subprocess.CalledProcessError(3, ["x"])) == "llama.cpp exited 3"
     tests, commit = parse_llama_bench(lb)
     assert tests == {"pp128": 250.5, "tg64": 40.25, "tg64@d128": 30.0}, tests
     assert commit == "abc1234", commit
