@@ -56,8 +56,18 @@ int hx_cpu_rmsnorm(const hx_cpu_call *c)
     for (uint64_t t = lo; t < hi; t++) {
         const float *xr = x + t * a->D;
         float *yr = y + t * a->D;
-        double ss = 0;
-        for (uint32_t i = 0; i < a->D; i++)
+        /* Eight partial sums in double: one chain of dependent adds held a
+         * row of 512 for 2048 cycles, 2 % of a small model's prompt. */
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+        uint32_t i = 0;
+        for (; i + 8 <= a->D; i += 8) {
+            s0 += (double)xr[i] * xr[i], s1 += (double)xr[i + 1] * xr[i + 1];
+            s2 += (double)xr[i + 2] * xr[i + 2], s3 += (double)xr[i + 3] * xr[i + 3];
+            s4 += (double)xr[i + 4] * xr[i + 4], s5 += (double)xr[i + 5] * xr[i + 5];
+            s6 += (double)xr[i + 6] * xr[i + 6], s7 += (double)xr[i + 7] * xr[i + 7];
+        }
+        double ss = ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7));
+        for (; i < a->D; i++)
             ss += (double)xr[i] * xr[i];
         float scale = (float)(1.0 / sqrt(ss / a->D + a->eps));
         for (uint32_t i = 0; i < a->D; i++)
