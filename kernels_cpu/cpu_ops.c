@@ -86,10 +86,23 @@ size_t hx_matmul_act_row(uint32_t wtype, uint32_t K)
     return q ? hx_type_row_size(q->vec_dot_type, K) : 0;
 }
 
+int hx_matmul_reads_input(uint32_t wtype)
+{
+    const hx_quant_ops *q = hx_quant_ops_get((hx_type)wtype);
+    return q && q->vec_dot_type == HX_TYPE_F32;
+}
+
+/* The scratch's first part: the quantized activation rows, where the
+ * kernels do not read the input itself. */
+static size_t act_bytes(const hx_op_matmul *a)
+{
+    return hx_matmul_reads_input(a->wtype) ? 0 : ALIGN64(hx_matmul_act_row(a->wtype, a->K) * a->T);
+}
+
 size_t hx_cpu_matmul_scratch(const void *args, const size_t *sizes, int nth)
 {
     const hx_op_matmul *a = args;
-    return ALIGN64(hx_matmul_act_row(a->wtype, a->K) * a->T) + (size_t)nth * hx_matmul_convert_bytes(a->wtype, a->K, a->T);
+    return act_bytes(a) + (size_t)nth * hx_matmul_convert_bytes(a->wtype, a->K, a->T);
 }
 
 /* Phase one: the activation rows, quantized to the weights' dot partner. */
@@ -100,6 +113,10 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
     size_t arow = hx_matmul_act_row(a->wtype, a->K);
     if (!q || !arow)
         return HX_ERR_UNSUPPORTED;
+    if (c->sizes[1] < (size_t)a->T * a->K * sizeof(float))
+        return HX_ERR_RANGE;
+    if (hx_matmul_reads_input(a->wtype))
+        return 0;
     const float *x = c->buffers[1];
     uint8_t *xq = c->scratch;
     const hx_quant_ops *aq = hx_quant_ops_get(q->vec_dot_type);
@@ -246,13 +263,17 @@ int hx_cpu_matmul(const hx_cpu_call *c)
 {
     const hx_op_matmul *a = c->args;
     hx_matmul_rows p;
-    int rc = hx_matmul_rows_init(&p, a, c->buffers[0], c->sizes[0], c->layouts ? c->layouts[0] : NULL, c->scratch,
-                                 c->buffers[2], a->has_bias ? c->buffers[3] : NULL);
+    const int direct = hx_matmul_reads_input(a->wtype);
+    if (direct && c->sizes[1] < (size_t)a->T * a->K * sizeof(float))
+        return HX_ERR_RANGE;
+    int rc = hx_matmul_rows_init(&p, a, c->buffers[0], c->sizes[0], c->layouts ? c->layouts[0] : NULL,
+                                 direct ? c->buffers[1] : c->scratch, c->buffers[2],
+                                 a->has_bias ? c->buffers[3] : NULL);
     if (rc)
         return rc;
     const size_t conv = hx_matmul_convert_bytes(a->wtype, a->K, a->T);
     if (conv && !p.r)
-        p.conv = (float *)((uint8_t *)c->scratch + ALIGN64(p.arow * a->T) + (size_t)c->ith * conv);
+        p.conv = (float *)((uint8_t *)c->scratch + act_bytes(a) + (size_t)c->ith * conv);
     uint64_t lo, hi;
     hx_cpu_split(hx_matmul_rows_units(&p), c->ith, c->nth, &lo, &hi);
     hx_matmul_rows_run(&p, lo, hi);

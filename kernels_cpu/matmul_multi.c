@@ -1,7 +1,7 @@
 /* "matmul_multi" on the CPU: several weights against one input in one
  * task.  The input rows are quantized once per distinct dot partner (Q,
  * K and V of a Q4_K_M file are Q4_K, Q4_K and Q6_K: one Q8_K copy serves
- * all three), and one team run covers the union of the parts' row units,
+ * all three; F32 partners read the input itself), and one team run covers the union of the parts' row units,
  * each unit computed by the single matmul's loops (matmul_rows.h), so
  * every output is bit for bit what "matmul" writes. */
 #include "kernels_cpu/cpu_kernels.h"
@@ -10,8 +10,12 @@
 
 #define ALIGN64(n) (((n) + 63) & ~(size_t)63)
 
+/* A part that reads the input rows where they are (hx_matmul_reads_input). */
+#define INPUT ((size_t)-1)
+
 /* Where each part's quantized input lies in scratch (parts of the same dot
- * partner share one copy); the scratch's size, or 0 for bad arguments. */
+ * partner share one copy; INPUT: none, the part reads the input); the
+ * scratch's size, or 0 for bad arguments. */
 static size_t layout(const hx_op_matmul_multi *a, size_t off[HX_MATMUL_MULTI_MAX], int owner[HX_MATMUL_MULTI_MAX])
 {
     if (!hx_matmul_multi_valid(a))
@@ -23,6 +27,10 @@ static size_t layout(const hx_op_matmul_multi *a, size_t off[HX_MATMUL_MULTI_MAX
         if (!q || !arow)
             return 0;
         owner[i] = (int)i;
+        if (hx_matmul_reads_input(a->wtype[i])) {
+            off[i] = INPUT;
+            continue;
+        }
         for (uint32_t j = 0; j < i; j++)
             if (hx_quant_ops_get((hx_type)a->wtype[j])->vec_dot_type == q->vec_dot_type) {
                 owner[i] = owner[j];
@@ -76,7 +84,7 @@ int hx_cpu_matmul_multi_prepare(const hx_cpu_call *c)
     hx_cpu_split((uint64_t)a->n * a->T, c->ith, c->nth, &lo, &hi);
     for (uint64_t it = lo; it < hi; it++) {
         const uint32_t i = (uint32_t)(it / a->T), t = (uint32_t)(it % a->T);
-        if (owner[i] != (int)i)
+        if (owner[i] != (int)i || off[i] == INPUT)
             continue;
         const hx_quant_ops *aq = hx_quant_ops_get(hx_quant_ops_get((hx_type)a->wtype[i])->vec_dot_type);
         const size_t arow = hx_matmul_act_row(a->wtype[i], a->K);
@@ -100,8 +108,11 @@ int hx_cpu_matmul_multi(const hx_cpu_call *c)
         const int w = hx_matmul_multi_w((int)i), y = hx_matmul_multi_y((int)i), b = hx_matmul_multi_bias(a, (int)i);
         if (c->sizes[y] < (size_t)a->T * m.N * sizeof(float) || (b >= 0 && c->sizes[b] < m.N * sizeof(float)))
             return HX_ERR_RANGE;
-        int rc = hx_matmul_rows_init(&p[i], &m, c->buffers[w], c->sizes[w], c->layouts ? c->layouts[w] : NULL,
-                                     (uint8_t *)c->scratch + off[i], c->buffers[y], b >= 0 ? c->buffers[b] : NULL);
+        if (off[i] == INPUT && c->sizes[0] < (size_t)a->T * a->K * sizeof(float))
+            return HX_ERR_RANGE;
+        const void *xq = off[i] == INPUT ? c->buffers[0] : (uint8_t *)c->scratch + off[i];
+        int rc = hx_matmul_rows_init(&p[i], &m, c->buffers[w], c->sizes[w], c->layouts ? c->layouts[w] : NULL, xq,
+                                     c->buffers[y], b >= 0 ? c->buffers[b] : NULL);
         if (rc)
             return rc;
         if (conv && !p[i].r && hx_matmul_convert_bytes(a->wtype[i], a->K, a->T))

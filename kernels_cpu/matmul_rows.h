@@ -31,6 +31,10 @@ typedef struct {
  * (0 where the type has none). */
 size_t hx_matmul_act_row(uint32_t wtype, uint32_t K);
 
+/* 1 where the dot partner is F32 (F32, F16 and BF16 weights): the kernels
+ * then read the input rows where they are, with no copy made first. */
+int hx_matmul_reads_input(uint32_t wtype);
+
 /* Bytes of the per-share room `conv` for T activation rows against
  * weights of type wtype, K wide; 0 where the rows are read as stored. */
 size_t hx_matmul_convert_bytes(uint32_t wtype, uint32_t K, uint32_t T);

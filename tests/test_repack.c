@@ -318,6 +318,30 @@ static void run_matmul(const hx_op_matmul *a, const uint8_t *w, size_t wbytes, c
     free(scratch);
 }
 
+/* An input buffer shorter than T rows of K floats is refused before any
+ * row is read: by the quantizing phase, and by the matmul itself where
+ * it reads the input where it lies (F16, whose dot partner is F32). */
+START_TEST(a_short_input_is_refused)
+{
+    uint64_t seed = 5;
+    const uint32_t K = 64, N = 8, T = 3;
+    const hx_type types[] = {HX_TYPE_F16, HX_TYPE_Q8_0};
+    for (size_t ti = 0; ti < 2; ti++) {
+        const hx_op_matmul a = {.wtype = types[ti], .T = T, .N = N, .K = K};
+        uint8_t *w = random_rows(types[ti], K, N, &seed);
+        float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N);
+        void *buffers[4] = {w, x, y, NULL};
+        size_t sizes[4] = {hx_type_row_size(types[ti], K) * N, sizeof(float) * (T * K - 1), sizeof(float) * T * N, 0};
+        void *scratch = aligned_alloc(64, hx_cpu_matmul_scratch(&a, sizes, 1) + 64);
+        hx_cpu_call c = {.ith = 0, .nth = 1, .buffers = buffers, .sizes = sizes, .args = &a, .scratch = scratch};
+        ck_assert_int_eq(hx_cpu_matmul_prepare(&c), HX_ERR_RANGE);
+        if (types[ti] == HX_TYPE_F16)
+            ck_assert_int_eq(hx_cpu_matmul(&c), HX_ERR_RANGE);
+        free(w), free(x), free(y), free(scratch);
+    }
+}
+END_TEST
+
 START_TEST(matmul_reads_the_copy)
 {
     uint64_t seed = 77;
@@ -498,6 +522,7 @@ Suite *suite_repack(void)
     tcase_add_test(tc, kernels_equal_plain_loop);
     tcase_add_test(tc, refuses_what_it_cannot_lay_out);
     tcase_add_test(tc, matmul_reads_the_copy);
+    tcase_add_test(tc, a_short_input_is_refused);
     tcase_add_test(tc, converted_rows_keep_the_bits);
     tcase_add_test(tc, model_logits_with_and_without);
     suite_add_tcase(s, tc);
