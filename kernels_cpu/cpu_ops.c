@@ -130,7 +130,9 @@ int hx_cpu_matmul_prepare(const hx_cpu_call *c)
 uint64_t hx_cpu_matmul_prepare_elems(const void *args)
 {
     const hx_op_matmul *a = args;
-    return (uint64_t)a->T * a->K;
+    /* 0 where the input is read in place: the phase then only checks its
+     * size, alone, instead of starting the team for nothing. */
+    return hx_matmul_reads_input(a->wtype) ? 0 : (uint64_t)a->T * a->K;
 }
 
 /* Bytes of weight rows a thread keeps in L2 while the token tiles pass. */

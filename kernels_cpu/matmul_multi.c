@@ -1,9 +1,10 @@
 /* "matmul_multi" on the CPU: several weights against one input in one
  * task.  The input rows are quantized once per distinct dot partner (Q,
  * K and V of a Q4_K_M file are Q4_K, Q4_K and Q6_K: one Q8_K copy serves
- * all three; F32 partners read the input itself), and one team run covers the union of the parts' row units,
- * each unit computed by the single matmul's loops (matmul_rows.h), so
- * every output is bit for bit what "matmul" writes. */
+ * all three; parts whose partner is F32 read the input itself), and one
+ * team run covers the union of the parts' row units, each unit computed
+ * by the single matmul's loops (matmul_rows.h), so every output is bit
+ * for bit what "matmul" writes. */
 #include "kernels_cpu/cpu_kernels.h"
 #include "kernels_cpu/matmul_rows.h"
 #include "ops/ops.h"
@@ -66,7 +67,10 @@ size_t hx_cpu_matmul_multi_scratch(const void *args, const size_t *sizes, int nt
 uint64_t hx_cpu_matmul_multi_prepare_elems(const void *args)
 {
     const hx_op_matmul_multi *a = args;
-    return (uint64_t)a->n * a->T * a->K; /* at most: parts sharing a partner share its copy */
+    uint64_t parts = 0; /* at most: parts sharing a partner share its copy */
+    for (uint32_t i = 0; i < a->n && i < HX_MATMUL_MULTI_MAX; i++)
+        parts += !hx_matmul_reads_input(a->wtype[i]);
+    return parts * a->T * a->K;
 }
 
 /* Phase one: each distinct partner's copy of the input, rows shared out. */
