@@ -1,6 +1,8 @@
 /* The scheduler front: one lock, a condition per device, the policy
  * behind a vtable, the devices in service, and the per-device queues that
  * the static, ws and dmda policies share. */
+#include <immintrin.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -126,6 +128,7 @@ static void doom(hx_sched *s, hx_task *t)
 /* Under s->lock. */
 static void push_locked(hx_sched *s, hx_task *t)
 {
+    atomic_fetch_add_explicit(&s->pushes, 1, memory_order_release);
     t->queued_on = -1;
     uint32_t el = hx_sched_eligible(s, t);
     if (!el) {
@@ -213,7 +216,43 @@ hx_task *hx_sched_try_pop(hx_sched *s, hx_device *d)
     return t;
 }
 
-hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
+/* How long a worker that asked to spin watches for a push before it
+ * sleeps, and how often it yields its core meanwhile.  A decode loop
+ * submits its next step a few microseconds after the last one completes
+ * (the application reads the logits, samples, fills the batch), and a
+ * worker asleep on its condition variable took 2-28 us more to start it
+ * (tiny Q4_K_M, 2 threads, per step, varying from process to process): a
+ * core that went idle halts, and waking it is slow on a virtual machine. */
+#define SPIN_WATCH_US 100
+#define SPIN_YIELD_US 5
+
+static double mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Without the lock: returns when a push after `seen` happened or the
+ * budget is spent; the caller takes the lock and looks again. */
+static void watch_pushes(hx_sched *s, unsigned seen)
+{
+    const double t0 = mono_us();
+    double yield_at = t0 + SPIN_YIELD_US, now = t0;
+    while (now - t0 < SPIN_WATCH_US) {
+        for (int k = 0; k < 32; k++) {
+            if (atomic_load_explicit(&s->pushes, memory_order_acquire) != seen)
+                return;
+            _mm_pause();
+        }
+        if ((now = mono_us()) >= yield_at) {
+            sched_yield(); /* the application's thread may be waiting for this core */
+            yield_at = now + SPIN_YIELD_US;
+        }
+    }
+}
+
+hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d, int spin)
 {
     int i = d->info.index;
     hx_sched_dev *dv = &s->dev[i];
@@ -224,6 +263,14 @@ hx_task *hx_sched_pop_wait(hx_sched *s, hx_device *d)
     for (;;) {
         if ((t = take(s, d)) || s->rt->stopping)
             break;
+        if (spin) {
+            spin = 0;
+            const unsigned seen = atomic_load_explicit(&s->pushes, memory_order_acquire);
+            pthread_mutex_unlock(&s->lock);
+            watch_pushes(s, seen);
+            pthread_mutex_lock(&s->lock);
+            continue; /* looked at again under the lock: nothing pushed meanwhile is missed */
+        }
         dv->sleeping = 1;
         if (s->policy->rebalances && others_queued(s, i)) {
             struct timespec ts;

@@ -65,6 +65,7 @@ struct hx_sched {
     struct hx_task *doomed;      /* no device in service can run them: failed by any worker */
     int wake_helper;             /* set by push: also wake an idle device (stealing, rebalancing) */
     struct hx_perfmodel *pm;     /* NULL unless the policy uses it */
+    _Atomic unsigned pushes;     /* bumped by every push: what a spinning worker watches */
 };
 
 /* How the task a worker just finished went (for the backlog bookkeeping). */
@@ -78,8 +79,10 @@ void hx_sched_deinit(hx_sched *s);
 void hx_sched_push(hx_sched *s, struct hx_task *t);
 /* The next task for `d`, or NULL at once (the simulator's workers). */
 struct hx_task *hx_sched_try_pop(hx_sched *s, struct hx_device *d);
-/* Blocks until a task for `d` is available or the runtime stops (NULL). */
-struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d);
+/* Blocks until a task for `d` is available or the runtime stops (NULL).
+ * With `spin`, a worker that finds its queue empty first watches it for a
+ * short while before it sleeps (see sched.c). */
+struct hx_task *hx_sched_pop_wait(hx_sched *s, struct hx_device *d, int spin);
 /* The worker of `d` finished its task (before completing it, so that the
  * successors it makes ready see the device free). */
 void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done);

@@ -345,12 +345,18 @@ static void execute(hx_device *d, hx_task *t)
     hx_task_complete(rt, t, HX_OK, NULL);
 }
 
+/* After a graph launch the worker spins briefly for the next one (a
+ * decode loop's next step, sched.c): launches run on a runtime of one
+ * device, whose worker then has no other worker to take cores from. */
 static void *worker_main(void *arg)
 {
     hx_device *d = arg;
     hx_sched_set_current(d->info.index);
-    for (hx_task *t; (t = hx_sched_pop_wait(&d->rt->sched, d));)
+    int spin = 0;
+    for (hx_task *t; (t = hx_sched_pop_wait(&d->rt->sched, d, spin));) {
+        spin = t->desc.codelet == &hx_graph_codelet;
         execute(d, t);
+    }
     if (d->ops->worker_stop)
         d->ops->worker_stop(d);
     return NULL;
