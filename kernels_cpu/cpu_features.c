@@ -3,12 +3,19 @@
  * with AVX-512 under an OS that does not save zmm must not use it). */
 #include <cpuid.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <strings.h>
 
 #include "kernels_cpu/quant.h"
 
 static uint32_t features;
+static hx_simd_level simd_max;
 static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+/* Set once features and simd_max are: the kernels' lookups read them
+ * without a pthread_once call each. */
+static _Atomic int detected;
+
+static hx_simd_level level_of(uint32_t f);
 
 static uint64_t read_xcr0(void)
 {
@@ -66,17 +73,26 @@ static void detect(void)
     if (intel && (f & HX_CPU_AVX512F))
         f |= HX_CPU_ZMM_FULL;
     features = f;
+    simd_max = level_of(f);
+    atomic_store_explicit(&detected, 1, memory_order_release);
 }
 
 uint32_t hx_cpu_features(void)
 {
-    pthread_once(&features_once, detect);
+    if (!atomic_load_explicit(&detected, memory_order_acquire))
+        pthread_once(&features_once, detect);
     return features;
 }
 
 hx_simd_level hx_cpu_simd_max(void)
 {
-    const uint32_t f = hx_cpu_features();
+    if (!atomic_load_explicit(&detected, memory_order_acquire))
+        pthread_once(&features_once, detect);
+    return simd_max;
+}
+
+static hx_simd_level level_of(uint32_t f)
+{
     const uint32_t avx2 = HX_CPU_AVX | HX_CPU_AVX2 | HX_CPU_FMA | HX_CPU_F16C | HX_CPU_OS_YMM;
     const uint32_t avx512 = avx2 | HX_CPU_AVX512F | HX_CPU_AVX512BW | HX_CPU_AVX512VL | HX_CPU_AVX512DQ |
                             HX_CPU_AVX512VNNI | HX_CPU_OS_ZMM;

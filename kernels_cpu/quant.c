@@ -43,6 +43,11 @@ static const hx_quant_kernels *level_kernels(int level, int t)
 static hx_quant_ops tables[HX_SIMD_COUNT][HX_TYPE_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static _Atomic int current_level;
+/* The current level's table and the CPU's best level, set with the
+ * tables: a lookup on a matmul's path is then one load (every share of
+ * every task looks its kernels up). */
+static _Atomic(const hx_quant_ops *) current_table;
+static hx_simd_level max_level;
 
 static void build_tables(void)
 {
@@ -71,26 +76,39 @@ static void build_tables(void)
             }
         }
     }
-    hx_simd_level level = hx_cpu_simd_max(), want;
+    max_level = hx_cpu_simd_max();
+    hx_simd_level level = max_level, want;
     const char *env = getenv("HX_SIMD");
     if (env && hx_cpu_simd_from_name(env, &want) && want < level)
         level = want;
     atomic_store(&current_level, (int)level);
+    atomic_store_explicit(&current_table, tables[level], memory_order_release);
+}
+
+static const hx_quant_ops *table_of_type(const hx_quant_ops *table, hx_type t)
+{
+    if ((unsigned)t >= HX_TYPE_COUNT)
+        return NULL;
+    const hx_quant_ops *o = &table[t];
+    return o->dequantize_row ? o : NULL;
 }
 
 const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level)
 {
     pthread_once(&tables_once, build_tables);
-    if ((unsigned)t >= HX_TYPE_COUNT || (unsigned)level >= HX_SIMD_COUNT || level > hx_cpu_simd_max())
+    if ((unsigned)level >= HX_SIMD_COUNT || level > max_level)
         return NULL;
-    const hx_quant_ops *o = &tables[level][t];
-    return o->dequantize_row ? o : NULL;
+    return table_of_type(tables[level], t);
 }
 
 const hx_quant_ops *hx_quant_ops_get(hx_type t)
 {
-    pthread_once(&tables_once, build_tables);
-    return hx_quant_ops_get_level(t, (hx_simd_level)atomic_load(&current_level));
+    const hx_quant_ops *table = atomic_load_explicit(&current_table, memory_order_acquire);
+    if (!table) {
+        pthread_once(&tables_once, build_tables);
+        table = atomic_load_explicit(&current_table, memory_order_acquire);
+    }
+    return table_of_type(table, t);
 }
 
 hx_status hx_quant_set_level(hx_simd_level level)
@@ -102,13 +120,15 @@ hx_status hx_quant_set_level(hx_simd_level level)
         return hx_error(HX_ERR_UNSUPPORTED, "this CPU cannot run %s kernels (best: %s)",
                         hx_cpu_simd_name(level), hx_cpu_simd_name(hx_cpu_simd_max()));
     atomic_store(&current_level, (int)level);
+    atomic_store_explicit(&current_table, tables[level], memory_order_release);
     return HX_OK;
 }
 
 hx_simd_level hx_quant_level(void)
 {
-    pthread_once(&tables_once, build_tables);
-    return (hx_simd_level)atomic_load(&current_level);
+    if (!atomic_load_explicit(&current_table, memory_order_acquire))
+        pthread_once(&tables_once, build_tables);
+    return (hx_simd_level)atomic_load_explicit(&current_level, memory_order_relaxed);
 }
 
 void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows, int64_t n)

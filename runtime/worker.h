@@ -19,6 +19,7 @@ typedef struct {
     _Atomic uint64_t busy_ns;
     _Atomic uint64_t failures;
     int consecutive_failures;   /* worker thread only */
+    uint64_t graph_launches;    /* worker thread only: launches run */
     _Atomic int retired;
     hx_inject_state inject;
     hx_monitor monitor;
