@@ -140,6 +140,7 @@ typedef struct {
     size_t per_col;
     const uint8_t *q; /* [ncol][qstride] */
     float *lone;      /* [HX_GEMM_COLS_MAX][4] */
+    const attn_col *cols; /* the tile's columns: score row j belongs to cols[j] */
 } attn_tile;
 
 /* scores[j][p] = dot(K row p, query j) for every position p a column
@@ -208,9 +209,28 @@ static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float
     }
 }
 
-/* out[j] = sum over its positions p, in order, of weight(j, p) x V row p:
- * each V row dequantized once for the tile's columns, ATTN_V_ROWS rows at
- * a time. */
+/* Column j's sum over its positions in [c0, c1], straight from the F16
+ * cache rows: one call per run of positions within a block, whose rows
+ * lie one cache row apart. */
+static void column_values_f16(const attn_tile *w, const attn_col *cj, int32_t c0, int32_t c1, float *oj, size_t voff)
+{
+    const hx_kv_layout *l = &w->a->kv;
+    const int32_t bs = (int32_t)l->block_size;
+    int32_t p = cj->p0 > c0 ? cj->p0 : c0;
+    const int32_t hi = cj->p1 < c1 ? cj->p1 : c1;
+    while (p <= hi) {
+        const int32_t bend = (p / bs + 1) * bs - 1, e = bend < hi ? bend : hi;
+        const hx_half *v = (const hx_half *)(const void *)(kv_row(w->vc, l, w->blocks, p, w->rbytes) + voff);
+        hx_quant_add_scaled_rows_f16(oj, v, w->rbytes / sizeof(hx_half), w->score + (size_t)(cj - w->cols) * w->per_col + p,
+                                     e - p + 1, w->a->Dh);
+        p = e + 1;
+    }
+}
+
+/* out[j] = sum over its positions p, in order, of weight(j, p) x V row p,
+ * ATTN_V_ROWS positions at a time for every column, so that the tile's
+ * columns meet each V row while it is in L1: read as F16 where the cache
+ * holds F16, else each row dequantized once for the tile's columns. */
 static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t P0, int32_t P1, float *out,
                         float *vbuf)
 {
@@ -221,6 +241,13 @@ static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, 
         memset(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, 0, a->Dh * sizeof(float));
     for (int32_t c0 = P0; c0 <= P1; c0 += ATTN_V_ROWS) {
         const int32_t c1 = P1 - c0 >= ATTN_V_ROWS ? c0 + ATTN_V_ROWS - 1 : P1;
+        if (a->kv_type == HX_TYPE_F16) {
+            for (int32_t p = c0 + KV_AHEAD; p <= c1 + KV_AHEAD && p <= P1; p++)
+                prefetch_row(w->vc, l, w->blocks, p, w->rbytes, voff, w->hbytes);
+            for (uint32_t j = 0; j < ncol; j++)
+                column_values_f16(w, &col[j], c0, c1, out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, voff);
+            continue;
+        }
         for (int32_t p = c0, next; p <= c1;) {
             int32_t e = seen_run(col, ncol, p, l->block_size, &next);
             if (e < 0) {
@@ -341,6 +368,7 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
             if (!ncol)
                 continue;
             w.blocks = hx_kv_seq_blocks(l, meta, seq);
+            w.cols = col;
             tile_scores(&w, col, ncol, P0, P1);
             tile_softmax(&w, col, ncol, stats);
             tile_values(&w, col, ncol, P0, P1, out, vbuf);

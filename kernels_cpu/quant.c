@@ -138,6 +138,16 @@ void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const
     by_level[hx_quant_level()](acc, x, x_stride, w, rows, n);
 }
 
+void hx_quant_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                  int64_t n)
+{
+    static void (*const by_level[HX_SIMD_COUNT])(float *, const hx_half *, size_t, const float *, int64_t,
+                                                 int64_t) = {hx_quant_scalar_add_scaled_rows_f16,
+                                                             hx_quant_avx2_add_scaled_rows_f16,
+                                                             hx_quant_avx512_add_scaled_rows_f16};
+    by_level[hx_quant_level()](acc, x, x_stride, w, rows, n);
+}
+
 hx_status hx_quant_row_check(hx_type t, int64_t n)
 {
     const hx_type_traits *tr = hx_type_get((uint32_t)t);

@@ -277,6 +277,11 @@ hx_simd_level hx_quant_level(void);
  * every level, so the levels agree bit for bit with each other and with
  * a plain loop; the accumulators stay in registers across the rows. */
 void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows, int64_t n);
+/* The same over F16 rows (x_stride in halves), each element converted
+ * (exactly) as it is read: the bits of hx_quant_add_scaled_rows over the
+ * rows dequantized first, without the pass that dequantizes them. */
+void hx_quant_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                  int64_t n);
 
 /* HX_OK if a row of n elements of t has kernels and whole blocks; else an
  * error naming the type (HX_ERR_UNSUPPORTED / HX_ERR_INVALID_ARG). */

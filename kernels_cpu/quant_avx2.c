@@ -1046,6 +1046,35 @@ void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, 
             acc[i] += w[r] * x[(size_t)r * x_stride + i];
 }
 
+void hx_quant_avx2_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                       int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 a[4];
+        for (int k = 0; k < 4; k++)
+            a[k] = _mm256_loadu_ps(acc + i + 8 * k);
+        for (int64_t r = 0; r < rows; r++) {
+            const __m256 wv = _mm256_set1_ps(w[r]);
+            const hx_half *xr = x + (size_t)r * x_stride + i;
+            for (int k = 0; k < 4; k++)
+                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(xr + 8 * k)))));
+        }
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(acc + i + 8 * k, a[k]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(acc + i);
+        for (int64_t r = 0; r < rows; r++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[r]),
+                                               _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + (size_t)r * x_stride + i)))));
+        _mm256_storeu_ps(acc + i, a);
+    }
+    for (; i < n; i++)
+        for (int64_t r = 0; r < rows; r++)
+            acc[i] += w[r] * hx_fp16_to_fp32(x[(size_t)r * x_stride + i]);
+}
+
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32, NULL, NULL},
     [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16, NULL, gemm_keep_f16},

@@ -1090,6 +1090,33 @@ void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride
     }
 }
 
+void hx_quant_avx512_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                         int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 a[4];
+        for (int k = 0; k < 4; k++)
+            a[k] = _mm512_loadu_ps(acc + i + 16 * k);
+        for (int64_t r = 0; r < rows; r++) {
+            const __m512 wv = _mm512_set1_ps(w[r]);
+            const hx_half *xr = x + (size_t)r * x_stride + i;
+            for (int k = 0; k < 4; k++)
+                a[k] = _mm512_add_ps(a[k], _mm512_mul_ps(wv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(xr + 16 * k)))));
+        }
+        for (int k = 0; k < 4; k++)
+            _mm512_storeu_ps(acc + i + 16 * k, a[k]);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 a = _mm512_maskz_loadu_ps(m, acc + i);
+        for (int64_t r = 0; r < rows; r++)
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[r]),
+                                               _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + (size_t)r * x_stride + i))));
+        _mm512_mask_storeu_ps(acc + i, m, a);
+    }
+}
+
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {NULL, NULL, dot_f32, dot4_f32, gemm_f32, NULL, NULL},
     [HX_TYPE_F16] = {dequant_f16, quant_f16, dot_f16, dot4_f16, gemm_f16, NULL, gemm_keep_f16},

@@ -45,6 +45,13 @@ void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, 
                                    int64_t n);
 void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
                                      int64_t n);
+/* Each level's hx_quant_add_scaled_rows_f16. */
+void hx_quant_scalar_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                         int64_t n);
+void hx_quant_avx2_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                       int64_t n);
+void hx_quant_avx512_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                         int64_t n);
 
 /* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
  * prefetch never faults, so reaching past a row's end is harmless. */

@@ -443,6 +443,14 @@ void hx_quant_scalar_add_scaled_rows(float *acc, const float *x, size_t x_stride
             acc[i] += w[r] * x[(size_t)r * x_stride + i];
 }
 
+void hx_quant_scalar_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
+                                         int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            acc[i] += w[r] * hx_fp16_to_fp32(x[(size_t)r * x_stride + i]);
+}
+
 const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = {dequant_f32, hx_quant_quantize_f32, dot_f32, dot4_f32, gemm_f32, NULL, NULL},
     [HX_TYPE_F16] = {dequant_f16, hx_quant_quantize_f16, dot_f16, dot4_f16, gemm_f16, NULL, NULL},

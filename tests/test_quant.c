@@ -1311,7 +1311,8 @@ END_TEST
 
 /* Attention's value sum: each level gives the plain loop's bits (a
  * multiply, then an add, row after row), one row or several, at lengths
- * with and without a partial vector and past the register slices. */
+ * with and without a partial vector and past the register slices; over
+ * F16 rows the bits of the F32 sum over their values. */
 START_TEST(test_add_scaled)
 {
     const hx_simd_level saved = hx_quant_level();
@@ -1319,16 +1320,21 @@ START_TEST(test_add_scaled)
     enum { MAXN = 160, MAXR = 5, STRIDE = 163 };
     const int64_t lens[] = {1, 7, 8, 15, 16, 17, 33, 64, 100, 128, 160};
     static float x[MAXR * STRIDE];
+    static hx_half xh[MAXR * STRIDE];
     for (size_t k = 0; k < sizeof lens / sizeof *lens; k++)
         for (int64_t rows = 1; rows <= MAXR; rows += 2) {
             const int64_t n = lens[k];
             float start[MAXN + 1], want[MAXN], got[MAXN + 1], w[MAXR];
             for (int64_t i = 0; i < n; i++)
                 start[i] = rng_normal(&seed, 3.0f);
+            /* F16 rows too, the F32 ones their exact values: the F16 sum
+             * must give the same bits */
             for (int64_t r = 0; r < rows; r++) {
                 w[r] = rng_normal(&seed, 1.0f);
-                for (int64_t i = 0; i < n; i++)
-                    x[r * STRIDE + i] = rng_normal(&seed, 2.0f);
+                for (int64_t i = 0; i < n; i++) {
+                    xh[r * STRIDE + i] = hx_fp32_to_fp16(rng_normal(&seed, 2.0f));
+                    x[r * STRIDE + i] = hx_fp16_to_fp32(xh[r * STRIDE + i]);
+                }
             }
             for (int64_t i = 0; i < n; i++) {
                 want[i] = start[i];
@@ -1346,6 +1352,13 @@ START_TEST(test_add_scaled)
                     ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
                                   "%s, n %lld, %lld rows, element %lld: %.9g, want %.9g", hx_cpu_simd_name(l),
                                   (long long)n, (long long)rows, (long long)i, got[i], want[i]);
+                ck_assert_float_eq(got[n], 12345.0f);
+                memcpy(got, start, sizeof(float) * (size_t)n);
+                hx_quant_add_scaled_rows_f16(got, xh, STRIDE, w, rows, n);
+                for (int64_t i = 0; i < n; i++)
+                    ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
+                                  "F16 rows, %s, n %lld, %lld rows, element %lld: %.9g, want %.9g",
+                                  hx_cpu_simd_name(l), (long long)n, (long long)rows, (long long)i, got[i], want[i]);
                 ck_assert_float_eq(got[n], 12345.0f);
             }
         }
