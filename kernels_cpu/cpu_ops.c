@@ -175,11 +175,13 @@ int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W,
 }
 
 /* As below over the interleaved copy: groups of HX_REPACK_ROWS rows, each
- * one sequential stream, blocked for L2 the same way. */
+ * one sequential stream, blocked for L2 the same way.  A padded last
+ * group (repack.h) writes its rows through a tile of its own. */
 static void matmul_repacked(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
 {
     const hx_repacked *r = p->r;
     const hx_repack_gemm_fn gemm = hx_repack_gemm(r->type), pair = hx_repack_gemm_pair(r->type, p->T);
+    const uint64_t whole = p->N / HX_REPACK_ROWS; /* groups without padding */
     uint64_t gb = MATMUL_BLOCK / r->group_bytes;
     if (gb < 2)
         gb = 2;
@@ -188,12 +190,18 @@ static void matmul_repacked(const hx_matmul_rows *p, uint64_t glo, uint64_t ghi)
         for (uint32_t t = 0; t < p->T; t += HX_GEMM_COLS) {
             const int nc = p->T - t < HX_GEMM_COLS ? (int)(p->T - t) : HX_GEMM_COLS;
             for (uint64_t g = g0; g < g1;) {
-                const int two = pair && g + 1 < g1; /* two groups at once where the level has a kernel */
+                /* two groups at once where the level has a kernel */
+                const int two = pair && g + 1 < g1 && g + 1 < whole;
                 const uint64_t n = g * HX_REPACK_ROWS;
-                float *yr = p->y + (uint64_t)t * p->N + n;
-                (two ? pair : gemm)(p->K, nc, yr, p->N, r->data + g * r->group_bytes, p->xq + (uint64_t)t * p->arow, p->arow);
+                const int rows = g < whole ? (two ? 2 : 1) * HX_REPACK_ROWS : (int)(p->N - n);
+                float part[HX_GEMM_COLS * HX_REPACK_ROWS];
+                float *yr = p->y + (uint64_t)t * p->N + n, *out = g < whole ? yr : part;
+                const size_t ss = g < whole ? p->N : HX_REPACK_ROWS;
+                (two ? pair : gemm)(p->K, nc, out, ss, r->data + g * r->group_bytes, p->xq + (uint64_t)t * p->arow, p->arow);
+                for (int k = 0; out == part && k < nc; k++)
+                    memcpy(yr + (uint64_t)k * p->N, part + (size_t)k * HX_REPACK_ROWS, sizeof(float) * (size_t)rows);
                 for (int k = 0; p->bias && k < nc; k++)
-                    for (int i = 0; i < (two ? 2 : 1) * HX_REPACK_ROWS; i++)
+                    for (int i = 0; i < rows; i++)
                         yr[(uint64_t)k * p->N + i] += p->bias[n + i];
                 g += two ? 2 : 1;
             }

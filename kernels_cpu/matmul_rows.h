@@ -46,7 +46,7 @@ int hx_matmul_rows_init(hx_matmul_rows *p, const hx_op_matmul *a, const void *W,
 
 static inline uint64_t hx_matmul_rows_units(const hx_matmul_rows *p)
 {
-    return p->r ? p->N / HX_REPACK_ROWS : (p->N + 3) / 4;
+    return p->r ? (p->N + HX_REPACK_ROWS - 1) / HX_REPACK_ROWS : (p->N + 3) / 4;
 }
 
 /* Computes the outputs of units [u0, u1) for every token. */

@@ -33,7 +33,7 @@ static uint64_t block_elems(hx_type t)
 
 int hx_repack_supported(hx_type t, uint64_t K, uint64_t N)
 {
-    return hx_repack_block_bytes(t) && K && K % block_elems(t) == 0 && N && N % HX_REPACK_ROWS == 0;
+    return hx_repack_block_bytes(t) && K && K % block_elems(t) == 0 && N;
 }
 
 /* Q5_0/Q5_1's fifth bits of one row (bit j of qh for element j), moved
@@ -153,17 +153,23 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
     r->K = K;
     r->N = N;
     r->group_bytes = nb * blk;
-    r->bytes = r->group_bytes * (N / HX_REPACK_ROWS);
-    if (posix_memalign((void **)&r->data, 64, r->bytes) != 0) {
+    const uint64_t groups = (N + HX_REPACK_ROWS - 1) / HX_REPACK_ROWS, tail = N % HX_REPACK_ROWS;
+    r->bytes = r->group_bytes * groups;
+    /* A partial last group is packed from its rows and rows of zeros. */
+    uint8_t *padded = tail ? calloc(HX_REPACK_ROWS, row_bytes) : NULL;
+    if ((tail && !padded) || posix_memalign((void **)&r->data, 64, r->bytes) != 0) {
         const size_t bytes = r->bytes;
+        free(padded);
         free(r);
         return hx_error(HX_ERR_NO_MEMORY, "repacked %s matrix of %zu bytes", hx_type_name(t), bytes);
     }
-    const uint8_t *src = rows;
-    for (uint64_t g = 0; g < N / HX_REPACK_ROWS; g++)
+    if (tail)
+        memcpy(padded, (const uint8_t *)rows + (N - tail) * row_bytes, tail * row_bytes);
+    for (uint64_t g = 0; g < groups; g++)
         for (size_t i = 0; i < nb; i++) {
             uint8_t *dst = r->data + g * r->group_bytes + i * blk;
-            const uint8_t *from = src + g * HX_REPACK_ROWS * row_bytes + i * src_blk;
+            const uint8_t *src = tail && g == groups - 1 ? padded : (const uint8_t *)rows + g * HX_REPACK_ROWS * row_bytes;
+            const uint8_t *from = src + i * src_blk;
             if (t == HX_TYPE_Q4_K || t == HX_TYPE_Q5_K)
                 pack_k4(dst, from, row_bytes, t);
             else if (t == HX_TYPE_Q6_K)
@@ -171,6 +177,7 @@ hx_status hx_repack_make(hx_type t, uint64_t K, uint64_t N, const void *rows, hx
             else
                 pack_block(dst, from, row_bytes, t, qs_off, qs_bytes, xor_mask);
         }
+    free(padded);
     *out = r;
     return HX_OK;
 }

@@ -8,7 +8,9 @@
  * matmul takes it when a weight has one (kernels_cpu/cpu_ops.c).
  *
  * Layout: the rows in groups of HX_REPACK_ROWS, each group's K/32 blocks
- * in order.  A group's block i holds the group's rows' block i: their
+ * in order; where N is not a multiple of HX_REPACK_ROWS the last group is
+ * padded with rows of zeros, whose outputs are dropped (a vocabulary of
+ * 32001 tokens keeps its output matrix in the layout).  A group's block i holds the group's rows' block i: their
  * eight f16 scales, then their quants four bytes at a time (row r's bytes
  * 4k..4k+3 at 32k + 4r), so that a vector of 32 bytes holds four quants
  * of each row and one broadcast activation word meets all eight.
@@ -65,7 +67,7 @@
 typedef struct {
     hx_type type;       /* the original rows' type                        */
     uint64_t K, N;      /* row length and rows, as the original           */
-    size_t group_bytes; /* one group of HX_REPACK_ROWS rows               */
+    size_t group_bytes; /* one group of HX_REPACK_ROWS rows (the last padded) */
     size_t bytes;       /* the whole copy                                 */
     uint8_t *data;      /* 64-byte aligned                                */
 } hx_repacked;

@@ -288,13 +288,14 @@ START_TEST(refuses_what_it_cannot_lay_out)
 {
     uint8_t rows[2048] = {0};
     hx_repacked *r = (hx_repacked *)rows;
-    ck_assert(!hx_repack_supported(HX_TYPE_Q4_0, 64, 12)); /* rows not a multiple of 8 */
+    ck_assert(!hx_repack_supported(HX_TYPE_Q4_0, 64, 0));  /* no rows */
     ck_assert(!hx_repack_supported(HX_TYPE_Q8_0, 48, 8));  /* not whole blocks */
     ck_assert(!hx_repack_supported(HX_TYPE_F16, 64, 8));   /* no layout for the type */
     ck_assert(hx_repack_supported(HX_TYPE_Q4_0, 64, 8));
-    ck_assert_int_eq(hx_repack_make(HX_TYPE_Q4_0, 64, 12, rows, &r), HX_ERR_UNSUPPORTED);
+    ck_assert(hx_repack_supported(HX_TYPE_Q4_0, 64, 12));  /* a padded last group */
+    ck_assert_int_eq(hx_repack_make(HX_TYPE_Q8_0, 48, 8, rows, &r), HX_ERR_UNSUPPORTED);
     ck_assert_ptr_null(r);
-    ck_assert_msg(strstr(hx_last_error(), "q4_0") && strstr(hx_last_error(), "12"), "%s", hx_last_error());
+    ck_assert_msg(strstr(hx_last_error(), "q8_0") && strstr(hx_last_error(), "48"), "%s", hx_last_error());
     ck_assert_int_eq(hx_repack_make(HX_TYPE_F16, 64, 8, rows, &r), HX_ERR_UNSUPPORTED);
     ck_assert_ptr_null(hx_repack_gemm_level(HX_TYPE_F16, HX_SIMD_SCALAR));
     hx_repack_free(NULL);
@@ -345,8 +346,12 @@ END_TEST
 START_TEST(matmul_reads_the_copy)
 {
     uint64_t seed = 77;
-    const uint32_t K = 512, N = 40, T = 5;
+    const uint32_t K = 512, T = 5;
+    /* whole groups, a padded last group, and only a padded group */
+    const uint32_t rows[] = {40, 43, 5};
+    for (size_t ni = 0; ni < sizeof rows / sizeof *rows; ni++)
     for (size_t ti = 0; ti < sizeof repack_types / sizeof *repack_types; ti++) {
+        const uint32_t N = rows[ni];
         const hx_type t = repack_types[ti];
         const hx_type at = hx_quant_ops_get(t)->vec_dot_type;
         const size_t wrow = hx_type_row_size(t, K), arow = hx_type_row_size(at, K);
@@ -366,8 +371,9 @@ START_TEST(matmul_reads_the_copy)
             hx_quant_ops_get(at)->quantize_row(x + tok * K, xq, K);
             for (uint32_t n = 0; n < N; n++) {
                 const float want = plain_dot(t, K, w + n * wrow, xq) + bias[n];
-                ck_assert_msg(memcmp(&y[tok * N + n], &want, sizeof want) == 0, "%s token %u row %u: %.9g, want %.9g",
-                              hx_type_name(t), tok, n, y[tok * N + n], want);
+                ck_assert_msg(memcmp(&y[tok * N + n], &want, sizeof want) == 0,
+                              "%s, %u rows, token %u row %u: %.9g, want %.9g", hx_type_name(t), N, tok, n,
+                              y[tok * N + n], want);
             }
         }
         /* The last token alone: the same bits as in the batch. */
