@@ -48,8 +48,13 @@ static void cpu_share(void *ctx, int ith, int nth)
 }
 
 /* More shares than threads, so that a thread slowed by another process on
- * its core leaves its work to the others instead of holding them up. */
-static int shares(const cpu_state *st) { return 4 * st->nthreads; }
+ * its core leaves its work to the others instead of holding them up; but
+ * only two each, since every share is a claim and a count on lines the
+ * threads pass between their cores, and a longer stream of weights for
+ * the prefetchers.  Two a thread against four, 30 alternating runs of 2
+ * threads at HX_SIMD=avx2: tiny Q4_K_M tg64 3000 -> 3120 t/s, tiny F16
+ * pp128 5845 -> 5953. */
+static int shares(const cpu_state *st) { return 2 * st->nthreads; }
 
 /* A built-in op's phase that one thread does in about the time the team
  * takes to start and finish a run (a wake-up seen, chunks claimed, the

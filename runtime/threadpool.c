@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,14 +60,16 @@ struct hx_team {
     /* The loop being run.  `claim` packs the run's number (high 32 bits)
      * with the next chunk to hand out, so a member that wakes up late can
      * never take a chunk of a newer run with the older run's function. */
-    _Atomic uint64_t claim;
+    _Alignas(64) _Atomic uint64_t claim;
     _Atomic(hx_team_fn) fn;
     _Atomic(void *) ctx;
     _Atomic int nchunks;
-    _Atomic int completed;
-
-    counter generation; /* bumped per run, wakes members */
-    counter done;       /* bumped when the last chunk of a run completes */
+    /* Each on a line of its own: the count every finished chunk adds to,
+     * and the two words idle threads spin on, so that neither a finish
+     * nor a claim takes the line a spinner is reading. */
+    _Alignas(64) _Atomic int completed;
+    _Alignas(64) counter generation; /* bumped per run, wakes members */
+    _Alignas(64) counter done;       /* bumped when the last chunk of a run completes */
     _Atomic int stop;
 };
 
@@ -197,7 +200,9 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
 {
     if (nthreads < 1 || nthreads > 1024)
         return hx_error(HX_ERR_INVALID_ARG, "thread team of %d threads", nthreads);
-    hx_team *t = calloc(1, sizeof *t);
+    hx_team *t = aligned_alloc(_Alignof(hx_team), (sizeof *t + _Alignof(hx_team) - 1) / _Alignof(hx_team) * _Alignof(hx_team));
+    if (t)
+        memset(t, 0, sizeof *t);
     if (!t || !(t->threads = calloc((size_t)nthreads, sizeof *t->threads))) {
         free(t);
         return hx_error(HX_ERR_NO_MEMORY, "thread team");

@@ -234,6 +234,35 @@ static const hx_codelet phases_codelet = {
 
 static hx_runtime *open_cpu(int threads, const char *sched) { return hx_small_runtime(threads, sched); }
 
+/* The shares the CPU device cuts a task into (devices/cpu.c), as a
+ * codelet is told them. */
+static int probe_cpu(const hx_cpu_call *c)
+{
+    if (c->ith == 0)
+        *(uint32_t *)c->buffers[0] = (uint32_t)c->nth;
+    return 0;
+}
+
+static const hx_codelet probe_codelet = {.name = "stress_probe_shares", .cpu = probe_cpu};
+
+static uint32_t team_shares(hx_runtime *rt)
+{
+    hx_buffer *b;
+    uint32_t *v;
+    HX_ASSERT_OK(hx_buffer_create(rt, sizeof *v, &b));
+    hx_task_desc d = {.codelet = &probe_codelet, .nbuffers = 1, .device = -1};
+    d.buffers[0] = b;
+    d.modes[0] = HX_W;
+    HX_ASSERT_OK(hx_task_submit(rt, &d, NULL));
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    HX_ASSERT_OK(hx_buffer_acquire(b, HX_R, (void **)&v));
+    const uint32_t n = *v;
+    hx_buffer_destroy(b);
+    hx_runtime_stats_reset(rt); /* the tests count their own tasks */
+    ck_assert_uint_ge(n, 1);
+    return n;
+}
+
 static hx_buffer *zeroed(hx_runtime *rt, size_t bytes)
 {
     hx_buffer *b;
@@ -284,8 +313,9 @@ START_TEST(tiny_task_chains_are_exact)
 {
     const int threads = team_sizes[_i];
     hx_runtime *rt = open_cpu(threads, NULL);
+    const uint32_t nth = team_shares(rt);
     /* Fewer elements than shares, as many, and more (uneven ranges). */
-    const uint32_t sizes[] = {5, (uint32_t)(4 * threads), 1031};
+    const uint32_t sizes[] = {5, nth, 1031};
     const uint32_t steps = 1200;
     hx_buffer *data[3], *marks[3];
     for (int k = 0; k < 3; k++) {
@@ -296,7 +326,7 @@ START_TEST(tiny_task_chains_are_exact)
      * its chain only, so the worker always has a ready task queued. */
     for (uint32_t s = 1; s <= steps; s++)
         for (int k = 0; k < 3; k++) {
-            step_args a = {sizes[k], s, s % 7 == 0 ? s % (uint32_t)(4 * threads) : 0xffffffffu, 0};
+            step_args a = {sizes[k], s, s % 7 == 0 ? s % nth : 0xffffffffu, 0};
             submit_step(rt, data[k], marks[k], a, NULL);
         }
     HX_ASSERT_OK(hx_runtime_wait_all(rt));
@@ -321,6 +351,7 @@ START_TEST(fans_in_and_out_are_exact)
 {
     const int threads = team_sizes[_i];
     hx_runtime *rt = open_cpu(threads, NULL);
+    const uint32_t nth = team_shares(rt);
     enum { FAN = 15, N = 67, ROUNDS = 120 };
     hx_buffer *in[FAN], *marks[FAN], *out = zeroed(rt, N * sizeof(uint64_t));
     for (int b = 0; b < FAN; b++) {
@@ -332,7 +363,7 @@ START_TEST(fans_in_and_out_are_exact)
     for (uint32_t r = 1; r <= ROUNDS; r++) {
         for (int b = 0; b < FAN; b++) {
             uint32_t step = r * FAN + (uint32_t)b;
-            step_args a = {N, step, (r + (uint32_t)b) % 9 == 0 ? (uint32_t)b % (uint32_t)(4 * threads) : ~0u, 0};
+            step_args a = {N, step, (r + (uint32_t)b) % 9 == 0 ? (uint32_t)b % nth : ~0u, 0};
             submit_step(rt, in[b], marks[b], a, NULL);
             for (uint32_t e = 0; e < N; e++)
                 cur[b][e] = step_value(cur[b][e], step, e);
@@ -383,8 +414,8 @@ END_TEST
 START_TEST(uneven_shares_then_a_reader)
 {
     const int threads = team_sizes[_i];
-    const int nth = 4 * threads;
     hx_runtime *rt = open_cpu(threads, NULL);
+    const int nth = (int)team_shares(rt);
     enum { N = 97, ROUNDS = 150 };
     hx_buffer *a = zeroed(rt, N * sizeof(uint64_t)), *am = zeroed(rt, N * sizeof(uint32_t));
     hx_buffer *out = zeroed(rt, N * sizeof(uint64_t));
