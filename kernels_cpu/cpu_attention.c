@@ -140,7 +140,6 @@ typedef struct {
     size_t per_col;
     const uint8_t *q; /* [ncol][qstride] */
     float *lone;      /* [HX_GEMM_COLS_MAX][4] */
-    const attn_col *cols; /* the tile's columns: score row j belongs to cols[j] */
 } attn_tile;
 
 /* scores[j][p] = dot(K row p, query j) for every position p a column
@@ -209,10 +208,11 @@ static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float
     }
 }
 
-/* Column j's sum over its positions in [c0, c1], straight from the F16
- * cache rows: one call per run of positions within a block, whose rows
- * lie one cache row apart. */
-static void column_values_f16(const attn_tile *w, const attn_col *cj, int32_t c0, int32_t c1, float *oj, size_t voff)
+/* A column's sum over its positions in [c0, c1] (`weight` its softmax
+ * weights by position), straight from the F16 cache rows: one call per
+ * run of positions within a block, whose rows lie one cache row apart. */
+static void column_values_f16(const attn_tile *w, const attn_col *cj, const float *weight, int32_t c0, int32_t c1,
+                              float *oj, size_t voff)
 {
     const hx_kv_layout *l = &w->a->kv;
     const int32_t bs = (int32_t)l->block_size;
@@ -221,7 +221,7 @@ static void column_values_f16(const attn_tile *w, const attn_col *cj, int32_t c0
     while (p <= hi) {
         const int32_t bend = (p / bs + 1) * bs - 1, e = bend < hi ? bend : hi;
         const hx_half *v = (const hx_half *)(const void *)(kv_row(w->vc, l, w->blocks, p, w->rbytes) + voff);
-        hx_quant_add_scaled_rows_f16(oj, v, w->rbytes / sizeof(hx_half), w->score + (size_t)(cj - w->cols) * w->per_col + p,
+        hx_quant_add_scaled_rows_f16(oj, v, w->rbytes / sizeof(hx_half), weight + p,
                                      e - p + 1, w->a->Dh);
         p = e + 1;
     }
@@ -245,7 +245,8 @@ static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, 
             for (int32_t p = c0 + KV_AHEAD; p <= c1 + KV_AHEAD && p <= P1; p++)
                 prefetch_row(w->vc, l, w->blocks, p, w->rbytes, voff, w->hbytes);
             for (uint32_t j = 0; j < ncol; j++)
-                column_values_f16(w, &col[j], c0, c1, out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, voff);
+                column_values_f16(w, &col[j], w->score + j * w->per_col, c0, c1,
+                                  out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, voff);
             continue;
         }
         for (int32_t p = c0, next; p <= c1;) {
@@ -368,7 +369,6 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
             if (!ncol)
                 continue;
             w.blocks = hx_kv_seq_blocks(l, meta, seq);
-            w.cols = col;
             tile_scores(&w, col, ncol, P0, P1);
             tile_softmax(&w, col, ncol, stats);
             tile_values(&w, col, ncol, P0, P1, out, vbuf);

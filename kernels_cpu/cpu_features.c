@@ -77,17 +77,21 @@ static void detect(void)
     atomic_store_explicit(&detected, 1, memory_order_release);
 }
 
-uint32_t hx_cpu_features(void)
+static void ensure_detected(void)
 {
     if (!atomic_load_explicit(&detected, memory_order_acquire))
         pthread_once(&features_once, detect);
+}
+
+uint32_t hx_cpu_features(void)
+{
+    ensure_detected();
     return features;
 }
 
 hx_simd_level hx_cpu_simd_max(void)
 {
-    if (!atomic_load_explicit(&detected, memory_order_acquire))
-        pthread_once(&features_once, detect);
+    ensure_detected();
     return simd_max;
 }
 

@@ -85,6 +85,17 @@ static void build_tables(void)
     atomic_store_explicit(&current_table, tables[level], memory_order_release);
 }
 
+/* The current level's table, the tables built on first use. */
+static const hx_quant_ops *current(void)
+{
+    const hx_quant_ops *table = atomic_load_explicit(&current_table, memory_order_acquire);
+    if (!table) {
+        pthread_once(&tables_once, build_tables);
+        table = atomic_load_explicit(&current_table, memory_order_acquire);
+    }
+    return table;
+}
+
 static const hx_quant_ops *table_of_type(const hx_quant_ops *table, hx_type t)
 {
     if ((unsigned)t >= HX_TYPE_COUNT)
@@ -95,21 +106,13 @@ static const hx_quant_ops *table_of_type(const hx_quant_ops *table, hx_type t)
 
 const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level)
 {
-    pthread_once(&tables_once, build_tables);
+    (void)current(); /* the tables and max_level */
     if ((unsigned)level >= HX_SIMD_COUNT || level > max_level)
         return NULL;
     return table_of_type(tables[level], t);
 }
 
-const hx_quant_ops *hx_quant_ops_get(hx_type t)
-{
-    const hx_quant_ops *table = atomic_load_explicit(&current_table, memory_order_acquire);
-    if (!table) {
-        pthread_once(&tables_once, build_tables);
-        table = atomic_load_explicit(&current_table, memory_order_acquire);
-    }
-    return table_of_type(table, t);
-}
+const hx_quant_ops *hx_quant_ops_get(hx_type t) { return table_of_type(current(), t); }
 
 hx_status hx_quant_set_level(hx_simd_level level)
 {
@@ -126,8 +129,7 @@ hx_status hx_quant_set_level(hx_simd_level level)
 
 hx_simd_level hx_quant_level(void)
 {
-    if (!atomic_load_explicit(&current_table, memory_order_acquire))
-        pthread_once(&tables_once, build_tables);
+    (void)current();
     return (hx_simd_level)atomic_load_explicit(&current_level, memory_order_relaxed);
 }
 

@@ -1016,10 +1016,24 @@ GEMM_PAIRS(gemm_q8_0, gemm_q8_0_cols, 0)
 
 HX_QUANT_DOT4S_OF_GEMMS
 
+/* Eight elements of F32 or F16 rows (converted exactly) as F32. */
+static inline __attribute__((always_inline)) __m256 load8_as_f32(const void *x, size_t at, const int half)
+{
+    return half ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const hx_half *)x + at)))
+                : _mm256_loadu_ps((const float *)x + at);
+}
+
+static inline __attribute__((always_inline)) float load_as_f32(const void *x, size_t at, const int half)
+{
+    return half ? hx_fp16_to_fp32(((const hx_half *)x)[at]) : ((const float *)x)[at];
+}
+
 /* A multiply and an add, not an FMA: the scalar level's bits.  Slices of
- * 32 accumulators stay in registers over all the rows. */
-void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
-                                   int64_t n)
+ * 32 accumulators stay in registers over all the rows.  `half`: the rows
+ * are F16. */
+static inline __attribute__((always_inline)) void add_scaled_rows(float *acc, const void *x, size_t x_stride,
+                                                                  const float *w, int64_t rows, int64_t n,
+                                                                  const int half)
 {
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -1028,9 +1042,8 @@ void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, 
             a[k] = _mm256_loadu_ps(acc + i + 8 * k);
         for (int64_t r = 0; r < rows; r++) {
             const __m256 wv = _mm256_set1_ps(w[r]);
-            const float *xr = x + (size_t)r * x_stride + i;
             for (int k = 0; k < 4; k++)
-                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(wv, _mm256_loadu_ps(xr + 8 * k)));
+                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(wv, load8_as_f32(x, (size_t)r * x_stride + (size_t)i + 8 * k, half)));
         }
         for (int k = 0; k < 4; k++)
             _mm256_storeu_ps(acc + i + 8 * k, a[k]);
@@ -1038,41 +1051,24 @@ void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, 
     for (; i + 8 <= n; i += 8) {
         __m256 a = _mm256_loadu_ps(acc + i);
         for (int64_t r = 0; r < rows; r++)
-            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(x + (size_t)r * x_stride + i)));
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[r]), load8_as_f32(x, (size_t)r * x_stride + (size_t)i, half)));
         _mm256_storeu_ps(acc + i, a);
     }
     for (; i < n; i++)
         for (int64_t r = 0; r < rows; r++)
-            acc[i] += w[r] * x[(size_t)r * x_stride + i];
+            acc[i] += w[r] * load_as_f32(x, (size_t)r * x_stride + (size_t)i, half);
+}
+
+void hx_quant_avx2_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                   int64_t n)
+{
+    add_scaled_rows(acc, x, x_stride, w, rows, n, 0);
 }
 
 void hx_quant_avx2_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
                                        int64_t n)
 {
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256 a[4];
-        for (int k = 0; k < 4; k++)
-            a[k] = _mm256_loadu_ps(acc + i + 8 * k);
-        for (int64_t r = 0; r < rows; r++) {
-            const __m256 wv = _mm256_set1_ps(w[r]);
-            const hx_half *xr = x + (size_t)r * x_stride + i;
-            for (int k = 0; k < 4; k++)
-                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(wv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(xr + 8 * k)))));
-        }
-        for (int k = 0; k < 4; k++)
-            _mm256_storeu_ps(acc + i + 8 * k, a[k]);
-    }
-    for (; i + 8 <= n; i += 8) {
-        __m256 a = _mm256_loadu_ps(acc + i);
-        for (int64_t r = 0; r < rows; r++)
-            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[r]),
-                                               _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + (size_t)r * x_stride + i)))));
-        _mm256_storeu_ps(acc + i, a);
-    }
-    for (; i < n; i++)
-        for (int64_t r = 0; r < rows; r++)
-            acc[i] += w[r] * hx_fp16_to_fp32(x[(size_t)r * x_stride + i]);
+    add_scaled_rows(acc, x, x_stride, w, rows, n, 1);
 }
 
 const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {

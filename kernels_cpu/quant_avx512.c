@@ -1060,12 +1060,21 @@ HX_QUANT_GEMM_BY_COLS(gemm_q6_K, gemm_k_tile, 6)
 
 HX_QUANT_DOT4S_OF_GEMMS
 
+/* Sixteen elements of F32 or F16 rows (converted exactly) as F32, those
+ * outside mask m zero. */
+static inline __attribute__((always_inline)) __m512 load16_as_f32(const void *x, size_t at, __mmask16 m,
+                                                                  const int half)
+{
+    return half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const hx_half *)x + at))
+                : _mm512_maskz_loadu_ps(m, (const float *)x + at);
+}
 
 /* A multiply and an add, not an FMA: the scalar level's bits; the last
- * partial vector under a mask. */
-/* Slices of 64 accumulators stay in registers over all the rows. */
-void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
-                                     int64_t n)
+ * partial vector under a mask.  Slices of 64 accumulators stay in
+ * registers over all the rows.  `half`: the rows are F16. */
+static inline __attribute__((always_inline)) void add_scaled_rows(float *acc, const void *x, size_t x_stride,
+                                                                  const float *w, int64_t rows, int64_t n,
+                                                                  const int half)
 {
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
@@ -1074,9 +1083,9 @@ void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride
             a[k] = _mm512_loadu_ps(acc + i + 16 * k);
         for (int64_t r = 0; r < rows; r++) {
             const __m512 wv = _mm512_set1_ps(w[r]);
-            const float *xr = x + (size_t)r * x_stride + i;
             for (int k = 0; k < 4; k++)
-                a[k] = _mm512_add_ps(a[k], _mm512_mul_ps(wv, _mm512_loadu_ps(xr + 16 * k)));
+                a[k] = _mm512_add_ps(
+                    a[k], _mm512_mul_ps(wv, load16_as_f32(x, (size_t)r * x_stride + (size_t)i + 16 * k, 0xffff, half)));
         }
         for (int k = 0; k < 4; k++)
             _mm512_storeu_ps(acc + i + 16 * k, a[k]);
@@ -1085,36 +1094,21 @@ void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 a = _mm512_maskz_loadu_ps(m, acc + i);
         for (int64_t r = 0; r < rows; r++)
-            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(m, x + (size_t)r * x_stride + i)));
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[r]), load16_as_f32(x, (size_t)r * x_stride + (size_t)i, m, half)));
         _mm512_mask_storeu_ps(acc + i, m, a);
     }
+}
+
+void hx_quant_avx512_add_scaled_rows(float *acc, const float *x, size_t x_stride, const float *w, int64_t rows,
+                                     int64_t n)
+{
+    add_scaled_rows(acc, x, x_stride, w, rows, n, 0);
 }
 
 void hx_quant_avx512_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
                                          int64_t n)
 {
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        __m512 a[4];
-        for (int k = 0; k < 4; k++)
-            a[k] = _mm512_loadu_ps(acc + i + 16 * k);
-        for (int64_t r = 0; r < rows; r++) {
-            const __m512 wv = _mm512_set1_ps(w[r]);
-            const hx_half *xr = x + (size_t)r * x_stride + i;
-            for (int k = 0; k < 4; k++)
-                a[k] = _mm512_add_ps(a[k], _mm512_mul_ps(wv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(xr + 16 * k)))));
-        }
-        for (int k = 0; k < 4; k++)
-            _mm512_storeu_ps(acc + i + 16 * k, a[k]);
-    }
-    for (; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 a = _mm512_maskz_loadu_ps(m, acc + i);
-        for (int64_t r = 0; r < rows; r++)
-            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[r]),
-                                               _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + (size_t)r * x_stride + i))));
-        _mm512_mask_storeu_ps(acc + i, m, a);
-    }
+    add_scaled_rows(acc, x, x_stride, w, rows, n, 1);
 }
 
 const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {

@@ -200,7 +200,7 @@ hx_status hx_team_create(int nthreads, void *topology, int pin, hx_team **out)
 {
     if (nthreads < 1 || nthreads > 1024)
         return hx_error(HX_ERR_INVALID_ARG, "thread team of %d threads", nthreads);
-    hx_team *t = aligned_alloc(_Alignof(hx_team), (sizeof *t + _Alignof(hx_team) - 1) / _Alignof(hx_team) * _Alignof(hx_team));
+    hx_team *t = aligned_alloc(_Alignof(hx_team), sizeof *t); /* a struct's size is a multiple of its alignment */
     if (t)
         memset(t, 0, sizeof *t);
     if (!t || !(t->threads = calloc((size_t)nthreads, sizeof *t->threads))) {
