@@ -5,7 +5,7 @@
 
 #include "engine/generation.h"
 #include "engine/session.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 

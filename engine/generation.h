@@ -8,7 +8,7 @@
 #include "engine/sampling.h"
 #include "engine/stop_text.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 typedef struct {
     hx_sampler *smp;

@@ -8,7 +8,7 @@
 #include "model/context.h"
 #include "model/model.h"
 #include "kernels_cpu/quant.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "runtime/block_space.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"

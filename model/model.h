@@ -9,7 +9,7 @@
 
 #include "hetero.h"
 #include "model/arch.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/kv_cache.h"
 #include "ops/types.h"
 

@@ -15,9 +15,9 @@
 
 #include "kernels_cpu/quant.h"
 #include "model/arch.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/synthetic.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "runtime/cache_dir.h"
 #include "runtime/error.h"
 

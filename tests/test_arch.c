@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "tests/hx_test.h"

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/synthetic.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/hx_test.h"
 #include "tests/small_model.h"
 

@@ -15,7 +15,7 @@
 
 #include "kernels_cpu/quant.h"
 #include "model/synthetic.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/hx_test.h"
 
 #define NV HX_TOKENIZER_BYTES_VOCAB

@@ -9,7 +9,7 @@
 
 #include "engine/stop_text.h"
 #include "model/synthetic.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/hx_test.h"
 
 #define SMOLLM2_ENV "HX_TEST_SMOLLM2"

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "model/gguf.h"
-#include "model/imatrix.h"
+#include "gguf/gguf.h"
+#include "quantize/imatrix.h"
 #include "tests/cl_test.h"
 #include "tests/ref_ops.h"
 #include "tests/small_model.h"

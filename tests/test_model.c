@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "model/synthetic.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/hx_test.h"
 
 #define N_POS 64

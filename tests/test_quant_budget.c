@@ -1,5 +1,5 @@
-/* Suite quant_budget: the weighted error a type costs (model/quant_rows.h)
- * against a direct computation, and the budget solver (model/quant_budget.h)
+/* Suite quant_budget: the weighted error a type costs (quantize/quant_rows.h)
+ * against a direct computation, and the budget solver (quantize/quant_budget.h)
  * against the budget, against uniform types, and against the exhaustive
  * optimum of small instances. */
 #include <math.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "kernels_cpu/quant.h"
-#include "model/quant_budget.h"
-#include "model/quant_rows.h"
+#include "quantize/quant_budget.h"
+#include "quantize/quant_rows.h"
 #include "tests/hx_test.h"
 
 static uint64_t rng = 88172645463325252ull;

@@ -1,4 +1,4 @@
-/* Suite quant_recipe: llama-quantize's per-tensor choices (model/quant_recipe.h).
+/* Suite quant_recipe: llama-quantize's per-tensor choices (quantize/quant_recipe.h).
  *
  * The expected types are llama-quantize's own, from its --dry-run
  * (tests/gen-quant-recipes.sh wrote tests/fixtures/quant-recipes/, each
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/quant_recipe.h"
+#include "quantize/quant_recipe.h"
 #include "tests/hx_test.h"
 
 #define DIR "tests/fixtures/quant-recipes/"

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "kernels_cpu/quant.h"
-#include "model/gguf.h"
-#include "model/imatrix.h"
-#include "model/quant_recipe.h"
+#include "gguf/gguf.h"
+#include "quantize/imatrix.h"
+#include "quantize/quant_recipe.h"
 #include "tests/hx_test.h"
 
 static char dir[64], f32[128], out[128];

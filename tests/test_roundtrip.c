@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "kernels_cpu/quant.h"
 #include "model/synthetic.h"
 #include "tests/hx_test.h"

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "model/synthetic.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"
 #include "runtime/sched_cores.h"

@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_impl.h"
-#include "model/unicode.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_impl.h"
+#include "text/unicode.h"
 #include "tests/hx_test.h"
 
 #define SPM_VOCAB "ggml-vocab-llama-spm.gguf"

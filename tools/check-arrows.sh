@@ -21,9 +21,12 @@ allowed() {
     kernels_cl) echo "" ;;
     kernels_cu) echo "include ops" ;;
     devices) echo "include runtime ops kernels_cpu kernels_cl kernels_cu" ;;
-    model) echo "include runtime ops" ;;
+    gguf) echo "include runtime ops" ;;
+    text) echo "include gguf runtime ops" ;;
+    model) echo "include gguf text runtime ops" ;;
+    quantize) echo "include model gguf kernels_cpu runtime ops" ;;
     partitioner) echo "include runtime model ops" ;;
-    engine) echo "include partitioner model runtime ops" ;;
+    engine) echo "include partitioner model text runtime ops" ;;
     tools) echo "include" ;;
     # bench/ shares the tools' header-only command-line helpers (tools/cli_num.h).
     bench) echo "include tools" ;;
