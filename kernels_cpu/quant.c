@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "kernels_cpu/quant_impl.h"
-#include "runtime/error.h"
+#include "ops/error.h"
 
 static const hx_type dot_type[HX_TYPE_COUNT] = {
     [HX_TYPE_F32] = HX_TYPE_F32,   [HX_TYPE_F16] = HX_TYPE_F32,   [HX_TYPE_BF16] = HX_TYPE_F32,

@@ -6,7 +6,7 @@
 
 #include "kernels_cpu/quant_impl.h"
 #include "kernels_cpu/repack.h"
-#include "runtime/error.h"
+#include "ops/error.h"
 
 size_t hx_repack_block_bytes(hx_type t)
 {

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "ops/error.h"
 
 #define HX_ERROR_MAX 1024
 
