@@ -7,9 +7,9 @@
 
 #include "model/context.h"
 #include "model/model.h"
-#include "kernels_cpu/quant.h"
 #include "text/tokenizer.h"
 #include "runtime/block_space.h"
+#include "ops/types.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -169,7 +169,7 @@ static hx_status weight_rows(hx_model *m, hx_weight *w, const char *name, uint64
         return hx_error(HX_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]", name,
                         (unsigned long long)t->ne[0], (unsigned long long)got1,
                         (unsigned long long)ne0, (unsigned long long)rows_total);
-    hx_status s = hx_quant_row_check(t->type, (int64_t)ne0);
+    hx_status s = hx_type_row_check(t->type, (int64_t)ne0);
     if (s)
         return hx_error_context(s, "tensor '%s'", name);
     if (rows_total == 1 && t->type != HX_TYPE_F32)

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "kernels_cpu/quant.h"
 #include "model/synthetic.h"
 #include "runtime/buffer.h"
+#include "ops/types.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -94,8 +94,8 @@ static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_
     hx_status s = find_shape(name, &sh);
     if (s)
         return s;
-    if (!hx_type_from_name(type_name, &type) || hx_quant_row_check(type, sh.n_embd) ||
-        hx_quant_row_check(type, sh.n_ff))
+    if (!hx_type_from_name(type_name, &type) || hx_type_row_check(type, sh.n_embd) ||
+        hx_type_row_check(type, sh.n_ff))
         return hx_error(HX_ERR_INVALID_ARG, "weight type '%s' for shapes '%s'", type_name, name);
     hx_model *m = calloc(1, sizeof *m);
     if (!m)

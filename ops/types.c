@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ops/error.h"
 #include "ops/types.h"
 
 static const hx_type_traits traits[HX_TYPE_COUNT] = {
@@ -70,4 +71,17 @@ size_t hx_type_row_size(hx_type t, uint64_t n)
     if (!tr || n % tr->block_size)
         return 0;
     return (size_t)(n / tr->block_size) * tr->type_size;
+}
+
+int hx_type_row_check(hx_type t, int64_t n)
+{
+    const hx_type_traits *tr = hx_type_get((uint32_t)t);
+    if (!tr)
+        return hx_error(HX_ERR_INVALID_ARG, "tensor type %d does not exist", (int)t);
+    if (!tr->computable)
+        return hx_error(HX_ERR_UNSUPPORTED, "no kernels for tensor type %s", tr->name);
+    if (n <= 0 || n % tr->block_size)
+        return hx_error(HX_ERR_INVALID_ARG, "a %s row of %lld elements is not whole blocks of %u", tr->name,
+                        (long long)n, tr->block_size);
+    return HX_OK;
 }

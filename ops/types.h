@@ -57,5 +57,10 @@ const char *hx_type_name(uint32_t type); /* "unknown" when undefined */
 int hx_type_from_name(const char *name, hx_type *out);
 /* Bytes of a row of `n` elements; 0 if n is not a multiple of the block. */
 size_t hx_type_row_size(hx_type t, uint64_t n);
+/* HX_OK if rows of n elements of t can be computed: t exists, is
+ * `computable` and n is whole blocks; else an error naming the type
+ * (HX_ERR_UNSUPPORTED / HX_ERR_INVALID_ARG) in hx_last_error().  What the
+ * model asks of each tensor at load, without seeing any kernel. */
+int hx_type_row_check(hx_type t, int64_t n);
 
 #endif

@@ -1219,14 +1219,25 @@ START_TEST(test_dispatch)
     }
     ck_assert_int_eq(hx_quant_set_level((hx_simd_level)7), HX_ERR_INVALID_ARG);
     HX_ASSERT_OK(hx_quant_set_level(saved));
-    /* every type the type table calls computable has kernels */
+    /* the type table calls computable exactly the types with dot-product
+     * kernels: the model checks its tensors against the table alone
+     * (hx_type_row_check), the kernels against their own (hx_quant_row_check) */
     for (uint32_t t = 0; t < HX_TYPE_COUNT; t++) {
         const hx_type_traits *tr = hx_type_get(t);
-        if (tr && tr->computable) {
-            const hx_quant_ops *o = hx_quant_ops_get((hx_type)t);
+        const hx_quant_ops *o = hx_quant_ops_get((hx_type)t);
+        if (tr && tr->computable)
             ck_assert_msg(o && o->vec_dot, "%s is computable but has no kernels", tr->name);
-        }
+        else
+            ck_assert_msg(!o || !o->vec_dot, "type %u has kernels but is not computable", t);
+        if (tr && tr->computable)
+            ck_assert_int_eq(hx_type_row_check((hx_type)t, tr->block_size * 4), HX_OK);
+        else
+            ck_assert_int_ne(hx_type_row_check((hx_type)t, tr ? tr->block_size * 4 : 256), HX_OK);
     }
+    ck_assert_int_eq(hx_type_row_check(HX_TYPE_Q4_K, 100), HX_ERR_INVALID_ARG);
+    ck_assert(strstr(hx_last_error(), "q4_K") != NULL);
+    ck_assert_int_eq(hx_type_row_check(HX_TYPE_IQ2_XXS, 256), HX_ERR_UNSUPPORTED);
+    ck_assert(strstr(hx_last_error(), "iq2_xxs") != NULL);
     ck_assert_ptr_null(hx_quant_ops_get(HX_TYPE_IQ2_XXS));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)5));
     ck_assert_ptr_null(hx_quant_ops_get((hx_type)999));
