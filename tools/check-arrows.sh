@@ -1,10 +1,18 @@
 #!/bin/sh
-# The arrows of DESIGN.md's rooms table, checked on every #include "room/...".
+# The arrows of DESIGN.md's rooms table, checked on every #include.
 # A room may include from its own folder and from the rooms listed for it
 # below; tests/ may include anything.  An include that crosses an arrow the
 # wrong way fails the check unless it is listed, with the including file,
 # in tools/arrows-allowed.txt (each entry justified in docs/architecture.md),
-# so an old exception stays visible and a new one cannot slip in.
+# so an old exception stays visible and a new one cannot slip in; an entry
+# that no longer matches an include fails too, so the list cannot rot.
+#
+# Every form the compiler accepts is resolved as the compiler resolves it
+# (the Makefile's -I. -Iinclude): #include "room/x.h", #include <room/x.h>,
+# a relative "../room/x.h", and a bare "x.h" found beside the including
+# file; the room is the first folder of the resolved path.  An include of
+# a path in no room (<stdio.h>, "hetero.h" through -Iinclude) is no arrow.
+# One that names a header by a macro cannot be resolved and is refused.
 #
 # Usage: sh tools/check-arrows.sh [ROOT]   (exit 1 on a wrong-way include)
 set -eu
@@ -34,35 +42,121 @@ allowed() {
     *) echo "" ;;
     esac
 }
+ROOMS="include ops runtime kernels_cpu kernels_cl kernels_cu devices gguf text model quantize partitioner engine
+       bitstreams tools bench tests"
 
 ALLOW_FILE=tools/arrows-allowed.txt
-bad=0
-listed=0
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+table=$(for r in $ROOMS; do printf '%s|%s\n' "$r" "$(allowed "$r")"; done)
+
+# The sources: git's list inside a checkout (ROOT its top), else every
+# source file outside build folders (a copy, an unpacked tarball).
+if [ "$(git rev-parse --show-toplevel 2>/dev/null || true)" = "$(pwd -P)" ]; then
     files=$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cl')
 else
-    files=$(find . -type f \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cl' \) | sed 's#^\./##')
+    files=$(find . \( -name .git -o -name 'build*' \) -prune -o -type f \
+        \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cl' \) -print | sed 's#^\./##' | sort)
 fi
-for f in $files; do
-    room=${f%%/*}
-    [ "$room" = "$f" ] && continue
-    ok=$(allowed "$room")
-    [ "$ok" = "*" ] && continue
-    # #include "room/file.h": the first path component names the room.
-    for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([a-z_0-9]*\)\/\([^"]*\)".*/\1\/\2/p' "$f"); do
-        target=${inc%%/*}
-        [ "$target" = "$room" ] && continue
-        case " $ok " in *" $target "*) continue ;; esac
-        if [ -f "$ALLOW_FILE" ] && grep -qx "$f -> $inc" "$ALLOW_FILE"; then
-            listed=$((listed + 1))
+
+printf '%s\n' "$files" | awk -v table="$table" -v allow_file="$ALLOW_FILE" '
+function exists(p,    line, r) {
+    if (p in seen) return seen[p]
+    r = (getline line < p) >= 0
+    close(p)
+    seen[p] = r
+    return r
+}
+# a/b/../c -> a/c; ./a -> a; a path that climbs out of the tree -> ""
+function normalize(p,    n, i, k, part, out) {
+    n = split(p, part, "/")
+    k = 0
+    for (i = 1; i <= n; i++) {
+        if (part[i] == "" || part[i] == ".") continue
+        if (part[i] == "..") { if (k == 0) return ""; k--; continue }
+        out[++k] = part[i]
+    }
+    p = ""
+    for (i = 1; i <= k; i++) p = p (i > 1 ? "/" : "") out[i]
+    return p
+}
+function dirname(p) { return p ~ /\// ? substr(p, 1, match(p, /\/[^\/]*$/) - 1) : "" }
+function room_of(p,    r) {
+    if (p !~ /\//) return ""
+    r = substr(p, 1, index(p, "/") - 1)
+    return (r in may) ? r : ""
+}
+# The path an include names, as the compiler finds it; "" when it is in
+# no room of the tree (a system header).
+function resolve(f, form, name,    d, p) {
+    if (form == "\"") {
+        d = dirname(f)
+        p = normalize((d == "" ? "" : d "/") name)
+        if (p != "" && exists(p)) return p
+    }
+    p = normalize(name)
+    if (p != "" && exists(p)) return p
+    p = normalize("include/" name)
+    if (p != "" && exists(p)) return p
+    # Not found (a header still to be written, a typo): the compiler will
+    # say so; the arrow is judged by the path as written.
+    p = normalize(name)
+    return room_of(p) != "" ? p : ""
+}
+BEGIN {
+    n = split(table, line, "\n")
+    for (i = 1; i <= n; i++) {
+        split(line[i], kv, "|")
+        may[kv[1]] = " " kv[2] " "
+    }
+    while ((getline l < allow_file) > 0) {
+        if (l ~ /^[ \t]*(#|$)/) continue
+        listed[l] = 0
+        order[++nlisted] = l
+    }
+    close(allow_file)
+    bad = 0
+}
+{
+    f = $0
+    room = room_of(f)
+    if (room == "" || may[room] == " * ") next
+    lineno = 0
+    while ((getline src < f) > 0) {
+        lineno++
+        if (src !~ /^[ \t]*#[ \t]*include/) continue
+        rest = src
+        sub(/^[ \t]*#[ \t]*include(_next)?[ \t]*/, "", rest)
+        form = substr(rest, 1, 1)
+        if (form == "<") close_ch = ">"
+        else if (form == "\"") close_ch = "\""
+        else {
+            printf "check-arrows: %s:%d: #include names no header the check can resolve: %s\n", f, lineno, src > "/dev/stderr"
+            bad++
             continue
-        fi
-        echo "check-arrows: $f includes \"$inc\": $room/ may include from: ${ok:-nothing}" >&2
-        bad=$((bad + 1))
-    done
-done
-if [ "$bad" -ne 0 ]; then
-    echo "check-arrows: $bad wrong-way include(s); see DESIGN.md's rooms and docs/architecture.md" >&2
-    exit 1
-fi
-echo "check-arrows: every include follows the arrows ($listed listed exception(s) in $ALLOW_FILE)"
+        }
+        rest = substr(rest, 2)
+        name = substr(rest, 1, index(rest, close_ch) - 1)
+        target = resolve(f, form, name)
+        troom = room_of(target)
+        if (troom == "" || troom == room || index(may[room], " " troom " ")) continue
+        key = f " -> " target
+        if (key in listed) { listed[key]++; continue }
+        shown = form name close_ch
+        printf "check-arrows: %s:%d includes %s (%s/): %s/ may include from: %s\n", f, lineno, shown, troom, room,
+            (may[room] ~ /^ *$/ ? "nothing" : substr(may[room], 2, length(may[room]) - 2)) > "/dev/stderr"
+        bad++
+    }
+    close(f)
+}
+END {
+    used = 0
+    for (i = 1; i <= nlisted; i++) {
+        if (listed[order[i]]) { used++; continue }
+        printf "check-arrows: %s lists \"%s\", which no include needs: remove it\n", allow_file, order[i] > "/dev/stderr"
+        bad++
+    }
+    if (bad) {
+        printf "check-arrows: %d wrong-way include(s) or stale exception(s); see DESIGN.md'"'"'s rooms and docs/architecture.md\n", bad > "/dev/stderr"
+        exit 1
+    }
+    printf "check-arrows: every include follows the arrows (%d listed exception(s) in %s)\n", used, allow_file
+}'
