@@ -149,9 +149,9 @@ hx_status hx_engine_req_sample(hx_engine *e, hx_engine_req *q, int *ended)
     if (!l)
         return hx_error(HX_ERR_STATE, "request %llu: no logits after its evaluation", (unsigned long long)q->id);
     hx_engine_token t = {.id = q->id, .n_top = q->r.top_logprobs};
-    hx_status st = hx_sampler_sample(q->gen.smp, l, &t.token);
+    hx_status st = hx_generation_sample(&q->gen, l, &t.token);
     if (st == HX_OK)
-        st = hx_sampler_accept(q->gen.smp, t.token);
+        st = hx_generation_accept(&q->gen, t.token);
     if (st)
         return st;
     logprobs(l, (int32_t)e->m->info.n_vocab, &t);

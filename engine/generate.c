@@ -56,9 +56,9 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
     for (uint32_t i = 0; st == HX_OK && i < n_predict; i++) {
         int32_t tok, matched;
         const char *text;
-        st = hx_sampler_sample(g.smp, hx_session_logits(s, -1), &tok);
+        st = hx_generation_sample(&g, hx_session_logits(s, -1), &tok);
         if (st == HX_OK)
-            st = hx_sampler_accept(g.smp, tok);
+            st = hx_generation_accept(&g, tok);
         if (st)
             break;
         gs.generated_tokens++;

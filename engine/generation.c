@@ -1,4 +1,5 @@
 /* The text side of a generation (engine/generation.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,10 @@
 void hx_generation_free(hx_generation *g)
 {
     hx_sampler_free(g->smp);
+    hx_grammar_state_free(g->gstate);
+    hx_grammar_free(g->gram);
+    hx_grammar_vocab_free(g->gvocab);
+    free(g->masked);
     hx_stop_text_free(&g->stop);
     free(g->piece);
     memset(g, 0, sizeof *g);
@@ -23,8 +28,48 @@ hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampl
     if (st == HX_OK && !(g->piece = malloc(g->cap)))
         st = hx_error(HX_ERR_NO_MEMORY, "generation");
     hx_detok_init(&g->dt, m->tok, 0);
+    g->tok = m->tok;
+    g->n_vocab = m->info.n_vocab;
+    if (st == HX_OK && sp->grammar) {
+        if (!m->tok)
+            st = hx_error(HX_ERR_UNSUPPORTED, "a grammar needs the model's tokenizer");
+        if (st == HX_OK)
+            st = hx_grammar_parse(sp->grammar, strlen(sp->grammar), &g->gram);
+        if (st == HX_OK)
+            st = hx_grammar_state_create(g->gram, &g->gstate);
+    }
     if (st)
         hx_generation_free(g);
+    return st;
+}
+
+hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *tok)
+{
+    hx_status st = hx_sampler_sample(g->smp, logits, tok);
+    if (st || !g->gstate)
+        return st;
+    if (!g->gvocab && (st = hx_grammar_vocab_create(g->tok, &g->gvocab)))
+        return st;
+    if (hx_grammar_allows(g->gstate, g->gvocab, *tok))
+        return HX_OK;
+    if (!g->masked && !(g->masked = malloc(g->n_vocab * sizeof *g->masked)))
+        return hx_error(HX_ERR_NO_MEMORY, "grammar: logits");
+    memcpy(g->masked, logits, g->n_vocab * sizeof *g->masked);
+    if ((st = hx_grammar_mask(g->gstate, g->gvocab, g->masked)))
+        return st;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < g->n_vocab; i++)
+        live += g->masked[i] != -INFINITY;
+    if (!live)
+        return hx_error(HX_ERR_STATE, "grammar: no token of the vocabulary continues the text");
+    return hx_sampler_sample(g->smp, g->masked, tok);
+}
+
+hx_status hx_generation_accept(hx_generation *g, int32_t tok)
+{
+    hx_status st = hx_sampler_accept(g->smp, tok);
+    if (st == HX_OK && g->gstate)
+        st = hx_grammar_accept_token(g->gstate, g->gvocab, tok);
     return st;
 }
 

@@ -8,6 +8,7 @@
 #include "engine/sampling.h"
 #include "engine/stop_text.h"
 #include "model/model.h"
+#include "text/grammar.h"
 #include "text/tokenizer.h"
 
 typedef struct {
@@ -16,11 +17,28 @@ typedef struct {
     hx_stop_text stop;
     char *piece;
     size_t cap;
+    /* The grammar the text must follow (hx_sampling.grammar), or NULL;
+     * its vocabulary trie is built at the first token the grammar refuses. */
+    hx_grammar *gram;
+    hx_grammar_state *gstate;
+    hx_grammar_vocab *gvocab;
+    float *masked;
+    const hx_tokenizer *tok;
+    uint32_t n_vocab;
 } hx_generation;
 
 /* Validates `sp` (its stop strings are not copied: they must outlive g). */
 hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampling *sp);
 void hx_generation_free(hx_generation *g);
+
+/* Draws the next token from logits[n_vocab]: the sampler's draw where the
+ * grammar allows it, else a draw from the logits of the tokens it allows
+ * (llama.cpp's order: the common case costs one check, not a pass over the
+ * vocabulary).  HX_ERR_STATE when the grammar allows no token at all. */
+hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *tok);
+/* Records a token the generation produced: the sampler's penalty window,
+ * and the grammar's state. */
+hx_status hx_generation_accept(hx_generation *g, int32_t tok);
 
 /* The text token `tok` completes, through the stop strings: *text is what
  * to pass on, *matched the stop string it ended at (-1: none).  An

@@ -778,6 +778,14 @@ typedef struct {
      * text passed to the callback ends before it.  NULL / 0 = none. */
     const char *const *stop;
     uint32_t n_stop;
+    /* A GBNF grammar (llama.cpp's grammar format; the start rule is
+     * `root`) that the generated text must follow: a token is drawn only
+     * if its text continues a sentence of the grammar, and an
+     * end-of-generation token only where the text is a whole one.  Read
+     * when the generation starts (it need not outlive that call); a bad
+     * grammar fails it with HX_ERR_INVALID_ARG naming the line and column.
+     * NULL = none. */
+    const char *grammar;
 } hx_sampling;
 
 HX_API hx_sampling hx_sampling_default(void);
