@@ -11,7 +11,6 @@ void hx_generation_free(hx_generation *g)
     hx_sampler_free(g->smp);
     hx_grammar_state_free(g->gstate);
     hx_grammar_free(g->gram);
-    hx_grammar_vocab_free(g->gvocab);
     free(g->masked);
     hx_stop_text_free(&g->stop);
     free(g->piece);
@@ -37,6 +36,8 @@ hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampl
             st = hx_grammar_parse(sp->grammar, strlen(sp->grammar), &g->gram);
         if (st == HX_OK)
             st = hx_grammar_state_create(g->gram, &g->gstate);
+        if (st == HX_OK)
+            st = hx_grammar_vocab_of(m->tok, &g->gvocab);
     }
     if (st)
         hx_generation_free(g);
@@ -47,8 +48,6 @@ hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *t
 {
     hx_status st = hx_sampler_sample(g->smp, logits, tok);
     if (st || !g->gstate)
-        return st;
-    if (!g->gvocab && (st = hx_grammar_vocab_create(g->tok, &g->gvocab)))
         return st;
     if (hx_grammar_allows(g->gstate, g->gvocab, *tok))
         return HX_OK;

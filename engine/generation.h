@@ -18,10 +18,10 @@ typedef struct {
     char *piece;
     size_t cap;
     /* The grammar the text must follow (hx_sampling.grammar), or NULL;
-     * its vocabulary trie is built at the first token the grammar refuses. */
+     * the tokenizer's trie of pieces (hx_grammar_vocab_of), borrowed. */
     hx_grammar *gram;
     hx_grammar_state *gstate;
-    hx_grammar_vocab *gvocab;
+    const hx_grammar_vocab *gvocab;
     float *masked;
     const hx_tokenizer *tok;
     uint32_t n_vocab;

@@ -66,9 +66,12 @@ int hx_grammar_accept(hx_grammar_state *s, const char *bytes, size_t n);
 /* Whether the text fed so far is a whole sentence of the grammar. */
 int hx_grammar_can_end(const hx_grammar_state *s);
 
-/* The tokens' pieces as a byte trie, built once per tokenizer. */
+/* The tokens' pieces as a byte trie. */
 hx_status hx_grammar_vocab_create(const hx_tokenizer *t, hx_grammar_vocab **out);
 void hx_grammar_vocab_free(hx_grammar_vocab *v);
+/* The tokenizer's own trie, built on the first call and kept (freed with
+ * the tokenizer); safe to call from several threads. */
+hx_status hx_grammar_vocab_of(const hx_tokenizer *t, const hx_grammar_vocab **out);
 /* Whether token `id` may come next: its piece is accepted whole (an
  * end-of-generation token: the grammar can end; a token with no text:
  * never). */

@@ -3,6 +3,7 @@
  * prefix shared by many tokens is matched once and a prefix the grammar
  * refuses prunes every token below it. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,6 +132,23 @@ oom:
     free(buf);
     hx_grammar_vocab_free(v);
     return hx_error(HX_ERR_NO_MEMORY, "grammar: vocabulary trie");
+}
+
+hx_status hx_grammar_vocab_of(const hx_tokenizer *t, const hx_grammar_vocab **out)
+{
+    hx_tokenizer *tk = (hx_tokenizer *)t; /* the cache is not the tokenizer's value */
+    hx_grammar_vocab *v = atomic_load(&tk->grammar_vocab), *expected = NULL;
+    if (!v) {
+        hx_status st = hx_grammar_vocab_create(t, &v);
+        if (st)
+            return st;
+        if (!atomic_compare_exchange_strong(&tk->grammar_vocab, &expected, v)) {
+            hx_grammar_vocab_free(v);
+            v = expected;
+        }
+    }
+    *out = v;
+    return HX_OK;
 }
 
 int hx_grammar_allows(const hx_grammar_state *s, const hx_grammar_vocab *v, int32_t id)

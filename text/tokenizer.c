@@ -8,6 +8,7 @@
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"
 #include "runtime/error.h"
+#include "text/grammar.h"
 
 static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
 {
@@ -107,6 +108,7 @@ void hx_tokenizer_free(hx_tokenizer *t)
     free(t->mright);
     free(t->mhash);
     free(t->special);
+    hx_grammar_vocab_free(atomic_load(&t->grammar_vocab));
     free(t);
 }
 

@@ -3,6 +3,7 @@
 #define HX_TEXT_TOKENIZER_IMPL_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "text/tokenizer.h"
@@ -47,6 +48,10 @@ struct hx_tokenizer {
     uint32_t n_special;
     int32_t byte_token[256]; /* SPM byte fallback; -1 = none          */
     uint32_t max_piece;  /* longest token_to_piece output            */
+    /* The pieces' byte trie for grammars (text/grammar_vocab.c), built by
+     * the first generation with a grammar and kept for the tokenizer's
+     * life; an atomic pointer, so that concurrent first uses race safely. */
+    _Atomic(struct hx_grammar_vocab *) grammar_vocab;
 };
 
 /* A growing array of ids. */
