@@ -9,9 +9,10 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 CC      ?= cc
 OPT     ?= -O2
-PKGS    := hwloc OpenCL numa
+PKGS    := hwloc OpenCL numa jansson
 TESTPKG := check
-# hetero-server's HTTP and JSON libraries (tools/server_*.c).
+# hetero-server's HTTP library (tools/server_*.c); jansson, the JSON
+# library it shares with libhetero (JSON Schemas, text/json_schema.c).
 SERVER_PKGS := libmicrohttpd jansson
 
 DEPS_OK := $(shell pkg-config --exists $(PKGS) $(TESTPKG) $(SERVER_PKGS) && echo yes)

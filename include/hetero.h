@@ -1170,6 +1170,23 @@ HX_API hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message 
 HX_API const char *hx_chat_template_builtin(size_t i);
 
 /* ------------------------------------------------------------------------
+ * Grammars: constrained output (hx_sampling.grammar takes GBNF text)
+ * ---------------------------------------------------------------------- */
+
+/* A JSON Schema as a GBNF grammar whose sentences are JSON texts the schema
+ * accepts, as llama.cpp's json-schema-to-grammar writes it: types (and
+ * lists of them), properties with required ones first in the schema's
+ * order and the optional ones after, additionalProperties, items,
+ * prefixItems, minItems/maxItems, minLength/maxLength, enum, const,
+ * anyOf/oneOf, allOf of one schema, local $ref (#/$defs/..., recursion
+ * included), and the formats date, time, date-time and uuid (other formats
+ * are annotations, as JSON Schema defines them: any string).  A keyword it
+ * cannot enforce (pattern, minimum, multipleOf, ...) is HX_ERR_INVALID_ARG
+ * naming it, never dropped; "{\"type\": \"object\"}" is OpenAI's
+ * json_object mode.  Same buffer contract as hx_tokenizer_decode. */
+HX_API hx_status hx_json_schema_to_grammar(const char *schema_json, char *buf, size_t cap, size_t *len);
+
+/* ------------------------------------------------------------------------
  * JSON output
  * ---------------------------------------------------------------------- */
 
