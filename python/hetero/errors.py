@@ -47,7 +47,9 @@ class HeteroError(RuntimeError):
         self.message = message
         self.call = call
         where = f"{call}: " if call else ""
-        super().__init__(f"{where}{self.status_name}: {message}" if message else f"{where}{self.status_name}")
+        # hetero's messages start with the status's name; ours may not.
+        text = message if message.startswith(self.status_name) else f"{self.status_name}: {message}"
+        super().__init__(where + (text if message else self.status_name))
 
     def __reduce__(self):
         return (type(self), (self.status, self.message, self.call))

@@ -152,7 +152,7 @@ class Model(Handle):
             p = ctypes.POINTER(C.hx_tokenizer)()
             errors.check(C.hx_tokenizer_open(self.path.encode(), ctypes.byref(p)), "hx_tokenizer_open")
             self._tokenizer = p
-            weakref.finalize(self, C.hx_tokenizer_close, p)
+            self._tokenizer_finalizer = weakref.finalize(self, C.hx_tokenizer_close, p)
         buf = ctypes.create_string_buffer(64)
         n = ctypes.c_size_t()
         st = C.hx_tokenizer_token_to_piece(self._tokenizer, token, 1, buf, len(buf), ctypes.byref(n))
@@ -210,7 +210,7 @@ class Model(Handle):
 
     def _before_close(self) -> None:
         if self._tokenizer is not None:
-            C.hx_tokenizer_close(self._tokenizer)
+            self._tokenizer_finalizer()  # closes it, once
             self._tokenizer = None
 
 
@@ -281,8 +281,9 @@ class Session(Handle):
         with self._lock:
             p = C.hx_session_logits(self._p(), i)
             if not p:
-                raise errors.RangeError(errors.ERR_RANGE, errors.last_error() or
-                                        f"no logits kept for token {i} of the last evaluation", "hx_session_logits")
+                # hx_session_logits sets no message of its own for this.
+                raise errors.RangeError(errors.ERR_RANGE, f"no logits kept for token {i} of the last evaluation",
+                                        "hx_session_logits")
             addr = ctypes.cast(p, ctypes.c_void_p).value
             mem = _LogitsMemory(self, addr, self.model.n_vocab)
             view = np.asarray(mem)
