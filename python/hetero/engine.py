@@ -173,6 +173,7 @@ class Engine(Handle):
         errors.check(C.hx_engine_create(model._p(), ctypes.byref(o), ctypes.byref(p)), "hx_engine_create")
         # The callback object must outlive the engine thread: the finalizer keeps it.
         self._own(p, C.hx_engine_destroy, model, self._cb)
+        model._engines.add(self)
 
     def _on_token(self, user: Optional[int], t: Any) -> int:
         # On the engine thread: queue and return at once.
@@ -250,6 +251,9 @@ class Engine(Handle):
         for _ in r:
             pass
         return r.text, r.result()
+
+    def _before_close(self) -> None:
+        self.model._engines.discard(self)
 
     def stats(self) -> Record:
         s = C.hx_engine_stats()

@@ -28,6 +28,9 @@ _SPLIT_MODE_LAYER = 1
 _UNSPECIFIED = -1
 # ggml type ids of llama-cpp-python's type_k / type_v, as hetero's kv_type.
 _GGML_KV_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0"}
+# llama-cpp-python's pooling types (LLAMA_POOLING_TYPE_*); unspecified is
+# none, as llama.cpp's default for a LLaMA-family model.
+_POOLING = {-1: "none", 0: "none", 1: "mean", 2: "cls", 3: "last"}
 
 
 def _refuse(name: str, value: Any, why: str) -> None:
@@ -123,6 +126,11 @@ class Llama:
         if n_ubatch < n_batch:
             _refuse("n_ubatch", n_ubatch, "hetero evaluates up to n_batch tokens at once (its max_batch); "
                     "n_ubatch below n_batch has no counterpart")
+        if pooling_type not in _POOLING:
+            _refuse("pooling_type", pooling_type, "hetero pools embeddings as none (0), mean (1), cls (2) or "
+                    "last (3)")
+        self._pooling = _POOLING[pooling_type]
+        self._embedding = embedding
         if n_ctx < 0 or n_batch <= 0:
             raise ValueError(f"n_ctx {n_ctx} / n_batch {n_batch} out of range")
         if devices is not None and n_gpu_layers != 0:
@@ -176,7 +184,6 @@ class Llama:
             ("use_mlock", False, "hetero does not lock the mapping in memory"),
             ("kv_overrides", None, "hetero does not override metadata keys"),
             ("rope_scaling_type", _UNSPECIFIED, "RoPE settings come from the file"),
-            ("pooling_type", _UNSPECIFIED, "hetero has no embedding pooling"),
             ("attention_type", _UNSPECIFIED, "hetero's attention is causal"),
             ("rope_freq_base", 0.0, "RoPE settings come from the file"),
             ("rope_freq_scale", 0.0, "RoPE settings come from the file"),
@@ -185,7 +192,6 @@ class Llama:
             ("yarn_beta_fast", 32.0, "hetero has no YaRN"),
             ("yarn_beta_slow", 1.0, "hetero has no YaRN"),
             ("yarn_orig_ctx", 0, "hetero has no YaRN"),
-            ("embedding", False, "hetero's C API gives logits, not embeddings"),
             ("offload_kqv", True, "where the KV cache lives follows the partition (partition=)"),
             ("flash_attn", False, "hetero has one attention kernel per device; there is nothing to switch"),
             ("op_offload", None, "where operations run follows the partition (partition=)"),
@@ -533,14 +539,43 @@ class Llama:
     # -- embeddings --------------------------------------------------------
     def embed(self, input: Union[str, List[str]], normalize: bool = False, truncate: bool = True,
               return_count: bool = False):
-        """Not available: hetero's C API gives logits, not hidden states."""
-        raise errors.UnsupportedError(errors.ERR_UNSUPPORTED, "hetero's C API gives a model's logits, not "
-                                      "its embeddings (hidden states); there is nothing to embed with",
-                                      "Llama.embed")
+        """Embeddings: the last hidden state after the final norm, per token
+        (pooling_type none, the default: a list of vectors per input) or
+        pooled (mean, cls: the first token, last); normalize: unit length.
+        truncate: inputs longer than n_batch are cut there, else refused."""
+        if not self._embedding:
+            raise RuntimeError("Llama model must be created with embedding=True to call this method")
+        inputs = [input] if isinstance(input, str) else list(input)
+        out, total = [], 0
+        for text in inputs:
+            ids = self.tokenize(text.encode("utf-8"))
+            if len(ids) > self.n_batch:
+                if not truncate:
+                    raise ValueError(f"input of {len(ids)} tokens exceeds n_batch {self.n_batch}; truncate=True "
+                                     "cuts it")
+                ids = ids[: self.n_batch]
+            total += len(ids)
+            h = self._model.hidden_states(ids).astype(np.float64)
+            if self._pooling == "mean":
+                h = h.mean(axis=0, keepdims=True)
+            elif self._pooling == "cls":
+                h = h[:1]
+            elif self._pooling == "last":
+                h = h[-1:]
+            if normalize:
+                h = h / np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
+            rows = h.tolist()
+            out.append(rows if self._pooling == "none" else rows[0])
+        result = out[0] if isinstance(input, str) else out
+        return (result, total) if return_count else result
 
-    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None):
-        """Not available (see embed)."""
-        return self.embed(input)
+    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
+        """OpenAI's embeddings response over embed()."""
+        inputs = input if isinstance(input, list) else [input]
+        embeds, total = self.embed(inputs, return_count=True)
+        return {"object": "list", "model": model if model is not None else self.model_path,
+                "data": [{"object": "embedding", "embedding": e, "index": i} for i, e in enumerate(embeds)],
+                "usage": {"prompt_tokens": total, "total_tokens": total}}
 
     # -- lifetime ----------------------------------------------------------
     def close(self) -> None:

@@ -20,6 +20,46 @@ UNTIL_END = 0xFFFFFFFF  # n_predict: until an end-of-generation token or a full 
 TokenCallback = Callable[[int, bytes], Any]
 
 
+class _SharedLock:
+    """Evaluations share it; hidden_states() holds it alone, since the
+    activation observer it sets sees every evaluation of the model."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._alone = False
+
+    def shared(self) -> "_Hold":
+        return _Hold(self, False)
+
+    def alone(self) -> "_Hold":
+        return _Hold(self, True)
+
+
+class _Hold:
+    def __init__(self, lock: _SharedLock, alone: bool):
+        self.lock, self.alone = lock, alone
+
+    def __enter__(self) -> None:
+        c = self.lock._cond
+        with c:
+            if self.alone:
+                c.wait_for(lambda: not self.lock._alone and self.lock._shared == 0)
+                self.lock._alone = True
+            else:
+                c.wait_for(lambda: not self.lock._alone)
+                self.lock._shared += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        c = self.lock._cond
+        with c:
+            if self.alone:
+                self.lock._alone = False
+            else:
+                self.lock._shared -= 1
+            c.notify_all()
+
+
 def _ids(tokens: Sequence[int]) -> Tuple[Any, int]:
     n = len(tokens)
     arr = (ctypes.c_int32 * max(1, n))(*tokens)
@@ -85,6 +125,8 @@ class Model(Handle):
         self._own(p, C.hx_model_free, runtime)
         self.info = self._info()
         self._tokenizer = None  # hx_tokenizer, for detokenize(special=True)
+        self._evals = _SharedLock()
+        self._engines: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
     def _info(self) -> Record:
         i = C.hx_model_info()
@@ -178,6 +220,50 @@ class Model(Handle):
         t = C.hx_model_chat_template(self._p())
         return None if t is None else t.decode("utf-8", "replace")
 
+    def hidden_states(self, tokens: Sequence[int]) -> np.ndarray:
+        """The model's last hidden state of every token, after the final
+        norm (what the output matrix multiplies, llama.cpp's embeddings
+        with pooling "none"): float32 [len(tokens), n_embd].
+
+        Read through hetero's activation observer on a fresh session;
+        other sessions' evaluations wait meanwhile, and it is refused while
+        an Engine runs on the model (its evaluations would be seen too)."""
+        if not tokens:
+            raise errors.InvalidArgument(errors.ERR_INVALID_ARG, "no tokens", "Model.hidden_states")
+        if len(self._engines):
+            raise errors.StateError(errors.ERR_STATE, "an Engine is running on this model; its evaluations "
+                                    "would mix with these", "Model.hidden_states")
+        names = (b"output.weight", b"token_embd.weight")  # the output matrix, tied or not
+        rows: List[np.ndarray] = []
+        mu = threading.Lock()
+
+        def observe(user: Any, tensor: bytes, x: Any, n: int, cols: int) -> None:
+            if tensor in names:
+                a = np.ctypeslib.as_array(x, shape=(n, cols)).copy()
+                with mu:
+                    rows.append(a)
+
+        cb = C.hx_activation_observer(observe)
+        with self._evals.alone():
+            errors.check(C.hx_model_set_activation_observer(self._p(), cb, None),
+                         "hx_model_set_activation_observer")
+            try:
+                s = Session(self)
+                try:
+                    # Every token's row goes through the output matrix, and
+                    # none is taken from the prefix cache.
+                    arr, n = _ids(tokens)
+                    errors.check(C.hx_session_eval(s._p(), arr, n, 1), "hx_session_eval")
+                finally:
+                    s.close()
+            finally:
+                C.hx_model_set_activation_observer(self._p(), C.hx_activation_observer(), None)
+        out = np.concatenate(rows) if rows else np.zeros((0, self.info.n_embd), np.float32)
+        if out.shape != (len(tokens), self.info.n_embd):
+            raise errors.StateError(errors.ERR_STATE, f"observed {out.shape[0]} rows for {len(tokens)} tokens",
+                                    "Model.hidden_states")
+        return out
+
     # -- sessions --------------------------------------------------------
     def session(self) -> "Session":
         return Session(self)
@@ -201,7 +287,8 @@ class Model(Handle):
         try:
             for s in sessions:
                 s._check_views("batch_eval")
-            errors.check(C.hx_batch_eval(self._p(), ctypes.byref(b)), "hx_batch_eval")
+            with self._evals.shared():
+                errors.check(C.hx_batch_eval(self._p(), ctypes.byref(b)), "hx_batch_eval")
         finally:
             for s in sessions:
                 s._lock.release()
@@ -267,7 +354,8 @@ class Session(Handle):
         arr, n = _ids(tokens)
         with self._lock:
             self._check_views("eval")
-            errors.check(C.hx_session_eval(self._p(), arr, n, int(logits_all)), "hx_session_eval")
+            with self.model._evals.shared():
+                errors.check(C.hx_session_eval(self._p(), arr, n, int(logits_all)), "hx_session_eval")
             self._rows = list(range(n)) if logits_all else [n - 1] if n else []
 
     def logits(self, i: int = -1) -> np.ndarray:
@@ -347,9 +435,10 @@ class Session(Handle):
             self._check_views("generate")
             self._generating = True
             try:
-                st = C.hx_session_generate(self._p(), arr, n, max_tokens, ctypes.byref(smp), c_cb, None,
-                                           ctypes.byref(stats))
-                msg = errors.last_error()
+                with self.model._evals.shared():
+                    st = C.hx_session_generate(self._p(), arr, n, max_tokens, ctypes.byref(smp), c_cb, None,
+                                               ctypes.byref(stats))
+                    msg = errors.last_error()
             finally:
                 self._generating = False
             self._rows = [0]

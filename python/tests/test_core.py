@@ -174,3 +174,22 @@ def test_embedded_model_writer(tmp_path, runtime):
     hetero.write_synthetic(str(p), "tiny", "q8_0", seed=5)
     with hetero.Model(runtime, str(p), n_ctx=64) as m:
         assert m.info.ftype == "q8_0"
+
+
+def test_hidden_states_times_the_output_matrix_are_the_logits(tiny, tiny_path):
+    # The rows the activation observer hands over are what the output
+    # matrix multiplies: checked against the file's own matrix, read by
+    # llama.cpp's gguf package.
+    gguf = pytest.importorskip("gguf")
+    tensors = {t.name: t for t in gguf.GGUFReader(tiny_path).tensors}
+    w = np.asarray((tensors.get("output.weight") or tensors["token_embd.weight"]).data, dtype=np.float32)
+    ids = tiny.tokenize("Hello world")
+    h = tiny.hidden_states(ids)
+    assert h.shape == (len(ids), tiny.info.n_embd) and h.dtype == np.float32
+    with tiny.session() as s:
+        s.eval(ids, logits_all=True)
+        logits = np.stack([np.array(s.logits(i)) for i in range(len(ids))])
+    assert np.abs(h @ w.T - logits).max() < 1e-3 * np.abs(logits).max()
+    with hetero.Engine(tiny):
+        with pytest.raises(hetero.errors.StateError, match="Engine"):
+            tiny.hidden_states(ids)

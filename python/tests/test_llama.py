@@ -2,6 +2,7 @@
 arguments hetero refuses by name."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import hetero
@@ -82,7 +83,7 @@ def test_seeds(smollm2):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(flash_attn=True), dict(use_mmap=False), dict(lora_path="x.bin"), dict(embedding=True),
+    dict(flash_attn=True), dict(use_mmap=False), dict(lora_path="x.bin"), dict(pooling_type=4),
     dict(rope_freq_base=1e4), dict(tensor_split=[0.5, 0.5]), dict(n_threads_batch=7, n_threads=2),
     dict(type_k=1, type_v=8), dict(chat_format="no-such-format"), dict(n_ubatch=128),
 ])
@@ -127,9 +128,20 @@ def test_unsupported_chat_arguments_are_refused_by_name(smollm2, kw):
     assert e.value.argument == next(iter(kw))
 
 
-def test_embed_says_why_not(smollm2):
-    with pytest.raises(hetero.errors.UnsupportedError, match="embeddings"):
+def test_embed(smollm2, smollm2_path):
+    with pytest.raises(RuntimeError, match="embedding=True"):  # as llama-cpp-python
         smollm2.embed("text")
+    with Llama(model_path=smollm2_path, embedding=True, n_ctx=128, verbose=False) as llm:
+        rows = llm.embed("Hello world")
+        n = len(llm.tokenize(b"Hello world"))
+        assert len(rows) == n and len(rows[0]) == 576
+        unit = llm.embed(["Hello world", "Bye"], normalize=True)
+        assert len(unit) == 2 and all(abs(np.linalg.norm(r) - 1) < 1e-6 for r in unit[0])
+        assert np.allclose(np.array(unit[0]) * np.linalg.norm(rows, axis=1, keepdims=True), rows)
+        r = llm.create_embedding(["a", "b c"])
+        assert [d["index"] for d in r["data"]] == [0, 1] and r["usage"]["prompt_tokens"] >= 3
+    with Llama(model_path=smollm2_path, embedding=True, pooling_type=1, n_ctx=128, verbose=False) as llm:
+        assert np.allclose(llm.embed("Hello world"), np.mean(rows, axis=0))
 
 
 def test_prompt_longer_than_the_context(smollm2):
