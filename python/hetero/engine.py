@@ -26,6 +26,7 @@ import ctypes
 import itertools
 import queue
 import threading
+import weakref
 from typing import Any, AsyncIterator, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _capi as C
@@ -67,6 +68,7 @@ class Request:
         self._q: Any = asyncio.Queue() if loop is not None else queue.SimpleQueue()
         self.id: Optional[int] = None
         self._result: Optional[Record] = None
+        self._final: Optional[Record] = None  # from the last callback
         self._waited = False
         self._lock = threading.Lock()
         self.text = b""
@@ -119,6 +121,10 @@ class Request:
         released) and returns ``hx_request_result`` as a record; a failed
         request raises its error.  TimeoutError when timeout runs out."""
         with self._lock:
+            if not self._waited and self._engine.closed and self._final is not None:
+                # The engine was closed after the request's end: what the
+                # last callback said is all there is (its id is gone).
+                self._waited, self._result = True, self._final
             if not self._waited:
                 out = C.hx_request_result()
                 st = C.hx_engine_wait(self._engine._p(), self.id, -1.0 if timeout is None else timeout,
@@ -146,6 +152,16 @@ class Request:
             errors.check(C.hx_engine_cancel(self._engine._p(), self.id), "hx_engine_cancel")
 
 
+def _destroy(ptr: Any, where: Dict[str, int]) -> int:
+    """hx_engine_destroy, which joins the engine thread: if the collector
+    runs this on the engine thread itself (inside a token callback), it is
+    handed to a thread of its own instead of joining itself."""
+    if where.get("thread") == threading.get_ident():
+        threading.Thread(target=C.hx_engine_destroy, args=(ptr,), name="hetero-engine-close").start()
+        return errors.OK
+    return C.hx_engine_destroy(ptr)
+
+
 class Engine(Handle):
     """``hx_engine`` on a model (which it keeps alive); usable from any
     thread.  Options are ``hx_engine_options``'s (0 = the default)."""
@@ -168,11 +184,21 @@ class Engine(Handle):
         self._requests: Dict[int, Request] = {}
         self._keys = itertools.count(1)
         self._mu = threading.Lock()
-        self._cb = C.hx_engine_callback(self._on_token)  # one for every request; user = the request's key
+        # One callback for every request (user = the request's key).  It
+        # holds the engine weakly, so that dropping the engine frees it.
+        me = weakref.ref(self)
+        where = self._where = {}
+
+        def on_token(user: Optional[int], t: Any) -> int:
+            where["thread"] = threading.get_ident()
+            e = me()
+            return 1 if e is None else e._on_token(user, t)
+
+        self._cb = C.hx_engine_callback(on_token)
         p = ctypes.POINTER(C.hx_engine)()
         errors.check(C.hx_engine_create(model._p(), ctypes.byref(o), ctypes.byref(p)), "hx_engine_create")
         # The callback object must outlive the engine thread: the finalizer keeps it.
-        self._own(p, C.hx_engine_destroy, model, self._cb)
+        self._own(p, lambda ptr: _destroy(ptr, where), model, self._cb)
         model._engines.add(self)
 
     def _on_token(self, user: Optional[int], t: Any) -> int:
@@ -186,6 +212,8 @@ class Engine(Handle):
             if tok.last:
                 if tok.piece:
                     r._put(Token(-1, tok.piece, 0.0, []))
+                if tok.result:
+                    r._final = _result(tok.result.contents)
                 r._put(None)
                 return 0
             top = [(tok.top_token[i], tok.top_logprob[i]) for i in range(tok.n_top)]

@@ -113,3 +113,23 @@ def test_the_gil_is_released_while_the_model_runs(tiny):
     stop.set()
     t.join()
     assert dt > 0.005 and during > 1000, (dt, during)
+
+
+def test_engine_closed_with_requests_in_flight(tiny):
+    e = hetero.Engine(tiny)
+    r = e.submit("abc", tiny.n_ctx - 8, GREEDY, ignore_eos=True)
+    next(iter(r))
+    e.close()  # cancels it; its last callback came before the close returned
+    list(r)
+    assert r.result().finish_reason in ("cancelled", "length")
+
+
+def test_engine_dropped_is_freed(tiny):
+    import gc
+    import weakref
+    e = hetero.Engine(tiny)
+    e.generate("abc", 4, GREEDY)
+    w = weakref.ref(e)
+    del e
+    gc.collect()
+    assert w() is None
