@@ -41,8 +41,11 @@ class Llama:
     """A GGUF model and its context, as llama-cpp-python's ``Llama``.
 
     hetero's own choices come as keyword arguments too: ``devices`` (which
-    devices to open, hetero.Runtime's), ``sched``, ``partition`` and
-    ``kv_type``.  ``n_gpu_layers`` maps onto devices: 0 runs on the CPU
+    devices to open, hetero.Runtime's), ``sched``, ``partition``,
+    ``kv_type`` and ``kv_tokens`` (the KV pool shared by calls running at
+    once from several threads; 0 = n_ctx, room for one whole context: a
+    call reserves its prompt and max_tokens, and one that finds too little
+    free raises HeteroMemoryError).  ``n_gpu_layers`` maps onto devices: 0 runs on the CPU
     only; -1, or at least the model's layer count, opens every device,
     each task going where hetero's partition prefers (``placement`` says
     what was done)."""
@@ -100,6 +103,7 @@ class Llama:
         sched: Optional[str] = None,
         partition: Optional[str] = None,
         kv_type: Optional[str] = None,
+        kv_tokens: int = 0,
         **kwargs: Any,
     ):
         if kwargs:
@@ -146,7 +150,7 @@ class Llama:
         self.runtime = Runtime(devices=devices, cpu_threads=self.n_threads, sched=sched)
         try:
             self._model = Model(self.runtime, model_path, n_ctx=n_ctx, max_batch=n_batch, kv_type=kv_type,
-                                partition=partition)
+                                partition=partition, kv_tokens=kv_tokens)
         except BaseException:
             self.runtime.close()
             raise
@@ -162,6 +166,7 @@ class Llama:
         self.chat_format = chat_format
         self._chat_template = self._pick_template(chat_format)
         self._session: Optional[Session] = None  # eval()'s
+        self._scores_all: Optional[np.ndarray] = None
         self.input_ids: List[int] = []
         self.metadata = {"general.name": info.name, "general.architecture": info.arch}
         if self._model.chat_template is not None:
@@ -285,7 +290,7 @@ class Llama:
         llama-cpp-python's default tokenizer, pieces are concatenated)."""
         return self._model.detokenize(tokens, special=special)
 
-    # -- low level: eval / reset -------------------------------------------
+    # -- low level: eval / reset / generate ---------------------------------
     @property
     def n_tokens(self) -> int:
         return len(self.input_ids)
@@ -298,18 +303,69 @@ class Llama:
         self.input_ids = []
 
     def eval(self, tokens: Sequence[int]) -> None:
-        """Appends tokens to the context that eval() keeps; scores() reads
-        their logits (every token's with logits_all, else the last's)."""
+        """Appends tokens to the context that eval() keeps.  As
+        llama-cpp-python, ``scores[i]`` then holds position i's logits: every
+        token's with logits_all, else the last one's."""
+        tokens = [int(t) for t in tokens]
         if self._session is None:
             self._session = self._model.session()
-        self._session.eval(list(tokens), logits_all=self._logits_all)
-        self.input_ids.extend(int(t) for t in tokens)
+        self._session.eval(tokens, logits_all=self._logits_all)
+        if self._scores_all is None:
+            self._scores_all = np.zeros((self.n_ctx(), self.n_vocab()), dtype=np.single)
+        n0 = len(self.input_ids)
+        rows = range(len(tokens)) if self._logits_all else [len(tokens) - 1]
+        for i in rows:
+            self._scores_all[n0 + i] = self._session.logits(i if self._logits_all else -1)
+        self.input_ids.extend(tokens)
 
-    def scores(self, i: int = -1) -> np.ndarray:
-        """A copy of the logits of the i-th token of the last eval()."""
-        if self._session is None:
-            raise errors.StateError(errors.ERR_STATE, "nothing evaluated yet", "Llama.scores")
-        return np.array(self._session.logits(i))
+    @property
+    def scores(self) -> np.ndarray:
+        """[n_ctx, n_vocab] logits of the positions eval() evaluated (a row
+        is zero where none was kept)."""
+        if self._scores_all is None:
+            self._scores_all = np.zeros((self.n_ctx(), self.n_vocab()), dtype=np.single)
+        return self._scores_all
+
+    @property
+    def _scores(self) -> np.ndarray:
+        return self.scores[: self.n_tokens]
+
+    def generate(self, tokens: Sequence[int], top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
+                 typical_p: float = 1.0, temp: float = 0.80, repeat_penalty: float = 1.0, reset: bool = True,
+                 frequency_penalty: float = 0.0, presence_penalty: float = 0.0, tfs_z: float = 1.0,
+                 mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
+                 penalize_nl: bool = True, logits_processor: Any = None, stopping_criteria: Any = None,
+                 grammar: Any = None) -> Iterator[int]:
+        """Yields the tokens sampled after ``tokens``, up to an
+        end-of-generation token (yielded too) or a full context; stop
+        iterating to end.  Its context is its own (``reset=False``, which
+        would continue eval()'s, is refused)."""
+        self._check_sampling(typical_p, tfs_z, mirostat_mode, logits_processor, grammar, None, stopping_criteria)
+        if not reset:
+            _refuse("reset", reset, "each generation runs on a session of its own (hetero's prefix cache "
+                    "reuses the prompt's evaluated blocks)")
+        self._drop_eval_context()
+        if not penalize_nl:
+            _refuse("penalize_nl", penalize_nl, "hetero's repeat penalty treats every token alike")
+        smp = self._sampling(temp, top_p, top_k, min_p, repeat_penalty, frequency_penalty, presence_penalty,
+                             None, None)
+        with self._model.session() as s:
+            for item in iterate(s, list(tokens), UNTIL_END, smp):
+                if isinstance(item, Piece) and item.token >= 0:
+                    yield item.token
+
+    def _drop_eval_context(self) -> None:
+        # As in llama-cpp-python, a generation replaces what eval() built
+        # (one context): its KV blocks go back to the pool, which holds
+        # n_ctx tokens (kv_tokens=) for everything running at once.
+        if self._session is not None:
+            self.reset()
+
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: Optional[str] = None, *args: Any, **kwargs: Any) -> "Llama":
+        """Not available: hetero reads local files only (model_path=)."""
+        raise errors.UnsupportedError(errors.ERR_UNSUPPORTED, "hetero downloads nothing; give a local GGUF file "
+                                      "as model_path", "Llama.from_pretrained")
 
     # -- completions -------------------------------------------------------
     @staticmethod
@@ -405,6 +461,7 @@ class Llama:
                              presence_penalty, seed, stop)
         ids = self._prompt_tokens(prompt)
         n = self._max_tokens(max_tokens)
+        self._drop_eval_context()
         head = {"id": f"cmpl-{uuid.uuid4()}", "object": "text_completion", "created": int(time.time()),
                 "model": model if model is not None else self.model_path}
         prompt_text = prompt if isinstance(prompt, str) else self.detokenize(ids).decode("utf-8", "replace")
@@ -487,6 +544,7 @@ class Llama:
         if top_logprobs is not None and not logprobs:
             raise ValueError("top_logprobs needs logprobs=True")
         prompt = chat.apply(self._chat_template, messages, add_assistant=True)
+        self._drop_eval_context()
         ids = self._model.tokenize(prompt, add_special=True, parse_special=True)
         smp = self._sampling(temperature, top_p, top_k, min_p, repeat_penalty, frequency_penalty,
                              presence_penalty, seed, stop)

@@ -150,9 +150,23 @@ def test_prompt_longer_than_the_context(smollm2):
     assert isinstance(e.value, hetero.errors.RangeError) and "context" in e.value.message
 
 
-def test_eval_and_reset(smollm2):
+def test_eval_generate_and_reset(smollm2):
     smollm2.reset()
-    smollm2.eval(smollm2.tokenize(b"Hello"))
-    assert smollm2.n_tokens == len(smollm2.tokenize(b"Hello")) and smollm2.scores().shape == (49152,)
+    ids = smollm2.tokenize(b"The capital of France is")
+    smollm2.eval(ids[:3])
+    smollm2.eval(ids[3:])
+    assert smollm2.n_tokens == len(ids) and smollm2._scores.shape == (len(ids), 49152)
+    last = smollm2._scores[-1]
+    text = smollm2(ids, max_tokens=4, temperature=0)["choices"][0]["text"]
+    first = smollm2.tokenize(text.encode(), add_bos=False)[0]
+    assert int(np.argmax(last)) == first  # greedy takes the most likely token
+    gen = []
+    for t in smollm2.generate(ids, temp=0):
+        gen.append(t)
+        if len(gen) == 4:
+            break
+    assert smollm2.detokenize(gen).decode() == text
+    with pytest.raises(UnsupportedArgument, match="reset"):
+        next(smollm2.generate(ids, reset=False))
     smollm2.reset()
     assert smollm2.n_tokens == 0
