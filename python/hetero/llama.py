@@ -154,18 +154,13 @@ class Llama:
         except BaseException:
             self.runtime.close()
             raise
-        info = self._model.info
-        if n_gpu_layers > 0 and n_gpu_layers < info.n_layer:
-            self.close()
-            _refuse("n_gpu_layers", n_gpu_layers,
-                    f"hetero places each task on a device, not a count of layers: use 0 (the CPU alone) or -1 "
-                    f"(every device; this model has {info.n_layer} layers), or devices=")
-        self.n_threads = self.n_threads or next((d.compute_units for d in self.runtime.devices()
-                                                 if d.family_name == "cpu"), 0)
-        self.placement = self._describe_placement(n_gpu_layers, devices)
-        self.chat_format = chat_format
-        self._chat_template = self._pick_template(chat_format)
         self._session: Optional[Session] = None  # eval()'s
+        try:
+            self._after_load(n_gpu_layers, devices, chat_format)
+        except BaseException:
+            self.close()  # the model and runtime now, not at the next collection
+            raise
+        info = self._model.info
         self._scores_all: Optional[np.ndarray] = None
         self.input_ids: List[int] = []
         self.metadata = {"general.name": info.name, "general.architecture": info.arch}
@@ -177,6 +172,18 @@ class Llama:
                   file=sys.stderr)
 
     # -- construction ----------------------------------------------------
+    def _after_load(self, n_gpu_layers: int, devices: str, chat_format: Optional[str]) -> None:
+        n_layer = self._model.info.n_layer
+        if 0 < n_gpu_layers < n_layer:
+            _refuse("n_gpu_layers", n_gpu_layers,
+                    f"hetero places each task on a device, not a count of layers: use 0 (the CPU alone) or -1 "
+                    f"(every device; this model has {n_layer} layers), or devices=")
+        self.n_threads = self.n_threads or next((d.compute_units for d in self.runtime.devices()
+                                                 if d.family_name == "cpu"), 0)
+        self.placement = self._describe_placement(n_gpu_layers, devices)
+        self.chat_format = chat_format
+        self._chat_template = self._pick_template(chat_format)
+
     @staticmethod
     def _check_init(a: Dict[str, Any]) -> None:
         """Refuses the constructor arguments hetero cannot honour."""
