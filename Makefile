@@ -63,7 +63,7 @@ SHARED := $(BUILD)/libhetero.so
 USE_SHARED := -L$(BUILD) -lhetero -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 INTERNAL_BENCHES := $(addprefix $(BUILD)/,$(sort $(shell sed -n 's|^bench/\(bench-[a-z0-9-]*\)\.c -> .*|\1|p' tools/arrows-allowed.txt)))
 
-.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows python
 # A plain `make` checks the rooms' arrows first (a fraction of a second).
 all: check-arrows lib tools $(BENCHES) cuda
 
@@ -160,6 +160,11 @@ MODELS ?= $(CURDIR)/$(BUILD)/models
 test: check-arrows all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
 	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
+
+# The Python package (python/README.md) as a wheel in $(BUILD)/wheels, with
+# libhetero.so inside; `pip install ./python` does the same in one step.
+python:
+	HETERO_MAKEFLAGS="BUILD=$(BUILD)" python3 -m pip wheel --no-deps -w $(BUILD)/wheels ./python
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
