@@ -184,13 +184,15 @@ check-arrows:
 install-check:
 	sh tests/install-check.sh
 
-# The GGUF reader's fuzz target (libFuzzer), run for FUZZ_SECONDS.
+# libFuzzer targets (tests/fuzz/fuzz_NAME.c): the GGUF reader (gguf, the
+# default) and the grammar engine (grammar), run for FUZZ_SECONDS.
+FUZZ ?= gguf
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_SAN)" NO_CUDA=1 build-fuzz/fuzz_gguf
-	mkdir -p build-fuzz/corpus && build-fuzz/fuzz_gguf -max_total_time=$${FUZZ_SECONDS:-60} -max_len=65536 \
-	  build-fuzz/corpus tests/gguf-corpus
-$(BUILD)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(STATIC)
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_SAN)" NO_CUDA=1 build-fuzz/fuzz_$(FUZZ)
+	mkdir -p build-fuzz/corpus-$(FUZZ) && build-fuzz/fuzz_$(FUZZ) -max_total_time=$${FUZZ_SECONDS:-60} -max_len=65536 \
+	  build-fuzz/corpus-$(FUZZ) $(wildcard tests/$(FUZZ)-corpus)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(STATIC)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
 
 # FPGA bitstreams with Vitis, one platform of bitstreams/manifest.txt at a

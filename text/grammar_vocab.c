@@ -190,6 +190,11 @@ typedef struct {
     uint32_t child; /* the next child of this level's node to try */
 } level;
 
+static int same_set(const hx_gset *a, const hx_gset *b)
+{
+    return a->n == b->n && a->n_data == b->n_data && !memcmp(a->data, b->data, a->n_data * sizeof *a->data);
+}
+
 hx_status hx_grammar_mask(const hx_grammar_state *s, const hx_grammar_vocab *v, float *logits)
 {
     if (!s || !v || !logits)
@@ -204,8 +209,14 @@ hx_status hx_grammar_mask(const hx_grammar_state *s, const hx_grammar_vocab *v, 
     const hx_grammar *g = hx_grammar_state_grammar(s);
     hx_gctx *c = hx_grammar_state_ctx((hx_grammar_state *)s);
     hx_status st = HX_OK;
-    lv[0].set = hx_grammar_state_set(s, &lv[0].pt);
+    const hx_gset *root = hx_grammar_state_set(s, &lv[0].pt);
+    lv[0].set = root;
     lv[0].child = v->first_child[0];
+    /* Inside a string or a repetition most characters lead back to the
+     * state they left: what an ASCII character does to the starting set
+     * is remembered (0 not known, 1 the same set, 2 refused, 3 another
+     * set), so a subtree that stays in that state costs a lookup a node. */
+    uint8_t memo[128] = {0};
     int depth = 0;
     while (depth >= 0) {
         level *L = &lv[depth];
@@ -217,14 +228,25 @@ hx_status hx_grammar_mask(const hx_grammar_state *s, const hx_grammar_vocab *v, 
         L->child = v->next_sibling[node];
         level *N = &lv[depth + 1];
         N->pt = L->pt;
-        int adv, r = hx_gset_accept_byte(g, c, L->set, &N->pt, v->byte[node], &N->own, &adv);
-        if (r < 0) {
-            st = c->st;
-            break;
-        }
-        if (!r)
+        uint8_t b = v->byte[node];
+        int known = L->set == root && !L->pt.remain && b < 0x80 ? memo[b] : 0;
+        if (known == 2)
             continue;
-        N->set = adv ? &N->own : L->set;
+        if (known == 1) {
+            N->set = root;
+        } else {
+            int adv, r = hx_gset_accept_byte(g, c, L->set, &N->pt, b, &N->own, &adv);
+            if (r < 0) {
+                st = c->st;
+                break;
+            }
+            int same = r && adv && same_set(&N->own, root);
+            if (L->set == root && !L->pt.remain && b < 0x80)
+                memo[b] = !r ? 2 : same ? 1 : 3;
+            if (!r)
+                continue;
+            N->set = same ? root : adv ? &N->own : L->set;
+        }
         for (uint32_t id = v->tok_first[node]; id != NONE; id = v->tok_next[id])
             ok[id] = 1;
         N->child = v->first_child[node];
