@@ -8,6 +8,7 @@
  * what is left and exits 0; a second signal exits at once. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -366,15 +367,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         srv_conn_phase(c, SRV_CONN_READING);
         head_count h = {0, 0, 0};
         MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
+        unsigned status = 0;
+        const char *why = bad_framing(c, &h, &status);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (h.bytes > MAX_HEADER_BYTES || why || (cl && strtoull(cl, NULL, 10) > S->max_body))
+            srv_conn_phase(c, SRV_CONN_BUSY); /* answered now: no longer a request to wait for */
         if (h.bytes > MAX_HEADER_BYTES)
             return srv_error(c, 431, "invalid_request_error", "request_header_fields_too_large",
                              "The request's headers are %zu bytes; the limit is %d.", h.bytes, MAX_HEADER_BYTES);
-        unsigned status;
-        const char *why = bad_framing(c, &h, &status);
         if (why)
             return srv_error(c, status, "invalid_request_error", status == 501 ? "not_implemented" : "bad_request",
                              "%s", why);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > S->max_body)
             return srv_error(c, 413, "invalid_request_error", "request_too_large",
                              "The body is %s bytes; the limit is %zu (--max-body).", cl, S->max_body);
@@ -399,10 +402,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *size = 0;
         return MHD_YES;
     }
+    srv_conn_phase(c, SRV_CONN_BUSY);
     if (u->too_big)
         return srv_error(c, 413, "invalid_request_error", "request_too_large",
                          "The body is larger than %zu bytes (--max-body).", S->max_body);
-    srv_conn_phase(c, SRV_CONN_BUSY);
     return srv_route(S, c, method, url, u->body ? u->body : "", u->len);
 }
 
@@ -558,6 +561,13 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every request holds vocabulary-sized buffers (its sampler's) from
+     * submission to its end, allocated in its connection's thread.  With
+     * glibc's sliding mmap threshold they soon come from that thread's
+     * malloc arena, which keeps the pages when they are freed: storms of
+     * cancelled streams left hundreds of MB resident.  A fixed threshold
+     * gives such blocks back to the system when freed. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
     static srv S;
     srv_metrics_init(&S.metrics);
