@@ -254,7 +254,7 @@ def idle_connections():
             s.close()
         srv.kill()
     # The bounds: per address, in all (the oldest waiting gives way), and the idle deadline.
-    srv = Server("-c", "256", "--max-connections", "48", "--max-connections-per-ip", "20", "--idle-timeout", "2")
+    srv = Server("-c", "256", "--max-connections", "48", "--max-connections-per-ip", "20", "--idle-timeout", "4")
     socks = []
     try:
         for _ in range(30):  # one address: 20 kept, the rest refused at once
@@ -269,7 +269,7 @@ def idle_connections():
         st, _, _ = http(srv, "GET", "/health", timeout=3)
         dt = time.time() - t0
         check(st == 200 and dt < 1.0, f"/health past --max-connections: {st} after {dt:.2f} s")
-        # A slowloris client: a header byte every 0.3 s; closed by --idle-timeout 2.
+        # A slowloris client: a header byte every 0.3 s; closed by --idle-timeout 4.
         s = connect(srv, "127.0.0.3")
         t0, closed_at = time.time(), None
         for ch in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 40:
@@ -284,10 +284,11 @@ def idle_connections():
             except OSError:
                 closed_at = time.time() - t0
                 break
-            if time.time() - t0 > 6:
+            if time.time() - t0 > 9:
                 break
         s.close()
-        check(closed_at is not None and closed_at < 4, f"a slowloris client was not closed within 4 s: {closed_at}")
+        check(closed_at is not None and 3.5 < closed_at < 6.5,
+              f"a slowloris client was not closed 4 s after it connected: {closed_at}")
         print(f"   per-address limit refused 10 of 30; /health past the total limit in {dt * 1e3:.0f} ms; "
               f"slowloris closed after {closed_at:.1f} s")
     finally:
@@ -406,33 +407,35 @@ def tokens_per_minute():
 
 def bounded_shutdown():
     body = {"prompt": "Once", "max_tokens": 3000, "temperature": 1, "ignore_eos": True}
-    # A client that never reads: the drain ends at --drain-timeout.
-    srv = Server("-c", "4096", "--drain-timeout", "2")
+    # SIGHUP drains like SIGTERM: the stream ends with its last chunk and [DONE].
+    srv = Server("-c", "1024")
     try:
-        s = stream_open(srv, body, rcvbuf=2048)
-        time.sleep(0.5)
-        t0 = time.time()
-        srv.p.send_signal(signal.SIGTERM)
-        try:
-            rc = srv.p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            rc = None
-        dt = time.time() - t0
+        s = stream_open(srv, dict(body, max_tokens=300))
+        got = first_event(s)
+        srv.p.send_signal(signal.SIGHUP)
+        got += read_reply(s, 30)
+        rc = srv.p.wait(timeout=30)
         s.close()
-        check(rc == 0 and dt < 8, f"SIGTERM with a client that never reads: exit {rc} after {dt:.1f} s")
-        print(f"   SIGTERM with a reader that never reads (--drain-timeout 2): exit 0 after {dt:.1f} s")
+        check(b"data: [DONE]" in got and b'"finish_reason":"length"' in got and rc == 0,
+              f"SIGHUP: exit {rc}, the stream ends {got[-120:]!r}")
+        print("   SIGHUP: the stream ends with its final chunk and [DONE], exit 0")
     finally:
         srv.kill()
-    # During the drain: new work gets 503 + Retry-After; a second signal exits at once.
-    srv = Server("-c", "4096", "--drain-timeout", "60")
+    # During the drain: new work gets 503 + Retry-After at once; a second signal exits at once.
+    srv = Server("-c", "4096")
     try:
         s = stream_open(srv, body)
         first_event(s)
         srv.p.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         t0 = time.time()
-        st, hdrs, e = http(srv, "GET", "/health", timeout=3)
-        st2, hdrs2, e2 = http(srv, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, timeout=3)
+        try:
+            st, hdrs, e = http(srv, "GET", "/health", timeout=3)
+            st2, hdrs2, e2 = http(srv, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, timeout=3)
+        except OSError as err:
+            st = st2 = f"no answer: {err}"
+            hdrs = hdrs2 = {}
+            e2 = {}
         dt = time.time() - t0
         check(st == 503 and hdrs.get("Retry-After") and st2 == 503 and hdrs2.get("Retry-After")
               and e2["error"]["code"] == "shutting_down" and dt < 2,
@@ -450,18 +453,21 @@ def bounded_shutdown():
         print(f"   during the drain: 503 + Retry-After; a second signal exits in {dt * 1e3:.0f} ms")
     finally:
         srv.kill()
-    # SIGHUP drains like SIGTERM: the stream ends with its last chunk and [DONE].
-    srv = Server("-c", "1024")
+    # A client that never reads: the drain ends at --drain-timeout.
+    srv = Server("-c", "4096", "--drain-timeout", "2")
     try:
-        s = stream_open(srv, dict(body, max_tokens=300))
-        got = first_event(s)
-        srv.p.send_signal(signal.SIGHUP)
-        got += read_reply(s, 30)
-        rc = srv.p.wait(timeout=30)
+        s = stream_open(srv, body, rcvbuf=2048)
+        time.sleep(0.5)
+        t0 = time.time()
+        srv.p.send_signal(signal.SIGTERM)
+        try:
+            rc = srv.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        dt = time.time() - t0
         s.close()
-        check(b"data: [DONE]" in got and b'"finish_reason":"length"' in got and rc == 0,
-              f"SIGHUP: exit {rc}, the stream ends {got[-120:]!r}")
-        print("   SIGHUP: the stream ends with its final chunk and [DONE], exit 0")
+        check(rc == 0 and dt < 8, f"SIGTERM with a client that never reads: exit {rc} after {dt:.1f} s")
+        print(f"   SIGTERM with a reader that never reads (--drain-timeout 2): exit 0 after {dt:.1f} s")
     finally:
         srv.kill()
 
@@ -530,7 +536,8 @@ def http_framing():
 # 8 -------------------------------------------------------------------------
 
 def metrics_and_head():
-    srv = Server("--api-key", "sk-m", "-c", "256")
+    path = keys_file("sk-m m\n")
+    srv = Server("--api-keys", path, "-c", "256")
     try:
         st, _, _ = http(srv, "GET", "/metrics")
         check(st == 401, f"/metrics without a key: {st}")
@@ -548,6 +555,7 @@ def metrics_and_head():
         check(st == 200, f"/metrics with --metrics-public: {st}")
     finally:
         srv.kill()
+        os.unlink(path)
     print("   /metrics: 401 without the key, 200 with it or --metrics-public; HEAD /health 200")
 
 
