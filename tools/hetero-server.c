@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,8 +74,8 @@ static void usage(FILE *f)
           "  --max-requests N     completion requests in flight; more get 503 (default 256); requests\n"
           "                       waiting in an API key's queue do not count\n"
           "  --max-body BYTES     largest request body (default 1048576); larger get 413\n"
-          "  --max-connections N  connections open at once (default 1024); past it a new one closes\n"
-          "                       the oldest that is still waiting for its request\n"
+          "  --max-connections N  connections open at once (default 4096; a thread each); past it a\n"
+          "                       new one closes the oldest still waiting for its request after 1 s\n"
           "  --max-connections-per-ip N  connections from one client address (default 256)\n"
           "  --idle-timeout S     seconds a connection has to send a whole request (head and body)\n"
           "                       after it opened or after its last answer (default 10)\n"
@@ -143,7 +144,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
                    .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30,
-                   .max_connections = 1024, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
+                   .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -620,6 +621,20 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": --api-key: no key given\n");
         return 1;
     }
+    /* A connection is a descriptor: the soft limit goes up to the hard
+     * one, and --max-connections down to what that allows. */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        const rlim_t room = rl.rlim_cur > 256 + SRV_CONN_SLACK ? rl.rlim_cur - 256 - SRV_CONN_SLACK : 16;
+        if (rl.rlim_cur != RLIM_INFINITY && S.conns.max_total > room) {
+            fprintf(stderr, PROG ": --max-connections %u is more than the descriptor limit allows (%llu open "
+                    "files): %llu\n", S.conns.max_total, (unsigned long long)rl.rlim_cur, (unsigned long long)room);
+            S.conns.max_total = (uint32_t)room;
+        }
+    }
     char shown[80];
     unsigned port = 0;
     int lfd = listen_on(&o, shown, sizeof shown, &port);
@@ -634,12 +649,13 @@ int main(int argc, char **argv)
         return 1;
     }
     /* libmicrohttpd's own limit sits above ours: ours decides (and makes
-     * room), the slack covers connections closing meanwhile. */
+     * room), the slack covers connections closing meanwhile.  poll(), not
+     * select(): descriptors past 1,024 are refused by select's sets. */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
         srv_conn_accept, &S.conns, on_request, &S, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, &S, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, &S.conns,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o.max_connections + 64), MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(S.conns.max_total + SRV_CONN_SLACK), MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, PROG ": cannot serve on %s:%u: %s\n", shown, port, strerror(errno));

@@ -40,6 +40,7 @@ typedef struct {
  * that has not sent a whole request idle_timeout seconds after it opened
  * (or after its last answer) is closed. */
 typedef struct srv_conn srv_conn;
+#define SRV_CONN_SLACK 64 /* libmicrohttpd's connection limit is ours plus this */
 typedef struct {
     pthread_mutex_t lock;
     srv_conn *head, *tail;    /* oldest first */

@@ -5,8 +5,9 @@
  * threads and the connection limit for as long as they like.  So the
  * server keeps its own list: a client address may hold max_per_ip
  * connections (more are refused at accept); with max_total open, a new
- * one makes the oldest connection still waiting for its request give way
- * (connections being answered are never taken); and a connection that has
+ * one makes the oldest connection still waiting for its request give way,
+ * if it has waited a second (connections being answered, and young ones,
+ * are never taken; else the newcomer is refused); and a connection that has
  * not sent a whole request idle_timeout seconds after it opened, or after
  * its last answer, is closed, trickling or not.
  *
@@ -53,31 +54,42 @@ static void close_conn(srv_conn *k)
     }
 }
 
+/* A connection younger than this is never taken for a newcomer: it may
+ * be a client whose request is on its way, and a flood that reconnects as
+ * fast as it is closed must not churn through the table. */
+#define EVICT_MIN_AGE 1.0
+/* Connections being closed for newcomers at once, at most (libmicrohttpd
+ * counts them until their threads end; its limit is SRV_CONN_SLACK above
+ * ours). */
+#define EVICT_IN_FLIGHT (SRV_CONN_SLACK / 2)
+
 enum MHD_Result srv_conn_accept(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     srv_conns *C = cls;
     (void)len;
     enum MHD_Result ok = MHD_YES;
+    const double now = srv_now();
     pthread_mutex_lock(&C->lock);
-    uint32_t mine = 0, open = 0;
-    srv_conn *oldest_waiting = NULL;
+    uint32_t mine = 0, closing = 0;
+    srv_conn *victim = NULL;
     for (srv_conn *k = C->head; k; k = k->next) {
-        if (k->closing)
+        if (k->closing) {
+            closing++;
             continue;
-        open++;
+        }
         mine += same_host((const struct sockaddr *)&k->addr, addr);
-        if (!oldest_waiting && k->phase == SRV_CONN_WAITING)
-            oldest_waiting = k;
+        if (!victim && k->phase == SRV_CONN_WAITING && now - k->since >= EVICT_MIN_AGE)
+            victim = k;
     }
     if (mine >= C->max_per_ip) {
         C->refused++;
         ok = MHD_NO;
-    } else if (open >= C->max_total) {
-        if (oldest_waiting) {
-            close_conn(oldest_waiting);
+    } else if (C->n >= C->max_total) {
+        if (victim && closing < EVICT_IN_FLIGHT) {
+            close_conn(victim);
             C->evicted++;
         } else {
-            C->refused++; /* every connection is being answered */
+            C->refused++; /* every connection is young or being answered */
             ok = MHD_NO;
         }
     }
