@@ -580,6 +580,17 @@ def smaller():
     busy.close()
     check(p.returncode == 1 and "listen" in p.stderr and "context" not in p.stderr,
           f"a busy port: {p.returncode} {p.stderr[-300:]!r}")
+    # llama-server's request defaults: -n, --temp, --seed; -ctk/-ctv naming one type.
+    srv = Server("-c", "256", "-n", "3", "--temp", "0.7", "--seed", "5", "-ctk", "q8_0", "-ctv", "q8_0")
+    try:
+        outs = [http(srv, "POST", "/v1/completions", {"prompt": "Once", "ignore_eos": True}) for _ in range(2)]
+        check(all(st == 200 and r["usage"]["completion_tokens"] == 3 for st, _, r in outs),
+              f"-n 3: {[r for _, _, r in outs]}")
+        check(outs[0][2]["choices"][0]["text"] == outs[1][2]["choices"][0]["text"], "--seed 5: two answers differ")
+        st, _, r = http(srv, "POST", "/v1/completions", {"prompt": "Once", "max_tokens": 5, "ignore_eos": True})
+        check(st == 200 and r["usage"]["completion_tokens"] == 5, f"max_tokens over -n: {r}")
+    finally:
+        srv.kill()
     srv = Server("--host", "localhost", "-c", "256", "--max-requests", "1")
     try:
         st, _, _ = http(srv, "GET", "/health")
