@@ -263,8 +263,13 @@ def idle_connections():
         time.sleep(0.3)
         closed = sum(1 for s in socks if read_reply(s, 0.05) == b"")
         check(closed == 10, f"--max-connections-per-ip 20: {closed} of 30 closed, expected 10")
-        for i in range(60):  # many addresses: past 48, the oldest waiting ones give way
+        for i in range(60):  # many addresses: past 48, refused while the others are young
             socks.append(connect(srv, f"127.0.1.{i + 1}", timeout=2))
+        time.sleep(0.3)
+        still = sum(1 for s in socks if read_reply(s, 0.01) != b"")
+        young = sum(1 for s in socks[30:] if read_reply(s, 0.01) == b"")
+        check(still <= 48 and young >= 1, f"past --max-connections 48: {still} open, {young} of 60 newcomers refused")
+        time.sleep(1.2)  # then the oldest waiting one (over a second) gives way to a newcomer
         t0 = time.time()
         st, _, _ = http(srv, "GET", "/health", timeout=3)
         dt = time.time() - t0
@@ -289,7 +294,8 @@ def idle_connections():
         s.close()
         check(closed_at is not None and 3.5 < closed_at < 6.5,
               f"a slowloris client was not closed 4 s after it connected: {closed_at}")
-        print(f"   per-address limit refused 10 of 30; /health past the total limit in {dt * 1e3:.0f} ms; "
+        print(f"   per-address limit refused 10 of 30; past the total, {still} open and {young} of 60 newcomers "
+              f"refused; /health past the total limit in {dt * 1e3:.0f} ms; "
               f"slowloris closed after {closed_at:.1f} s")
     finally:
         for s in socks:
