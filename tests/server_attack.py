@@ -294,6 +294,8 @@ def idle_connections():
         s.close()
         check(closed_at is not None and 3.5 < closed_at < 6.5,
               f"a slowloris client was not closed 4 s after it connected: {closed_at}")
+        counts = {k: metric(srv, f"connections_{k}_total") for k in ("refused", "evicted", "timed_out")}
+        check(all(counts.values()), f"/metrics connection counters: {counts}")
         print(f"   per-address limit refused 10 of 30; past the total, {still} open and {young} of 60 newcomers "
               f"refused; /health past the total limit in {dt * 1e3:.0f} ms; "
               f"slowloris closed after {closed_at:.1f} s")
