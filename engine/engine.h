@@ -20,6 +20,7 @@ typedef struct hx_engine_req {
     uint64_t id, arrival;       /* arrival: submission order */
     hx_request r;               /* the caller's request; pointers below are our copies */
     char *tenant;
+    uint64_t salt;              /* hx_session_salt_hash(r.cache_salt) */
     char **stop;
     int32_t *toks;              /* prompt then generated tokens */
     uint32_t n_toks, cap_toks, n_prompt;

@@ -99,6 +99,8 @@ hx_status hx_engine_req_create(hx_engine *e, const hx_request *r, hx_engine_req 
     if (st == HX_OK && !(q->tenant = dup_str(r->tenant ? r->tenant : "")))
         st = hx_error(HX_ERR_NO_MEMORY, "tenant");
     q->r.tenant = q->tenant;
+    q->salt = hx_session_salt_hash(r->cache_salt);
+    q->r.cache_salt = NULL; /* not kept: its hash is */
     if (st == HX_OK)
         st = hx_generation_init(&q->gen, e->m, &q->r.sampling);
     if (st) {

@@ -84,8 +84,10 @@ static hx_status open_session(hx_engine *e, hx_engine_req *q)
 {
     hx_status st = hx_session_open(e->m, &q->sess);
     uint32_t reused = 0;
-    if (st == HX_OK)
+    if (st == HX_OK) {
         q->sess->uncached = q->r.no_prefix_cache != 0;
+        q->sess->salt = q->salt;
+    }
     if (st == HX_OK)
         st = hx_session_attach_cached(q->sess, q->toks, q->n_toks, &reused);
     q->n_eval = reused;

@@ -19,6 +19,7 @@ struct hx_session {
     int in_request;        /* a multi-chunk evaluation runs: keep the window's blocks until it ends */
     int uncached;          /* takes nothing from the prefix cache and gives it nothing
                             * (hx_request.no_prefix_cache) */
+    uint64_t salt;         /* the prefix cache's partition (hx_request.cache_salt); 0 = common */
     int shifted;           /* a context shift moved keys: blocks from keep_blocks on are not published */
     uint32_t keep_blocks;
     int32_t shift_keep;    /* hx_session_set_context_shift: tokens kept, -1 = no shift */
@@ -69,6 +70,8 @@ typedef struct {
 hx_status hx_batch_reuse_prefix(size_t n, const int32_t *tokens, hx_session *const *sessions, const uint8_t *want,
                                 int32_t *out_tokens, hx_session **out_sessions, uint8_t *out_want, size_t *kept,
                                 hx_batch_reuse *undo, size_t *n_undo);
+/* A salt's 64-bit hash for hx_session.salt (0 for none: NULL or ""). */
+uint64_t hx_session_salt_hash(const char *salt);
 /* After an evaluation: keys the session's blocks it filled. */
 void hx_session_publish(hx_session *s);
 /* Context shift (engine/session_shift.c) under the model's evaluation

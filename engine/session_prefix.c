@@ -37,9 +37,39 @@ hx_status hx_session_grow_tokens(hx_session *s, uint32_t n_tokens)
     return HX_OK;
 }
 
+/* splitmix64's finalizer over a running state, as the pool's keys. */
+static uint64_t salt_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+uint64_t hx_session_salt_hash(const char *salt)
+{
+    if (!salt || !*salt)
+        return 0;
+    size_t n = strlen(salt);
+    uint64_t h = salt_mix(0x5a17ull, n);
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, salt + i, n - i < 8 ? n - i : 8);
+        h = salt_mix(h, w);
+    }
+    return h ? h : 1;
+}
+
+/* The first block's parent is the pool's root key, mixed with the
+ * session's salt: blocks of different salts never match, however alike
+ * their tokens (the pool compares parent keys and tokens). */
 static uint64_t parent_key(const hx_session *s, uint32_t block)
 {
-    return block ? s->keys[block - 1] : s->m->kv->seed;
+    if (block)
+        return s->keys[block - 1];
+    return s->salt ? salt_mix(s->m->kv->seed, s->salt) : s->m->kv->seed;
 }
 
 static hx_status reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, int count_misses, uint32_t *reused)
@@ -204,6 +234,7 @@ static hx_status copy_state(hx_session *f, const hx_session *s)
         f->n_filled = s->n_filled;
     }
     f->pos = s->pos;
+    f->salt = s->salt;
     f->shifted = s->shifted;
     f->keep_blocks = s->keep_blocks;
     f->shift_keep = s->shift_keep;

@@ -941,6 +941,14 @@ typedef struct {
      * the prefix cache (llama-server's cache_prompt: false): its prompt
      * is evaluated whole and its blocks go back to the pool at its end. */
     int no_prefix_cache;
+    /* The prefix cache's partition (vLLM's cache_salt): cached KV blocks
+     * are shared only among requests with the same salt, so that one
+     * client cannot learn what another's prompts hold from the blocks it
+     * finds cached (cached tokens, time to first token).  Bytes, hashed at
+     * submission into the key of a prompt's first block; NULL or "" = the
+     * common partition.  A salt should hold a secret the clients do not
+     * know (the server's per-tenant salts do). */
+    const char *cache_salt;
     hx_engine_callback on_token;
     void *user;
 } hx_request;

@@ -431,7 +431,7 @@ def disconnect_and_slow_reader(srv, model):
 
 def tenants():
     with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as f:
-        f.write("# key name max_concurrent tokens_per_minute queue\nsk-alice alice 1 0 0\nsk-bob bob 4 10 4\n")
+        f.write("# key name max_concurrent tokens_per_minute queue\nsk-alice alice 1 0 0\nsk-bob bob 4 40 4\n")
         path = f.name
     srv = Server("--api-keys", path, "-c", "1024", "--max-requests", "3")
     try:
@@ -455,10 +455,13 @@ def tenants():
               f"over alice's limit: {st} {e}")
         # bob is not held up by alice's slot.
         bob = srv.client("sk-bob")
-        r = bob.completions.create(model=model, prompt="Hi there, bob speaking", max_tokens=30, temperature=0)
-        check(r.choices[0].text is not None, "bob")
+        r = bob.completions.create(model=model, prompt="Hi there, bob speaking", max_tokens=30, temperature=0,
+                                   extra_body={"ignore_eos": True})
+        # bob's 40 tokens a minute: the prompt, then tokens as they come, stopping at 40.
+        check(r.choices[0].finish_reason == "length" and r.usage.total_tokens == 40,
+              f"bob's answer stops at his 40 tokens a minute: {r.usage} {r.choices[0].finish_reason}")
         stream.close()
-        # bob's 10 tokens a minute are spent: 429 with the seconds to wait.
+        # bob's 40 tokens a minute are spent: 429 with the seconds to wait.
         st, hdrs, e = http(srv, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2},
                            headers={"Authorization": "Bearer sk-bob"})
         check(st == 429 and int(hdrs.get("Retry-After", "0")) > 1, f"over bob's tokens per minute: {st} {e}")

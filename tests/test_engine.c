@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "engine/session.h"
 #include "tests/hx_test.h"
 #include "tests/small_model.h"
 
@@ -898,6 +899,38 @@ START_TEST(a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks)
 }
 END_TEST
 
+/* cache_salt partitions the prefix cache: a request finds cached only
+ * the blocks of requests with its own salt (the same tokens under another
+ * salt, or none, are evaluated again), and its answer is the same. */
+START_TEST(a_salted_request_finds_only_its_own_salts_blocks)
+{
+    fixture f;
+    open_fixture(&f, 2048, NULL);
+    int32_t toks[80]; /* five blocks of 16: four may be attached */
+    plain_prompt(f.m, toks, 80);
+    static seen s[6];
+    memset(s, 0, sizeof s);
+    const char *salt[6] = {"tenant-a", "tenant-b", NULL, "", "tenant-a", "tenant-b"};
+    const uint32_t expect_cached[6] = {0, 0, 0, 64, 64, 64};
+    for (int i = 0; i < 6; i++) {
+        hx_request r = greedy(NULL, 6, &s[i]);
+        r.tokens = toks;
+        r.n_tokens = 80;
+        r.cache_salt = salt[i];
+        hx_request_result res = run_one(f.e, &r);
+        /* a, b and the common partition each evaluate the prompt once;
+         * "" is the common partition; a and b then find their own. */
+        ck_assert_msg(res.prompt_tokens_cached == expect_cached[i], "request %d (salt %s): %u cached", i,
+                      salt[i] ? salt[i] : "NULL", res.prompt_tokens_cached);
+        assert_same(&s[0], &s[i], i);
+    }
+    ck_assert_uint_ne(hx_session_salt_hash("tenant-a"), hx_session_salt_hash("tenant-b"));
+    ck_assert_uint_eq(hx_session_salt_hash(""), 0);
+    ck_assert_uint_eq(hx_session_salt_hash(NULL), 0);
+    close_fixture(&f);
+}
+END_TEST
+
 START_TEST(bad_requests_are_refused_at_submission)
 {
     fixture f;
@@ -968,6 +1001,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_kv_shortage_preempts_the_tenant_running_the_most);
     tcase_add_test(tc, a_tenant_under_its_share_of_the_running_slots_takes_one_from_the_flood);
     tcase_add_test(tc, a_request_without_the_prefix_cache_neither_takes_nor_leaves_blocks);
+    tcase_add_test(tc, a_salted_request_finds_only_its_own_salts_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
     suite_add_tcase(s, tc);

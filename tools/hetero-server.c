@@ -2,88 +2,305 @@
  * engine (hx_engine: continuous batching, chunked prefill, preemption).
  *   hetero-server [-m MODEL.gguf] [--host 127.0.0.1] [--port 8080] ...
  * HTTP through libmicrohttpd (a thread per connection: a streaming
- * response blocks its own thread only), JSON through jansson.  SIGTERM or
- * SIGINT stops accepting, lets the requests in flight finish, and exits 0. */
+ * response blocks its own thread only), JSON through jansson.  SIGTERM,
+ * SIGINT or SIGHUP stops taking work (new requests get 503), lets the
+ * requests in flight finish for up to --drain-timeout seconds, cancels
+ * what is left and exits 0; a second signal exits at once. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "tools/cli_num.h"
 #include "tools/server.h"
+
+#define PROG "hetero-server"
 
 static void usage(FILE *f)
 {
     fputs("usage: hetero-server [options]\n"
           "  -m FILE              GGUF model (default: the embedded synthetic 'tiny' model)\n"
-          "  --host ADDR          address to listen on (default 127.0.0.1)\n"
-          "  --port N             port (default 8080; 0 = any free port, printed at start)\n"
+          "  --host ADDR          address or host name to listen on (default 127.0.0.1)\n"
+          "  --port N             port, 0-65535 (default 8080; 0 = any free port, printed at start); the\n"
+          "                       port is taken before the model loads\n"
           "  -a, --alias NAME     the model's name in the API (default: the file's general.name)\n"
           "  --chat-template NAME a built-in template instead of the model's (chatml, llama3, ...)\n"
-          "  --api-keys FILE      lines 'KEY NAME [MAX_CONCURRENT [TOKENS_PER_MINUTE [QUEUE]]]':\n"
-          "                       requests need 'Authorization: Bearer KEY' (401), limits give 429\n"
+          "API keys (any of the three; together they make one list; /health needs none):\n"
+          "  --api-key KEY[,KEY]  a key, as llama-server's (repeatable)\n"
+          "  --api-key-file FILE  one key a line; lines starting with '#' are comments\n"
+          "  --api-keys FILE      lines 'KEY NAME [MAX_CONCURRENT [TOKENS_PER_MINUTE [QUEUE]]]', '#' to the\n"
+          "                       end of a line a comment: a tenant's limits give 429 with Retry-After;\n"
+          "                       tokens per minute count the prompt at admission and each token as it\n"
+          "                       is generated (the answer stops at the limit, finish_reason 'length')\n"
+          "                       Requests need 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY'): 401\n"
+          "  --metrics-public     /metrics answers without a key (default: it needs one when keys are set)\n"
+          "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
+          "Model and engine:\n"
           "  -c, --ctx-size N     context per request (default: the model's trained context)\n"
           "  -np, --parallel N    requests decoding at once (default 16)\n"
           "  --kv-tokens N        tokens the KV pool holds, all requests together\n"
           "                       (default: parallel x context, at most 1048576)\n"
-          "  -b N                 tokens per engine step, decode and prefill (default 256); smaller\n"
+          "  --kv-type T          KV cache type: f16 (default), q8_0, q4_0, f32\n"
+          "  -ctk, --cache-type-k T / -ctv, --cache-type-v T\n"
+          "                       llama-server's: hetero's K and V caches share one type, so both must\n"
+          "                       name the same one (or give --kv-type)\n"
+          "  -b, --batch-size N   tokens per engine step, decode and prefill (default 256); smaller\n"
           "                       steps shorten everyone's first-token and inter-token tails under\n"
           "                       load, larger ones read long prompts faster\n"
           "  --shared-prefill N   prompt tokens per step while several API keys are active, so a\n"
           "                       newcomer's first token never waits long (default -b / 32)\n"
           "  --no-prefix-cache    evaluate every prompt whole (default: leading KV blocks an earlier\n"
           "                       prompt evaluated are reused; HX_KV_PREFIX_CACHE=0 also turns it off)\n"
+          "  --prefix-cache-shared  one prefix cache for all API keys (default: each key finds only\n"
+          "                       the blocks of its own prompts, so no key learns another's prompts\n"
+          "                       from cached_tokens or timing; a request's 'cache_salt' narrows it)\n"
           "  --policy P           fcfs (default), short-first, priority\n"
-          "  --max-requests N     completion requests in flight; more get 503 (default 256)\n"
+          "  -t, --threads N      CPU threads (default: one per core)\n"
+          "  --devices LIST       devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
+          "Request defaults (a request's own field wins):\n"
+          "  -n, --n-predict N    max_tokens (default: OpenAI's, 16 for completions and the context\n"
+          "                       for chat; -1 = the context)\n"
+          "  --temp X             temperature, 0-2 (default 1)\n"
+          "  -s, --seed N         seed (default -1: a fresh one per request)\n"
+          "Connections and limits:\n"
+          "  --max-requests N     completion requests in flight; more get 503 (default 256); requests\n"
+          "                       waiting in an API key's queue do not count\n"
           "  --max-body BYTES     largest request body (default 1048576); larger get 413\n"
-          "  --timeout S          idle connection timeout in seconds (default 600)\n"
-          "  -t N                 CPU threads (default: one per core)\n"
-          "  --devices LIST       devices to use (all, cpu, opencl, fpga, gpu, cuda)\n",
+          "  --max-connections N  connections open at once (default 4096; a thread each); past it a\n"
+          "                       new one closes the oldest still waiting for its request after 1 s\n"
+          "  --max-connections-per-ip N  connections from one client address (default 256)\n"
+          "  --idle-timeout S     seconds a connection has to send a whole request (head and body)\n"
+          "                       after it opened or after its last answer (default 10)\n"
+          "  --timeout S          seconds without any byte moving on a connection being answered, as a\n"
+          "                       client that stops reading (default 600)\n"
+          "  --drain-timeout S    on SIGTERM/SIGINT/SIGHUP, seconds the requests in flight have to\n"
+          "                       finish before they are cancelled (default 30)\n",
           f);
 }
 
 typedef struct {
-    const char *model, *host, *alias, *chat_template, *api_keys, *devices, *policy;
-    int port, threads, no_prefix_cache;
-    uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout;
+    const char *model, *host, *alias, *chat_template, *api_keys, *api_key_file, *devices, *policy, *kv_type;
+    const char *ctk, *ctv;
+    const char *keys[64];       /* --api-key values */
+    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public;
+    uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
+    uint32_t max_connections, max_per_ip;
+    long long n_predict, seed;
+    double temperature;
     size_t max_body;
 } options;
+
+/* llama-server's options with no honest meaning here: refused by name,
+ * with what to use instead. */
+static const struct {
+    const char *names, *instead;
+} refused_opts[] = {
+    {"-ngl --gpu-layers --n-gpu-layers", "--devices LIST chooses the devices; hetero places the layers itself"},
+    {"-fa --flash-attn", "hetero's attention needs no switch"},
+    {"-cb --cont-batching -nocb --no-cont-batching", "the engine always batches continuously"},
+    {"--mlock --no-mmap --numa", "hetero maps the weights itself"},
+    {"--embedding --embeddings --rerank --reranking --pooling", "hetero-server serves completions only"},
+    {"--lora --lora-scaled --control-vector", "hetero does not apply adapters"},
+    {"--ssl-key-file --ssl-cert-file", "put a TLS proxy in front of hetero-server"},
+    {"-sp --special --slots --props --slot-save-path --path --api-prefix --webui --no-webui", "not served"},
+    {"--threads-http", "one thread per connection (--max-connections bounds them)"},
+    {"-to", "--timeout S (the same meaning, the long name)"},
+    {"--cache-reuse -kvu --kv-unified", "the prefix cache is automatic (--no-prefix-cache turns it off)"},
+    {"--top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty --frequency-penalty "
+     "--typical --mirostat --dynatemp-range --grammar --grammar-file --json-schema -j",
+     "give it per request, in the body"},
+    {"-ub --ubatch-size", "-b sets the step's tokens"},
+    {"-dev --device -sm --split-mode -ts --tensor-split -mg --main-gpu", "--devices LIST"},
+    {"--reasoning-format --reasoning-budget", "not supported"},
+    {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
+    {"-cram --cache-ram", "--kv-tokens N sizes the KV pool"},
+    {"-ctxcp --ctx-checkpoints --swa-full", "not supported"},
+};
+
+static const char *instead_of(const char *a)
+{
+    size_t n = strlen(a);
+    for (size_t i = 0; i < sizeof refused_opts / sizeof refused_opts[0]; i++)
+        for (const char *p = refused_opts[i].names; (p = strstr(p, a)); p += n)
+            if ((p == refused_opts[i].names || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+                return refused_opts[i].instead;
+    return NULL;
+}
+
+static int kv_type_ok(const char *t)
+{
+    return !strcmp(t, "f16") || !strcmp(t, "q8_0") || !strcmp(t, "q4_0") || !strcmp(t, "f32");
+}
 
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
-                   .max_body = 1 << 20, .timeout = 600, .policy = "fcfs"};
+                   .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30,
+                   .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define STR(name, field) else if (!strcmp(a, name) && v) { o->field = v; i++; }
-#define NUM(name, field) else if (!strcmp(a, name) && v) { o->field = (__typeof__(o->field))strtoul(v, NULL, 10); i++; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        long long n;
+        uint64_t u;
+#define IS(name) (!strcmp(a, name))
+#define TAKE(name) (IS(name) && v && ++i)
+#define U32(field, lo, hi)                                                                                     \
+    do {                                                                                                       \
+        if (cli_long(PROG, a, v, lo, hi, &n))                                                                  \
+            return -1;                                                                                         \
+        o->field = (uint32_t)n;                                                                                \
+    } while (0)
+        if (IS("-h") || IS("--help")) {
             usage(stdout);
             exit(0);
-        }
-        STR("-m", model) STR("--model", model) STR("--host", host) STR("-a", alias) STR("--alias", alias)
-        STR("--chat-template", chat_template) STR("--api-keys", api_keys) STR("--devices", devices)
-        STR("--policy", policy) NUM("--port", port) NUM("-t", threads) NUM("-c", n_ctx) NUM("--ctx-size", n_ctx)
-        NUM("-np", parallel) NUM("--parallel", parallel) NUM("--kv-tokens", kv_tokens) NUM("-b", batch)
-        NUM("--shared-prefill", shared_prefill)
-        NUM("--max-requests", max_requests) NUM("--max-body", max_body) NUM("--timeout", timeout)
-        else if (!strcmp(a, "--no-prefix-cache"))
-            o->no_prefix_cache = 1;
-        else {
-            fprintf(stderr, "hetero-server: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
+        } else if (TAKE("-m") || TAKE("--model")) o->model = v;
+        else if (TAKE("--host")) o->host = v;
+        else if (TAKE("-a") || TAKE("--alias")) o->alias = v;
+        else if (TAKE("--chat-template")) o->chat_template = v;
+        else if (TAKE("--api-keys")) o->api_keys = v;
+        else if (TAKE("--api-key-file")) o->api_key_file = v;
+        else if (TAKE("--api-key")) {
+            if (o->n_keys == (int)(sizeof o->keys / sizeof o->keys[0])) {
+                fprintf(stderr, PROG ": --api-key: at most %zu of them (--api-key-file takes any number)\n",
+                        sizeof o->keys / sizeof o->keys[0]);
+                return -1;
+            }
+            o->keys[o->n_keys++] = v;
+        } else if (TAKE("--devices")) o->devices = v;
+        else if (TAKE("--policy")) o->policy = v;
+        else if (TAKE("--kv-type")) o->kv_type = v;
+        else if (TAKE("-ctk") || TAKE("--cache-type-k")) o->ctk = v;
+        else if (TAKE("-ctv") || TAKE("--cache-type-v")) o->ctv = v;
+        else if (TAKE("--port")) {
+            if (cli_long(PROG, a, v, 0, 65535, &n))
+                return -1;
+            o->port = (int)n;
+        } else if (TAKE("-t") || TAKE("--threads")) {
+            if (cli_long(PROG, a, v, 0, 4096, &n))
+                return -1;
+            o->threads = (int)n;
+        } else if (TAKE("-c") || TAKE("--ctx-size")) U32(n_ctx, 0, 1 << 24);
+        else if (TAKE("-np") || TAKE("--parallel")) U32(parallel, 1, 65536);
+        else if (TAKE("--kv-tokens")) U32(kv_tokens, 0, 1u << 30);
+        else if (TAKE("-b") || TAKE("--batch-size")) U32(batch, 1, 1 << 20);
+        else if (TAKE("--shared-prefill")) U32(shared_prefill, 0, 1 << 20);
+        else if (TAKE("--max-requests")) U32(max_requests, 1, 1000000);
+        else if (TAKE("--timeout")) U32(timeout, 1, 86400);
+        else if (TAKE("--idle-timeout")) U32(idle_timeout, 1, 3600);
+        else if (TAKE("--drain-timeout")) U32(drain_timeout, 0, 86400);
+        else if (TAKE("--max-connections")) U32(max_connections, 1, 100000);
+        else if (TAKE("--max-connections-per-ip")) U32(max_per_ip, 1, 100000);
+        else if (TAKE("--max-body")) {
+            if (cli_u64(PROG, a, v, 1ull << 31, &u))
+                return -1;
+            if (!u) {
+                fprintf(stderr, PROG ": --max-body takes a whole number from 1 to %llu, not '%s'\n", 1ull << 31, v);
+                return -1;
+            }
+            o->max_body = (size_t)u;
+        } else if (TAKE("-n") || TAKE("--n-predict") || TAKE("--predict")) {
+            if (cli_long(PROG, a, v, -1, UINT32_MAX, &o->n_predict))
+                return -1;
+            if (!o->n_predict) {
+                fprintf(stderr, PROG ": %s takes -1 (the context) or a whole number from 1 to %u, not '0'\n", a,
+                        UINT32_MAX);
+                return -1;
+            }
+        } else if (TAKE("--temp") || TAKE("--temperature")) {
+            if (cli_double(PROG, a, v, 0, 2, &o->temperature))
+                return -1;
+        } else if (TAKE("-s") || TAKE("--seed")) {
+            if (cli_long(PROG, a, v, -1, INT64_MAX, &o->seed))
+                return -1;
+        } else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
+        else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
+        else if (IS("--metrics-public")) o->metrics_public = 1;
+        else if (IS("--metrics")) {
+            /* llama-server's switch: /metrics is always there */
+        } else if (instead_of(a)) {
+            fprintf(stderr, PROG ": %s is llama-server's; hetero-server does not take it: %s\n", a, instead_of(a));
+            return -1;
+        } else {
+            fprintf(stderr, PROG ": unknown or incomplete option '%s' (--help lists them)\n", a);
             return -1;
         }
-#undef STR
-#undef NUM
+#undef IS
+#undef TAKE
+#undef U32
     }
-    if (!o->parallel || !o->batch || o->batch < o->parallel || !o->max_requests) {
-        fprintf(stderr, "hetero-server: -np, -b (>= -np) and --max-requests must be positive\n");
+    if (o->batch < o->parallel) {
+        fprintf(stderr, PROG ": -b (%u) must be at least -np (%u)\n", o->batch, o->parallel);
+        return -1;
+    }
+    /* llama-server's K and V types: hetero has one type for both. */
+    if (o->ctk || o->ctv) {
+        const char *k = o->ctk ? o->ctk : "f16", *vt = o->ctv ? o->ctv : "f16";
+        if (strcmp(k, vt)) {
+            fprintf(stderr, PROG ": -ctk %s with -ctv %s: hetero's K and V caches share one type; give both the "
+                    "same (-ctk %s -ctv %s) or --kv-type %s\n", k, vt, k, k, k);
+            return -1;
+        }
+        if (o->kv_type && strcmp(o->kv_type, k)) {
+            fprintf(stderr, PROG ": --kv-type %s and -ctk/-ctv %s disagree\n", o->kv_type, k);
+            return -1;
+        }
+        o->kv_type = k;
+    }
+    if (o->kv_type && !kv_type_ok(o->kv_type)) {
+        fprintf(stderr, PROG ": KV cache type '%s': hetero has f16, q8_0, q4_0 and f32\n", o->kv_type);
         return -1;
     }
     return 0;
+}
+
+/* The listening socket, taken before the model loads so that a port in
+ * use fails at once.  --host may be a name ("localhost"): its first IPv4
+ * address, else its first address. */
+static int listen_on(const options *o, char *shown, size_t cap, unsigned *port)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%d", o->port);
+    int rc = getaddrinfo(o->host, ps, &hints, &res);
+    if (rc) {
+        fprintf(stderr, PROG ": --host %s: %s\n", o->host, gai_strerror(rc));
+        return -1;
+    }
+    struct addrinfo *ai = res;
+    for (struct addrinfo *p = res; p; p = p->ai_next)
+        if (p->ai_family == AF_INET) {
+            ai = p;
+            break;
+        }
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    int one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1024)) {
+        fprintf(stderr, PROG ": cannot listen on %s:%d: %s\n", o->host, o->port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    char host[64] = "?", serv[16] = "0";
+    getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(shown, cap, sa.ss_family == AF_INET6 ? "[%s]" : "%s", host);
+    *port = (unsigned)atoi(serv);
+    return fd;
 }
 
 /* A request's body as it arrives, before routing. */
@@ -102,11 +319,41 @@ typedef struct {
 #define MAX_HEADER_BYTES (64 * 1024)
 #define CONNECTION_MEMORY (1024 * 1024)
 
+typedef struct {
+    size_t bytes;
+    int content_length, transfer_encoding;
+} head_count;
+
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
+    head_count *h = cls;
     (void)kind;
-    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    h->bytes += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    h->content_length += !strcasecmp(key, "Content-Length");
+    h->transfer_encoding += !strcasecmp(key, "Transfer-Encoding");
     return MHD_YES;
+}
+
+/* The request head's framing, which libmicrohttpd 0.9.75 takes loosely:
+ * it reads the first of two Content-Length headers, and waits for the
+ * end of the connection when Transfer-Encoding is not "chunked" (1.0
+ * refuses both).  Answered here, as llama-server does, before any body
+ * is read; NULL when the head is fine. */
+static const char *bad_framing(struct MHD_Connection *c, const head_count *h, unsigned *status)
+{
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    *status = 400;
+    if (h->content_length > 1)
+        return "The request has more than one Content-Length header.";
+    if (h->transfer_encoding > 1)
+        return "The request has more than one Transfer-Encoding header.";
+    if (te && strcasecmp(te, "chunked")) {
+        *status = 501;
+        return "Transfer-Encoding: only 'chunked' is supported.";
+    }
+    if (te && h->content_length)
+        return "The request has both Transfer-Encoding and Content-Length.";
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -118,12 +365,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(u = calloc(1, sizeof *u)))
             return MHD_NO;
         *con_cls = u;
-        size_t header_bytes = 0;
-        MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &header_bytes);
-        if (header_bytes > MAX_HEADER_BYTES)
-            return srv_error(c, 431, "invalid_request_error", "request_header_fields_too_large",
-                             "The request's headers are %zu bytes; the limit is %d.", header_bytes, MAX_HEADER_BYTES);
+        srv_conn_phase(c, SRV_CONN_READING);
+        head_count h = {0, 0, 0};
+        MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
+        unsigned status = 0;
+        const char *why = bad_framing(c, &h, &status);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (h.bytes > MAX_HEADER_BYTES || why || (cl && strtoull(cl, NULL, 10) > S->max_body))
+            srv_conn_phase(c, SRV_CONN_BUSY); /* answered now: no longer a request to wait for */
+        if (h.bytes > MAX_HEADER_BYTES)
+            return srv_error(c, 431, "invalid_request_error", "request_header_fields_too_large",
+                             "The request's headers are %zu bytes; the limit is %d.", h.bytes, MAX_HEADER_BYTES);
+        if (why)
+            return srv_error(c, status, "invalid_request_error", status == 501 ? "not_implemented" : "bad_request",
+                             "%s", why);
         if (cl && strtoull(cl, NULL, 10) > S->max_body)
             return srv_error(c, 413, "invalid_request_error", "request_too_large",
                              "The body is %s bytes; the limit is %zu (--max-body).", cl, S->max_body);
@@ -148,6 +403,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *size = 0;
         return MHD_YES;
     }
+    srv_conn_phase(c, SRV_CONN_BUSY);
     if (u->too_big)
         return srv_error(c, 413, "invalid_request_error", "request_too_large",
                          "The body is larger than %zu bytes (--max-body).", S->max_body);
@@ -156,6 +412,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
+    (void)cls;
+    (void)toe;
+    srv_conn_phase(c, SRV_CONN_WAITING); /* its next request's time starts */
     upload *u = *con_cls;
     if (u) {
         free(u->body);
@@ -187,6 +446,7 @@ static int load(srv *S, const options *o)
     mo.n_ctx = o->n_ctx;
     mo.max_batch = o->batch;
     mo.kv_tokens = o->kv_tokens;
+    mo.kv_type = o->kv_type;
     if (o->no_prefix_cache)
         mo.kv_prefix_cache = -1;
     if (!mo.kv_tokens) {
@@ -257,74 +517,174 @@ static void unload(srv *S)
         fprintf(stderr, "hetero-server: %s\n", hx_last_error());
 }
 
+/* After the drain's deadline: a stop that hangs anyway ends the process. */
+static void *watchdog(void *arg)
+{
+    sleep(*(unsigned *)arg);
+    fprintf(stderr, PROG ": did not stop in time; exiting\n");
+    _exit(1);
+}
+
+static uint32_t in_flight(srv *S)
+{
+    pthread_mutex_lock(&S->metrics.lock);
+    uint32_t n = S->metrics.in_flight;
+    pthread_mutex_unlock(&S->metrics.lock);
+    return n;
+}
+
+/* Waits until nothing is in flight or `until`; a signal meanwhile ends
+ * the process at once. */
+static void drain_until(srv *S, const sigset_t *sigs, double until)
+{
+    while (in_flight(S) && srv_now() < until) {
+        struct timespec ts = {0, 50 * 1000000L};
+        int sig = sigtimedwait(sigs, NULL, &ts);
+        if (sig > 0) {
+            fprintf(stderr, PROG ": %s again: exiting now\n", strsignal(sig));
+            _exit(1);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     options o;
     if (parse_args(argc, argv, &o))
-        return 2;
+        return CLI_EXIT_USAGE;
     /* Signals go to the main thread's sigwait only: block them before any
-     * thread starts, so every thread inherits the mask. */
+     * thread starts, so every thread inherits the mask.  SIGHUP is a
+     * request to stop like the others (no terminal to lose here). */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every request holds vocabulary-sized buffers (its sampler's) from
+     * submission to its end, allocated in its connection's thread.  With
+     * glibc's sliding mmap threshold they soon come from that thread's
+     * malloc arena, which keeps the pages when they are freed: storms of
+     * cancelled streams left hundreds of MB resident.  A fixed threshold
+     * gives such blocks back to the system when freed. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
     static srv S;
     srv_metrics_init(&S.metrics);
     pthread_mutex_init(&S.tenants.lock, NULL);
     pthread_cond_init(&S.tenants.freed, NULL);
+    pthread_mutex_init(&S.jobs_lock, NULL);
     S.max_body = o.max_body;
     S.max_in_flight = o.max_requests;
     S.started = srv_now();
-    char err[512];
-    if (o.api_keys && srv_tenants_load(&S.tenants, o.api_keys, err, sizeof err)) {
-        fprintf(stderr, "hetero-server: --api-keys %s: %s\n", o.api_keys, err);
+    S.n_predict = o.n_predict;
+    S.temperature = o.temperature;
+    S.seed = o.seed;
+    S.metrics_public = o.metrics_public;
+    S.prefix_shared = o.prefix_shared;
+    S.conns.max_total = o.max_connections;
+    S.conns.max_per_ip = o.max_per_ip;
+    S.conns.idle_timeout = o.idle_timeout;
+    /* The tenants' cache salts begin with a secret of this process: no
+     * client can name another key's partition. */
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        fprintf(stderr, PROG ": getrandom: %s\n", strerror(errno));
         return 1;
     }
+    for (int i = 0; i < 16; i++)
+        snprintf(S.secret + 2 * i, 3, "%02x", rnd[i]);
+    char err[512];
+    if (o.api_keys && srv_tenants_load(&S.tenants, o.api_keys, err, sizeof err)) {
+        fprintf(stderr, PROG ": --api-keys %s: %s\n", o.api_keys, err);
+        return 1;
+    }
+    if (o.api_key_file && srv_tenants_load_keys(&S.tenants, o.api_key_file, err, sizeof err)) {
+        fprintf(stderr, PROG ": --api-key-file %s: %s\n", o.api_key_file, err);
+        return 1;
+    }
+    for (int i = 0; i < o.n_keys; i++) {
+        /* A comma list, as llama-server's; empty items are skipped. */
+        for (const char *k = o.keys[i]; *k;) {
+            size_t n = strcspn(k, ",");
+            char name[32];
+            snprintf(name, sizeof name, "key%zu", S.tenants.n + 1);
+            if (n && srv_tenants_add(&S.tenants, k, n, name, 0, 0, 0, err, sizeof err)) {
+                fprintf(stderr, PROG ": --api-key: %s\n", err);
+                return 1;
+            }
+            k += n + (k[n] == ',');
+        }
+    }
+    if (o.n_keys && !S.tenants.n) {
+        fprintf(stderr, PROG ": --api-key: no key given\n");
+        return 1;
+    }
+    /* A connection is a descriptor: the soft limit goes up to the hard
+     * one, and --max-connections down to what that allows. */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        const rlim_t room = rl.rlim_cur > 256 + SRV_CONN_SLACK ? rl.rlim_cur - 256 - SRV_CONN_SLACK : 16;
+        if (rl.rlim_cur != RLIM_INFINITY && S.conns.max_total > room) {
+            fprintf(stderr, PROG ": --max-connections %u is more than the descriptor limit allows (%llu open "
+                    "files): %llu\n", S.conns.max_total, (unsigned long long)rl.rlim_cur, (unsigned long long)room);
+            S.conns.max_total = (uint32_t)room;
+        }
+    }
+    char shown[80];
+    unsigned port = 0;
+    int lfd = listen_on(&o, shown, sizeof shown, &port);
+    if (lfd < 0)
+        return 1;
     if (load(&S, &o)) {
         unload(&S);
         return 1;
     }
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o.port)};
-    if (inet_pton(AF_INET, o.host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "hetero-server: --host %s is not an IPv4 address\n", o.host);
-        unload(&S);
+    if (srv_conns_start(&S.conns)) {
+        fprintf(stderr, PROG ": cannot start a thread\n");
         return 1;
     }
+    /* libmicrohttpd's own limit sits above ours: ours decides (and makes
+     * room), the slack covers connections closing meanwhile.  poll(), not
+     * select(): descriptors past 1,024 are refused by select's sets. */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0, NULL,
-        NULL, on_request, &S, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, &S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o.max_requests + 64),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-        MHD_OPTION_END);
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
+        srv_conn_accept, &S.conns, on_request, &S, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &S, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, &S.conns,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(S.conns.max_total + SRV_CONN_SLACK), MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
     if (!d) {
-        fprintf(stderr, "hetero-server: cannot listen on %s:%d: %s\n", o.host, o.port, strerror(errno));
+        fprintf(stderr, PROG ": cannot serve on %s:%u: %s\n", shown, port, strerror(errno));
         unload(&S);
         return 1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "hetero-server: listening on http://%s:%u\n", o.host, di ? di->port : (unsigned)o.port);
+    fprintf(stderr, PROG ": listening on http://%s:%u\n", shown, port);
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "hetero-server: %s: draining\n", strsignal(sig));
+    fprintf(stderr, PROG ": %s: draining (new requests get 503; up to %u s; a second signal exits now)\n",
+            strsignal(sig), o.drain_timeout);
     S.draining = 1;
-    MHD_socket ls = MHD_quiesce_daemon(d);
-    /* In flight: finish; then the daemon stops (its connection threads end). */
-    for (;;) {
-        pthread_mutex_lock(&S.metrics.lock);
-        uint32_t busy = S.metrics.in_flight;
-        pthread_mutex_unlock(&S.metrics.lock);
-        if (!busy)
-            break;
-        usleep(20 * 1000);
+    drain_until(&S, &sigs, srv_now() + o.drain_timeout);
+    unsigned grace = 10;
+    pthread_t wd;
+    pthread_create(&wd, NULL, watchdog, &grace);
+    if (in_flight(&S)) {
+        fprintf(stderr, PROG ": --drain-timeout %u s: cancelling %u requests still in flight\n", o.drain_timeout,
+                in_flight(&S));
+        S.stopping = 1;
+        srv_jobs_cancel_all(&S);
+        drain_until(&S, &sigs, srv_now() + 2);
     }
+    /* Connections still open (a client that reads nothing, idle ones) are
+     * shut down here. */
     MHD_stop_daemon(d);
-    if (ls != MHD_INVALID_SOCKET)
-        close(ls);
+    srv_conns_stop(&S.conns);
     unload(&S);
     srv_tenants_free(&S.tenants);
-    fprintf(stderr, "hetero-server: stopped\n");
+    fprintf(stderr, PROG ": stopped\n");
     return 0;
 }

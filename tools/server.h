@@ -14,9 +14,10 @@
 #define SRV_MAX_N 16      /* choices per request (OpenAI's n) */
 #define SRV_MAX_STOP 8    /* stop strings per request */
 
-/* One API key's limits (--api-keys). */
+/* One API key's limits (--api-keys, --api-key-file, --api-key). */
 typedef struct {
-    char key[128], name[64];
+    char *key, *name;
+    size_t key_len, index;
     uint32_t max_concurrent;  /* requests in flight (0 = no limit) */
     uint32_t tokens_per_minute; /* prompt and completion tokens (0 = no limit) */
     uint32_t queue;           /* requests beyond max_concurrent that wait for a slot */
@@ -29,9 +30,27 @@ typedef struct {
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t freed;
-    srv_tenant *t;
+    srv_tenant **t;
     size_t n;
 } srv_tenants;
+
+/* The connections (server_conn.c): each one's address, socket and phase,
+ * so that a client address holds at most max_per_ip of them, the oldest
+ * one waiting for a request makes room when there are max_total, and one
+ * that has not sent a whole request idle_timeout seconds after it opened
+ * (or after its last answer) is closed. */
+typedef struct srv_conn srv_conn;
+#define SRV_CONN_SLACK 64 /* libmicrohttpd's connection limit is ours plus this */
+typedef struct {
+    pthread_mutex_t lock;
+    srv_conn *head, *tail;    /* oldest first */
+    uint32_t n, max_total, max_per_ip;
+    double idle_timeout;
+    uint64_t refused, evicted, timed_out;
+    pthread_t reaper;
+    int reaper_started;
+    volatile int stop;
+} srv_conns;
 
 /* Histogram buckets, in seconds, as Prometheus exposes them. */
 #define SRV_HIST_BUCKETS 14
@@ -49,6 +68,8 @@ typedef struct {
     uint32_t in_flight;
 } srv_metrics;
 
+struct srv_job;
+
 typedef struct {
     hx_runtime *rt;
     hx_model *m;
@@ -60,39 +81,79 @@ typedef struct {
     uint32_t max_in_flight;     /* completion requests at once; more get 503 */
     srv_tenants tenants;        /* n == 0: no API keys asked */
     srv_metrics metrics;
+    srv_conns conns;
     double started;
-    volatile int draining;      /* SIGTERM: new requests get 503 */
+    /* Defaults of requests that do not say (-n, --temp, --seed). */
+    long long n_predict;        /* max_tokens; 0 = OpenAI's (16, chat: the context), -1 = the context */
+    double temperature;         /* < 0: OpenAI's 1 */
+    long long seed;             /* -1: a fresh one per request */
+    int metrics_public;         /* /metrics without a key */
+    int prefix_shared;          /* the prefix cache is not partitioned by API key */
+    char secret[40];            /* per process: the tenants' cache salts start with it */
+    volatile int draining;      /* a signal: new requests get 503 */
+    volatile int stopping;      /* the drain ran out of time: what runs is cancelled */
+    pthread_mutex_t jobs_lock;  /* the jobs answering now, to cancel at --drain-timeout */
+    struct srv_job *jobs;
 } srv;
 
 /* The OpenAI error object, {"error":{"message","type","code"}}, as a
- * response of `status`. */
+ * response of `status`; a 503 says Retry-After: 1, and while the server
+ * drains every answer says Connection: close. */
 enum MHD_Result srv_error(struct MHD_Connection *c, unsigned status, const char *type, const char *code,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* A JSON body (takes the reference to `body`). */
 enum MHD_Result srv_json(struct MHD_Connection *c, unsigned status, json_t *body);
+/* A JSON body with a Retry-After header (seconds). */
+enum MHD_Result srv_json_retry(struct MHD_Connection *c, unsigned status, json_t *body, unsigned retry_after);
+json_t *srv_error_object(const char *type, const char *code, const char *message);
 /* Routes one complete request. */
 enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, const char *url,
                           const char *body, size_t len);
 
-/* server_openai.c: /v1/completions and /v1/chat/completions.  The
- * caller took an in-flight slot (and the tenant's); *owned says whether a
- * job took them over, to give back when it ends (srv_job_free). */
+/* server_openai.c: /v1/completions and /v1/chat/completions, from the
+ * body's checks to the answer. */
 enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int chat,
-                               srv_tenant *tenant, int *owned);
-/* Gives back an in-flight slot and the tenant's, counting its tokens. */
-void srv_request_end(srv *S, srv_tenant *t, uint64_t tokens);
+                               srv_tenant *tenant);
+/* Takes the tenant's slot (waiting in its queue if it must) for a request
+ * of prompt_tokens, then one of the server's --max-requests: 1, or 0 with
+ * the refusal (429, 503) queued in *ret. */
+int srv_admit(srv *S, struct MHD_Connection *c, srv_tenant *t, uint32_t prompt_tokens, enum MHD_Result *ret);
+/* Whether the client closed its connection (server_stream.c). */
+int srv_client_gone(struct MHD_Connection *c);
+/* Gives back an in-flight slot and the tenant's. */
+void srv_request_end(srv *S, srv_tenant *t);
 /* /tokenize, /detokenize */
 enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len, int detokenize);
 
-/* server_tenants.c */
+/* server_tenants.c: the three sources of keys; 0, or -1 with the reason
+ * (the line's number) in err. */
 int srv_tenants_load(srv_tenants *T, const char *path, char *err, size_t cap);
+int srv_tenants_load_keys(srv_tenants *T, const char *path, char *err, size_t cap);
+int srv_tenants_add(srv_tenants *T, const char *key, size_t key_len, const char *name, uint32_t max_concurrent,
+                    uint32_t tokens_per_minute, uint32_t queue, char *err, size_t cap);
 void srv_tenants_free(srv_tenants *T);
-/* The tenant of an "Authorization: Bearer KEY" header, or NULL. */
-srv_tenant *srv_tenant_find(srv_tenants *T, const char *authorization);
-/* Takes a slot for a request (waiting in the tenant's queue if it must);
+/* The tenant of an "Authorization: Bearer KEY" (or "X-Api-Key: KEY")
+ * header, or NULL. */
+srv_tenant *srv_tenant_find(srv_tenants *T, const char *authorization, const char *x_api_key);
+/* Takes the tenant's slot for a request of prompt_tokens, waiting in the
+ * tenant's queue if it must (give_up(arg) != 0 ends the wait: *gave_up).
  * 0, or the seconds to put in Retry-After when over a limit. */
-unsigned srv_tenant_enter(srv_tenants *T, srv_tenant *t, double now);
-void srv_tenant_leave(srv_tenants *T, srv_tenant *t, uint64_t tokens, double now);
+unsigned srv_tenant_enter(srv_tenants *T, srv_tenant *t, uint32_t prompt_tokens, int (*give_up)(void *), void *arg,
+                          int *gave_up);
+void srv_tenant_leave(srv_tenants *T, srv_tenant *t);
+/* One generated token against the tenant's tokens per minute: 1, or 0
+ * when the minute's budget is spent (the request stops there). */
+int srv_tenant_take_token(srv_tenants *T, srv_tenant *t);
+
+/* server_conn.c: MHD's callbacks and the reaper thread. */
+int srv_conns_start(srv_conns *C);
+void srv_conns_stop(srv_conns *C);
+enum MHD_Result srv_conn_accept(void *cls, const struct sockaddr *addr, socklen_t len);
+void srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code);
+/* A request's head arrived / its body too (it is being answered) / its
+ * answer went. */
+void srv_conn_phase(struct MHD_Connection *c, int phase);
+enum { SRV_CONN_WAITING, SRV_CONN_READING, SRV_CONN_BUSY };
 
 /* server_metrics.c */
 void srv_metrics_init(srv_metrics *M);
@@ -120,6 +181,7 @@ typedef struct srv_choice {
     size_t n_pieces, cap_pieces;
     size_t sent_pieces, sent_text; /* streamed so far */
     int ended, reported, sent_role;
+    int limited;               /* stopped by the tenant's tokens per minute */
     hx_request_result res;
     double t_last;             /* the last token's time, for inter-token latency */
 } srv_choice;
@@ -140,8 +202,13 @@ typedef struct srv_job {
     size_t out_len, out_cap, out_at;
     int done_sent, gone;
     int owns_slot;             /* gives back the in-flight and tenant slots when freed */
+    int cut;                   /* cancelled at the end of the drain (--drain-timeout) */
     double t_submit;
+    struct srv_job *prev, *next; /* srv.jobs */
 } srv_job;
+
+/* Cancels every job still answering (the drain ran out of time). */
+void srv_jobs_cancel_all(srv *S);
 
 srv_job *srv_job_new(srv *S, int chat, int n);
 /* Cancels what still runs, waits for the engine to let go, frees. */

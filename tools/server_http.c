@@ -8,10 +8,6 @@
 
 #include "tools/server.h"
 
-/* Every answer passes through here or srv_json: the status goes to
- * /metrics. */
-static srv_metrics *status_metrics;
-
 double srv_now(void)
 {
     struct timespec ts;
@@ -19,7 +15,11 @@ double srv_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-enum MHD_Result srv_json(struct MHD_Connection *c, unsigned status, json_t *body)
+/* Set by srv_route, which every answer passes: the server, for the
+ * status counts and the drain's Connection: close. */
+static srv *the_server;
+
+enum MHD_Result srv_json_retry(struct MHD_Connection *c, unsigned status, json_t *body, unsigned retry_after)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -31,15 +31,28 @@ enum MHD_Result srv_json(struct MHD_Connection *c, unsigned status, json_t *body
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    if (retry_after) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%u", retry_after);
+        MHD_add_response_header(r, "Retry-After", secs);
+    }
+    if (the_server && the_server->draining)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
-    if (status_metrics)
-        srv_metrics_status(status_metrics, status);
+    if (the_server)
+        srv_metrics_status(&the_server->metrics, status);
     return ret;
 }
 
+enum MHD_Result srv_json(struct MHD_Connection *c, unsigned status, json_t *body)
+{
+    /* A 503 is temporary: say when to come back (RFC 9110 10.2.3). */
+    return srv_json_retry(c, status, body, status == 503 ? 1 : 0);
+}
+
 /* The error object alone, for a stream's error event too. */
-static json_t *error_object(const char *type, const char *code, const char *message)
+json_t *srv_error_object(const char *type, const char *code, const char *message)
 {
     return json_pack("{s:{s:s,s:s,s:s*}}", "error", "message", message, "type", type, "code", code);
 }
@@ -57,7 +70,7 @@ enum MHD_Result srv_error(struct MHD_Connection *c, unsigned status, const char 
     for (char *p = msg; *p; p++)
         if ((unsigned char)*p >= 0x80)
             *p = '?';
-    return srv_json(c, status, error_object(type, code, msg));
+    return srv_json(c, status, srv_error_object(type, code, msg));
 }
 
 static enum MHD_Result models(srv *S, struct MHD_Connection *c)
@@ -76,62 +89,75 @@ static int authorize(srv *S, struct MHD_Connection *c, srv_tenant **t, enum MHD_
     if (!S->tenants.n)
         return 1;
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if ((*t = srv_tenant_find(&S->tenants, auth)))
+    const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
+    if ((*t = srv_tenant_find(&S->tenants, auth, xkey)))
         return 1;
     *ret = srv_error(c, 401, "invalid_request_error", "invalid_api_key",
-                     auth ? "Incorrect API key provided." : "No API key provided: send 'Authorization: Bearer KEY'.");
+                     auth || xkey ? "Incorrect API key provided."
+                                  : "No API key provided: send 'Authorization: Bearer KEY'.");
     return 0;
 }
 
-static enum MHD_Result completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int chat,
-                                  srv_tenant *t)
+/* What ends a wait in a tenant's queue: the drain, or the client gone. */
+typedef struct {
+    srv *S;
+    struct MHD_Connection *c;
+} waiter;
+
+static int give_up(void *arg)
 {
+    waiter *w = arg;
+    return w->S->draining || srv_client_gone(w->c);
+}
+
+static enum MHD_Result rate_limited(srv *S, struct MHD_Connection *c, srv_tenant *t, unsigned retry)
+{
+    char msg[320];
+    snprintf(msg, sizeof msg, "Rate limit reached for '%s' (%u concurrent, %u queued, %u tokens per minute); retry "
+             "in %u s.", t->name, t->max_concurrent, t->queue, t->tokens_per_minute, retry);
+    (void)S;
+    return srv_json_retry(c, 429, srv_error_object("rate_limit_error", "rate_limit_exceeded", msg), retry);
+}
+
+int srv_admit(srv *S, struct MHD_Connection *c, srv_tenant *t, uint32_t prompt_tokens, enum MHD_Result *ret)
+{
+    /* The tenant's limits first: a request waiting in its tenant's queue
+     * holds none of the server's --max-requests slots, so one tenant's
+     * queue cannot fill them. */
+    if (t) {
+        int gave_up = 0;
+        waiter w = {S, c};
+        unsigned retry = srv_tenant_enter(&S->tenants, t, prompt_tokens, give_up, &w, &gave_up);
+        if (retry) {
+            *ret = rate_limited(S, c, t, retry);
+            return 0;
+        }
+        if (gave_up) {
+            *ret = S->draining ? srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.")
+                               : MHD_NO;
+            return 0;
+        }
+    }
     pthread_mutex_lock(&S->metrics.lock);
     int busy = S->metrics.in_flight >= S->max_in_flight;
     if (!busy)
         S->metrics.in_flight++;
     pthread_mutex_unlock(&S->metrics.lock);
-    if (busy)
-        return srv_error(c, 503, "server_error", "server_busy",
+    if (busy) {
+        if (t)
+            srv_tenant_leave(&S->tenants, t);
+        *ret = srv_error(c, 503, "server_error", "server_busy",
                          "The server has %u requests in flight, its limit (--max-requests); retry later.",
                          S->max_in_flight);
-    unsigned retry = t ? srv_tenant_enter(&S->tenants, t, srv_now()) : 0;
-    enum MHD_Result ret;
-    if (retry) {
-        char secs[16];
-        snprintf(secs, sizeof secs, "%u", retry);
-        char msg[256];
-        snprintf(msg, sizeof msg, "Rate limit reached for '%s' (%u concurrent, %u queued, %u tokens per minute); retry "
-                                  "in %u s.", t->name, t->max_concurrent, t->queue, t->tokens_per_minute, retry);
-        json_t *err = error_object("rate_limit_error", "rate_limit_exceeded", msg);
-        char *text = json_dumps(err, JSON_COMPACT);
-        json_decref(err);
-        struct MHD_Response *r =
-            text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
-        if (!r) {
-            free(text);
-            srv_request_end(S, NULL, 0);
-            return MHD_NO;
-        }
-        MHD_add_response_header(r, "Content-Type", "application/json");
-        MHD_add_response_header(r, "Retry-After", secs);
-        ret = MHD_queue_response(c, 429, r);
-        MHD_destroy_response(r);
-        srv_metrics_status(&S->metrics, 429);
-        srv_request_end(S, NULL, 0);
-        return ret;
+        return 0;
     }
-    int owned = 0;
-    ret = srv_completion(S, c, body, len, chat, t, &owned);
-    if (!owned)
-        srv_request_end(S, t, 0);
-    return ret;
+    return 1;
 }
 
-void srv_request_end(srv *S, srv_tenant *t, uint64_t tokens)
+void srv_request_end(srv *S, srv_tenant *t)
 {
     if (t)
-        srv_tenant_leave(&S->tenants, t, tokens, srv_now());
+        srv_tenant_leave(&S->tenants, t);
     pthread_mutex_lock(&S->metrics.lock);
     S->metrics.in_flight--;
     pthread_mutex_unlock(&S->metrics.lock);
@@ -140,20 +166,20 @@ void srv_request_end(srv *S, srv_tenant *t, uint64_t tokens)
 enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, const char *url, const char *body,
                           size_t len)
 {
-    status_metrics = &S->metrics;
-    const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
-    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/completions") || !strcmp(url + 3, "/chat/completions")))
+    the_server = S;
+    /* HEAD is GET without the body (libmicrohttpd leaves the body out). */
+    const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/completions") || !strcmp(url + 3, "/chat/completions") ||
+                                     !strcmp(url + 3, "/health")))
         url += 3; /* the same routes with or without /v1, as llama-server */
     if (!strcmp(url, "/health") && get)
         return S->draining ? srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.")
                            : srv_json(c, 200, json_pack("{s:s}", "status", "ok"));
-    if (!strcmp(url, "/metrics") && get)
-        return srv_metrics_page(S, c);
     struct {
         const char *path;
         int post;
     } routes[] = {{"/v1/models", 0}, {"/tokenize", 1}, {"/detokenize", 1}, {"/completions", 1},
-                  {"/chat/completions", 1}};
+                  {"/chat/completions", 1}, {"/metrics", 0}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
@@ -163,16 +189,19 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     if (routes[known].post ? !post : !get)
         return srv_error(c, 405, "invalid_request_error", "method_not_allowed", "%s takes %s, not %s.", url,
                          routes[known].post ? "POST" : "GET", method);
-    srv_tenant *t;
+    srv_tenant *t = NULL;
     enum MHD_Result ret = MHD_NO;
-    if (!authorize(S, c, &t, &ret))
+    /* /metrics follows the keys as llama-server's, unless --metrics-public. */
+    if (!(known == 5 && S->metrics_public) && !authorize(S, c, &t, &ret))
         return ret;
+    if (known == 5)
+        return srv_metrics_page(S, c);
     if (S->draining)
         return srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.");
     switch (known) {
     case 0: return models(S, c);
     case 1:
     case 2: return srv_tokenize(S, c, body, len, known == 2);
-    default: return completion(S, c, body, len, known == 4, t);
+    default: return srv_completion(S, c, body, len, known == 4, t);
     }
 }

@@ -147,6 +147,18 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     scalar(&t, "graphs_replayed_total", "counter",
            "Evaluations submitted from the recording of their batch shape (decode replay).",
            (double)ms.graphs_replayed);
+    pthread_mutex_lock(&S->conns.lock);
+    const double open = S->conns.n, refused = (double)S->conns.refused, evicted = (double)S->conns.evicted,
+                 timed_out = (double)S->conns.timed_out;
+    pthread_mutex_unlock(&S->conns.lock);
+    scalar(&t, "connections_open", "gauge", "HTTP connections open.", open);
+    scalar(&t, "connections_refused_total", "counter",
+           "Connections refused at accept: past --max-connections-per-ip, or past --max-connections with none to "
+           "give way.", refused);
+    scalar(&t, "connections_evicted_total", "counter",
+           "Connections waiting for a request closed to make room for a new one (--max-connections).", evicted);
+    scalar(&t, "connections_timed_out_total", "counter",
+           "Connections closed for not sending a whole request in --idle-timeout seconds.", timed_out);
     metric(&t, "device_busy_ratio", "gauge", "Each device's busy share over the last second or so.");
     for (int d = 0; d < hx_runtime_device_count(S->rt); d++) {
         hx_device_info di;

@@ -78,12 +78,16 @@ typedef struct {
     char *prompt;              /* the text (chat: formatted), owned */
     int32_t *tokens;           /* or the ids, owned */
     size_t n_tokens;
+    const char *salt;          /* cache_salt: a narrower prefix-cache partition */
 } parsed;
 
-static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b)
+static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
 {
-    double temp = 1, top_p = 1, min_p = 0, rep = 1, pres = 0, freq = 0;
-    long long top_k = 0, seed = -1, max_tokens = chat ? (long long)n_ctx : 16, n = 1, last_n = 64, prio = 0;
+    /* OpenAI's defaults, or the server's (-n, --temp, --seed). */
+    const long long n_ctx = (long long)S->info.n_ctx;
+    double temp = S->temperature >= 0 ? S->temperature : 1, top_p = 1, min_p = 0, rep = 1, pres = 0, freq = 0;
+    long long top_k = 0, seed = S->seed, n = 1, last_n = 64, prio = 0;
+    long long max_tokens = S->n_predict > 0 ? S->n_predict : S->n_predict < 0 || chat ? n_ctx : 16;
     if (get_num(o, "temperature", 0, 2, &temp, b) || get_num(o, "top_p", 0, 1, &top_p, b) ||
         get_num(o, "min_p", 0, 1, &min_p, b) || get_int(o, "top_k", 0, 1 << 20, &top_k, b) ||
         get_num(o, "repeat_penalty", 0.01, 10, &rep, b) || get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, b) ||
@@ -110,7 +114,7 @@ static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b
     if (seed >= 0)
         s->seed = (uint64_t)seed;
     else
-        s->seed = (uint64_t)srv_now() * 1000003u ^ (uint64_t)(uintptr_t)p;
+        s->seed = (uint64_t)(srv_now() * 1e9) * 1000003u ^ (uint64_t)(uintptr_t)p;
     p->r.max_tokens = max_tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)max_tokens;
     p->r.priority = (int32_t)prio;
     p->n = (int)n;
@@ -138,6 +142,10 @@ static int parse_sampling(json_t *o, parsed *p, uint32_t n_ctx, int chat, bad *b
         get_bool(o, "cache_prompt", &cache_prompt, b))
         return -1;
     p->r.no_prefix_cache = !cache_prompt;
+    json_t *salt = json_object_get(o, "cache_salt");
+    if (salt && !json_is_null(salt) && !json_is_string(salt))
+        return fail(b, "invalid_type", "'cache_salt' must be a string");
+    p->salt = json_string_value(salt);
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
@@ -166,6 +174,10 @@ static int parse_prompt(json_t *o, parsed *p, bad *b)
     if (json_is_array(v) && json_array_size(v) == 1 &&
         (json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0))))
         v = json_array_get(v, 0);
+    else if (json_is_array(v) && json_array_size(v) > 1 &&
+             (json_is_string(json_array_get(v, 0)) || json_is_array(json_array_get(v, 0))))
+        return fail(b, "unsupported_parameter", "'prompt' holds %zu prompts; hetero-server answers one prompt per "
+                    "request: send each in a request of its own", json_array_size(v));
     if (json_is_string(v)) {
         p->prompt = strdup(json_string_value(v));
         return p->prompt ? 0 : fail(b, "server_error", "out of memory");
@@ -347,10 +359,14 @@ static json_t *logprobs_json(srv_job *j, const srv_choice *ch, size_t from)
         off += json_string_length(t);
         json_array_append_new(tokens, t);
         json_array_append_new(lps, json_real(p->logprob));
+        /* The legacy format keys alternatives by their text: of tokens
+         * that read the same, the most likely (listed first) keeps the
+         * key, not the last one seen. */
         json_t *top = json_object();
         for (uint32_t k = 0; k < p->n_top; k++) {
             json_t *tt = token_text(S, p->top_token[k], NULL);
-            json_object_set_new(top, json_string_value(tt), json_real(p->top_logprob[k]));
+            if (!json_object_get(top, json_string_value(tt)))
+                json_object_set_new(top, json_string_value(tt), json_real(p->top_logprob[k]));
             json_decref(tt);
         }
         json_array_append_new(tops, top);
@@ -361,6 +377,8 @@ static json_t *logprobs_json(srv_job *j, const srv_choice *ch, size_t from)
 
 const char *srv_finish_str(const srv_choice *ch)
 {
+    if (ch->limited)
+        return "length"; /* the tenant's tokens per minute ran out */
     switch (ch->res.stats.finish) {
     case HX_FINISH_LENGTH: return "length";
     default: return "stop";
@@ -386,7 +404,9 @@ json_t *srv_usage_json(srv_job *j)
 {
     json_int_t completion = 0, cached = -1;
     for (int i = 0; i < j->n; i++) {
-        completion += j->ch[i].res.stats.generated_tokens;
+        /* A choice stopped by its tenant's tokens per minute: the token
+         * that found the budget spent was not given. */
+        completion += j->ch[i].limited ? (json_int_t)j->ch[i].n_pieces : j->ch[i].res.stats.generated_tokens;
         /* The prompt counts once, as the choice that found least of it
          * cached (the first of n may have filled the cache for the rest). */
         json_int_t c = j->ch[i].res.prompt_tokens_cached;
@@ -404,6 +424,11 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
          * their KV blocks go back at the engine's next step. */
         srv_job_free(j);
         return MHD_NO;
+    }
+    if (j->cut) {
+        srv_job_free(j);
+        return srv_error(c, 503, "server_error", "shutting_down",
+                         "The server shut down before the answer was complete (--drain-timeout).");
     }
     for (int i = 0; i < j->n; i++)
         if (j->ch[i].res.status != HX_OK) {
@@ -437,8 +462,42 @@ static enum MHD_Result refused(struct MHD_Connection *c, hx_status st)
     return srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error());
 }
 
+/* The prompt as token ids, tokenized here (as the engine would) so that a
+ * tenant's tokens per minute can count it before admission. */
+static int tokenize_prompt(srv *S, parsed *p, bad *b)
+{
+    if (!p->prompt)
+        return 0;
+    size_t len = strlen(p->prompt), n = 0;
+    hx_status st = hx_model_tokenize(S->m, p->prompt, len, 1, 1, NULL, 0, &n);
+    if (st != HX_OK && st != HX_ERR_RANGE)
+        return fail(b, "invalid_value", "the prompt cannot be tokenized: %s", hx_last_error());
+    if (!n)
+        return fail(b, "invalid_value", "the prompt is empty");
+    if (!(p->tokens = malloc(sizeof *p->tokens * n)))
+        return fail(b, "server_error", "out of memory");
+    if (hx_model_tokenize(S->m, p->prompt, len, 1, 1, p->tokens, n, &n) != HX_OK)
+        return fail(b, "invalid_value", "the prompt cannot be tokenized: %s", hx_last_error());
+    p->n_tokens = n;
+    return 0;
+}
+
+/* The prefix cache's partition: by default each API key's own (a salt of
+ * the process's secret and the key's index, which no client knows), and
+ * within it the request's cache_salt; --prefix-cache-shared leaves the
+ * keys one partition. */
+static void cache_salt(srv *S, const parsed *p, const srv_tenant *t, char *out, size_t cap)
+{
+    const int by_key = t && !S->prefix_shared;
+    if (!by_key && !p->salt) {
+        *out = '\0';
+        return;
+    }
+    snprintf(out, cap, "%s:%zu:%s", S->secret, by_key ? t->index + 1 : 0, p->salt ? p->salt : "");
+}
+
 enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int chat,
-                               srv_tenant *tenant, int *owned)
+                               srv_tenant *tenant)
 {
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -449,41 +508,49 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     bad b = {{0}, NULL};
     int rc = json_is_object(o) ? 0 : fail(&b, "invalid_type", "The body must be a JSON object");
     if (!rc)
-        rc = parse_sampling(o, &p, S->info.n_ctx, chat, &b);
+        rc = parse_sampling(S, o, &p, chat, &b);
     if (!rc)
         rc = chat ? parse_messages(S, o, &p, &b) : parse_prompt(o, &p, &b);
     if (!rc)
         rc = parse_logprobs(o, &p, chat, &b);
-    srv_job *j = rc ? NULL : srv_job_new(S, chat, p.n);
+    if (!rc)
+        rc = tokenize_prompt(S, &p, &b);
     enum MHD_Result ret = MHD_NO;
     if (rc) {
         ret = srv_error(c, 400, "invalid_request_error", b.code, "%s", b.msg);
-    } else if (!j) {
-        ret = srv_error(c, 500, "server_error", "out_of_memory", "out of memory");
-    } else {
-        j->stream = p.stream;
-        j->include_usage = p.include_usage;
-        j->logprobs = p.logprobs;
-        j->tenant = tenant;
-        j->owns_slot = 1;
-        *owned = 1;
-        p.r.text = p.prompt;
-        p.r.tokens = p.tokens;
-        p.r.n_tokens = p.n_tokens;
-        p.r.tenant = tenant ? tenant->name : NULL;
-        p.r.on_token = srv_on_token;
-        const uint64_t seed = p.r.sampling.seed;
-        hx_status st = HX_OK;
-        for (int i = 0; i < p.n && st == HX_OK; i++) {
-            p.r.user = &j->ch[i];
-            p.r.sampling.seed = seed + (uint64_t)i;
-            st = hx_engine_submit(S->e, &p.r, &j->ch[i].id);
-        }
-        if (st) {
-            ret = refused(c, st);
-            srv_job_free(j);
+    } else if (srv_admit(S, c, tenant, (uint32_t)(p.n_tokens > UINT32_MAX ? UINT32_MAX : p.n_tokens), &ret)) {
+        srv_job *j = srv_job_new(S, chat, p.n);
+        if (!j) {
+            srv_request_end(S, tenant);
+            ret = srv_error(c, 500, "server_error", "out_of_memory", "out of memory");
         } else {
-            ret = p.stream ? srv_stream_respond(c, j) : respond_whole(c, j);
+            j->stream = p.stream;
+            j->include_usage = p.include_usage;
+            j->logprobs = p.logprobs;
+            j->tenant = tenant;
+            j->owns_slot = 1;
+            j->prompt_tokens = (uint32_t)p.n_tokens;
+            char salt[160];
+            cache_salt(S, &p, tenant, salt, sizeof salt);
+            p.r.text = NULL;
+            p.r.tokens = p.tokens;
+            p.r.n_tokens = p.n_tokens;
+            p.r.tenant = tenant ? tenant->name : NULL;
+            p.r.cache_salt = salt;
+            p.r.on_token = srv_on_token;
+            const uint64_t seed = p.r.sampling.seed;
+            hx_status st = HX_OK;
+            for (int i = 0; i < p.n && st == HX_OK; i++) {
+                p.r.user = &j->ch[i];
+                p.r.sampling.seed = seed + (uint64_t)i;
+                st = hx_engine_submit(S->e, &p.r, &j->ch[i].id);
+            }
+            if (st) {
+                ret = refused(c, st);
+                srv_job_free(j);
+            } else {
+                ret = p.stream ? srv_stream_respond(c, j) : respond_whole(c, j);
+            }
         }
     }
     free(p.prompt);

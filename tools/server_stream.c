@@ -33,17 +33,45 @@ srv_job *srv_job_new(srv *S, int chat, int n)
     snprintf(j->id, sizeof j->id, "%s-%lx%llx", chat ? "chatcmpl" : "cmpl", (unsigned long)j->created,
              __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
     j->t_submit = srv_now();
+    pthread_mutex_lock(&S->jobs_lock);
+    j->next = S->jobs;
+    if (S->jobs)
+        S->jobs->prev = j;
+    S->jobs = j;
+    pthread_mutex_unlock(&S->jobs_lock);
     return j;
+}
+
+void srv_jobs_cancel_all(srv *S)
+{
+    pthread_mutex_lock(&S->jobs_lock);
+    for (srv_job *j = S->jobs; j; j = j->next) {
+        pthread_mutex_lock(&j->lock);
+        j->cut = 1;
+        for (int i = 0; i < j->n; i++)
+            if (j->ch[i].id && !j->ch[i].ended)
+                hx_engine_cancel(S->e, j->ch[i].id);
+        pthread_mutex_unlock(&j->lock);
+    }
+    pthread_mutex_unlock(&S->jobs_lock);
 }
 
 void srv_job_free(srv_job *j)
 {
     if (!j)
         return;
+    srv *S = j->S;
+    pthread_mutex_lock(&S->jobs_lock);
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        S->jobs = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    pthread_mutex_unlock(&S->jobs_lock);
     pthread_mutex_lock(&j->lock);
     j->gone = 1;
     pthread_mutex_unlock(&j->lock);
-    uint64_t tokens = j->prompt_tokens;
     for (int i = 0; i < j->n; i++) {
         srv_choice *ch = &j->ch[i];
         if (!ch->id)
@@ -52,12 +80,11 @@ void srv_job_free(srv_job *j)
             hx_engine_cancel(j->S->e, ch->id);
         hx_request_result res;
         hx_engine_wait(j->S->e, ch->id, -1, &res);
-        tokens += res.stats.generated_tokens;
         free(ch->text);
         free(ch->pieces);
     }
     if (j->owns_slot)
-        srv_request_end(j->S, j->tenant, tokens);
+        srv_request_end(j->S, j->tenant);
     free(j->out);
     pthread_cond_destroy(&j->cond);
     pthread_mutex_destroy(&j->lock);
@@ -88,14 +115,21 @@ int srv_on_token(void *user, const hx_engine_token *t)
     if (t->token >= 0)
         srv_hist_add(M, ch->n_pieces ? &M->itl : &M->ttft, ch->n_pieces ? now - ch->t_last : now - j->t_submit);
     ch->t_last = now;
-    size_t len = strlen(t->piece);
+    /* Each generated token against the tenant's tokens per minute: the
+     * one that finds the minute's budget spent is not given, and the
+     * choice stops there (finish_reason "length"). */
+    int drop = t->token >= 0 && j->tenant && j->tenant->tokens_per_minute &&
+               (ch->limited || !srv_tenant_take_token(&j->S->tenants, j->tenant));
+    size_t len = drop ? 0 : strlen(t->piece);
     pthread_mutex_lock(&j->lock);
+    ch->limited |= drop;
     int fail = grow((void **)&ch->text, &ch->text_cap, ch->text_len + len + 1, 1);
-    if (!fail) {
+    if (!fail && !drop) {
         memcpy(ch->text + ch->text_len, t->piece, len + 1);
         ch->text_len += len;
     }
-    if (!fail && t->token >= 0 && !grow((void **)&ch->pieces, &ch->cap_pieces, ch->n_pieces + 1, sizeof *ch->pieces)) {
+    if (!fail && !drop && t->token >= 0 &&
+        !grow((void **)&ch->pieces, &ch->cap_pieces, ch->n_pieces + 1, sizeof *ch->pieces)) {
         srv_piece *p = &ch->pieces[ch->n_pieces++];
         p->token = t->token;
         p->logprob = t->logprob;
@@ -114,7 +148,7 @@ int srv_on_token(void *user, const hx_engine_token *t)
     pthread_cond_broadcast(&j->cond);
     /* A job whose client left was cancelled (srv_job_free): the engine
      * ends it as such at its next step, so it counts as cancelled. */
-    int stop = fail;
+    int stop = fail || drop;
     pthread_mutex_unlock(&j->lock);
     return stop;
 }
@@ -123,7 +157,7 @@ int srv_on_token(void *user, const hx_engine_token *t)
  * fails).  Bytes waiting (a pipelined request) mean it is still there.  A
  * client that only shut down its sending half looks gone too, as with
  * llama-server's check; HTTP clients close both halves. */
-static int client_gone(struct MHD_Connection *c)
+int srv_client_gone(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci)
@@ -153,7 +187,7 @@ int srv_job_wait_client(srv_job *j, struct MHD_Connection *c)
             if (srv_now() - checked < SRV_CLIENT_CHECK_MS * 1e-3)
                 continue;
             checked = srv_now();
-            if (client_gone(c)) {
+            if (srv_client_gone(c)) {
                 pthread_mutex_unlock(&j->lock);
                 return -1;
             }
@@ -204,7 +238,10 @@ static void format_events(srv_job *j)
          * stop string, an end-of-generation token) waits for text, unless
          * its log-probability is asked for. */
         int fresh = ch->text_len > ch->sent_text || (j->logprobs && ch->n_pieces > ch->sent_pieces);
-        if (ch->ended && ch->res.status != HX_OK) {
+        if (ch->ended && j->cut && ch->res.stats.finish == HX_FINISH_CANCELLED) {
+            event(j, srv_error_object("server_error", "shutting_down",
+                                      "The server shut down before the answer was complete (--drain-timeout)."));
+        } else if (ch->ended && ch->res.status != HX_OK) {
             event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type", "server_error", "code",
                                hx_status_str(ch->res.status)));
         } else if (fresh || ch->ended) {
