@@ -331,6 +331,12 @@ def bad_input(srv, model):
     case("unsupported field that matters: tools", 400,
          {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
          path="/v1/chat/completions")
+    case("grammar that does not parse", 400, {"prompt": "x", "grammar": "root ::= item\n"})
+    case("JSON Schema keyword hetero cannot enforce", 400,
+         {"prompt": "x", "json_schema": {"type": "string", "pattern": "^a"}})
+    case("grammar and response_format together", 400,
+         {"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})
+    case("response_format of an unknown type", 400, {"prompt": "x", "response_format": {"type": "yaml"}})
     case("prompt longer than the context", 400, {"prompt": long_prompt, "max_tokens": 4})
     case("max_tokens = 0", 400, {"prompt": "x", "max_tokens": 0})
     case("max_tokens < 0", 400, {"prompt": "x", "max_tokens": -5})
@@ -373,6 +379,52 @@ def bad_input(srv, model):
         print("| case | status | code | message |\n| --- | --- | --- | --- |")
         for r in rows:
             print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |")
+
+
+def structured_output(srv, model):
+    """response_format json_schema (whole and streamed, several at once),
+    json_object, and a GBNF grammar: every answer parses and validates."""
+    import jsonschema
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "kind": {"enum": ["cat", "dog", "fish"]},
+        "tags": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        "owner": {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}},
+        "required": ["name", "kind", "tags", "owner"], "additionalProperties": False}
+    c = srv.client()
+    fmt = {"type": "json_schema", "json_schema": {"name": "pet", "schema": schema}}
+    answers = []
+
+    def one(seed, stream):
+        kw = dict(model=model, messages=[{"role": "user", "content": "A pet as JSON."}], max_tokens=200,
+                  temperature=1.0, seed=seed, response_format=fmt)
+        if stream:
+            text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(stream=True, **kw)
+                           if ch.choices)
+        else:
+            text = c.chat.completions.create(**kw).choices[0].message.content
+        answers.append(text)
+
+    threads = [threading.Thread(target=one, args=(s, s % 2)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(len(answers) == 8, f"structured output: {len(answers)} of 8 answers")
+    for a in answers:
+        try:
+            jsonschema.validate(json.loads(a), schema)
+        except Exception as e:  # noqa: BLE001 - the message says which
+            fail(f"structured output: {a!r} does not validate: {e}")
+    r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": "JSON"}], max_tokens=300,
+                                  temperature=0, response_format={"type": "json_object", "schema": {
+                                      "type": "object", "properties": {"ok": {"type": "boolean"}},
+                                      "required": ["ok"]}})
+    check(isinstance(json.loads(r.choices[0].message.content)["ok"], bool), f"json_object: {r}")
+    r = c.completions.create(model=model, prompt="Answer:", max_tokens=8, temperature=1.0, seed=3,
+                             extra_body={"grammar": 'root ::= ("yes" | "no") "."'})
+    check(r.choices[0].text in ("yes.", "no.") and r.choices[0].finish_reason == "stop", f"grammar: {r}")
+    print(f"ok structured output: 8 json_schema answers (4 streamed, at once) validate, json_object, grammar")
 
 
 def disconnect_and_slow_reader(srv, model):
@@ -529,6 +581,7 @@ def main():
         prefix_cache(srv, model)
         concurrent(srv, model)
         bad_input(srv, model)
+        structured_output(srv, model)
         disconnect_and_slow_reader(srv, model)
         serve_bench(srv)
     finally:

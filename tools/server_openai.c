@@ -79,6 +79,7 @@ typedef struct {
     int32_t *tokens;           /* or the ids, owned */
     size_t n_tokens;
     const char *salt;          /* cache_salt: a narrower prefix-cache partition */
+    char *grammar;             /* GBNF the answer must follow (grammar, json_schema, response_format), owned */
 } parsed;
 
 static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
@@ -151,17 +152,78 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
     /* Fields that would change the answer, which hetero does not do. */
     static const char *const refused[] = {"tools", "tool_choice", "functions", "function_call", "suffix", "logit_bias",
-                                          "best_of", "echo", "response_format", "grammar", "json_schema"};
+                                          "best_of", "echo"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         json_t *v = json_object_get(o, refused[i]);
         int harmless = !v || json_is_null(v) || json_is_false(v) ||
                        (json_is_object(v) && json_object_size(v) == 0) ||
-                       (!strcmp(refused[i], "best_of") && json_is_integer(v) && json_integer_value(v) == 1) ||
-                       (!strcmp(refused[i], "response_format") && json_is_object(v) &&
-                        json_is_string(json_object_get(v, "type")) &&
-                        !strcmp(json_string_value(json_object_get(v, "type")), "text"));
+                       (!strcmp(refused[i], "best_of") && json_is_integer(v) && json_integer_value(v) == 1);
         if (!harmless)
             return fail(b, "unsupported_parameter", "'%s' is not supported", refused[i]);
+    }
+    return 0;
+}
+
+/* A JSON Schema as the GBNF grammar hetero constrains decoding with. */
+static int schema_grammar(json_t *schema, const char *field, parsed *p, bad *b)
+{
+    char *text = json_dumps(schema, JSON_COMPACT);
+    size_t len = 0;
+    hx_status st = text ? hx_json_schema_to_grammar(text, NULL, 0, &len) : HX_ERR_NO_MEMORY;
+    if (st == HX_ERR_RANGE && (p->grammar = malloc(len + 1)))
+        st = hx_json_schema_to_grammar(text, p->grammar, len + 1, &len);
+    free(text);
+    if (st == HX_ERR_INVALID_ARG)
+        return fail(b, "invalid_value", "'%s': %s", field, hx_last_error());
+    if (st)
+        return fail(b, "server_error", "'%s': %s", field, hx_last_error());
+    return 0;
+}
+
+/* Structured output: llama-server's `grammar` (GBNF) and `json_schema`,
+ * and OpenAI's `response_format` (json_object, with llama-server's
+ * optional `schema`; json_schema with `json_schema.schema`) — at most one. */
+static int parse_grammar(json_t *o, parsed *p, bad *b)
+{
+    json_t *g = json_object_get(o, "grammar"), *js = json_object_get(o, "json_schema");
+    json_t *rf = json_object_get(o, "response_format");
+    const char *kind = NULL;
+    if (rf && !json_is_null(rf)) {
+        json_t *t = json_object_get(rf, "type");
+        if (!json_is_object(rf) || !json_is_string(t))
+            return fail(b, "invalid_type", "'response_format' must be an object with a 'type'");
+        kind = json_string_value(t);
+        if (!strcmp(kind, "text"))
+            kind = NULL;
+        else if (strcmp(kind, "json_object") && strcmp(kind, "json_schema"))
+            return fail(b, "invalid_value", "'response_format.type' is '%s': text, json_object or json_schema", kind);
+    }
+    int have_g = g && !json_is_null(g) && !(json_is_string(g) && !json_string_length(g));
+    int have_js = js && !json_is_null(js);
+    if (have_g + have_js + (kind != NULL) > 1)
+        return fail(b, "invalid_value", "give one of 'grammar', 'json_schema' and a JSON 'response_format'");
+    if (have_g) {
+        if (!json_is_string(g))
+            return fail(b, "invalid_type", "'grammar' must be a string (GBNF)");
+        return (p->grammar = strdup(json_string_value(g))) ? 0 : fail(b, "server_error", "out of memory");
+    }
+    if (have_js)
+        return json_is_object(js) ? schema_grammar(js, "json_schema", p, b)
+                                  : fail(b, "invalid_type", "'json_schema' must be an object");
+    if (kind && !strcmp(kind, "json_object")) {
+        json_t *schema = json_object_get(rf, "schema");
+        if (schema && !json_is_null(schema))
+            return schema_grammar(schema, "response_format.schema", p, b);
+        json_t *any = json_pack("{s:s}", "type", "object");
+        int rc = any ? schema_grammar(any, "response_format", p, b) : fail(b, "server_error", "out of memory");
+        json_decref(any);
+        return rc;
+    }
+    if (kind) {
+        json_t *spec = json_object_get(rf, "json_schema"), *schema = json_object_get(spec, "schema");
+        if (!json_is_object(spec) || !json_is_object(schema))
+            return fail(b, "invalid_value", "'response_format' json_schema needs 'json_schema.schema', an object");
+        return schema_grammar(schema, "response_format.json_schema.schema", p, b);
     }
     return 0;
 }
@@ -514,6 +576,9 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     if (!rc)
         rc = parse_logprobs(o, &p, chat, &b);
     if (!rc)
+        rc = parse_grammar(o, &p, &b);
+    p.r.sampling.grammar = p.grammar;
+    if (!rc)
         rc = tokenize_prompt(S, &p, &b);
     enum MHD_Result ret = MHD_NO;
     if (rc) {
@@ -555,6 +620,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     }
     free(p.prompt);
     free(p.tokens);
+    free(p.grammar);
     json_decref(o);
     return ret;
 }
