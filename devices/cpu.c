@@ -188,9 +188,12 @@ static void cpu_destroy(hx_device *d)
 
 static hx_status cpu_discover(hx_runtime *rt, const hx_discover_options *o);
 
+static const hx_device_selector cpu_selectors[] = {{"cpu", -1, 0}, {NULL, 0, 0}};
+
 const hx_device_ops hx_cpu_ops = {
     .name = "cpu",
     .family = HX_FAMILY_CPU,
+    .selectors = cpu_selectors,
     .discover = cpu_discover,
     .destroy = cpu_destroy,
     .bind_op = cpu_bind_op,

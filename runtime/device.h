@@ -43,9 +43,27 @@ typedef struct {
     const char *machine;  /* a description to simulate (runtime/sim.c), or "" */
 } hx_discover_options;
 
+/* A name the device list (hx_runtime_options.devices, HX_DEVICES)
+ * accepts, as a backend offers it: that backend's devices of kind `kind`,
+ * or all of them.  Backends may offer the same name ("gpu": OpenCL's GPUs
+ * and CUDA's); it then selects the devices of each, and discovery runs
+ * every backend that offers a name asked for. */
+typedef struct {
+    const char *name;
+    int kind;       /* an hx_device_kind, or -1: every device of the backend */
+    /* Naming it asks for devices that compute on the host's cores as well
+     * (hx_discover_options.skip_host_cores is then off). */
+    int host_cores;
+} hx_device_selector;
+
 struct hx_device_ops {
-    const char *name;          /* "cpu", "opencl", "cuda", "sim" */
+    /* The family's name (hx_device_family_str): "cpu", "opencl", "cuda";
+     * the simulator's backend is "sim". */
+    const char *name;
     hx_device_family family;   /* HX_FAMILY_COUNT: devices of any family (the simulator's) */
+    /* The names its devices answer to, ended by a NULL name; the runtime
+     * knows no other (besides "all"). */
+    const hx_device_selector *selectors;
 
     /* Appends this backend's devices with hx_runtime_add_device().  A
      * backend with nothing to offer returns HX_OK after recording why with
@@ -125,7 +143,8 @@ void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 
 /* hx_runtime_open with the backends to discover, in order, ending with
- * NULL. */
+ * NULL: the device families (devices/backends.c), whose names and
+ * selectors are the only ones the runtime accepts. */
 hx_status hx_runtime_open_with(hx_runtime **out, const hx_runtime_options *opts,
                                const hx_device_ops *const *backends);
 
