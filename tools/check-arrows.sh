@@ -32,7 +32,7 @@ allowed() {
     gguf) echo "include runtime ops" ;;
     text) echo "include gguf runtime ops" ;;
     model) echo "include gguf text runtime ops" ;;
-    quantize) echo "include model gguf kernels_cpu runtime ops" ;;
+    quantize) echo "include model text gguf kernels_cpu runtime ops" ;;
     partitioner) echo "include runtime model ops" ;;
     engine) echo "include partitioner model text runtime ops" ;;
     tools) echo "include" ;;
