@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/cpu_layout.h"
 #include "kernels_cpu/cpu_kernels.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -199,6 +200,7 @@ const hx_device_ops hx_cpu_ops = {
     .bind_op = cpu_bind_op,
     .can_run = cpu_can_run,
     .run = cpu_run,
+    .lay_out_weight = hx_cpu_lay_out_weight,
     .worker_start = cpu_worker_start,
     .worker_stop = cpu_worker_stop,
 };

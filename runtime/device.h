@@ -10,6 +10,7 @@
 
 #include "hetero.h"
 #include "ops/op_list.h"
+#include "ops/types.h"
 
 typedef struct hx_device hx_device;
 typedef struct hx_device_ops hx_device_ops;
@@ -103,6 +104,15 @@ struct hx_device_ops {
     hx_status (*copy_device)(hx_device *d, void *dst, const void *src, size_t bytes);
     /* Makes device writes to wrapped host memory visible to the host. */
     hx_status (*sync_host)(hx_device *d, void *handle, size_t bytes);
+
+    /* Optional: lays a weight matrix (`rows` rows of `cols` elements of
+     * `type`, in b's host memory) out for this device's kernels once, as a
+     * model loads, and hangs the copy on b (hx_buffer_set_cpu_layout);
+     * `always` 0 makes it only where the backend's measurements say it
+     * pays.  *bytes: the copy's size, 0 where none was made (a type or
+     * shape without such a layout, a buffer that has one). */
+    hx_status (*lay_out_weight)(hx_device *d, hx_buffer *b, hx_type type, uint64_t cols, uint64_t rows, int always,
+                                size_t *bytes);
 
     /* Worker hooks (optional): the CPU backend runs a team of threads. */
     hx_status (*worker_start)(hx_device *d);
