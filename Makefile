@@ -63,7 +63,7 @@ SHARED := $(BUILD)/libhetero.so
 USE_SHARED := -L$(BUILD) -lhetero -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 INTERNAL_BENCHES := $(addprefix $(BUILD)/,$(sort $(shell sed -n 's|^bench/\(bench-[a-z0-9-]*\)\.c -> .*|\1|p' tools/arrows-allowed.txt)))
 
-.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows python
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows check-links python
 # A plain `make` checks the rooms' arrows first (a fraction of a second).
 all: check-arrows lib tools $(BENCHES) cuda
 
@@ -157,7 +157,7 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 # package registry its suites say that they were skipped, and why.  A file
 # named by HX_TEST_SMOLLM2 in the environment is used instead.
 MODELS ?= $(CURDIR)/$(BUILD)/models
-test: check-arrows all $(TEST_BIN) $(BUILD)/test-python.stamp
+test: check-arrows check-links all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
 	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
@@ -180,6 +180,11 @@ bench: all
 # suite shows it failing on each form.
 check-arrows:
 	$(Q)sh tools/check-arrows.sh
+# The same arrows over the calls between the library's objects: a call by
+# a local prototype, or to a function declared below and defined above,
+# shows no include.
+check-links: lib
+	$(Q)sh tools/check-arrows.sh . $(BUILD)/obj
 
 install-check:
 	sh tests/install-check.sh

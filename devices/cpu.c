@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/cpu_layout.h"
 #include "kernels_cpu/cpu_kernels.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -188,14 +189,18 @@ static void cpu_destroy(hx_device *d)
 
 static hx_status cpu_discover(hx_runtime *rt, const hx_discover_options *o);
 
+static const hx_device_selector cpu_selectors[] = {{"cpu", -1, 0}, {NULL, 0, 0}};
+
 const hx_device_ops hx_cpu_ops = {
     .name = "cpu",
     .family = HX_FAMILY_CPU,
+    .selectors = cpu_selectors,
     .discover = cpu_discover,
     .destroy = cpu_destroy,
     .bind_op = cpu_bind_op,
     .can_run = cpu_can_run,
     .run = cpu_run,
+    .lay_out_weight = hx_cpu_lay_out_weight,
     .worker_start = cpu_worker_start,
     .worker_stop = cpu_worker_stop,
 };

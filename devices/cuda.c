@@ -326,9 +326,12 @@ static void cuda_destroy(hx_device *d)
 
 static hx_status cuda_discover(hx_runtime *rt, const hx_discover_options *o);
 
+static const hx_device_selector cuda_selectors[] = {{"cuda", -1, 0}, {"gpu", HX_KIND_GPU, 0}, {NULL, 0, 0}};
+
 const hx_device_ops hx_cuda_ops = {
     .name = "cuda",
     .family = HX_FAMILY_CUDA,
+    .selectors = cuda_selectors,
     .discover = cuda_discover,
     .destroy = cuda_destroy,
     .bind_op = cuda_bind_op,

@@ -647,9 +647,15 @@ hx_status hx_opencl_use_bitstream(hx_device *dev, const char *path)
     return HX_OK;
 }
 
+/* "opencl" asks for every OpenCL device, PoCL's on the host's cores too;
+ * "fpga" and "gpu" for those kinds (an emulated FPGA is one). */
+static const hx_device_selector opencl_selectors[] = {
+    {"opencl", -1, 1}, {"fpga", HX_KIND_FPGA, 0}, {"gpu", HX_KIND_GPU, 0}, {NULL, 0, 0}};
+
 const hx_device_ops hx_opencl_ops = {
     .name = "opencl",
     .family = HX_FAMILY_OPENCL,
+    .selectors = opencl_selectors,
     .discover = ocl_discover,
     .destroy = ocl_destroy,
     .bind_op = ocl_bind_op,

@@ -25,6 +25,21 @@ static const shape shapes[] = {
     {"llama2-70b", "LLaMA-2-70B shapes", 8192, 80, 64, 8, 28672, 32000, 4096},
 };
 
+/* The synthetic models' shapes (model/synthetic.h), which
+ * quantize/synthetic.c writes with weights. */
+static const hx_synthetic_config presets[] = {
+    {"tiny", 512, 5, 8, 4, 1536, 2048, "llama", 0},
+    {"small", 768, 12, 12, 12, 2816, 2048, "llama", 0},
+};
+
+const hx_synthetic_config *hx_synthetic_preset(const char *name)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (name && !strcmp(presets[i].name, name))
+            return &presets[i];
+    return NULL;
+}
+
 /* The synthetic presets' vocabulary: bytes and three specials. */
 #define HX_SYNTHETIC_VOCAB 259
 

@@ -10,6 +10,7 @@
 
 #include "hetero.h"
 #include "ops/op_list.h"
+#include "ops/types.h"
 
 typedef struct hx_device hx_device;
 typedef struct hx_device_ops hx_device_ops;
@@ -43,9 +44,27 @@ typedef struct {
     const char *machine;  /* a description to simulate (runtime/sim.c), or "" */
 } hx_discover_options;
 
+/* A name the device list (hx_runtime_options.devices, HX_DEVICES)
+ * accepts, as a backend offers it: that backend's devices of kind `kind`,
+ * or all of them.  Backends may offer the same name ("gpu": OpenCL's GPUs
+ * and CUDA's); it then selects the devices of each, and discovery runs
+ * every backend that offers a name asked for. */
+typedef struct {
+    const char *name;
+    int kind;       /* an hx_device_kind, or -1: every device of the backend */
+    /* Naming it asks for devices that compute on the host's cores as well
+     * (hx_discover_options.skip_host_cores is then off). */
+    int host_cores;
+} hx_device_selector;
+
 struct hx_device_ops {
-    const char *name;          /* "cpu", "opencl", "cuda", "sim" */
+    /* The family's name (hx_device_family_str): "cpu", "opencl", "cuda";
+     * the simulator's backend is "sim". */
+    const char *name;
     hx_device_family family;   /* HX_FAMILY_COUNT: devices of any family (the simulator's) */
+    /* The names its devices answer to, ended by a NULL name; the runtime
+     * knows no other (besides "all"). */
+    const hx_device_selector *selectors;
 
     /* Appends this backend's devices with hx_runtime_add_device().  A
      * backend with nothing to offer returns HX_OK after recording why with
@@ -86,6 +105,15 @@ struct hx_device_ops {
     /* Makes device writes to wrapped host memory visible to the host. */
     hx_status (*sync_host)(hx_device *d, void *handle, size_t bytes);
 
+    /* Optional: lays a weight matrix (`rows` rows of `cols` elements of
+     * `type`, in b's host memory) out for this device's kernels once, as a
+     * model loads, and hangs the copy on b (hx_buffer_set_cpu_layout);
+     * `always` 0 makes it only where the backend's measurements say it
+     * pays.  *bytes: the copy's size, 0 where none was made (a type or
+     * shape without such a layout, a buffer that has one). */
+    hx_status (*lay_out_weight)(hx_device *d, hx_buffer *b, hx_type type, uint64_t cols, uint64_t rows, int always,
+                                size_t *bytes);
+
     /* Worker hooks (optional): the CPU backend runs a team of threads. */
     hx_status (*worker_start)(hx_device *d);
     void (*worker_stop)(hx_device *d);
@@ -125,7 +153,8 @@ void hx_runtime_set_absence(hx_runtime *rt, hx_device_family f, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 
 /* hx_runtime_open with the backends to discover, in order, ending with
- * NULL. */
+ * NULL: the device families (devices/backends.c), whose names and
+ * selectors are the only ones the runtime accepts. */
 hx_status hx_runtime_open_with(hx_runtime **out, const hx_runtime_options *opts,
                                const hx_device_ops *const *backends);
 

@@ -42,4 +42,5 @@ const hx_executor hx_executor_threads = {
     .copy_span = measured_copy,
     .start = workers_start,
     .close = nothing_to_close,
+    .runs_graphs = 1,
 };

@@ -32,7 +32,10 @@ typedef struct {
      * zeroed, rather than when it is created: a simulated machine's
      * weights and KV cache are sizes, not memory. */
     int host_storage_on_demand;
-    int simulated; /* hx_runtime_simulated */
+    /* Its workers run a recorded task graph as one task (task.c's graph
+     * launch); where it is 0 every task goes on its own. */
+    int runs_graphs;
+    int simulated; /* hx_runtime_simulated's answer to the application */
 } hx_executor;
 
 /* Worker threads on the wall clock: every runtime's, until a backend

@@ -389,8 +389,8 @@ double hx_perfmodel_bus_estimate(hx_perfmodel *pm, int node, size_t bytes)
     return lat + spb * (double)bytes;
 }
 
-void hx_perfmodel_device_key(const hx_device_info *d, char *out, size_t size)
+void hx_perfmodel_device_key(const char *family, const hx_device_info *d, char *out, size_t size)
 {
-    snprintf(out, size, "%s%s:%s:%d", hx_device_family_str(d->family), d->emulated ? "-emulated" : "", d->name,
+    snprintf(out, size, "%s%s:%s:%d", family, d->emulated ? "-emulated" : "", d->name,
              d->compute_units);
 }

@@ -55,7 +55,7 @@ void hx_perfmodel_bus_record(hx_perfmodel *pm, int node, size_t bytes, double se
 double hx_perfmodel_bus_estimate(hx_perfmodel *pm, int node, size_t bytes);
 
 /* "<family>:<name>:<compute units>", the device's identity across runs. */
-void hx_perfmodel_device_key(const hx_device_info *d, char *out, size_t size);
+void hx_perfmodel_device_key(const char *family, const hx_device_info *d, char *out, size_t size);
 /* The default directory (see hx_runtime_options.perfmodel_dir); NULL
  * when models stay in memory. */
 const char *hx_perfmodel_default_dir(char *buf, size_t size);

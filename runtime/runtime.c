@@ -47,16 +47,6 @@ hx_runtime_options hx_runtime_options_default(void)
     return o;
 }
 
-const char *hx_device_family_str(hx_device_family f)
-{
-    switch (f) {
-    case HX_FAMILY_CPU: return "cpu";
-    case HX_FAMILY_OPENCL: return "opencl";
-    case HX_FAMILY_CUDA: return "cuda";
-    default: return "unknown";
-    }
-}
-
 const char *hx_device_kind_str(hx_device_kind k)
 {
     switch (k) {
@@ -153,39 +143,58 @@ static hx_status resolve_options(const hx_runtime_options *o, resolved_options *
 
 /* ---- device selection ------------------------------------------------- */
 
-static const char *const selector_names[] = {"all", "cpu", "opencl", "fpga", "gpu", "cuda", NULL};
+/* The device families' names and selectors are theirs (hx_device_ops):
+ * the runtime knows "all" and what the backends it is handed offer. */
 
-static int selector_matches(const char *sel, const hx_device_info *d)
+/* Whether backend b offers `sel` for a device of kind `kind` (-1: any). */
+static int offers(const hx_device_ops *b, const char *sel, int kind)
 {
-    if (!strcmp(sel, "all")) return 1;
-    if (!strcmp(sel, "cpu")) return d->family == HX_FAMILY_CPU;
-    if (!strcmp(sel, "opencl")) return d->family == HX_FAMILY_OPENCL;
-    if (!strcmp(sel, "fpga")) return d->kind == HX_KIND_FPGA;
-    if (!strcmp(sel, "gpu")) return d->kind == HX_KIND_GPU;
-    if (!strcmp(sel, "cuda")) return d->family == HX_FAMILY_CUDA;
+    for (const hx_device_selector *x = b->selectors; x && x->name; x++)
+        if (!strcmp(x->name, sel) && (kind < 0 || x->kind < 0 || x->kind == kind))
+            return 1;
     return 0;
 }
 
-static int selector_family(const char *sel, hx_device_family f)
+static int selector_matches(const hx_device_ops *const *backends, const char *sel, const hx_device_info *d)
 {
-    if (!strcmp(sel, "all")) return 1;
-    if (!strcmp(sel, "cpu")) return f == HX_FAMILY_CPU;
-    if (!strcmp(sel, "opencl") || !strcmp(sel, "fpga")) return f == HX_FAMILY_OPENCL;
-    if (!strcmp(sel, "gpu")) return f == HX_FAMILY_OPENCL || f == HX_FAMILY_CUDA;
-    if (!strcmp(sel, "cuda")) return f == HX_FAMILY_CUDA;
+    if (!strcmp(sel, "all"))
+        return 1;
+    for (int b = 0; backends[b]; b++)
+        if (backends[b]->family == d->family && offers(backends[b], sel, (int)d->kind))
+            return 1;
     return 0;
 }
 
-/* Splits "cpu, fpga" into tokens, checking each is known. */
-static hx_status split_selectors(char *list, char **tok, int max, int *n)
+/* Whether discovering backend b may find a device `sel` selects; the
+ * simulator's (any family) is always run, its devices selected after. */
+static int selector_backend(const char *sel, const hx_device_ops *b)
+{
+    return !strcmp(sel, "all") || b->family == HX_FAMILY_COUNT || offers(b, sel, -1);
+}
+
+/* Splits "cpu, fpga" into tokens, checking each is a name some backend
+ * offers. */
+static hx_status split_selectors(const hx_device_ops *const *backends, char *list, char **tok, int max, int *n)
 {
     *n = 0;
     for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-        int known = 0;
-        for (int i = 0; selector_names[i]; i++)
-            known |= !strcmp(t, selector_names[i]);
-        if (!known)
-            return hx_error(HX_ERR_INVALID_ARG, "unknown device '%s' (known: all, cpu, opencl, fpga, gpu, cuda)", t);
+        int known = !strcmp(t, "all");
+        for (int b = 0; backends[b] && !known; b++)
+            known = offers(backends[b], t, -1);
+        if (!known) {
+            /* "known: all, cpu, opencl, ...", each name once, in the backends' order */
+            char names[256] = "all";
+            for (int b = 0; backends[b]; b++)
+                for (const hx_device_selector *x = backends[b]->selectors; x && x->name; x++) {
+                    int dup = 0;
+                    for (int c = 0; c <= b && !dup; c++)
+                        for (const hx_device_selector *y = backends[c]->selectors; y && y->name && y != x; y++)
+                            dup |= !strcmp(y->name, x->name);
+                    if (!dup && strlen(names) + strlen(x->name) + 3 < sizeof names)
+                        strcat(strcat(names, ", "), x->name);
+                }
+            return hx_error(HX_ERR_INVALID_ARG, "unknown device '%s' (known: %s)", t, names);
+        }
         if (*n == max)
             return hx_error(HX_ERR_INVALID_ARG, "too many device names");
         tok[(*n)++] = t;
@@ -195,21 +204,33 @@ static hx_status split_selectors(char *list, char **tok, int max, int *n)
     return HX_OK;
 }
 
-/* Whether the devices come from "all" alone: no name asks for an OpenCL
- * device.  "all" is every device that adds compute; a device that only
- * runs on the cores the CPU device already uses (PoCL's CPU device) adds
- * none, and a policy free to place a task on either would change the
- * rounding, hence the text, from run to run.  It opens when asked for
- * ("opencl") or as an emulated FPGA (fpga_emulation). */
-static int default_set_only(char **sel, int nsel)
+/* Whether the devices come from "all" alone: no name asks for a device
+ * that computes on the host's cores.  "all" is every device that adds
+ * compute; a device that only runs on the cores the CPU device already
+ * uses (PoCL's CPU device) adds none, and a policy free to place a task
+ * on either would change the rounding, hence the text, from run to run.
+ * It opens when a selector that offers it is named ("opencl") or as an
+ * emulated FPGA (fpga_emulation). */
+static int default_set_only(const hx_device_ops *const *backends, char **sel, int nsel)
 {
     int all = 0;
     for (int i = 0; i < nsel; i++) {
         all |= !strcmp(sel[i], "all");
-        if (!strcmp(sel[i], "opencl"))
-            return 0;
+        for (int b = 0; backends[b]; b++)
+            for (const hx_device_selector *x = backends[b]->selectors; x && x->name; x++)
+                if (x->host_cores && !strcmp(x->name, sel[i]))
+                    return 0;
     }
     return all;
+}
+
+/* The family's name, as its backend gives it. */
+static const char *family_name(const hx_runtime *rt, hx_device_family f)
+{
+    for (int b = 0; rt->backends && rt->backends[b]; b++)
+        if (rt->backends[b]->family == f)
+            return rt->backends[b]->name;
+    return "unknown";
 }
 
 /* ---- open / close ------------------------------------------------------ */
@@ -264,12 +285,14 @@ static void destroy_device(hx_device *d)
     free(d);
 }
 
+/* Runs the backends `sel` may need (the simulator's, or rt's own), then
+ * keeps the devices `sel` selects, which rt's backends name. */
 static hx_status discover(hx_runtime *rt, const hx_device_ops *const *backends, char **sel, int nsel)
 {
     for (int b = 0; backends[b]; b++) {
-        int wanted = backends[b]->family == HX_FAMILY_COUNT; /* selection below picks among them */
+        int wanted = 0;
         for (int i = 0; i < nsel; i++)
-            wanted |= selector_family(sel[i], backends[b]->family);
+            wanted |= selector_backend(sel[i], backends[b]);
         if (!wanted)
             continue;
         hx_status s = backends[b]->discover(rt, &rt->discover);
@@ -282,12 +305,12 @@ static hx_status discover(hx_runtime *rt, const hx_device_ops *const *backends, 
             continue;
         int found = 0;
         for (int d = 0; d < rt->ndevices; d++)
-            found |= selector_matches(sel[i], &rt->devices[d]->info);
+            found |= selector_matches(rt->backends, sel[i], &rt->devices[d]->info);
         if (!found) {
             const char *why = NULL;
-            for (int f = 0; f < HX_FAMILY_COUNT && !why; f++)
-                if (selector_family(sel[i], (hx_device_family)f))
-                    why = rt->absence[f];
+            for (int b = 0; rt->backends[b] && !why; b++)
+                if (rt->backends[b]->family < HX_FAMILY_COUNT && offers(rt->backends[b], sel[i], -1))
+                    why = rt->absence[rt->backends[b]->family];
             return hx_error(HX_ERR_NO_DEVICE, "device '%s' was asked for but none was found%s%s", sel[i],
                             why ? ": " : "", why ? why : "");
         }
@@ -296,7 +319,7 @@ static hx_status discover(hx_runtime *rt, const hx_device_ops *const *backends, 
     for (int d = 0; d < rt->ndevices; d++) {
         int keep = 0;
         for (int i = 0; i < nsel; i++)
-            keep |= selector_matches(sel[i], &rt->devices[d]->info);
+            keep |= selector_matches(rt->backends, sel[i], &rt->devices[d]->info);
         if (keep)
             rt->devices[kept++] = rt->devices[d];
         else
@@ -319,7 +342,8 @@ hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_
     char keys[HX_MAX_DEVICES][128];
     const char *ptr[HX_MAX_DEVICES];
     for (int d = 0; d < rt->ndevices; d++) {
-        hx_perfmodel_device_key(&rt->devices[d]->info, keys[d], sizeof keys[d]);
+        hx_perfmodel_device_key(family_name(rt, rt->devices[d]->info.family), &rt->devices[d]->info, keys[d],
+                                sizeof keys[d]);
         ptr[d] = keys[d];
     }
     return hx_perfmodel_open(out, dir, ptr, rt->ndevices);
@@ -338,7 +362,9 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, 
         return s;
     char *sel[16];
     int nsel;
-    if ((s = split_selectors(r.devices, sel, 16, &nsel)))
+    if (!backends || !backends[0])
+        return hx_error(HX_ERR_INVALID_ARG, "hx_runtime_open_with: no device family");
+    if ((s = split_selectors(backends, r.devices, sel, 16, &nsel)))
         return s;
     hx_runtime *rt = calloc(1, sizeof *rt);
     if (!rt)
@@ -349,6 +375,7 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, 
     hx_trace_init(&rt->trace);
     rt->open_time = hx_now();
     rt->executor = &hx_executor_threads;
+    rt->backends = backends;
     /* An open handle from here on: discovery and the simulator use the
      * runtime's public queries. */
     if ((s = hx_handle_add(rt, HX_HANDLE_RUNTIME, NULL, "runtime"))) {
@@ -360,7 +387,7 @@ static hx_status runtime_open(hx_runtime **out, const hx_runtime_options *opts, 
     rt->discover = (hx_discover_options){.cpu_threads = r.cpu_threads,
                                          .pin_threads = r.pin,
                                          .fpga_emulation = r.fpga_emulation,
-                                         .skip_host_cores = default_set_only(sel, nsel),
+                                         .skip_host_cores = default_set_only(backends, sel, nsel),
                                          .topology = rt->topology,
                                          .machine = r.machine};
     if ((s = hx_sched_init(&rt->sched, rt, r.sched)))

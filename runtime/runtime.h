@@ -16,6 +16,7 @@ struct hx_runtime {
     int ndevices;
     int n_memory_nodes;            /* node 0 is host memory */
     char *absence[HX_FAMILY_COUNT];
+    const hx_device_ops *const *backends; /* the families it was opened with (hx_runtime_open_with) */
     void *topology;                /* hwloc_topology_t */
     hx_topology_info topo_info;
     hx_discover_options discover;

@@ -365,11 +365,12 @@ static int graph_not_run(const hx_cpu_call *call)
 
 const hx_codelet hx_graph_codelet = {.name = "graph", .cpu = graph_not_run};
 
-/* Whether the n tasks may go as one graph task (task.h): one device, the
- * CPU's, in service, with every task eligible there. */
+/* Whether the n tasks may go as one graph task (task.h): an executor whose
+ * workers run graphs, one device, the CPU's, in service, with every task
+ * eligible there. */
 static int graph_launchable(hx_runtime *rt, const hx_task_recorded *r, size_t n)
 {
-    if (!rt->graph_launch || n < 2 || rt->ndevices != 1 || rt->executor->simulated)
+    if (!rt->graph_launch || n < 2 || rt->ndevices != 1 || !rt->executor->runs_graphs)
         return 0;
     const hx_device *d = rt->devices[0];
     hx_worker *w = d->worker;

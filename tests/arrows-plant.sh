@@ -5,6 +5,10 @@
 # for "none", the copy without a plant).  Run from the repository's root.
 #
 #   sh tests/arrows-plant.sh none|quoted|angled|relative|bare|macro|stale
+#   HX_BUILD=build sh tests/arrows-plant.sh prototype
+# "prototype" plants a call by a local prototype, which no include shows:
+# the check then reads the links of the build's objects (HX_BUILD/obj,
+# copied) and of the planted one, compiled with $CC.
 set -eu
 form=$1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hx-arrows.XXXXXX")
@@ -33,6 +37,23 @@ bare) echo '#include "hetero.h"' >>"$tmp/kernels_cl/attention.cl" ;;
 macro) printf '#define HDR "engine/session.h"\n#include HDR\n' >>"$tmp/gguf/gguf.c" ;;
 # An exception no include needs any more.
 stale) echo 'text/unicode.c -> engine/session.h' >>"$tmp/tools/arrows-allowed.txt" ;;
+# The kernels calling the engine through a prototype of their own.
+prototype)
+    obj=${HX_BUILD:-build}/obj
+    find "$tmp" -name '*.c' | sed "s#^$tmp/##" | while IFS= read -r f; do
+        if [ -f "$obj/${f%.c}.o" ]; then
+            mkdir -p "$tmp/obj/$(dirname "$f")"
+            cp "$obj/${f%.c}.o" "$tmp/obj/${f%.c}.o"
+        fi
+    done
+    cat >"$tmp/kernels_cpu/planted.c" <<'PLANT'
+int hx_session_open(void *model, void **out);
+int hx_planted(void) { return hx_session_open(0, 0); }
+PLANT
+    ${CC:-cc} -c -o "$tmp/obj/kernels_cpu/planted.o" "$tmp/kernels_cpu/planted.c"
+    sh "$tmp/tools/check-arrows.sh" "$tmp" "$tmp/obj"
+    exit
+    ;;
 *) echo "arrows-plant.sh: unknown form '$form'" >&2; exit 64 ;;
 esac
 sh "$tmp/tools/check-arrows.sh" "$tmp"

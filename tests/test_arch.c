@@ -9,7 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "tests/hx_test.h"
 #include "tests/small_model.h"
 

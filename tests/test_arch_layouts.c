@@ -13,7 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "text/tokenizer.h"
 #include "tests/hx_test.h"
 #include "tests/small_model.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "kernels_cpu/quant.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "text/tokenizer.h"
 #include "tests/hx_test.h"
 

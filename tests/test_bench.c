@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "tests/hx_test.h"
 
 static char tmpdir[64], model[128];

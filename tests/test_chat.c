@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "tests/chat_vectors.h"
 #include "tests/hx_test.h"
 

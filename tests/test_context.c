@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "engine/stop_text.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "text/tokenizer.h"
 #include "tests/hx_test.h"
 

@@ -15,7 +15,7 @@
 
 #include "kernels_cpu/quant.h"
 #include "model/model.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "tests/cl_test.h"
 #include "tests/hx_test.h"
 

@@ -13,7 +13,7 @@
 
 #include "model/model.h"
 #include "kernels_cpu/attn_merge.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "runtime/block_space.h"
 #include "runtime/runtime.h"
 #include "tests/cl_test.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "tests/hx_test.h"
 #include "tests/kv_test.h"
 #include "tests/small_model.h"

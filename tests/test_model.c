@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "text/tokenizer.h"
 #include "tests/hx_test.h"
 

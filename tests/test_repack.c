@@ -31,7 +31,7 @@
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/repack.h"
 #include "model/model.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "ops/ops.h"
 #include "runtime/buffer.h"
 #include "tests/hx_test.h"

@@ -6,7 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels_cpu/quant.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "tests/hx_test.h"
 
 static void dump_dequantized(const char *path, const char *dir)

@@ -284,6 +284,63 @@ START_TEST(bad_options_get_clear_errors)
 }
 END_TEST
 
+/* A device family the runtime has never heard of: its name and selectors
+ * are its own, and the runtime accepts those and no other. */
+static hx_status npu_discover(hx_runtime *rt, const hx_discover_options *opts)
+{
+    (void)opts;
+    hx_device_info in = {.family = HX_FAMILY_CUDA, .kind = HX_KIND_ACCELERATOR, .compute_units = 4,
+                         .global_mem_bytes = 1u << 20, .unified_memory = 1, .numa_node = -1};
+    snprintf(in.name, sizeof in.name, "test npu");
+    return hx_runtime_add_device(rt, &in, rt->backends[0], NULL);
+}
+
+static hx_status absent_discover(hx_runtime *rt, const hx_discover_options *opts)
+{
+    (void)opts;
+    hx_runtime_set_absence(rt, HX_FAMILY_OPENCL, "the test's bus is unplugged");
+    return HX_OK;
+}
+
+static const hx_device_selector npu_selectors[] = {{"npu", -1, 0}, {"accel", HX_KIND_ACCELERATOR, 0}, {NULL, 0, 0}};
+static const hx_device_selector absent_selectors[] = {{"board", -1, 0}, {NULL, 0, 0}};
+static const hx_device_ops npu_ops = {.name = "npu", .family = HX_FAMILY_CUDA, .selectors = npu_selectors,
+                                      .discover = npu_discover};
+static const hx_device_ops absent_ops = {.name = "board", .family = HX_FAMILY_OPENCL,
+                                         .selectors = absent_selectors, .discover = absent_discover};
+
+START_TEST(device_families_name_themselves)
+{
+    const hx_device_ops *const families[] = {&npu_ops, &absent_ops, NULL};
+    hx_runtime *rt = NULL;
+    hx_runtime_options o = hx_runtime_options_default();
+    o.perfmodel_dir = "off";
+    o.devices = "npu";
+    HX_ASSERT_OK(hx_runtime_open_with(&rt, &o, families));
+    ck_assert_int_eq(hx_runtime_device_count(rt), 1);
+    hx_device_info d;
+    HX_ASSERT_OK(hx_runtime_device_info(rt, 0, &d));
+    ck_assert_str_eq(d.name, "test npu");
+    HX_ASSERT_OK(hx_runtime_close(rt));
+    o.devices = "accel";
+    HX_ASSERT_OK(hx_runtime_open_with(&rt, &o, families));
+    ck_assert_int_eq(hx_runtime_device_count(rt), 1);
+    HX_ASSERT_OK(hx_runtime_close(rt));
+
+    /* the names the runtime knew before are this list's to give */
+    o.devices = "cpu";
+    ck_assert_int_eq(hx_runtime_open_with(&rt, &o, families), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "unknown device 'cpu' (known: all, npu, accel, board)") != NULL, "%s",
+                  hx_last_error());
+    /* a family that found nothing says why, under its own selector */
+    o.devices = "board";
+    ck_assert_int_eq(hx_runtime_open_with(&rt, &o, families), HX_ERR_NO_DEVICE);
+    ck_assert_msg(strstr(hx_last_error(), "device 'board' was asked for but none was found: the test's bus is "
+                                          "unplugged") != NULL, "%s", hx_last_error());
+    ck_assert_ptr_null(rt);
+}
+END_TEST
+
 static const hx_codelet opencl_only = {.name = "opencl_only", .cl_source = "__kernel void k(){}"};
 
 START_TEST(bad_requests_leave_runtime_usable)
@@ -375,6 +432,7 @@ Suite *suite_runtime(void)
     tcase_add_test(tc, task_error_reaches_submitter_and_dependents);
     tcase_add_test(tc, a_graph_launch_runs_in_order_and_fails_as_its_failing_task);
     tcase_add_test(tc, bad_options_get_clear_errors);
+    tcase_add_test(tc, device_families_name_themselves);
     tcase_add_test(tc, bad_requests_leave_runtime_usable);
     tcase_add_test(tc, ops_are_bound_per_device_by_id);
     suite_add_tcase(s, tc);

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "text/tokenizer.h"
 #include "runtime/perfmodel.h"
 #include "runtime/runtime.h"

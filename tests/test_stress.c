@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "runtime/threadpool.h"
 #include "tests/hx_test.h"
 #include "tests/small_model.h"

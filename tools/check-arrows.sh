@@ -14,9 +14,17 @@
 # a path in no room (<stdio.h>, "hetero.h" through -Iinclude) is no arrow.
 # One that names a header by a macro cannot be resolved and is refused.
 #
-# Usage: sh tools/check-arrows.sh [ROOT]   (exit 1 on a wrong-way include)
+# Given the build's object folder, it checks the links too: a function one
+# room calls and another defines follows the same arrows, so a local
+# prototype (or a declaration in a lower room of what a higher one
+# defines) cannot carry a call the wrong way.  An object counts only while
+# its source exists (a moved file's old object is ignored).
+#
+# Usage: sh tools/check-arrows.sh [ROOT [OBJDIR]]   (exit 1 on a wrong-way
+# include or call)
 set -eu
 cd "${1:-.}"
+OBJDIR=${2:-}
 
 # The table, once.  ops/ is the shared vocabulary: every room that may
 # reach a room above it may also use ops/ directly.
@@ -32,7 +40,7 @@ allowed() {
     gguf) echo "include runtime ops" ;;
     text) echo "include gguf runtime ops" ;;
     model) echo "include gguf text runtime ops" ;;
-    quantize) echo "include model gguf kernels_cpu runtime ops" ;;
+    quantize) echo "include model text gguf kernels_cpu runtime ops" ;;
     partitioner) echo "include runtime model ops" ;;
     engine) echo "include partitioner model text runtime ops" ;;
     tools) echo "include" ;;
@@ -57,6 +65,7 @@ else
         \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cl' \) -print | sed 's#^\./##' | sort)
 fi
 
+status=0
 printf '%s\n' "$files" | awk -v table="$table" -v allow_file="$ALLOW_FILE" '
 function exists(p,    line, r) {
     if (p in seen) return seen[p]
@@ -159,4 +168,45 @@ END {
         exit 1
     }
     printf "check-arrows: every include follows the arrows (%d listed exception(s) in %s)\n", used, allow_file
-}'
+}' || status=1
+
+# The links: "symbol room" for every global definition, "symbol room
+# object" for every undefined reference, joined on the symbol.
+if [ -n "$OBJDIR" ]; then
+    objs=$(printf '%s\n' "$files" | sed -n "s#^\([a-z_0-9]*\)/\([^/]*\)\.c\$#\1/\2#p" | while read -r f; do
+        if [ -f "$OBJDIR/$f.o" ]; then echo "$f"; fi
+    done)
+    if [ -z "$objs" ]; then
+        echo "check-arrows: no object of a source under $OBJDIR: build first" >&2
+        exit 1
+    fi
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/hx-links.XXXXXX")
+    paths=$(for f in $objs; do echo "$OBJDIR/$f.o"; done)
+    # nm -A: "OBJDIR/room/file.o: [address] type symbol"
+    # shellcheck disable=SC2086
+    nm -A --defined-only -g $paths | awk -v o="$OBJDIR/" '
+        NF >= 3 && $(NF - 1) ~ /^[TDBRVW]$/ { f = substr($1, length(o) + 1); print $NF, substr(f, 1, index(f, "/") - 1) }' |
+        sort -u >"$tmp/defs"
+    # shellcheck disable=SC2086
+    nm -A -u $paths | awk -v o="$OBJDIR/" '
+        { f = substr($1, length(o) + 1); sub(/\.o:$/, ".c", f); print $NF, substr(f, 1, index(f, "/") - 1), f }' |
+        sort >"$tmp/uses"
+    join "$tmp/uses" "$tmp/defs" | awk -v table="$table" '
+    BEGIN {
+        n = split(table, line, "\n")
+        for (i = 1; i <= n; i++) { split(line[i], kv, "|"); may[kv[1]] = " " kv[2] " " }
+        bad = 0
+    }
+    # symbol, calling room, calling file, defining room
+    $2 != $4 && may[$2] != " * " && !index(may[$2], " " $4 " ") {
+        printf "check-arrows: %s calls %s, defined in %s/: %s/ may reach: %s\n", $3, $1, $4, $2,
+            (may[$2] ~ /^ *$/ ? "nothing" : substr(may[$2], 2, length(may[$2]) - 2)) > "/dev/stderr"
+        bad++
+    }
+    END {
+        if (bad) { printf "check-arrows: %d wrong-way call(s)\n", bad > "/dev/stderr"; exit 1 }
+        print "check-arrows: every call from one room to another follows the arrows"
+    }' || status=1
+    rm -rf "$tmp"
+fi
+exit $status

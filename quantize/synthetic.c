@@ -16,23 +16,10 @@
 #include "kernels_cpu/quant.h"
 #include "model/arch.h"
 #include "gguf/gguf.h"
-#include "model/synthetic.h"
+#include "quantize/synthetic.h"
 #include "text/tokenizer.h"
 #include "runtime/cache_dir.h"
 #include "runtime/error.h"
-
-static const hx_synthetic_config presets[] = {
-    {"tiny", 512, 5, 8, 4, 1536, 2048, "llama", 0},
-    {"small", 768, 12, 12, 12, 2816, 2048, "llama", 0},
-};
-
-const hx_synthetic_config *hx_synthetic_preset(const char *name)
-{
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (name && !strcmp(presets[i].name, name))
-            return &presets[i];
-    return NULL;
-}
 
 /* splitmix64: tiny, seedable, and the same on every platform. */
 typedef struct {
