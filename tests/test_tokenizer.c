@@ -1,4 +1,5 @@
-/* The tokenizer against llama.cpp's own test vectors (shared/data/vocab),
+/* The tokenizer against llama.cpp's own test vectors (HX_TEST_DATA/vocab,
+ * fetched by tests/fetch-vocab.sh),
  * through the library and through build/hetero-tokenize, plus round trips,
  * streaming detokenization, special tokens, pre-tokenizer splits and
  * synthetic vocabularies. */
@@ -26,8 +27,8 @@
 static void vocab_path(char *buf, size_t cap, const char *name)
 {
     const char *dir = hx_test_data_dir();
-    ck_assert_msg(dir && *dir, "HX_TEST_DATA is not set: the tokenizer test vectors live in "
-                               "shared/data/vocab (make test sets it)");
+    ck_assert_msg(dir && *dir, "HX_TEST_DATA is not set: the tokenizer test vectors are "
+                               "fetched by tests/fetch-vocab.sh (make test sets it)");
     int n = snprintf(buf, cap, "%s/vocab/%s", dir, name);
     ck_assert(n > 0 && (size_t)n < cap);
     struct stat st;
@@ -197,6 +198,44 @@ START_TEST(vectors_spm_library) { run_library_vectors(SPM_VOCAB); }
 END_TEST
 
 START_TEST(vectors_gpt2_library) { run_library_vectors(GPT2_VOCAB); }
+END_TEST
+
+/* The other vocabularies llama.cpp ships with vectors that hetero's
+ * tokenizer models and pre-tokenizers cover. */
+static const char *const more_vocabs[] = {
+    "ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf",   "ggml-vocab-phi-3.gguf",
+    "ggml-vocab-falcon.gguf",    "ggml-vocab-mpt.gguf",     "ggml-vocab-starcoder.gguf",
+    "ggml-vocab-refact.gguf",    "ggml-vocab-command-r.gguf",
+};
+#define N_MORE_VOCABS (int)(sizeof more_vocabs / sizeof more_vocabs[0])
+
+/* Those it does not cover are refused when opened, naming what is missing,
+ * never tokenized some other way. */
+static const struct {
+    const char *file, *names;
+} refused_vocabs[] = {
+    {"ggml-vocab-deepseek-llm.gguf", "pre-tokenizer 'deepseek-llm'"},
+    {"ggml-vocab-deepseek-coder.gguf", "pre-tokenizer 'deepseek-coder'"},
+    {"ggml-vocab-qwen35.gguf", "pre-tokenizer 'qwen35'"},
+    {"ggml-vocab-bert-bge.gguf", "tokenizer model 'bert'"},
+    {"ggml-vocab-gemma-4.gguf", "tokenizer model 'gemma4'"},
+};
+
+START_TEST(unsupported_vocabs_are_refused_by_name)
+{
+    for (size_t k = 0; k < sizeof refused_vocabs / sizeof refused_vocabs[0]; k++) {
+        char path[4096];
+        vocab_path(path, sizeof path, refused_vocabs[k].file);
+        hx_tokenizer *t = NULL;
+        ck_assert_int_eq(hx_tokenizer_open(path, &t), HX_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(t);
+        ck_assert_msg(strstr(hx_last_error(), refused_vocabs[k].names), "%s: %s", refused_vocabs[k].file,
+                      hx_last_error());
+    }
+}
+END_TEST
+
+START_TEST(vectors_more_library) { run_library_vectors(more_vocabs[_i]); }
 END_TEST
 
 /* ---- ...and through build/hetero-tokenize -------------------------------- */
@@ -936,10 +975,25 @@ END_TEST
 Suite *suite_tokenizer(void)
 {
     Suite *s = suite_create("tokenizer");
+    /* The synthetic vocabularies need no data; llama.cpp's do. */
+    TCase *core = tcase_create("core");
+    tcase_add_test(core, bytes_vocab_through_gguf);
+    tcase_add_test(core, spm_from_arrays);
+    tcase_add_test(core, bpe_from_arrays);
+    tcase_add_test(core, phi3_rstrip);
+    tcase_add_test(core, gguf_special_ids);
+    tcase_add_test(core, pre_tokenizers);
+    tcase_add_test(core, unicode_classes);
+    suite_add_tcase(s, core);
+    if (!hx_test_vocab("tokenizer: llama.cpp's vocabularies and their test vectors"))
+        return s;
+
     TCase *lib = tcase_create("library");
     tcase_set_timeout(lib, 120);
     tcase_add_test(lib, vectors_spm_library);
     tcase_add_test(lib, vectors_gpt2_library);
+    tcase_add_loop_test(lib, vectors_more_library, 0, N_MORE_VOCABS);
+    tcase_add_test(lib, unsupported_vocabs_are_refused_by_name);
     tcase_add_test(lib, roundtrip_spm);
     tcase_add_test(lib, roundtrip_gpt2);
     tcase_add_test(lib, pieces_and_decode_spm);
@@ -958,15 +1012,5 @@ Suite *suite_tokenizer(void)
     tcase_add_test(tool, vectors_gpt2_tool);
     tcase_add_test(tool, tool_errors);
     suite_add_tcase(s, tool);
-
-    TCase *core = tcase_create("core");
-    tcase_add_test(core, bytes_vocab_through_gguf);
-    tcase_add_test(core, spm_from_arrays);
-    tcase_add_test(core, bpe_from_arrays);
-    tcase_add_test(core, phi3_rstrip);
-    tcase_add_test(core, gguf_special_ids);
-    tcase_add_test(core, pre_tokenizers);
-    tcase_add_test(core, unicode_classes);
-    suite_add_tcase(s, core);
     return s;
 }
