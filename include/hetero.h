@@ -783,6 +783,10 @@ typedef struct {
      * text passed to the callback ends before it.  NULL / 0 = none. */
     const char *const *stop;
     uint32_t n_stop;
+    /* hx_session_generate: end-of-generation tokens are never sampled (their
+     * logits -inf) and so never end it, as llama.cpp's --ignore-eos; 0 = off.
+     * (The engine's requests have hx_request.ignore_eos.) */
+    int ignore_eos;
 } hx_sampling;
 
 HX_API hx_sampling hx_sampling_default(void);
