@@ -90,17 +90,19 @@ $(STATIC): $(LIB_OBJ) $(CL_OBJ)
 $(SHARED): $(LIB_OBJ) $(CL_OBJ)
 	$(Q)$(CC) -shared -Wl,-soname,libhetero.so -o $@ $^ $(LDLIBS) $(LDFLAGS)
 
-$(BUILD)/hetero-%: tools/hetero-%.c $(SHARED)
+# The tools' and benchmarks' shared header-only option parser.
+CLI_H := tools/cli_num.h
+$(BUILD)/hetero-%: tools/hetero-%.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # hetero-run's modes and helpers live beside it in tools/run_*.c.
 RUN_SRC := $(sort $(wildcard tools/run_*.c))
-$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED)
+$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # hetero-perplexity and hetero-imatrix read and evaluate chunks of a text alike.
 CHUNK_TOOLS := $(BUILD)/hetero-perplexity $(BUILD)/hetero-imatrix
-$(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SHARED)
+$(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< tools/chunk_eval.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 SERVER_SRC := $(sort $(wildcard tools/server_*.c))
@@ -108,22 +110,22 @@ $(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHA
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags $(SERVER_PKGS)) $< $(SERVER_SRC) -o $@ $(USE_SHARED) \
 	  $$(pkg-config --libs $(SERVER_PKGS)) $(LDLIBS) $(LDFLAGS)
-$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED)
+$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
-$(BUILD)/bench-%: bench/bench-%.c $(SHARED)
+$(BUILD)/bench-%: bench/bench-%.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
-$(INTERNAL_BENCHES): $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
+$(INTERNAL_BENCHES): $(BUILD)/bench-%: bench/bench-%.c $(STATIC) $(CLI_H)
 	@echo "  LD      $@ (static: it times internals)"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 # bench-decode takes its medians from hetero-bench's helpers.
-$(BUILD)/bench-decode: bench/bench-decode.c bench/stats.c $(SHARED)
+$(BUILD)/bench-decode: bench/bench-decode.c bench/stats.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< bench/stats.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # bench-soak draws and measures with hetero-bench's helpers (SVG, RSS).
 BENCH_SOAK_LIB := bench/svg.c bench/stats.c
-$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(SHARED)
+$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_SOAK_LIB) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 
@@ -137,7 +139,7 @@ $(BUILD)/gen/suites.inc: $(TEST_SRC)
 CUDA_HOST_PLUGIN := $(BUILD)/libhetero-cuda-host.so
 $(CUDA_HOST_PLUGIN): tests/fixtures/cuda_host_plugin.c kernels_cu/plugin.h kernels_cu/op_check.h kernels_cu/dequant_tile.h
 	$(Q)$(CC) $(ALL_CFLAGS) -shared $< -o $@ -lm $(LDFLAGS)
-$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
+$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(CLI_H) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "tools/cli_num.h"
 
 void hxb_args_usage(FILE *f)
 {
@@ -151,9 +152,10 @@ static int intlist_parse(hxb_intlist *l, const char *opt, const char *s, long lo
             goto bad;
     }
 bad:
-    fprintf(stderr, "hetero-bench: %s '%s': expected a comma-separated list of integers in [%ld, %ld] "
-                    "(or ranges A-B, A-B+STEP, A-B*FACTOR)\n",
-            opt, s, lo, hi);
+    /* cli_num.h's message, for a list: llama-bench's lists of numbers. */
+    fprintf(stderr, "hetero-bench: %s takes whole numbers from %ld to %ld (one, a comma-separated list, or ranges "
+                    "A-B, A-B+STEP, A-B*FACTOR), not '%s'\n",
+            opt, lo, hi, s);
     return -1;
 }
 
@@ -230,15 +232,7 @@ static int defaults(hxb_params *p)
 /* An option taking one number, not a list. */
 static int one_int(const char *o, const char *v, long lo, long hi, int *out)
 {
-    hxb_intlist r = {0};
-    int rc = intlist_parse(&r, o, v, lo, hi);
-    if (!rc && r.n != 1) {
-        fprintf(stderr, "hetero-bench: %s takes one number\n", o);
-        rc = -1;
-    }
-    if (!rc)
-        *out = r.v[0];
-    return rc;
+    return cli_int("hetero-bench", o, v, (int)lo, (int)hi, out);
 }
 
 int hxb_args_parse(int argc, char **argv, hxb_params *p)

@@ -5,17 +5,14 @@
 #include <string.h>
 
 #include "tools/chunk_eval.h"
+#include "tools/cli_num.h"
 
 static int parse_count(const char *prog, const char *opt, const char *v, long lo, long *out)
 {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > 1 << 20) {
-        fprintf(stderr, "%s: %s takes a whole number from %ld to %d, not '%s'\n", prog, opt, lo, 1 << 20, v);
+    long long n;
+    if (cli_long(prog, opt, v, lo, 1 << 20, &n))
         return -1;
-    }
-    *out = n;
+    *out = (long)n;
     return 2;
 }
 

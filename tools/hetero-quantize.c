@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "hetero.h"
+#include "tools/cli_num.h"
 
 static void usage(FILE *f)
 {
@@ -116,16 +117,16 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--budget-types") && need(argc, argv, i)) {
             o.budget_types = argv[++i];
         } else if (!strcmp(a, "--target-bpw") && need(argc, argv, i)) {
-            char *end;
-            o.target_bpw = strtod(argv[++i], &end);
-            if (*end || !(o.target_bpw > 0)) {
-                fprintf(stderr, "hetero-quantize: --target-bpw '%s' is not a positive number\n", argv[i]);
-                return 2;
+            if (cli_double("hetero-quantize", a, argv[++i], 0.5, 64, &o.target_bpw)) {
+                free(tt);
+                return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "--target-size") && need(argc, argv, i)) {
             if (!parse_size(argv[++i], &o.target_bytes)) {
-                fprintf(stderr, "hetero-quantize: --target-size '%s' is not a size (123, 60MiB, 1.5G)\n", argv[i]);
-                return 2;
+                fprintf(stderr, "hetero-quantize: --target-size takes a size above 0 bytes such as 123, 60MiB or "
+                                "1.5G, not '%s'\n", argv[i]);
+                free(tt);
+                return CLI_EXIT_USAGE;
             }
         } else {
             if (!strstr(" --output-tensor-type --token-embedding-type --tensor-type --imatrix --target-bpw "
