@@ -91,7 +91,7 @@ $(SHARED): $(LIB_OBJ) $(CL_OBJ)
 	$(Q)$(CC) -shared -Wl,-soname,libhetero.so -o $@ $^ $(LDLIBS) $(LDFLAGS)
 
 # The tools' and benchmarks' shared header-only option parser.
-CLI_H := tools/cli_num.h
+CLI_H := tools/cli_num.h tools/cli_progress.h
 $(BUILD)/hetero-%: tools/hetero-%.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)

@@ -677,6 +677,11 @@ typedef struct {
     hx_quantize_choice choice; /* budget mode: per matrix, its chosen type and error */
     void *user;
     hx_quantize_totals *totals; /* filled on success when not NULL */
+    /* Progress of the long steps, for a tool's progress line: called before
+     * each tensor of a step with `done` of `total` finished; `step` is
+     * "measuring" (budget mode: each matrix quantized to every candidate
+     * type) or "quantizing" (writing).  NULL: none. */
+    void (*progress)(void *user, const char *step, size_t done, size_t total, const char *tensor);
 } hx_quantize_options;
 
 HX_API hx_quantize_options hx_quantize_options_default(void);
