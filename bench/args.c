@@ -50,7 +50,8 @@ void hxb_args_usage(FILE *f)
           "  --prefix-len L       --prefix-share's common prefix (default 1024 tokens)\n"
           "  --suffix-len S       --prefix-share's different suffixes (default 32 tokens)\n"
           "  --no-warmup          skip the warm-up run before each test\n"
-          "  --progress           report each combination on stderr\n"
+          "  --progress           report each combination on stderr (as it starts)\n"
+          "  -q, --quiet          no rows on stderr as they finish (there are, on a terminal)\n"
           "  -h, --help           this text\n"
           "List: 64,128,256 or 64-512*2 (64,128,256,512) or 1-4+1 (1,2,3,4).\n",
           f);
@@ -252,6 +253,10 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         }
         if (!strcmp(o, "--progress")) {
             p->progress = 1;
+            continue;
+        }
+        if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) {
+            p->quiet = 1;
             continue;
         }
         static const char *const with_value[] = {

@@ -1,7 +1,8 @@
 /* Long work shows its progress on a terminal and nothing in a pipe or
  * with -q: hetero-quantize per tensor with an ETA (tests/pty_run.py gives
  * it a terminal), hetero-perplexity and hetero-imatrix per chunk as
- * llama-perplexity ("seconds per pass - ETA"). */
+ * llama-perplexity ("seconds per pass - ETA"), hetero-bench's rows as
+ * they finish. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,27 @@ START_TEST(perplexity_and_imatrix_give_an_eta_on_a_terminal)
 }
 END_TEST
 
+/* hetero-bench: each row on stderr as it is measured, on a terminal (as
+ * llama-bench streams its rows), before the tables; not when piped or -q. */
+START_TEST(bench_rows_as_they_finish)
+{
+    char args[512];
+    int rc;
+    snprintf(args, sizeof args, "-m %s -r 1 -p 8 -n 4", model);
+    char *out = run(1, "hetero-bench", args, &rc);
+    const char *row = strstr(out, "| pp8 | "), *table = strstr(out, "| model ");
+    ck_assert_msg(rc == 0 && row && table && row < table && strstr(out, "| tg4 | "), "%s", out);
+    free(out);
+    out = run(0, "hetero-bench", args, &rc);
+    ck_assert_msg(rc == 0 && !strstr(out, "| pp8 | ") && strstr(out, "| model "), "piped: %s", out);
+    free(out);
+    strcat(args, " -q");
+    out = run(1, "hetero-bench", args, &rc);
+    ck_assert_msg(rc == 0 && !strstr(out, "| pp8 | ") && strstr(out, "| model "), "-q: %s", out);
+    free(out);
+}
+END_TEST
+
 Suite *suite_progress(void)
 {
     Suite *s = suite_create("progress");
@@ -93,6 +115,7 @@ Suite *suite_progress(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, quantize_shows_each_tensor_on_a_terminal);
     tcase_add_test(tc, perplexity_and_imatrix_give_an_eta_on_a_terminal);
+    tcase_add_test(tc, bench_rows_as_they_finish);
     suite_add_tcase(s, tc);
     return s;
 }
