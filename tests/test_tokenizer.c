@@ -306,18 +306,29 @@ static void run_tool_vectors(const char *vocab)
     for (size_t i = 0; i < v.n; i++) {
         temp_file(tmp, sizeof tmp, v.text[i], v.len[i]);
         /* As llama.cpp's vectors are: no BOS, special tokens as text. */
-        char *argv[] = {tool, "-m", model, "--no-bos", "--no-parse-special", "--file", tmp, NULL};
+        char *argv[] = {tool, "-m", model, "--ids", "--no-escape", "--no-bos", "--no-parse-special", "--file", tmp, NULL};
         int rc = run_tool(argv, out, sizeof out, err, sizeof err);
         unlink(tmp);
         char *nl = strchr(out, '\n');
         int one_line = nl && nl[1] == '\0';
         if (nl)
             *nl = '\0';
-        if (rc != 0 || !one_line || strcmp(out, v.expect[i]) != 0) {
+        /* --ids prints llama-tokenize's "[1, 2, 3]"; the vectors say "1 2 3". */
+        static char want[MAX_IDS * 8];
+        size_t w = 0;
+        want[w++] = '[';
+        for (const char *c = v.expect[i]; *c && w + 3 < sizeof want; c++) {
+            if (*c == ' ')
+                want[w++] = ',';
+            want[w++] = *c;
+        }
+        want[w++] = ']';
+        want[w] = '\0';
+        if (rc != 0 || !one_line || strcmp(out, want) != 0) {
             if (bad++ == 0)
                 ck_assert_msg(0, "%s vector #%zu '%.*s' via the tool: exit %d, stdout [%s], "
                               "stderr [%s], want [%s]", vocab, i, (int)v.len[i], v.text[i], rc,
-                              out, err, v.expect[i]);
+                              out, err, want);
         }
     }
     fprintf(stderr, "tokenizer: %s: %zu of %zu vectors match llama.cpp (hetero-tokenize)\n",
@@ -354,29 +365,49 @@ START_TEST(tool_errors)
     ck_assert_int_eq(run_tool(no_model, out, sizeof out, err, sizeof err), 1);
     ck_assert_msg(strlen(err) > 0, "no message");
 
-    char *bos[] = {tool, "-m", model, "--bos", "Hello world", NULL};
+    char *bos[] = {tool, "--ids", "-m", model, "--bos", "Hello world", NULL};
     ck_assert_int_eq(run_tool(bos, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "1 15043 3186\n");
+    ck_assert_str_eq(out, "[1, 15043, 3186]\n");
 
     /* As llama-tokenize: BOS where the model asks (the SPM vocabulary
      * does), --no-bos drops it; special tokens parsed unless told not. */
-    char *dflt[] = {tool, "-m", model, "Hello world", NULL};
+    char *dflt[] = {tool, "--ids", "-m", model, "Hello world", NULL};
     ck_assert_int_eq(run_tool(dflt, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "1 15043 3186\n");
-    char *no_bos[] = {tool, "-m", model, "--no-bos", "Hello world", NULL};
+    ck_assert_str_eq(out, "[1, 15043, 3186]\n");
+    char *no_bos[] = {tool, "--ids", "-m", model, "--no-bos", "Hello world", NULL};
     ck_assert_int_eq(run_tool(no_bos, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "15043 3186\n");
-    char *special[] = {tool, "-m", model, "--no-bos", "Hello</s>", NULL};
+    ck_assert_str_eq(out, "[15043, 3186]\n");
+    char *special[] = {tool, "--ids", "-m", model, "--no-bos", "Hello</s>", NULL};
     ck_assert_int_eq(run_tool(special, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "15043 2\n");
-    char *plain[] = {tool, "-m", model, "--no-bos", "--no-parse-special", "Hello</s>", NULL};
+    ck_assert_str_eq(out, "[15043, 2]\n");
+    char *plain[] = {tool, "--ids", "-m", model, "--no-bos", "--no-parse-special", "Hello</s>", NULL};
     ck_assert_int_eq(run_tool(plain, out, sizeof out, err, sizeof err), 0);
-    ck_assert_msg(strcmp(out, "15043 2\n") != 0 && strncmp(out, "15043 ", 6) == 0, "stdout: %s", out);
+    ck_assert_msg(strcmp(out, "[15043, 2]\n") != 0 && strncmp(out, "[15043, ", 8) == 0, "stdout: %s", out);
     char gpt2[4096];
     vocab_path(gpt2, sizeof gpt2, GPT2_VOCAB);
-    char *gpt2_dflt[] = {tool, "-m", gpt2, "Hello", NULL};
+    char *gpt2_dflt[] = {tool, "--ids", "-m", gpt2, "Hello", NULL};
     ck_assert_int_eq(run_tool(gpt2_dflt, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "15496\n");
+    ck_assert_str_eq(out, "[15496]\n");
+    /* llama-tokenize's default: one "%6d -> 'piece'" line per token; its
+     * -p with escapes, --stdin, --show-count, --log-disable. */
+    char *lines[] = {tool, "-m", model, "-p", "Hello\\nworld</s>", "--show-count", NULL};
+    ck_assert_int_eq(run_tool(lines, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "     1 -> '<s>'\n") && strstr(out, " 15043 -> ' Hello'\n") &&
+                      strstr(out, "-> '\n'\n") && strstr(out, "     2 -> '</s>'\n") &&
+                      strstr(out, "Total number of tokens: "),
+                  "stdout: %s", out);
+    char *no_esc[] = {tool, "-m", model, "--ids", "--no-escape", "-p", "a\\nb", NULL};
+    char *esc[] = {tool, "-m", model, "--ids", "-p", "a\\nb", NULL};
+    char o2[4096];
+    ck_assert_int_eq(run_tool(no_esc, out, sizeof out, err, sizeof err), 0);
+    ck_assert_int_eq(run_tool(esc, o2, sizeof o2, err, sizeof err), 0);
+    ck_assert_msg(strcmp(out, o2) != 0, "--no-escape changed nothing: %s", out);
+    char *quiet[] = {tool, "-m", "/nonexistent/model.gguf", "--log-disable", "-p", "hi", NULL};
+    ck_assert_int_eq(run_tool(quiet, out, sizeof out, err, sizeof err), 1);
+    ck_assert_str_eq(err, "");
+    char *unknown[] = {tool, "-m", model, "--no-such", NULL};
+    ck_assert_int_eq(run_tool(unknown, out, sizeof out, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "--no-such"), "stderr: %s", err);
 }
 END_TEST
 
