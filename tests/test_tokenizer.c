@@ -221,6 +221,23 @@ static const struct {
     {"ggml-vocab-gemma-4.gguf", "tokenizer model 'gemma4'"},
 };
 
+/* A text that names an end-of-generation token is that token with special
+ * tokens parsed, even where the vocabulary calls it a normal token, as
+ * llama.cpp makes it a control token (Qwen2's "</s>", id 128247). */
+START_TEST(eog_texts_are_control_tokens)
+{
+    hx_tokenizer *t = open_vocab("ggml-vocab-qwen2.gguf");
+    int32_t ids[16];
+    size_t n = encode_str(t, "Hello</s>", 0, 1, ids);
+    const int32_t parsed[] = {9707, 128247}, plain[] = {9707, 522, 82, 29};
+    assert_ids(ids, n, parsed, 2, "qwen2 'Hello</s>' parsed");
+    ck_assert(hx_tokenizer_is_eog(t, 128247));
+    n = encode_str(t, "Hello</s>", 0, 0, ids);
+    assert_ids(ids, n, plain, 4, "qwen2 'Hello</s>' as text");
+    hx_tokenizer_close(t);
+}
+END_TEST
+
 START_TEST(unsupported_vocabs_are_refused_by_name)
 {
     for (size_t k = 0; k < sizeof refused_vocabs / sizeof refused_vocabs[0]; k++) {
@@ -1025,6 +1042,7 @@ Suite *suite_tokenizer(void)
     tcase_add_test(lib, vectors_gpt2_library);
     tcase_add_loop_test(lib, vectors_more_library, 0, N_MORE_VOCABS);
     tcase_add_test(lib, unsupported_vocabs_are_refused_by_name);
+    tcase_add_test(lib, eog_texts_are_control_tokens);
     tcase_add_test(lib, roundtrip_spm);
     tcase_add_test(lib, roundtrip_gpt2);
     tcase_add_test(lib, pieces_and_decode_spm);
