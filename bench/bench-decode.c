@@ -16,6 +16,7 @@
 #include "bench/alloc_count.h"
 #include "bench/bench.h"
 #include "hetero.h"
+#include "tools/cli_num.h"
 
 static double seconds(clockid_t c)
 {
@@ -85,24 +86,31 @@ int main(int argc, char **argv)
 {
     const char *file = NULL, *synthetic = "tiny:q8_0";
     int threads = 0, steps = 64, rounds = 3, shapes = 1;
+    static const char usage[] = "usage: bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] "
+                                "[-r ROUNDS] [--shapes 1-3]\n";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc)
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help"))
+            return fputs(usage, stdout), 0;
+        else if (!strcmp(o, "-m") && v)
             file = argv[++i];
-        else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc)
+        else if (!strcmp(o, "--synthetic") && v)
             synthetic = argv[++i];
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-n") && i + 1 < argc)
-            steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
-            rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
-            shapes = atoi(argv[++i]);
+        else if (!strcmp(o, "-t") && v)
+            bad = cli_int("bench-decode", o, argv[++i], 0, 4096, &threads);
+        else if (!strcmp(o, "-n") && v)
+            bad = cli_int("bench-decode", o, argv[++i], 1, 1 << 20, &steps);
+        else if (!strcmp(o, "-r") && v)
+            bad = cli_int("bench-decode", o, argv[++i], 1, 1000, &rounds);
+        else if (!strcmp(o, "--shapes") && v)
+            bad = cli_int("bench-decode", o, argv[++i], 1, 3, &shapes);
         else {
-            fprintf(stderr, "usage: bench-decode [-m FILE | --synthetic PRESET:TYPE] [-t THREADS] [-n STEPS] "
-                            "[-r ROUNDS] [--shapes 1-3]\n");
-            return 2;
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
+        if (bad)
+            return CLI_EXIT_USAGE;
     }
     if (steps < 1 || rounds < 1)
         return fprintf(stderr, "bench-decode: -n and -r must be positive\n"), 2;

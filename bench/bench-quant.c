@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "kernels_cpu/quant.h"
+#include "tools/cli_num.h"
 
 static double now(void)
 {
@@ -175,20 +176,31 @@ int main(int argc, char **argv)
     int64_t n = 4096;
     const char *only = NULL;
     int bandwidth_only = 0; /* the roofline's denominator, without the table */
+    static const char usage[] =
+        "usage: bench-quant [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...] [--bandwidth-only]\n";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--mib") && i + 1 < argc)
-            mib = (size_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
-            n = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--types") && i + 1 < argc)
+        long long x;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return fputs(usage, stdout), 0;
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc) {
+            if (cli_long("bench-quant", argv[i], argv[i + 1], 1, 1 << 20, &x))
+                return CLI_EXIT_USAGE;
+            mib = (size_t)x, i++;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            if (cli_int("bench-quant", argv[i], argv[i + 1], 1, 31, &reps))
+                return CLI_EXIT_USAGE;
+            i++;
+        } else if (!strcmp(argv[i], "--n") && i + 1 < argc) {
+            if (cli_long("bench-quant", argv[i], argv[i + 1], 256, 1LL << 32, &x))
+                return CLI_EXIT_USAGE;
+            n = x, i++;
+        } else if (!strcmp(argv[i], "--types") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--bandwidth-only"))
             bandwidth_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--n ELEMS] [--types q4_0,q8_0,...] [--bandwidth-only]\n", argv[0]);
-            return 2;
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     if (reps < 1 || reps > 31 || n <= 0 || n % 256 || mib < 1) {

@@ -24,6 +24,7 @@
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/repack.h"
 #include "ops/ops.h"
+#include "tools/cli_num.h"
 
 static double now(void)
 {
@@ -71,21 +72,29 @@ int main(int argc, char **argv)
     const char *types = "q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K";
     uint32_t K = 4096, N = 14336, T = 128;
     int reps = 15;
+    static const char usage[] =
+        "usage: bench-repack [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k K] [--n N] [--tokens T] [--reps R]\n";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--types") && i + 1 < argc)
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0, x = 0;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help"))
+            return fputs(usage, stdout), 0;
+        else if (!strcmp(o, "--types") && v)
             types = argv[++i];
-        else if (!strcmp(argv[i], "--k") && i + 1 < argc)
-            K = (uint32_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
-            N = (uint32_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
-            T = (uint32_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
+        else if (!strcmp(o, "--k") && v)
+            bad = cli_int("bench-repack", o, argv[++i], 256, 1 << 20, &x), K = (uint32_t)x;
+        else if (!strcmp(o, "--n") && v)
+            bad = cli_int("bench-repack", o, argv[++i], 1, 1 << 20, &x), N = (uint32_t)x;
+        else if (!strcmp(o, "--tokens") && v)
+            bad = cli_int("bench-repack", o, argv[++i], 1, 1 << 16, &x), T = (uint32_t)x;
+        else if (!strcmp(o, "--reps") && v)
+            bad = cli_int("bench-repack", o, argv[++i], 1, 10000, &reps);
         else {
-            fprintf(stderr, "usage: %s [--types q4_0,q4_1,q5_0,q5_1,q8_0,q4_K,q5_K,q6_K] [--k K] [--n N] [--tokens T] [--reps R]\n", argv[0]);
-            return 2;
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
+        if (bad)
+            return CLI_EXIT_USAGE;
     }
     if (K % 256 || N % HX_REPACK_ROWS || !T || reps < 1) {
         fprintf(stderr, "bench-repack: K must be a multiple of 256, N of %d, T and reps positive\n", HX_REPACK_ROWS);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "hetero.h"
+#include "tools/cli_num.h"
 
 static double now(void)
 {
@@ -311,16 +312,23 @@ int main(int argc, char **argv)
     config c = {.threads = 0, .tokens = 32, .gemms = 256, .reps = 5, .preset = "tiny", .type = "f16"};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "-t") && v) c.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-n") && v) c.tokens = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-g") && v) c.gemms = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && v) c.reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--preset") && v) c.preset = argv[++i];
-        else if (!strcmp(argv[i], "--type") && v) c.type = argv[++i];
+        const char *o = argv[i];
+        static const char usage[] = "usage: bench-sched [-t THREADS] [-n TOKENS] [-g TASKS] [-r REPS] [--preset P] "
+                                    "[--type T]\n";
+        int bad = 0;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) return fputs(usage, stdout), 0;
+        else if (!strcmp(o, "-t") && v) bad = cli_int("bench-sched", o, argv[++i], 0, 4096, &c.threads);
+        else if (!strcmp(o, "-n") && v) bad = cli_int("bench-sched", o, argv[++i], 1, 1 << 20, &c.tokens);
+        else if (!strcmp(o, "-g") && v) bad = cli_int("bench-sched", o, argv[++i], 2, 1 << 20, &c.gemms);
+        else if (!strcmp(o, "-r") && v) bad = cli_int("bench-sched", o, argv[++i], 1, MAX_REPS, &c.reps);
+        else if (!strcmp(o, "--preset") && v) c.preset = argv[++i];
+        else if (!strcmp(o, "--type") && v) c.type = argv[++i];
         else {
-            fprintf(stderr, "usage: bench-sched [-t THREADS] [-n TOKENS] [-g TASKS] [-r REPS] [--preset P] [--type T]\n");
-            return 2;
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
+        if (bad)
+            return CLI_EXIT_USAGE;
     }
     if (c.tokens < 1 || c.gemms < 2 || c.threads < 0 || c.reps < 1 || c.reps > MAX_REPS) {
         fprintf(stderr, "bench-sched: -n >= 1, -g >= 2, -t >= 0, 1 <= -r <= %d\n", MAX_REPS);

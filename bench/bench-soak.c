@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "tools/cli_num.h"
 
 typedef struct {
     const char *model, *synthetic, *prompt, *devices, *csv, *svg;
@@ -44,14 +45,7 @@ static void usage(FILE *f)
 
 static int parse_int(const char *flag, const char *v, int lo, int *out)
 {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > 100000000) {
-        fprintf(stderr, "bench-soak: %s '%s': expected an integer >= %d\n", flag, v, lo);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
+    return cli_int("bench-soak", flag, v, lo, 100000000, out);
 }
 
 /* 0, -1 after printing why, 1 for --help. */
@@ -92,11 +86,7 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(a, "--warmup"))
             bad = parse_int(a, v, 0, &o->warmup);
         else if (!strcmp(a, "--max-growth")) {
-            char *end;
-            o->max_growth_mib = strtod(v, &end);
-            bad = !*v || *end || o->max_growth_mib < 0;
-            if (bad)
-                fprintf(stderr, "bench-soak: --max-growth '%s': expected MiB >= 0\n", v);
+            bad = cli_double("bench-soak", a, v, 0, 1e9, &o->max_growth_mib);
         } else {
             fprintf(stderr, "bench-soak: unknown option %s\n", a);
             return -1;

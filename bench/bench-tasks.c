@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "hetero.h"
+#include "tools/cli_num.h"
 
 static double now(void)
 {
@@ -77,13 +78,19 @@ int main(int argc, char **argv)
 {
     int threads = 0, ntasks = 2000, reps = 5;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-n") && i + 1 < argc) ntasks = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        static const char usage[] = "usage: bench-tasks [-t THREADS] [-n TASKS] [-r REPS]\n";
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) return fputs(usage, stdout), 0;
+        else if (!strcmp(o, "-t") && v) bad = cli_int("bench-tasks", o, argv[++i], 0, 4096, &threads);
+        else if (!strcmp(o, "-n") && v) bad = cli_int("bench-tasks", o, argv[++i], 10, 1 << 24, &ntasks);
+        else if (!strcmp(o, "-r") && v) bad = cli_int("bench-tasks", o, argv[++i], 1, 100, &reps);
         else {
-            fprintf(stderr, "usage: bench-tasks [-t THREADS] [-n TASKS] [-r REPS]\n");
-            return 2;
+            fputs(usage, stderr);
+            return CLI_EXIT_USAGE;
         }
+        if (bad)
+            return CLI_EXIT_USAGE;
     }
     if (ntasks < 10 || reps < 1 || reps > 100) {
         fprintf(stderr, "bench-tasks: need -n >= 10 and 1 <= -r <= 100\n");

@@ -39,6 +39,7 @@ typedef struct {
     hxb_strlist scheds;    /* --sched: policy names; "" = runtime default */
     hxb_strlist injects;   /* --inject: slowdown specs; "" = none          */
     int reps, warmup, progress;
+    int quiet; /* -q: no row on stderr as each finishes (llama-bench's streaming, on a terminal) */
     hxb_format format;
     const char *fpga_emulation; /* "pocl" or NULL (never emulate silently) */
     const char *kv_type;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 
@@ -314,6 +315,12 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
                     fprintf(stderr, "hetero-bench: %s on '%s' (devices %s, policy %s): %s\n", row->t.name,
                             r->models[mi].name, row->devices, row->sched, hx_last_error());
                     rc = -1;
+                } else if (!p->quiet && isatty(STDERR_FILENO)) {
+                    /* As llama-bench prints each row when it is measured;
+                     * the aligned tables follow on stdout at the end. */
+                    fprintf(stderr, "| %s | %s | %s | %d threads | batch %d | %s | %.2f ± %.2f t/s |\n",
+                            r->models[mi].name, row->devices, row->sched, row->threads, row->batch, row->t.name,
+                            row->avg_ts, row->stddev_ts);
                 }
             }
             hx_model_free(m);

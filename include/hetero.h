@@ -15,14 +15,18 @@
  *   - environment variables HX_* only supply defaults for options that the
  *     API also takes (see README.md).
  *
- * Usage (the runtime alone):
+ * Usage (the runtime alone).  The examples of this header and README.md
+ * are compiled and run by make test (tests/check-examples.sh), each from
+ * its "// example:" line to the end of its indented block:
  *
+ *     // example: runtime
  *     hx_runtime *rt;
  *     hx_runtime_options o = hx_runtime_options_default();
- *     if (hx_runtime_open(&rt, &o) != HX_OK) { puts(hx_last_error()); ... }
+ *     if (hx_runtime_open(&rt, &o) != HX_OK) { puts(hx_last_error()); return 1; }
  *     hx_buffer *x;
  *     hx_buffer_create(rt, n * sizeof(float), &x);
- *     ...
+ *     // ... tasks that read and write x (hx_task_submit) ...
+ *     hx_buffer_destroy(x);
  *     hx_runtime_close(rt);
  */
 #ifndef HETERO_H
@@ -369,6 +373,7 @@ HX_API int hx_device_implements(const hx_runtime *rt, int device, const char *na
 /* ------------------------------------------------------------------------
  * Models, sessions and generation
  *
+ *     // example: model
  *     hx_model *m;   hx_model_load(rt, "model.gguf", NULL, &m);
  *     hx_session *s; hx_session_open(m, &s);
  *     int32_t ids[256]; size_t n;
@@ -672,6 +677,11 @@ typedef struct {
     hx_quantize_choice choice; /* budget mode: per matrix, its chosen type and error */
     void *user;
     hx_quantize_totals *totals; /* filled on success when not NULL */
+    /* Progress of the long steps, for a tool's progress line: called before
+     * each tensor of a step with `done` of `total` finished; `step` is
+     * "measuring" (budget mode: each matrix quantized to every candidate
+     * type) or "quantizing" (writing).  NULL: none. */
+    void (*progress)(void *user, const char *step, size_t done, size_t total, const char *tensor);
 } hx_quantize_options;
 
 HX_API hx_quantize_options hx_quantize_options_default(void);
@@ -786,6 +796,10 @@ typedef struct {
      * grammar fails it with HX_ERR_INVALID_ARG naming the line and column.
      * NULL = none. */
     const char *grammar;
+    /* hx_session_generate: end-of-generation tokens are never sampled (their
+     * logits -inf) and so never end it, as llama.cpp's --ignore-eos; 0 = off.
+     * (The engine's requests have hx_request.ignore_eos.) */
+    int ignore_eos;
 } hx_sampling;
 
 HX_API hx_sampling hx_sampling_default(void);
@@ -849,11 +863,12 @@ HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_
  * freeing its blocks, and it is queued again to be recomputed, its text
  * unchanged.  Greedy requests give the same tokens alone or batched.
  *
+ *     // example: engine
  *     hx_engine *e;  hx_engine_create(model, NULL, &e);
  *     hx_request r = hx_request_default();
  *     r.text = "Once upon a time"; r.max_tokens = 32; r.on_token = cb;
  *     uint64_t id;   hx_engine_submit(e, &r, &id);
- *     hx_request_result res;  hx_engine_wait(e, id, &res);
+ *     hx_request_result res;  hx_engine_wait(e, id, -1, &res);   // -1: no time limit
  *     hx_engine_destroy(e);
  * ---------------------------------------------------------------------- */
 

@@ -414,7 +414,9 @@ static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_opt
             s = hx_model_repack(m);
     }
     if (s) {
-        hx_error_context(s, "loading %s", path);
+        /* The GGUF reader's messages start with the path: not twice. */
+        if (strncmp(hx_last_error(), path, strlen(path)) != 0)
+            hx_error_context(s, "loading %s", path);
         hx_model_destroy(m);
         return s;
     }

@@ -100,8 +100,13 @@ hx_status hx_quantize_budget_plan(hx_quantize_plan *p, uint64_t budget)
                      "a budget of %llu bytes is below the smallest these types make: %llu bytes (%llu of them in "
                      "tensors the budget cannot change)",
                      (unsigned long long)budget, (unsigned long long)(fixed + least), (unsigned long long)fixed);
-    for (size_t k = 0; s == HX_OK && k < nb; k++)
+    for (size_t k = 0; s == HX_OK && k < nb; k++) {
+        if (p->o->progress)
+            p->o->progress(p->o->user, "measuring", k, nb, hx_gguf_tensor_at(p->g, idx[k])->name);
         s = measure(p, idx[k], &bt[k]);
+    }
+    if (s == HX_OK && p->o->progress)
+        p->o->progress(p->o->user, "measuring", nb, nb, NULL);
     if (s == HX_OK)
         s = hx_quant_budget_solve(bt, nb, budget - fixed);
     for (size_t k = 0; s == HX_OK && k < nb; k++) {

@@ -197,6 +197,8 @@ static hx_status write_file(const hx_quantize_plan *p, const char *out_path, hx_
         const hx_gguf_tensor *t = hx_gguf_tensor_at(p->g, i);
         const void *data = t->data;
         uint64_t bytes = t->size;
+        if (p->o->progress)
+            p->o->progress(p->o->user, "quantizing", i, p->n, t->name);
         if (p->to[i] != t->type) {
             s = convert(p, t, p->to[i], &owned[i], &bytes);
             data = owned[i];
@@ -204,6 +206,8 @@ static hx_status write_file(const hx_quantize_plan *p, const char *out_path, hx_
         if (s == HX_OK)
             s = hx_gguf_writer_add_tensor(w, t->name, p->to[i], t->n_dims, t->ne, data);
     }
+    if (s == HX_OK && p->o->progress)
+        p->o->progress(p->o->user, "quantizing", p->n, p->n, NULL);
     if (s == HX_OK)
         s = hx_gguf_writer_write(w, out_path);
     hx_gguf_writer_free(w);

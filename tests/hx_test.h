@@ -17,8 +17,13 @@
                       hx_last_error());                                             \
     } while (0)
 
-/* Where ../shared/data is (HX_TEST_DATA), or NULL. */
-static inline const char *hx_test_data_dir(void) { return getenv("HX_TEST_DATA"); }
+/* Where the tokenizer test data is (HX_TEST_DATA: a folder holding vocab/,
+ * which make test fills with tests/fetch-vocab.sh), or NULL. */
+static inline const char *hx_test_data_dir(void)
+{
+    const char *d = getenv("HX_TEST_DATA");
+    return d && *d ? d : NULL;
+}
 /* The build directory holding the tools (HX_BUILD), default "build". */
 static inline const char *hx_test_build_dir(void)
 {
@@ -59,6 +64,29 @@ static inline const char *hx_test_smollm2(const char *what)
                               : "no SmolLM2 file: the package registry was not reachable (see fetch-smollm2's "
                                 "message above), or HX_TEST_SMOLLM2 is not set (make test sets it)";
     ck_assert_msg(!getenv("CI"), "%s: %s", what, why);
+    fprintf(stderr, "SKIPPED %s: %s\n", what, why);
+    return NULL;
+}
+
+/* The test data folder (HX_TEST_DATA) when it holds llama.cpp's
+ * vocabularies, or NULL: the suite then leaves out WHAT, and this says so
+ * and why on stderr, as hx_test_smollm2 does.  Called where a suite is
+ * built, so the tests that read vocab/ are not added at all (a skipped test
+ * never reads as passed).  Under CI missing data fails the run. */
+static inline const char *hx_test_vocab(const char *what)
+{
+    const char *d = hx_test_data_dir();
+    char probe[1024];
+    if (d && snprintf(probe, sizeof probe, "%s/vocab/ggml-vocab-llama-spm.gguf", d) < (int)sizeof probe &&
+        access(probe, R_OK) == 0)
+        return d;
+    const char *why = d ? "HX_TEST_DATA has no vocab/ggml-vocab-llama-spm.gguf"
+                        : "no tokenizer test data: the package registry was not reachable (see fetch-vocab's "
+                          "message above), or HX_TEST_DATA is not set (make test sets it)";
+    if (getenv("CI")) {
+        fprintf(stderr, "FAILED %s: %s\n", what, why);
+        exit(1);
+    }
     fprintf(stderr, "SKIPPED %s: %s\n", what, why);
     return NULL;
 }

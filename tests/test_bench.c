@@ -371,9 +371,11 @@ START_TEST(mistakes_fail_clearly)
         const char *args, *says;
     } cases[] = {
         {"--no-such-option", "unknown option '--no-such-option'"},
-        {"-p 8,x", "-p '8,x'"},
-        {"-p 8,,16", "-p '8,,16'"},
-        {"-n -3", "-n '-3'"},
+        {"-p 8,x", "-p takes whole numbers from 0 to 65536 (one, a comma-separated list, or ranges A-B, A-B+STEP, "
+                   "A-B*FACTOR), not '8,x'"},
+        {"-p 8,,16", "not '8,,16'"},
+        {"-n -3", "-n takes whole numbers from 0 to 65536"},
+        {"-r 1x", "-r takes a whole number from 1 to 1000, not '1x'"},
         {"-o xml", "-o 'xml'"},
         {"--devices nosuchdevice", "unknown device 'nosuchdevice'"},
         {"--devices 'cpu;'", "--devices: empty value"},
@@ -387,7 +389,8 @@ START_TEST(mistakes_fail_clearly)
         {"--fpga-emulation qemu", "'pocl'"},
         {"-p 4096", "context"},
         {"-d 60", "context"},
-        {"-d x", "-d 'x'"},
+        {"-d x", "-d takes whole numbers from 0 to 65536 (one, a comma-separated list, or ranges A-B, A-B+STEP, "
+                 "A-B*FACTOR), not 'x'"},
     };
     static char out[1 << 14];
     char args[600];

@@ -124,7 +124,7 @@ START_TEST(the_model_says_whether_it_wants_bos)
 }
 END_TEST
 
-/* On the llama.cpp vocabulary test files (always present): what each
+/* On the llama.cpp vocabulary test files (tests/fetch-vocab.sh): what each
  * says about BOS, through the public tokenizer API. */
 START_TEST(vocabularies_say_whether_they_want_bos)
 {
@@ -440,7 +440,8 @@ Suite *suite_context(void)
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, the_model_says_whether_it_wants_bos);
-    tcase_add_test(tc, vocabularies_say_whether_they_want_bos);
+    if (hx_test_vocab("context: what llama.cpp's vocabularies say about BOS"))
+        tcase_add_test(tc, vocabularies_say_whether_they_want_bos);
     tcase_add_test(tc, smollm2_prompts_tokenize_as_llama_cpp);
     tcase_add_test(tc, context_defaults_to_the_trained_one);
     tcase_add_test(tc, a_prompt_longer_than_the_context_is_refused_before_work);

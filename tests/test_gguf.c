@@ -1110,7 +1110,7 @@ END_TEST
 static void vocab_path(char *buf, size_t cap, const char *name)
 {
     const char *dir = hx_test_data_dir();
-    ck_assert_msg(dir != NULL, "HX_TEST_DATA is not set (make test sets it to ../shared/data)");
+    ck_assert_msg(dir != NULL, "HX_TEST_DATA is not set (make test fetches the data with tests/fetch-vocab.sh)");
     snprintf(buf, cap, "%s/vocab/%s", dir, name);
     ck_assert_msg(access(buf, R_OK) == 0, "test data %s missing: %s", buf, strerror(errno));
 }
@@ -1186,14 +1186,19 @@ Suite *suite_gguf(void)
     tcase_add_test(tc, writer_refuses_bad_input);
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, corpus);
-    tcase_add_test(tc, vocab_files);
     suite_add_tcase(s, tc);
     /* Slow under sanitizers, or run Python: more time, never a timed assertion. */
     TCase *slow = tcase_create("slow");
     tcase_set_timeout(slow, 300);
     tcase_add_test(slow, every_truncation_and_byte_flip);
     tcase_add_test(slow, gguf_py_reads_our_files);
-    tcase_add_test(slow, vocab_same_as_gguf_py);
     suite_add_tcase(s, slow);
+    if (hx_test_vocab("gguf: llama.cpp's vocabulary files")) {
+        TCase *vocab = tcase_create("vocab");
+        tcase_set_timeout(vocab, 300);
+        tcase_add_test(vocab, vocab_files);
+        tcase_add_test(vocab, vocab_same_as_gguf_py);
+        suite_add_tcase(s, vocab);
+    }
     return s;
 }

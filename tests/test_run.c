@@ -129,6 +129,184 @@ START_TEST(a_conversation_answers_each_turn)
 }
 END_TEST
 
+/* Ctrl-C on a terminal (tests/ctrlc_check.py drives hetero-run through a
+ * pseudo-terminal): mid-reply in -cnv back to the prompt and a second
+ * question answered; at the prompt, or twice, exit 130; in plain mode the
+ * newline, the timing line and exit 130. */
+START_TEST(ctrl_c_as_llama_cli)
+{
+    char cmd[1024], log[128];
+    snprintf(log, sizeof log, "%s/ctrlc.log", tmpdir);
+    snprintf(cmd, sizeof cmd, "timeout 300 python3 tests/ctrlc_check.py %s/hetero-run > %s 2>&1", hx_test_build_dir(),
+             log);
+    int st = system(cmd);
+    char *text = hx_test_slurp(log, NULL);
+    fprintf(stderr, "%.*s", (int)(strstr(text, "--- the") ? strstr(text, "--- the") - text : (long)strlen(text)),
+            text);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ctrlc_check: %s", text);
+    free(text);
+}
+END_TEST
+
+/* Every numeric option takes a whole value inside its range, or exit 2
+ * with the option, the value and the range, before anything loads. */
+START_TEST(bad_numbers_are_refused_with_their_range)
+{
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"--temp hot", "--temp takes a number from 0 to 1e+06, not 'hot'"},
+        {"-n abc", "-n takes a whole number from -1 to 2147483647, not 'abc'"},
+        {"-n 4x", "-n takes a whole number from -1 to 2147483647, not '4x'"},
+        {"-c abc", "-c takes a whole number from 0 to 2147483647, not 'abc'"},
+        {"-t x", "-t takes a whole number from 0 to 4096, not 'x'"},
+        {"--top-k z", "--top-k takes a whole number from 0 to 2147483647, not 'z'"},
+        {"--top-p 1.5", "--top-p takes a number from 1e-06 to 1, not '1.5'"},
+        {"--seed 12ab", "--seed takes a whole number from 0 to 18446744073709551615, not '12ab'"},
+        {"-ngl many", "-ngl takes a whole number from 0 to 2147483647, not 'many'"},
+        {"--repeat-last-n -5", "--repeat-last-n takes a whole number from 0 to 1048576, not '-5'"},
+        {"-b ''", "-b takes a whole number from 1 to 1048576, not ''"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run(bad[i].args, NULL, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 2 && strstr(err, bad[i].says), "%s: exit %d: %s", bad[i].args, rc, err);
+        ck_assert_msg(!strstr(err, "parameters"), "%s: the model was loaded: %s", bad[i].args, err);
+    }
+}
+END_TEST
+
+/* llama-cli's options: what maps onto hetero does, with llama.cpp's
+ * meaning and a line saying so; the rest is refused by name with what to
+ * use instead. */
+START_TEST(llama_cli_options)
+{
+    /* -ngl 0: the CPU alone. */
+    int rc = run("--devices '' -ngl 0 -n 2", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "-ngl and --devices both choose"), "exit %d: %s", rc, err);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/hetero-run -ngl 0 -n 2 --temp 0 >/dev/null 2>%s/err", hx_test_build_dir(), tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/err", tmpdir);
+    char *e = hx_test_slurp(cmd, NULL);
+    ck_assert_msg(strstr(e, "-ngl 0: running on the CPU only (--devices cpu)"), "%s", e);
+    free(e);
+    /* -ngl 99 says what it did: the GPU devices, or the CPU where none is. */
+    snprintf(cmd, sizeof cmd, "%s/hetero-run -ngl 99 -n 2 --temp 0 >/dev/null 2>%s/err", hx_test_build_dir(), tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/err", tmpdir);
+    e = hx_test_slurp(cmd, NULL);
+    ck_assert_msg(strstr(e, "-ngl 99: using the CPU and the GPU devices") ||
+                      strstr(e, "-ngl 99: this machine has no GPU hetero can use, so it runs on the CPU"),
+                  "%s", e);
+    free(e);
+
+    /* -ctk/-ctv equal: the KV type; unequal: refused by name. */
+    rc = run("-ctk q8_0 -ctv q8_0 -n 2", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    rc = run("-ctk q8_0 -ctv f16 -n 2", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "-ctk q8_0 and -ctv f16 differ") && strstr(err, "--kv-type T"), "%d: %s", rc,
+                  err);
+    rc = run("-ctk no_such -ctv no_such -n 2", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 1 && strstr(err, "no_such"), "a KV type hetero lacks is named: %d: %s", rc, err);
+    /* -tb: one thread count. */
+    rc = run("-tb 3 -n 2", NULL, out, sizeof out, err, sizeof err); /* run() gives -t 2 */
+    ck_assert_msg(rc == 2 && strstr(err, "-tb 3 differs from -t 2"), "%d: %s", rc, err);
+    rc = run("-tb 2 -n 2", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0, "%d: %s", rc, err);
+    /* --no-mmap refused, with what to use; --mlock runs (or says why not). */
+    rc = run("--no-mmap", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 2 && strstr(err, "--no-mmap is not supported") && strstr(err, "--mlock"), "%d: %s", rc, err);
+    rc = run("--mlock -n 2", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0, "%d: %s", rc, err);
+    /* -no-cnv: one prompt. */
+    rc = run("-cnv -no-cnv -n 3 -p Hello", "never read\n", out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && !strstr(out, "> ") && !strncmp(out, "Hello", 5), "%d: %s", rc, out);
+    /* --verbose-prompt: BOS and one token per byte on this vocabulary. */
+    rc = run("--verbose-prompt -n 1 -p ab", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && strstr(err, "prompt: 3 tokens") && strstr(err, "-> 'a'") && strstr(err, "-> 'b'"),
+                  "%d: %s", rc, err);
+    /* -r: the reply ends before the text, as --stop. */
+    rc = run("-n 24 -p 'Once upon a time'", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_int_eq(rc, 0);
+    char stop[2] = {out[20], 0}, args[128];
+    ck_assert_msg(stop[0] != '\'' && stop[0] != '\\', "pick another prompt");
+    snprintf(args, sizeof args, "-n 24 -p 'Once upon a time' -r '%s'", stop);
+    rc = run(args, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && strstr(err, "ended: stop (stop string"), "%d: %s", rc, err);
+    /* --ignore-eos: SmolLM2's answer ends with <|im_end|> within 60 tokens;
+     * with it, it runs to -n. */
+    const char *smol = hx_test_smollm2("hetero-run --ignore-eos on SmolLM2");
+    if (smol) {
+        static const char chat[] = "-p '<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n' -n 60";
+        snprintf(cmd, sizeof cmd, "-m %s %s", smol, chat);
+        rc = run(cmd, NULL, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 0 && strstr(err, "ended: stop (end-of-generation token)"), "%d: %s", rc, err);
+        snprintf(cmd, sizeof cmd, "-m %s %s --ignore-eos", smol, chat);
+        rc = run(cmd, NULL, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 0 && strstr(err, "ended: length (60 tokens, as -n asked)"), "%d: %s", rc, err);
+        ck_assert_msg(!strstr(out + 40, "<|im_end|>"), "%s", out);
+    }
+}
+END_TEST
+
+/* The text's newline comes before the timing line when both share one
+ * pipe; --no-perf hides the timing (after -cnv turns too); "1 token". */
+START_TEST(output_order_no_perf_and_one_token)
+{
+    char cmd[512], path[128];
+    snprintf(path, sizeof path, "%s/both", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s/hetero-run --devices cpu -n 1 --temp 0 -p 'Once upon a time' >%s 2>&1",
+             hx_test_build_dir(), path);
+    ck_assert_int_eq(system(cmd), 0);
+    char *both = hx_test_slurp(path, NULL);
+    char *timing = strstr(both, "hetero-run: prefill");
+    ck_assert_msg(timing && timing > both && timing[-1] == '\n', "%s", both);
+    ck_assert_msg(strstr(timing, "decode 1 token in") && strstr(timing, "ended: length (1 token, as -n asked)"),
+                  "%s", both);
+    free(both);
+
+    int rc = run("--no-perf -n 3", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && !strstr(err, "prefill") && !strstr(err, "memory:"), "%d: %s", rc, err);
+    ck_assert_int_eq(out[strlen(out) - 1], '\n');
+    rc = run("--no-perf -cnv -n 3", "Hello\nAgain\n", out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && !strstr(err, "prefill") && strstr(out, "> Again"), "%d: %s", rc, err);
+    rc = run("-cnv -n 3", "Hello\n", out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && strstr(err, "prefill"), "%d: %s", rc, err);
+}
+END_TEST
+
+/* -f with a missing file fails before the model loads; a file that is not
+ * GGUF names its path once; --help states the sampling defaults. */
+START_TEST(early_errors_and_help)
+{
+    int rc = run("-f /nonexistent/prompt.txt", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 1 && strstr(err, "cannot read /nonexistent/prompt.txt") && !strstr(err, "parameters"),
+                  "%d: %s", rc, err);
+    char path[128], args[256];
+    snprintf(path, sizeof path, "%s/not.gguf", tmpdir);
+    FILE *f = fopen(path, "w");
+    fputs("this is no model\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "-m %s", path);
+    rc = run(args, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 1 && strstr(err, "not a GGUF file"), "%d: %s", rc, err);
+    char *first = strstr(err, path);
+    ck_assert_msg(first && !strstr(first + 1, path), "the path comes once: %s", err);
+
+    rc = run("--help", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_int_eq(rc, 0);
+    static const char *const defaults[] = {"(default 0.8; 0 = greedy)", "(default 40; 0 = off)",
+                                           "(default 0.95; 1 = off)", "(default 0.05; 0 = off)",
+                                           "(default 1.0 = off)", "(default 64; 0 = off)"};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        ck_assert_msg(strstr(out, defaults[i]), "--help lacks %s", defaults[i]);
+    /* What --help states is what the library's defaults are. */
+    hx_sampling d = hx_sampling_default();
+    ck_assert(d.temperature == 0.8f && d.top_k == 40 && d.top_p == 0.95f && d.min_p == 0.05f &&
+              d.repeat_penalty == 1.0f && d.repeat_last_n == 64 && d.seed == 0);
+}
+END_TEST
+
 Suite *suite_run(void)
 {
     Suite *s = suite_create("run");
@@ -139,6 +317,15 @@ Suite *suite_run(void)
     tcase_add_test(tc, a_generation_that_fills_the_context_succeeds_with_length);
     tcase_add_test(tc, stop_strings_and_prompt_files);
     tcase_add_test(tc, a_conversation_answers_each_turn);
+    tcase_add_test(tc, bad_numbers_are_refused_with_their_range);
+    tcase_add_test(tc, llama_cli_options);
+    tcase_add_test(tc, output_order_no_perf_and_one_token);
+    tcase_add_test(tc, early_errors_and_help);
     suite_add_tcase(s, tc);
+    TCase *pty = tcase_create("ctrl-c");
+    tcase_add_unchecked_fixture(pty, setup, teardown);
+    tcase_set_timeout(pty, 320);
+    tcase_add_test(pty, ctrl_c_as_llama_cli);
+    suite_add_tcase(s, pty);
     return s;
 }

@@ -1,4 +1,5 @@
-/* The tokenizer against llama.cpp's own test vectors (shared/data/vocab),
+/* The tokenizer against llama.cpp's own test vectors (HX_TEST_DATA/vocab,
+ * fetched by tests/fetch-vocab.sh),
  * through the library and through build/hetero-tokenize, plus round trips,
  * streaming detokenization, special tokens, pre-tokenizer splits and
  * synthetic vocabularies. */
@@ -26,8 +27,8 @@
 static void vocab_path(char *buf, size_t cap, const char *name)
 {
     const char *dir = hx_test_data_dir();
-    ck_assert_msg(dir && *dir, "HX_TEST_DATA is not set: the tokenizer test vectors live in "
-                               "shared/data/vocab (make test sets it)");
+    ck_assert_msg(dir && *dir, "HX_TEST_DATA is not set: the tokenizer test vectors are "
+                               "fetched by tests/fetch-vocab.sh (make test sets it)");
     int n = snprintf(buf, cap, "%s/vocab/%s", dir, name);
     ck_assert(n > 0 && (size_t)n < cap);
     struct stat st;
@@ -199,6 +200,61 @@ END_TEST
 START_TEST(vectors_gpt2_library) { run_library_vectors(GPT2_VOCAB); }
 END_TEST
 
+/* The other vocabularies llama.cpp ships with vectors that hetero's
+ * tokenizer models and pre-tokenizers cover. */
+static const char *const more_vocabs[] = {
+    "ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf",   "ggml-vocab-phi-3.gguf",
+    "ggml-vocab-falcon.gguf",    "ggml-vocab-mpt.gguf",     "ggml-vocab-starcoder.gguf",
+    "ggml-vocab-refact.gguf",    "ggml-vocab-command-r.gguf",
+};
+#define N_MORE_VOCABS (int)(sizeof more_vocabs / sizeof more_vocabs[0])
+
+/* Those it does not cover are refused when opened, naming what is missing,
+ * never tokenized some other way. */
+static const struct {
+    const char *file, *names;
+} refused_vocabs[] = {
+    {"ggml-vocab-deepseek-llm.gguf", "pre-tokenizer 'deepseek-llm'"},
+    {"ggml-vocab-deepseek-coder.gguf", "pre-tokenizer 'deepseek-coder'"},
+    {"ggml-vocab-qwen35.gguf", "pre-tokenizer 'qwen35'"},
+    {"ggml-vocab-bert-bge.gguf", "tokenizer model 'bert'"},
+    {"ggml-vocab-gemma-4.gguf", "tokenizer model 'gemma4'"},
+};
+
+/* A text that names an end-of-generation token is that token with special
+ * tokens parsed, even where the vocabulary calls it a normal token, as
+ * llama.cpp makes it a control token (Qwen2's "</s>", id 128247). */
+START_TEST(eog_texts_are_control_tokens)
+{
+    hx_tokenizer *t = open_vocab("ggml-vocab-qwen2.gguf");
+    int32_t ids[16];
+    size_t n = encode_str(t, "Hello</s>", 0, 1, ids);
+    const int32_t parsed[] = {9707, 128247}, plain[] = {9707, 522, 82, 29};
+    assert_ids(ids, n, parsed, 2, "qwen2 'Hello</s>' parsed");
+    ck_assert(hx_tokenizer_is_eog(t, 128247));
+    n = encode_str(t, "Hello</s>", 0, 0, ids);
+    assert_ids(ids, n, plain, 4, "qwen2 'Hello</s>' as text");
+    hx_tokenizer_close(t);
+}
+END_TEST
+
+START_TEST(unsupported_vocabs_are_refused_by_name)
+{
+    for (size_t k = 0; k < sizeof refused_vocabs / sizeof refused_vocabs[0]; k++) {
+        char path[4096];
+        vocab_path(path, sizeof path, refused_vocabs[k].file);
+        hx_tokenizer *t = NULL;
+        ck_assert_int_eq(hx_tokenizer_open(path, &t), HX_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(t);
+        ck_assert_msg(strstr(hx_last_error(), refused_vocabs[k].names), "%s: %s", refused_vocabs[k].file,
+                      hx_last_error());
+    }
+}
+END_TEST
+
+START_TEST(vectors_more_library) { run_library_vectors(more_vocabs[_i]); }
+END_TEST
+
 /* ---- ...and through build/hetero-tokenize -------------------------------- */
 
 /* Runs argv, returns its exit status and stdout (and stderr if err). */
@@ -267,18 +323,29 @@ static void run_tool_vectors(const char *vocab)
     for (size_t i = 0; i < v.n; i++) {
         temp_file(tmp, sizeof tmp, v.text[i], v.len[i]);
         /* As llama.cpp's vectors are: no BOS, special tokens as text. */
-        char *argv[] = {tool, "-m", model, "--no-bos", "--no-parse-special", "--file", tmp, NULL};
+        char *argv[] = {tool, "-m", model, "--ids", "--no-escape", "--no-bos", "--no-parse-special", "--file", tmp, NULL};
         int rc = run_tool(argv, out, sizeof out, err, sizeof err);
         unlink(tmp);
         char *nl = strchr(out, '\n');
         int one_line = nl && nl[1] == '\0';
         if (nl)
             *nl = '\0';
-        if (rc != 0 || !one_line || strcmp(out, v.expect[i]) != 0) {
+        /* --ids prints llama-tokenize's "[1, 2, 3]"; the vectors say "1 2 3". */
+        static char want[MAX_IDS * 8];
+        size_t w = 0;
+        want[w++] = '[';
+        for (const char *c = v.expect[i]; *c && w + 3 < sizeof want; c++) {
+            if (*c == ' ')
+                want[w++] = ',';
+            want[w++] = *c;
+        }
+        want[w++] = ']';
+        want[w] = '\0';
+        if (rc != 0 || !one_line || strcmp(out, want) != 0) {
             if (bad++ == 0)
                 ck_assert_msg(0, "%s vector #%zu '%.*s' via the tool: exit %d, stdout [%s], "
                               "stderr [%s], want [%s]", vocab, i, (int)v.len[i], v.text[i], rc,
-                              out, err, v.expect[i]);
+                              out, err, want);
         }
     }
     fprintf(stderr, "tokenizer: %s: %zu of %zu vectors match llama.cpp (hetero-tokenize)\n",
@@ -315,29 +382,49 @@ START_TEST(tool_errors)
     ck_assert_int_eq(run_tool(no_model, out, sizeof out, err, sizeof err), 1);
     ck_assert_msg(strlen(err) > 0, "no message");
 
-    char *bos[] = {tool, "-m", model, "--bos", "Hello world", NULL};
+    char *bos[] = {tool, "--ids", "-m", model, "--bos", "Hello world", NULL};
     ck_assert_int_eq(run_tool(bos, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "1 15043 3186\n");
+    ck_assert_str_eq(out, "[1, 15043, 3186]\n");
 
     /* As llama-tokenize: BOS where the model asks (the SPM vocabulary
      * does), --no-bos drops it; special tokens parsed unless told not. */
-    char *dflt[] = {tool, "-m", model, "Hello world", NULL};
+    char *dflt[] = {tool, "--ids", "-m", model, "Hello world", NULL};
     ck_assert_int_eq(run_tool(dflt, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "1 15043 3186\n");
-    char *no_bos[] = {tool, "-m", model, "--no-bos", "Hello world", NULL};
+    ck_assert_str_eq(out, "[1, 15043, 3186]\n");
+    char *no_bos[] = {tool, "--ids", "-m", model, "--no-bos", "Hello world", NULL};
     ck_assert_int_eq(run_tool(no_bos, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "15043 3186\n");
-    char *special[] = {tool, "-m", model, "--no-bos", "Hello</s>", NULL};
+    ck_assert_str_eq(out, "[15043, 3186]\n");
+    char *special[] = {tool, "--ids", "-m", model, "--no-bos", "Hello</s>", NULL};
     ck_assert_int_eq(run_tool(special, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "15043 2\n");
-    char *plain[] = {tool, "-m", model, "--no-bos", "--no-parse-special", "Hello</s>", NULL};
+    ck_assert_str_eq(out, "[15043, 2]\n");
+    char *plain[] = {tool, "--ids", "-m", model, "--no-bos", "--no-parse-special", "Hello</s>", NULL};
     ck_assert_int_eq(run_tool(plain, out, sizeof out, err, sizeof err), 0);
-    ck_assert_msg(strcmp(out, "15043 2\n") != 0 && strncmp(out, "15043 ", 6) == 0, "stdout: %s", out);
+    ck_assert_msg(strcmp(out, "[15043, 2]\n") != 0 && strncmp(out, "[15043, ", 8) == 0, "stdout: %s", out);
     char gpt2[4096];
     vocab_path(gpt2, sizeof gpt2, GPT2_VOCAB);
-    char *gpt2_dflt[] = {tool, "-m", gpt2, "Hello", NULL};
+    char *gpt2_dflt[] = {tool, "--ids", "-m", gpt2, "Hello", NULL};
     ck_assert_int_eq(run_tool(gpt2_dflt, out, sizeof out, err, sizeof err), 0);
-    ck_assert_str_eq(out, "15496\n");
+    ck_assert_str_eq(out, "[15496]\n");
+    /* llama-tokenize's default: one "%6d -> 'piece'" line per token; its
+     * -p with escapes, --stdin, --show-count, --log-disable. */
+    char *lines[] = {tool, "-m", model, "-p", "Hello\\nworld</s>", "--show-count", NULL};
+    ck_assert_int_eq(run_tool(lines, out, sizeof out, err, sizeof err), 0);
+    ck_assert_msg(strstr(out, "     1 -> '<s>'\n") && strstr(out, " 15043 -> ' Hello'\n") &&
+                      strstr(out, "-> '\n'\n") && strstr(out, "     2 -> '</s>'\n") &&
+                      strstr(out, "Total number of tokens: "),
+                  "stdout: %s", out);
+    char *no_esc[] = {tool, "-m", model, "--ids", "--no-escape", "-p", "a\\nb", NULL};
+    char *esc[] = {tool, "-m", model, "--ids", "-p", "a\\nb", NULL};
+    char o2[4096];
+    ck_assert_int_eq(run_tool(no_esc, out, sizeof out, err, sizeof err), 0);
+    ck_assert_int_eq(run_tool(esc, o2, sizeof o2, err, sizeof err), 0);
+    ck_assert_msg(strcmp(out, o2) != 0, "--no-escape changed nothing: %s", out);
+    char *quiet[] = {tool, "-m", "/nonexistent/model.gguf", "--log-disable", "-p", "hi", NULL};
+    ck_assert_int_eq(run_tool(quiet, out, sizeof out, err, sizeof err), 1);
+    ck_assert_str_eq(err, "");
+    char *unknown[] = {tool, "-m", model, "--no-such", NULL};
+    ck_assert_int_eq(run_tool(unknown, out, sizeof out, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "--no-such"), "stderr: %s", err);
 }
 END_TEST
 
@@ -936,10 +1023,26 @@ END_TEST
 Suite *suite_tokenizer(void)
 {
     Suite *s = suite_create("tokenizer");
+    /* The synthetic vocabularies need no data; llama.cpp's do. */
+    TCase *core = tcase_create("core");
+    tcase_add_test(core, bytes_vocab_through_gguf);
+    tcase_add_test(core, spm_from_arrays);
+    tcase_add_test(core, bpe_from_arrays);
+    tcase_add_test(core, phi3_rstrip);
+    tcase_add_test(core, gguf_special_ids);
+    tcase_add_test(core, pre_tokenizers);
+    tcase_add_test(core, unicode_classes);
+    suite_add_tcase(s, core);
+    if (!hx_test_vocab("tokenizer: llama.cpp's vocabularies and their test vectors"))
+        return s;
+
     TCase *lib = tcase_create("library");
     tcase_set_timeout(lib, 120);
     tcase_add_test(lib, vectors_spm_library);
     tcase_add_test(lib, vectors_gpt2_library);
+    tcase_add_loop_test(lib, vectors_more_library, 0, N_MORE_VOCABS);
+    tcase_add_test(lib, unsupported_vocabs_are_refused_by_name);
+    tcase_add_test(lib, eog_texts_are_control_tokens);
     tcase_add_test(lib, roundtrip_spm);
     tcase_add_test(lib, roundtrip_gpt2);
     tcase_add_test(lib, pieces_and_decode_spm);
@@ -958,15 +1061,5 @@ Suite *suite_tokenizer(void)
     tcase_add_test(tool, vectors_gpt2_tool);
     tcase_add_test(tool, tool_errors);
     suite_add_tcase(s, tool);
-
-    TCase *core = tcase_create("core");
-    tcase_add_test(core, bytes_vocab_through_gguf);
-    tcase_add_test(core, spm_from_arrays);
-    tcase_add_test(core, bpe_from_arrays);
-    tcase_add_test(core, phi3_rstrip);
-    tcase_add_test(core, gguf_special_ids);
-    tcase_add_test(core, pre_tokenizers);
-    tcase_add_test(core, unicode_classes);
-    suite_add_tcase(s, core);
     return s;
 }

@@ -151,12 +151,13 @@ static const struct {
     {"falcon", HX_PRE_FALCON, 0, 1, 0},
 };
 
-/* Token texts that end generation; llama.cpp also makes them control tokens
- * so plain text never spells them. */
+/* Token texts that end generation, llama.cpp's list (llama-vocab.cpp); it
+ * also makes them control tokens, so plain text never spells them and a
+ * prompt's "</s>" is that token wherever the vocabulary has one. */
 static const char *const eog_names[] = {
-    "<|eot_id|>", "<|im_end|>",   "<|end|>",           "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",        "_<EOT>",            "<|end_of_text|>",
-    "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[",
 };
 static const char *const eot_names[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>",          "<end_of_turn>", "<|endoftext|>",

@@ -3,19 +3,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tools/chunk_eval.h"
+#include "tools/cli_num.h"
 
 static int parse_count(const char *prog, const char *opt, const char *v, long lo, long *out)
 {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > 1 << 20) {
-        fprintf(stderr, "%s: %s takes a whole number from %ld to %d, not '%s'\n", prog, opt, lo, 1 << 20, v);
+    long long n;
+    if (cli_long(prog, opt, v, lo, 1 << 20, &n))
         return -1;
-    }
-    *out = n;
+    *out = (long)n;
     return 2;
 }
 
@@ -31,6 +30,10 @@ int chunk_option(const char *prog, chunk_options *o, const char *opt, const char
         *str = v;
         return 2;
     }
+    if (!strcmp(opt, "-q") || !strcmp(opt, "--quiet")) {
+        o->quiet = 1;
+        return 1;
+    }
     if (!v)
         return 0;
     return !strcmp(opt, "-c")         ? parse_count(prog, opt, v, 4, &o->n_ctx)
@@ -38,6 +41,25 @@ int chunk_option(const char *prog, chunk_options *o, const char *opt, const char
            : !strcmp(opt, "-b")       ? parse_count(prog, opt, v, 1, &o->batch)
            : !strcmp(opt, "-t")       ? parse_count(prog, opt, v, 0, &o->threads)
                                       : 0;
+}
+
+double chunk_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void chunk_eta(const char *prog, const chunk_options *o, int done, int total, double seconds)
+{
+    int step = total >= 10 ? total / 10 : 1;
+    if (o->quiet || !isatty(STDERR_FILENO) || done >= total || (done != 1 && done % step))
+        return;
+    double per = seconds / done;
+    /* stdout's [n] values share the terminal: the line of its own. */
+    fflush(stdout);
+    fprintf(stderr, "%s%s: %.2f seconds per pass - chunk %d of %d - ETA %.2f minutes\n", done > 1 ? "\n" : "",
+            prog, per, done, total, per * (total - done) / 60.0);
 }
 
 hx_status chunk_open(const chunk_options *o, int batch, int every_token, hx_runtime **rt, hx_model **m)

@@ -14,6 +14,7 @@
 typedef struct {
     const char *model, *text, *devices, *sched, *kv_type; /* -m -f --devices --sched --kv-type */
     long n_ctx, chunks, batch, threads;                   /* -c (default 512) --chunks -b -t */
+    int quiet;                                            /* -q: no time estimate */
 } chunk_options;
 
 /* The usage lines of -b, -t, --devices, --sched and --kv-type. */
@@ -22,12 +23,21 @@ typedef struct {
     "  -t N                      CPU threads (default: one per core)\n"                    \
     "  --devices LIST            devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"     \
     "  --sched P                 scheduling policy: eager, static, ws, dmda\n"             \
-    "  --kv-type T               KV cache type: f16 (default), q8_0, f32\n"
+    "  --kv-type T               KV cache type: f16 (default), q8_0, f32\n"                 \
+    "  -q, --quiet               no time estimate (there is one only on a terminal)\n"
 
 /* Takes option `opt` with its value `v` (NULL when none follows) if it is
- * one of chunk_options': 2 when taken, 0 when it is not one of them or
- * lacks its value, -1 for a bad value (said on stderr). */
+ * one of chunk_options': the arguments taken (2 with a value, 1 for -q), 0
+ * when it is not one of them or lacks its value, -1 for a bad value (said
+ * on stderr). */
 int chunk_option(const char *prog, chunk_options *o, const char *opt, const char *v);
+
+/* After chunk `done` of `total` took `seconds` from the start: the time
+ * per chunk and what is left, on stderr, as llama-perplexity prints it
+ * after its first pass, then again every tenth of the way; only on a
+ * terminal, and not with -q. */
+void chunk_eta(const char *prog, const chunk_options *o, int done, int total, double seconds);
+double chunk_clock(void);
 
 /* The runtime and the model as the options ask, for evaluations of up to
  * `batch` tokens of one chunk; every_token turns the prefix cache off, so

@@ -11,6 +11,7 @@
 #ifndef HX_TOOLS_CLI_NUM_H
 #define HX_TOOLS_CLI_NUM_H
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -28,9 +29,10 @@ static inline int cli_long(const char *prog, const char *opt, const char *v, lon
     char *end = NULL;
     long long n = 0;
     errno = 0;
-    if (v && *v)
+    /* strtoll skips leading blanks: " 4" is not a number here. */
+    if (v && *v && !isspace((unsigned char)*v))
         n = strtoll(v, &end, 10);
-    if (!v || !*v || errno || !end || *end || n < lo || n > hi) {
+    if (!v || !*v || isspace((unsigned char)*v) || errno || !end || *end || n < lo || n > hi) {
         fprintf(stderr, "%s: %s takes a whole number from %lld to %lld, not '%s'\n", prog, opt, lo, hi,
                 v ? v : "(nothing)");
         return -1;
@@ -73,9 +75,9 @@ static inline int cli_double(const char *prog, const char *opt, const char *v, d
     char *end = NULL;
     double x = 0;
     errno = 0;
-    if (v && *v)
+    if (v && *v && !isspace((unsigned char)*v))
         x = strtod(v, &end);
-    if (!v || !*v || errno || !end || *end || !isfinite(x) || x < lo || x > hi) {
+    if (!v || !*v || isspace((unsigned char)*v) || errno || !end || *end || !isfinite(x) || x < lo || x > hi) {
         fprintf(stderr, "%s: %s takes a number from %g to %g, not '%s'\n", prog, opt, lo, hi,
                 v ? v : "(nothing)");
         return -1;

@@ -70,7 +70,7 @@ static int parse(int argc, char **argv, args *a)
         if (taken < 0)
             return -1;
         if (taken) {
-            i++;
+            i += taken - 1;
             continue;
         }
 #define OPT(name) (!strcmp(o, name) && v && ++i)
@@ -298,10 +298,12 @@ static int collect(const args *a, hx_imatrix *im)
     int32_t bos = hx_tokenizer_wants_bos(tok) ? hx_tokenizer_bos(tok) : -1;
     fprintf(stderr, PROG ": %s (%s, %s): %zu tokens, %d chunks of %d%s\n", info.name, info.arch, info.ftype, n_tokens,
             n_chunk, n_ctx, bos >= 0 ? ", each starting with BOS" : "");
+    double t0 = chunk_clock();
     for (int32_t c = 0; c < n_chunk; c++) {
         if (chunk_eval(PROG, m, tokens + (size_t)c * n_ctx, n_ctx, batch, bos, a->process_output,
                        a->no_ppl ? no_score : score, &p))
             goto out;
+        chunk_eta(PROG, &a->c, c + 1, n_chunk, chunk_clock() - t0);
         if (!a->no_ppl)
             printf("[%d]%.4f,", c + 1, exp(p.nll / p.count));
         fflush(stdout);

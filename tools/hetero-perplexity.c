@@ -64,7 +64,7 @@ static int parse(int argc, char **argv, args *a)
         if (taken < 0)
             return -1;
         if (taken) {
-            i++;
+            i += taken - 1;
             continue;
         }
 #define OPT(name) (!strcmp(o, name) && v && ++i)
@@ -463,9 +463,11 @@ int main(int argc, char **argv)
     if (a.kld)
         printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
                "Δp RMS            Same top p\n");
+    double t0 = chunk_clock();
     for (int32_t c = 0; c < n_chunk; c++) {
         if (chunk_eval(PROG, m, tokens + (size_t)c * n_ctx, (int)n_ctx, batch, bos, 0, score, &sc))
             goto out;
+        chunk_eta(PROG, &a.c, c + 1, n_chunk, chunk_clock() - t0);
         if (a.kld) {
             print_chunk_kld(c + 1, &sc.k);
         } else {

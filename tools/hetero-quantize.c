@@ -7,6 +7,8 @@
 #include <strings.h>
 
 #include "hetero.h"
+#include "tools/cli_num.h"
+#include "tools/cli_progress.h"
 
 static void usage(FILE *f)
 {
@@ -28,12 +30,20 @@ static void usage(FILE *f)
             "                               squared error within BPW bits per weight (all tensors)\n"
             "  --target-size SIZE           the same within SIZE bytes (suffixes K, M, G, KiB, MiB, GiB)\n"
             "  --budget-types LIST          budget mode: the types it may choose (comma-separated)\n"
-            "  --dry-run                    choose and print the types, write nothing\n");
+            "  --dry-run                    choose and print the types, write nothing\n"
+            "  -q, --quiet                  no progress line (there is one only on a terminal)\n");
 }
 
 typedef struct {
     int budget;
+    cli_progress progress;
 } printer;
+
+static void progress(void *user, const char *step, size_t done, size_t total, const char *tensor)
+{
+    printer *p = user;
+    cli_progress_update(&p->progress, step, done, total, tensor);
+}
 
 static void report(void *user, const char *tensor, const char *from, const char *to, uint64_t a, uint64_t b)
 {
@@ -91,10 +101,11 @@ int main(int argc, char **argv)
     o.user = &pr;
     o.totals = &totals;
     o.tensor_types = tt;
-    int i = 1;
-    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+    o.progress = progress;
+    int i = 1, quiet = 0;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--allow-requantize")) {
@@ -103,6 +114,8 @@ int main(int argc, char **argv)
             o.leave_output_tensor = 1;
         } else if (!strcmp(a, "--pure")) {
             o.pure = 1;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = 1;
         } else if (!strcmp(a, "--dry-run")) {
             o.dry_run = 1;
         } else if (!strcmp(a, "--output-tensor-type") && need(argc, argv, i)) {
@@ -116,16 +129,16 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--budget-types") && need(argc, argv, i)) {
             o.budget_types = argv[++i];
         } else if (!strcmp(a, "--target-bpw") && need(argc, argv, i)) {
-            char *end;
-            o.target_bpw = strtod(argv[++i], &end);
-            if (*end || !(o.target_bpw > 0)) {
-                fprintf(stderr, "hetero-quantize: --target-bpw '%s' is not a positive number\n", argv[i]);
-                return 2;
+            if (cli_double("hetero-quantize", a, argv[++i], 0.5, 64, &o.target_bpw)) {
+                free(tt);
+                return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "--target-size") && need(argc, argv, i)) {
             if (!parse_size(argv[++i], &o.target_bytes)) {
-                fprintf(stderr, "hetero-quantize: --target-size '%s' is not a size (123, 60MiB, 1.5G)\n", argv[i]);
-                return 2;
+                fprintf(stderr, "hetero-quantize: --target-size takes a size above 0 bytes such as 123, 60MiB or "
+                                "1.5G, not '%s'\n", argv[i]);
+                free(tt);
+                return CLI_EXIT_USAGE;
             }
         } else {
             if (!strstr(" --output-tensor-type --token-embedding-type --tensor-type --imatrix --target-bpw "
@@ -136,6 +149,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    cli_progress_init(&pr.progress, "hetero-quantize", quiet);
     int budget = o.target_bpw > 0 || o.target_bytes > 0;
     if (argc - i != (budget ? 2 : 3)) {
         usage(stderr);

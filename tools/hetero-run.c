@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hetero.h"
+#include "tools/cli_num.h"
 #include "tools/run.h"
 
 static void usage(FILE *f)
@@ -28,14 +31,26 @@ static void usage(FILE *f)
           "                     standard input, formatted with the model's chat template\n"
           "  -sys, --system-prompt TEXT   the conversation's system prompt\n"
           "  --chat-template NAME  a built-in template instead of the model's (chatml, llama3, ...)\n"
+          "  -no-cnv, --no-conversation   one prompt, no conversation (the default)\n"
           "  -n N               tokens to generate (default 64, in a conversation -1; -1 = until an\n"
           "                     end-of-generation token or the end of the context)\n"
           "  -c, --ctx-size N   context in tokens (default: the model's trained context, lowered\n"
           "                     if its KV cache would not fit in memory)\n"
           "  --stop TEXT        stop before TEXT (repeatable)\n"
+          "  -r, --reverse-prompt TEXT  as --stop: the reply ends before TEXT (in -cnv the user's\n"
+          "                     turn follows); llama-cli prints TEXT, hetero-run does not\n"
+          "  --ignore-eos       end-of-generation tokens are never sampled (runs to -n)\n"
+          "  --verbose-prompt   print the prompt's tokens (id -> 'piece') before generating\n"
+          "  --no-perf          no timing lines (after the text, and after each -cnv turn)\n"
           "  --tokens LIST      evaluate these token ids (comma separated) instead of a prompt\n"
           "  --logits FILE      write the logits of every evaluated position (float32 LE [n][n_vocab])\n"
-          "  -t N               CPU threads (default: one per core)\n"
+          "  -t, --threads N    CPU threads (default: one per core)\n"
+          "  -tb, --threads-batch N  the same count (hetero uses one thread count for the prompt\n"
+          "                     and the generation); a different count than -t is refused\n"
+          "  -ngl, --n-gpu-layers N  0: the CPU only (--devices cpu); N > 0: the GPU devices too,\n"
+          "                     where there are any (layers are placed by --partition, not counted)\n"
+          "  --mlock            keep the mapped model in memory (mlockall); --no-mmap is refused:\n"
+          "                     the model file is always mapped\n"
           "  -b N               largest batch per evaluation (default 512)\n"
           "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
           "  --sched P          scheduling policy: static (default), eager, ws, dmda\n"
@@ -45,12 +60,22 @@ static void usage(FILE *f)
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
+          "  -ctk, --cache-type-k T  -ctv, --cache-type-v T   llama.cpp's names for --kv-type: the\n"
+          "                     K and V caches have one type, so the two must be equal\n"
           "  --context-shift    when the context fills, drop old tokens and go on (llama.cpp's)\n"
           "  --keep N           tokens a context shift keeps at the start (default 0)\n"
           "  --shift-step N     tokens a context shift drops (default: half of the rest); with\n"
           "                     --keep 4, a small step keeps attention sinks and a recent window\n"
-          "  --temp X --top-k N --top-p X --min-p X --repeat-penalty X --repeat-last-n N\n"
-          "  --frequency-penalty X --presence-penalty X --seed N   sampling (llama-cli's)\n",
+          "sampling (llama-cli's options and defaults):\n"
+          "  --temp X           temperature, 0 to 1e6 (default 0.8; 0 = greedy)\n"
+          "  --top-k N          0 to 2147483647 (default 40; 0 = off)\n"
+          "  --top-p X          1e-6 to 1 (default 0.95; 1 = off)\n"
+          "  --min-p X          0 to 1 (default 0.05; 0 = off)\n"
+          "  --repeat-penalty X 1e-6 to 1e6 (default 1.0 = off)\n"
+          "  --repeat-last-n N  0 to 1048576 (default 64; 0 = off)\n"
+          "  --frequency-penalty X, --presence-penalty X   -2 to 2 (default 0 = off)\n"
+          "  --seed N           0 to 18446744073709551615 (default 0: the same text every run; -1: a\n"
+          "                     random seed, printed)\n",
           f);
 }
 
@@ -114,7 +139,7 @@ static int print_piece(void *user, int32_t token, const char *piece)
 {
     fputs(piece, stdout);
     fflush(stdout);
-    return 0;
+    return run_interrupted();
 }
 
 /* A whole file, NUL-terminated (the prompt of -f). */
@@ -147,6 +172,40 @@ static int add_stop(run_args *a, const char *v)
     return 0;
 }
 
+#define P "hetero-run"
+
+/* -ngl: llama.cpp's layer count offloaded to a GPU, mapped onto the
+ * device set: 0 is the CPU alone; more is the GPU devices too, where any
+ * is present (how many layers go there is --partition's choice). */
+static int map_gpu_layers(run_args *a)
+{
+    if (a->n_gpu_layers < 0)
+        return 0;
+    if (a->devices) {
+        fprintf(stderr, P ": -ngl and --devices both choose the devices: give one of them\n");
+        return -1;
+    }
+    if (a->n_gpu_layers == 0) {
+        a->devices = "cpu";
+        fprintf(stderr, P ": -ngl 0: running on the CPU only (--devices cpu)\n");
+        return 0;
+    }
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu,gpu";
+    hx_runtime *rt;
+    if (hx_runtime_open(&rt, &o) == HX_OK) {
+        hx_runtime_close(rt);
+        a->devices = "cpu,gpu";
+        fprintf(stderr, P ": -ngl %d: using the CPU and the GPU devices (--devices cpu,gpu); hetero places the "
+                          "layers' tasks by --partition, not by a layer count\n", a->n_gpu_layers);
+    } else {
+        a->devices = "cpu";
+        fprintf(stderr, P ": -ngl %d: this machine has no GPU hetero can use, so it runs on the CPU "
+                          "(--devices cpu)\n", a->n_gpu_layers);
+    }
+    return 0;
+}
+
 static int parse(int argc, char **argv, run_args *a)
 {
     for (int i = 1; i < argc; i++) {
@@ -154,24 +213,32 @@ static int parse(int argc, char **argv, run_args *a)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (!strcmp(o, name) && v && ++i)
 #define FLAG(name) (!strcmp(o, name))
-        if (OPT("-m")) a->model = v;
+/* A numeric option: the whole value, inside its range, or exit 2. */
+#define INT(lo, hi, dst) (cli_int(P, o, v, lo, hi, &(dst)) ? -1 : 0)
+#define REAL(lo, hi, dst) (cli_float(P, o, v, lo, hi, &(dst)) ? -1 : 0)
+        int bad = 0;
+        if (OPT("-m") || OPT("--model")) a->model = v;
         else if (OPT("--synthetic")) snprintf(a->synthetic, sizeof a->synthetic, "%s", v);
-        else if (OPT("-p")) a->prompt = v;
+        else if (OPT("-p") || OPT("--prompt")) a->prompt = v;
         else if (OPT("-f") || OPT("--file")) a->prompt_file = v;
         else if (OPT("--tokens")) a->tokens = v;
         else if (OPT("--logits")) a->logits = v;
-        else if (OPT("-n")) a->n_predict = atoi(v);
-        else if (OPT("-c") || OPT("--ctx-size")) a->n_ctx = atoi(v);
-        else if (OPT("--stop")) {
+        else if (OPT("-n") || OPT("--n-predict") || OPT("--predict")) bad = INT(-1, INT32_MAX, a->n_predict);
+        else if (OPT("-c") || OPT("--ctx-size")) bad = INT(0, INT32_MAX, a->n_ctx);
+        else if (OPT("--stop") || OPT("-r") || OPT("--reverse-prompt")) {
             if (add_stop(a, v))
                 return -1;
-        } else if (OPT("-t")) a->threads = atoi(v);
-        else if (OPT("-b")) a->batch = atoi(v);
+        } else if (OPT("-t") || OPT("--threads")) bad = INT(0, 4096, a->threads);
+        else if (OPT("-tb") || OPT("--threads-batch")) bad = INT(1, 4096, a->threads_batch);
+        else if (OPT("-b") || OPT("--batch-size")) bad = INT(1, 1 << 20, a->batch);
+        else if (OPT("-ngl") || OPT("--n-gpu-layers") || OPT("--gpu-layers")) bad = INT(0, INT32_MAX, a->n_gpu_layers);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
+        else if (OPT("-ctk") || OPT("--cache-type-k")) a->cache_type_k = v;
+        else if (OPT("-ctv") || OPT("--cache-type-v")) a->cache_type_v = v;
         else if (FLAG("--context-shift")) a->context_shift = 1;
-        else if (OPT("--keep")) a->keep = atoi(v);
-        else if (OPT("--shift-step")) a->shift_step = atoi(v);
+        else if (OPT("--keep")) bad = INT(0, INT32_MAX, a->keep);
+        else if (OPT("--shift-step")) bad = INT(0, INT32_MAX, a->shift_step);
         else if (OPT("--sched")) a->sched = v;
         else if (OPT("--partition")) a->partition = v;
         else if (OPT("--trace")) a->trace = v;
@@ -179,46 +246,85 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("-sys") || OPT("--system-prompt")) a->system_prompt = v;
         else if (OPT("--chat-template")) a->chat_template = v;
         else if (FLAG("-cnv") || FLAG("--conversation") || FLAG("--chat")) a->chat = 1;
+        else if (FLAG("-no-cnv") || FLAG("--no-conversation")) a->chat = 0;
         else if (FLAG("--plan")) a->plan = 1;
         else if (FLAG("--stats")) a->stats = 1;
-        else if (OPT("--temp")) a->sampling.temperature = strtof(v, NULL);
-        else if (OPT("--top-k")) a->sampling.top_k = atoi(v);
-        else if (OPT("--top-p")) a->sampling.top_p = strtof(v, NULL);
-        else if (OPT("--min-p")) a->sampling.min_p = strtof(v, NULL);
-        else if (OPT("--repeat-penalty")) a->sampling.repeat_penalty = strtof(v, NULL);
-        else if (OPT("--repeat-last-n")) a->sampling.repeat_last_n = atoi(v);
-        else if (OPT("--frequency-penalty")) a->sampling.frequency_penalty = strtof(v, NULL);
-        else if (OPT("--presence-penalty")) a->sampling.presence_penalty = strtof(v, NULL);
-        else if (OPT("--seed")) a->sampling.seed = strtoull(v, NULL, 10);
+        else if (FLAG("--ignore-eos")) a->sampling.ignore_eos = 1;
+        else if (FLAG("--mlock")) a->mlock = 1;
+        else if (FLAG("--verbose-prompt")) a->verbose_prompt = 1;
+        else if (FLAG("--no-perf")) a->no_perf = 1;
+        else if (FLAG("--no-mmap")) {
+            fprintf(stderr, P ": --no-mmap is not supported: hetero always maps the model file (read-only, "
+                              "its pages shared); --mlock keeps it in memory\n");
+            return -1;
+        } else if (OPT("--temp")) bad = REAL(0, 1e6, a->sampling.temperature);
+        else if (OPT("--top-k")) bad = INT(0, INT32_MAX, a->sampling.top_k);
+        else if (OPT("--top-p")) bad = REAL(1e-6, 1, a->sampling.top_p);
+        else if (OPT("--min-p")) bad = REAL(0, 1, a->sampling.min_p);
+        else if (OPT("--repeat-penalty")) bad = REAL(1e-6, 1e6, a->sampling.repeat_penalty);
+        else if (OPT("--repeat-last-n")) bad = INT(0, 1 << 20, a->sampling.repeat_last_n);
+        else if (OPT("--frequency-penalty")) bad = REAL(-2, 2, a->sampling.frequency_penalty);
+        else if (OPT("--presence-penalty")) bad = REAL(-2, 2, a->sampling.presence_penalty);
+        else if (OPT("--seed")) {
+            if (!strcmp(v, "-1")) {
+                /* llama.cpp's -1: a random seed, printed so the run can be repeated. */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                a->sampling.seed = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+                fprintf(stderr, P ": --seed -1: seed %llu\n", (unsigned long long)a->sampling.seed);
+            } else {
+                bad = cli_u64(P, o, v, UINT64_MAX, &a->sampling.seed);
+            }
+        }
         else if (FLAG("--no-bos")) a->add_special = 0;
         else if (FLAG("--no-special")) a->parse_special = 0;
         else if (FLAG("-h") || FLAG("--help")) {
             usage(stdout);
             exit(0);
         } else {
-            fprintf(stderr, "hetero-run: unknown or incomplete option '%s'\n", o);
-            usage(stderr);
+            fprintf(stderr, P ": unknown or incomplete option '%s' (--help lists them)\n", o);
             return -1;
         }
+        if (bad)
+            return -1;
 #undef OPT
 #undef FLAG
+#undef INT
+#undef REAL
     }
-    if (a->n_predict < -1 && a->n_predict != -2) {
-        fprintf(stderr, "hetero-run: -n takes -1 (until the end) or a non-negative number\n");
+    if (a->threads_batch && a->threads && a->threads_batch != a->threads) {
+        fprintf(stderr, P ": -tb %d differs from -t %d: hetero uses one CPU thread count for the prompt and the "
+                          "generation (give -t N alone)\n", a->threads_batch, a->threads);
         return -1;
     }
-    if (a->threads < 0 || a->batch < 0 || a->n_ctx < 0 || a->keep < 0 || a->shift_step < 0) {
-        fprintf(stderr, "hetero-run: -t, -b, -c, --keep and --shift-step take non-negative numbers\n");
-        return -1;
+    if (a->threads_batch && !a->threads) {
+        a->threads = a->threads_batch;
+        fprintf(stderr, P ": -tb %d: %d CPU threads for the prompt and the generation alike (hetero has one "
+                          "thread count)\n", a->threads_batch, a->threads);
+    }
+    if (a->cache_type_k || a->cache_type_v) {
+        const char *k = a->cache_type_k ? a->cache_type_k : "f16", *vt = a->cache_type_v ? a->cache_type_v : "f16";
+        if (strcmp(k, vt) != 0) {
+            fprintf(stderr, P ": -ctk %s and -ctv %s differ: hetero's KV cache has one type for K and V "
+                              "(--kv-type T, or -ctk T -ctv T)\n", k, vt);
+            return -1;
+        }
+        if (a->kv_type && strcmp(a->kv_type, k) != 0) {
+            fprintf(stderr, P ": --kv-type %s and -ctk/-ctv %s differ: give one of them\n", a->kv_type, k);
+            return -1;
+        }
+        a->kv_type = k;
     }
     if (a->prompt && a->prompt_file) {
-        fprintf(stderr, "hetero-run: give the prompt with -p or -f, not both\n");
+        fprintf(stderr, P ": give the prompt with -p or -f, not both\n");
         return -1;
     }
     if (a->chat && (a->tokens || a->prompt_file)) {
-        fprintf(stderr, "hetero-run: a conversation takes its turns from -p and standard input, not --tokens or -f\n");
+        fprintf(stderr, P ": a conversation takes its turns from -p and standard input, not --tokens or -f\n");
         return -1;
     }
+    if (map_gpu_layers(a))
+        return -1;
     a->sampling.stop = a->stop;
     a->sampling.n_stop = a->n_stop;
     return 0;
@@ -315,41 +421,58 @@ static int run_tokens(hx_session *s, const run_args *a, const hx_model_info *in,
     double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (a->logits && write_logits(a->logits, s, n, in->n_vocab))
         return 1;
-    fprintf(stderr, "hetero-run: evaluated %zu tokens in %.3f s (%.1f tokens/s)%s%s\n", n, sec, n / sec,
+    fprintf(stderr, "hetero-run: evaluated %zu %s in %.3f s (%.1f tokens/s)%s%s\n", n, run_tokens_word(n), sec, n / sec,
             a->logits ? ", logits in " : "", a->logits ? a->logits : "");
     return 0;
 }
 
+/* --verbose-prompt: the prompt's tokens, as llama-cli prints them. */
+static void print_prompt_tokens(hx_model *m, const int32_t *ids, size_t n)
+{
+    fprintf(stderr, "hetero-run: prompt: %zu %s\n", n, run_tokens_word(n));
+    for (size_t i = 0; i < n; i++) {
+        char piece[256];
+        size_t len = 0;
+        if (hx_model_token_to_piece(m, ids[i], piece, sizeof piece, &len) != HX_OK)
+            len = 0;
+        fprintf(stderr, "%6d -> '%.*s'\n", ids[i], (int)len, piece);
+    }
+}
+
 /* -p / -f: the prompt, then what the model generates after it.  A prompt
  * the context cannot hold is refused before any work; a generation that
- * fills the context ends there, with its text, and succeeds. */
-static int run_prompt(hx_model *m, hx_session *s, const run_args *a, const hx_model_info *in)
+ * fills the context ends there, with its text, and succeeds.  Ctrl-C ends
+ * it after the token being generated, with the text's newline and the
+ * timing line, and exit status 130. */
+static int run_prompt(hx_model *m, hx_session *s, const run_args *a, const hx_model_info *in, const char *prompt,
+                      size_t len)
 {
-    size_t len = 0;
-    char *owned = a->prompt_file ? read_file(a->prompt_file, &len) : NULL;
-    if (a->prompt_file && !owned)
-        return 1;
-    const char *prompt = owned ? owned : a->prompt ? a->prompt : "Once upon a time";
-    if (!owned)
-        len = strlen(prompt);
     int32_t *ids;
     size_t n;
     int rc = 1;
     if (run_tokenize(m, prompt, len, a->add_special, a->parse_special, &ids, &n) == 0 &&
         run_check_context(in, n, 0) == 0) {
+        if (a->verbose_prompt)
+            print_prompt_tokens(m, ids, n);
         fwrite(prompt, 1, len, stdout);
         hx_generation_stats gs;
-        if (hx_session_generate(s, ids, n, run_n_predict(a), &a->sampling, print_piece, NULL, &gs)) {
-            fprintf(stderr, "\nhetero-run: %s\n", hx_last_error());
+        run_generating(1);
+        hx_status st = hx_session_generate(s, ids, n, run_n_predict(a), &a->sampling, print_piece, NULL, &gs);
+        run_generating(0);
+        /* The text's line ends on stdout before any line on stderr. */
+        putchar('\n');
+        fflush(stdout);
+        if (st) {
+            fprintf(stderr, "hetero-run: %s\n", hx_last_error());
         } else {
-            putchar('\n');
-            run_report(a, in, &gs, hx_session_position(s));
-            print_memory(a->model);
-            rc = 0;
+            if (!a->no_perf) {
+                run_report(a, in, &gs, hx_session_position(s));
+                print_memory(a->model);
+            }
+            rc = gs.finish == HX_FINISH_CALLBACK && run_interrupted() ? RUN_EXIT_INTERRUPTED : 0;
         }
     }
     free(ids);
-    free(owned);
     return rc;
 }
 
@@ -369,21 +492,35 @@ static void say_context(const run_args *a, const hx_model_info *in)
 
 int main(int argc, char **argv)
 {
-    run_args a = {.n_predict = -2, .add_special = 1, .parse_special = 1, .sampling = hx_sampling_default()};
+    run_args a = {.n_predict = -2, .n_gpu_layers = -1, .add_special = 1, .parse_special = 1, .sampling = hx_sampling_default()};
     snprintf(a.synthetic, sizeof a.synthetic, "tiny:f16");
     if (parse(argc, argv, &a)) {
         free(a.stop);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
+    /* -f is read before the model loads: a missing file fails at once. */
+    size_t prompt_len = 0;
+    char *prompt_owned = a.prompt_file ? read_file(a.prompt_file, &prompt_len) : NULL;
+    if (a.prompt_file && !prompt_owned) {
+        free(a.stop);
+        return 1;
+    }
+    const char *prompt = prompt_owned ? prompt_owned : a.prompt ? a.prompt : "Once upon a time";
+    if (!prompt_owned)
+        prompt_len = strlen(prompt);
     char path[700];
     if (!a.model) {
         char preset[64], *type = strchr(a.synthetic, ':');
         snprintf(preset, sizeof preset, "%.*s", type ? (int)(type - a.synthetic) : (int)strlen(a.synthetic),
                  a.synthetic);
-        if (synthetic_path(preset, type ? type + 1 : "f16", path, sizeof path))
+        if (synthetic_path(preset, type ? type + 1 : "f16", path, sizeof path)) {
+            free(prompt_owned);
+            free(a.stop);
             return 1;
+        }
         a.model = path;
     }
+    run_sigint_install();
     hx_runtime_options ro = hx_runtime_options_default();
     ro.devices = a.devices;
     ro.cpu_threads = a.threads;
@@ -403,6 +540,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "hetero-run: %s\n", hx_last_error());
         goto out;
     }
+    if (a.mlock && mlockall(MCL_CURRENT) != 0)
+        fprintf(stderr, "hetero-run: warning: --mlock: cannot lock the model in memory (%s; see ulimit -l); "
+                        "going on without\n", strerror(errno));
     hx_model_info info;
     hx_model_info_get(m, &info);
     fprintf(stderr, "hetero-run: %s (%s, %s, %.1fM parameters, %u layers)\n", info.name, info.arch, info.ftype,
@@ -427,13 +567,14 @@ int main(int argc, char **argv)
     else if (a.chat)
         rc = run_chat(m, s, &a);
     else
-        rc = run_prompt(m, s, &a, &info);
+        rc = run_prompt(m, s, &a, &info, prompt, prompt_len);
 out:
     if (a.stats && rt)
         print_stats(rt);
     if (a.trace && rt && hx_runtime_trace_stop(rt) == HX_OK)
         fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);
+    free(prompt_owned);
     free(a.stop);
     hx_session_close(s);
     hx_model_free(m);

@@ -20,8 +20,23 @@ typedef struct {
     int parse_special; /* special tokens spelled in a prompt are tokens (--no-special: text) */
     int plan, stats, chat;
     int context_shift, keep, shift_step; /* --context-shift, --keep N, --shift-step N */
+    int n_gpu_layers;  /* -ngl N; -1: not given */
+    int threads_batch; /* -tb N; 0: not given */
+    int mlock, verbose_prompt, no_perf;
+    const char *cache_type_k, *cache_type_v; /* -ctk, -ctv */
     hx_sampling sampling;
 } run_args;
+
+/* Ctrl-C, as llama-cli takes it: while a reply is being generated the
+ * first one asks it to stop (run_interrupted() turns true, the generation
+ * ends at its next token and hetero-run goes on: back to the prompt in a
+ * conversation, to the timing line and exit 130 otherwise); a second one
+ * before that reply has ended, or one while no reply is being generated
+ * (at the conversation's prompt), ends the program with status 130. */
+#define RUN_EXIT_INTERRUPTED 130
+void run_sigint_install(void);
+void run_generating(int on); /* a reply is being generated (1) or not (0) */
+int run_interrupted(void);
 
 /* The conversation mode (-cnv): user turns from -p then standard input,
  * formatted with the model's chat template.  Returns the exit status. */
@@ -38,6 +53,8 @@ int run_tokenize(hx_model *m, const char *text, size_t len, int add_special, int
 int run_check_context(const hx_model_info *in, size_t n_prompt, uint32_t pos);
 /* The prefill/decode line and why the generation ended, on stderr. */
 void run_report(const run_args *a, const hx_model_info *in, const hx_generation_stats *gs, uint32_t pos);
+/* "1 token", "2 tokens". */
+const char *run_tokens_word(uint64_t n);
 /* 4096 -> "4,096". */
 const char *run_grouped(uint64_t v, char buf[32]);
 

@@ -117,6 +117,8 @@ static int on_token(void *user, int32_t token, const char *piece)
     reply *r = user;
     fputs(piece, stdout);
     fflush(stdout);
+    if (run_interrupted())
+        return 1;
     size_t n = strlen(piece);
     if (r->len + n + 1 > r->cap) {
         size_t cap = (r->len + n + 1) * 2;
@@ -208,10 +210,15 @@ int run_chat(hx_model *m, hx_session *s, const run_args *a)
         }
         reply r = {.last_token = -1};
         hx_generation_stats gs;
+        /* Ctrl-C ends this reply (kept as it stands) and the next turn is
+         * asked for; a second one ends the program (run_sigint.c). */
+        run_generating(1);
         hx_status st = hx_session_generate(s, ids, n, run_n_predict(a), &a->sampling, on_token, &r, &gs);
+        run_generating(0);
         free(ids);
         putchar('\n');
-        if (st == HX_OK)
+        fflush(stdout);
+        if (st == HX_OK && !a->no_perf)
             run_report(a, &in, &gs, hx_session_position(s));
         if (st != HX_OK || add_message(&c, "assistant", r.text ? r.text : "", r.len)) {
             fprintf(stderr, "hetero-run: %s\n", st ? hx_last_error() : "out of memory");

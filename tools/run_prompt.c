@@ -18,6 +18,8 @@ const char *run_grouped(uint64_t v, char buf[32])
     return buf;
 }
 
+const char *run_tokens_word(uint64_t n) { return n == 1 ? "token" : "tokens"; }
+
 uint32_t run_n_predict(const run_args *a)
 {
     if (a->n_predict >= 0)
@@ -50,14 +52,15 @@ int run_check_context(const hx_model_info *in, size_t n_prompt, uint32_t pos)
         return 0;
     char a[32], b[32], c[32], d[32];
     if (pos)
-        fprintf(stderr, "hetero-run: the prompt is %s tokens and the conversation holds %s; the context is %s "
+        fprintf(stderr, "hetero-run: the prompt is %s %s and the conversation holds %s; the context is %s "
                         "(-c N for a larger one; the model was trained for %s)\n",
-                run_grouped(n_prompt, a), run_grouped(pos, b), run_grouped(in->n_ctx, c),
+                run_grouped(n_prompt, a), run_tokens_word(n_prompt), run_grouped(pos, b), run_grouped(in->n_ctx, c),
                 run_grouped(in->n_ctx_train, d));
     else
-        fprintf(stderr, "hetero-run: the prompt is %s tokens; the context is %s (-c N for a larger one; the model "
+        fprintf(stderr, "hetero-run: the prompt is %s %s; the context is %s (-c N for a larger one; the model "
                         "was trained for %s)\n",
-                run_grouped(n_prompt, a), run_grouped(in->n_ctx, c), run_grouped(in->n_ctx_train, d));
+                run_grouped(n_prompt, a), run_tokens_word(n_prompt), run_grouped(in->n_ctx, c),
+                run_grouped(in->n_ctx_train, d));
     return -1;
 }
 
@@ -71,13 +74,16 @@ void run_report(const run_args *a, const hx_model_info *in, const hx_generation_
     else if (gs->finish == HX_FINISH_LENGTH && pos >= in->n_ctx)
         snprintf(why, sizeof why, "the context of %s tokens is full", run_grouped(in->n_ctx, n));
     else if (gs->finish == HX_FINISH_LENGTH)
-        snprintf(why, sizeof why, "%u tokens, as -n asked", gs->generated_tokens);
+        snprintf(why, sizeof why, "%u %s, as -n asked", gs->generated_tokens, run_tokens_word(gs->generated_tokens));
+    else if (gs->finish == HX_FINISH_CALLBACK && run_interrupted())
+        snprintf(why, sizeof why, "Ctrl-C");
     else
         snprintf(why, sizeof why, "interrupted");
-    fprintf(stderr, "hetero-run: prefill %u tokens in %.3f s (%.1f tokens/s), decode %u tokens in %.3f s "
+    fprintf(stderr, "hetero-run: prefill %u %s in %.3f s (%.1f tokens/s), decode %u %s in %.3f s "
                     "(%.1f tokens/s); ended: %s (%s)\n",
-            gs->prompt_tokens, gs->prefill_seconds, gs->prompt_tokens / (gs->prefill_seconds + 1e-12),
-            gs->generated_tokens, gs->decode_seconds,
+            gs->prompt_tokens, run_tokens_word(gs->prompt_tokens), gs->prefill_seconds,
+            gs->prompt_tokens / (gs->prefill_seconds + 1e-12), gs->generated_tokens,
+            run_tokens_word(gs->generated_tokens), gs->decode_seconds,
             gs->generated_tokens > 1 ? (gs->generated_tokens - 1) / (gs->decode_seconds + 1e-12) : 0.0,
             hx_finish_reason_str(gs->finish), why);
     if (gs->context_shifts)

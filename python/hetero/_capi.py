@@ -169,6 +169,7 @@ STRUCTS: Dict[str, str] = {
     const char *const *stop;
     uint32_t n_stop;
     const char *grammar;
+    int ignore_eos;
 """,
     "hx_generation_stats": """
     uint32_t prompt_tokens, generated_tokens;
