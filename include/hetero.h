@@ -472,6 +472,10 @@ typedef struct {
      * default): what hx_model_tokenize's add_special adds. */
     int add_bos, add_eos;
     uint64_t repacked_bytes; /* the weights' repacked copies (hx_model_options.repack) */
+    /* Mixture of experts (GGUF <arch>.expert_count, expert_used_count):
+     * each token's FFN is the weighted sum of n_expert_used of n_expert
+     * experts, chosen per layer by a router.  0: a dense FFN. */
+    uint32_t n_expert, n_expert_used;
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);
@@ -517,6 +521,15 @@ typedef struct {
 } hx_model_stats;
 
 HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
+
+/* A mixture-of-experts model's router at work: for layer `layer`, how
+ * many tokens each of its n_expert experts was chosen for (every
+ * evaluation since the model was loaded, prompts and decode steps alike;
+ * a token counts once for each of the n_expert_used experts it goes to).
+ * *n = n_expert (0 for a dense model, nothing written); HX_ERR_RANGE when
+ * cap < n_expert or the layer does not exist.  Waits for an evaluation in
+ * progress. */
+HX_API hx_status hx_model_expert_counts(hx_model *m, uint32_t layer, uint64_t *counts, size_t cap, size_t *n);
 
 /* Activation observers: statistics of what each weight matrix multiplies
  * (hx_imatrix below is one).  After every evaluation's matmul with a model

@@ -61,7 +61,7 @@ static hx_status weight(hx_model *m, hx_weight *w, hx_type type, uint64_t ne0, u
 static hx_status build(hx_model *m, hx_type type)
 {
     const hx_model_info *in = &m->info;
-    const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    const uint64_t D = in->n_embd;
     hx_status s;
     if ((s = weight(m, &m->tok_embd, type, D, in->n_vocab)) || (s = weight(m, &m->out_norm, type, D, 1)) ||
         (s = weight(m, &m->output, type, D, in->n_vocab)))
@@ -70,11 +70,12 @@ static hx_status build(hx_model *m, hx_type type)
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
     /* A llama's required weights: shapes only, no biases. */
     const hx_arch *a = m->arch;
-    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
+    uint64_t dims[HX_DIMS];
+    hx_model_dims(m, dims);
     for (uint32_t l = 0; l < in->n_layer; l++)
         for (int i = 0; i < HX_LAYER_SLOTS; i++) {
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
-            if (a->layer_presence[i] == HX_TENSOR_REQUIRED &&
+            if (hx_arch_presence(a, (hx_layer_slot)i, 0) == HX_TENSOR_REQUIRED &&
                 (s = weight(m, &m->layers[l].w[i], type, dims[sh->ne0], dims[sh->ne1])))
                 return s;
         }
@@ -115,7 +116,8 @@ static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_
     in->n_head_kv = sh.n_head_kv;
     in->n_ff = sh.n_ff;
     in->head_dim = sh.n_embd / sh.n_head;
-    m->hp = (hx_model_hparams){.eps = 1e-5f, .rope_base = 10000.0f, .rope_scale = 1.0f, .n_rot = in->head_dim};
+    m->hp = (hx_model_hparams){.eps = 1e-5f, .rope_base = 10000.0f, .rope_scale = 1.0f, .n_rot = in->head_dim,
+                               .q_dim = in->n_embd};
     s = build(m, type);
     if (s == HX_OK)
         s = hx_model_prepare(m, opts);

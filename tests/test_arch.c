@@ -34,7 +34,8 @@ START_TEST(every_entry_loads_and_evaluates)
         /* What the entry requires is there; what it never has is not. */
         for (int i = 0; i < HX_LAYER_SLOTS; i++)
             for (uint32_t l = 0; l < m->info.n_layer; l++)
-                ck_assert_msg((m->layers[l].w[i].buf != NULL) == (a->layer_presence[i] == HX_TENSOR_REQUIRED),
+                ck_assert_msg((m->layers[l].w[i].buf != NULL) ==
+                                  (hx_arch_presence(a, (hx_layer_slot)i, m->hp.n_expert > 0) == HX_TENSOR_REQUIRED),
                               "%s: blk.%u slot %d", a->name, l, i);
         ck_assert_float_eq(m->hp.rope_base, a->typical_rope_base);
         ck_assert_float_eq(m->hp.eps, a->typical_norm_eps);
