@@ -36,7 +36,8 @@ static hx_status find_shape(const char *name, shape *out)
             return HX_OK;
         }
     const hx_synthetic_config *c = hx_synthetic_preset(name);
-    if (!c)
+    /* Shapes are a llama's: the other architectures' presets have none. */
+    if (!c || (c->arch && strcmp(c->arch, "llama")) || strstr(c->name, "mixtral"))
         return hx_error(HX_ERR_INVALID_ARG, "unknown shapes '%s' (llama2-7b, llama2-13b, llama2-70b, tiny, small)",
                         name);
     *out = (shape){c->name, c->name, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->n_ff,

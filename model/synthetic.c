@@ -21,16 +21,39 @@
 #include "runtime/cache_dir.h"
 #include "runtime/error.h"
 
-static const hx_synthetic_config presets[] = {
-    {"tiny", 512, 5, 8, 4, 1536, 2048, "llama", 0},
-    {"small", 768, 12, 12, 12, 2816, 2048, "llama", 0},
+/* The architectures besides llama have presets of their own, so that a
+ * file of each can be written (hx_model_write_synthetic, hetero-run
+ * --synthetic) and compared with another implementation: qwen3-tiny's
+ * heads (8 of 128) do not split its n_embd, as Qwen3's do not;
+ * mixtral-tiny is a llama with 8 experts, 2 used; qwen3moe-tiny has 16
+ * experts, 4 used; gemma3-tiny a window of 32 on 5 layers of 6. */
+static const struct {
+    hx_synthetic_config c;
+    hx_synthetic_extras x;
+} presets[] = {
+    {{"tiny", 512, 5, 8, 4, 1536, 2048, "llama", 0}, {0}},
+    {{"small", 768, 12, 12, 12, 2816, 2048, "llama", 0}, {0}},
+    {{"qwen3-tiny", 512, 4, 8, 4, 1536, 2048, "qwen3", 0}, {.head_dim = 128}},
+    {{"mixtral-tiny", 512, 4, 8, 4, 768, 2048, "llama", 0}, {.n_expert = 8, .n_expert_used = 2}},
+    {{"qwen3moe-tiny", 512, 4, 8, 4, 512, 2048, "qwen3moe", 0}, {.head_dim = 64, .n_expert = 16, .n_expert_used = 4}},
+    {{"gemma3-tiny", 512, 6, 4, 1, 1536, 2048, "gemma3", 1}, {.head_dim = 128, .window = 32}},
 };
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+#define PRESET_NAMES "tiny, small, qwen3-tiny, mixtral-tiny, qwen3moe-tiny, gemma3-tiny"
 
 const hx_synthetic_config *hx_synthetic_preset(const char *name)
 {
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (name && !strcmp(presets[i].name, name))
-            return &presets[i];
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (name && !strcmp(presets[i].c.name, name))
+            return &presets[i].c;
+    return NULL;
+}
+
+static const hx_synthetic_extras *preset_extras(const hx_synthetic_config *c)
+{
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (c == &presets[i].c)
+            return &presets[i].x;
     return NULL;
 }
 
@@ -338,8 +361,8 @@ static hx_status write_synthetic(const char *path, const char *preset, const cha
 {
     const hx_synthetic_config *c = hx_synthetic_preset(preset);
     if (!c)
-        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset ? preset : "");
-    return hx_synthetic_write(path, c, type, seed);
+        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
+    return hx_synthetic_write_with(path, c, preset_extras(c), type, seed);
 }
 
 hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed)
@@ -355,7 +378,7 @@ static hx_status synthetic_cached(const char *preset, const char *type, char *pa
     if (written)
         *written = 0;
     if (!hx_synthetic_preset(preset))
-        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset);
+        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset);
     /* hetero's cache (runtime/cache_dir.h), as for every other cache; a
      * model must be written somewhere even when caching is off or there is
      * no home, so then the user's cache, else /tmp's. */

@@ -17,7 +17,8 @@ static void usage(FILE *f)
 {
     fputs("usage: hetero-run [options]\n"
           "  -m FILE            GGUF model (default: the embedded synthetic 'tiny' model)\n"
-          "  --synthetic P[:T]  embedded model preset P (tiny, small) in type T (default tiny:f16)\n"
+          "  --synthetic P[:T]  embedded model preset P (tiny, small, qwen3-tiny, mixtral-tiny,\n"
+          "                     qwen3moe-tiny, gemma3-tiny) in type T (default tiny:f16)\n"
           "  -p TEXT            prompt (default \"Once upon a time\"); special tokens such as <|im_start|>\n"
           "                     in it are tokens, as in llama-cli\n"
           "  -f FILE            read the prompt from FILE\n"
