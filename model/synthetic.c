@@ -36,7 +36,7 @@ static const struct {
     {{"qwen3-tiny", 512, 4, 8, 4, 1536, 2048, "qwen3", 0}, {.head_dim = 128}},
     {{"mixtral-tiny", 512, 4, 8, 4, 768, 2048, "llama", 0}, {.n_expert = 8, .n_expert_used = 2}},
     {{"qwen3moe-tiny", 512, 4, 8, 4, 512, 2048, "qwen3moe", 0}, {.head_dim = 64, .n_expert = 16, .n_expert_used = 4}},
-    {{"gemma3-tiny", 512, 6, 4, 1, 1536, 2048, "gemma3", 1}, {.head_dim = 128, .window = 32}},
+    {{"gemma3-tiny", 512, 6, 4, 1, 1536, 2048, "gemma3", 0}, {.head_dim = 128, .window = 32}},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 #define PRESET_NAMES "tiny, small, qwen3-tiny, mixtral-tiny, qwen3moe-tiny, gemma3-tiny"
