@@ -143,6 +143,14 @@ static const struct {
                             .prepare_elems = hx_cpu_matmul_multi_prepare_elems},
     [HX_OP_ATTENTION_PART] = {.run = hx_cpu_attention_part, .scratch = hx_cpu_attention_part_scratch},
     [HX_OP_ATTN_MERGE] = {.run = hx_cpu_attn_merge},
+    [HX_OP_SCALE] = {.run = hx_cpu_scale},
+    [HX_OP_GEGLU] = {.run = hx_cpu_geglu},
+    [HX_OP_ADD_GATED] = {.run = hx_cpu_add_gated},
+    [HX_OP_MOE_ROUTE] = {.run = hx_cpu_moe_route},
+    [HX_OP_MOE_GATE_UP] = {.run = hx_cpu_moe_gate_up, .prepare = hx_cpu_moe_gate_up_prepare,
+                           .scratch = hx_cpu_moe_gate_up_scratch, .prepare_elems = hx_cpu_moe_gate_up_prepare_elems},
+    [HX_OP_MOE_DOWN] = {.run = hx_cpu_moe_down, .prepare = hx_cpu_moe_down_prepare, .scratch = hx_cpu_moe_down_scratch,
+                        .prepare_elems = hx_cpu_moe_down_prepare_elems},
 };
 
 /* A built-in op's first phase that is small enough to run alone; another

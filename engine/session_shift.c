@@ -20,11 +20,16 @@
 static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t delta, const uint32_t *blocks,
                               uint32_t n_blocks)
 {
-    const hx_op_kv_shift a = {n,           m->info.n_head_kv, m->info.head_dim, m->kv_type,
-                              delta,       m->hp.n_rot,       m->hp.rope_base,  m->hp.rope_scale,
-                              m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
+    hx_op_kv_shift a = {n,           m->info.n_head_kv, m->info.head_dim, m->kv_type,
+                        delta,       m->hp.n_rot,       m->hp.rope_base,  m->hp.rope_scale,
+                        m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
     hx_status st = HX_OK;
     for (uint32_t l = 0; l < m->info.n_layer && st == HX_OK; l++) {
+        /* Keys are rotated with their layer's RoPE (Gemma 3's window layers
+         * have a base of their own and no scaling, as in the graph). */
+        const int swa = hx_model_layer_swa(m, l);
+        a.freq_base = swa ? m->hp.rope_base_swa : m->hp.rope_base;
+        a.freq_scale = swa ? 1.0f : m->hp.rope_scale;
         hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_KV_SHIFT), .nbuffers = 3 + (int)a.has_factors, .args = &a,
                           .args_size = sizeof a, .device = -1,
                           .buffers = {m->kv->k[l], m->kv->v[l], moves, m->rope_freqs.buf},

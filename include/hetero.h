@@ -477,6 +477,10 @@ typedef struct {
      * default): what hx_model_tokenize's add_special adds. */
     int add_bos, add_eos;
     uint64_t repacked_bytes; /* the weights' repacked copies (hx_model_options.repack) */
+    /* Mixture of experts (GGUF <arch>.expert_count, expert_used_count):
+     * each token's FFN is the weighted sum of n_expert_used of n_expert
+     * experts, chosen per layer by a router.  0: a dense FFN. */
+    uint32_t n_expert, n_expert_used;
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);
@@ -522,6 +526,15 @@ typedef struct {
 } hx_model_stats;
 
 HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
+
+/* A mixture-of-experts model's router at work: for layer `layer`, how
+ * many tokens each of its n_expert experts was chosen for (every
+ * evaluation since the model was loaded, prompts and decode steps alike;
+ * a token counts once for each of the n_expert_used experts it goes to).
+ * *n = n_expert (0 for a dense model, nothing written); HX_ERR_RANGE when
+ * cap < n_expert or the layer does not exist.  Waits for an evaluation in
+ * progress. */
+HX_API hx_status hx_model_expert_counts(hx_model *m, uint32_t layer, uint64_t *counts, size_t cap, size_t *n);
 
 /* Activation observers: statistics of what each weight matrix multiplies
  * (hx_imatrix below is one).  After every evaluation's matmul with a model
@@ -611,8 +624,11 @@ HX_API hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out);
 
 /* Writes hetero's built-in synthetic model: a deterministic LLaMA with
  * seeded random weights and a byte-level vocabulary.  preset: "tiny"
- * (~15M parameters) or "small" (~110M); type: "f32", "f16", "q8_0",
- * "q4_0", "q4_K"... for the 2-D weights. */
+ * (~15M parameters) or "small" (~110M); or one of another architecture:
+ * "qwen3-tiny" (heads of 128 over n_embd 512), "mixtral-tiny" (a llama
+ * with 8 experts, 2 used), "qwen3moe-tiny" (16 experts, 4 used),
+ * "gemma3-tiny" (a sliding window of 32 on 5 layers of 6); type: "f32",
+ * "f16", "q8_0", "q4_0", "q4_K"... for the 2-D weights. */
 HX_API hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type,
                                           uint64_t seed);
 

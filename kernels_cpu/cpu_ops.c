@@ -411,3 +411,73 @@ int hx_cpu_swiglu(const hx_cpu_call *c)
     hx_vmath_swiglu(g + lo, u + lo, o + lo, (int64_t)(hi - lo));
     return 0;
 }
+
+/* ---- Gemma's and the shared expert's element-wise ops --------------------- */
+
+int hx_cpu_scale(const hx_cpu_call *c)
+{
+    const hx_op_scale *a = c->args;
+    if (c->sizes[0] < a->n * sizeof(float) || !(a->cap >= 0.0f))
+        return HX_ERR_INVALID_ARG;
+    float *x = c->buffers[0];
+    uint64_t lo, hi;
+    hx_cpu_split(a->n, c->ith, c->nth, &lo, &hi);
+    const float inv = a->cap > 0.0f ? 1.0f / a->cap : 0.0f;
+    for (uint64_t i = lo; i < hi; i++) {
+        float v = x[i] * a->scale;
+        x[i] = a->cap > 0.0f ? tanhf(v * inv) * a->cap : v;
+    }
+    return 0;
+}
+
+/* ggml's GELU, tanh form, through its f16 table (see "geglu" in ops.h):
+ * the same values as llama.cpp's CPU backend, not a closer GELU. */
+static float gelu_table(float x)
+{
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    const float h = hx_fp16_to_fp32(hx_fp32_to_fp16(x));
+    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return hx_fp16_to_fp32(hx_fp32_to_fp16(g));
+}
+
+void hx_cpu_geglu_row(const float *g, const float *u, float *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        o[i] = gelu_table(g[i]) * u[i];
+}
+
+int hx_cpu_geglu(const hx_cpu_call *c)
+{
+    const hx_op_geglu *a = c->args;
+    if (c->sizes[0] < a->n * sizeof(float) || c->sizes[1] < a->n * sizeof(float) || c->sizes[2] < a->n * sizeof(float))
+        return HX_ERR_INVALID_ARG;
+    uint64_t lo, hi;
+    hx_cpu_split(a->n, c->ith, c->nth, &lo, &hi);
+    hx_cpu_geglu_row((const float *)c->buffers[0] + lo, (const float *)c->buffers[1] + lo, (float *)c->buffers[2] + lo,
+                     (int64_t)(hi - lo));
+    return 0;
+}
+
+int hx_cpu_add_gated(const hx_cpu_call *c)
+{
+    const hx_op_add_gated *a = c->args;
+    const size_t rows = (size_t)a->T * a->D * sizeof(float);
+    if (c->sizes[0] < rows || c->sizes[1] < rows || c->sizes[2] < a->T * sizeof(float))
+        return HX_ERR_INVALID_ARG;
+    float *x = c->buffers[0];
+    const float *y = c->buffers[1], *g = c->buffers[2];
+    uint64_t lo, hi;
+    hx_cpu_split(a->T, c->ith, c->nth, &lo, &hi);
+    for (uint64_t t = lo; t < hi; t++) {
+        /* ggml_sigmoid, then the product, then the sum: llama.cpp's steps. */
+        const float s = 1.0f / (1.0f + expf(-g[t]));
+        for (uint32_t i = 0; i < a->D; i++) {
+            const float v = y[t * a->D + i] * s;
+            x[t * a->D + i] += v;
+        }
+    }
+    return 0;
+}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "model/model.h"
+#include "ops/ops.h"
 #include "runtime/error.h"
 
 hx_status hx_model_act_alloc(hx_model *m);
@@ -30,17 +31,26 @@ static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
     const size_t D = in->n_embd, Dkv = (size_t)in->n_head_kv * in->head_dim, F = in->n_ff;
     const size_t Hd = (size_t)in->n_head * in->head_dim;
     const int split = m->opts.kv_split > 0;
+    const int norms = m->arch && hx_arch_presence(m->arch, HX_LW_Q_NORM, 0) == HX_TENSOR_REQUIRED;
+    const hx_model_hparams *hp = &m->hp;
+    const size_t E = hp->n_expert, k = hp->n_expert_used;
+    const int shexp = E && m->arch && hx_arch_presence(m->arch, HX_LW_DOWN_SHEXP, 1) == HX_TENSOR_REQUIRED;
     a->max_batch = (uint32_t)B;
     struct {
         hx_buffer **b;
         size_t bytes;
     } list[] = {
-        {&a->x, B * D * f},   {&a->xn, B * D * f},  {&a->q, B * D * f},       {&a->k, B * Dkv * f},
-        {&a->v, B * Dkv * f}, {&a->att, B * D * f}, {&a->o, B * D * f},       {&a->g, B * F * f},
+        {&a->x, B * D * f},   {&a->xn, B * D * f},  {&a->q, B * Hd * f},      {&a->k, B * Dkv * f},
+        {&a->v, B * Dkv * f}, {&a->att, B * Hd * f}, {&a->o, B * D * f},      {&a->g, B * F * f},
         {&a->u, B * F * f},   {&a->h, B * F * f},   {&a->ids, B * 4},         {&a->out_rows, B * 4}, {&a->pos, B * 4},
         {&a->xo, B * D * f},  {&a->meta, (3 * B + 64) * 4}, {&a->logits, (size_t)in->n_vocab * f},
         {&a->att_part[0], split ? B * Hd * f : 0}, {&a->att_part[1], split ? B * Hd * f : 0},
         {&a->att_stats[0], split ? B * in->n_head * 2 * f : 0}, {&a->att_stats[1], split ? B * in->n_head * 2 * f : 0},
+        {&a->q0, norms ? B * Hd * f : 0}, {&a->k0, norms ? B * Dkv * f : 0},
+        {&a->router, B * E * f}, {&a->route, E ? hx_moe_route_words((uint32_t)B, (uint32_t)k, (uint32_t)E) * 4 : 0},
+        {&a->moe_h, B * k * hp->n_ff_exp * f}, {&a->moe_out, E ? B * D * f : 0},
+        {&a->sg, shexp ? B * hp->n_ff_shexp * f : 0}, {&a->su, shexp ? B * hp->n_ff_shexp * f : 0},
+        {&a->sh, shexp ? B * hp->n_ff_shexp * f : 0}, {&a->sgate, shexp ? B * f : 0},
     };
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         if (!list[i].bytes)
@@ -95,7 +105,9 @@ void hx_model_act_free(hx_model *m)
         hx_activations *a = &m->act[k];
         hx_buffer **all[] = {&a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->o, &a->g,
                              &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits,
-                             &a->att_part[0], &a->att_part[1], &a->att_stats[0], &a->att_stats[1]};
+                             &a->att_part[0], &a->att_part[1], &a->att_stats[0], &a->att_stats[1],
+                             &a->q0, &a->k0, &a->router, &a->route, &a->moe_h, &a->moe_out, &a->sg, &a->su,
+                             &a->sh, &a->sgate};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
             hx_buffer_destroy(*all[i]);
             *all[i] = NULL;

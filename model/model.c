@@ -12,6 +12,7 @@
 #include "ops/types.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
+#include "ops/ops.h"
 
 hx_model_options hx_model_options_default(void)
 {
@@ -92,6 +93,46 @@ static hx_status read_rope_scaling(hx_model *m)
     return HX_OK;
 }
 
+/* expert_count and its companions; an architecture whose table entry has
+ * no expert tensors refuses a file that says it has experts. */
+static hx_status read_experts(hx_model *m)
+{
+    const hx_arch *a = m->arch;
+    hx_model_hparams *hp = &m->hp;
+    hx_status s;
+    if ((s = get_u32(m->gguf, a, HX_HP_EXPERTS, &hp->n_expert, 0)) ||
+        (s = get_u32(m->gguf, a, HX_HP_EXPERTS_USED, &hp->n_expert_used, 0)) ||
+        (s = get_u32(m->gguf, a, HX_HP_FF_EXP, &hp->n_ff_exp, 0)) ||
+        (s = get_u32(m->gguf, a, HX_HP_FF_SHEXP, &hp->n_ff_shexp, 0)))
+        return s;
+    const int wants = hx_arch_presence(a, HX_LW_GATE_EXPS, 1) == HX_TENSOR_REQUIRED;
+    const int can_be_dense = hx_arch_presence(a, HX_LW_GATE_EXPS, 0) == HX_TENSOR_NONE &&
+                             hx_arch_presence(a, HX_LW_DOWN, 0) == HX_TENSOR_REQUIRED;
+    if (hp->n_expert && !wants)
+        return hx_error(HX_ERR_UNSUPPORTED, "%s.expert_count %u: hetero runs '%s' files without experts only",
+                        a->key_prefix, hp->n_expert, a->name);
+    if (!hp->n_expert && wants && !can_be_dense)
+        return hx_error(HX_ERR_FORMAT, "%s.expert_count is missing or 0: '%s' models have experts", a->key_prefix,
+                        a->name);
+    if (!hp->n_expert) {
+        hp->n_expert_used = 0;
+        return HX_OK;
+    }
+    if (hp->n_expert > 1024 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert ||
+        hp->n_expert_used > HX_MOE_MAX_USED)
+        return hx_error(HX_ERR_FORMAT, "%s.expert_used_count %u of expert_count %u (hetero takes up to %u of up to 1024)",
+                        a->key_prefix, hp->n_expert_used, hp->n_expert, HX_MOE_MAX_USED);
+    if (!hp->n_ff_exp)
+        hp->n_ff_exp = a->ff_exp_per_used ? m->info.n_ff / hp->n_expert_used : m->info.n_ff;
+    if (!hp->n_ff_shexp)
+        hp->n_ff_shexp = m->info.n_ff;
+    if (!hp->n_ff_exp)
+        return hx_error(HX_ERR_FORMAT, "an expert's FFN width is 0");
+    m->info.n_expert = hp->n_expert;
+    m->info.n_expert_used = hp->n_expert_used;
+    return HX_OK;
+}
+
 static hx_status read_hparams(hx_model *m)
 {
     const hx_gguf *g = m->gguf;
@@ -128,12 +169,24 @@ static hx_status read_hparams(hx_model *m)
     if ((s = get_u32(g, a, HX_HP_HEADS_KV, &in->n_head_kv, 0)) ||
         (s = get_u32(g, a, HX_HP_CTX, &in->n_ctx_train, 0)))
         return s;
-    if (in->n_head == 0 || in->n_head_kv == 0 || in->n_embd % in->n_head || in->n_head % in->n_head_kv ||
-        in->n_layer == 0 || in->n_layer > 1024 || in->n_embd > 65536)
-        return hx_error(HX_ERR_FORMAT, "impossible shape: n_embd %u, n_layer %u, n_head %u, n_head_kv %u",
-                        in->n_embd, in->n_layer, in->n_head, in->n_head_kv);
-    in->head_dim = in->n_embd / in->n_head;
+    /* attention.key_length: heads need not split n_embd (Qwen3 0.6B's 16
+     * heads of 128 over 1024, Gemma 3 270M's 4 of 256 over 640). */
+    uint32_t key_len = 0, value_len = 0;
+    if ((s = get_u32(g, a, HX_HP_KEY_LENGTH, &key_len, 0)) || (s = get_u32(g, a, HX_HP_VALUE_LENGTH, &value_len, 0)))
+        return s;
+    if (in->n_head == 0 || in->n_head_kv == 0 || (!key_len && in->n_embd % in->n_head) ||
+        in->n_head % in->n_head_kv || in->n_layer == 0 || in->n_layer > 1024 || in->n_embd > 65536 ||
+        key_len > 1024 || in->n_head > 1024)
+        return hx_error(HX_ERR_FORMAT, "impossible shape: n_embd %u, n_layer %u, n_head %u, n_head_kv %u, key_length %u",
+                        in->n_embd, in->n_layer, in->n_head, in->n_head_kv, key_len);
+    in->head_dim = key_len ? key_len : in->n_embd / in->n_head;
+    if (value_len && value_len != in->head_dim)
+        return hx_error(HX_ERR_UNSUPPORTED, "attention.value_length %u differs from the key length %u", value_len,
+                        in->head_dim);
     hx_model_hparams *hp = &m->hp;
+    hp->q_dim = in->n_head * in->head_dim;
+    if ((s = read_experts(m)))
+        return s;
     hp->eps = 1e-5f;
     hp->rope_base = 10000.0f;
     hp->rope_scale = 1.0f;
@@ -143,7 +196,24 @@ static hx_status read_hparams(hx_model *m)
         (s = get_u32(g, a, HX_HP_ROPE_DIMS, &hp->n_rot, 0)) ||
         (s = get_u32(g, a, HX_HP_SLIDING_WINDOW, &hp->n_swa, 0)))
         return hx_error_context(s, "model metadata");
-    in->sliding_window = hp->n_swa;
+    if (a->swa_pattern && hp->n_swa) {
+        /* Global layers read every block: the window masks, frees nothing. */
+        hp->layer_window = hp->n_swa;
+        hp->n_swa = 0;
+        hp->swa_pattern = a->swa_pattern;
+        hp->rope_base_swa = 10000.0f;
+        if ((s = get_u32(g, a, HX_HP_SWA_PATTERN, &hp->swa_pattern, 0)) ||
+            (s = get_f32(g, a, HX_HP_ROPE_BASE_SWA, &hp->rope_base_swa)))
+            return hx_error_context(s, "model metadata");
+        if (hp->swa_pattern == 0 || hp->swa_pattern > in->n_layer + 1)
+            return hx_error(HX_ERR_FORMAT, "attention.sliding_window_pattern %u with %u layers", hp->swa_pattern,
+                            in->n_layer);
+    }
+    if ((s = get_f32(g, a, HX_HP_LOGIT_SOFTCAP, &hp->logit_softcap)))
+        return hx_error_context(s, "model metadata");
+    if (!(hp->logit_softcap >= 0.0f) || isinf(hp->logit_softcap))
+        return hx_error(HX_ERR_FORMAT, "final_logit_softcapping = %g", (double)hp->logit_softcap);
+    in->sliding_window = hp->n_swa ? hp->n_swa : hp->layer_window;
     if ((s = read_rope_scaling(m)))
         return s;
     if (hp->n_rot > in->head_dim || hp->n_rot % 2)
@@ -191,6 +261,45 @@ static hx_status weight(hx_model *m, hx_weight *w, const char *name, uint64_t ne
     return weight_rows(m, w, name, ne0, ne1, 0, ne1, required);
 }
 
+/* A required 3-D tensor [n2][ne1][ne0], wrapped as ne1 * n2 rows of ne0. */
+static hx_status weight_3d(hx_model *m, hx_weight *w, const char *name, uint64_t ne0, uint64_t ne1, uint64_t n2)
+{
+    const hx_gguf_tensor *t = hx_gguf_find_tensor(m->gguf, name);
+    if (!t)
+        return hx_error(HX_ERR_FORMAT, "tensor '%s' is missing", name);
+    if (t->n_dims != 3 || t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n2)
+        return hx_error(HX_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu, %llu], expected [%llu, %llu, %llu]", name,
+                        (unsigned long long)t->ne[0], (unsigned long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                        (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), (unsigned long long)ne0,
+                        (unsigned long long)ne1, (unsigned long long)n2);
+    hx_status s = hx_type_row_check(t->type, (int64_t)ne0);
+    if (s)
+        return hx_error_context(s, "tensor '%s'", name);
+    const size_t row = hx_type_row_size(t->type, ne0);
+    if (row * ne1 * n2 > t->size)
+        return hx_error(HX_ERR_FORMAT, "tensor '%s': %llu rows of %zu bytes exceed its %zu bytes", name,
+                        (unsigned long long)(ne1 * n2), row, (size_t)t->size);
+    w->type = t->type;
+    w->ne0 = ne0;
+    w->ne1 = ne1 * n2;
+    s = hx_buffer_wrap(m->rt, (uint8_t *)t->data, row * ne1 * n2, 1, &w->buf);
+    return s ? hx_error_context(s, "tensor '%s'", name) : HX_OK;
+}
+
+void hx_model_dims(const hx_model *m, uint64_t *dims)
+{
+    const hx_model_info *in = &m->info;
+    dims[HX_DIM_ONE] = 1;
+    dims[HX_DIM_EMBD] = in->n_embd;
+    dims[HX_DIM_KV] = (uint64_t)in->n_head_kv * in->head_dim;
+    dims[HX_DIM_FF] = in->n_ff;
+    dims[HX_DIM_Q] = (uint64_t)in->n_head * in->head_dim;
+    dims[HX_DIM_HEAD] = in->head_dim;
+    dims[HX_DIM_EXPERTS] = m->hp.n_expert;
+    dims[HX_DIM_FF_EXP] = m->hp.n_ff_exp;
+    dims[HX_DIM_FF_SHEXP] = m->hp.n_ff_shexp;
+}
+
 /* Llama 3.1's rope_freqs.weight: n_rot/2 factors, each dividing a
  * frequency, so each must be a positive finite number. */
 static hx_status load_rope_freqs(hx_model *m)
@@ -221,8 +330,9 @@ static hx_status load_weights(hx_model *m)
 {
     const hx_arch *a = m->arch;
     const hx_model_info *in = &m->info;
-    const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
-    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
+    uint64_t dims[HX_DIMS];
+    hx_model_dims(m, dims);
+    const uint64_t D = in->n_embd;
     hx_status s;
     const hx_gguf_tensor *te = hx_gguf_find_tensor(m->gguf, a->token_embd);
     if (!te)
@@ -239,15 +349,22 @@ static hx_status load_weights(hx_model *m)
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
     for (uint32_t l = 0; l < in->n_layer; l++)
         for (int i = 0; i < HX_LAYER_SLOTS; i++) {
-            if (a->layer_presence[i] == HX_TENSOR_NONE)
+            const hx_tensor_presence p = hx_arch_presence(a, (hx_layer_slot)i, m->hp.n_expert > 0);
+            if (p == HX_TENSOR_NONE)
                 continue;
             char n[96];
             snprintf(n, sizeof n, "blk.%u.%s", l, a->layer_tensor[i]);
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
             uint64_t first, total;
             hx_arch_slot_rows(a, (hx_layer_slot)i, dims, &first, &total);
-            if ((s = weight_rows(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1], first, total,
-                                 a->layer_presence[i] == HX_TENSOR_REQUIRED)))
+            /* An expert tensor is [experts][rows][row length]: its experts'
+             * rows one after the other, one matrix of experts * rows. */
+            if (sh->ne2 != HX_DIM_ONE)
+                s = weight_3d(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1], dims[sh->ne2]);
+            else
+                s = weight_rows(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1], first, total,
+                                p == HX_TENSOR_REQUIRED);
+            if (s)
                 return s;
         }
     return load_rope_freqs(m);
@@ -350,6 +467,17 @@ static void configure_prefix_cache(hx_model *m)
 hx_status hx_model_act_alloc(hx_model *m); /* model/activations.c */
 void hx_model_act_free(hx_model *m);
 
+/* The router's tallies, zero at load (hx_model_expert_counts). */
+static hx_status expert_counts_create(hx_model *m)
+{
+    const size_t bytes = sizeof(uint64_t) * m->info.n_layer * m->hp.n_expert;
+    void *host;
+    hx_status s = hx_buffer_create(m->rt, bytes, &m->expert_counts);
+    if (s == HX_OK && (s = hx_buffer_acquire(m->expert_counts, HX_W, &host)) == HX_OK)
+        memset(host, 0, bytes);
+    return s ? hx_error_context(s, "expert counts") : HX_OK;
+}
+
 hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
 {
     m->info.bos = hx_tokenizer_bos(m->tok);
@@ -368,6 +496,8 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
         hx_kv_pool_bound_devices(m->kv, m->opts.kv_device_bytes);
     if (s == HX_OK)
         s = hx_model_act_alloc(m);
+    if (s == HX_OK && m->hp.n_expert)
+        s = expert_counts_create(m);
     return s;
 }
 
@@ -488,6 +618,7 @@ void hx_model_destroy(hx_model *m)
     unwrap(&m->out_norm);
     unwrap(&m->output);
     unwrap(&m->rope_freqs);
+    hx_buffer_destroy(m->expert_counts);
     for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++) {
         for (int i = 0; i < HX_LAYER_SLOTS; i++)
             unwrap(&m->layers[l].w[i]);
@@ -548,6 +679,36 @@ hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out)
 {
     hx_api_enter();
     return hx_api_leave(stats_get(m, out));
+}
+
+static hx_status expert_counts(hx_model *m, uint32_t layer, uint64_t *counts, size_t cap, size_t *n)
+{
+    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_expert_counts");
+    if (s)
+        return s;
+    if (!n || (cap && !counts))
+        return hx_error(HX_ERR_INVALID_ARG, "hx_model_expert_counts: NULL output");
+    *n = m->hp.n_expert;
+    if (!m->hp.n_expert)
+        return HX_OK;
+    if (layer >= m->info.n_layer)
+        return hx_error(HX_ERR_RANGE, "hx_model_expert_counts: layer %u of %u", layer, m->info.n_layer);
+    if (cap < m->hp.n_expert)
+        return hx_error(HX_ERR_RANGE, "hx_model_expert_counts: %u experts, room for %zu", m->hp.n_expert, cap);
+    /* Under the evaluation lock: no evaluation is adding to them. */
+    pthread_mutex_lock(&m->eval_lock);
+    void *host;
+    s = hx_buffer_acquire(m->expert_counts, HX_R, &host);
+    if (s == HX_OK)
+        memcpy(counts, (const uint64_t *)host + (size_t)layer * m->hp.n_expert, sizeof *counts * m->hp.n_expert);
+    pthread_mutex_unlock(&m->eval_lock);
+    return s;
+}
+
+hx_status hx_model_expert_counts(hx_model *m, uint32_t layer, uint64_t *counts, size_t cap, size_t *n)
+{
+    hx_api_enter();
+    return hx_api_leave(expert_counts(m, layer, counts, cap, n));
 }
 
 /* The model's tokenizer, or why there is none. */

@@ -38,6 +38,15 @@ typedef struct {
     hx_rope_scaling rope_scaling;
     uint32_t n_rot;
     uint32_t n_swa; /* sliding window: a token attends to the last n_swa positions; 0 = all */
+    /* Layers of two kinds (hx_arch.swa_pattern): those where
+     * hx_model_layer_swa() holds attend to the last layer_window
+     * positions with RoPE base rope_base_swa and no scaling; their blocks
+     * stay (the global layers read them), so n_swa is 0. */
+    uint32_t layer_window, swa_pattern;
+    float rope_base_swa;
+    uint32_t q_dim;              /* n_head * head_dim */
+    uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp; /* 0 experts: a dense FFN */
+    float logit_softcap;         /* final_logit_softcapping; 0: none */
 } hx_model_hparams;
 
 /* The activations of one evaluation of up to max_batch tokens.  A model
@@ -50,6 +59,11 @@ typedef struct hx_activations {
     uint32_t max_batch;
     hx_buffer *x, *xn, *q, *k, *v, *att, *o, *g, *u, *h;
     hx_buffer *ids, *pos, *meta, *out_rows, *xo, *logits;
+    /* Only where the architecture needs them: the Q and K projections
+     * before their head norms; the router's logits, the routing
+     * (ops/ops.h, "moe_route"), the experts' hidden rows and weighted
+     * the expert FFN's sum; the shared expert's rows and gate. */
+    hx_buffer *q0, *k0, *router, *route, *moe_h, *moe_out, *sg, *su, *sh, *sgate;
     /* With hx_model_options.kv_split: the host's and the device's parts of
      * attention, outputs [T][Hq][Dh] and their maxima and sums [T][Hq][2]. */
     hx_buffer *att_part[2], *att_stats[2];
@@ -74,6 +88,9 @@ struct hx_model {
     hx_type kv_type;
     hx_weight tok_embd, out_norm, output;
     hx_weight rope_freqs;      /* Llama 3.1's frequency factors; buf NULL when absent */
+    /* Tokens routed to each expert, [n_layer][n_expert] uint64, added to by
+     * every evaluation's "moe_route" tasks (hx_model_expert_counts). */
+    hx_buffer *expert_counts;
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
     char *chat_template;       /* tokenizer.chat_template, NUL-terminated; NULL when absent */
@@ -102,6 +119,15 @@ struct hx_model {
     void *scratch[HX_SCRATCH_SLOTS];
     size_t scratch_size[HX_SCRATCH_SLOTS];
 };
+
+/* Each hx_dim of the model's shape (model/arch.h), into dims[HX_DIMS]. */
+void hx_model_dims(const hx_model *m, uint64_t *dims);
+
+/* Whether layer l attends to a sliding window (hx_arch.swa_pattern). */
+static inline int hx_model_layer_swa(const hx_model *m, uint32_t l)
+{
+    return m->hp.swa_pattern && m->hp.layer_window && l % m->hp.swa_pattern < m->hp.swa_pattern - 1;
+}
 
 /* What every way of opening a model ends with (model.c): its options
  * resolved, the KV pool and the activation buffers. */

@@ -30,6 +30,13 @@ static const shape shapes[] = {
 static const hx_synthetic_config presets[] = {
     {"tiny", 512, 5, 8, 4, 1536, 2048, "llama", 0},
     {"small", 768, 12, 12, 12, 2816, 2048, "llama", 0},
+    /* The other architectures, so that a file of each can be written and
+     * compared with another implementation; what each carries besides its
+     * shape (heads, experts, window) is quantize/synthetic.c's. */
+    {"qwen3-tiny", 512, 4, 8, 4, 1536, 2048, "qwen3", 0},
+    {"mixtral-tiny", 512, 4, 8, 4, 768, 2048, "llama", 0},
+    {"qwen3moe-tiny", 512, 4, 8, 4, 512, 2048, "qwen3moe", 0},
+    {"gemma3-tiny", 512, 6, 4, 1, 1536, 2048, "gemma3", 0},
 };
 
 const hx_synthetic_config *hx_synthetic_preset(const char *name)
@@ -51,7 +58,8 @@ static hx_status find_shape(const char *name, shape *out)
             return HX_OK;
         }
     const hx_synthetic_config *c = hx_synthetic_preset(name);
-    if (!c)
+    /* Shapes are a llama's: the other architectures' presets have none. */
+    if (!c || (c->arch && strcmp(c->arch, "llama")) || strstr(c->name, "mixtral"))
         return hx_error(HX_ERR_INVALID_ARG, "unknown shapes '%s' (llama2-7b, llama2-13b, llama2-70b, tiny, small)",
                         name);
     *out = (shape){c->name, c->name, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->n_ff,
@@ -76,7 +84,7 @@ static hx_status weight(hx_model *m, hx_weight *w, hx_type type, uint64_t ne0, u
 static hx_status build(hx_model *m, hx_type type)
 {
     const hx_model_info *in = &m->info;
-    const uint64_t D = in->n_embd, Dkv = (uint64_t)in->n_head_kv * in->head_dim, F = in->n_ff;
+    const uint64_t D = in->n_embd;
     hx_status s;
     if ((s = weight(m, &m->tok_embd, type, D, in->n_vocab)) || (s = weight(m, &m->out_norm, type, D, 1)) ||
         (s = weight(m, &m->output, type, D, in->n_vocab)))
@@ -85,11 +93,12 @@ static hx_status build(hx_model *m, hx_type type)
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
     /* A llama's required weights: shapes only, no biases. */
     const hx_arch *a = m->arch;
-    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
+    uint64_t dims[HX_DIMS];
+    hx_model_dims(m, dims);
     for (uint32_t l = 0; l < in->n_layer; l++)
         for (int i = 0; i < HX_LAYER_SLOTS; i++) {
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
-            if (a->layer_presence[i] == HX_TENSOR_REQUIRED &&
+            if (hx_arch_presence(a, (hx_layer_slot)i, 0) == HX_TENSOR_REQUIRED &&
                 (s = weight(m, &m->layers[l].w[i], type, dims[sh->ne0], dims[sh->ne1])))
                 return s;
         }
@@ -130,7 +139,8 @@ static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_
     in->n_head_kv = sh.n_head_kv;
     in->n_ff = sh.n_ff;
     in->head_dim = sh.n_embd / sh.n_head;
-    m->hp = (hx_model_hparams){.eps = 1e-5f, .rope_base = 10000.0f, .rope_scale = 1.0f, .n_rot = in->head_dim};
+    m->hp = (hx_model_hparams){.eps = 1e-5f, .rope_base = 10000.0f, .rope_scale = 1.0f, .n_rot = in->head_dim,
+                               .q_dim = in->n_embd};
     s = build(m, type);
     if (s == HX_OK)
         s = hx_model_prepare(m, opts);

@@ -13,8 +13,10 @@ typedef struct {
     int tied;         /* no output.weight: the embedding matrix is reused */
 } hx_synthetic_config;
 
-/* "tiny" (~16M parameters, grouped-query attention 8/4) and "small"
- * (~107M, multi-head), or NULL. */
+/* "tiny" (~16M parameters, grouped-query attention 8/4), "small" (~107M,
+ * multi-head), and one small preset of each other architecture
+ * (qwen3-tiny, mixtral-tiny, qwen3moe-tiny, gemma3-tiny); NULL for any
+ * other name. */
 const hx_synthetic_config *hx_synthetic_preset(const char *name);
 
 #endif

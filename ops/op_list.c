@@ -190,6 +190,71 @@ static double add_bytes(const void *p, const size_t *s) { return 12.0 * ((const 
 static double swiglu_flops(const void *p, const size_t *s) { return 6.0 * ((const hx_op_swiglu *)p)->n; }
 static double swiglu_bytes(const void *p, const size_t *s) { return 12.0 * ((const hx_op_swiglu *)p)->n; }
 
+static double scale_flops(const void *p, const size_t *s) { return 3.0 * ((const hx_op_scale *)p)->n; }
+static double scale_bytes(const void *p, const size_t *s) { return 8.0 * ((const hx_op_scale *)p)->n; }
+static double geglu_flops(const void *p, const size_t *s) { return 10.0 * ((const hx_op_geglu *)p)->n; }
+static double geglu_bytes(const void *p, const size_t *s) { return 12.0 * ((const hx_op_geglu *)p)->n; }
+static double add_gated_flops(const void *p, const size_t *s)
+{
+    const hx_op_add_gated *a = p;
+    return 2.0 * a->T * a->D + 4.0 * a->T;
+}
+static double add_gated_bytes(const void *p, const size_t *s)
+{
+    const hx_op_add_gated *a = p;
+    return 12.0 * a->T * a->D + 4.0 * a->T;
+}
+static double moe_route_flops(const void *p, const size_t *s)
+{
+    const hx_op_moe_route *a = p;
+    return 4.0 * a->T * a->E * (1 + a->k);
+}
+static double moe_route_bytes(const void *p, const size_t *s)
+{
+    const hx_op_moe_route *a = p;
+    return 4.0 * a->T * a->E + 4.0 * hx_moe_route_words(a->T, a->k, a->E) + 8.0 * a->E;
+}
+/* Each expert's weights are read once, but only those of experts some
+ * token chose: at most T * k of them. */
+static double moe_experts_read(uint32_t T, uint32_t k, uint32_t E)
+{
+    double used = (double)T * k;
+    return used < E ? used : E;
+}
+static double moe_gate_up_flops(const void *p, const size_t *s)
+{
+    const hx_op_moe_gate_up *a = p;
+    return 4.0 * a->T * a->k * a->F * a->D;
+}
+static double moe_gate_up_bytes(const void *p, const size_t *s)
+{
+    const hx_op_moe_gate_up *a = p;
+    double e = moe_experts_read(a->T, a->k, a->E);
+    return e * (wbytes(a->gate_type, a->F, a->D) + wbytes(a->up_type, a->F, a->D)) + 4.0 * a->T * a->D +
+           4.0 * a->T * a->k * a->F;
+}
+static double moe_down_flops(const void *p, const size_t *s)
+{
+    const hx_op_moe_down *a = p;
+    return 2.0 * a->T * a->k * a->F * a->D;
+}
+static double moe_down_bytes(const void *p, const size_t *s)
+{
+    const hx_op_moe_down *a = p;
+    return moe_experts_read(a->T, a->k, a->E) * wbytes(a->down_type, a->D, a->F) + 4.0 * a->T * a->k * a->F +
+           4.0 * a->T * a->D;
+}
+static hx_precision moe_gate_up_precision(const void *p, const size_t *s)
+{
+    (void)s;
+    return weight_precision(((const hx_op_moe_gate_up *)p)->gate_type);
+}
+static hx_precision moe_down_precision(const void *p, const size_t *s)
+{
+    (void)s;
+    return weight_precision(((const hx_op_moe_down *)p)->down_type);
+}
+
 const hx_codelet hx_op_codelets[HX_OP_COUNT] = {
     [HX_OP_VECTOR_ADD] = {.name = "vector_add", .flops = vector_add_flops, .bytes = vector_add_bytes},
     [HX_OP_GEMM_F32] = {.name = "gemm_f32", .flops = gemm_f32_flops, .bytes = gemm_f32_bytes},
@@ -208,6 +273,14 @@ const hx_codelet hx_op_codelets[HX_OP_COUNT] = {
     [HX_OP_ATTENTION_PART] = {.name = "attention_part", .flops = attention_part_flops,
                               .bytes = attention_part_bytes, .precision = attention_precision},
     [HX_OP_ATTN_MERGE] = {.name = "attn_merge", .flops = attn_merge_flops, .bytes = attn_merge_bytes},
+    [HX_OP_SCALE] = {.name = "scale", .flops = scale_flops, .bytes = scale_bytes},
+    [HX_OP_GEGLU] = {.name = "geglu", .flops = geglu_flops, .bytes = geglu_bytes},
+    [HX_OP_ADD_GATED] = {.name = "add_gated", .flops = add_gated_flops, .bytes = add_gated_bytes},
+    [HX_OP_MOE_ROUTE] = {.name = "moe_route", .flops = moe_route_flops, .bytes = moe_route_bytes},
+    [HX_OP_MOE_GATE_UP] = {.name = "moe_gate_up", .flops = moe_gate_up_flops, .bytes = moe_gate_up_bytes,
+                           .precision = moe_gate_up_precision},
+    [HX_OP_MOE_DOWN] = {.name = "moe_down", .flops = moe_down_flops, .bytes = moe_down_bytes,
+                        .precision = moe_down_precision},
 };
 
 const size_t hx_op_args_size[HX_OP_COUNT] = {
@@ -225,6 +298,12 @@ const size_t hx_op_args_size[HX_OP_COUNT] = {
     [HX_OP_MATMUL_MULTI] = sizeof(hx_op_matmul_multi),
     [HX_OP_ATTENTION_PART] = sizeof(hx_op_attention_part),
     [HX_OP_ATTN_MERGE] = sizeof(hx_op_attn_merge),
+    [HX_OP_SCALE] = sizeof(hx_op_scale),
+    [HX_OP_GEGLU] = sizeof(hx_op_geglu),
+    [HX_OP_ADD_GATED] = sizeof(hx_op_add_gated),
+    [HX_OP_MOE_ROUTE] = sizeof(hx_op_moe_route),
+    [HX_OP_MOE_GATE_UP] = sizeof(hx_op_moe_gate_up),
+    [HX_OP_MOE_DOWN] = sizeof(hx_op_moe_down),
 };
 
 int hx_op_find(const char *name)

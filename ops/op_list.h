@@ -27,6 +27,12 @@ typedef enum {
     HX_OP_MATMUL_MULTI,
     HX_OP_ATTENTION_PART,
     HX_OP_ATTN_MERGE,
+    HX_OP_SCALE,
+    HX_OP_GEGLU,
+    HX_OP_ADD_GATED,
+    HX_OP_MOE_ROUTE,
+    HX_OP_MOE_GATE_UP,
+    HX_OP_MOE_DOWN,
     HX_OP_COUNT
 } hx_op;
 

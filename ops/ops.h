@@ -183,4 +183,67 @@ typedef struct {
     uint64_t n;
 } hx_op_swiglu;
 
+/* "scale": x (RW, f32 [n]);  x = x * scale, then, when cap > 0,
+ * x = tanh(x * (1 / cap)) * cap (a logit soft-cap, as llama.cpp's
+ * scale/tanh/scale).  Gemma's embeddings (scale sqrt(n_embd)), a final
+ * soft-cap (scale 1). */
+typedef struct {
+    uint64_t n;
+    float scale, cap;
+} hx_op_scale;
+
+/* "geglu": gate (R, f32 [n]), up (R, f32 [n]), out (W, f32 [n]);
+ * out = gelu(gate) * up, GELU in its tanh form evaluated as ggml's CPU
+ * backend does: on the gate rounded to f16, the result rounded to f16
+ * (its lookup table), x itself past +10 and 0 below -10. */
+typedef struct {
+    uint64_t n;
+} hx_op_geglu;
+
+/* "add_gated": x (RW, f32 [T][D]), y (R, f32 [T][D]), g (R, f32 [T]);
+ * x[t] += y[t] * sigmoid(g[t]): Qwen2-MoE's shared expert. */
+typedef struct {
+    uint32_t T, D;
+} hx_op_add_gated;
+
+/* Mixture of experts, in three ops over one "route" buffer (int32 words):
+ *   [0, T*k)                 ids: the experts of token t, best first, at t*k + j
+ *   [T*k, 2*T*k)             their weights (f32)
+ *   [2*T*k, 2*T*k + E + 1)   offsets: expert e's entries are order[off[e] .. off[e+1])
+ *   then T*k                 order: the entries t*k + j by expert, by token within one
+ *   then T*k                 the inverse: where entry t*k + j stands in `order`
+ * The experts' rows ("moe_h", "moe_y") are in `order`: each expert's tokens
+ * are gathered together, so an expert's weights are read once per batch. */
+#define HX_MOE_MAX_USED 16
+static inline uint64_t hx_moe_route_words(uint32_t T, uint32_t k, uint32_t E)
+{
+    return 4ull * T * k + E + 1;
+}
+
+/* "moe_route": logits (R, f32 [T][E]: the router's matmul), route (W),
+ * counts (RW, uint64 [layers][E]).  Softmax over the E logits, the k
+ * largest probabilities (ties to the lower expert), divided by their sum
+ * (clamped below at 6.103515625e-5, as llama.cpp) when norm; then
+ * counts[layer][e] += tokens routed to e. */
+typedef struct {
+    uint32_t T, E, k, norm, layer, layers;
+} hx_op_moe_route;
+
+/* "moe_gate_up": x (R, f32 [T][D]), route (R), gate (R, [E][F][D] of
+ * gate_type), up (R, [E][F][D] of up_type), h (W, f32 [T*k][F], in
+ * route order); h = act(x W_gate,e^T) * (x W_up,e^T) for each entry's
+ * token and expert, act SiLU (act 0) or GELU as "geglu" (act 1). */
+typedef struct {
+    uint32_t T, D, F, E, k;
+    uint32_t gate_type, up_type, act;
+} hx_op_moe_gate_up;
+
+/* "moe_down": h (R, f32 [T*k][F], route order), route (R), down (R,
+ * [E][D][F] of down_type), out (W, f32 [T][D]);
+ * out[t] = sum over j in order of weight[t][j] * (h[t,j] W_down,e^T). */
+typedef struct {
+    uint32_t T, D, F, E, k;
+    uint32_t down_type;
+} hx_op_moe_down;
+
 #endif

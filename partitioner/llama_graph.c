@@ -138,13 +138,22 @@ static void layer_matmuls(graph *g, int n, const hx_layer_slot *slot, const hx_l
     }
 }
 
+/* RoPE with the layer's base: a sliding-window layer of a model with two
+ * kinds (Gemma 3) has its own, and no frequency scaling, as llama.cpp. */
 static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
 {
     const hx_model *m = g->m;
-    hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, m->hp.rope_base, m->hp.rope_scale,
-                    m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
+    const int swa = hx_model_layer_swa(m, (uint32_t)g->layer);
+    hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, swa ? m->hp.rope_base_swa : m->hp.rope_base,
+                    swa ? 1.0f : m->hp.rope_scale, m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
     task(g, HX_CLASS_PREPROCESS, HX_OP_ROPE, &a, sizeof a, a.has_factors ? 3 : 2,
          (hx_buffer *[]){x, g->b->act->pos, m->rope_freqs.buf}, (hx_access[]){HX_RW, HX_R, HX_R});
+}
+
+static void scale(graph *g, hx_buffer *x, uint64_t n, float by, float cap)
+{
+    hx_op_scale a = {n, by, cap};
+    task(g, HX_CLASS_PREPROCESS, HX_OP_SCALE, &a, sizeof a, 1, (hx_buffer *[]){x}, (hx_access[]){HX_RW});
 }
 
 static void add(graph *g, hx_buffer *x, hx_buffer *y, uint64_t n)
@@ -188,6 +197,67 @@ static void split_attention(graph *g, uint32_t l, const hx_op_attention *at)
          (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
 }
 
+/* The experts (ops/ops.h, "moe_route"): the router's logits, the
+ * routing, each expert's gate/up then down over its gathered tokens; the
+ * weighted sum lands in A->moe_out.  Qwen2-MoE's shared expert is a dense
+ * FFN whose output, times sigmoid(x . gate_inp_shexp), is added to it. */
+static void experts(graph *g, uint32_t l)
+{
+    hx_model *m = g->m;
+    const hx_layer_weights *L = &m->layers[l];
+    const hx_activations *A = g->b->act;
+    const uint32_t T = g->b->T, D = m->info.n_embd, E = m->hp.n_expert, k = m->hp.n_expert_used;
+    const uint32_t F = m->hp.n_ff_exp;
+    layer_matmul(g, HX_LW_GATE_INP, HX_LAYER_SLOTS, A->xn, A->router, T);
+    hx_op_moe_route r = {T, E, k, (uint32_t)m->arch->moe_norm_topk, l, m->info.n_layer};
+    task(g, HX_CLASS_PREPROCESS, HX_OP_MOE_ROUTE, &r, sizeof r, 3, (hx_buffer *[]){A->router, A->route, m->expert_counts},
+         (hx_access[]){HX_R, HX_W, HX_RW});
+    hx_op_moe_gate_up gu = {T, D, F, E, k, L->w[HX_LW_GATE_EXPS].type, L->w[HX_LW_UP_EXPS].type,
+                            m->arch->ffn_act == HX_FFN_GELU};
+    task(g, HX_CLASS_GEMM, HX_OP_MOE_GATE_UP, &gu, sizeof gu, 5,
+         (hx_buffer *[]){A->xn, A->route, L->w[HX_LW_GATE_EXPS].buf, L->w[HX_LW_UP_EXPS].buf, A->moe_h},
+         (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
+    hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type};
+    task(g, HX_CLASS_GEMM, HX_OP_MOE_DOWN, &dn, sizeof dn, 4,
+         (hx_buffer *[]){A->moe_h, A->route, L->w[HX_LW_DOWN_EXPS].buf, A->moe_out},
+         (hx_access[]){HX_R, HX_R, HX_R, HX_W});
+    if (!L->w[HX_LW_DOWN_SHEXP].buf)
+        return;
+    layer_matmuls(g, 2, (hx_layer_slot[]){HX_LW_GATE_SHEXP, HX_LW_UP_SHEXP},
+                  (hx_layer_slot[]){HX_LAYER_SLOTS, HX_LAYER_SLOTS}, A->xn, (hx_buffer *[]){A->sg, A->su}, T);
+    hx_op_swiglu sw = {(uint64_t)T * m->hp.n_ff_shexp};
+    task(g, HX_CLASS_PREPROCESS, HX_OP_SWIGLU, &sw, sizeof sw, 3, (hx_buffer *[]){A->sg, A->su, A->sh},
+         (hx_access[]){HX_R, HX_R, HX_W});
+    layer_matmul(g, HX_LW_DOWN_SHEXP, HX_LAYER_SLOTS, A->sh, A->o, T);
+    layer_matmul(g, HX_LW_GATE_INP_SHEXP, HX_LAYER_SLOTS, A->xn, A->sgate, T);
+    hx_op_add_gated ag = {T, D};
+    task(g, HX_CLASS_PREPROCESS, HX_OP_ADD_GATED, &ag, sizeof ag, 3, (hx_buffer *[]){A->moe_out, A->o, A->sgate},
+         (hx_access[]){HX_RW, HX_R, HX_R});
+}
+
+/* The query scale: Gemma 3 27B's is 1/sqrt(n_embd / n_head) (gemma_pytorch's
+ * query_pre_attn_scalar, which llama.cpp keys on the 62 layers of that
+ * model), every other model's 1/sqrt(head_dim). */
+static float query_scale(const hx_model *m)
+{
+    if (m->arch->gemma && m->info.n_layer == 62)
+        return 1.0f / sqrtf((float)(m->info.n_embd / m->info.n_head));
+    return 1.0f / sqrtf((float)m->info.head_dim);
+}
+
+/* x += the residual branch's output r, through the branch's post-norm
+ * (Gemma's) into `tmp` where the layer has one. */
+static void residual(graph *g, hx_layer_slot post_norm, hx_buffer *r, hx_buffer *tmp, uint32_t T)
+{
+    const hx_layer_weights *L = &g->m->layers[g->layer];
+    const uint64_t n = (uint64_t)T * g->m->info.n_embd;
+    if (L->w[post_norm].buf) {
+        rmsnorm(g, r, &L->w[post_norm], tmp, T);
+        r = tmp;
+    }
+    add(g, g->b->act->x, r, n);
+}
+
 static void layer(graph *g, uint32_t l)
 {
     hx_model *m = g->m;
@@ -197,11 +267,17 @@ static void layer(graph *g, uint32_t l)
     const hx_model_info *in = &m->info;
     const uint32_t T = g->b->T;
     const hx_kv_layout kv = {T, g->b->S, g->b->max_blocks, m->kv->block_size};
+    /* Qwen3's and Gemma 3's head norms read the projections from q0/k0. */
+    const int head_norms = L->w[HX_LW_Q_NORM].buf != NULL;
 
     rmsnorm(g, A->x, &L->w[HX_LW_ATTN_NORM], A->xn, T);
     layer_matmuls(g, 3, (hx_layer_slot[]){HX_LW_Q, HX_LW_K, HX_LW_V},
                   (hx_layer_slot[]){HX_LW_Q_BIAS, HX_LW_K_BIAS, HX_LW_V_BIAS}, A->xn,
-                  (hx_buffer *[]){A->q, A->k, A->v}, T);
+                  (hx_buffer *[]){head_norms ? A->q0 : A->q, head_norms ? A->k0 : A->k, A->v}, T);
+    if (head_norms) {
+        rmsnorm(g, A->q0, &L->w[HX_LW_Q_NORM], A->q, T * in->n_head);
+        rmsnorm(g, A->k0, &L->w[HX_LW_K_NORM], A->k, T * in->n_head_kv);
+    }
     rope(g, A->q, in->n_head, T);
     rope(g, A->k, in->n_head_kv, T);
 
@@ -209,8 +285,8 @@ static void layer(graph *g, uint32_t l)
     task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
                    (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
                    (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}, g->b->kv_written, g->b->n_kv_written);
-    hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type,
-                          1.0f / sqrtf((float)in->head_dim), m->hp.n_swa};
+    const uint32_t window = m->hp.n_swa ? m->hp.n_swa : hx_model_layer_swa(m, l) ? m->hp.layer_window : 0;
+    hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type, query_scale(m), window};
     if (m->opts.kv_split)
         split_attention(g, l, &at);
     else
@@ -219,16 +295,21 @@ static void layer(graph *g, uint32_t l)
                        (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
 
     layer_matmul(g, HX_LW_O, HX_LAYER_SLOTS, A->att, A->o, T);
-    add(g, A->x, A->o, (uint64_t)T * in->n_embd);
+    residual(g, HX_LW_ATTN_POST_NORM, A->o, A->xn, T);
 
     rmsnorm(g, A->x, &L->w[HX_LW_FFN_NORM], A->xn, T);
+    if (m->hp.n_expert) {
+        experts(g, l);
+        residual(g, HX_LW_FFN_POST_NORM, A->moe_out, A->o, T);
+        return;
+    }
     layer_matmuls(g, 2, (hx_layer_slot[]){HX_LW_GATE, HX_LW_UP}, (hx_layer_slot[]){HX_LAYER_SLOTS, HX_LAYER_SLOTS},
                   A->xn, (hx_buffer *[]){A->g, A->u}, T);
     hx_op_swiglu sw = {(uint64_t)T * in->n_ff};
-    task(g, HX_CLASS_PREPROCESS, HX_OP_SWIGLU, &sw, sizeof sw, 3, (hx_buffer *[]){A->g, A->u, A->h},
-         (hx_access[]){HX_R, HX_R, HX_W});
+    task(g, HX_CLASS_PREPROCESS, m->arch->ffn_act == HX_FFN_GELU ? HX_OP_GEGLU : HX_OP_SWIGLU, &sw, sizeof sw, 3,
+         (hx_buffer *[]){A->g, A->u, A->h}, (hx_access[]){HX_R, HX_R, HX_W});
     layer_matmul(g, HX_LW_DOWN, HX_LAYER_SLOTS, A->h, A->o, T);
-    add(g, A->x, A->o, (uint64_t)T * in->n_embd);
+    residual(g, HX_LW_FFN_POST_NORM, A->o, A->xn, T);
 }
 
 hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan, hx_graph_sink sink,
@@ -241,6 +322,8 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
     hx_op_get_rows emb = {m->tok_embd.type, T, D};
     task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &emb, sizeof emb, 3, (hx_buffer *[]){m->tok_embd.buf, A->ids, A->x},
          (hx_access[]){HX_R, HX_R, HX_W});
+    if (m->arch->gemma) /* Gemma's embeddings are scaled by sqrt(n_embd) */
+        scale(&g, A->x, (uint64_t)T * D, sqrtf((float)D), 0.0f);
     for (uint32_t l = 0; l < m->info.n_layer; l++)
         layer(&g, l);
     g.layer = (int)m->info.n_layer;
@@ -251,6 +334,8 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
     task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3, (hx_buffer *[]){A->xn, A->out_rows, A->xo},
          (hx_access[]){HX_R, HX_R, HX_W});
     matmul(&g, &m->output, NULL, A->xo, A->logits, b->n_out);
+    if (m->hp.logit_softcap > 0.0f)
+        scale(&g, A->logits, (uint64_t)b->n_out * m->output.ne1, 1.0f, m->hp.logit_softcap);
     /* Tied embeddings multiply by token_embd.weight, as in llama.cpp. */
     observe(&g, m->output.buf == m->tok_embd.buf ? m->arch->token_embd : m->arch->output, A->xo, b->n_out, D);
     return g.status;

@@ -203,6 +203,15 @@ static hx_type recipe_rule(const hx_recipe_params *p, counters *c, const hx_reci
     }
     if (cat == CAT_TOKEN_EMBD)
         return p->token_embd_type != HX_TYPE_COUNT ? p->token_embd_type : type;
+    /* Mixtral-sized models (8 experts): K and V, small beside the
+     * experts, in Q8_0; their attention output in Q5_K at the low recipes. */
+    const int eight = p->n_expert == 8;
+    if (cat == CAT_K && eight)
+        return HX_TYPE_Q8_0;
+    if (is_attn_v(cat) && eight) {
+        c->i_attention_wv++;
+        return HX_TYPE_Q8_0;
+    }
     if (is_attn_v(cat)) {
         const int i = c->i_attention_wv++, n = c->n_attention_wv;
         if (f == HX_FTYPE_Q2_K)
@@ -223,7 +232,11 @@ static hx_type recipe_rule(const hx_recipe_params *p, counters *c, const hx_reci
         return type;
     }
     if (cat == CAT_DOWN) {
-        const int i = c->i_ffn_down++, n = c->n_layer;
+        /* With experts a layer has several ffn_down tensors (the experts',
+         * the shared expert's): its index is the one in the name. */
+        int i = c->i_ffn_down++, n = c->n_layer;
+        if (p->n_expert > 1 && sscanf(t->name, "blk.%d.", &i) != 1)
+            i = 0;
         if (f == HX_FTYPE_Q2_K)
             type = HX_TYPE_Q3_K;
         else if (f == HX_FTYPE_Q3_K_M)
@@ -244,6 +257,11 @@ static hx_type recipe_rule(const hx_recipe_params *p, counters *c, const hx_reci
             type = f == HX_FTYPE_Q4_0 ? HX_TYPE_Q4_1 : HX_TYPE_Q5_1;
         return type;
     }
+    if (cat == CAT_ATTN_OUT && eight)
+        return f == HX_FTYPE_Q2_K || f == HX_FTYPE_Q3_K_S || f == HX_FTYPE_Q3_K_M || f == HX_FTYPE_IQ4_NL ||
+                       f == HX_FTYPE_Q4_K_S || f == HX_FTYPE_Q4_K_M || f == HX_FTYPE_IQ4_XS
+                   ? HX_TYPE_Q5_K
+                   : type;
     if (cat == CAT_ATTN_OUT) {
         if (f == HX_FTYPE_Q2_K)
             type = HX_TYPE_Q3_K;

@@ -79,6 +79,7 @@ typedef struct {
     const hx_recipe_override *overrides;
     size_t n_overrides;
     uint32_t n_layer, n_head, n_head_kv; /* the model's hyperparameters */
+    uint32_t n_expert; /* <arch>.expert_count; 0 for a dense model */
 } hx_recipe_params;
 
 /* Whether llama-quantize changes this tensor's type at all (matrices

@@ -89,6 +89,7 @@ static hx_status model_params(hx_quantize_plan *p)
     p->rp.n_layer = hparam(p->g, arch, "block_count", 0);
     p->rp.n_head = hparam(p->g, arch, "attention.head_count", 0);
     p->rp.n_head_kv = hparam(p->g, arch, "attention.head_count_kv", p->rp.n_head);
+    p->rp.n_expert = hparam(p->g, arch, "expert_count", 0);
     p->n = hx_gguf_tensor_count(p->g);
     p->rt = calloc(p->n ? p->n : 1, sizeof *p->rt);
     p->to = calloc(p->n ? p->n : 1, sizeof *p->to);

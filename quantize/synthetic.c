@@ -21,6 +21,30 @@
 #include "runtime/cache_dir.h"
 #include "runtime/error.h"
 
+/* What the presets of the other architectures carry besides their shapes
+ * (model/shapes.c): qwen3-tiny's heads (8 of 128) do not split its n_embd,
+ * as Qwen3's do not; mixtral-tiny is a llama with 8 experts, 2 used;
+ * qwen3moe-tiny has 16 experts, 4 used; gemma3-tiny a window of 32 on 5
+ * layers of 6. */
+static const struct {
+    const char *name;
+    hx_synthetic_extras x;
+} preset_extra[] = {
+    {"qwen3-tiny", {.head_dim = 128}},
+    {"mixtral-tiny", {.n_expert = 8, .n_expert_used = 2}},
+    {"qwen3moe-tiny", {.head_dim = 64, .n_expert = 16, .n_expert_used = 4}},
+    {"gemma3-tiny", {.head_dim = 128, .window = 32}},
+};
+#define PRESET_NAMES "tiny, small, qwen3-tiny, mixtral-tiny, qwen3moe-tiny, gemma3-tiny"
+
+static const hx_synthetic_extras *preset_extras(const hx_synthetic_config *c)
+{
+    for (size_t i = 0; c && i < sizeof preset_extra / sizeof preset_extra[0]; i++)
+        if (!strcmp(preset_extra[i].name, c->name))
+            return &preset_extra[i].x;
+    return NULL;
+}
+
 /* splitmix64: tiny, seedable, and the same on every platform. */
 typedef struct {
     uint64_t s;
@@ -81,17 +105,29 @@ typedef struct {
  * has rows[p] rows of N(inits[p]) values.  A fused tensor draws its parts
  * in the order the unfused ones are written, so both layouts of a seed
  * hold the same numbers. */
+static hx_status tensor_parts3(writer *wr, const char *name, uint64_t cols, int n_parts, const uint64_t *rows,
+                               const init *inits, hx_type type, uint64_t n2);
+
 static hx_status tensor_parts(writer *wr, const char *name, uint64_t cols, int n_parts, const uint64_t *rows,
                               const init *inits, hx_type type)
+{
+    return tensor_parts3(wr, name, cols, n_parts, rows, inits, type, 1);
+}
+
+/* The same with n2 matrices of those rows one after the other (experts):
+ * a 3-D tensor [n2][rows][cols] when n2 > 1. */
+static hx_status tensor_parts3(writer *wr, const char *name, uint64_t cols, int n_parts, const uint64_t *rows,
+                               const init *inits, hx_type type, uint64_t n2)
 {
     size_t row_bytes = hx_type_row_size(type, cols);
     const hx_quant_ops *q = hx_quant_ops_get(type);
     if (!row_bytes || !q || !q->quantize_row)
         return hx_error(HX_ERR_UNSUPPORTED, "synthetic model: no quantizer for %s rows of %llu", hx_type_name(type),
                         (unsigned long long)cols);
-    uint64_t total = 0;
+    uint64_t per = 0;
     for (int p = 0; p < n_parts; p++)
-        total += rows[p];
+        per += rows[p];
+    const uint64_t total = per * n2;
     uint8_t *data = malloc(row_bytes * total);
     float *row = malloc(sizeof *row * cols);
     hx_status s = data && row ? keep(wr, data) : hx_error(HX_ERR_NO_MEMORY, "tensor %s", name);
@@ -101,15 +137,16 @@ static hx_status tensor_parts(writer *wr, const char *name, uint64_t cols, int n
         return s;
     }
     uint64_t i = 0;
-    for (int p = 0; p < n_parts; p++)
-        for (uint64_t r = 0; r < rows[p]; r++, i++) {
-            for (uint64_t j = 0; j < cols; j++)
-                row[j] = (float)(inits[p].mean + inits[p].sd * normal(&wr->r));
-            q->quantize_row(row, data + i * row_bytes, (int64_t)cols);
-        }
+    for (uint64_t m = 0; m < n2; m++)
+        for (int p = 0; p < n_parts; p++)
+            for (uint64_t r = 0; r < rows[p]; r++, i++) {
+                for (uint64_t j = 0; j < cols; j++)
+                    row[j] = (float)(inits[p].mean + inits[p].sd * normal(&wr->r));
+                q->quantize_row(row, data + i * row_bytes, (int64_t)cols);
+            }
     free(row);
-    uint64_t ne[2] = {cols, total};
-    return hx_gguf_writer_add_tensor(wr->w, name, type, total == 1 ? 1 : 2, ne, data);
+    uint64_t ne[3] = {cols, per, n2};
+    return hx_gguf_writer_add_tensor(wr->w, name, type, n2 > 1 ? 3 : total == 1 ? 1 : 2, ne, data);
 }
 
 static hx_status tensor(writer *wr, const char *name, uint64_t cols, uint64_t rows, double mean, double sd,
@@ -150,13 +187,19 @@ static hx_status llama3_rope_freqs(writer *wr, uint32_t n_rot, float base, uint3
 /* How each layer weight is drawn: norms near 1, projections N(0, 1/fan_in)
  * (the residual-stream ones smaller still), biases visibly non-zero. */
 
-static void layer_inits(init *t, double in, double res, uint64_t D, uint64_t F)
+static void layer_inits(init *t, double in, double res, uint64_t D, uint64_t F, uint64_t Q)
 {
     t[HX_LW_ATTN_NORM] = t[HX_LW_FFN_NORM] = (init){1, 0.1};
     t[HX_LW_Q] = t[HX_LW_K] = t[HX_LW_V] = t[HX_LW_GATE] = t[HX_LW_UP] = (init){0, in};
-    t[HX_LW_O] = (init){0, res};
+    t[HX_LW_O] = (init){0, res * sqrt((double)D / Q)};
     t[HX_LW_DOWN] = (init){0, res * sqrt((double)D / F)};
     t[HX_LW_Q_BIAS] = t[HX_LW_K_BIAS] = t[HX_LW_V_BIAS] = (init){0, 0.5};
+    t[HX_LW_Q_NORM] = t[HX_LW_K_NORM] = t[HX_LW_ATTN_POST_NORM] = t[HX_LW_FFN_POST_NORM] = (init){1, 0.1};
+    /* The router: logits of spread ~2, so that top-k choices are clear. */
+    t[HX_LW_GATE_INP] = (init){0, 2 * in};
+    t[HX_LW_GATE_EXPS] = t[HX_LW_UP_EXPS] = t[HX_LW_GATE_SHEXP] = t[HX_LW_UP_SHEXP] = t[HX_LW_GATE_INP_SHEXP] =
+        (init){0, in};
+    t[HX_LW_DOWN_EXPS] = t[HX_LW_DOWN_SHEXP] = (init){0, res * sqrt((double)D / F)};
 }
 
 static hx_status set_u32(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, uint32_t v)
@@ -192,12 +235,22 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
                            const hx_arch *a, const char *type_name)
 {
     hx_gguf_writer *w = wr->w;
-    const uint64_t D = c->n_embd, Dkv = (uint64_t)c->n_embd / c->n_head * c->n_head_kv, F = c->n_ff;
+    const uint64_t Dh = x->head_dim ? x->head_dim : c->n_embd / c->n_head;
+    const uint64_t D = c->n_embd, Dkv = Dh * c->n_head_kv, F = c->n_ff;
     const uint64_t V = x->n_vocab > HX_TOKENIZER_BYTES_VOCAB ? x->n_vocab : HX_TOKENIZER_BYTES_VOCAB;
-    const uint64_t dims[] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F};
+    /* Experts where the architecture must have them, or where asked for. */
+    const int must = hx_arch_presence(a, HX_LW_GATE_EXPS, 0) == HX_TENSOR_REQUIRED ||
+                     (hx_arch_presence(a, HX_LW_GATE_EXPS, 1) == HX_TENSOR_REQUIRED &&
+                      hx_arch_presence(a, HX_LW_DOWN, 0) == HX_TENSOR_NONE);
+    const uint32_t E = x->n_expert ? x->n_expert : must ? 4 : 0, k = x->n_expert_used ? x->n_expert_used : 2;
+    if (E && (hx_arch_presence(a, HX_LW_GATE_EXPS, 1) != HX_TENSOR_REQUIRED || k > E))
+        return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' with %u of %u experts", a->name, k, E);
+    const uint64_t dims[HX_DIMS] = {[HX_DIM_ONE] = 1, [HX_DIM_EMBD] = D, [HX_DIM_KV] = Dkv, [HX_DIM_FF] = F,
+                                    [HX_DIM_Q] = Dh * c->n_head, [HX_DIM_HEAD] = Dh, [HX_DIM_EXPERTS] = E,
+                                    [HX_DIM_FF_EXP] = F, [HX_DIM_FF_SHEXP] = F};
     const double in = 1.0 / sqrt((double)D), res = in / sqrt(2.0 * c->n_layer);
     init inits[HX_LAYER_SLOTS];
-    layer_inits(inits, in, res, D, F);
+    layer_inits(inits, in, res, D, F, dims[HX_DIM_Q]);
     char name[64];
     hx_status s;
     snprintf(name, sizeof name, "hetero-synthetic-%s-%s", c->name, type_name);
@@ -206,7 +259,11 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
         (s = set_u32(w, a, HX_HP_CTX, c->n_ctx)) || (s = set_u32(w, a, HX_HP_EMBD, c->n_embd)) ||
         (s = set_u32(w, a, HX_HP_LAYERS, c->n_layer)) || (s = set_u32(w, a, HX_HP_FF, c->n_ff)) ||
         (s = set_u32(w, a, HX_HP_HEADS, c->n_head)) || (s = set_u32(w, a, HX_HP_HEADS_KV, c->n_head_kv)) ||
-        (s = set_u32(w, a, HX_HP_ROPE_DIMS, c->n_embd / c->n_head)) ||
+        (s = set_u32(w, a, HX_HP_ROPE_DIMS, (uint32_t)Dh)) ||
+        (x->head_dim && ((s = set_u32(w, a, HX_HP_KEY_LENGTH, x->head_dim)) ||
+                         (s = set_u32(w, a, HX_HP_VALUE_LENGTH, x->head_dim)))) ||
+        (E && ((s = set_u32(w, a, HX_HP_EXPERTS, E)) || (s = set_u32(w, a, HX_HP_EXPERTS_USED, k)) ||
+               (s = set_u32(w, a, HX_HP_FF_EXP, c->n_ff)) || (s = set_u32(w, a, HX_HP_FF_SHEXP, c->n_ff)))) ||
         (s = set_f32(w, a, HX_HP_ROPE_BASE, a->typical_rope_base)) ||
         (s = set_f32(w, a, HX_HP_NORM_EPS, a->typical_norm_eps)) ||
         (x->window && (s = set_u32(w, a, HX_HP_SLIDING_WINDOW, x->window))) ||
@@ -216,13 +273,14 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
         return s;
     if (x->rope_freqs && !a->rope_freqs)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' has no rope_freqs", a->name);
-    if ((x->rope_freqs && (s = llama3_rope_freqs(wr, c->n_embd / c->n_head, a->typical_rope_base, c->n_ctx))) ||
+    if ((x->rope_freqs && (s = llama3_rope_freqs(wr, (uint32_t)Dh, a->typical_rope_base, c->n_ctx))) ||
         (s = tensor(wr, a->token_embd, D, V, 0, 1, wr->type)))
         return s;
     for (uint32_t l = 0; l < c->n_layer; l++)
         for (int i = 0; i < HX_LAYER_SLOTS; i++) {
             /* A fused tensor is written whole at its first slot. */
-            if (a->layer_presence[i] != HX_TENSOR_REQUIRED || (int)hx_arch_tensor_owner(a, (hx_layer_slot)i) != i)
+            if (hx_arch_presence(a, (hx_layer_slot)i, E > 0) != HX_TENSOR_REQUIRED ||
+                (int)hx_arch_tensor_owner(a, (hx_layer_slot)i) != i)
                 continue;
             const hx_layer_slot_shape *sh = &hx_layer_slot_shapes[i];
             uint64_t rows[HX_LAYER_SLOTS];
@@ -234,13 +292,16 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
                     parts[n++] = inits[j];
                 }
             snprintf(name, sizeof name, "blk.%u.%s", l, a->layer_tensor[i]);
-            if ((s = tensor_parts(wr, name, dims[sh->ne0], n, rows, parts,
-                                  sh->ne1 == HX_DIM_ONE ? HX_TYPE_F32 : wr->type)))
+            /* Vectors and the router stay F32, as llama-quantize keeps them. */
+            const int f32 = sh->ne1 == HX_DIM_ONE || i == HX_LW_GATE_INP;
+            if ((s = tensor_parts3(wr, name, dims[sh->ne0], n, rows, parts, f32 ? HX_TYPE_F32 : wr->type,
+                                   dims[sh->ne2])))
                 return s;
         }
     if ((s = tensor(wr, a->output_norm, D, 1, 1, 0.1, HX_TYPE_F32)))
         return s;
-    return c->tied ? HX_OK : tensor(wr, a->output, D, V, 0, 4.0 * in, wr->type);
+    const double spread = 4.0 * in * (x->output_scale > 0 ? x->output_scale : 1);
+    return c->tied ? HX_OK : tensor(wr, a->output, D, V, 0, spread, wr->type);
 }
 
 hx_status hx_synthetic_write(const char *path, const hx_synthetic_config *c, const char *type, uint64_t seed)
@@ -262,8 +323,8 @@ hx_status hx_synthetic_write_with(const char *path, const hx_synthetic_config *c
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: NULL argument");
     if (!hx_type_from_name(type, &t))
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: unknown type '%s'", type);
-    if (c->n_head == 0 || c->n_head_kv == 0 || c->n_embd % c->n_head || c->n_head % c->n_head_kv ||
-        c->n_layer == 0)
+    if (c->n_head == 0 || c->n_head_kv == 0 || (!x->head_dim && c->n_embd % c->n_head) ||
+        c->n_head % c->n_head_kv || c->n_layer == 0)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model '%s': impossible shape", c->name);
     const hx_arch *a = hx_arch_find(c->arch ? c->arch : "llama");
     if (!a) {
@@ -288,8 +349,8 @@ static hx_status write_synthetic(const char *path, const char *preset, const cha
 {
     const hx_synthetic_config *c = hx_synthetic_preset(preset);
     if (!c)
-        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset ? preset : "");
-    return hx_synthetic_write(path, c, type, seed);
+        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset ? preset : "");
+    return hx_synthetic_write_with(path, c, preset_extras(c), type, seed);
 }
 
 hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed)
@@ -305,7 +366,7 @@ static hx_status synthetic_cached(const char *preset, const char *type, char *pa
     if (written)
         *written = 0;
     if (!hx_synthetic_preset(preset))
-        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (tiny, small)", preset);
+        return hx_error(HX_ERR_INVALID_ARG, "unknown synthetic preset '%s' (" PRESET_NAMES ")", preset);
     /* hetero's cache (runtime/cache_dir.h), as for every other cache; a
      * model must be written somewhere even when caching is off or there is
      * no home, so then the user's cache, else /tmp's. */

@@ -23,6 +23,17 @@ typedef struct {
     int rope_freqs;
     const char *rope_scaling;  /* <arch>.rope.scaling.type when not NULL */
     float rope_scaling_factor; /* <arch>.rope.scaling.factor when not 0 */
+    /* <arch>.attention.key_length (and value_length) when not 0: heads of
+     * that size, n_head of them, whatever n_embd is. */
+    uint32_t head_dim;
+    /* Experts, for the architectures that have them: 0 takes 4 experts, 2
+     * used, where the architecture requires experts, and none in a
+     * "llama" (whose experts are optional: a Mixtral).  Each expert (and
+     * the shared one) is n_ff wide. */
+    uint32_t n_expert, n_expert_used;
+    /* Multiplies the output matrix's spread (0: 1): larger makes the
+     * next-token distributions more peaked. */
+    float output_scale;
 } hx_synthetic_extras;
 hx_status hx_synthetic_write_with(const char *path, const hx_synthetic_config *c, const hx_synthetic_extras *x,
                                   const char *type, uint64_t seed);

@@ -22,7 +22,16 @@ Supported: general.architecture llama, mistral (RoPE NORM), qwen2 (RoPE
 NEOX, q/k/v biases) and phi3 (RoPE NEOX, Q/K/V fused in attn_qkv, gate and
 up fused in ffn_up); linear RoPE scaling; llama3-style rope_freqs.weight;
 a sliding window (<arch>.attention.sliding_window; ignored for phi3, as
-llama.cpp ignores it).
+llama.cpp ignores it); qwen3 (per-head Q/K RMS norms before RoPE);
+mixture of experts as llama.cpp's build_moe_ffn computes it: llama files
+with experts (Mixtral), qwen3moe (top-k renormalised) and qwen2moe (top-k
+as the softmax gave them, plus a shared expert gated by a sigmoid); gemma3
+(embeddings times sqrt(n_embd), Q/K norms, post-norms, GeGLU with the tanh
+GELU, sliding-window layers with RoPE base rope.freq_base_swa (10000) and
+5 of every 6 layers windowed, a final soft-cap where the file has one).
+The GELU here is the exact tanh form; llama.cpp's CPU backend (and hetero,
+to match it) rounds its input and output to f16, so gemma3 logits agree to
+that rounding only.
 """
 
 import argparse
@@ -36,8 +45,13 @@ from gguf.quants import dequantize
 # llama_model_rope_type() assigns it (LLM_ARCH_LLAMA -> LLAMA_ROPE_TYPE_NORM,
 # LLM_ARCH_QWEN2 -> LLAMA_ROPE_TYPE_NEOX).
 ROPE_NORM, ROPE_NEOX = "norm", "neox"
-ARCH_ROPE = {"llama": ROPE_NORM, "mistral": ROPE_NORM, "qwen2": ROPE_NEOX, "phi3": ROPE_NEOX}
-ARCH_QKV_BIAS = {"llama": False, "mistral": False, "qwen2": True, "phi3": False}
+ARCH_ROPE = {"llama": ROPE_NORM, "mistral": ROPE_NORM, "qwen2": ROPE_NEOX, "phi3": ROPE_NEOX,
+             "qwen3": ROPE_NEOX, "qwen3moe": ROPE_NEOX, "qwen2moe": ROPE_NEOX, "gemma3": ROPE_NEOX}
+ARCH_QKV_BIAS = {"llama": False, "mistral": False, "qwen2": True, "phi3": False,
+                 "qwen3": False, "qwen3moe": False, "qwen2moe": "optional", "gemma3": False}
+# Which architectures may have experts, and whether their top-k weights are
+# divided by their sum (build_moe_ffn's norm_w in src/models/<arch>.cpp).
+ARCH_MOE_NORM = {"llama": True, "qwen3moe": True, "qwen2moe": False}
 # llama.cpp's Phi-3 loader reads attention.sliding_window and then disables
 # it (src/models/phi3.cpp: "Phi SWA is currently disabled").
 ARCH_IGNORES_SWA = {"phi3"}
@@ -79,8 +93,10 @@ class Model:
             raise ModelError(f"unsupported architecture {self.arch!r} "
                              f"(supported: {', '.join(sorted(ARCH_ROPE))})")
         a = self.arch
-        if self.meta(f"{a}.expert_count", 0):
-            raise ModelError("mixture-of-experts models are not supported")
+        self.n_expert = int(self.meta(f"{a}.expert_count", 0))
+        self.n_expert_used = int(self.meta(f"{a}.expert_used_count", 0))
+        if self.n_expert and a not in ARCH_MOE_NORM:
+            raise ModelError(f"{a} files with experts are not supported")
 
         self.n_embd = self.meta_int(f"{a}.embedding_length")
         self.n_layer = self.meta_int(f"{a}.block_count")
@@ -107,6 +123,18 @@ class Model:
         self.n_swa = 0 if a in ARCH_IGNORES_SWA else int(self.meta(f"{a}.attention.sliding_window", 0))
         self.rope_type = ARCH_ROPE[a]
         self.qkv_bias = ARCH_QKV_BIAS[a]
+        if self.n_expert:
+            ff_exp = self.n_ff if a == "llama" else self.n_ff // self.n_expert_used
+            self.n_ff_exp = int(self.meta(f"{a}.expert_feed_forward_length", ff_exp))
+            self.n_ff_shexp = int(self.meta(f"{a}.expert_shared_feed_forward_length", self.n_ff))
+        self.gemma = a == "gemma3"
+        # Gemma 3: layers il with il % pattern < pattern - 1 attend to the
+        # window (llama_hparams::set_swa_pattern), with their own RoPE base.
+        self.swa_pattern = 0
+        if self.gemma and self.n_swa:
+            self.swa_pattern = int(self.meta(f"{a}.attention.sliding_window_pattern", 6))
+            self.freq_base_swa = float(self.meta(f"{a}.rope.freq_base_swa", 10000.0))
+        self.softcap = float(self.meta(f"{a}.final_logit_softcapping", 0.0))
 
         self._check_hparams()
 
@@ -206,7 +234,11 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, m):
+def layer_is_swa(m, il):
+    return m.swa_pattern and il % m.swa_pattern < m.swa_pattern - 1
+
+
+def rope(x, pos, m, il=0):
     """x [n_tokens][n_heads][head_dim] with RoPE applied at positions pos.
 
     Checked against ggml's CPU rope (ggml/src/ggml-cpu/ops.cpp:
@@ -218,10 +250,11 @@ def rope(x, pos, m):
     """
     half = m.n_rot // 2
     i = np.arange(half, dtype=np.float64)
-    inv_freq = m.freq_base ** (-2.0 * i / m.n_rot)
+    swa = layer_is_swa(m, il)
+    inv_freq = (m.freq_base_swa if swa else m.freq_base) ** (-2.0 * i / m.n_rot)
     if m.freq_factors is not None:
         inv_freq = inv_freq / m.freq_factors
-    theta = (np.asarray(pos, dtype=np.float64) * m.freq_scale)[:, None] * inv_freq[None, :]
+    theta = (np.asarray(pos, dtype=np.float64) * (1.0 if swa else m.freq_scale))[:, None] * inv_freq[None, :]
     cos = np.cos(theta)[:, None, :]
     sin = np.sin(theta)[:, None, :]
     if m.rope_type == ROPE_NEOX:
@@ -235,7 +268,7 @@ def rope(x, pos, m):
     return out
 
 
-def attention(m, q, k, v):
+def attention(m, q, k, v, window):
     """Causal grouped-query attention over one sequence.
 
     q [T][n_head][dk], k [T][n_head_kv][dk], v [T][n_head_kv][dv]."""
@@ -244,11 +277,13 @@ def attention(m, q, k, v):
     # np.repeat puts copy j of kv head g at index g*group + j: q head h reads kv head h // group.
     k = np.repeat(k, group, axis=1)
     v = np.repeat(v, group, axis=1)
-    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(m.head_dim_k)
+    # Gemma 3 27B (62 layers) scales by n_embd / n_head, as llama.cpp.
+    scale = m.n_embd // m.n_head if m.gemma and m.n_layer == 62 else m.head_dim_k
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(scale)
     future = np.triu(np.ones((n_tok, n_tok), dtype=bool), k=1)
     scores[:, future] = -np.inf
-    if m.n_swa:
-        scores[:, np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-m.n_swa)] = -np.inf
+    if window:
+        scores[:, np.tril(np.ones((n_tok, n_tok), dtype=bool), k=-window)] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p /= p.sum(axis=-1, keepdims=True)
@@ -269,16 +304,33 @@ def layer(m, il, x, pos):
         q = h @ m.matrix(b + "attn_q.weight", nq, m.n_embd).T
         k = h @ m.matrix(b + "attn_k.weight", nk, m.n_embd).T
         v = h @ m.matrix(b + "attn_v.weight", nv, m.n_embd).T
-    if m.qkv_bias:
+    if m.qkv_bias is True or (m.qkv_bias == "optional" and b + "attn_q.bias" in m.tensors):
         q = q + m.vector(b + "attn_q.bias", nq)
         k = k + m.vector(b + "attn_k.bias", nk)
         v = v + m.vector(b + "attn_v.bias", nv)
-    q = rope(q.reshape(n_tok, m.n_head, m.head_dim_k), pos, m)
-    k = rope(k.reshape(n_tok, m.n_head_kv, m.head_dim_k), pos, m)
+    q = q.reshape(n_tok, m.n_head, m.head_dim_k)
+    k = k.reshape(n_tok, m.n_head_kv, m.head_dim_k)
+    if b + "attn_q_norm.weight" in m.tensors:
+        # Qwen3, Gemma 3: an RMS norm of each head before RoPE.
+        q = rms_norm(q, m.vector(b + "attn_q_norm.weight", m.head_dim_k), m.eps)
+        k = rms_norm(k, m.vector(b + "attn_k_norm.weight", m.head_dim_k), m.eps)
+    q = rope(q, pos, m, il)
+    k = rope(k, pos, m, il)
     v = v.reshape(n_tok, m.n_head_kv, m.head_dim_v)
-    x = x + attention(m, q, k, v) @ m.matrix(b + "attn_output.weight", m.n_embd, m.n_head * m.head_dim_v).T
+    window = m.n_swa if not m.gemma else (m.n_swa if layer_is_swa(m, il) else 0)
+    att = attention(m, q, k, v, window) @ m.matrix(b + "attn_output.weight", m.n_embd, m.n_head * m.head_dim_v).T
+    if m.gemma:
+        att = rms_norm(att, m.vector(b + "post_attention_norm.weight", m.n_embd), m.eps)
+    x = x + att
 
     h = rms_norm(x, m.vector(b + "ffn_norm.weight", m.n_embd), m.eps)
+    if m.n_expert:
+        return x + moe(m, b, h)
+    if m.gemma:
+        gate = h @ m.matrix(b + "ffn_gate.weight", m.n_ff, m.n_embd).T
+        up = h @ m.matrix(b + "ffn_up.weight", m.n_ff, m.n_embd).T
+        out = gelu(gate) * up @ m.matrix(b + "ffn_down.weight", m.n_embd, m.n_ff).T
+        return x + rms_norm(out, m.vector(b + "post_ffw_norm.weight", m.n_embd), m.eps)
     if b + "ffn_gate.weight" in m.tensors:
         gate = h @ m.matrix(b + "ffn_gate.weight", m.n_ff, m.n_embd).T
         up = h @ m.matrix(b + "ffn_up.weight", m.n_ff, m.n_embd).T
@@ -289,6 +341,58 @@ def layer(m, il, x, pos):
         gate, up = gate_up[:, :m.n_ff], gate_up[:, m.n_ff:]
     silu = gate / (1.0 + np.exp(-gate))
     return x + (silu * up) @ m.matrix(b + "ffn_down.weight", m.n_embd, m.n_ff).T
+
+
+def gelu(x):
+    """GELU, tanh form (ggml_gelu)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * x * (1.0 + 0.044715 * x * x)))
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def expert_tensor(m, name, n_out, n_in):
+    """A 3-D expert tensor: ggml ne = [n_in, n_out, n_expert], numpy [e][n_out][n_in]."""
+    t = m._get(name)
+    got = [int(d) for d in t.shape]
+    if got != [n_in, n_out, m.n_expert]:
+        raise ModelError(f"{name}: ggml shape {got}, expected [{n_in}, {n_out}, {m.n_expert}]")
+    return m._decode(t)
+
+
+def moe(m, b, h):
+    """llama.cpp's build_moe_ffn with softmax gating: the softmax over all
+    experts, the top k, their probabilities (divided by their sum, clamped
+    below at 6.1e-5, where the architecture says so) weighting each chosen
+    expert's SwiGLU FFN; Qwen2-MoE adds sigmoid(h . gate_inp_shexp) times
+    the shared expert's FFN."""
+    F, k = m.n_ff_exp, m.n_expert_used
+    logits = h @ m.matrix(b + "ffn_gate_inp.weight", m.n_expert, m.n_embd).T
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    # Stable sort of -p: ties go to the lower expert.
+    chosen = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(p, chosen, axis=-1)
+    if ARCH_MOE_NORM[m.arch]:
+        w = w / np.maximum(w.sum(axis=-1, keepdims=True), 6.103515625e-5)
+    gate = expert_tensor(m, b + "ffn_gate_exps.weight", F, m.n_embd)
+    up = expert_tensor(m, b + "ffn_up_exps.weight", F, m.n_embd)
+    down = expert_tensor(m, b + "ffn_down_exps.weight", m.n_embd, F)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        for j in range(k):
+            e = chosen[t, j]
+            a = silu(gate[e] @ h[t]) * (up[e] @ h[t])
+            out[t] += w[t, j] * (down[e] @ a)
+    if b + "ffn_down_shexp.weight" in m.tensors:
+        S = m.n_ff_shexp
+        g = h @ m.matrix(b + "ffn_gate_shexp.weight", S, m.n_embd).T
+        u = h @ m.matrix(b + "ffn_up_shexp.weight", S, m.n_embd).T
+        sh = (silu(g) * u) @ m.matrix(b + "ffn_down_shexp.weight", m.n_embd, S).T
+        gate_s = h @ m.vector(b + "ffn_gate_inp_shexp.weight", m.n_embd)
+        out = out + sh / (1.0 + np.exp(-gate_s))[:, None]
+    return out
 
 
 def forward(m, tokens):
@@ -304,10 +408,15 @@ def forward(m, tokens):
     pos = np.arange(tokens.size)
 
     x = m.matrix("token_embd.weight", m.n_vocab, m.n_embd)[tokens]
+    if m.gemma:
+        x = x * np.sqrt(np.float32(m.n_embd))
     for il in range(m.n_layer):
         x = layer(m, il, x, pos)
     x = rms_norm(x, m.vector("output_norm.weight", m.n_embd), m.eps)
-    return x @ m.output_matrix().T
+    logits = x @ m.output_matrix().T
+    if m.softcap:
+        logits = np.tanh(logits / m.softcap) * m.softcap
+    return logits
 
 
 def parse_tokens(text):

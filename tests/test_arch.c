@@ -1,7 +1,8 @@
 /* The architecture table (model/arch.h): every entry's synthetic model
- * loads with the weights its entry names and evaluates, and a file of an
- * architecture the table lacks is refused with the ones it has.  A new
- * entry is covered here without a line of test. */
+ * loads with the weights its entry names, evaluates, and serves requests
+ * in the serving engine; a file of an architecture the table lacks is
+ * refused with the ones it has.  A new entry is covered here without a
+ * line of test. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +35,8 @@ START_TEST(every_entry_loads_and_evaluates)
         /* What the entry requires is there; what it never has is not. */
         for (int i = 0; i < HX_LAYER_SLOTS; i++)
             for (uint32_t l = 0; l < m->info.n_layer; l++)
-                ck_assert_msg((m->layers[l].w[i].buf != NULL) == (a->layer_presence[i] == HX_TENSOR_REQUIRED),
+                ck_assert_msg((m->layers[l].w[i].buf != NULL) ==
+                                  (hx_arch_presence(a, (hx_layer_slot)i, m->hp.n_expert > 0) == HX_TENSOR_REQUIRED),
                               "%s: blk.%u slot %d", a->name, l, i);
         ck_assert_float_eq(m->hp.rope_base, a->typical_rope_base);
         ck_assert_float_eq(m->hp.eps, a->typical_norm_eps);
@@ -52,6 +54,28 @@ START_TEST(every_entry_loads_and_evaluates)
         }
         ck_assert_msg(hi > lo, "%s: all logits are %g", a->name, (double)lo);
         HX_ASSERT_OK(hx_session_close(s));
+        /* The serving engine runs it: two greedy requests, batched
+         * together, both complete and generate as many tokens. */
+        hx_engine *e = NULL;
+        HX_ASSERT_OK(hx_engine_create(m, NULL, &e));
+        const int32_t prompt[] = {256, 72, 101, 108, 108, 111};
+        hx_request r = hx_request_default();
+        r.tokens = prompt;
+        r.n_tokens = 6;
+        r.max_tokens = 5;
+        r.sampling.temperature = 0;
+        uint64_t id[2];
+        hx_request_result res[2];
+        for (int k = 0; k < 2; k++)
+            HX_ASSERT_OK(hx_engine_submit(e, &r, &id[k]));
+        for (int k = 0; k < 2; k++) {
+            HX_ASSERT_OK(hx_engine_wait(e, id[k], -1, &res[k]));
+            ck_assert_msg(res[k].status == HX_OK, "%s: engine: %s", a->name, res[k].error);
+            ck_assert_uint_eq(res[k].stats.prompt_tokens, 6);
+        }
+        ck_assert_uint_eq(res[0].stats.generated_tokens, res[1].stats.generated_tokens);
+        ck_assert_uint_ge(res[0].stats.generated_tokens, 1);
+        HX_ASSERT_OK(hx_engine_destroy(e));
         HX_ASSERT_OK(hx_model_free(m));
         unlink(path);
     }

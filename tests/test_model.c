@@ -44,11 +44,36 @@ static const hx_synthetic_config llama3 = {"llama3", 256, 2, 4, 2, 512, 512, "ll
 static const hx_synthetic_config phi3 = {"phi3", 256, 2, 4, 2, 512, 512, "phi3", 0};
 static const hx_synthetic_config qwen_big = {"qwen2-big", 64, 2, 4, 2, 128, 512, "qwen2", 0};
 #define BIG_VOCAB 70000u
+/* Quantized files against the dequantized reference (see
+ * quantized_match_dequantized_reference). */
+#define QUANT_BOUND 3e-2
+
+/* The architectures of llama.cpp's newer models: Qwen3 with heads of 128
+ * that do not split n_embd; a Mixtral-style llama (8 experts, 2 used);
+ * Qwen3-MoE (8 experts, 3 used, heads of 32); Qwen2-MoE with its shared
+ * expert (and Qwen2's biases); Gemma 3 with a window of 8 on five of its
+ * six layers and tied embeddings. */
+static const hx_synthetic_config qwen3 = {"qwen3", 256, 2, 4, 2, 512, 512, "qwen3", 0};
+static const hx_synthetic_config mixtral = {"mixtral", 256, 2, 4, 2, 256, 512, "llama", 0};
+static const hx_synthetic_config qwen3moe = {"qwen3moe", 256, 2, 8, 4, 256, 512, "qwen3moe", 0};
+static const hx_synthetic_config qwen2moe = {"qwen2moe", 256, 2, 4, 2, 256, 512, "qwen2moe", 0};
+static const hx_synthetic_config gemma3 = {"gemma3", 256, 6, 4, 1, 512, 512, "gemma3", 1};
 
 static const hx_synthetic_extras *extras_of(const hx_synthetic_config *c)
 {
-    static const hx_synthetic_extras none = {0}, freqs = {.rope_freqs = 1}, big = {.n_vocab = BIG_VOCAB};
-    return c == &llama3 ? &freqs : c == &qwen_big ? &big : &none;
+    static const hx_synthetic_extras none = {0}, freqs = {.rope_freqs = 1}, big = {.n_vocab = BIG_VOCAB},
+                                     heads = {.head_dim = 128}, experts = {.n_expert = 8, .n_expert_used = 2},
+                                     qexperts = {.head_dim = 32, .n_expert = 8, .n_expert_used = 3},
+                                     shared = {.n_expert = 4, .n_expert_used = 2},
+                                     windows = {.head_dim = 128, .window = 8};
+    return c == &llama3     ? &freqs
+           : c == &qwen_big ? &big
+           : c == &qwen3    ? &heads
+           : c == &mixtral  ? &experts
+           : c == &qwen3moe ? &qexperts
+           : c == &qwen2moe ? &shared
+           : c == &gemma3   ? &windows
+                            : &none;
 }
 
 static int vocab_of(const hx_synthetic_config *c)
@@ -190,6 +215,32 @@ START_TEST(f16_matches_reference)
 }
 END_TEST
 
+/* The newer architectures against the reference's own reading of them
+ * (llama.cpp's graphs, tests/ref_llama.py).  Gemma 3's GELU goes through
+ * ggml's f16 table, as in llama.cpp, and the reference's does not: its
+ * bound is 1e-3. */
+START_TEST(new_architectures_match_reference)
+{
+    make_tmpdir();
+    const hx_synthetic_config *cs[] = {&qwen3, &mixtral, &qwen3moe, &qwen2moe, &gemma3};
+    for (int i = 0; i < 5; i++) {
+        comparison c = against_reference(cs[i], "f32");
+        const double bound = cs[i] == &gemma3 ? 1e-3 : 1e-4;
+        ck_assert_msg(c.rel_l2 <= bound, "%s f32: rel L2 %g > %g", cs[i]->name, c.rel_l2, bound);
+        ck_assert_int_eq(c.argmax_mismatch, 0);
+    }
+    /* Experts in quantized types, through the expert ops' quantized paths. */
+    const char *types[] = {"q8_0", "q4_K"};
+    for (int t = 0; t < 2; t++)
+        for (int i = 1; i < 3; i++) {
+            comparison c = against_reference(cs[i], types[t]);
+            ck_assert_msg(c.rel_l2 <= QUANT_BOUND, "%s %s: rel L2 %g > %g", cs[i]->name, types[t], c.rel_l2,
+                          QUANT_BOUND);
+        }
+    remove_tmpdir();
+}
+END_TEST
+
 /* The same layouts with every task on PoCL's OpenCL device: rope with
  * Llama 3.1's factors, Phi-3's row views, Qwen2's biases and 70,000-row
  * embedding and output matrices in the OpenCL kernels. */
@@ -210,7 +261,6 @@ END_TEST
  * like llama.cpp, quantizes each activation row to Q8_0 / Q8_K (blocks of
  * 32 / 256 with one scale) before the integer dot products, which alone
  * costs about 0.3-0.5% relative error per projection. */
-#define QUANT_BOUND 3e-2
 
 START_TEST(quantized_match_dequantized_reference)
 {
@@ -274,11 +324,14 @@ static float *logits_in_chunks(hx_model *m, const int32_t *ids, int n, int chunk
     return all;
 }
 
+/* Also for the experts: a token's expert rows are gathered with other
+ * tokens' or alone, and its logits must not change. */
 START_TEST(batching_does_not_change_logits)
 {
     make_tmpdir();
     char path[256];
-    write_model(&gqa, "q8_0", path, sizeof path);
+    const hx_synthetic_config *cs[] = {&gqa, &mixtral, &qwen3moe};
+    write_model(cs[_i], "q8_0", path, sizeof path);
     int32_t ids[N_POS];
     test_tokens(ids, N_POS, 11);
     /* max_batch 24 also splits the whole-prompt evaluation into chunks. */
@@ -293,6 +346,49 @@ START_TEST(batching_does_not_change_logits)
         free(c);
     }
     free(whole);
+    unload(&l);
+    remove_tmpdir();
+}
+END_TEST
+
+/* The router's tallies (hx_model_expert_counts): each evaluated token
+ * counted once for each expert it went to, in every layer; nothing for a
+ * dense model; a bad layer or a short array refused. */
+START_TEST(expert_counts_add_up)
+{
+    make_tmpdir();
+    char path[256];
+    write_model(&qwen3moe, "f32", path, sizeof path);
+    loaded l = load(path, "f16", 16);
+    hx_model_info in;
+    HX_ASSERT_OK(hx_model_info_get(l.m, &in));
+    ck_assert_uint_eq(in.n_expert, 8);
+    ck_assert_uint_eq(in.n_expert_used, 3);
+    int32_t ids[N_POS];
+    test_tokens(ids, N_POS, 5);
+    float *lg = logits_in_chunks(l.m, ids, 40, 7);
+    free(lg);
+    uint64_t counts[8];
+    size_t n = 0;
+    for (uint32_t layer = 0; layer < in.n_layer; layer++) {
+        HX_ASSERT_OK(hx_model_expert_counts(l.m, layer, counts, 8, &n));
+        ck_assert_uint_eq(n, 8);
+        uint64_t sum = 0, used = 0;
+        for (int e = 0; e < 8; e++) {
+            sum += counts[e];
+            used += counts[e] > 0;
+        }
+        ck_assert_uint_eq(sum, 40 * 3);
+        ck_assert_uint_ge(used, 3);
+    }
+    ck_assert_int_eq(hx_model_expert_counts(l.m, in.n_layer, counts, 8, &n), HX_ERR_RANGE);
+    ck_assert_int_eq(hx_model_expert_counts(l.m, 0, counts, 7, &n), HX_ERR_RANGE);
+    ck_assert_int_eq(hx_model_expert_counts(l.m, 0, NULL, 8, &n), HX_ERR_INVALID_ARG);
+    unload(&l);
+    write_model(&gqa, "f32", path, sizeof path);
+    l = load(path, "f16", 16);
+    HX_ASSERT_OK(hx_model_expert_counts(l.m, 0, counts, 8, &n));
+    ck_assert_uint_eq(n, 0);
     unload(&l);
     remove_tmpdir();
 }
@@ -437,12 +533,14 @@ Suite *suite_model(void)
     tcase_add_test(ref, f32_matches_reference);
     tcase_add_test(ref, f16_matches_reference);
     tcase_add_test(ref, layouts_on_opencl_match_reference);
+    tcase_add_test(ref, new_architectures_match_reference);
     tcase_add_test(ref, quantized_match_dequantized_reference);
     suite_add_tcase(s, ref);
     TCase *inv = tcase_create("invariance");
     tcase_set_timeout(inv, 300);
-    tcase_add_test(inv, batching_does_not_change_logits);
+    tcase_add_loop_test(inv, batching_does_not_change_logits, 0, 3);
     tcase_add_test(inv, interleaved_sequences_match_solo_runs);
+    tcase_add_test(inv, expert_counts_add_up);
     tcase_add_test(inv, q8_0_kv_cache_stays_close);
     tcase_add_test(inv, bad_evaluations_lose_nothing);
     suite_add_tcase(s, inv);

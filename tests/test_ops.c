@@ -1118,6 +1118,327 @@ START_TEST(kv_shift_matches_reference)
 }
 END_TEST
 
+/* ---- Gemma's and the experts' ops ----------------------------------------- */
+
+/* GELU, tanh form, as the op's contract has it (ops.h, "geglu"): ggml's
+ * float formula (whose 1 + tanh cancels to nothing below about -5, in
+ * llama.cpp as here) on the input rounded to f16, the result rounded to
+ * f16.  The kernel's tanhf may differ from the C library's in the last
+ * bit, which can move a result across an f16 rounding tie (5e-4
+ * relative): the bound is 1e-5 NMSE. */
+#define NMSE_GELU 1e-5
+static double gelu(double x)
+{
+    if (x <= -10.0)
+        return 0.0;
+    if (x >= 10.0)
+        return x;
+    const float h = (float)hx_ref_f16_to_f64(hx_ref_f32_to_f16((float)x));
+    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return hx_ref_f16_to_f64(hx_ref_f32_to_f16(g));
+}
+static double silu(double x) { return x / (1.0 + exp(-x)); }
+
+static void ref_geglu(uint64_t n, const float *g, const float *u, double *out)
+{
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = gelu(g[i]) * u[i];
+}
+
+START_TEST(geglu_matches_reference) { check_elementwise(_i, "geglu", 0, ref_geglu, NMSE_GELU, 12); }
+END_TEST
+
+START_TEST(scale_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "scale", &u))
+        return;
+    unsigned seed = 21;
+    const uint64_t sizes[] = {1, 1000, 100003};
+    for (int s = 0; s < 3; s++)
+        for (int capped = 0; capped < 2; capped++) {
+            const uint64_t n = sizes[s];
+            float *x = malloc(4 * n), *z = malloc(4 * n);
+            double *ref = malloc(8 * n);
+            hx_case_random(x, n, &seed);
+            hx_op_scale a = {n, capped ? 1.0f : 25.3f, capped ? 30.0f : 0.0f};
+            for (uint64_t i = 0; i < n; i++) {
+                x[i] *= capped ? 90.0f : 1.0f; /* far into tanh's tails */
+                const double v = (double)x[i] * a.scale;
+                ref[i] = capped ? tanh(v / a.cap) * a.cap : v;
+            }
+            hx_buffer *b[1] = {hx_case_buffer(u.rt, x, 4 * n)};
+            HX_ASSERT_OK(run(&u, "scale", &a, sizeof a, 1, b, (hx_access[]){HX_RW}));
+            hx_case_read(b[0], z, 4 * n);
+            double e = hx_ref_nmse(z, ref, n);
+            ck_assert_msg(e <= NMSE_ACCUM, "%s: scale n %llu cap %d: nmse %g", u.tg->name, (unsigned long long)n,
+                          capped, e);
+            hx_case_destroy(b, 1);
+            free(x), free(z), free(ref);
+        }
+    end(&u);
+}
+END_TEST
+
+START_TEST(add_gated_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "add_gated", &u))
+        return;
+    unsigned seed = 23;
+    const uint32_t shapes[][2] = {{1, 64}, {7, 300}, {33, 1024}};
+    for (int s = 0; s < 3; s++) {
+        const uint32_t T = shapes[s][0], D = shapes[s][1];
+        const size_t n = (size_t)T * D;
+        float *x = malloc(4 * n), *y = malloc(4 * n), *g = malloc(4 * T), *z = malloc(4 * n);
+        double *ref = malloc(8 * n);
+        hx_case_random(x, n, &seed);
+        hx_case_random(y, n, &seed);
+        hx_case_random(g, T, &seed);
+        for (uint32_t t = 0; t < T; t++) {
+            g[t] *= 8.0f;
+            for (uint32_t i = 0; i < D; i++)
+                ref[(size_t)t * D + i] = x[(size_t)t * D + i] + y[(size_t)t * D + i] / (1.0 + exp(-(double)g[t]));
+        }
+        hx_op_add_gated a = {T, D};
+        hx_buffer *b[3] = {hx_case_buffer(u.rt, x, 4 * n), hx_case_buffer(u.rt, y, 4 * n), hx_case_buffer(u.rt, g, 4 * T)};
+        HX_ASSERT_OK(run(&u, "add_gated", &a, sizeof a, 3, b, (hx_access[]){HX_RW, HX_R, HX_R}));
+        hx_case_read(b[0], z, 4 * n);
+        double e = hx_ref_nmse(z, ref, n);
+        ck_assert_msg(e <= NMSE_ACCUM, "%s: add_gated T %u D %u: nmse %g", u.tg->name, T, D, e);
+        hx_case_destroy(b, 3);
+        free(x), free(y), free(g), free(z), free(ref);
+    }
+    end(&u);
+}
+END_TEST
+
+/* A route (ops.h) of T tokens to k distinct experts of E each, with
+ * random weights, laid out as moe_route writes it. */
+static int32_t *random_route(uint32_t T, uint32_t k, uint32_t E, unsigned *seed)
+{
+    int32_t *r = calloc(hx_moe_route_words(T, k, E), 4);
+    const uint64_t tk = (uint64_t)T * k;
+    float *w = (float *)(r + tk);
+    int32_t *off = r + 2 * tk, *order = off + E + 1, *inv = order + tk;
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t j = 0; j < k; j++) {
+            int32_t e;
+            int dup;
+            do {
+                /* expert E - 1 is never chosen: an expert with no token */
+                e = (int32_t)((hx_ref_uniform(seed) + 1.0f) * 0.5f * (float)(E - 1)) % (int32_t)(E - 1);
+                dup = 0;
+                for (uint32_t i = 0; i < j; i++)
+                    dup |= r[t * k + i] == e;
+            } while (dup);
+            r[t * k + j] = e;
+            w[t * k + j] = 0.25f + 0.5f * (hx_ref_uniform(seed) + 1.0f);
+            off[e + 1]++;
+        }
+    for (uint32_t e = 0; e < E; e++)
+        off[e + 1] += off[e];
+    int32_t *fill = malloc(4 * E);
+    memcpy(fill, off, 4 * E);
+    for (uint64_t i = 0; i < tk; i++) {
+        order[fill[r[i]]] = (int32_t)i;
+        inv[i] = fill[r[i]]++;
+    }
+    free(fill);
+    return r;
+}
+
+START_TEST(moe_route_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "moe_route", &u))
+        return;
+    unsigned seed = 29;
+    const uint32_t cases[][4] = {{1, 8, 2, 1}, {37, 8, 2, 1}, {5, 60, 4, 0}, {64, 128, 8, 1}};
+    for (int c = 0; c < 4; c++) {
+        const uint32_t T = cases[c][0], E = cases[c][1], k = cases[c][2], norm = cases[c][3], layers = 3;
+        float *logits = malloc(4ull * T * E);
+        hx_case_random(logits, (size_t)T * E, &seed);
+        for (size_t i = 0; i < (size_t)T * E; i++)
+            logits[i] *= 4.0f;
+        const size_t words = hx_moe_route_words(T, k, E);
+        uint64_t *counts = calloc((size_t)layers * E, 8);
+        hx_op_moe_route a = {T, E, k, norm, 1, layers};
+        hx_buffer *b[3] = {hx_case_buffer(u.rt, logits, 4ull * T * E), hx_case_empty(u.rt, 4 * words),
+                           hx_case_buffer(u.rt, counts, 8ull * layers * E)};
+        for (int twice = 0; twice < 2; twice++)
+            HX_ASSERT_OK(run(&u, "moe_route", &a, sizeof a, 3, b, (hx_access[]){HX_R, HX_W, HX_RW}));
+        int32_t *r = malloc(4 * words);
+        hx_case_read(b[1], r, 4 * words);
+        hx_case_read(b[2], counts, 8ull * layers * E);
+        const uint64_t tk = (uint64_t)T * k;
+        const float *w = (const float *)(r + tk);
+        const int32_t *off = r + 2 * tk, *order = off + E + 1, *inv = order + tk;
+        uint64_t *want = calloc(E, 8);
+        for (uint32_t t = 0; t < T; t++) {
+            double p[128], sum = 0, wsum = 0;
+            const float *l = logits + (size_t)t * E;
+            for (uint32_t e = 0; e < E; e++)
+                sum += p[e] = exp((double)l[e]);
+            int used[128] = {0};
+            for (uint32_t j = 0; j < k; j++) {
+                int best = -1;
+                for (uint32_t e = 0; e < E; e++)
+                    if (!used[e] && (best < 0 || p[e] > p[best]))
+                        best = (int)e;
+                used[best] = 1;
+                ck_assert_msg(r[t * k + j] == best, "%s: token %u choice %u: expert %d, want %d", u.tg->name, t, j,
+                              r[t * k + j], best);
+                wsum += p[best] / sum;
+                want[best] += 2;
+            }
+            for (uint32_t j = 0; j < k; j++) {
+                const double ref = p[r[t * k + j]] / sum / (norm ? wsum : 1.0);
+                ck_assert_msg(fabs(w[t * k + j] - ref) <= 1e-6 * ref, "%s: weight %g, want %g", u.tg->name,
+                              (double)w[t * k + j], ref);
+            }
+        }
+        /* The order lists each expert's entries, by token, and inv inverts it. */
+        for (uint32_t e = 0; e < E; e++) {
+            ck_assert_int_eq(off[e + 1] - off[e], (int)(want[e] / 2));
+            for (int32_t i = off[e]; i < off[e + 1]; i++) {
+                ck_assert_int_eq(r[order[i]], (int)e);
+                ck_assert_int_eq(inv[order[i]], i);
+                ck_assert(i == off[e] || order[i] > order[i - 1]);
+            }
+            ck_assert_msg(counts[E + e] == want[e] && counts[e] == 0 && counts[2 * E + e] == 0,
+                          "%s: expert %u counted %llu, want %llu in layer 1 only", u.tg->name, e,
+                          (unsigned long long)counts[E + e], (unsigned long long)want[e]);
+        }
+        /* A layer past the tallies is impossible arguments. */
+        hx_op_moe_route bad = a;
+        bad.layer = layers;
+        ck_assert_int_ne(run(&u, "moe_route", &bad, sizeof bad, 3, b, (hx_access[]){HX_R, HX_W, HX_RW}), HX_OK);
+        hx_case_destroy(b, 3);
+        free(logits), free(counts), free(r), free(want);
+    }
+    end(&u);
+}
+END_TEST
+
+static double moe_bound(const under_test *u, uint32_t type, int gelu_act)
+{
+    double b = matmul_bound(u, type, 2);
+    return gelu_act && b < NMSE_GELU ? NMSE_GELU : b;
+}
+
+/* One product of expert e's [N][K] matrix in W (rows of `type`) with x. */
+static void ref_expert(uint32_t type, const uint8_t *W, uint32_t e, uint32_t N, uint32_t K, const float *x, double *y)
+{
+    hx_op_matmul m = {type, 1, N, K, 0};
+    hx_ref_matmul(&m, W + (size_t)e * N * hx_ref_row_bytes(type, K), x, NULL, y);
+}
+
+static uint8_t *random_experts(uint32_t type, uint32_t E, uint32_t N, uint32_t K, unsigned *seed)
+{
+    const size_t row = hx_ref_row_bytes(type, K);
+    uint8_t *W = malloc(row * E * N);
+    for (size_t n = 0; n < (size_t)E * N; n++)
+        hx_ref_random_row(type, W + n * row, K, seed);
+    return W;
+}
+
+START_TEST(moe_gate_up_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "moe_gate_up", &u))
+        return;
+    unsigned seed = 31;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_0, HX_REF_Q4_K};
+    const uint32_t shapes[][4] = {{1, 256, 98, 4}, {9, 256, 64, 6}, {40, 512, 36, 9}}; /* T, D, F, E */
+    for (int ti = 0; ti < 5; ti++)
+        for (int s = 0; s < 3; s++)
+            for (uint32_t act = 0; act < 2; act++) {
+                const uint32_t T = shapes[s][0], D = shapes[s][1], F = shapes[s][2], E = shapes[s][3], k = 2;
+                const uint32_t gt = types[ti], ut = types[(ti + act) % 5]; /* gate and up may differ */
+                uint8_t *G = random_experts(gt, E, F, D, &seed), *U = random_experts(ut, E, F, D, &seed);
+                int32_t *route = random_route(T, k, E, &seed);
+                float *x = malloc(4ull * T * D), *h = malloc(4ull * T * k * F);
+                hx_case_random(x, (size_t)T * D, &seed);
+                double *ref = malloc(8ull * T * k * F), *g = malloc(8ull * F), *up = malloc(8ull * F);
+                const int32_t *order = route + 2ull * T * k + E + 1;
+                for (uint64_t i = 0; i < (uint64_t)T * k; i++) {
+                    const uint32_t t = (uint32_t)order[i] / k, e = (uint32_t)route[order[i]];
+                    ref_expert(gt, G, e, F, D, x + (size_t)t * D, g);
+                    ref_expert(ut, U, e, F, D, x + (size_t)t * D, up);
+                    for (uint32_t f = 0; f < F; f++)
+                        ref[i * F + f] = (act ? gelu(g[f]) : silu(g[f])) * up[f];
+                }
+                hx_op_moe_gate_up a = {T, D, F, E, k, gt, ut, act};
+                const size_t gb = hx_ref_row_bytes(gt, D) * E * F, ub = hx_ref_row_bytes(ut, D) * E * F;
+                hx_buffer *b[5] = {hx_case_buffer(u.rt, x, 4ull * T * D),
+                                   hx_case_buffer(u.rt, route, 4 * hx_moe_route_words(T, k, E)),
+                                   hx_case_buffer(u.rt, G, gb), hx_case_buffer(u.rt, U, ub),
+                                   hx_case_empty(u.rt, 4ull * T * k * F)};
+                HX_ASSERT_OK(run(&u, "moe_gate_up", &a, sizeof a, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}));
+                hx_case_read(b[4], h, 4ull * T * k * F);
+                double e = hx_ref_nmse(h, ref, (size_t)T * k * F);
+                ck_assert_msg(e <= fmax(moe_bound(&u, gt, (int)act), moe_bound(&u, ut, (int)act)),
+                              "%s: moe_gate_up types %u/%u T %u D %u F %u E %u act %u: nmse %g", u.tg->name, gt, ut, T,
+                              D, F, E, act, e);
+                /* A route naming an entry outside the batch is refused. */
+                if (s == 1 && act == 0) {
+                    route[2 * T * k + E + 1] = (int32_t)(T * k);
+                    hx_buffer *bad = hx_case_buffer(u.rt, route, 4 * hx_moe_route_words(T, k, E));
+                    hx_buffer *b2[5] = {b[0], bad, b[2], b[3], b[4]};
+                    ck_assert_int_ne(
+                        run(&u, "moe_gate_up", &a, sizeof a, 5, b2, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}), HX_OK);
+                    hx_case_destroy(&bad, 1);
+                }
+                hx_case_destroy(b, 5);
+                free(G), free(U), free(route), free(x), free(h), free(ref), free(g), free(up);
+            }
+    end(&u);
+}
+END_TEST
+
+START_TEST(moe_down_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "moe_down", &u))
+        return;
+    unsigned seed = 37;
+    const uint32_t types[] = {HX_REF_F32, HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_0, HX_REF_Q4_K};
+    const uint32_t shapes[][5] = {{1, 70, 256, 4, 2}, {9, 256, 256, 6, 2}, {40, 130, 512, 9, 4}}; /* T, D, F, E, k */
+    for (int ti = 0; ti < 5; ti++)
+        for (int s = 0; s < 3; s++) {
+            const uint32_t T = shapes[s][0], D = shapes[s][1], F = shapes[s][2], E = shapes[s][3], k = shapes[s][4];
+            const uint32_t type = types[ti];
+            uint8_t *W = random_experts(type, E, D, F, &seed);
+            int32_t *route = random_route(T, k, E, &seed);
+            float *h = malloc(4ull * T * k * F), *out = malloc(4ull * T * D);
+            hx_case_random(h, (size_t)T * k * F, &seed);
+            double *ref = calloc((size_t)T * D, 8), *y = malloc(8ull * D);
+            const float *w = (const float *)(route + (size_t)T * k);
+            const int32_t *inv = route + 3ull * T * k + E + 1;
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t j = 0; j < k; j++) {
+                    ref_expert(type, W, (uint32_t)route[t * k + j], D, F, h + (size_t)inv[t * k + j] * F, y);
+                    for (uint32_t d = 0; d < D; d++)
+                        ref[(size_t)t * D + d] += w[t * k + j] * y[d];
+                }
+            hx_op_moe_down a = {T, D, F, E, k, type};
+            hx_buffer *b[4] = {hx_case_buffer(u.rt, h, 4ull * T * k * F),
+                               hx_case_buffer(u.rt, route, 4 * hx_moe_route_words(T, k, E)),
+                               hx_case_buffer(u.rt, W, hx_ref_row_bytes(type, F) * E * D),
+                               hx_case_empty(u.rt, 4ull * T * D)};
+            HX_ASSERT_OK(run(&u, "moe_down", &a, sizeof a, 4, b, (hx_access[]){HX_R, HX_R, HX_R, HX_W}));
+            hx_case_read(b[3], out, 4ull * T * D);
+            double e = hx_ref_nmse(out, ref, (size_t)T * D);
+            ck_assert_msg(e <= moe_bound(&u, type, 0), "%s: moe_down type %u T %u D %u F %u E %u k %u: nmse %g",
+                          u.tg->name, type, T, D, F, E, k, e);
+            hx_case_destroy(b, 4);
+            free(W), free(route), free(h), free(out), free(ref), free(y);
+        }
+    end(&u);
+}
+END_TEST
+
 /* ---- the matrix ---------------------------------------------------------- */
 
 /* The test of each op of the op list: a new op without one fails here. */
@@ -1131,6 +1452,9 @@ static const TTest *op_test(int op)
     [HX_OP_ADD] = add_matches_reference,               [HX_OP_SWIGLU] = swiglu_matches_reference,
     [HX_OP_KV_SHIFT] = kv_shift_matches_reference,     [HX_OP_MATMUL_MULTI] = matmul_multi_matches_matmul,
     [HX_OP_ATTENTION_PART] = attention_part_matches_reference, [HX_OP_ATTN_MERGE] = attn_merge_matches_reference,
+    [HX_OP_SCALE] = scale_matches_reference,           [HX_OP_GEGLU] = geglu_matches_reference,
+    [HX_OP_ADD_GATED] = add_gated_matches_reference,   [HX_OP_MOE_ROUTE] = moe_route_matches_reference,
+    [HX_OP_MOE_GATE_UP] = moe_gate_up_matches_reference, [HX_OP_MOE_DOWN] = moe_down_matches_reference,
     };
     return tests[op];
 }

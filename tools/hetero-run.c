@@ -20,7 +20,8 @@ static void usage(FILE *f)
 {
     fputs("usage: hetero-run [options]\n"
           "  -m FILE            GGUF model (default: the embedded synthetic 'tiny' model)\n"
-          "  --synthetic P[:T]  embedded model preset P (tiny, small) in type T (default tiny:f16)\n"
+          "  --synthetic P[:T]  embedded model preset P (tiny, small, qwen3-tiny, mixtral-tiny,\n"
+          "                     qwen3moe-tiny, gemma3-tiny) in type T (default tiny:f16)\n"
           "  -p TEXT            prompt (default \"Once upon a time\"); special tokens such as <|im_start|>\n"
           "                     in it are tokens, as in llama-cli\n"
           "  -f FILE            read the prompt from FILE\n"
@@ -57,6 +58,7 @@ static void usage(FILE *f)
           "  --partition S      partition strategy: affinity, layers, auto, colocated\n"
           "  --plan             print where each task of a layer goes and why, then exit\n"
           "  --stats            print each device's tasks, busy time and failures at the end\n"
+          "                     (and, with experts, the tokens routed to each, per layer)\n"
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
@@ -364,6 +366,27 @@ static void print_plan(hx_runtime *rt, hx_model *m, const char *partition, uint3
     }
 }
 
+/* A mixture-of-experts model's router: tokens per expert, per layer. */
+static void print_expert_counts(hx_model *m)
+{
+    hx_model_info info;
+    if (hx_model_info_get(m, &info) || !info.n_expert)
+        return;
+    uint64_t *counts = calloc(info.n_expert, sizeof *counts);
+    size_t n = 0;
+    fprintf(stderr, "hetero-run: tokens routed to each of %u experts (%u per token):\n", info.n_expert,
+            info.n_expert_used);
+    for (uint32_t l = 0; counts && l < info.n_layer; l++) {
+        if (hx_model_expert_counts(m, l, counts, info.n_expert, &n) != HX_OK)
+            break;
+        fprintf(stderr, "  layer %2u:", l);
+        for (size_t e = 0; e < n; e++)
+            fprintf(stderr, " %llu", (unsigned long long)counts[e]);
+        fputc('\n', stderr);
+    }
+    free(counts);
+}
+
 static void print_stats(hx_runtime *rt)
 {
     hx_runtime_stats st;
@@ -571,6 +594,8 @@ int main(int argc, char **argv)
 out:
     if (a.stats && rt)
         print_stats(rt);
+    if (a.stats && m)
+        print_expert_counts(m);
     if (a.trace && rt && hx_runtime_trace_stop(rt) == HX_OK)
         fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);
