@@ -7,6 +7,9 @@
  *     kind = cpu                cpu | gpu | fpga | accelerator
  *     units = 192
  *     flops.f32 = 14.7T         peak per second; f16 and int8 default to f32's
+ *     gemm.int8 = 166T          effective flop/s that real kernels of this
+ *                               precision reach (calibrated against published
+ *                               runs); replaces peak x compute efficiency
  *     memory = 1536G            bytes
  *     bandwidth = 921G          bytes per second
  *     unified = yes             works in host memory (default: yes for cpu)
@@ -127,11 +130,15 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
     static const char *const kinds[] = {"cpu", "gpu", "fpga", "accelerator", NULL};
     static const char *const times[] = {"roofline", "measured", NULL};
     static const char *const precisions[] = {"flops.f32", "flops.f16", "flops.int8"};
+    static const char *const gemms[] = {"gemm.f32", "gemm.f16", "gemm.int8"};
     int x;
     hx_status s;
-    for (int p = 0; p < HX_PREC_COUNT; p++)
+    for (int p = 0; p < HX_PREC_COUNT; p++) {
         if (!strcmp(k, precisions[p]))
             return number(w, k, v, 0, &d->flops[p]);
+        if (!strcmp(k, gemms[p]))
+            return number(w, k, v, 0, &d->gemm[p]);
+    }
     if (!strcmp(k, "name")) {
         snprintf(d->name, sizeof d->name, "%s", v);
         return HX_OK;
@@ -197,8 +204,8 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
         return HX_OK;
     }
     return hx_error(HX_ERR_FORMAT,
-                    "%s:%d: unknown key '%s' (name, family, kind, units, flops.f32, flops.f16, flops.int8, memory, "
-                    "bandwidth, unified, link, latency, launch, efficiency, runs, times, shares)",
+                    "%s:%d: unknown key '%s' (name, family, kind, units, flops.f32, flops.f16, flops.int8, gemm.f32, "
+                    "gemm.f16, gemm.int8, memory, bandwidth, unified, link, latency, launch, efficiency, runs, times, shares)",
                     w->origin, w->line, k);
 }
 
@@ -343,7 +350,8 @@ double hx_machine_roofline(const hx_machine_device *d, hx_precision p, double fl
 {
     if ((unsigned)p >= HX_PREC_COUNT)
         p = HX_PREC_F32;
-    double compute = flops / (d->flops[p] * d->compute_eff);
+    double rate = d->gemm[p] > 0 ? d->gemm[p] : d->flops[p] * d->compute_eff;
+    double compute = flops / rate;
     double memory = bytes / (d->mem_bw * d->mem_eff);
     return d->launch + (compute > memory ? compute : memory);
 }

@@ -18,6 +18,9 @@ typedef struct {
     hx_device_kind kind;
     int units;                     /* cores, SMs, compute units          */
     double flops[HX_PREC_COUNT];   /* peak per second, by precision      */
+    double gemm[HX_PREC_COUNT];    /* effective flop/s of real kernels, by
+                                      precision, calibrated against published
+                                      runs (0 = peak x compute efficiency) */
     double mem_bytes, mem_bw;      /* its memory (host memory if unified) */
     int unified;                   /* works in host memory: no copies    */
     double link_bw, link_latency;  /* to host memory (own memory only)   */
