@@ -64,6 +64,8 @@ static hx_status run_pp(hx_runtime *rt, hx_model *m, uint32_t vocab, const int32
     double t0 = clock_ns(rt);
     st = hx_session_eval(s, ids, (size_t)n, 0);
     *ns = clock_ns(rt) - t0;
+    if (st) /* closing the session resets the message */
+        fprintf(stderr, "hetero-bench: %s\n", hx_last_error());
     hx_session_close(s);
     return st;
 }
@@ -90,6 +92,8 @@ static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int 
             cur[k] = argmax(hx_session_logits(s[k], -1), vocab);
     }
     *ns = clock_ns(rt) - t0;
+    if (st) /* closing the sessions resets the message */
+        fprintf(stderr, "hetero-bench: %s\n", hx_last_error());
     for (int k = 0; k < seqs; k++)
         hx_session_close(s[k]);
     return st;

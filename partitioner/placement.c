@@ -62,6 +62,8 @@
  * the rest is for activations and for a replan's moves. */
 #define HX_MEM_USABLE 0.9
 #define INF 1e300
+/* Layers + the parts before and after them. */
+#define HX_PLACE_MAX_PARTS 1024
 
 typedef struct {
     uint32_t T, S, ctx; /* ctx: longest block table rounded up to a power of two */
@@ -77,6 +79,14 @@ typedef struct {
 struct hx_placements {
     size_t n;             /* tasks per graph */
     uint64_t clock, generation, replans;
+    /* Per part of the graph (before the layers, each layer, after them):
+     * the devices with memory of their own that hold its weights and KV
+     * cache.  The first plan decides; later plans (other shapes, replans)
+     * place a part on such a device only where it already lives, since
+     * nothing evicts a replica: a device's memory never holds more than
+     * the first plan fitted in it. */
+    int nparts;
+    uint32_t resident[HX_PLACE_MAX_PARTS];
     slot s[HX_PLACE_SLOTS];
 };
 
@@ -229,7 +239,8 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             if (f == e || !(mc->live >> f & 1))
                 continue;
             /* Elsewhere only into host memory (no weights of its own to
-             * fit), or because home cannot run it at all. */
+             * fit, so no memory to count), or, when home cannot run it at
+             * all, wherever it can. */
             if (mc->own[f] && home < INF)
                 continue;
             double c = cost(mc, &t[i], f);
@@ -487,8 +498,10 @@ static void calibration_homes(machine *mc, const parts *p, int *home)
         home[k] = devs[(k + 1) % (n ? n : 1)];
 }
 
-static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl, size_t n_expect)
+static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl,
+                            struct hx_placements *pl)
 {
+    const size_t n_expect = pl->n;
     hx_runtime *rt = m->rt;
     dry g = {.m = m};
     hx_status s = hx_llama_emit(m, b, NULL, collect, &g);
@@ -516,6 +529,8 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
     part_costs pc = {0};
     int *home = NULL, *tmp = NULL;
     s = cut(g.t, g.n, L, &p);
+    if (s == HX_OK && p.np > HX_PLACE_MAX_PARTS)
+        s = hx_error(HX_ERR_UNSUPPORTED, "placement planner: %d layers (at most %d)", L, HX_PLACE_MAX_PARTS - 2);
     if (s == HX_OK) {
         pc.c = malloc(sizeof *pc.c * (size_t)p.np * (size_t)nd);
         pc.mem = malloc(sizeof *pc.mem * (size_t)p.np * (size_t)nd);
@@ -535,6 +550,8 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
                                                : INF;
                 if (!(mc.live >> e & 1))
                     pc.mem[(size_t)k * nd + e] = 0;
+                if (pl->nparts && mc.own[e] && !(pl->resident[k] >> e & 1))
+                    pc.c[(size_t)k * nd + e] = INF;
             }
         /* The residual stream between layers, and the logits. */
         double x_bytes = g.t[0].out_bytes, logit_bytes = g.t[g.n - 1].out_bytes;
@@ -556,6 +573,11 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
                                                "devices' memory", L);
         }
         sl->predicted = ans.best;
+        if (s == HX_OK && !pl->nparts && !sl->provisional) {
+            pl->nparts = p.np;
+            for (int k = 0; k < p.np; k++)
+                pl->resident[k] = mc.own[home[k]] ? 1u << home[k] : 0;
+        }
         for (int k = 0; k < p.np && s == HX_OK; k++)
             for (size_t i = p.begin[k]; i < p.begin[k + 1]; i++) {
                 hx_plan_entry *e = &sl->plan->e[i];
@@ -612,6 +634,10 @@ static hx_status ensure_cache(hx_model *m, size_t n)
     if (!np)
         return hx_error(HX_ERR_NO_MEMORY, "placement plans");
     np->n = n;
+    if (pl) { /* what devices hold does not change with the graph */
+        np->nparts = pl->nparts;
+        memcpy(np->resident, pl->resident, sizeof np->resident);
+    }
     np->generation = pl ? pl->generation + 1 : 1;
     np->replans = pl ? pl->replans : 0;
     unsigned char *base = (unsigned char *)(np + 1);
@@ -648,7 +674,7 @@ hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx
     }
     sl->stamp = ++pl->clock;
     if (fresh || stale(m->rt, sl)) {
-        s = plan_shape(m, b, mode, sl, pl->n);
+        s = plan_shape(m, b, mode, sl, pl);
         if (s) {
             sl->used = 0;
             return s;
