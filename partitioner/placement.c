@@ -58,9 +58,10 @@
 #define HX_PLACE_SLOTS 8
 /* Slowness outside [1/x, x] of what a plan assumed makes it again. */
 #define HX_REPLAN_FACTOR 1.25
-/* Of a device's own memory, what the planner fills with weights and KV:
- * the rest is for activations and for a replan's moves. */
-#define HX_MEM_USABLE 0.9
+/* Of a device's own memory, what the planner leaves for activations:
+ * the larger of this fraction and HX_MEM_RESERVE bytes. */
+#define HX_MEM_RESERVE_FRACTION 0.05
+#define HX_MEM_RESERVE (512.0 * 1024 * 1024)
 #define INF 1e300
 /* Layers + the parts before and after them. */
 #define HX_PLACE_MAX_PARTS 1024
@@ -78,15 +79,14 @@ typedef struct {
 
 struct hx_placements {
     size_t n;             /* tasks per graph */
-    uint64_t clock, generation, replans;
+    uint64_t clock, generation, replans, calibrations;
     /* Per part of the graph (before the layers, each layer, after them):
-     * the devices with memory of their own that hold its weights and KV
-     * cache.  The first plan decides; later plans (other shapes, replans)
-     * place a part on such a device only where it already lives, since
-     * nothing evicts a replica: a device's memory never holds more than
-     * the first plan fitted in it. */
-    int nparts;
+     * the devices with memory of their own that hold its weights, and its
+     * KV cache.  Nothing evicts a replica, so what a device holds stays
+     * counted against its memory by every later plan (other shapes,
+     * replans), whether that plan uses it or not. */
     uint32_t resident[HX_PLACE_MAX_PARTS];
+    uint32_t resident_kv[HX_PLACE_MAX_PARTS]; /* and its KV cache */
     slot s[HX_PLACE_SLOTS];
 };
 
@@ -198,7 +198,7 @@ static double cost(machine *mc, const ptask *t, int d)
 /* Tasks [a, b) of one layer (or the pre / post part) with home device e:
  * their time, the device of each (dev[i - a]), and the bytes that must
  * live in e's own memory.  Returns INF when a task can run nowhere. */
-static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, int *dev, double *mem)
+static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, int kv_host, int *dev, double *mem)
 {
     double total = 0, m = 0;
     /* The KV store and attention move as one group (the cache stays with
@@ -214,7 +214,7 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             kv_out += t[i].out_bytes;
         }
     int kv_dev = e;
-    double kv_best = kv_ok ? kv_home : INF;
+    double kv_best = kv_ok && !(kv_host && mc->own[e]) ? kv_home : INF;
     for (int f = 0; f < mc->nd; f++) {
         if (f == e || mc->own[f] || !(mc->live >> f & 1))
             continue;
@@ -264,9 +264,12 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
         if (any_kv)
             return INF;
     }
+    /* The layer's K and V buffers, which each of its KV tasks names. */
+    double kv_mem = 0;
     for (size_t i = a; i < b; i++)
         if (t[i].kv && kv_dev == e)
-            m += t[i].kv_bytes;
+            kv_mem = fmax(kv_mem, t[i].kv_bytes);
+    m += kv_mem;
     total += kv_best < INF ? kv_best : 0;
     for (size_t i = a; i < b; i++)
         if (dev[i - a] == e && !t[i].kv && !(t[i].capable >> e & 1))
@@ -301,105 +304,132 @@ static hx_status cut(const ptask *t, size_t n, int L, parts *p)
     return HX_OK;
 }
 
+/* Per part k, home e and variant v (0: the KV cache where it runs
+ * fastest, 1: in host memory, attended there), index (k * nd + e) * 2 + v. */
 typedef struct {
-    double *c;    /* [np][nd]: cost of part k at home e */
-    double *mem;  /* [np][nd]: bytes it puts in e's own memory */
-    int *dev;     /* [np][nd][part size]: each task's device, concatenated per e */
+    double *c;    /* its time */
+    double *mem;  /* bytes it puts in e's own memory */
+    int *dev;     /* each task's device: [nd * 2][n tasks] */
 } part_costs;
 
-/* Up to two memory-limited devices are tracked exactly by the program;
- * any further ones take no layers (their memory is not counted). */
-#define HX_PLACE_LIMITED 2
+#define PV(k, e, v) (((size_t)(k) * (size_t)nd + (size_t)(e)) * 2 + (size_t)(v))
+/* The memory of the device the program tracks, in this many units. */
+#define HX_PLACE_UNITS 1024
 
 typedef struct {
     double best;
     int *home; /* [np] */
+    int *var;  /* [np] */
 } answer;
 
-/* The dynamic program for fixed pre/post homes a and z. */
-static void program(machine *mc, const parts *p, const part_costs *pc, double x_bytes, double logit_bytes, int a,
-                    int z, answer *out, int *home_tmp)
+/* The device with memory of its own whose capacity the program tracks:
+ * the one that runs the layers fastest; other such devices (an FPGA
+ * beside a GPU) take no layer as home, only tasks moved to them.  -1 when
+ * every device works in host memory. */
+static int tracked_device(const machine *mc, const parts *p, const part_costs *pc)
 {
-    const int nd = mc->nd, L = p->np - 2;
-    int lim[HX_PLACE_LIMITED] = {-1, -1}, nl = 0, lim_of[HX_MAX_DEVICES];
-    int capn[HX_PLACE_LIMITED] = {0, 0};
+    const int nd = mc->nd;
+    int t = -1;
+    double best = INF;
     for (int d = 0; d < nd; d++) {
-        lim_of[d] = -1;
-        if (mc->own[d] && nl < HX_PLACE_LIMITED) {
-            lim_of[d] = nl;
-            lim[nl++] = d;
+        if (!mc->own[d] || !(mc->live >> d & 1))
+            continue;
+        double c = 0;
+        for (int k = 1; k < p->np - 1; k++)
+            c += fmin(pc->c[PV(k, d, 0)], pc->c[PV(k, d, 1)]);
+        if (t < 0 || c < best) {
+            t = d;
+            best = c;
         }
     }
-    for (int j = 0; j < nl; j++) {
-        int d = lim[j];
-        double room = mc->cap[d] - (a == d ? pc->mem[0 * nd + d] : 0) - (z == d ? pc->mem[(size_t)(L + 1) * nd + d] : 0);
-        double per = 0;
-        for (int l = 1; l <= L; l++)
-            per = fmax(per, pc->mem[(size_t)l * nd + d]);
-        int c = per > 0 ? (int)floor(room / per) : L;
-        capn[j] = c < 0 ? -1 : c > L ? L : c;
-    }
-    for (int j = 0; j < nl; j++)
-        if (capn[j] < 0)
-            return; /* the pre or post part alone does not fit */
-    const int s1 = capn[0] + 1, s2 = nl > 1 ? capn[1] + 1 : 1;
-    const size_t states = (size_t)nd * (size_t)s1 * (size_t)s2;
+    return t;
+}
+
+/* The dynamic program for fixed homes a and z of the parts before and
+ * after the layers: state (home of the layer, memory units used on the
+ * tracked device). */
+/* Bytes part k with home `lim` in variant v adds to what `lim` already
+ * holds for it. */
+static double new_bytes(const struct hx_placements *pl, const part_costs *pc, int nd, int k, int lim, int v)
+{
+    double w = pc->mem[PV(k, lim, 1)], kv = pc->mem[PV(k, lim, v)] - w;
+    return ((pl->resident[k] >> lim & 1) ? 0 : w) + ((pl->resident_kv[k] >> lim & 1) ? 0 : kv);
+}
+
+static double held_bytes(const struct hx_placements *pl, const part_costs *pc, int nd, int np, int lim)
+{
+    double b = 0;
+    for (int k = 0; k < np; k++)
+        b += ((pl->resident[k] >> lim & 1) ? pc->mem[PV(k, lim, 1)] : 0) +
+             ((pl->resident_kv[k] >> lim & 1) ? pc->mem[PV(k, lim, 0)] - pc->mem[PV(k, lim, 1)] : 0);
+    return b;
+}
+
+static void program(machine *mc, const struct hx_placements *pl, const parts *p, const part_costs *pc,
+                    double x_bytes, double logit_bytes, int a, int z, answer *out, int *home_tmp, int *var_tmp)
+{
+    const int nd = mc->nd, L = p->np - 2, lim = tracked_device(mc, p, pc);
+    const double unit = lim >= 0 ? mc->cap[lim] / HX_PLACE_UNITS : 1;
+    double used0 = lim < 0 ? 0
+                           : held_bytes(pl, pc, nd, p->np, lim) + (a == lim ? new_bytes(pl, pc, nd, 0, lim, 0) : 0) +
+                                 (z == lim ? new_bytes(pl, pc, nd, L + 1, lim, 0) : 0);
+    const int S = lim >= 0 ? HX_PLACE_UNITS + 1 : 1;
+    int start = lim >= 0 ? (int)ceil(used0 / unit) : 0;
+    if (start >= S)
+        return; /* the parts before and after the layers alone do not fit */
+    const size_t states = (size_t)nd * (size_t)S;
     double *cur = malloc(states * sizeof *cur), *next = malloc(states * sizeof *next);
-    unsigned char *from = malloc((size_t)L * states);
-    if (!cur || !next || !from) {
-        free(cur), free(next), free(from);
+    /* For backtracking: the previous home and this layer's variant. */
+    unsigned char *from = malloc((size_t)(L + 1) * states), *var = malloc((size_t)(L + 1) * states);
+    if (!cur || !next || !from || !var) {
+        free(cur), free(next), free(from), free(var);
         return;
     }
-#define IDX(e, k1, k2) (((size_t)(e) * (size_t)s1 + (size_t)(k1)) * (size_t)s2 + (size_t)(k2))
     for (size_t i = 0; i < states; i++)
         cur[i] = INF;
-    double pre = pc->c[0 * nd + a];
-    for (int e = 0; e < nd; e++) {
-        double c = pc->c[(size_t)1 * nd + e];
-        if (c >= INF)
-            continue;
-        int k1 = lim_of[e] == 0, k2 = lim_of[e] == 1;
-        if (k1 >= s1 || k2 >= s2 || (mc->own[e] && lim_of[e] < 0))
-            continue;
-        cur[IDX(e, k1, k2)] = pre + move_s(mc, a, e, x_bytes) + c;
-        from[IDX(e, k1, k2)] = (unsigned char)a;
-    }
-    for (int l = 2; l <= L; l++) {
-        unsigned char *fr = from + (size_t)(l - 1) * states;
+    /* Before layer 1: home a, `start` units used; "layer 0" is the part before. */
+    cur[(size_t)a * (size_t)S + (size_t)start] = pc->c[PV(0, a, 0)];
+    for (int l = 1; l <= L; l++) {
+        unsigned char *fr = from + (size_t)l * states, *vr = var + (size_t)l * states;
         for (size_t i = 0; i < states; i++)
             next[i] = INF;
         for (int d = 0; d < nd; d++)
-            for (int k1 = 0; k1 < s1; k1++)
-                for (int k2 = 0; k2 < s2; k2++) {
-                    double v = cur[IDX(d, k1, k2)];
-                    if (v >= INF)
+            for (int u = 0; u < S; u++) {
+                double w0 = cur[(size_t)d * (size_t)S + (size_t)u];
+                if (w0 >= INF)
+                    continue;
+                for (int e = 0; e < nd; e++) {
+                    if (mc->own[e] && e != lim)
                         continue;
-                    for (int e = 0; e < nd; e++) {
-                        double c = pc->c[(size_t)l * nd + e];
-                        if (c >= INF || (mc->own[e] && lim_of[e] < 0))
+                    double mv = move_s(mc, d, e, x_bytes);
+                    for (int v = 0; v < 2; v++) {
+                        double c = pc->c[PV(l, e, v)];
+                        if (c >= INF)
                             continue;
-                        int n1 = k1 + (lim_of[e] == 0), n2 = k2 + (lim_of[e] == 1);
-                        if (n1 >= s1 || n2 >= s2)
+                        int nu = u + (e == lim ? (int)ceil(new_bytes(pl, pc, nd, l, lim, v) / unit) : 0);
+                        if (nu >= S)
                             continue;
-                        double w = v + move_s(mc, d, e, x_bytes) + c;
-                        size_t j = IDX(e, n1, n2);
+                        double w = w0 + mv + c;
+                        size_t j = (size_t)e * (size_t)S + (size_t)nu;
                         if (w < next[j]) {
                             next[j] = w;
                             fr[j] = (unsigned char)d;
+                            vr[j] = (unsigned char)v;
                         }
                     }
                 }
+            }
         double *sw = cur;
         cur = next;
         next = sw;
     }
-    double post = pc->c[(size_t)(L + 1) * nd + z];
+    double post = pc->c[PV(L + 1, z, 0)];
     size_t best_i = 0;
     double best = INF;
     for (size_t i = 0; i < states && post < INF; i++) {
         if (cur[i] >= INF)
             continue;
-        int e = (int)(i / ((size_t)s1 * (size_t)s2));
+        int e = (int)(i / (size_t)S);
         double w = cur[i] + move_s(mc, e, z, x_bytes) + post + link_s(mc, z, logit_bytes);
         if (w < best) {
             best = w;
@@ -409,23 +439,20 @@ static void program(machine *mc, const parts *p, const part_costs *pc, double x_
     if (best < out->best) {
         size_t i = best_i;
         for (int l = L; l >= 1; l--) {
-            int e = (int)(i / ((size_t)s1 * (size_t)s2));
-            int k1 = (int)(i / (size_t)s2 % (size_t)s1), k2 = (int)(i % (size_t)s2);
+            int e = (int)(i / (size_t)S), u = (int)(i % (size_t)S);
             home_tmp[l] = e;
-            if (l > 1) {
-                int d = from[(size_t)(l - 1) * states + i];
-                k1 -= lim_of[e] == 0;
-                k2 -= lim_of[e] == 1;
-                i = IDX(d, k1, k2);
-            }
+            var_tmp[l] = var[(size_t)l * states + i];
+            int d = from[(size_t)l * states + i];
+            u -= e == lim ? (int)ceil(new_bytes(pl, pc, nd, l, lim, var_tmp[l]) / unit) : 0;
+            i = (size_t)d * (size_t)S + (size_t)u;
         }
-        home_tmp[0] = a;
-        home_tmp[L + 1] = z;
+        home_tmp[0] = a, var_tmp[0] = 0;
+        home_tmp[L + 1] = z, var_tmp[L + 1] = 0;
         out->best = best;
         memcpy(out->home, home_tmp, sizeof *home_tmp * (size_t)p->np);
+        memcpy(out->var, var_tmp, sizeof *var_tmp * (size_t)p->np);
     }
-#undef IDX
-    free(cur), free(next), free(from);
+    free(cur), free(next), free(from), free(var);
 }
 
 /* The predicted seconds of a given assignment of homes (ngl's). */
@@ -435,7 +462,7 @@ static double evaluate(machine *mc, const parts *p, const part_costs *pc, double
     const int nd = mc->nd;
     double s = 0;
     for (int k = 0; k < p->np; k++) {
-        double c = pc->c[(size_t)k * nd + home[k]];
+        double c = pc->c[PV(k, home[k], 0)];
         if (c >= INF)
             return INF;
         s += c + (k ? move_s(mc, home[k - 1], home[k], x_bytes) : 0);
@@ -478,24 +505,26 @@ static void ngl_homes(machine *mc, const parts *p, const part_costs *pc, int *ho
         return;
     double per = 0;
     for (int l = 1; l <= L; l++)
-        per = fmax(per, pc->mem[(size_t)l * nd + gpu]);
+        per = fmax(per, pc->mem[PV(l, gpu, 0)]);
     double room = mc->own[gpu] ? mc->cap[gpu] : INF;
     int n = per > 0 ? (int)fmin((double)L, floor(room / per)) : L;
-    if (n == L && room - per * L >= pc->mem[(size_t)(L + 1) * nd + gpu])
+    if (n == L && room - per * L >= pc->mem[PV(L + 1, gpu, 0)])
         home[L + 1] = gpu; /* -ngl above n_layer offloads the output too */
     for (int l = L - n + 1; l <= L; l++)
         home[l] = gpu;
 }
 
-/* Round-robin homes while some device has no measurements. */
-static void calibration_homes(machine *mc, const parts *p, int *home)
+/* Round-robin homes while some device has no measurements, shifted by
+ * one at each such plan so that every part (the embedding's and the
+ * output's too) runs on every device within a few steps. */
+static void calibration_homes(machine *mc, const parts *p, uint64_t round, int *home)
 {
     int devs[HX_MAX_DEVICES], n = 0;
     for (int d = 0; d < mc->nd; d++)
         if (mc->live >> d & 1)
             devs[n++] = d;
     for (int k = 0; k < p->np; k++)
-        home[k] = devs[(k + 1) % (n ? n : 1)];
+        home[k] = devs[(uint64_t)(k + 1 + round) % (uint64_t)(n ? n : 1)];
 }
 
 static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl,
@@ -519,70 +548,82 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         hx_device_info info;
         hx_runtime_device_info(rt, d, &info);
         mc.own[d] = info.memory_node != 0;
-        mc.cap[d] = HX_MEM_USABLE * (double)info.global_mem_bytes;
+        mc.cap[d] = (double)info.global_mem_bytes -
+                    fmax(HX_MEM_RESERVE, HX_MEM_RESERVE_FRACTION * (double)info.global_mem_bytes);
         mc.slow[d] = hx_sched_slowness(&rt->sched, d);
         sl->slowness[d] = mc.slow[d];
     }
     sl->retired = atomic_load(&rt->sched.retired);
     const int L = (int)m->info.n_layer, nd = mc.nd;
+    /* A KV buffer on a device grows by doubling, and while its blocks move
+     * to the larger slots the old ones are still held (runtime/buffer.c,
+     * grow_slots): room for one more K or V buffer stays free. */
+    double kv_one = 0;
+    for (size_t i = 0; i < g.n; i++)
+        kv_one = fmax(kv_one, g.t[i].kv_bytes / 2);
+    for (int d = 0; d < nd; d++)
+        mc.cap[d] = fmax(0, mc.cap[d] - kv_one);
     parts p;
     part_costs pc = {0};
-    int *home = NULL, *tmp = NULL;
+    int *home = NULL, *tmp = NULL, *var = NULL, *vtmp = NULL;
     s = cut(g.t, g.n, L, &p);
     if (s == HX_OK && p.np > HX_PLACE_MAX_PARTS)
         s = hx_error(HX_ERR_UNSUPPORTED, "placement planner: %d layers (at most %d)", L, HX_PLACE_MAX_PARTS - 2);
     if (s == HX_OK) {
-        pc.c = malloc(sizeof *pc.c * (size_t)p.np * (size_t)nd);
-        pc.mem = malloc(sizeof *pc.mem * (size_t)p.np * (size_t)nd);
-        pc.dev = malloc(sizeof *pc.dev * g.n * (size_t)nd);
+        size_t nv = (size_t)p.np * (size_t)nd * 2;
+        pc.c = malloc(sizeof *pc.c * nv);
+        pc.mem = malloc(sizeof *pc.mem * nv);
+        pc.dev = malloc(sizeof *pc.dev * g.n * (size_t)nd * 2);
         home = malloc(sizeof *home * (size_t)p.np);
         tmp = malloc(sizeof *tmp * (size_t)p.np);
-        if (!pc.c || !pc.mem || !pc.dev || !home || !tmp)
+        var = calloc((size_t)p.np, sizeof *var);
+        vtmp = malloc(sizeof *vtmp * (size_t)p.np);
+        if (!pc.c || !pc.mem || !pc.dev || !home || !tmp || !var || !vtmp)
             s = hx_error(HX_ERR_NO_MEMORY, "placement planner");
     }
     if (s == HX_OK) {
         for (int k = 0; k < p.np; k++)
-            for (int e = 0; e < nd; e++) {
-                size_t a = p.begin[k], z = p.begin[k + 1];
-                pc.c[(size_t)k * nd + e] = (mc.live >> e & 1)
-                                               ? span_cost(&mc, g.t, a, z, e, pc.dev + (size_t)e * g.n + a,
-                                                           &pc.mem[(size_t)k * nd + e])
-                                               : INF;
-                if (!(mc.live >> e & 1))
-                    pc.mem[(size_t)k * nd + e] = 0;
-                if (pl->nparts && mc.own[e] && !(pl->resident[k] >> e & 1))
-                    pc.c[(size_t)k * nd + e] = INF;
-            }
+            for (int e = 0; e < nd; e++)
+                for (int v = 0; v < 2; v++) {
+                    size_t a = p.begin[k], z = p.begin[k + 1], j = PV(k, e, v);
+                    /* ngl keeps a layer's KV cache with it, as llama.cpp does. */
+                    int kv_host = v && mode != HX_PLACE_NGL;
+                    pc.mem[j] = 0;
+                    pc.c[j] = (mc.live >> e & 1) ? span_cost(&mc, g.t, a, z, e, kv_host,
+                                                             pc.dev + (size_t)(e * 2 + v) * g.n + a, &pc.mem[j])
+                                                 : INF;
+                }
         /* The residual stream between layers, and the logits. */
         double x_bytes = g.t[0].out_bytes, logit_bytes = g.t[g.n - 1].out_bytes;
         sl->provisional = 0;
-        answer ans = {.best = INF, .home = home};
+        answer ans = {.best = INF, .home = home, .var = var};
         if (mode == HX_PLACE_NGL) {
             ngl_homes(&mc, &p, &pc, home);
             ans.best = evaluate(&mc, &p, &pc, x_bytes, logit_bytes, home);
         } else if (mc.unknown) {
-            calibration_homes(&mc, &p, home);
+            calibration_homes(&mc, &p, pl->calibrations++, home);
             sl->provisional = 1;
         } else {
             for (int a = 0; a < nd; a++)
                 for (int z = 0; z < nd; z++)
-                    if (pc.c[a] < INF && pc.c[(size_t)(L + 1) * nd + z] < INF)
-                        program(&mc, &p, &pc, x_bytes, logit_bytes, a, z, &ans, tmp);
+                    if (pc.c[PV(0, a, 0)] < INF && pc.c[PV(L + 1, z, 0)] < INF)
+                        program(&mc, pl, &p, &pc, x_bytes, logit_bytes, a, z, &ans, tmp, vtmp);
             if (ans.best >= INF)
                 s = hx_error(HX_ERR_NO_MEMORY, "placement planner: no placement of the model's %d layers fits the "
                                                "devices' memory", L);
         }
         sl->predicted = ans.best;
-        if (s == HX_OK && !pl->nparts && !sl->provisional) {
-            pl->nparts = p.np;
-            for (int k = 0; k < p.np; k++)
-                pl->resident[k] = mc.own[home[k]] ? 1u << home[k] : 0;
-        }
+        for (int k = 0; k < p.np && s == HX_OK; k++)
+            if (mc.own[home[k]]) {
+                pl->resident[k] |= 1u << home[k];
+                if (pc.mem[PV(k, home[k], var[k])] > pc.mem[PV(k, home[k], 1)])
+                    pl->resident_kv[k] |= 1u << home[k];
+            }
         for (int k = 0; k < p.np && s == HX_OK; k++)
             for (size_t i = p.begin[k]; i < p.begin[k + 1]; i++) {
                 hx_plan_entry *e = &sl->plan->e[i];
                 int h = home[k];
-                int d = sl->provisional || mode == HX_PLACE_NGL ? h : pc.dev[(size_t)h * g.n + i];
+                int d = sl->provisional ? h : pc.dev[(size_t)(h * 2 + var[k]) * g.n + i];
                 if (!((g.t[i].capable & mc.live) >> d & 1))
                     d = -1;
                 memset(e, 0, sizeof *e);
@@ -598,7 +639,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
                          d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays");
             }
     }
-    free(p.begin), free(pc.c), free(pc.mem), free(pc.dev), free(home), free(tmp), free(g.t);
+    free(p.begin), free(pc.c), free(pc.mem), free(pc.dev), free(home), free(tmp), free(var), free(vtmp), free(g.t);
     return s;
 }
 
@@ -635,8 +676,8 @@ static hx_status ensure_cache(hx_model *m, size_t n)
         return hx_error(HX_ERR_NO_MEMORY, "placement plans");
     np->n = n;
     if (pl) { /* what devices hold does not change with the graph */
-        np->nparts = pl->nparts;
         memcpy(np->resident, pl->resident, sizeof np->resident);
+        memcpy(np->resident_kv, pl->resident_kv, sizeof np->resident_kv);
     }
     np->generation = pl ? pl->generation + 1 : 1;
     np->replans = pl ? pl->replans : 0;

@@ -137,7 +137,6 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
     static const char *const precisions[] = {"flops.f32", "flops.f16", "flops.int8"};
     static const char *const gemms[] = {"gemm.f32", "gemm.f16", "gemm.int8"};
     static const char *const streams[] = {"stream.f32", "stream.f16", "stream.int8"};
-    static const char *const yesno[] = {"no", "yes", NULL};
     int x;
     hx_status s;
     for (int p = 0; p < HX_PREC_COUNT; p++) {
@@ -154,7 +153,7 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
         }
     }
     if (!strcmp(k, "overlap")) {
-        s = word(w, k, v, yesno, &x);
+        s = yes_no(w, k, v, &x);
         d->additive = !x;
         return s;
     }
