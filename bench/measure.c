@@ -48,6 +48,7 @@ static hx_status open_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t 
         free(ctx);
     }
     if (st) {
+        fprintf(stderr, "hetero-bench: the context before the test: %s\n", hx_last_error());
         hx_session_close(*s);
         *s = NULL;
     }
@@ -64,6 +65,8 @@ static hx_status run_pp(hx_runtime *rt, hx_model *m, uint32_t vocab, const int32
     double t0 = clock_ns(rt);
     st = hx_session_eval(s, ids, (size_t)n, 0);
     *ns = clock_ns(rt) - t0;
+    if (st) /* closing the session resets the message */
+        fprintf(stderr, "hetero-bench: %s\n", hx_last_error());
     hx_session_close(s);
     return st;
 }
@@ -78,6 +81,7 @@ static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int 
     fill_tokens(cur, seqs, vocab, 42);
     for (int k = 0; k < seqs && st == HX_OK; k++)
         st = open_at_depth(m, vocab, depth, 99 + (uint64_t)k, &s[k]);
+    const int said = st != HX_OK; /* open_at_depth said why */
     double t0 = clock_ns(rt);
     for (int i = 0; i < n && st == HX_OK; i++) {
         if (seqs == 1) {
@@ -90,6 +94,8 @@ static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int 
             cur[k] = argmax(hx_session_logits(s[k], -1), vocab);
     }
     *ns = clock_ns(rt) - t0;
+    if (st && !said) /* closing the sessions resets the message */
+        fprintf(stderr, "hetero-bench: %s\n", hx_last_error());
     for (int k = 0; k < seqs; k++)
         hx_session_close(s[k]);
     return st;

@@ -231,9 +231,11 @@ static int preflight(const hxb_params *p, hxb_results *r)
     return check_injections(p, r);
 }
 
-/* The default KV pool holds one context; sequences generated together
- * need one each (in whole blocks of 16), as llama-bench sizes its context
- * to the test.  0 keeps the default. */
+/* The KV pool holds one context of up to 4096 tokens (the model's own,
+ * 128k for Llama 3.1, would be sized for a context no test uses, and on a
+ * GPU take the memory of the weights); sequences generated together need
+ * one each (in whole blocks of 16), as llama-bench sizes its context to
+ * the test. */
 static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
 {
     uint64_t need = 0, dflt = md->n_ctx < 4096 ? md->n_ctx : 4096;
@@ -243,7 +245,9 @@ static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
         if (n > need)
             need = n;
     }
-    return need > dflt && need <= UINT32_MAX ? (uint32_t)need : 0;
+    if (need > UINT32_MAX)
+        return 0;
+    return (uint32_t)(need > dflt ? need : dflt);
 }
 
 static hxb_row *new_row(hxb_results *r)

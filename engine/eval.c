@@ -22,7 +22,7 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
     hx_status s = hx_batch_prepare(&w, m, n, tokens, sessions, want);
     if (s == HX_OK) {
         const struct hx_plan *plan;
-        s = hx_plan_get_locked(m, &plan);
+        s = hx_plan_get_locked(m, &w.shape, &plan);
         if (s == HX_OK)
             s = hx_replay_emit(m, &w.shape, plan);
         hx_status waited = hx_runtime_wait_all(m->rt);

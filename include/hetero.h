@@ -171,7 +171,11 @@ typedef struct {
      * the same placement every run, hence the same results), "eager" (one
      * central queue), "ws" (work stealing), "dmda" (earliest expected
      * completion from the performance models and the cost of moving data,
-     * with load-aware migration); NULL = HX_SCHED or "static".  Under
+     * with load-aware migration), "plan" (a whole step's placement
+     * chosen ahead from the performance and bus models, per batch shape,
+     * made again when a device's speed changes), "ngl" (llama.cpp's -ngl:
+     * the layers that fit on the GPU there, the rest on the CPU); NULL =
+     * HX_SCHED or "static".  Under
      * eager, ws and dmda a task's device depends on timing, so with two
      * devices that compute differently (rounding) results may differ from
      * run to run; see docs/scheduling.md. */

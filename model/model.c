@@ -628,6 +628,7 @@ void hx_model_destroy(hx_model *m)
     free(m->chat_template);
     hx_gguf_close(m->gguf);
     free(m->plan);
+    free(m->placements);
     for (int i = 0; i < HX_REPLAY_SHAPES; i++)
         free(m->replay[i]);
     for (int i = 0; i < HX_SCRATCH_SLOTS; i++)

@@ -101,6 +101,10 @@ struct hx_model {
     hx_partition_strategy partition;
     int fuse; /* hx_model_options.fuse_matmuls, resolved */
     struct hx_plan *plan;      /* built by the partitioner on first use; one allocation */
+    /* The placement planner's plans per batch shape (partitioner/
+     * placement.c), under a policy that places a step ahead (plan, ngl);
+     * one allocation, NULL until used. */
+    struct hx_placements *placements;
     /* hx_model_set_activation_observer; changed under eval_lock, so an
      * evaluation sees one setting throughout. */
     hx_activation_observer observer;

@@ -18,11 +18,14 @@ typedef struct {
     uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
 } shape;
 
-/* The published LLaMA-2 configurations. */
+/* The published LLaMA-2 and Llama-3.1 configurations (Llama 3 and 3.1 share
+ * their shapes; 3.1 was trained to a 128k context). */
 static const shape shapes[] = {
     {"llama2-7b", "LLaMA-2-7B shapes", 4096, 32, 32, 32, 11008, 32000, 4096},
     {"llama2-13b", "LLaMA-2-13B shapes", 5120, 40, 40, 40, 13824, 32000, 4096},
     {"llama2-70b", "LLaMA-2-70B shapes", 8192, 80, 64, 8, 28672, 32000, 4096},
+    {"llama3-8b", "Llama-3.1-8B shapes", 4096, 32, 32, 8, 14336, 128256, 131072},
+    {"llama3-70b", "Llama-3.1-70B shapes", 8192, 80, 64, 8, 28672, 128256, 131072},
 };
 
 /* The synthetic models' shapes (model/synthetic.h), which
@@ -60,7 +63,8 @@ static hx_status find_shape(const char *name, shape *out)
     const hx_synthetic_config *c = hx_synthetic_preset(name);
     /* Shapes are a llama's: the other architectures' presets have none. */
     if (!c || (c->arch && strcmp(c->arch, "llama")) || strstr(c->name, "mixtral"))
-        return hx_error(HX_ERR_INVALID_ARG, "unknown shapes '%s' (llama2-7b, llama2-13b, llama2-70b, tiny, small)",
+        return hx_error(HX_ERR_INVALID_ARG,
+                        "unknown shapes '%s' (llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, tiny, small)",
                         name);
     *out = (shape){c->name, c->name, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->n_ff,
                    HX_SYNTHETIC_VOCAB, c->n_ctx};

@@ -78,7 +78,9 @@ hx_status hx_replay_emit(struct hx_model *m, const hx_batch_shape *b, const stru
  * (partitioner/observe.c). */
 hx_status hx_observe_submit(struct hx_model *m, const char *tensor, hx_buffer *x, uint32_t rows, uint32_t cols);
 
-/* The model's plan, built on first use; call with m->eval_lock held. */
-hx_status hx_plan_get_locked(struct hx_model *m, const struct hx_plan **out);
+/* The model's plan, built on first use; call with m->eval_lock held.
+ * Under a policy that places a step ahead (plan, ngl) the plan for batch
+ * shape `b` (partitioner/placement.c); `b` NULL: the partition plan. */
+hx_status hx_plan_get_locked(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan **out);
 
 #endif

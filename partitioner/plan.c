@@ -24,6 +24,7 @@
 
 #include "model/model.h"
 #include "partitioner/partitioner.h"
+#include "partitioner/placement.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 #include "runtime/runtime.h"
@@ -209,7 +210,17 @@ static void sink(void *user, int layer, hx_task_class cls, const hx_task_desc *d
     e->device = first_bit(e->prefer);
 }
 
-hx_status hx_plan_get_locked(hx_model *m, const struct hx_plan **out)
+static hx_status partition_plan(hx_model *m, const struct hx_plan **out);
+
+hx_status hx_plan_get_locked(hx_model *m, const hx_batch_shape *b, const struct hx_plan **out)
+{
+    hx_status s = partition_plan(m, out);
+    if (s == HX_OK && b && m->rt->sched.policy->placement != HX_PLACE_NONE)
+        s = hx_placement_get(m, b, *out, out);
+    return s;
+}
+
+static hx_status partition_plan(hx_model *m, const struct hx_plan **out)
 {
     if (m->plan) {
         *out = m->plan;
@@ -241,7 +252,7 @@ size_t hx_model_plan_size(hx_model *m)
         return 0;
     const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
-    hx_status s = hx_plan_get_locked(m, &p);
+    hx_status s = hx_plan_get_locked(m, NULL, &p);
     pthread_mutex_unlock(&m->eval_lock);
     return s == HX_OK && p ? p->n : 0;
 }
@@ -253,7 +264,10 @@ static hx_status plan_get(hx_model *m, size_t i, hx_plan_task *out)
         return s;
     const struct hx_plan *p = NULL;
     pthread_mutex_lock(&m->eval_lock);
-    s = hx_plan_get_locked(m, &p);
+    s = hx_plan_get_locked(m, NULL, &p);
+    /* Under a planning policy: the plan of the last step evaluated. */
+    if (s == HX_OK && hx_placement_last(m))
+        p = hx_placement_last(m);
     pthread_mutex_unlock(&m->eval_lock);
     if (s || !p)
         return s ? s : hx_error(HX_ERR_STATE, "no partition plan");

@@ -27,6 +27,7 @@
 
 #include "model/model.h"
 #include "partitioner/partitioner.h"
+#include "partitioner/placement.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 #include "runtime/task.h"
@@ -43,11 +44,12 @@ enum { NAMES_NONE, NAMES_KV_READ, NAMES_KV_WRITTEN };
  * for every recording the model keeps. */
 typedef struct {
     const void *act, *meta, *logits;
+    const void *plan; /* a planning policy's plan is per shape */
     uint32_t T, S, max_blocks, n_out;
 } shape_key;
 
 typedef struct {
-    const void *plan;
+    uint64_t placements; /* the placement planner's generation */
     uint32_t retired, act_generation;
 } world_key;
 
@@ -77,7 +79,8 @@ static replay_key key_of(const hx_model *m, const hx_batch_shape *b, const struc
     k.shape.S = b->S;
     k.shape.max_blocks = b->max_blocks;
     k.shape.n_out = b->n_out;
-    k.world.plan = plan;
+    k.shape.plan = plan;
+    k.world.placements = hx_placement_generation(m);
     k.world.retired = atomic_load(&m->rt->sched.retired);
     k.world.act_generation = m->act_generation;
     return k;

@@ -7,6 +7,14 @@
  *     kind = cpu                cpu | gpu | fpga | accelerator
  *     units = 192
  *     flops.f32 = 14.7T         peak per second; f16 and int8 default to f32's
+ *     gemm.int8 = 166T          effective flop/s that real kernels of this
+ *                               precision reach (calibrated against published
+ *                               runs); replaces peak x compute efficiency
+ *     stream.int8 = 0.5         fraction of the bandwidth kernels of this
+ *                               precision reach (calibrated); replaces the
+ *                               memory efficiency for them
+ *     overlap = no              a kernel's compute and memory times add up
+ *                               (default yes: the longer one bounds it)
  *     memory = 1536G            bytes
  *     bandwidth = 921G          bytes per second
  *     unified = yes             works in host memory (default: yes for cpu)
@@ -127,11 +135,28 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
     static const char *const kinds[] = {"cpu", "gpu", "fpga", "accelerator", NULL};
     static const char *const times[] = {"roofline", "measured", NULL};
     static const char *const precisions[] = {"flops.f32", "flops.f16", "flops.int8"};
+    static const char *const gemms[] = {"gemm.f32", "gemm.f16", "gemm.int8"};
+    static const char *const streams[] = {"stream.f32", "stream.f16", "stream.int8"};
     int x;
     hx_status s;
-    for (int p = 0; p < HX_PREC_COUNT; p++)
+    for (int p = 0; p < HX_PREC_COUNT; p++) {
         if (!strcmp(k, precisions[p]))
             return number(w, k, v, 0, &d->flops[p]);
+        if (!strcmp(k, gemms[p]))
+            return number(w, k, v, 0, &d->gemm[p]);
+        if (!strcmp(k, streams[p])) {
+            if ((s = number(w, k, v, 0, &d->stream[p])))
+                return s;
+            if (d->stream[p] <= 0 || d->stream[p] > 1)
+                return hx_error(HX_ERR_FORMAT, "%s:%d: %s: a fraction in (0, 1] expected", w->origin, w->line, k);
+            return HX_OK;
+        }
+    }
+    if (!strcmp(k, "overlap")) {
+        s = yes_no(w, k, v, &x);
+        d->additive = !x;
+        return s;
+    }
     if (!strcmp(k, "name")) {
         snprintf(d->name, sizeof d->name, "%s", v);
         return HX_OK;
@@ -197,8 +222,8 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
         return HX_OK;
     }
     return hx_error(HX_ERR_FORMAT,
-                    "%s:%d: unknown key '%s' (name, family, kind, units, flops.f32, flops.f16, flops.int8, memory, "
-                    "bandwidth, unified, link, latency, launch, efficiency, runs, times, shares)",
+                    "%s:%d: unknown key '%s' (name, family, kind, units, flops.f32, flops.f16, flops.int8, gemm.f32, "
+                    "gemm.f16, gemm.int8, stream.f32, stream.f16, stream.int8, overlap, memory, bandwidth, unified, link, latency, launch, efficiency, runs, times, shares)",
                     w->origin, w->line, k);
 }
 
@@ -343,8 +368,11 @@ double hx_machine_roofline(const hx_machine_device *d, hx_precision p, double fl
 {
     if ((unsigned)p >= HX_PREC_COUNT)
         p = HX_PREC_F32;
-    double compute = flops / (d->flops[p] * d->compute_eff);
-    double memory = bytes / (d->mem_bw * d->mem_eff);
+    double rate = d->gemm[p] > 0 ? d->gemm[p] : d->flops[p] * d->compute_eff;
+    double compute = flops / rate;
+    double memory = bytes / (d->mem_bw * (d->stream[p] > 0 ? d->stream[p] : d->mem_eff));
+    if (d->additive)
+        return d->launch + compute + memory;
     return d->launch + (compute > memory ? compute : memory);
 }
 

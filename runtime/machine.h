@@ -18,6 +18,13 @@ typedef struct {
     hx_device_kind kind;
     int units;                     /* cores, SMs, compute units          */
     double flops[HX_PREC_COUNT];   /* peak per second, by precision      */
+    double gemm[HX_PREC_COUNT];    /* effective flop/s of real kernels, by
+                                      precision, calibrated against published
+                                      runs (0 = peak x compute efficiency) */
+    double stream[HX_PREC_COUNT];  /* fraction of bandwidth its kernels of
+                                      that precision reach (0 = mem_eff) */
+    int additive;                  /* compute and memory time add up (the
+                                      kernels do not overlap them)       */
     double mem_bytes, mem_bw;      /* its memory (host memory if unified) */
     int unified;                   /* works in host memory: no copies    */
     double link_bw, link_latency;  /* to host memory (own memory only)   */

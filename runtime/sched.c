@@ -15,7 +15,7 @@
 #include "runtime/trace.h"
 
 static const hx_sched_policy *const policies[] = {&hx_sched_eager, &hx_sched_static, &hx_sched_ws,
-                                                  &hx_sched_dmda, NULL};
+                                                  &hx_sched_dmda,  &hx_sched_plan,   &hx_sched_ngl, NULL};
 
 static _Thread_local int current_device = -1;
 

@@ -22,8 +22,14 @@ struct hx_device;
 struct hx_perfmodel;
 typedef struct hx_sched hx_sched;
 
+/* Who decides a step's placement ahead: nobody (the policy places each
+ * task as it becomes ready), or the partitioner's placement planner
+ * (partitioner/placement.c), whose choice the policy then follows. */
+typedef enum { HX_PLACE_NONE = 0, HX_PLACE_PLAN, HX_PLACE_NGL } hx_place_mode;
+
 typedef struct {
     const char *name;
+    hx_place_mode placement;
     int rebalances;      /* an idle device looks again every HX_REBALANCE_S
                             while others hold queued tasks (their predictions
                             go stale while it sleeps) */
@@ -116,6 +122,18 @@ int hx_sched_least_loaded(const hx_sched *s, uint32_t mask);
 /* Records a migration of `t` from device `from` to `to` (stats, trace). */
 void hx_sched_note_migration(hx_sched *s, const struct hx_task *t, int from, int to, const char *why);
 
-extern const hx_sched_policy hx_sched_eager, hx_sched_static, hx_sched_ws, hx_sched_dmda;
+extern const hx_sched_policy hx_sched_eager, hx_sched_static, hx_sched_ws, hx_sched_dmda, hx_sched_plan,
+    hx_sched_ngl;
+
+/* For the placement planner (runtime/sched_plan.c).  Seconds a task of
+ * this cost takes on device d, copies apart: the simulated device's own
+ * time, else the performance model's; 0 when unknown. */
+int hx_sched_estimate(hx_runtime *rt, int d, const hx_codelet *cl, hx_precision p, double flops, double bytes,
+                      double *sec);
+/* Seconds to move `bytes` between host memory and device d's memory (0
+ * for a device working in host memory). */
+double hx_sched_link_seconds(hx_runtime *rt, int d, double bytes);
+/* Device d's recent actual / expected time (1 = as its model says). */
+double hx_sched_slowness(hx_sched *s, int d);
 
 #endif

@@ -108,15 +108,21 @@ static void sim_copy(hx_runtime *rt, int node, size_t bytes, double *t0, double 
     *t1 = sim->copies_end += sec;
 }
 
+double hx_sim_estimate(hx_runtime *rt, int d, const hx_codelet *cl, hx_precision p, double flops, double bytes)
+{
+    const hx_machine_device *m = hx_sim_device_described(rt->devices[d]);
+    double sec;
+    if (m->measured && sim_of(rt)->measured && hx_perfmodel_estimate(sim_of(rt)->measured, cl, d, flops, bytes, &sec) &&
+        sec > 0)
+        return m->launch + sec; /* a worker's time between its tasks is not in its measurements */
+    return hx_machine_roofline(m, p, flops, bytes);
+}
+
 /* How long the task takes on the device, copies apart. */
 static double task_seconds(hx_runtime *rt, int d, hx_task *t)
 {
-    const hx_machine_device *m = hx_sim_device_described(rt->devices[d]);
-    double flops, bytes, sec;
+    double flops, bytes;
     hx_task_cost(t, &flops, &bytes);
-    if (m->measured && sim_of(rt)->measured &&
-        hx_perfmodel_estimate(sim_of(rt)->measured, t->desc.codelet, d, flops, bytes, &sec) && sec > 0)
-        return m->launch + sec; /* a worker's time between its tasks is not in its measurements */
     hx_precision p = HX_PREC_F32;
     if (t->desc.codelet->precision) {
         size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
@@ -124,7 +130,7 @@ static double task_seconds(hx_runtime *rt, int d, hx_task *t)
             sizes[i] = t->desc.buffers[i]->size;
         p = t->desc.codelet->precision(t->desc.args, sizes);
     }
-    return hx_machine_roofline(m, p, flops, bytes);
+    return hx_sim_estimate(rt, d, t->desc.codelet, p, flops, bytes);
 }
 
 /* Devices that compute on the same cores (PoCL on this host's CPU) take

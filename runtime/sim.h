@@ -25,6 +25,10 @@ extern const hx_device_ops hx_sim_backend;
  * executor from then on (runtime/sim.c). */
 hx_status hx_sim_open(hx_runtime *rt, const char *path);
 const hx_machine *hx_sim_machine(const hx_runtime *rt);
+/* Seconds a task of this cost takes on simulated device d, copies apart:
+ * what the event loop will charge it (the roofline, or this host's
+ * measured models for devices described with "times = measured"). */
+double hx_sim_estimate(hx_runtime *rt, int d, const hx_codelet *cl, hx_precision p, double flops, double bytes);
 
 /* Simulated devices (runtime/sim_device.c). */
 hx_status hx_sim_device_add(hx_runtime *rt, const hx_machine_device *m, const char *machine_name);

@@ -56,7 +56,9 @@ static hx_runtime *open_sim(const char *text, const char *sched, char *path, siz
 
 START_TEST(example_machines_parse)
 {
-    static const char *const files[] = {"bench/machines/epyc2s-h200-u55c.machine", "bench/machines/epyc2s.machine"};
+    static const char *const files[] = {"bench/machines/epyc2s-h200-u55c.machine", "bench/machines/epyc2s.machine",
+                                        "bench/machines/ws-4090.machine", "bench/machines/ws-3090-u55c.machine",
+                                        "bench/machines/rtx6000ada.machine"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         hx_machine m;
         HX_ASSERT_OK(hx_machine_load(files[i], &m));
@@ -73,6 +75,10 @@ START_TEST(example_machines_parse)
     ck_assert(fabs(m.dev[1].mem_bw - 4.8e12) < 1);
     ck_assert(fabs(m.dev[1].link_latency - 8e-6) < 1e-12);
     ck_assert(hx_machine_runs(&m.dev[2], "attention") && !hx_machine_runs(&m.dev[2], "matmul"));
+    /* The GPU's calibrated rates, not its peaks. */
+    ck_assert(m.dev[1].gemm[HX_PREC_INT8] > 0 && m.dev[1].gemm[HX_PREC_INT8] < 0.2 * m.dev[1].flops[HX_PREC_INT8]);
+    ck_assert(m.dev[1].stream[HX_PREC_INT8] > 0 && m.dev[1].additive);
+    ck_assert(m.dev[0].gemm[HX_PREC_INT8] == 0 && !m.dev[0].additive);
     /* The fused projections go where matmul goes. */
     ck_assert(!hx_machine_runs(&m.dev[2], "matmul_multi"));
     hx_machine_device mm = {.nruns = 1, .runs = {"matmul"}};
@@ -100,6 +106,9 @@ START_TEST(broken_descriptions_are_refused)
         {"[device a]\nunified = maybe\n", "expected yes or no"},
         {"[device a]\nunits = 2.5\n", "whole number"},
         {"[device a]\nefficiency = 0 1\n", "fractions in (0, 1]"},
+        {"[device a]\nstream.int8 = 1.5\n", "stream.int8: a fraction in (0, 1]"},
+        {"[device a]\ngemm.f16 = fast\n", "gemm.f16 = 'fast'"},
+        {"[device a]\noverlap = sometimes\n", "overlap = 'sometimes': expected yes or no"},
         {"[device a]\nruns = ,\n", "empty list"},
         {"[device a]\ntimes = guessed\n", "roofline, measured"},
         {"[device a]\nname\n", "expected 'key = value'"},
@@ -176,6 +185,22 @@ START_TEST(task_time_is_the_roofline)
     float *c;
     HX_ASSERT_OK(hx_buffer_acquire(C, HX_R, (void **)&c));
     ck_assert(c[0] == 0 && c[(size_t)M * N - 1] == 0);
+    hx_buffer_destroy(A);
+    hx_buffer_destroy(B);
+    hx_buffer_destroy(C);
+    hx_runtime_close(rt);
+    unlink(path);
+
+    /* A calibrated rate and stream fraction, times added (overlap = no). */
+    char text[512];
+    snprintf(text, sizeof text, "%sgemm.f32 = 0.2T\nstream.f32 = 0.5\noverlap = no\n", cpu_only);
+    rt = open_sim(text, "eager", path, sizeof path);
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * M * K, &A));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * N * K, &B));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4ull * M * N, &C));
+    want = 3e-6 + flops / 0.2e12 + bytes / 50e9;
+    got = gemm(rt, M, N, K, -1, A, B, C);
+    ck_assert_msg(fabs(got - want) <= 1e-12 * want, "simulated %.9g s, calibrated sum %.9g s", got, want);
     hx_buffer_destroy(A);
     hx_buffer_destroy(B);
     hx_buffer_destroy(C);

@@ -54,7 +54,7 @@ static void usage(FILE *f)
           "                     the model file is always mapped\n"
           "  -b N               largest batch per evaluation (default 512)\n"
           "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
-          "  --sched P          scheduling policy: static (default), eager, ws, dmda\n"
+          "  --sched P          scheduling policy: static (default), eager, ws, dmda, plan, ngl\n"
           "  --partition S      partition strategy: affinity, layers, auto, colocated\n"
           "  --plan             print where each task of a layer goes and why, then exit\n"
           "  --stats            print each device's tasks, busy time and failures at the end\n"

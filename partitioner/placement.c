@@ -1,0 +1,755 @@
+/* The placement planner: under a policy that places a step ahead (`plan`,
+ * `ngl`; runtime/sched_plan.c), the device of every task of a step's graph,
+ * chosen once per batch shape and followed by the policy.
+ *
+ * plan: a dynamic program over layers.  A layer runs on one "home"
+ * device; moving from one layer to the next across memory nodes costs the
+ * residual stream's trip (through host memory), the logits' trip back to
+ * the host is counted after the output layer, and a device with its own
+ * memory holds at most the layers whose weights and KV cache fit in it.
+ * The state is (layer, home device, layers already on each memory-limited
+ * device), so the program finds the cheapest assignment of every layer,
+ * contiguous or not, under the memory limits: every single-device
+ * placement that fits and llama.cpp's -ngl split are among the
+ * assignments it weighs, so by its own model it is never worse than them.
+ * Why not HEFT: in a transformer step the layers form a chain, so a task's
+ * finish time is the sum of what came before it; list scheduling's
+ * earliest-finish choice is greedy per task and does not see that an
+ * output it leaves on another device must cross back (the fault dmda
+ * shows in docs/simulator.md), while the chain makes the exact optimum
+ * over layers cheap (layers x devices x memory states).
+ *
+ * Inside a layer a task may still go elsewhere where it pays: a task the
+ * home device cannot run goes to the capable device where it finishes
+ * soonest counting its inputs' trip there and its outputs' trip back, and
+ * a task (or the KV store and attention as one group: the KV cache stays
+ * with them) moves to a device working in host memory when its time there
+ * plus that round trip beats its time at home.  Those costs are part of
+ * the layer's cost on that home device, so the program weighs them too.
+ *
+ * Costs: the performance models (runtime's hx_sched_estimate: a simulated
+ * device's own times, a real device's measured models) times each
+ * device's recent slowness (actual / expected, kept by the scheduler's
+ * front), and the bus model.  A plan is kept per shape (tokens, sequences,
+ * context rounded up to a power of two) and reused for every step of that
+ * shape; it is made again when a device's slowness moves by more than a
+ * quarter from what the plan assumed (an injected slowdown, contention) or
+ * a device leaves service.  On a real machine a device without
+ * measurements for the step's tasks cannot be costed: until every device
+ * has them the plan is provisional (layers dealt round-robin over the
+ * devices, so each gets measured) and made again at the next step.
+ *
+ * ngl: llama.cpp's -ngl: the most layers whose weights and KV cache fit in
+ * the first GPU's memory run there (the last ones, as llama.cpp offloads
+ * them; the output layer too when every layer fits), the rest on the CPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "partitioner/partitioner.h"
+#include "partitioner/placement.h"
+#include "runtime/buffer.h"
+#include "runtime/error.h"
+#include "runtime/runtime.h"
+
+/* Plans kept per model (shapes a serving engine alternates between). */
+#define HX_PLACE_SLOTS 8
+/* Slowness outside [1/x, x] of what a plan assumed makes it again. */
+#define HX_REPLAN_FACTOR 1.25
+/* Of a device's own memory, what the planner leaves for activations:
+ * the larger of this fraction and HX_MEM_RESERVE bytes. */
+#define HX_MEM_RESERVE_FRACTION 0.05
+#define HX_MEM_RESERVE (512.0 * 1024 * 1024)
+#define INF 1e300
+/* Layers + the parts before and after them. */
+#define HX_PLACE_MAX_PARTS 1024
+
+typedef struct {
+    uint32_t T, S, ctx; /* ctx: longest block table rounded up to a power of two */
+    int used;
+    uint64_t stamp;       /* last use, for replacement */
+    int provisional;      /* some device could not be costed */
+    uint32_t retired;     /* devices out of service when it was made */
+    double slowness[HX_MAX_DEVICES];
+    double predicted;     /* seconds per step, by the planner's model */
+    struct hx_plan *plan; /* inside the same allocation */
+} slot;
+
+struct hx_placements {
+    size_t n;             /* tasks per graph */
+    uint64_t clock, generation, replans, calibrations;
+    /* Per part of the graph (before the layers, each layer, after them):
+     * the devices with memory of their own that hold its weights, and its
+     * KV cache.  Nothing evicts a replica, so what a device holds stays
+     * counted against its memory by every later plan (other shapes,
+     * replans), whether that plan uses it or not. */
+    uint32_t resident[HX_PLACE_MAX_PARTS];
+    uint32_t resident_kv[HX_PLACE_MAX_PARTS]; /* and its KV cache */
+    slot s[HX_PLACE_SLOTS];
+};
+
+/* What the planner keeps per task of the dry run. */
+typedef struct {
+    int layer;
+    hx_task_class cls;
+    const hx_codelet *codelet;
+    hx_precision prec;
+    double flops, bytes;
+    uint32_t capable;
+    double in_bytes, out_bytes; /* activations read and written (not weights, not KV) */
+    double weight_bytes;        /* read-only inputs (weights) */
+    double kv_bytes;            /* the layer's KV cache, for tasks that touch it */
+    int kv;                     /* touches the KV cache */
+} ptask;
+
+typedef struct {
+    hx_model *m;
+    ptask *t;
+    size_t n, cap;
+    hx_status status;
+} dry;
+
+static hx_precision precision_of(const hx_task_desc *d, const size_t *sizes)
+{
+    return d->codelet->precision ? d->codelet->precision(d->args, sizes) : HX_PREC_F32;
+}
+
+static void collect(void *user, int layer, hx_task_class cls, const hx_task_desc *d)
+{
+    dry *g = user;
+    if (g->status)
+        return;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 256;
+        ptask *p = realloc(g->t, cap * sizeof *p);
+        if (!p) {
+            g->status = hx_error(HX_ERR_NO_MEMORY, "placement planner");
+            return;
+        }
+        g->t = p;
+        g->cap = cap;
+    }
+    ptask *t = &g->t[g->n++];
+    memset(t, 0, sizeof *t);
+    t->layer = layer;
+    t->cls = cls;
+    t->codelet = d->codelet;
+    size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
+    for (int i = 0; i < d->nbuffers; i++)
+        sizes[i] = hx_buffer_size(d->buffers[i]);
+    t->flops = d->codelet->flops ? d->codelet->flops(d->args, sizes) : 0;
+    t->bytes = d->codelet->bytes ? d->codelet->bytes(d->args, sizes) : 0;
+    t->prec = precision_of(d, sizes);
+    t->capable = hx_sched_capable(g->m->rt, d);
+    const hx_kv_pool *kv = g->m->kv;
+    int L = (int)g->m->info.n_layer;
+    for (int i = 0; i < d->nbuffers; i++) {
+        hx_buffer *b = d->buffers[i];
+        int is_kv = layer >= 0 && layer < L && kv && (b == kv->k[layer] || b == kv->v[layer]);
+        if (is_kv) {
+            t->kv = 1;
+            t->kv_bytes += (double)sizes[i];
+        } else if (b->read_only) {
+            t->weight_bytes += (double)sizes[i];
+        } else {
+            if (d->modes[i] & HX_R)
+                t->in_bytes += (double)sizes[i];
+            if (d->modes[i] & HX_W)
+                t->out_bytes += (double)sizes[i];
+        }
+    }
+}
+
+/* The devices the planner may use, and what it knows of them. */
+typedef struct {
+    hx_runtime *rt;
+    int nd;
+    uint32_t live;                 /* in service */
+    int own[HX_MAX_DEVICES];       /* has its own memory (a memory node of its own) */
+    double cap[HX_MAX_DEVICES];    /* bytes the planner may fill there */
+    double slow[HX_MAX_DEVICES];
+    int unknown;                   /* a cost could not be estimated */
+} machine;
+
+static double link_s(machine *mc, int d, double bytes) { return mc->own[d] ? hx_sched_link_seconds(mc->rt, d, bytes) : 0; }
+
+/* Seconds to move `bytes` produced on device a to device b. */
+static double move_s(machine *mc, int a, int b, double bytes)
+{
+    if (a == b || (!mc->own[a] && !mc->own[b]))
+        return 0;
+    return link_s(mc, a, bytes) + link_s(mc, b, bytes);
+}
+
+static double cost(machine *mc, const ptask *t, int d)
+{
+    if (!((t->capable & mc->live) >> d & 1))
+        return INF;
+    double sec;
+    if (!hx_sched_estimate(mc->rt, d, t->codelet, t->prec, t->flops, t->bytes, &sec)) {
+        mc->unknown = 1;
+        return INF;
+    }
+    return sec * mc->slow[d];
+}
+
+/* Tasks [a, b) of one layer (or the pre / post part) with home device e:
+ * their time, the device of each (dev[i - a]), and the bytes that must
+ * live in e's own memory.  Returns INF when a task can run nowhere. */
+static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, int kv_host, int *dev, double *mem)
+{
+    double total = 0, m = 0;
+    /* The KV store and attention move as one group (the cache stays with
+     * them): their home cost against their best host-memory alternative. */
+    double kv_home = 0, kv_in = 0, kv_out = 0;
+    int kv_ok = 1;
+    for (size_t i = a; i < b; i++)
+        if (t[i].kv) {
+            double c = cost(mc, &t[i], e);
+            kv_ok &= c < INF;
+            kv_home += c;
+            kv_in += t[i].in_bytes;
+            kv_out += t[i].out_bytes;
+        }
+    int kv_dev = e;
+    double kv_best = kv_ok && !(kv_host && mc->own[e]) ? kv_home : INF;
+    for (int f = 0; f < mc->nd; f++) {
+        if (f == e || mc->own[f] || !(mc->live >> f & 1))
+            continue;
+        double c = move_s(mc, e, f, kv_in) + move_s(mc, f, e, kv_out);
+        for (size_t i = a; i < b && c < INF; i++)
+            if (t[i].kv)
+                c += cost(mc, &t[i], f);
+        if (c < kv_best) {
+            kv_best = c;
+            kv_dev = f;
+        }
+    }
+    for (size_t i = a; i < b; i++) {
+        if (t[i].kv) {
+            dev[i - a] = kv_dev;
+            continue;
+        }
+        double home = cost(mc, &t[i], e);
+        int best = e;
+        double bc = home;
+        for (int f = 0; f < mc->nd; f++) {
+            if (f == e || !(mc->live >> f & 1))
+                continue;
+            /* Elsewhere only into host memory (no weights of its own to
+             * fit, so no memory to count), or, when home cannot run it at
+             * all, wherever it can. */
+            if (mc->own[f] && home < INF)
+                continue;
+            double c = cost(mc, &t[i], f);
+            if (c >= INF)
+                continue;
+            c += move_s(mc, e, f, t[i].in_bytes) + move_s(mc, f, e, t[i].out_bytes);
+            if (c < bc) {
+                bc = c;
+                best = f;
+            }
+        }
+        dev[i - a] = best;
+        total += bc;
+        if (best == e)
+            m += t[i].weight_bytes;
+    }
+    if (kv_best >= INF && a < b) {
+        int any_kv = 0;
+        for (size_t i = a; i < b; i++)
+            any_kv |= t[i].kv;
+        if (any_kv)
+            return INF;
+    }
+    /* The layer's K and V buffers, which each of its KV tasks names. */
+    double kv_mem = 0;
+    for (size_t i = a; i < b; i++)
+        if (t[i].kv && kv_dev == e)
+            kv_mem = fmax(kv_mem, t[i].kv_bytes);
+    m += kv_mem;
+    total += kv_best < INF ? kv_best : 0;
+    for (size_t i = a; i < b; i++)
+        if (dev[i - a] == e && !t[i].kv && !(t[i].capable >> e & 1))
+            return INF;
+    *mem = m;
+    return total;
+}
+
+/* The graph cut into parts: [0] before the layers, 1..L the layers, L+1
+ * after them (tasks come in layer order). */
+typedef struct {
+    int np;
+    size_t *begin; /* np + 1 bounds */
+} parts;
+
+static hx_status cut(const ptask *t, size_t n, int L, parts *p)
+{
+    p->np = L + 2;
+    p->begin = calloc((size_t)p->np + 1, sizeof *p->begin);
+    if (!p->begin)
+        return hx_error(HX_ERR_NO_MEMORY, "placement planner");
+    size_t i = 0;
+    for (int k = 0; k < p->np; k++) {
+        p->begin[k] = i;
+        int layer = k - 1;
+        while (i < n && (t[i].layer == layer || (k == 0 && t[i].layer < 0) || (k == p->np - 1 && t[i].layer >= L)))
+            i++;
+    }
+    p->begin[p->np] = n;
+    if (i != n)
+        return hx_error(HX_ERR_STATE, "placement planner: the graph's tasks are not in layer order");
+    return HX_OK;
+}
+
+/* Per part k, home e and variant v (0: the KV cache where it runs
+ * fastest, 1: in host memory, attended there), index (k * nd + e) * 2 + v. */
+typedef struct {
+    double *c;    /* its time */
+    double *mem;  /* bytes it puts in e's own memory */
+    int *dev;     /* each task's device: [nd * 2][n tasks] */
+} part_costs;
+
+#define PV(k, e, v) (((size_t)(k) * (size_t)nd + (size_t)(e)) * 2 + (size_t)(v))
+/* The memory of the device the program tracks, in this many units. */
+#define HX_PLACE_UNITS 1024
+
+typedef struct {
+    double best;
+    int *home; /* [np] */
+    int *var;  /* [np] */
+} answer;
+
+/* The device with memory of its own whose capacity the program tracks:
+ * the one that runs the layers fastest; other such devices (an FPGA
+ * beside a GPU) take no layer as home, only tasks moved to them.  -1 when
+ * every device works in host memory. */
+static int tracked_device(const machine *mc, const parts *p, const part_costs *pc)
+{
+    const int nd = mc->nd;
+    int t = -1;
+    double best = INF;
+    for (int d = 0; d < nd; d++) {
+        if (!mc->own[d] || !(mc->live >> d & 1))
+            continue;
+        double c = 0;
+        for (int k = 1; k < p->np - 1; k++)
+            c += fmin(pc->c[PV(k, d, 0)], pc->c[PV(k, d, 1)]);
+        if (t < 0 || c < best) {
+            t = d;
+            best = c;
+        }
+    }
+    return t;
+}
+
+/* The dynamic program for fixed homes a and z of the parts before and
+ * after the layers: state (home of the layer, memory units used on the
+ * tracked device). */
+/* Bytes part k with home `lim` in variant v adds to what `lim` already
+ * holds for it. */
+static double new_bytes(const struct hx_placements *pl, const part_costs *pc, int nd, int k, int lim, int v)
+{
+    double w = pc->mem[PV(k, lim, 1)], kv = pc->mem[PV(k, lim, v)] - w;
+    return ((pl->resident[k] >> lim & 1) ? 0 : w) + ((pl->resident_kv[k] >> lim & 1) ? 0 : kv);
+}
+
+static double held_bytes(const struct hx_placements *pl, const part_costs *pc, int nd, int np, int lim)
+{
+    double b = 0;
+    for (int k = 0; k < np; k++)
+        b += ((pl->resident[k] >> lim & 1) ? pc->mem[PV(k, lim, 1)] : 0) +
+             ((pl->resident_kv[k] >> lim & 1) ? pc->mem[PV(k, lim, 0)] - pc->mem[PV(k, lim, 1)] : 0);
+    return b;
+}
+
+static void program(machine *mc, const struct hx_placements *pl, const parts *p, const part_costs *pc,
+                    double x_bytes, double logit_bytes, int a, int z, answer *out, int *home_tmp, int *var_tmp)
+{
+    const int nd = mc->nd, L = p->np - 2, lim = tracked_device(mc, p, pc);
+    const double unit = lim >= 0 ? mc->cap[lim] / HX_PLACE_UNITS : 1;
+    double used0 = lim < 0 ? 0
+                           : held_bytes(pl, pc, nd, p->np, lim) + (a == lim ? new_bytes(pl, pc, nd, 0, lim, 0) : 0) +
+                                 (z == lim ? new_bytes(pl, pc, nd, L + 1, lim, 0) : 0);
+    const int S = lim >= 0 ? HX_PLACE_UNITS + 1 : 1;
+    int start = lim >= 0 ? (int)ceil(used0 / unit) : 0;
+    if (start >= S)
+        return; /* the parts before and after the layers alone do not fit */
+    const size_t states = (size_t)nd * (size_t)S;
+    double *cur = malloc(states * sizeof *cur), *next = malloc(states * sizeof *next);
+    /* For backtracking: the previous home and this layer's variant. */
+    unsigned char *from = malloc((size_t)(L + 1) * states), *var = malloc((size_t)(L + 1) * states);
+    if (!cur || !next || !from || !var) {
+        free(cur), free(next), free(from), free(var);
+        return;
+    }
+    for (size_t i = 0; i < states; i++)
+        cur[i] = INF;
+    /* Before layer 1: home a, `start` units used; "layer 0" is the part before. */
+    cur[(size_t)a * (size_t)S + (size_t)start] = pc->c[PV(0, a, 0)];
+    for (int l = 1; l <= L; l++) {
+        unsigned char *fr = from + (size_t)l * states, *vr = var + (size_t)l * states;
+        for (size_t i = 0; i < states; i++)
+            next[i] = INF;
+        for (int d = 0; d < nd; d++)
+            for (int u = 0; u < S; u++) {
+                double w0 = cur[(size_t)d * (size_t)S + (size_t)u];
+                if (w0 >= INF)
+                    continue;
+                for (int e = 0; e < nd; e++) {
+                    if (mc->own[e] && e != lim)
+                        continue;
+                    double mv = move_s(mc, d, e, x_bytes);
+                    for (int v = 0; v < 2; v++) {
+                        double c = pc->c[PV(l, e, v)];
+                        if (c >= INF)
+                            continue;
+                        int nu = u + (e == lim ? (int)ceil(new_bytes(pl, pc, nd, l, lim, v) / unit) : 0);
+                        if (nu >= S)
+                            continue;
+                        double w = w0 + mv + c;
+                        size_t j = (size_t)e * (size_t)S + (size_t)nu;
+                        if (w < next[j]) {
+                            next[j] = w;
+                            fr[j] = (unsigned char)d;
+                            vr[j] = (unsigned char)v;
+                        }
+                    }
+                }
+            }
+        double *sw = cur;
+        cur = next;
+        next = sw;
+    }
+    double post = pc->c[PV(L + 1, z, 0)];
+    size_t best_i = 0;
+    double best = INF;
+    for (size_t i = 0; i < states && post < INF; i++) {
+        if (cur[i] >= INF)
+            continue;
+        int e = (int)(i / (size_t)S);
+        double w = cur[i] + move_s(mc, e, z, x_bytes) + post + link_s(mc, z, logit_bytes);
+        if (w < best) {
+            best = w;
+            best_i = i;
+        }
+    }
+    if (best < out->best) {
+        size_t i = best_i;
+        for (int l = L; l >= 1; l--) {
+            int e = (int)(i / (size_t)S), u = (int)(i % (size_t)S);
+            home_tmp[l] = e;
+            var_tmp[l] = var[(size_t)l * states + i];
+            int d = from[(size_t)l * states + i];
+            u -= e == lim ? (int)ceil(new_bytes(pl, pc, nd, l, lim, var_tmp[l]) / unit) : 0;
+            i = (size_t)d * (size_t)S + (size_t)u;
+        }
+        home_tmp[0] = a, var_tmp[0] = 0;
+        home_tmp[L + 1] = z, var_tmp[L + 1] = 0;
+        out->best = best;
+        memcpy(out->home, home_tmp, sizeof *home_tmp * (size_t)p->np);
+        memcpy(out->var, var_tmp, sizeof *var_tmp * (size_t)p->np);
+    }
+    free(cur), free(next), free(from), free(var);
+}
+
+/* The predicted seconds of a given assignment of homes (ngl's). */
+static double evaluate(machine *mc, const parts *p, const part_costs *pc, double x_bytes, double logit_bytes,
+                       const int *home)
+{
+    const int nd = mc->nd;
+    double s = 0;
+    for (int k = 0; k < p->np; k++) {
+        double c = pc->c[PV(k, home[k], 0)];
+        if (c >= INF)
+            return INF;
+        s += c + (k ? move_s(mc, home[k - 1], home[k], x_bytes) : 0);
+    }
+    return s + link_s(mc, home[p->np - 1], logit_bytes);
+}
+
+static int first_gpu(const machine *mc)
+{
+    for (int d = 0; d < mc->nd; d++) {
+        hx_device_info info;
+        if ((mc->live >> d & 1) && hx_runtime_device_info(mc->rt, d, &info) == HX_OK &&
+            (info.family == HX_FAMILY_CUDA || info.kind == HX_KIND_GPU))
+            return d;
+    }
+    return -1;
+}
+
+static int first_cpu(const machine *mc)
+{
+    for (int d = 0; d < mc->nd; d++) {
+        hx_device_info info;
+        if ((mc->live >> d & 1) && hx_runtime_device_info(mc->rt, d, &info) == HX_OK && info.family == HX_FAMILY_CPU)
+            return d;
+    }
+    for (int d = 0; d < mc->nd; d++)
+        if (mc->live >> d & 1)
+            return d;
+    return 0;
+}
+
+/* llama.cpp's -ngl: the last layers that fit on the GPU. */
+static void ngl_homes(machine *mc, const parts *p, const part_costs *pc, int *home)
+{
+    const int nd = mc->nd, L = p->np - 2;
+    int cpu = first_cpu(mc), gpu = first_gpu(mc);
+    for (int k = 0; k < p->np; k++)
+        home[k] = cpu;
+    if (gpu < 0)
+        return;
+    double per = 0;
+    for (int l = 1; l <= L; l++)
+        per = fmax(per, pc->mem[PV(l, gpu, 0)]);
+    double room = mc->own[gpu] ? mc->cap[gpu] : INF;
+    int n = per > 0 ? (int)fmin((double)L, floor(room / per)) : L;
+    if (n == L && room - per * L >= pc->mem[PV(L + 1, gpu, 0)])
+        home[L + 1] = gpu; /* -ngl above n_layer offloads the output too */
+    for (int l = L - n + 1; l <= L; l++)
+        home[l] = gpu;
+}
+
+/* Round-robin homes while some device has no measurements, shifted by
+ * one at each such plan so that every part (the embedding's and the
+ * output's too) runs on every device within a few steps. */
+static void calibration_homes(machine *mc, const parts *p, uint64_t round, int *home)
+{
+    int devs[HX_MAX_DEVICES], n = 0;
+    for (int d = 0; d < mc->nd; d++)
+        if (mc->live >> d & 1)
+            devs[n++] = d;
+    for (int k = 0; k < p->np; k++)
+        home[k] = devs[(uint64_t)(k + 1 + round) % (uint64_t)(n ? n : 1)];
+}
+
+static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl,
+                            struct hx_placements *pl)
+{
+    const size_t n_expect = pl->n;
+    hx_runtime *rt = m->rt;
+    dry g = {.m = m};
+    hx_status s = hx_llama_emit(m, b, NULL, collect, &g);
+    if (s == HX_OK)
+        s = g.status;
+    if (s == HX_OK && g.n != n_expect)
+        s = hx_error(HX_ERR_STATE, "placement planner: %zu tasks in this step's graph, %zu expected", g.n, n_expect);
+    if (s) {
+        free(g.t);
+        return s;
+    }
+    machine mc = {.rt = rt, .nd = hx_runtime_device_count(rt)};
+    mc.live = ~atomic_load(&rt->sched.retired) & (mc.nd >= 32 ? 0xffffffffu : (1u << mc.nd) - 1);
+    for (int d = 0; d < mc.nd; d++) {
+        hx_device_info info;
+        hx_runtime_device_info(rt, d, &info);
+        mc.own[d] = info.memory_node != 0;
+        mc.cap[d] = (double)info.global_mem_bytes -
+                    fmax(HX_MEM_RESERVE, HX_MEM_RESERVE_FRACTION * (double)info.global_mem_bytes);
+        mc.slow[d] = hx_sched_slowness(&rt->sched, d);
+        sl->slowness[d] = mc.slow[d];
+    }
+    sl->retired = atomic_load(&rt->sched.retired);
+    const int L = (int)m->info.n_layer, nd = mc.nd;
+    /* A KV buffer on a device grows by doubling, and while its blocks move
+     * to the larger slots the old ones are still held (runtime/buffer.c,
+     * grow_slots): room for one more K or V buffer stays free. */
+    double kv_one = 0;
+    for (size_t i = 0; i < g.n; i++)
+        kv_one = fmax(kv_one, g.t[i].kv_bytes / 2);
+    for (int d = 0; d < nd; d++)
+        mc.cap[d] = fmax(0, mc.cap[d] - kv_one);
+    parts p;
+    part_costs pc = {0};
+    int *home = NULL, *tmp = NULL, *var = NULL, *vtmp = NULL;
+    s = cut(g.t, g.n, L, &p);
+    if (s == HX_OK && p.np > HX_PLACE_MAX_PARTS)
+        s = hx_error(HX_ERR_UNSUPPORTED, "placement planner: %d layers (at most %d)", L, HX_PLACE_MAX_PARTS - 2);
+    if (s == HX_OK) {
+        size_t nv = (size_t)p.np * (size_t)nd * 2;
+        pc.c = malloc(sizeof *pc.c * nv);
+        pc.mem = malloc(sizeof *pc.mem * nv);
+        pc.dev = malloc(sizeof *pc.dev * g.n * (size_t)nd * 2);
+        home = malloc(sizeof *home * (size_t)p.np);
+        tmp = malloc(sizeof *tmp * (size_t)p.np);
+        var = calloc((size_t)p.np, sizeof *var);
+        vtmp = malloc(sizeof *vtmp * (size_t)p.np);
+        if (!pc.c || !pc.mem || !pc.dev || !home || !tmp || !var || !vtmp)
+            s = hx_error(HX_ERR_NO_MEMORY, "placement planner");
+    }
+    if (s == HX_OK) {
+        for (int k = 0; k < p.np; k++)
+            for (int e = 0; e < nd; e++)
+                for (int v = 0; v < 2; v++) {
+                    size_t a = p.begin[k], z = p.begin[k + 1], j = PV(k, e, v);
+                    /* ngl keeps a layer's KV cache with it, as llama.cpp does. */
+                    int kv_host = v && mode != HX_PLACE_NGL;
+                    pc.mem[j] = 0;
+                    pc.c[j] = (mc.live >> e & 1) ? span_cost(&mc, g.t, a, z, e, kv_host,
+                                                             pc.dev + (size_t)(e * 2 + v) * g.n + a, &pc.mem[j])
+                                                 : INF;
+                }
+        /* The residual stream between layers, and the logits. */
+        double x_bytes = g.t[0].out_bytes, logit_bytes = g.t[g.n - 1].out_bytes;
+        sl->provisional = 0;
+        answer ans = {.best = INF, .home = home, .var = var};
+        if (mode == HX_PLACE_NGL) {
+            ngl_homes(&mc, &p, &pc, home);
+            ans.best = evaluate(&mc, &p, &pc, x_bytes, logit_bytes, home);
+        } else if (mc.unknown) {
+            calibration_homes(&mc, &p, pl->calibrations++, home);
+            sl->provisional = 1;
+        } else {
+            for (int a = 0; a < nd; a++)
+                for (int z = 0; z < nd; z++)
+                    if (pc.c[PV(0, a, 0)] < INF && pc.c[PV(L + 1, z, 0)] < INF)
+                        program(&mc, pl, &p, &pc, x_bytes, logit_bytes, a, z, &ans, tmp, vtmp);
+            if (ans.best >= INF)
+                s = hx_error(HX_ERR_NO_MEMORY, "placement planner: no placement of the model's %d layers fits the "
+                                               "devices' memory", L);
+        }
+        sl->predicted = ans.best;
+        for (int k = 0; k < p.np && s == HX_OK; k++)
+            if (mc.own[home[k]]) {
+                pl->resident[k] |= 1u << home[k];
+                if (pc.mem[PV(k, home[k], var[k])] > pc.mem[PV(k, home[k], 1)])
+                    pl->resident_kv[k] |= 1u << home[k];
+            }
+        for (int k = 0; k < p.np && s == HX_OK; k++)
+            for (size_t i = p.begin[k]; i < p.begin[k + 1]; i++) {
+                hx_plan_entry *e = &sl->plan->e[i];
+                int h = home[k];
+                int d = sl->provisional ? h : pc.dev[(size_t)(h * 2 + var[k]) * g.n + i];
+                if (!((g.t[i].capable & mc.live) >> d & 1))
+                    d = -1;
+                memset(e, 0, sizeof *e);
+                e->layer = g.t[i].layer;
+                e->cls = g.t[i].cls;
+                e->codelet = g.t[i].codelet;
+                e->flops = g.t[i].flops;
+                e->bytes = g.t[i].bytes;
+                e->prefer = d >= 0 ? 1u << d : 0;
+                e->device = d;
+                snprintf(e->reason, sizeof e->reason, "%s: layer on dev %d%s",
+                         mode == HX_PLACE_NGL ? "ngl" : sl->provisional ? "plan (measuring)" : "plan", h,
+                         d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays");
+            }
+    }
+    free(p.begin), free(pc.c), free(pc.mem), free(pc.dev), free(home), free(tmp), free(var), free(vtmp), free(g.t);
+    return s;
+}
+
+static uint32_t pow2_at_least(uint32_t x)
+{
+    uint32_t p = 1;
+    while (p < x && p < (1u << 31))
+        p <<= 1;
+    return p;
+}
+
+/* Whether what a plan assumed still holds. */
+static int stale(hx_runtime *rt, const slot *sl)
+{
+    if (sl->provisional || sl->retired != atomic_load(&rt->sched.retired))
+        return 1;
+    for (int d = 0; d < hx_runtime_device_count(rt); d++) {
+        double r = hx_sched_slowness(&rt->sched, d) / sl->slowness[d];
+        if (r > HX_REPLAN_FACTOR || r < 1 / HX_REPLAN_FACTOR)
+            return 1;
+    }
+    return 0;
+}
+
+static hx_status ensure_cache(hx_model *m, size_t n)
+{
+    struct hx_placements *pl = m->placements;
+    if (pl && pl->n == n)
+        return HX_OK;
+    size_t plan_size = sizeof(struct hx_plan) + n * sizeof(hx_plan_entry);
+    plan_size = (plan_size + 63) & ~(size_t)63;
+    struct hx_placements *np = calloc(1, sizeof *np + HX_PLACE_SLOTS * plan_size + 64);
+    if (!np)
+        return hx_error(HX_ERR_NO_MEMORY, "placement plans");
+    np->n = n;
+    if (pl) { /* what devices hold does not change with the graph */
+        memcpy(np->resident, pl->resident, sizeof np->resident);
+        memcpy(np->resident_kv, pl->resident_kv, sizeof np->resident_kv);
+    }
+    np->generation = pl ? pl->generation + 1 : 1;
+    np->replans = pl ? pl->replans : 0;
+    unsigned char *base = (unsigned char *)(np + 1);
+    for (int i = 0; i < HX_PLACE_SLOTS; i++) {
+        np->s[i].plan = (struct hx_plan *)(void *)(base + (size_t)i * plan_size);
+        np->s[i].plan->n = n;
+    }
+    free(pl);
+    m->placements = np;
+    return HX_OK;
+}
+
+hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx_plan *base, const struct hx_plan **out)
+{
+    hx_place_mode mode = m->rt->sched.policy->placement;
+    hx_status s = ensure_cache(m, base->n);
+    if (s)
+        return s;
+    struct hx_placements *pl = m->placements;
+    uint32_t ctx = pow2_at_least(b->max_blocks);
+    slot *sl = NULL, *victim = &pl->s[0];
+    for (int i = 0; i < HX_PLACE_SLOTS && !sl; i++) {
+        slot *c = &pl->s[i];
+        if (c->used && c->T == b->T && c->S == b->S && c->ctx == ctx)
+            sl = c;
+        else if (!c->used || (victim->used && c->stamp < victim->stamp))
+            victim = c;
+    }
+    int fresh = !sl;
+    if (fresh) {
+        sl = victim;
+        memset(sl->slowness, 0, sizeof sl->slowness);
+        sl->T = b->T, sl->S = b->S, sl->ctx = ctx, sl->used = 0;
+    }
+    sl->stamp = ++pl->clock;
+    if (fresh || stale(m->rt, sl)) {
+        s = plan_shape(m, b, mode, sl, pl);
+        if (s) {
+            sl->used = 0;
+            return s;
+        }
+        if (!fresh)
+            pl->replans++;
+        sl->used = 1;
+        pl->generation++; /* recorded graphs carry the old preferences */
+    }
+    *out = sl->plan;
+    return HX_OK;
+}
+
+uint64_t hx_placement_generation(const hx_model *m) { return m->placements ? m->placements->generation : 0; }
+
+hx_status hx_placement_info(hx_model *m, uint64_t *replans, double *predicted)
+{
+    *replans = m->placements ? m->placements->replans : 0;
+    *predicted = 0;
+    if (!m->placements)
+        return HX_OK;
+    const slot *last = NULL;
+    for (int i = 0; i < HX_PLACE_SLOTS; i++)
+        if (m->placements->s[i].used && (!last || m->placements->s[i].stamp > last->stamp))
+            last = &m->placements->s[i];
+    *predicted = last ? last->predicted : 0;
+    return HX_OK;
+}
+
+const struct hx_plan *hx_placement_last(const hx_model *m)
+{
+    const slot *last = NULL;
+    for (int i = 0; m->placements && i < HX_PLACE_SLOTS; i++)
+        if (m->placements->s[i].used && (!last || m->placements->s[i].stamp > last->stamp))
+            last = &m->placements->s[i];
+    return last ? last->plan : NULL;
+}

@@ -1,0 +1,305 @@
+/* The placement planner (partitioner/placement.c) and llama.cpp's -ngl
+ * split, on simulated machines (deterministic virtual time, so the
+ * properties hold exactly, not by luck of the timing):
+ *   - plan is never slower than the best single device, over a grid of
+ *     models, machines and batch shapes (its search space holds them);
+ *   - ngl puts the last layers on the GPU, as many as its memory holds,
+ *     and the rest on the CPU;
+ *   - a model larger than the GPU runs under plan across shapes (prefill,
+ *     then decode) without running the GPU out of memory;
+ *   - a slowdown injected mid-run changes the plan within a few steps, and
+ *     the step time recovers to the best placement for the slowed machine;
+ *   - an unknown policy name is refused with the list of known ones. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hx_test.h"
+
+/* A CPU with host memory and a GPU behind a PCIe link; the GPU's memory
+ * is %s (a model larger than it is split). */
+static const char *const box_fmt = "machine = plan test box\n"
+                                   "[device cpu]\nfamily = cpu\nkind = cpu\nunits = 16\nflops.f32 = 2T\n"
+                                   "flops.int8 = 8T\nmemory = 256G\nbandwidth = 80G\nlaunch = 4us\n"
+                                   "efficiency = 0.4 0.75\n"
+                                   "[device gpu]\nfamily = cuda\nkind = gpu\nflops.f32 = 80T\nflops.int8 = 600T\n"
+                                   "gemm.int8 = 200T\nmemory = %s\nbandwidth = 1T\nunified = no\nlink = 25G\n"
+                                   "latency = 8us\nlaunch = 3us\nefficiency = 0.6 0.8\n%s";
+
+/* An FPGA that runs only attention ops, with memory of its own. */
+static const char *const fpga = "[device fpga]\nfamily = opencl\nkind = fpga\nflops.f32 = 1T\nmemory = 16G\n"
+                                "bandwidth = 400G\nunified = no\nlink = 12G\nlatency = 15us\nlaunch = 30us\n"
+                                "runs = rmsnorm rope kv_store attention attention_part attn_merge\n";
+
+static void write_machine(char *path, size_t cap, const char *gpu_mem, const char *extra)
+{
+    char text[2048];
+    snprintf(text, sizeof text, box_fmt, gpu_mem, extra);
+    snprintf(path, cap, "/tmp/hx-plan-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static hx_runtime *open_on(const char *path, const char *devices, const char *sched)
+{
+    hx_runtime_options o = hx_runtime_options_default();
+    o.machine = path;
+    o.devices = devices;
+    o.sched = sched;
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    return rt;
+}
+
+/* Virtual seconds per step of `T` tokens (one evaluation of T prompt
+ * tokens, or T = 1: a decode step), after two steps that warm up (weights
+ * copied, plans made).  Returns -1 when the model does not fit. */
+static double step_seconds(hx_runtime *rt, const char *shapes, uint32_t T)
+{
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, shapes, "q4_0", &mo, &m));
+    int32_t ids[64];
+    for (uint32_t i = 0; i < 64; i++)
+        ids[i] = (int32_t)(1 + i);
+    double sec = -1;
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    hx_status st = HX_OK;
+    for (int i = 0; i < 2 && st == HX_OK; i++)
+        st = hx_session_eval(s, ids, T, 0);
+    if (st == HX_OK) {
+        double t0 = hx_runtime_clock(rt);
+        for (int i = 0; i < 3 && st == HX_OK; i++)
+            st = hx_session_eval(s, ids, T, 0);
+        sec = (hx_runtime_clock(rt) - t0) / 3;
+    }
+    if (st)
+        ck_assert_int_eq(st, HX_ERR_NO_MEMORY); /* a single device too small: the only failure allowed */
+    hx_session_close(s);
+    hx_model_free(m);
+    return st ? -1 : sec;
+}
+
+START_TEST(plan_is_never_worse_than_one_device)
+{
+    static const char *const models[] = {"small", "llama2-7b"};
+    static const char *const mems[] = {"80G", "2G"}; /* the model fits the GPU; it does not */
+    static const char *const extras[2] = {"", NULL};
+    static const uint32_t Ts[] = {1, 64};
+    char path[64];
+    for (size_t mi = 0; mi < 2; mi++)
+        for (size_t gi = 0; gi < 2; gi++)
+            for (int fi = 0; fi < 2; fi++)
+                for (size_t ti = 0; ti < 2; ti++) {
+                    write_machine(path, sizeof path, mems[gi], fi ? fpga : extras[0]);
+                    double best = -1;
+                    static const char *const singles[] = {"cpu", "gpu"};
+                    for (int d = 0; d < 2; d++) {
+                        hx_runtime *rt = open_on(path, singles[d], "static");
+                        double s = step_seconds(rt, models[mi], Ts[ti]);
+                        hx_runtime_close(rt);
+                        if (s > 0 && (best < 0 || s < best))
+                            best = s;
+                    }
+                    hx_runtime *rt = open_on(path, "all", "plan");
+                    double plan = step_seconds(rt, models[mi], Ts[ti]);
+                    hx_runtime_close(rt);
+                    ck_assert_msg(best > 0, "no single device ran %s", models[mi]);
+                    ck_assert_msg(plan > 0 && plan <= best * 1.02,
+                                  "%s, GPU memory %s%s, T=%u: plan %.6g s per step, best single device %.6g s",
+                                  models[mi], mems[gi], fi ? ", FPGA" : "", Ts[ti], plan, best);
+                    unlink(path);
+                }
+}
+END_TEST
+
+/* Which device each layer's GEMMs prefer in the model's current plan. */
+static void gemm_devices(hx_model *m, int *dev, int n_layer)
+{
+    for (int l = 0; l < n_layer; l++)
+        dev[l] = -2;
+    size_t n = hx_model_plan_size(m);
+    for (size_t i = 0; i < n; i++) {
+        hx_plan_task t;
+        HX_ASSERT_OK(hx_model_plan_get(m, i, &t));
+        if (t.layer >= 0 && t.layer < n_layer && !strcmp(t.task_class, "gemm"))
+            dev[t.layer] = t.device;
+    }
+}
+
+START_TEST(ngl_fills_the_gpu_with_the_last_layers)
+{
+    char path[64];
+    /* LLaMA-2-7B Q4_0: 32 layers of about 110 MB of weights and 16 MB
+     * of KV cache (at n_ctx 1024) each; 2 GB holds some, not all. */
+    write_machine(path, sizeof path, "2G", "");
+    hx_runtime *rt = open_on(path, "all", "ngl");
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "llama2-7b", "q4_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    HX_ASSERT_OK(hx_session_eval(s, ids, 16, 0));
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    hx_model_info info;
+    HX_ASSERT_OK(hx_model_info_get(m, &info));
+    int dev[128];
+    ck_assert_int_le(info.n_layer, 128);
+    gemm_devices(m, dev, (int)info.n_layer);
+    int on_gpu = 0, first_gpu = -1;
+    for (int l = 0; l < (int)info.n_layer; l++) {
+        ck_assert_msg(dev[l] == 0 || dev[l] == 1, "layer %d on device %d", l, dev[l]);
+        if (dev[l] == 1) {
+            on_gpu++;
+            if (first_gpu < 0)
+                first_gpu = l;
+        }
+    }
+    /* Some but not all; the last ones, contiguous (llama.cpp's order). */
+    ck_assert_msg(on_gpu > 0 && on_gpu < (int)info.n_layer, "%d of %u layers on the GPU", on_gpu, info.n_layer);
+    ck_assert_int_eq(first_gpu + on_gpu, (int)info.n_layer);
+    /* What it placed fits: weights (114 MB) + KV cache (17 MB) of those
+     * layers within 2 GB less the planner's reserve for activations (512
+     * MiB) and for a K buffer's growth (8 MB); and as many as fit: one
+     * more layer would not. */
+    ck_assert_msg(on_gpu * 125e6 <= 2e9 - 520e6, "%d layers cannot fit", on_gpu);
+    ck_assert_msg((on_gpu + 1) * 140e6 > 2e9 - 545e6, "only %d layers on a 2 GB GPU", on_gpu);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(a_split_model_changes_shape_without_running_out_of_memory)
+{
+    char path[64];
+    write_machine(path, sizeof path, "2G", "");
+    hx_runtime *rt = open_on(path, "all", "plan");
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "llama2-7b", "q4_0", &mo, &m));
+    hx_session *s[4];
+    int32_t ids[64];
+    for (int i = 0; i < 64; i++)
+        ids[i] = 1 + i;
+    for (int k = 0; k < 4; k++)
+        HX_ASSERT_OK(hx_session_open(m, &s[k]));
+    /* Prefill shapes, a decode step, a batch of four: each its own plan. */
+    HX_ASSERT_OK(hx_session_eval(s[0], ids, 64, 0));
+    HX_ASSERT_OK(hx_session_eval(s[1], ids, 7, 0));
+    HX_ASSERT_OK(hx_session_eval(s[0], ids, 1, 0));
+    for (int k = 2; k < 4; k++)
+        HX_ASSERT_OK(hx_session_eval(s[k], ids, 3, 0));
+    int32_t cur[4] = {5, 6, 7, 8};
+    hx_batch b = {.n = 4, .tokens = cur, .sessions = s};
+    for (int i = 0; i < 3; i++)
+        HX_ASSERT_OK(hx_batch_eval(m, &b));
+    hx_device_stats gpu;
+    HX_ASSERT_OK(hx_device_stats_get(rt, 1, &gpu));
+    ck_assert_msg(gpu.tasks > 0, "the GPU ran nothing");
+    for (int k = 0; k < 4; k++)
+        hx_session_close(s[k]);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* Decode steps' virtual seconds, one per step. */
+static void decode_steps(hx_runtime *rt, hx_session *s, int n, double *sec)
+{
+    int32_t id = 3;
+    for (int i = 0; i < n; i++) {
+        double t0 = hx_runtime_clock(rt);
+        HX_ASSERT_OK(hx_session_eval(s, &id, 1, 0));
+        sec[i] = hx_runtime_clock(rt) - t0;
+    }
+}
+
+START_TEST(a_slowdown_mid_run_changes_the_plan)
+{
+    char path[64];
+    write_machine(path, sizeof path, "80G", "");
+    /* The best placements of the slowed machine: each device alone. */
+    double alone[2];
+    static const char *const singles[] = {"cpu", "gpu"};
+    for (int d = 0; d < 2; d++) {
+        hx_runtime *rt = open_on(path, singles[d], "static");
+        if (d == 1) {
+            hx_injection inj = {.slow = 20};
+            HX_ASSERT_OK(hx_device_inject(rt, 0, &inj));
+        }
+        alone[d] = step_seconds(rt, "llama2-7b", 1);
+        hx_runtime_close(rt);
+    }
+    double best_slowed = fmin(alone[0], alone[1]);
+
+    hx_runtime *rt = open_on(path, "all", "plan");
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "llama2-7b", "q4_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    double before[4], after[12];
+    decode_steps(rt, s, 4, before);
+    int dev[32];
+    gemm_devices(m, dev, 32);
+    ck_assert_int_eq(dev[0], 1); /* the GPU, 12x the bandwidth */
+    hx_injection inj = {.slow = 20};
+    HX_ASSERT_OK(hx_device_inject(rt, 1, &inj));
+    decode_steps(rt, s, 12, after);
+    gemm_devices(m, dev, 32);
+    for (int l = 0; l < 32; l++)
+        ck_assert_msg(dev[l] == 0, "layer %d still on device %d after a 20x slowdown of the GPU", l, dev[l]);
+    /* Within a few steps the step time is the slowed machine's best. */
+    int recovered = -1;
+    for (int i = 0; i < 12 && recovered < 0; i++)
+        if (after[i] <= best_slowed * 1.10)
+            recovered = i;
+    ck_assert_msg(recovered >= 0 && recovered <= 3, "steps after the slowdown: %.4g %.4g %.4g %.4g s; best %.4g s",
+                  after[0], after[1], after[2], after[3], best_slowed);
+    ck_assert(after[11] <= best_slowed * 1.10);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(unknown_policies_are_refused)
+{
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu";
+    o.sched = "planner";
+    hx_runtime *rt;
+    ck_assert_int_eq(hx_runtime_open(&rt, &o), HX_ERR_INVALID_ARG);
+    ck_assert(strstr(hx_last_error(), "plan") && strstr(hx_last_error(), "ngl"));
+}
+END_TEST
+
+Suite *suite_plan(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *c = tcase_create("plan");
+    tcase_set_timeout(c, 300);
+    tcase_add_test(c, plan_is_never_worse_than_one_device);
+    tcase_add_test(c, ngl_fills_the_gpu_with_the_last_layers);
+    tcase_add_test(c, a_split_model_changes_shape_without_running_out_of_memory);
+    tcase_add_test(c, a_slowdown_mid_run_changes_the_plan);
+    tcase_add_test(c, unknown_policies_are_refused);
+    suite_add_tcase(s, c);
+    return s;
+}
