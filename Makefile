@@ -38,7 +38,7 @@ LDLIBS  := $(PKG_LIBS) -ldl -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 
-LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c model/*.c partitioner/*.c engine/*.c))
+LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c model/*.c text/*.c partitioner/*.c engine/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CL_SRC  := $(sort $(wildcard kernels_cl/*.cl))
 CL_OBJ  := $(if $(CL_SRC),$(BUILD)/obj/kernels_cl_embed.o)

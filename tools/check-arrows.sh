@@ -21,7 +21,8 @@ allowed() {
     kernels_cl) echo "" ;;
     kernels_cu) echo "include ops" ;;
     devices) echo "include runtime ops kernels_cpu kernels_cl kernels_cu" ;;
-    model) echo "include runtime ops" ;;
+    text) echo "include runtime ops" ;;
+    model) echo "include runtime ops text" ;;
     partitioner) echo "include runtime model ops" ;;
     engine) echo "include partitioner model runtime ops" ;;
     tools) echo "include" ;;
