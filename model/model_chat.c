@@ -88,8 +88,26 @@ static hx_status render_builtin(const char *family, const hx_chat_render_options
     size_t n = 0;
     char *storage = NULL;
     hx_status s = hx_chat_plain_messages(o->messages, &msgs, &n, &storage);
-    if (s == HX_OK)
-        s = hx_chat_apply_template(family, msgs, n, o->add_generation_prompt, buf, cap, len);
+    /* A last assistant message is continued here too: the rest with the
+     * assistant's opening, then its text. */
+    const char *prefill = NULL;
+    int add = o->add_generation_prompt;
+    if (s == HX_OK && o->continue_final && n && !strcmp(msgs[n - 1].role, "assistant")) {
+        prefill = msgs[--n].content;
+        add = 1;
+    }
+    size_t extra = prefill ? strlen(prefill) : 0, need = 0;
+    if (s == HX_OK) {
+        s = hx_chat_apply_template(family, msgs, n, add, buf, cap > extra ? cap - extra : 0, &need);
+        *len = need + extra;
+        if (s == HX_OK) {
+            memcpy(buf + need, prefill ? prefill : "", extra + 1);
+        } else if (s == HX_ERR_RANGE) {
+            if (cap)
+                buf[0] = '\0';
+            s = hx_error(HX_ERR_RANGE, "hx_model_chat_render: %zu bytes and a NUL do not fit in %zu", *len, cap);
+        }
+    }
     free(msgs);
     free(storage);
     return s;

@@ -31,6 +31,9 @@ typedef struct {
     int rope_freqs;
     const char *rope_scaling;  /* <arch>.rope.scaling.type when not NULL */
     float rope_scaling_factor; /* <arch>.rope.scaling.factor when not 0 */
+    const char *chat_template; /* tokenizer.chat_template when not NULL */
+    /* tokenizer.chat_template.NAME: pairs of name and source, NULL after the last */
+    const char *const *named_templates;
 } hx_synthetic_extras;
 hx_status hx_synthetic_write_with(const char *path, const hx_synthetic_config *c, const hx_synthetic_extras *x,
                                   const char *type, uint64_t seed);
