@@ -155,8 +155,11 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 # package registry its suites say that they were skipped, and why.  A file
 # named by HX_TEST_SMOLLM2 in the environment is used instead.
 MODELS ?= $(CURDIR)/$(BUILD)/models
+# llama.cpp's models/ folder (chat templates, tokenizer vocabularies), from
+# the llama-cpp-python sdist, likewise (tests/fetch-llamacpp-sdist.sh).
 test: check-arrows all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
+	  HX_LLAMACPP_MODELS=$${HX_LLAMACPP_MODELS:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-llamacpp-sdist.sh $(MODELS))} \
 	  HX_TEST_DATA=$(HX_TEST_DATA) HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
