@@ -62,7 +62,7 @@ SHARED := $(BUILD)/libhetero.so
 USE_SHARED := -L$(BUILD) -lhetero -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 INTERNAL_BENCHES := $(addprefix $(BUILD)/,$(sort $(shell sed -n 's|^bench/\(bench-[a-z0-9-]*\)\.c -> .*|\1|p' tools/arrows-allowed.txt)))
 
-.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz fuzz-jinja help bitstreams check-arrows
 all: lib tools $(BENCHES) cuda
 
 lib: $(STATIC) $(SHARED)
@@ -185,6 +185,14 @@ fuzz:
 	mkdir -p build-fuzz/corpus && build-fuzz/fuzz_gguf -max_total_time=$${FUZZ_SECONDS:-60} -max_len=65536 \
 	  build-fuzz/corpus tests/gguf-corpus
 $(BUILD)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(STATIC)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
+# The Jinja engine's fuzz target, seeded with the unit cases' templates
+# (tests/fuzz/jinja-seeds.sh writes one file each).
+fuzz-jinja:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_SAN)" NO_CUDA=1 build-fuzz/fuzz_jinja
+	mkdir -p build-fuzz/jinja-corpus && sh tests/fuzz/jinja-seeds.sh build-fuzz/jinja-seeds && \
+	  build-fuzz/fuzz_jinja -max_total_time=$${FUZZ_SECONDS:-60} -max_len=32768 build-fuzz/jinja-corpus build-fuzz/jinja-seeds
+$(BUILD)/fuzz_jinja: tests/fuzz/fuzz_jinja.c $(STATIC)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
 
 # FPGA bitstreams with Vitis, one platform of bitstreams/manifest.txt at a
