@@ -2,7 +2,8 @@
  * (HX_LLAMACPP_MODELS: the folder tests/fetch-llamacpp-sdist.sh prints),
  * rendered by hetero (hx_chat_render) and by Python's jinja2 set up as
  * transformers' apply_chat_template sets it up (tests/chat_corpus.py) for
- * the same conversations: no system message, a system message, several
+ * the same conversations: no system message, a system message, content as
+ * text parts, several
  * turns, an assistant message last (closed, and continued as llama-server
  * does), tools offered, a tool call and its result.  Every text must be
  * the same byte for byte; where jinja2 refuses a conversation, hetero must
