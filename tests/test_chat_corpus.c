@@ -3,9 +3,9 @@
  * rendered by hetero (hx_chat_render) and by Python's jinja2 set up as
  * transformers' apply_chat_template sets it up (tests/chat_corpus.py) for
  * the same conversations: no system message, a system message, content as
- * text parts, several
- * turns, an assistant message last (closed, and continued as llama-server
- * does), tools offered, a tool call and its result.  Every text must be
+ * text parts, several turns, an assistant message last (closed, and
+ * continued as llama-server does), tools offered, a tool call and its
+ * result.  Every text must be
  * the same byte for byte; where jinja2 refuses a conversation, hetero must
  * refuse it too (with raise_exception's message, when that is why). */
 #include <string.h>

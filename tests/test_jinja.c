@@ -94,6 +94,36 @@ START_TEST(runaway_templates_stop_at_their_limit)
 }
 END_TEST
 
+/* A large input (an object of 200,000 keys) reads in linear time, and a
+ * template that looks every key up pays for each scan: it stops at the
+ * step limit, not after hours. */
+START_TEST(large_input_is_bounded)
+{
+    const size_t n = 200000;
+    char *json = malloc(n * 24 + 32);
+    ck_assert_ptr_nonnull(json);
+    size_t k = (size_t)sprintf(json, "{\"d\": {");
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)sprintf(json + k, "%s\"k%zu\": %zu", i ? ", " : "", i, i);
+    sprintf(json + k, "}}");
+    hx_chat_render_options o = hx_chat_render_options_default();
+    o.messages = "[]";
+    o.extra = json;
+    char buf[64];
+    size_t len;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    HX_ASSERT_OK(hx_chat_render("{{ d | length }} {{ d.k199999 }}", &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "200000 199999");
+    ck_assert_int_eq(hx_chat_render("{% for k in d %}{{ d[k] }}{% endfor %}", &o, NULL, 0, &len), HX_ERR_RANGE);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "steps"));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "jinja: 200,000 keys read and refused in %.2f s\n",
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    free(json);
+}
+END_TEST
+
 START_TEST(prefill_continues_the_last_assistant_message)
 {
     const char *tmpl = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
@@ -171,6 +201,7 @@ Suite *suite_jinja(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, cases_render_as_jinja2, 0, (int)(sizeof JINJA_CASES / sizeof JINJA_CASES[0]));
     tcase_add_test(t, runaway_templates_stop_at_their_limit);
+    tcase_add_test(t, large_input_is_bounded);
     tcase_add_test(t, prefill_continues_the_last_assistant_message);
     tcase_add_test(t, buffer_contract_and_bad_input);
     suite_add_tcase(s, t);

@@ -75,9 +75,19 @@ static _Noreturn void undefined_error(jr *r, jv v)
 /* ---- attributes and items ---- */
 static jv loop_attr(jr *r, jloop *l, const char *name);
 
+/* A lookup scans a dict: large ones cost steps in proportion, so that a
+ * template cannot spend unbounded time on a large input. */
+static void scan_cost(jr *r, size_t n)
+{
+    r->steps += n >> 4;
+    jr_step(r);
+}
+
 jv jr_getattr(jr *r, jv obj, const char *name)
 {
     jv out;
+    if (obj.t == JV_DICT)
+        scan_cost(r, obj.u.d->n);
     switch (obj.t) {
     case JV_UNDEF: undefined_error(r, obj);
     case JV_DICT:
@@ -121,6 +131,8 @@ static size_t char_offset(const jstr *s, size_t c)
 
 jv jr_getitem(jr *r, jv obj, jv key)
 {
+    if (obj.t == JV_DICT)
+        scan_cost(r, obj.u.d->n);
     switch (obj.t) {
     case JV_UNDEF: undefined_error(r, obj);
     case JV_LIST:
@@ -193,9 +205,11 @@ static jv slice(jr *r, jv obj, jv a, jv b, jv c)
     int64_t hi = slice_bound(r, b, step < 0 ? -1 : n, n, step < 0);
     jv out = jv_list(r, 0);
     out.flags = obj.flags & JF_TUPLE;
-    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi;) {
         jr_step(r);
         jl_push(r, out.u.l, chars->v[i]);
+        if (__builtin_add_overflow(i, step, &i))
+            break;
     }
     if (!is_str)
         return out;
@@ -582,6 +596,12 @@ static jv arith(jr *r, int op, jv a, jv b)
 
 static int contains(jr *r, jv container, jv item)
 {
+    if (container.t == JV_LIST)
+        scan_cost(r, container.u.l->n);
+    else if (container.t == JV_DICT)
+        scan_cost(r, container.u.d->n);
+    else if (container.t == JV_STR)
+        scan_cost(r, container.u.s->len);
     switch (container.t) {
     case JV_UNDEF: return 0;
     case JV_STR:

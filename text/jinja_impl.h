@@ -194,6 +194,7 @@ void jl_push(jr *r, jlist *l, jv v);
 jv *jd_get(jdict *d, const char *key);    /* a string key; NULL when absent */
 jv *jd_find(jr *r, jdict *d, jv key);     /* any key, by ==; NULL when absent */
 void jd_set(jr *r, jdict *d, jv key, jv val);
+void jd_append(jr *r, jdict *d, jv key, jv val); /* without looking for `key` first */
 void jd_set_str(jr *r, jdict *d, const char *key, jv val);
 const char *jv_type_name(jv v);
 int jv_truthy(jv v);

@@ -372,7 +372,13 @@ static int read_value(jreader *p, jv *out)
                 p->i++;
                 if (!read_value(p, &v))
                     return 0;
-                jd_set(p->r, out->u.d, k, v);
+                /* Python keeps a repeated key's last value; checked while the
+                 * object is small, so that a huge one reads in linear time. */
+                jdict *d = out->u.d;
+                if (d->n < 1024)
+                    jd_set(p->r, d, k, v);
+                else
+                    jd_append(p->r, d, k, v);
                 ws(p);
                 if (p->i < p->n && p->s[p->i] == ',') {
                     p->i++;

@@ -392,7 +392,8 @@ jv jinja_str_format(jr *r, jv fmt, jv args)
         spec[k++] = '%';
         while (p < end && strchr("-+ 0#", *p) && k < 8)
             spec[k++] = *p++;
-        while (p < end && (isdigit((unsigned char)*p) || *p == '.') && k < 20)
+        int dots = 0;
+        while (p < end && (isdigit((unsigned char)*p) || (*p == '.' && !dots++)) && k < 20)
             spec[k++] = *p++;
         if (p >= end)
             jr_fail(r, "incomplete format");

@@ -147,6 +147,11 @@ void jd_set(jr *r, jdict *d, jv key, jv val)
         *old = val;
         return;
     }
+    jd_append(r, d, key, val);
+}
+
+void jd_append(jr *r, jdict *d, jv key, jv val)
+{
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
         jv *k = jr_alloc(r, cap * sizeof *k), *v = jr_alloc(r, cap * sizeof *v);
