@@ -53,6 +53,13 @@ cases = [
  ("gen_truthy", "{{ 'yes' if [] | select else 'no' }} {{ none | map(attribute='x') | list }}"),
  ("comments_raw", "a{# note #}b{% raw %}{{ not rendered }}{% endraw %}c"),
  ("multiline_expr", "{{\n  'a'\n  ~ 'b'\n}}{%- set x = [\n 1,\n 2,\n] -%}{{ x }}"),
+ ("printf_format", "{{ '%s' % 'x' }} {{ '%05.2f' % 3.14159 }} {{ '%d-%s' % (3, 'b') }} {{ '%r' % 'q' }} {{ '%x' % 255 }} {{ '100%%' % () }}"),
+ ("set_tuple_cycle", "{% set a, b = 1, 2 %}{{ a }}{{ b }}{% for x in xs %}{{ loop.cycle('o', 'e') }}{% endfor %}"),
+ ("misc_values", "{{ missing | default(none) is none }} {{ xs | map('string') | join(',') }} {{ 'abc'[-1] }} {{ 10 // 3 * 3 }} {{ -2 ** 2 }} {{ none }} {{ 1.0 }} {{ 3 / 1 }} {{ 2.5 | int }} {{ '3' | float }} {{ 'a' ~ 1.5 }} {{ xs | sort(reverse=true) }} {{ ('a', 'b') | join }} {{ range(3) | reverse | list }}"),
+ ("titles", "{{ 'hello-world foo_bar (x)' | title }} {{ 'HeLLo' | lower }} {{ 'MiXed' | upper }} {{ 'aBC dEF'.capitalize() }}"),
+ ("nested_macros", "{% macro inner(x) %}<{{ x }}>{% endmacro %}{% macro outer(items) %}{% for i in items %}{{ inner(i) }}{% endfor %}{% endmacro %}{{ outer(xs) }}{{ outer([]) }}"),
+ ("loop_in_macro_scope", "{% set g = 'G' %}{% macro m() %}{{ g }}{% set g = 'L' %}{{ g }}{% endmacro %}{{ m() }}{{ g }}"),
+ ("recursive_json", "{% macro render(v) %}{% if v is mapping %}{{ '{' }}{% for k, x in v | dictsort %}{{ k }}={{ render(x) }};{% endfor %}{{ '}' }}{% elif v is iterable and v is not string %}[{% for x in v %}{{ render(x) }}{% endfor %}]{% else %}{{ v }}{% endif %}{% endmacro %}{{ render(users) }}"),
  ("string_escapes", "{{ 'tab\\there' }}|{{ \"q\\\"q\" }}|{{ 'u\\u00e9' }}|{{ 'x\\dy' }}"),
 ]
 errors = [
