@@ -580,8 +580,8 @@ static jv arith(jr *r, int op, jv a, jv b)
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && (a.flags & JF_TUPLE) == (b.flags & JF_TUPLE)) {
         jv out = jv_list(r, a.u.l->n + b.u.l->n);
         out.flags = a.flags & JF_TUPLE;
-        memcpy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
-        memcpy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
+        jcopy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
+        jcopy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
         out.u.l->n = a.u.l->n + b.u.l->n;
         return out;
     }

@@ -370,7 +370,7 @@ static jv f_list(jr *r, jv v, jargs *a)
         v.flags &= (uint8_t)~JF_SAFE;
     jlist *l = jv_iter(r, v);
     jv out = jv_list(r, l->n);
-    memcpy(out.u.l->v, l->v, l->n * sizeof(jv));
+    jcopy(out.u.l->v, l->v, l->n * sizeof(jv));
     out.u.l->n = l->n;
     return out;
 }
@@ -624,7 +624,7 @@ static jv f_format(jr *r, jv v, jargs *a)
     v = need_str(r, v, "format");
     jv t = jv_list(r, a->npos);
     t.flags = JF_TUPLE;
-    memcpy(t.u.l->v, a->pos, a->npos * sizeof(jv));
+    jcopy(t.u.l->v, a->pos, a->npos * sizeof(jv));
     t.u.l->n = a->npos;
     return jinja_str_format(r, v, t);
 }

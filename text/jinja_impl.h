@@ -14,6 +14,15 @@
 #include "runtime/error.h"
 #include "text/jinja.h"
 
+#include <string.h>
+
+/* memcpy that takes an empty list's NULL array (memcpy itself may not). */
+static inline void jcopy(void *dst, const void *src, size_t n)
+{
+    if (n)
+        memcpy(dst, src, n);
+}
+
 /* ---- arena ---- */
 typedef struct jchunk jchunk;
 typedef struct {

@@ -452,7 +452,7 @@ static jv m_items(jr *r, jv d, jargs *a) { return jinja_items(r, d); }
 static jv m_keys(jr *r, jv d, jargs *a)
 {
     jv out = jv_list(r, d.u.d->n);
-    memcpy(out.u.l->v, d.u.d->k, d.u.d->n * sizeof(jv));
+    jcopy(out.u.l->v, d.u.d->k, d.u.d->n * sizeof(jv));
     out.u.l->n = d.u.d->n;
     return out;
 }
@@ -460,7 +460,7 @@ static jv m_keys(jr *r, jv d, jargs *a)
 static jv m_values(jr *r, jv d, jargs *a)
 {
     jv out = jv_list(r, d.u.d->n);
-    memcpy(out.u.l->v, d.u.d->v, d.u.d->n * sizeof(jv));
+    jcopy(out.u.l->v, d.u.d->v, d.u.d->n * sizeof(jv));
     out.u.l->n = d.u.d->n;
     return out;
 }

@@ -291,7 +291,7 @@ jlist *jv_iter(jr *r, jv v)
         if (v.flags & JF_NS)
             break;
         jlist *l = jv_list(r, v.u.d->n).u.l;
-        memcpy(l->v, v.u.d->k, v.u.d->n * sizeof *l->v);
+        jcopy(l->v, v.u.d->k, v.u.d->n * sizeof *l->v);
         l->n = v.u.d->n;
         return l;
     }
