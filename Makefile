@@ -63,7 +63,7 @@ SHARED := $(BUILD)/libhetero.so
 USE_SHARED := -L$(BUILD) -lhetero -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 INTERNAL_BENCHES := $(addprefix $(BUILD)/,$(sort $(shell sed -n 's|^bench/\(bench-[a-z0-9-]*\)\.c -> .*|\1|p' tools/arrows-allowed.txt)))
 
-.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz help bitstreams check-arrows check-links python
+.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz fuzz-jinja help bitstreams check-arrows check-links python
 # A plain `make` checks the rooms' arrows first (a fraction of a second).
 all: check-arrows lib tools $(BENCHES) cuda
 
@@ -161,8 +161,11 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 # package registry its suites say that they were skipped, and why.  A file
 # named by HX_TEST_SMOLLM2 in the environment is used instead.
 MODELS ?= $(CURDIR)/$(BUILD)/models
+# llama.cpp's models/ folder (chat templates), from the llama-cpp-python
+# sdist, likewise (tests/fetch-llamacpp-sdist.sh).
 test: check-arrows check-links all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
+	  HX_LLAMACPP_MODELS=$${HX_LLAMACPP_MODELS:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-llamacpp-sdist.sh $(MODELS))} \
 	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(sh tests/fetch-vocab.sh $(TEST_DATA))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
 
 # The Python package (python/README.md) as a wheel in $(BUILD)/wheels, with
@@ -203,6 +206,13 @@ fuzz:
 	  build-fuzz/corpus-$(FUZZ) $(wildcard tests/$(FUZZ)-corpus)
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(STATIC)
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer $< -o $@ $(STATIC) $(LDLIBS)
+# The Jinja engine's fuzz target, seeded with the unit cases' templates and
+# llama.cpp's (tests/fuzz/jinja-seeds.sh), run for FUZZ_SECONDS.
+fuzz-jinja:
+	sh tests/fuzz/jinja-seeds.sh build-fuzz/jinja-seeds
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="$(FUZZ_SAN)" NO_CUDA=1 build-fuzz/fuzz_jinja
+	mkdir -p build-fuzz/corpus-jinja && build-fuzz/fuzz_jinja -max_total_time=$${FUZZ_SECONDS:-60} -max_len=32768 \
+	  -timeout=10 build-fuzz/corpus-jinja build-fuzz/jinja-seeds
 
 # FPGA bitstreams with Vitis, one platform of bitstreams/manifest.txt at a
 # time; without v++ this prints the commands and fails (bitstreams/README.md).

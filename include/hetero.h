@@ -1190,7 +1190,11 @@ HX_API int hx_tokenizer_is_eog(const hx_tokenizer *tok, int32_t id);
 
 /* ------------------------------------------------------------------------
  * Chat templates: a conversation as the prompt text a chat model was
- * trained on, by the built-in families of llama.cpp (not a Jinja engine).
+ * trained on.  A model's own template (Jinja source, in the GGUF) is
+ * rendered by hetero's Jinja engine as Hugging Face's apply_chat_template
+ * renders it (hx_chat_render, hx_model_chat_render); the built-in families
+ * of llama.cpp (hx_chat_apply_template) are the fallback for files
+ * without a template, and what llama.cpp's --no-jinja uses.
  * ---------------------------------------------------------------------- */
 
 /* One message of a conversation. role: "system", "user" or "assistant". */
@@ -1211,6 +1215,48 @@ HX_API hx_status hx_chat_apply_template(const char *tmpl, const hx_chat_message 
                                         int add_assistant, char *buf, size_t cap, size_t *len);
 /* The i-th built-in family name (for listings such as --help), NULL past the last. */
 HX_API const char *hx_chat_template_builtin(size_t i);
+
+/* A conversation for a Jinja chat template, in JSON as the OpenAI API and
+ * apply_chat_template take it. */
+typedef struct {
+    /* A JSON array of messages: {"role", "content"} objects, content a string or a list of
+     * {"type": "text", "text"} parts, with what else the template reads ("tool_calls",
+     * "tool_call_id", "name", "reasoning_content"...).  Required. */
+    const char *messages;
+    const char *tools;  /* a JSON array of tool definitions, or NULL for none (None, as apply_chat_template has it) */
+    const char *extra;  /* a JSON object of more variables (e.g. {"enable_thinking": false}), or NULL */
+    const char *bos_token, *eos_token; /* their text; NULL is "" (hx_model_chat_render: the model's) */
+    int add_generation_prompt; /* end with the opening of the assistant's turn */
+    /* When the last message is the assistant's, continue it, as llama-server does: the
+     * conversation before it is rendered with the generation prompt and its content
+     * appended, without the template's end of turn. */
+    int continue_final;
+    int64_t now; /* strftime_now's clock, seconds since the epoch; 0: the current time */
+    /* hx_model_chat_render: format with the built-in family the template is, not with
+     * the Jinja engine (llama.cpp's --no-jinja); messages must then be plain text. */
+    int no_jinja;
+} hx_chat_render_options;
+/* add_generation_prompt and continue_final set, everything else 0/NULL. */
+HX_API hx_chat_render_options hx_chat_render_options_default(void);
+/* Renders Jinja template source `tmpl` (jinja2's semantics, with trim_blocks and
+ * lstrip_blocks as apply_chat_template sets them, its raise_exception and strftime_now,
+ * and tojson as transformers defines it).  Same buffer contract as hx_chat_apply_template.
+ * Every render is bounded: 16 MiB of text, 64 MiB of values, 1e6 iterations of one loop,
+ * 1e7 steps, nesting 1000 deep; passing one is HX_ERR_RANGE naming the limit.  A syntax
+ * error is HX_ERR_FORMAT, raise_exception(msg) HX_ERR_INVALID_ARG with msg, malformed
+ * JSON HX_ERR_FORMAT, anything else the engine cannot render HX_ERR_UNSUPPORTED; each
+ * message names the template line. */
+HX_API hx_status hx_chat_render(const char *tmpl, const hx_chat_render_options *o, char *buf, size_t cap,
+                                size_t *len);
+/* The model's named template tokenizer.chat_template.NAME (e.g. "tool_use"), or its
+ * default one for NULL; NULL when the file has no such template. */
+HX_API const char *hx_model_chat_template_named(const hx_model *m, const char *name);
+/* The conversation as the model's prompt: `tmpl` (Jinja source or a built-in family name;
+ * NULL: the file's template, else the built-in chatml as llama.cpp falls back) rendered
+ * with the model's BOS and EOS text.  As llama.cpp does, a BOS (EOS) the text starts (ends)
+ * with is dropped when tokenizing with add_special adds it again.  Same buffer contract. */
+HX_API hx_status hx_model_chat_render(const hx_model *m, const char *tmpl, const hx_chat_render_options *o,
+                                      char *buf, size_t cap, size_t *len);
 
 /* ------------------------------------------------------------------------
  * Grammars: constrained output (hx_sampling.grammar takes GBNF text)

@@ -539,6 +539,8 @@ static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_opt
         if (s == HX_OK)
             s = read_chat_template(m);
         if (s == HX_OK)
+            s = hx_model_read_named_templates(m);
+        if (s == HX_OK)
             s = hx_model_prepare(m, opts);
         if (s == HX_OK)
             s = hx_model_repack(m);
@@ -626,6 +628,7 @@ void hx_model_destroy(hx_model *m)
     free(m->layers);
     hx_tokenizer_free(m->tok);
     free(m->chat_template);
+    hx_model_free_named_templates(m);
     hx_gguf_close(m->gguf);
     free(m->plan);
     free(m->placements);

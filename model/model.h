@@ -78,6 +78,10 @@ enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_SL
  * chunks, and B changes as requests come and go). */
 enum { HX_REPLAY_SHAPES = 8 };
 
+typedef struct hx_named_template {
+    char *name, *source;
+} hx_named_template;
+
 struct hx_model {
     hx_runtime *rt;
     hx_gguf *gguf;
@@ -94,6 +98,8 @@ struct hx_model {
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
     char *chat_template;       /* tokenizer.chat_template, NUL-terminated; NULL when absent */
+    struct hx_named_template *named_templates; /* tokenizer.chat_template.NAME (model_chat.c) */
+    size_t n_named_templates;
     hx_kv_pool *kv;
     hx_activations act[HX_ACT_SETS];
     int n_act;
@@ -144,6 +150,9 @@ hx_status hx_model_opened(hx_model *m, hx_model **out);
 hx_status hx_model_repack(hx_model *m);
 /* Frees everything the model owns; no handle check (a failed load). */
 void hx_model_destroy(hx_model *m);
+/* The GGUF's tokenizer.chat_template.NAME templates, copied at load, and freed (model_chat.c). */
+hx_status hx_model_read_named_templates(hx_model *m);
+void hx_model_free_named_templates(hx_model *m);
 /* The activation set for a batch of T tokens (model/activations.c). */
 hx_activations *hx_model_act_for(hx_model *m, uint32_t T);
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);

@@ -269,8 +269,15 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
         (x->window && (s = set_u32(w, a, HX_HP_SLIDING_WINDOW, x->window))) ||
         (x->rope_scaling && (s = set_str(w, a, HX_HP_ROPE_SCALING_TYPE, x->rope_scaling))) ||
         (x->rope_scaling_factor && (s = set_f32(w, a, HX_HP_ROPE_SCALING_FACTOR, x->rope_scaling_factor))) ||
-        (s = hx_tokenizer_write_bytes_kv(w)))
+        (s = hx_tokenizer_write_bytes_kv(w)) ||
+        (x->chat_template && (s = hx_gguf_writer_set_str(w, "tokenizer.chat_template", x->chat_template))))
         return s;
+    for (size_t k = 0; x->named_templates && x->named_templates[k]; k += 2) {
+        char key[128];
+        snprintf(key, sizeof key, "tokenizer.chat_template.%s", x->named_templates[k]);
+        if ((s = hx_gguf_writer_set_str(w, key, x->named_templates[k + 1])))
+            return s;
+    }
     if (x->rope_freqs && !a->rope_freqs)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' has no rope_freqs", a->name);
     if ((x->rope_freqs && (s = llama3_rope_freqs(wr, (uint32_t)Dh, a->typical_rope_base, c->n_ctx))) ||

@@ -34,6 +34,9 @@ typedef struct {
     /* Multiplies the output matrix's spread (0: 1): larger makes the
      * next-token distributions more peaked. */
     float output_scale;
+    const char *chat_template; /* tokenizer.chat_template when not NULL */
+    /* tokenizer.chat_template.NAME: pairs of name and source, NULL after the last */
+    const char *const *named_templates;
 } hx_synthetic_extras;
 hx_status hx_synthetic_write_with(const char *path, const hx_synthetic_config *c, const hx_synthetic_extras *x,
                                   const char *type, uint64_t seed);

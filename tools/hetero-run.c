@@ -31,7 +31,11 @@ static void usage(FILE *f)
           "                     conversation: -p is the first user turn, then a turn per line of\n"
           "                     standard input, formatted with the model's chat template\n"
           "  -sys, --system-prompt TEXT   the conversation's system prompt\n"
-          "  --chat-template NAME  a built-in template instead of the model's (chatml, llama3, ...)\n"
+          "  --chat-template T  a built-in template name (chatml, llama3, ...) or Jinja source, instead of\n"
+          "                     the model's\n"
+          "  --chat-template-file F  a Jinja chat template file instead of the model's\n"
+          "  --jinja, --no-jinja  render chat templates with the Jinja engine (default), or with the\n"
+          "                     built-in family the template is, as llama.cpp's --no-jinja\n"
           "  -no-cnv, --no-conversation   one prompt, no conversation (the default)\n"
           "  -n N               tokens to generate (default 64, in a conversation -1; -1 = until an\n"
           "                     end-of-generation token or the end of the context)\n"
@@ -247,6 +251,8 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("--inject")) a->inject = v;
         else if (OPT("-sys") || OPT("--system-prompt")) a->system_prompt = v;
         else if (OPT("--chat-template")) a->chat_template = v;
+        else if (OPT("--chat-template-file")) a->chat_template_file = v;
+        else if (FLAG("--jinja") || FLAG("--no-jinja")) a->no_jinja = o[2] == 'n';
         else if (FLAG("-cnv") || FLAG("--conversation") || FLAG("--chat")) a->chat = 1;
         else if (FLAG("-no-cnv") || FLAG("--no-conversation")) a->chat = 0;
         else if (FLAG("--plan")) a->plan = 1;

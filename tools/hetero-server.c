@@ -32,7 +32,11 @@ static void usage(FILE *f)
           "  --port N             port, 0-65535 (default 8080; 0 = any free port, printed at start); the\n"
           "                       port is taken before the model loads\n"
           "  -a, --alias NAME     the model's name in the API (default: the file's general.name)\n"
-          "  --chat-template NAME a built-in template instead of the model's (chatml, llama3, ...)\n"
+          "  --chat-template T    a built-in template name (chatml, llama3, ...) or Jinja source,\n"
+          "                       instead of the model's\n"
+          "  --chat-template-file F  a Jinja chat template file instead of the model's\n"
+          "  --jinja, --no-jinja  render chat templates with the Jinja engine (default), or with the\n"
+          "                       built-in family the template is, as llama.cpp's --no-jinja\n"
           "API keys (any of the three; together they make one list; /health needs none):\n"
           "  --api-key KEY[,KEY]  a key, as llama-server's (repeatable)\n"
           "  --api-key-file FILE  one key a line; lines starting with '#' are comments\n"
@@ -95,6 +99,8 @@ typedef struct {
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
     double temperature;
+    const char *chat_template_file;
+    int no_jinja;
     size_t max_body;
 } options;
 
@@ -219,7 +225,9 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (TAKE("-s") || TAKE("--seed")) {
             if (cli_long(PROG, a, v, -1, INT64_MAX, &o->seed))
                 return -1;
-        } else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
+        } else if (TAKE("--chat-template-file")) o->chat_template_file = v;
+        else if (IS("--jinja") || IS("--no-jinja")) o->no_jinja = a[2] == 'n';
+        else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
         else if (IS("--metrics")) {
@@ -423,6 +431,67 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     }
 }
 
+/* The chat template: --chat-template-file, else --chat-template, else the
+ * model's, else ChatML (as llama-server falls back); rendered with the
+ * Jinja engine unless --no-jinja (or the template is a built-in family's
+ * name).  Checked now on a one-message conversation, so a template that
+ * does not parse fails at start. */
+static int load_chat_template(srv *S, const options *o)
+{
+    const char *from = o->chat_template_file ? "--chat-template-file" : o->chat_template ? "--chat-template" : NULL;
+    S->chat_template = o->chat_template ? o->chat_template : hx_model_chat_template(S->m);
+    if (o->chat_template_file) {
+        FILE *f = fopen(o->chat_template_file, "rb");
+        char *text = NULL;
+        size_t cap = 0;
+        FILE *mem = f ? open_memstream(&text, &cap) : NULL;
+        char chunk[4096];
+        size_t n;
+        while (mem && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+            fwrite(chunk, 1, n, mem);
+        int bad = !f || !mem || ferror(f);
+        if (mem)
+            fclose(mem);
+        if (f)
+            fclose(f);
+        if (bad) {
+            fprintf(stderr, "hetero-server: --chat-template-file %s: cannot read it\n", o->chat_template_file);
+            free(text);
+            return -1;
+        }
+        S->chat_template = S->chat_template_owned = text;
+    }
+    if (!S->chat_template)
+        S->chat_template = "chatml";
+    S->jinja = !o->no_jinja && strchr(S->chat_template, '{') != NULL;
+    if (S->jinja) {
+        hx_chat_render_options ro = hx_chat_render_options_default();
+        ro.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}]";
+        size_t len;
+        hx_status st = hx_model_chat_render(S->m, S->chat_template, &ro, NULL, 0, &len);
+        if (st == HX_ERR_FORMAT) {
+            fprintf(stderr, "hetero-server: %s%s%s\n", from ? from : "the model's chat template", from ? ": " : ": ",
+                    hx_last_error());
+            if (from)
+                return -1;
+            fprintf(stderr, "hetero-server: using the built-in family the template is, as with --no-jinja\n");
+            S->jinja = 0;
+        }
+    }
+    const char *family;
+    if (!S->jinja && hx_chat_template_name(S->chat_template, &family) != HX_OK) {
+        if (from) {
+            fprintf(stderr, "hetero-server: %s: %s\n", from, hx_last_error());
+            return -1;
+        }
+        fprintf(stderr, "hetero-server: the model's chat template is not one hetero can apply (%s); chat "
+                        "requests will get 400 (--chat-template NAME to choose one)\n", hx_last_error());
+    } else if (!S->jinja) {
+        S->chat_template = family;
+    }
+    return 0;
+}
+
 static int load(srv *S, const options *o)
 {
     hx_runtime_options ro = hx_runtime_options_default();
@@ -486,30 +555,17 @@ static int load(srv *S, const options *o)
         return -1;
     }
     S->model_name = o->alias ? o->alias : S->info.name;
-    /* The model's template, else --chat-template, else ChatML (as
-     * llama-server falls back); checked now so a bad name fails at start. */
-    S->chat_template = o->chat_template ? o->chat_template : hx_model_chat_template(S->m);
-    if (!S->chat_template)
-        S->chat_template = "chatml";
-    const char *family;
-    if (hx_chat_template_name(S->chat_template, &family) != HX_OK) {
-        if (o->chat_template) {
-            fprintf(stderr, "hetero-server: --chat-template: %s\n", hx_last_error());
-            return -1;
-        }
-        fprintf(stderr, "hetero-server: the model's chat template is not one hetero can apply (%s); chat "
-                        "requests will get 400 (--chat-template NAME to choose one)\n", hx_last_error());
-    } else {
-        S->chat_template = family;
-    }
+    if (load_chat_template(S, o))
+        return -1;
     fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens, %u parallel, chat template %s\n",
             S->model_name, S->info.ftype, S->info.n_layer, S->info.n_ctx, S->info.kv_tokens, o->parallel,
-            S->chat_template);
+            S->jinja ? "(Jinja)" : S->chat_template);
     return 0;
 }
 
 static void unload(srv *S)
 {
+    free(S->chat_template_owned);
     hx_engine_destroy(S->e);
     if (S->m && hx_model_free(S->m) != HX_OK)
         fprintf(stderr, "hetero-server: %s\n", hx_last_error());

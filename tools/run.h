@@ -11,6 +11,8 @@
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type;
     const char *sched, *partition, *trace, *inject, *system_prompt, *chat_template;
+    const char *chat_template_file; /* --chat-template-file */
+    int no_jinja;                   /* --no-jinja: the built-in family the template is */
     const char **stop; /* --stop, in order */
     uint32_t n_stop;
     char synthetic[64];

@@ -42,37 +42,107 @@ static void conversation_free(conversation *c)
     free(c->msgs);
 }
 
-/* The first n messages as the template formats them (malloc'ed). */
-static char *format(const char *tmpl, const conversation *c, size_t n, int add_assistant)
+/* The first n messages as JSON, for hx_model_chat_render (malloc'ed). */
+static char *messages_json(const conversation *c, size_t n)
 {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (!f)
+        return NULL;
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? ", {\"role\": " : "{\"role\": ", f);
+        hx_json_write_string(f, c->msgs[i].role);
+        fputs(", \"content\": ", f);
+        hx_json_write_string(f, c->msgs[i].content);
+        fputc('}', f);
+    }
+    fputc(']', f);
+    if (fclose(f)) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The first n messages as the template formats them (malloc'ed); earlier
+ * turns are closed, not continued. */
+static char *format(hx_model *m, const run_args *a, const char *tmpl, const conversation *c, size_t n,
+                    int add_assistant)
+{
+    char *json = messages_json(c, n), *buf = NULL;
+    hx_chat_render_options o = hx_chat_render_options_default();
+    o.messages = json;
+    o.add_generation_prompt = add_assistant;
+    o.continue_final = 0;
+    o.no_jinja = a->no_jinja;
     size_t len = 0;
-    hx_status s = hx_chat_apply_template(tmpl, c->msgs, n, add_assistant, NULL, 0, &len);
-    char *buf = s == HX_ERR_RANGE || s == HX_OK ? malloc(len + 1) : NULL;
-    if (buf && hx_chat_apply_template(tmpl, c->msgs, n, add_assistant, buf, len + 1, &len) == HX_OK)
+    hx_status s = json ? hx_model_chat_render(m, tmpl, &o, NULL, 0, &len) : HX_ERR_NO_MEMORY;
+    if (s == HX_ERR_RANGE && (buf = malloc(len + 1)) && hx_model_chat_render(m, tmpl, &o, buf, len + 1, &len) == HX_OK) {
+        free(json);
         return buf;
-    fprintf(stderr, "hetero-run: %s\n", buf ? hx_last_error() : s ? hx_last_error() : "out of memory");
+    }
+    fprintf(stderr, "hetero-run: %s\n", json && (s || buf) ? hx_last_error() : "out of memory");
     free(buf);
+    free(json);
     return NULL;
 }
 
-/* The template to apply: --chat-template, the model's, or ChatML (what
- * llama.cpp uses for a model without one), and say which. */
-static const char *pick_template(hx_model *m, const run_args *a)
+/* A whole file (malloc'ed), or NULL with the reason printed. */
+static char *read_file(const char *path)
 {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t size = 0;
+    FILE *mem = f ? open_memstream(&text, &size) : NULL;
+    char chunk[4096];
+    size_t k;
+    while (mem && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, k, mem);
+    int bad = !f || !mem || ferror(f);
+    if (mem)
+        fclose(mem);
+    if (f)
+        fclose(f);
+    if (bad) {
+        fprintf(stderr, "hetero-run: --chat-template-file %s: cannot read it\n", path);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The template to apply: --chat-template-file, --chat-template, the
+ * model's, or ChatML (what llama.cpp uses for a model without one), and
+ * say which.  With --no-jinja, the built-in family the template is.
+ * *owned: the file's text, to free. */
+static const char *pick_template(hx_model *m, const run_args *a, char **owned)
+{
+    *owned = NULL;
     const char *tmpl = a->chat_template ? a->chat_template : hx_model_chat_template(m), *name;
+    if (a->chat_template_file && !(tmpl = *owned = read_file(a->chat_template_file)))
+        return NULL;
     if (!tmpl) {
         fprintf(stderr, "hetero-run: the model has no chat template; using chatml, as llama.cpp does "
                         "(--chat-template NAME to choose)\n");
         tmpl = "chatml";
+    }
+    const char *whose = a->chat_template_file ? " (--chat-template-file)" : a->chat_template ? "" : " (the model's)";
+    if (!a->no_jinja && strchr(tmpl, '{')) {
+        fprintf(stderr, "hetero-run: chat template: Jinja%s\n", whose);
+        return tmpl;
     }
     if (hx_chat_template_name(tmpl, &name) != HX_OK) {
         fprintf(stderr, "hetero-run: %s\nhetero-run: --chat-template NAME applies a built-in one:", hx_last_error());
         for (size_t i = 0; hx_chat_template_builtin(i); i++)
             fprintf(stderr, " %s", hx_chat_template_builtin(i));
         fputc('\n', stderr);
+        free(*owned);
+        *owned = NULL;
         return NULL;
     }
-    fprintf(stderr, "hetero-run: chat template %s%s\n", name, a->chat_template ? "" : " (the model's)");
+    fprintf(stderr, "hetero-run: chat template %s%s\n", name, whose);
     return tmpl;
 }
 
@@ -143,7 +213,7 @@ static int on_token(void *user, int32_t token, const char *piece)
 static int new_tokens(hx_model *m, const run_args *a, const char *tmpl, const conversation *c, size_t seen,
                       int32_t close_with, int32_t **ids, size_t *n)
 {
-    char *all = format(tmpl, c, c->n, 1), *past = seen ? format(tmpl, c, seen, 0) : strdup("");
+    char *all = format(m, a, tmpl, c, c->n, 1), *past = seen ? format(m, a, tmpl, c, seen, 0) : strdup("");
     int rc = -1;
     size_t plen = past ? strlen(past) : 0;
     if (all && past && strncmp(all, past, plen) != 0)
@@ -180,7 +250,8 @@ static int new_tokens(hx_model *m, const run_args *a, const char *tmpl, const co
 
 int run_chat(hx_model *m, hx_session *s, const run_args *a)
 {
-    const char *tmpl = pick_template(m, a);
+    char *owned;
+    const char *tmpl = pick_template(m, a, &owned);
     if (!tmpl)
         return 1;
     hx_model_info in;
@@ -189,6 +260,7 @@ int run_chat(hx_model *m, hx_session *s, const run_args *a)
     int rc = 0;
     if (a->system_prompt && add_message(&c, "system", a->system_prompt, strlen(a->system_prompt))) {
         fprintf(stderr, "hetero-run: out of memory\n");
+        free(owned);
         return 1;
     }
     size_t seen = 0;           /* messages the session holds */
@@ -237,5 +309,6 @@ int run_chat(hx_model *m, hx_session *s, const run_args *a)
         }
     }
     conversation_free(&c);
+    free(owned);
     return rc;
 }

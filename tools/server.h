@@ -77,6 +77,8 @@ typedef struct {
     hx_model_info info;
     const char *model_name;
     const char *chat_template;  /* the template source or family name, NULL = none */
+    char *chat_template_owned;  /* --chat-template-file's text */
+    int jinja;                  /* chat_template is rendered by the Jinja engine (else: a built-in family) */
     size_t max_body;
     uint32_t max_in_flight;     /* completion requests at once; more get 503 */
     srv_tenants tenants;        /* n == 0: no API keys asked */

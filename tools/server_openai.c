@@ -291,7 +291,9 @@ static char *content_text(json_t *c, bad *b, size_t i)
     return s;
 }
 
-/* The conversation through the chat template into p->prompt. */
+/* The conversation through the chat template into p->prompt: the
+ * messages, checked, go to the template as JSON (hx_model_chat_render),
+ * where a last assistant message is continued, as llama-server does. */
 static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
 {
     json_t *msgs = json_object_get(o, "messages");
@@ -299,36 +301,50 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
         return fail(b, msgs ? "invalid_type" : "missing_parameter",
                     msgs ? "'messages' must be a non-empty array" : "'messages' is missing");
     size_t n = json_array_size(msgs);
-    hx_chat_message *m = calloc(n, sizeof *m);
-    char **texts = calloc(n, sizeof *texts);
-    int rc = m && texts ? 0 : fail(b, "server_error", "out of memory");
+    json_t *plain = json_array();
+    int rc = plain ? 0 : fail(b, "server_error", "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         json_t *msg = json_array_get(msgs, i), *role = json_object_get(msg, "role");
         if (!json_is_object(msg) || !json_is_string(role)) {
             rc = fail(b, "invalid_type", "messages[%zu] must be an object with a string 'role'", i);
             break;
         }
-        m[i].role = json_string_value(role);
-        if (!strcmp(m[i].role, "developer"))
-            m[i].role = "system"; /* OpenAI's newer name for it */
-        if (strcmp(m[i].role, "system") && strcmp(m[i].role, "user") && strcmp(m[i].role, "assistant")) {
-            rc = fail(b, "invalid_value", "messages[%zu].role '%s' is not system, user or assistant", i, m[i].role);
+        const char *r = json_string_value(role);
+        /* Jinja templates read the messages as they are (tool results too); the built-in families know these roles. */
+        if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") && strcmp(r, "assistant") &&
+            (!S->jinja || strcmp(r, "tool"))) {
+            rc = fail(b, "invalid_value", "messages[%zu].role '%s' is not system, user or assistant%s", i, r,
+                      S->jinja ? " or tool" : "");
             break;
         }
-        if (!(texts[i] = content_text(json_object_get(msg, "content"), b, i)))
+        char *text = content_text(json_object_get(msg, "content"), b, i);
+        if (!text) {
             rc = b->code ? -1 : fail(b, "server_error", "out of memory");
-        m[i].content = texts[i];
+            break;
+        }
+        free(text);
+        if (!S->jinja) {
+            /* OpenAI's newer name for the system role, which the built-in families do not know */
+            json_t *m = json_pack("{s:s, s:O}", "role", strcmp(r, "developer") ? r : "system", "content",
+                                  json_object_get(msg, "content"));
+            if (!m || json_array_append_new(plain, m))
+                rc = fail(b, "server_error", "out of memory");
+        }
     }
+    char *text = rc ? NULL : json_dumps(S->jinja ? msgs : plain, JSON_COMPACT);
+    json_decref(plain);
+    if (!rc && !text)
+        rc = fail(b, "server_error", "out of memory");
+    hx_chat_render_options ro = hx_chat_render_options_default();
+    ro.messages = text;
+    ro.no_jinja = !S->jinja;
     size_t len = 0;
-    if (!rc && hx_chat_apply_template(S->chat_template, m, n, 1, NULL, 0, &len) != HX_ERR_RANGE)
+    if (!rc && hx_model_chat_render(S->m, S->chat_template, &ro, NULL, 0, &len) != HX_ERR_RANGE)
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
     if (!rc && (!(p->prompt = malloc(len + 1)) ||
-                hx_chat_apply_template(S->chat_template, m, n, 1, p->prompt, len + 1, &len) != HX_OK))
+                hx_model_chat_render(S->m, S->chat_template, &ro, p->prompt, len + 1, &len) != HX_OK))
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
-    for (size_t i = 0; texts && i < n; i++)
-        free(texts[i]);
-    free(texts);
-    free(m);
+    free(text);
     return rc;
 }
 

@@ -1,0 +1,51 @@
+#!/bin/sh
+# llama.cpp's models/ folder (its chat templates in templates/, its
+# tokenizer test vocabularies ggml-vocab-*), from the source distribution of
+# the PyPI package llama-cpp-python, which vendors llama.cpp (MIT).  Fetched
+# once with pip into DIR, checked against its known SHA-256, its
+# vendor/llama.cpp/models/ extracted there once; prints that folder's path.
+#
+#   sh tests/fetch-llamacpp-sdist.sh DIR
+#
+# When the package registry cannot be reached it says so on stderr, naming
+# what could not be fetched, prints nothing on stdout and exits 1: the
+# suites that need the folder then report themselves skipped, with this
+# reason.
+set -u
+dir=${1:?usage: fetch-llamacpp-sdist.sh DIR}
+version=0.3.36
+sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+name=llama_cpp_python-$version
+models=$dir/$name/vendor/llama.cpp/models
+
+if [ -f "$dir/$name.extracted" ] && [ -d "$models" ]; then
+    echo "$models"
+    exit 0
+fi
+say() { echo "fetch-llamacpp-sdist: $*" >&2; }
+mkdir -p "$dir/sdist" || exit 1
+sdist=$dir/sdist/$name.tar.gz
+if [ ! -s "$sdist" ]; then
+    say "downloading llama-cpp-python==$version's source distribution (77 MB) with pip into $dir"
+    if ! python3 -m pip download -q --retries 2 --no-deps --no-binary :all: "llama-cpp-python==$version" \
+        -d "$dir/sdist" >"$dir/pip.log" 2>&1 || [ ! -s "$sdist" ]; then
+        say "pip could not download llama-cpp-python==$version (its sdist, for llama.cpp's models/ folder:" \
+            "chat templates and tokenizer vocabularies): is the package registry reachable?" \
+            "The suites that need them will be skipped. pip said:"
+        tail -n 3 "$dir/pip.log" >&2
+        rm -f "$sdist"
+        exit 1
+    fi
+fi
+if [ "$(sha256sum "$sdist" | cut -d' ' -f1)" != "$sha256" ]; then
+    say "$sdist does not have the expected SHA-256 ($sha256); not using it"
+    rm -f "$sdist"
+    exit 1
+fi
+rm -rf "$dir/$name"
+if ! tar -xzf "$sdist" -C "$dir" "$name/vendor/llama.cpp/models"; then
+    say "could not extract vendor/llama.cpp/models from $sdist"
+    exit 1
+fi
+touch "$dir/$name.extracted" && rm -f "$sdist" "$dir/pip.log"
+echo "$models"

@@ -1,0 +1,125 @@
+/* The chat template corpus: every template of llama.cpp's models/templates
+ * (HX_LLAMACPP_MODELS: the folder tests/fetch-llamacpp-sdist.sh prints),
+ * rendered by hetero (hx_chat_render) and by Python's jinja2 set up as
+ * transformers' apply_chat_template sets it up (tests/chat_corpus.py) for
+ * the same conversations: no system message, a system message, content as
+ * text parts, several turns, an assistant message last (closed, and
+ * continued as llama-server does), tools offered, a tool call and its
+ * result.  Every text must be
+ * the same byte for byte; where jinja2 refuses a conversation, hetero must
+ * refuse it too (with raise_exception's message, when that is why). */
+#include <string.h>
+
+#include "tests/hx_test.h"
+
+static char *read_or_null(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fclose(f);
+    return hx_test_slurp(path, NULL);
+}
+
+START_TEST(templates_render_as_jinja2)
+{
+    const char *models = getenv("HX_LLAMACPP_MODELS");
+    char templates[1024], out[512], cmd[2048], path[2048];
+    if (!models || !*models) {
+        const char *why = "HX_LLAMACPP_MODELS is not set: llama.cpp's models/ folder could not be fetched (see "
+                          "fetch-llamacpp-sdist's message above), or make test did not set it";
+        ck_assert_msg(!getenv("CI"), "chat corpus: %s", why);
+        fprintf(stderr, "SKIPPED chat corpus: %s\n", why);
+        return;
+    }
+    snprintf(templates, sizeof templates, "%s/templates", models);
+    hx_test_tmpdir(out, sizeof out, "corpus");
+    snprintf(cmd, sizeof cmd, "python3 tests/chat_corpus.py '%s' '%s'", templates, out);
+    ck_assert_msg(system(cmd) == 0, "%s failed (python3 with jinja2: tests/requirements.txt)", cmd);
+
+    snprintf(path, sizeof path, "%s/manifest.tsv", out);
+    FILE *m = fopen(path, "r");
+    ck_assert_ptr_nonnull(m);
+    char line[1024], last_template[512] = "";
+    int renders = 0, identical = 0, both_refuse = 0, differ = 0, n_templates = 0, conversations = 0;
+    while (fgets(line, sizeof line, m)) {
+        char tf[512], conv[64], status[16];
+        ck_assert_int_eq(sscanf(line, "%511[^\t]\t%63[^\t]\t%15s", tf, conv, status), 3);
+        if (strcmp(tf, last_template)) {
+            n_templates++;
+            conversations = 0;
+            snprintf(last_template, sizeof last_template, "%s", tf);
+        }
+        conversations++;
+        renders++;
+        snprintf(path, sizeof path, "%s/%s", templates, tf);
+        char *tmpl = hx_test_slurp(path, NULL);
+        snprintf(path, sizeof path, "%s/conversations/%s.messages", out, conv);
+        char *msgs = hx_test_slurp(path, NULL);
+        snprintf(path, sizeof path, "%s/conversations/%s.tools", out, conv);
+        char *tools = hx_test_slurp(path, NULL);
+        snprintf(path, sizeof path, "%s/conversations/%s.options", out, conv);
+        char *opts = hx_test_slurp(path, NULL);
+        int add_gen, cont;
+        long long now;
+        char bos[32], eos[32];
+        ck_assert_int_eq(sscanf(opts, "%d %d %lld %31s %31s", &add_gen, &cont, &now, bos, eos), 5);
+        hx_chat_render_options o = hx_chat_render_options_default();
+        o.messages = msgs;
+        o.tools = *tools ? tools : NULL;
+        o.add_generation_prompt = add_gen;
+        o.continue_final = cont;
+        o.now = now;
+        o.bos_token = bos;
+        o.eos_token = eos;
+        size_t len = 0;
+        char *text = NULL;
+        hx_status s = hx_chat_render(tmpl, &o, NULL, 0, &len);
+        if (s == HX_ERR_RANGE) {
+            text = malloc(len + 1);
+            s = hx_chat_render(tmpl, &o, text, len + 1, &len);
+        }
+        snprintf(path, sizeof path, "%s/expected/%s@%s.%s", out, tf, conv, strcmp(status, "ok") ? "err" : "out");
+        char *expected = read_or_null(path);
+        ck_assert_ptr_nonnull(expected);
+        if (!strcmp(status, "ok")) {
+            if (s == HX_OK && !strcmp(text, expected)) {
+                identical++;
+            } else {
+                differ++;
+                size_t i = 0;
+                while (s == HX_OK && text[i] && text[i] == expected[i])
+                    i++;
+                fprintf(stderr, "chat corpus: %s @ %s differs%s%s at byte %zu\n--- jinja2:\n%.200s\n--- hetero:\n%.200s\n",
+                        tf, conv, s ? ": " : "", s ? hx_last_error() : "", i, expected + (i > 80 ? i - 80 : 0),
+                        s ? "" : text + (i > 80 ? i - 80 : 0));
+            }
+        } else if (s != HX_OK && (strcmp(status, "raised") || strstr(hx_last_error(), expected))) {
+            both_refuse++;
+        } else {
+            differ++;
+            fprintf(stderr, "chat corpus: %s @ %s: jinja2 refuses it (%s); hetero %s%s\n", tf, conv, expected,
+                    s ? "refuses it otherwise: " : "renders it", s ? hx_last_error() : "");
+        }
+        free(tmpl), free(msgs), free(tools), free(opts), free(text), free(expected);
+    }
+    fclose(m);
+    fprintf(stderr, "chat corpus: %d templates x %d conversations = %d renders: %d identical texts, %d refused by "
+                    "both (jinja2's reason and hetero's), %d differ\n",
+            n_templates, conversations, renders, identical, both_refuse, differ);
+    ck_assert_int_ge(n_templates, 60);
+    ck_assert_int_eq(differ, 0);
+    ck_assert_int_eq(identical + both_refuse, renders);
+    hx_test_rmdir(out);
+}
+END_TEST
+
+Suite *suite_chat_corpus(void)
+{
+    Suite *s = suite_create("chat_corpus");
+    TCase *t = tcase_create("corpus");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, templates_render_as_jinja2);
+    suite_add_tcase(s, t);
+    return s;
+}
