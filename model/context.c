@@ -7,7 +7,8 @@
 
 static uint64_t kv_bytes_per_token(const hx_model *m)
 {
-    return 2ull * m->info.n_layer * m->info.n_head_kv * hx_type_row_size(m->kv_type, m->info.head_dim);
+    return (uint64_t)m->info.n_layer * m->info.n_head_kv *
+           (hx_type_row_size(m->kv_type, m->info.head_dim) + hx_type_row_size(m->v_type, m->info.head_dim));
 }
 
 static uint64_t pool_bytes(const hx_model *m, uint32_t tokens)

@@ -45,6 +45,8 @@ static void usage(FILE *f)
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
+          "  -ctk, --cache-type-k T  the K cache's type alone (default: --kv-type)\n"
+          "  -ctv, --cache-type-v T  the V cache's type alone (default: --kv-type)\n"
           "  --context-shift    when the context fills, drop old tokens and go on (llama.cpp's)\n"
           "  --keep N           tokens a context shift keeps at the start (default 0)\n"
           "  --shift-step N     tokens a context shift drops (default: half of the rest); with\n"
@@ -169,6 +171,8 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("-b")) a->batch = atoi(v);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
+        else if (OPT("-ctk") || OPT("--cache-type-k")) a->kv_type_k = v;
+        else if (OPT("-ctv") || OPT("--cache-type-v")) a->kv_type_v = v;
         else if (FLAG("--context-shift")) a->context_shift = 1;
         else if (OPT("--keep")) a->keep = atoi(v);
         else if (OPT("--shift-step")) a->shift_step = atoi(v);
@@ -396,6 +400,8 @@ int main(int argc, char **argv)
     int rc = 1;
     hx_model_options mo = hx_model_options_default();
     mo.kv_type = a.kv_type;
+    mo.kv_type_k = a.kv_type_k;
+    mo.kv_type_v = a.kv_type_v;
     mo.max_batch = (uint32_t)a.batch;
     mo.partition = a.partition;
     mo.n_ctx = (uint32_t)a.n_ctx;

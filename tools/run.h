@@ -9,7 +9,7 @@
 #include "hetero.h"
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type;
+    const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type, *kv_type_k, *kv_type_v;
     const char *sched, *partition, *trace, *inject, *system_prompt, *chat_template;
     const char **stop; /* --stop, in order */
     uint32_t n_stop;
