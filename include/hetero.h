@@ -485,6 +485,11 @@ typedef struct {
      * default): what hx_model_tokenize's add_special adds. */
     int add_bos, add_eos;
     uint64_t repacked_bytes; /* the weights' repacked copies (hx_model_options.repack) */
+    /* What one decoded token reads, for a roofline: every weight tensor
+     * once (the token embeddings one row, unless they are the output
+     * projection too), and the KV cache's K and V of one position in every
+     * layer, times the positions it attends to. */
+    uint64_t decode_weight_bytes, kv_bytes_per_token;
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);

@@ -67,5 +67,6 @@ hx_status hx_model_resolve_context(hx_model *m)
     m->info.n_ctx = o->n_ctx;
     m->info.kv_tokens = o->kv_tokens;
     m->info.kv_bytes = bytes;
+    m->info.kv_bytes_per_token = kv_bytes_per_token(m);
     return HX_OK;
 }

@@ -216,6 +216,11 @@ static hx_status load_rope_freqs(hx_model *m)
     return HX_OK;
 }
 
+static uint64_t weight_bytes(const hx_weight *w)
+{
+    return w->buf ? hx_type_row_size(w->type, w->ne0) * w->ne1 : 0;
+}
+
 /* Every tensor the architecture's entry names, with the shape its role has. */
 static hx_status load_weights(hx_model *m)
 {
@@ -234,6 +239,8 @@ static hx_status load_weights(hx_model *m)
         return s;
     if (!m->output.buf)
         m->output = m->tok_embd; /* tied embeddings: the same buffer, not a copy */
+    m->info.decode_weight_bytes = weight_bytes(&m->out_norm) + weight_bytes(&m->output) +
+                                  (m->output.buf == m->tok_embd.buf ? 0 : weight_bytes(&m->tok_embd) / in->n_vocab);
     m->layers = calloc(in->n_layer, sizeof *m->layers);
     if (!m->layers)
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
@@ -249,6 +256,7 @@ static hx_status load_weights(hx_model *m)
             if ((s = weight_rows(m, &m->layers[l].w[i], n, dims[sh->ne0], dims[sh->ne1], first, total,
                                  a->layer_presence[i] == HX_TENSOR_REQUIRED)))
                 return s;
+            m->info.decode_weight_bytes += weight_bytes(&m->layers[l].w[i]);
         }
     return load_rope_freqs(m);
 }

@@ -907,12 +907,14 @@ START_TEST(attention_mixed_and_rotated_kv_match_reference)
         {HX_REF_Q4_0, 4, 2, 64, 16, 1, {300}, {40}, 0},                      /* deeper */
         {HX_REF_F16, 4, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 0},           /* with a window of 8 */
         {HX_REF_Q4_0, 4, 4, 128, 8, 2, {70, 9}, {1, 1}, 0},
+        {HX_REF_Q4_0, 8, 2, 64, 16, 2, {40, 64}, {40, 1}, 0},
     };
     const hx_att_kv kv[] = {
-        {HX_REF_F16, 0, 0}, {HX_REF_Q4_0, 128, 64}, {HX_REF_Q4_0, 64, 64}, {HX_REF_Q8_0, 0, 64}, {HX_REF_Q8_0, 128, 0},
+        {HX_REF_F16, 64, 0}, {HX_REF_Q4_0, 128, 64}, {HX_REF_Q4_0, 64, 64}, {HX_REF_Q8_0, 0, 64}, {HX_REF_Q8_0, 128, 0},
+        {HX_REF_F16, 0, 0},
     };
-    const uint32_t window[] = {0, 0, 0, 8, 0};
-    for (int i = 0; i < 5; i++) {
+    const uint32_t window[] = {0, 0, 0, 8, 0, 0};
+    for (int i = 0; i < 6; i++) {
         hx_att_setup o;
         hx_att_setup_make_kv(&cases[i], &kv[i], &o, &seed);
         o.a.window = window[i];
