@@ -77,7 +77,7 @@ static hx_status make_problem(hx_runtime *rt, const model *m, const shape *s, pr
 {
     uint32_t T = s->S * s->fresh, max_blocks = (s->ctx + BLOCK - 1) / BLOCK, n_blocks = s->S * max_blocks;
     hx_kv_layout kv = {T, s->S, max_blocks, BLOCK};
-    p->a = (hx_op_attention){kv, m->Hq, m->Hkv, m->Dh, m->kv_type, 1.0f / sqrtf((float)m->Dh), 0};
+    p->a = (hx_op_attention){kv, m->Hq, m->Hkv, m->Dh, m->kv_type, 1.0f / sqrtf((float)m->Dh), 0, m->kv_type, 0, 0};
     size_t cache = (size_t)n_blocks * BLOCK * m->Hkv * row_bytes(m->kv_type, m->Dh);
     size_t qbytes = (size_t)T * m->Hq * m->Dh * 4, meta_bytes = 4 * (size_t)hx_meta_ints(&kv);
     size_t bytes[5] = {qbytes, cache, cache, meta_bytes, qbytes};

@@ -101,6 +101,13 @@ typedef struct {
     double tasks_per_run, submit_overhead_us;
     uint64_t tasks, copies, bytes_copied, zero_copy_uses, migrations;
     uint64_t peak_rss_bytes;
+    /* Decode rows: the bytes one generated token reads (the weights once
+     * per step, shared by its sequences; each sequence's K and V of every
+     * position it attends to, on average depth + (n + 1) / 2), and that
+     * rate as a share of the machine's read bandwidth at the row's thread
+     * count (bandwidth.c); NAN where not measured (prompt rows, a
+     * simulated machine). */
+    double weight_bytes_per_token, kv_bytes_per_token, read_bw_gbps, roofline_pct;
 } hxb_row;
 
 typedef struct {
@@ -148,6 +155,9 @@ int hxb_results_reference(const hxb_results *r, int row);
 void hxb_stats_mean_std(const double *v, int n, double *mean, double *std);
 /* The median of v[0, n), n > 0 (v is sorted in place). */
 double hxb_stats_median(double *v, int n);
+/* bandwidth.c: the memory read bandwidth of `threads` threads, GB/s
+ * (0 when it could not be measured). */
+double hxb_read_bandwidth(int threads);
 void hxb_stats_peak_rss_reset(void);
 uint64_t hxb_stats_peak_rss(void);
 /* Resident memory now (VmRSS), 0 where /proc is missing. */

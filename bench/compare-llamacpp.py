@@ -5,7 +5,8 @@ Usage: bench/compare-llamacpp.py LLAMA_BENCH [--llama-batched-bench BIN]
            [--llama-bench-avx2 BIN] [--llama-quantize BIN]
            [--models tiny,small] [--types f16,q8_0,q4_0,q4_K_M]
            [--model FILE ...] [--requantize q8_0,q4_K_M]
-           [--simd native|avx2,avx512] [--repack on,off] [-p 128] [-n 64] [-t 2] [-r 3]
+           [--simd native|avx2,avx512] [--repack on,off] [-p 128] [-n 64] [-d 0,4096]
+           [--kv-type f16|q8_0|q4_0] [-t 2] [-r 3]
            [--batch 4,16,64] [--npp 128] [--ntg 64]
            [--bandwidth GBPS] [--self-test]
 
@@ -26,6 +27,11 @@ mixes).
 SIMD: `--simd avx2,avx512` runs hetero at each level (HX_SIMD).  llama.cpp
 runs at the level it was built for ("native"), except that rows at avx2
 use `--llama-bench-avx2` when given (an llama.cpp built without AVX-512).
+
+Depth (`-d 0,4096`, llama-bench's `-d`): each test also after that many
+tokens of context, evaluated unmeasured by both (`pp128@d4096`).  KV cache
+type (`--kv-type`): hetero-bench's `--kv-type`, llama-bench's `-ctk` and
+`-ctv`.
 
 Repacked weights: `--repack on,off` runs hetero with HX_REPACK=1 and with
 HX_REPACK=0 (each a row), in the same alternation as llama.cpp, so the
@@ -190,14 +196,16 @@ def hetero_env(level, repack=None):
 
 def hetero_once(model, a, level, repack=None):
     out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", str(a.p), "-n", str(a.n),
+                          "-d", a.d, "--kv-type", a.kv_type,
                           "-t", str(a.t), "-r", "1", "--devices", "cpu", "-o", "json"],
                          check=True, capture_output=True, text=True, env=hetero_env(level, repack)).stdout
     return parse_hetero(out)
 
 
 def llama_once(bench, model, a):
-    out = subprocess.run([bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-t", str(a.t), "-r", "1",
-                          "-o", "json"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", a.d, "-ctk", a.kv_type,
+                          "-ctv", a.kv_type, "-t", str(a.t), "-r", "1", "-o", "json"],
+                         check=True, capture_output=True, text=True).stdout
     return parse_llama_bench(out)
 
 
@@ -316,7 +324,8 @@ def compare(a):
                 failed = []
                 *hss, ls = alternate(a.r, *fns, guarded(lambda: seen(llama_once(bench, path, a), commits), failed))
                 for rp, hs in zip(repacks, hss):
-                    for test in (f"pp{a.p}", f"tg{a.n}"):
+                    depths = [int(d) for d in a.d.split(",")]
+                    for test in [f"{t}@d{d}" if d else t for d in depths for t in (f"pp{a.p}", f"tg{a.n}")]:
                         h, l = hs.get(test), ls.get(test)
                         roof = failed[0] if failed else ""
                         if test.startswith("tg") and h and l:
@@ -403,6 +412,8 @@ def main():
     ap.add_argument("--repack", default="", help="on,off: hetero with and without repacked weights (HX_REPACK)")
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("-d", default="0", help="context depths, as llama-bench's -d: 0,4096")
+    ap.add_argument("--kv-type", default="f16", help="KV cache type for both programs")
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--batch", default="")

@@ -6,6 +6,7 @@
  * depth d (llama-bench's -d, llama-batched-bench's -npp) every session
  * first evaluates d prompt tokens, unmeasured, so that the measured tokens
  * attend to a context of that length. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,24 @@ static void device_stats(hx_runtime *rt, hxb_row *row)
     }
 }
 
+/* A decode row's bytes per token and its share of the read bandwidth. */
+static void roofline(hx_runtime *rt, hx_model *m, const hxb_test *t, hxb_row *row)
+{
+    row->weight_bytes_per_token = row->kv_bytes_per_token = row->read_bw_gbps = row->roofline_pct = NAN;
+    hx_model_info in;
+    if (t->kind != HXB_TG || hx_model_info_get(m, &in) != HX_OK)
+        return;
+    row->weight_bytes_per_token = (double)in.decode_weight_bytes / t->seqs;
+    row->kv_bytes_per_token = (double)in.kv_bytes_per_token * (t->depth + (t->n + 1) / 2.0);
+    if (hx_runtime_simulated(rt))
+        return;
+    const double bw = hxb_read_bandwidth(row->threads);
+    if (bw > 0) {
+        row->read_bw_gbps = bw;
+        row->roofline_pct = 100.0 * (row->weight_bytes_per_token + row->kv_bytes_per_token) * row->avg_ts / (bw * 1e9);
+    }
+}
+
 hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hxb_test *t,
                       const hxb_params *p, hxb_row *row)
 {
@@ -171,6 +190,7 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
         row->submit_overhead_us = rs.submit_overhead_us;
         row->peak_rss_bytes = hxb_stats_peak_rss();
         device_stats(rt, row);
+        roofline(rt, m, t, row);
     }
     free(ts);
     free(ids);

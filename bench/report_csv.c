@@ -37,7 +37,8 @@ void hxb_report_csv(FILE *f, const hxb_results *r)
     fputs("model,model_path,arch,type,size_bytes,n_params,devices,policy,partition,inject,threads,n_batch,test,"
           "n_prompt,n_gen,n_seqs,n_depth,reps,avg_ns,stddev_ns,avg_ts,stddev_ts,vs_base,samples_ns,samples_ts,"
           "device_busy_pct,device_tasks,tasks_per_run,submit_overhead_us,copies,bytes_copied,zero_copy_uses,"
-          "migrations,peak_rss_bytes,device_kv_bytes_allocated\n",
+          "migrations,peak_rss_bytes,device_kv_bytes_allocated,weight_bytes_per_token,kv_bytes_per_token,"
+          "read_bandwidth_gbps,roofline_pct\n",
           f);
     for (int i = 0; i < r->nrows; i++) {
         const hxb_row *row = &r->rows[i];
@@ -88,6 +89,10 @@ void hxb_report_csv(FILE *f, const hxb_results *r)
         fputc(',', f);
         for (int d = 0; d < row->ndev; d++)
             fprintf(f, "%s%s:%llu", d ? ";" : "", row->dev[d].label, (unsigned long long)row->dev[d].kv_allocated);
+        num(f, row->weight_bytes_per_token);
+        num(f, row->kv_bytes_per_token);
+        num(f, row->read_bw_gbps);
+        num(f, row->roofline_pct);
         fputc('\n', f);
     }
 }

@@ -77,6 +77,10 @@ static void row_json(FILE *f, const hxb_results *r, int i)
     for (int k = 0; k < row->reps; k++)
         fprintf(f, "%s%.9g", k ? ", " : "[", (double)row->t.n * row->t.seqs / (row->samples_ns[k] * 1e-9));
     fputs(row->reps ? "]" : "[]", f);
+    knum(f, "weight_bytes_per_token", row->weight_bytes_per_token);
+    knum(f, "kv_bytes_per_token", row->kv_bytes_per_token);
+    knum(f, "read_bandwidth_gbps", row->read_bw_gbps);
+    knum(f, "roofline_pct", row->roofline_pct);
     key(f, "device_stats", 0);
     fputs("[", f);
     for (int d = 0; d < row->ndev; d++) {

@@ -1,5 +1,6 @@
 /* Markdown: llama-bench's table (model | size | params | ... | t/s), then
  * a second table of what the runtime did in each measured run. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,13 @@ static void speed_table(FILE *f, const hxb_results *r, table *t, shown s)
     col(t, "t/s", 1);
     if (s.base)
         col(t, "vs base", 1);
+    int decode = 0; /* the roofline columns, where a row decodes */
+    for (int i = 0; i < r->nrows; i++)
+        decode |= r->rows[i].t.kind == HXB_TG;
+    if (decode) {
+        col(t, "B/token (w + kv)", 1);
+        col(t, "roofline", 1);
+    }
     for (int i = 0; i < r->nrows; i++) {
         const hxb_row *row = &r->rows[i];
         const hxb_model *m = &r->models[row->model];
@@ -136,6 +144,16 @@ static void speed_table(FILE *f, const hxb_results *r, table *t, shown s)
         int ref = hxb_results_reference(r, i);
         if (s.base && ref >= 0)
             snprintf(t->cell[i][c++], CELL, "%.2fx", row->avg_ts / r->rows[ref].avg_ts);
+        else if (s.base)
+            c++;
+        if (decode && row->t.kind == HXB_TG) {
+            char w[32], kv[32];
+            hxb_fmt_bytes(w, sizeof w, (uint64_t)row->weight_bytes_per_token);
+            hxb_fmt_bytes(kv, sizeof kv, (uint64_t)row->kv_bytes_per_token);
+            snprintf(t->cell[i][c++], CELL, "%s + %s", w, kv);
+            if (isfinite(row->roofline_pct))
+                snprintf(t->cell[i][c++], CELL, "%.0f%% of %.1f GB/s", row->roofline_pct, row->read_bw_gbps);
+        }
     }
     print(f, t);
 }

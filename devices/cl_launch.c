@@ -204,10 +204,21 @@ int hx_cl_launch_rope(const void *args, const size_t *sizes, hx_cl_launch *l)
     return 0;
 }
 
-/* What kv_store and attention share: the cache type and the meta buffer. */
-static int check_kv(const char *op, const hx_kv_layout *kv, uint32_t kv_type, uint32_t Hkv, uint32_t Dh,
-                    const size_t *sizes, int meta)
+/* What kv_store and attention share: the cache type and the meta buffer.
+ * The kernels read K and V of one type, stored as they are: K and V of
+ * different types or Walsh-Hadamard rotated rows (ops/ops.h) stay with the
+ * CPU's attention. */
+static int check_kv(const char *op, const hx_kv_layout *kv, uint32_t kv_type, uint32_t v_type, uint32_t rot_k,
+                    uint32_t rot_v, uint32_t Hkv, uint32_t Dh, const size_t *sizes, int meta)
 {
+    if (v_type != kv_type)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: K cache type %u and V cache type %u (the OpenCL kernels take "
+                                                 "one type for both)",
+                             op, kv_type, v_type);
+    if (rot_k || rot_v)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: rows stored Walsh-Hadamard rotated (the OpenCL kernels read "
+                                                 "plain rows; the CPU's take rotated ones)",
+                             op);
     if (kv_type != T_F32 && kv_type != T_F16 && kv_type != T_Q8_0)
         return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: KV type %u (the OpenCL kernels take F32, F16 and Q8_0)", op,
                              kv_type);
@@ -222,7 +233,7 @@ static int check_kv(const char *op, const hx_kv_layout *kv, uint32_t kv_type, ui
 int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_kv_store *a = args;
-    int rc = check_kv("kv_store", &a->kv, a->kv_type, a->Hkv, a->Dh, sizes, 4);
+    int rc = check_kv("kv_store", &a->kv, a->kv_type, a->v_type, a->rot_k, a->rot_v, a->Hkv, a->Dh, sizes, 4);
     if (rc)
         return rc;
     REQUIRE_BUFFER("kv_store", sizes, 0, "k", (uint64_t)a->kv.T * a->Hkv, a->Dh, 4);
@@ -264,7 +275,7 @@ static void attention_args(hx_cl_launch *l, const hx_op_attention *a, const size
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_attention *a = args;
-    int rc = check_kv("attention", &a->kv, a->kv_type, a->Hkv, a->Dh, sizes, 3);
+    int rc = check_kv("attention", &a->kv, a->kv_type, a->v_type, a->rot_k, a->rot_v, a->Hkv, a->Dh, sizes, 3);
     if (rc)
         return rc;
     REQUIRE(a->Hq % a->Hkv == 0, "attention: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);
@@ -300,7 +311,7 @@ int hx_cl_launch_attention_part(const void *args, const size_t *sizes, hx_cl_lau
 {
     const hx_op_attention_part *p = args;
     const hx_op_attention *a = &p->at;
-    int rc = check_kv("attention_part", &a->kv, a->kv_type, a->Hkv, a->Dh, sizes, 3);
+    int rc = check_kv("attention_part", &a->kv, a->kv_type, a->v_type, a->rot_k, a->rot_v, a->Hkv, a->Dh, sizes, 3);
     if (rc)
         return rc;
     REQUIRE(a->Hq % a->Hkv == 0, "attention_part: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);

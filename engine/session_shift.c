@@ -22,7 +22,7 @@ static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t
 {
     hx_op_kv_shift a = {n,           m->info.n_head_kv, m->info.head_dim, m->kv_type,
                         delta,       m->hp.n_rot,       m->hp.rope_base,  m->hp.rope_scale,
-                        m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
+                        m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL, m->v_type, m->kv_rot_k};
     hx_status st = HX_OK;
     for (uint32_t l = 0; l < m->info.n_layer && st == HX_OK; l++) {
         /* Keys are rotated with their layer's RoPE (Gemma 3's window layers

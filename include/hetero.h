@@ -459,6 +459,19 @@ typedef struct {
      * (docs/kv-cache.md); a step that reads more still gets it.  0 =
      * HX_KV_DEVICE_MB (MiB), or no bound when that is unset. */
     uint64_t kv_device_bytes;
+    /* The K cache's and the V cache's types apart (llama.cpp's -ctk and
+     * -ctv), the same names as kv_type; NULL = HX_KV_TYPE_K / HX_KV_TYPE_V,
+     * else kv_type. */
+    const char *kv_type_k, *kv_type_v;
+    /* A quantized K (V) cache stores each head's rows rotated by an
+     * orthonormal Walsh-Hadamard matrix (the queries meet them rotated
+     * alike, the values' sum is turned back), which spreads an outlier
+     * over its group and loses less to the block scales, as llama.cpp
+     * does: K in groups of the largest power of two dividing head_dim, V
+     * in groups of 64, when head_dim is a multiple of 64.  Attention then
+     * runs on the CPU.  0 = HX_KV_ROTATE ("0" turns it off), else on;
+     * 1 = on, -1 = off. */
+    int kv_rotate;
 } hx_model_options;
 
 typedef struct {
@@ -485,6 +498,11 @@ typedef struct {
      * each token's FFN is the weighted sum of n_expert_used of n_expert
      * experts, chosen per layer by a router.  0: a dense FFN. */
     uint32_t n_expert, n_expert_used;
+    /* What one decoded token reads, for a roofline: every weight tensor
+     * once (the token embeddings one row, unless they are the output
+     * projection too), and the KV cache's K and V of one position in every
+     * layer, times the positions it attends to. */
+    uint64_t decode_weight_bytes, kv_bytes_per_token;
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);

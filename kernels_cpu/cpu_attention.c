@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/hadamard.h"
 #include "kernels_cpu/kv_meta.h"
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/vmath.h"
@@ -131,8 +132,9 @@ static int32_t seen_run(const attn_col *col, uint32_t ncol, int32_t p, uint32_t 
 
 typedef struct {
     const hx_op_attention *a;
-    const hx_quant_ops *kq;
-    size_t rbytes, hbytes, qstride;
+    const hx_quant_ops *kq, *vq;
+    size_t rbytes, hbytes, qstride; /* K's row and head bytes */
+    size_t vrbytes, vhbytes;        /* V's */
     const uint8_t *kc, *vc;
     const int32_t *blocks;
     uint32_t kvh;
@@ -220,8 +222,8 @@ static void column_values_f16(const attn_tile *w, const attn_col *cj, const floa
     const int32_t hi = cj->p1 < c1 ? cj->p1 : c1;
     while (p <= hi) {
         const int32_t bend = (p / bs + 1) * bs - 1, e = bend < hi ? bend : hi;
-        const hx_half *v = (const hx_half *)(const void *)(kv_row(w->vc, l, w->blocks, p, w->rbytes) + voff);
-        hx_quant_add_scaled_rows_f16(oj, v, w->rbytes / sizeof(hx_half), weight + p,
+        const hx_half *v = (const hx_half *)(const void *)(kv_row(w->vc, l, w->blocks, p, w->vrbytes) + voff);
+        hx_quant_add_scaled_rows_f16(oj, v, w->vrbytes / sizeof(hx_half), weight + p,
                                      e - p + 1, w->a->Dh);
         p = e + 1;
     }
@@ -236,14 +238,14 @@ static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, 
 {
     const hx_op_attention *a = w->a;
     const hx_kv_layout *l = &a->kv;
-    const size_t voff = w->kvh * w->hbytes;
+    const size_t voff = w->kvh * w->vhbytes;
     for (uint32_t j = 0; j < ncol; j++)
         memset(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, 0, a->Dh * sizeof(float));
     for (int32_t c0 = P0; c0 <= P1; c0 += ATTN_V_ROWS) {
         const int32_t c1 = P1 - c0 >= ATTN_V_ROWS ? c0 + ATTN_V_ROWS - 1 : P1;
-        if (a->kv_type == HX_TYPE_F16) {
+        if (a->v_type == HX_TYPE_F16) {
             for (int32_t p = c0 + KV_AHEAD; p <= c1 + KV_AHEAD && p <= P1; p++)
-                prefetch_row(w->vc, l, w->blocks, p, w->rbytes, voff, w->hbytes);
+                prefetch_row(w->vc, l, w->blocks, p, w->vrbytes, voff, w->vhbytes);
             for (uint32_t j = 0; j < ncol; j++)
                 column_values_f16(w, &col[j], w->score + j * w->per_col, c0, c1,
                                   out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, voff);
@@ -257,8 +259,8 @@ static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, 
             }
             for (e = e < c1 ? e : c1; p <= e; p++) {
                 if (p + KV_AHEAD <= P1)
-                    prefetch_row(w->vc, l, w->blocks, p + KV_AHEAD, w->rbytes, voff, w->hbytes);
-                w->kq->dequantize_row(kv_row(w->vc, l, w->blocks, p, w->rbytes) + voff,
+                    prefetch_row(w->vc, l, w->blocks, p + KV_AHEAD, w->vrbytes, voff, w->vhbytes);
+                w->vq->dequantize_row(kv_row(w->vc, l, w->blocks, p, w->vrbytes) + voff,
                                       vbuf + (size_t)(p - c0) * a->Dh, a->Dh);
             }
         }
@@ -272,29 +274,49 @@ static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, 
     }
 }
 
+/* A query quantized to the K rows' dot partner; rotated first as the
+ * cache's keys were, so that their dot products are the plain ones. */
+static void query_row(const hx_quant_ops *qq, const float *q, uint8_t *dst, uint32_t Dh, uint32_t rot)
+{
+    if (!rot) {
+        qq->quantize_row(q, dst, Dh);
+        return;
+    }
+    float x[HX_HADAMARD_MAX];
+    memcpy(x, q, Dh * sizeof(float));
+    hx_hadamard_rotate(x, Dh, rot);
+    qq->quantize_row(x, dst, Dh);
+}
+
 /* Attention over each token's positions, or (`part` not NULL) over one
  * part of them with the part's maxima and sums into `stats`. */
 static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part, float *stats)
 {
     const hx_kv_layout *l = &a->kv;
-    const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type);
-    if (!kq || !kq->gemm || a->Hkv == 0 || a->Hq % a->Hkv)
+    const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type), *vq = hx_quant_ops_get((hx_type)a->v_type);
+    if (!kq || !kq->gemm || !vq || !vq->dequantize_row || a->Hkv == 0 || a->Hq % a->Hkv)
         return HX_ERR_INVALID_ARG;
     const hx_quant_ops *qq = hx_quant_ops_get(kq->vec_dot_type);
     const uint64_t kvrow = (uint64_t)a->Hkv * a->Dh;
     const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, kvrow);
     const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
-    if (!rbytes || !hbytes || hbytes * a->Hkv != rbytes)
+    const size_t vrbytes = hx_type_row_size((hx_type)a->v_type, kvrow);
+    const size_t vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh);
+    if (!rbytes || !hbytes || hbytes * a->Hkv != rbytes || !vrbytes || !vhbytes || vhbytes * a->Hkv != vrbytes)
         return HX_ERR_INVALID_ARG; /* rows must split into whole blocks per head */
+    if (!hx_hadamard_width_ok(a->rot_k, a->Dh) || !hx_hadamard_width_ok(a->rot_v, a->Dh))
+        return HX_ERR_INVALID_ARG;
     const float *qv = c->buffers[0];
     const int32_t *meta = c->buffers[3];
     float *out = c->buffers[4];
-    const uint64_t slots = c->sizes[1] / rbytes;
+    const uint64_t kslots = c->sizes[1] / rbytes, vslots = c->sizes[2] / vrbytes;
+    const uint64_t slots = kslots < vslots ? kslots : vslots;
     const uint32_t group = attn_group(a), QT = tile_tokens(a);
     const uint64_t cols_max = (uint64_t)QT * group;
 
     uint8_t *mine = (uint8_t *)c->scratch + attn_thread_bytes(a) * (size_t)c->ith;
-    attn_tile w = {.a = a, .kq = kq, .rbytes = rbytes, .hbytes = hbytes,
+    attn_tile w = {.a = a, .kq = kq, .vq = vq, .rbytes = rbytes, .hbytes = hbytes, .vrbytes = vrbytes,
+                   .vhbytes = vhbytes,
                    .qstride = ALIGN64(hx_type_row_size(kq->vec_dot_type, a->Dh)), .kc = c->buffers[1],
                    .vc = c->buffers[2], .score = (float *)mine, .per_col = ALIGN64(attn_ctx(a) * sizeof(float)) / sizeof(float)};
     uint8_t *qrow = mine + cols_max * w.per_col * sizeof(float);
@@ -361,7 +383,8 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
                 }
                 for (uint32_t g = 0; g < heads; g++, ncol++) {
                     col[ncol] = (attn_col){.p0 = p0, .p1 = p1, .t = t, .h = h0 + g};
-                    qq->quantize_row(qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + ncol * w.qstride, a->Dh);
+                    query_row(qq, qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + ncol * w.qstride, a->Dh,
+                              a->rot_k);
                 }
                 P0 = p0 < P0 ? p0 : P0;
                 P1 = p1 > P1 ? p1 : P1;
@@ -372,6 +395,9 @@ static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_at
             tile_scores(&w, col, ncol, P0, P1);
             tile_softmax(&w, col, ncol, stats);
             tile_values(&w, col, ncol, P0, P1, out, vbuf);
+            /* Rotated values sum to the rotated output: H turns it back. */
+            for (uint32_t j = 0; a->rot_v && j < ncol; j++)
+                hx_hadamard_rotate(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, a->Dh, a->rot_v);
         }
     }
     return rc;

@@ -7,6 +7,7 @@
 
 #include "kernels_cpu/attn_merge.h"
 #include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/hadamard.h"
 #include "kernels_cpu/kv_meta.h"
 #include "kernels_cpu/matmul_rows.h"
 #include "kernels_cpu/quant.h"
@@ -339,18 +340,41 @@ int hx_cpu_rope(const hx_cpu_call *c)
 
 /* ---- paged KV cache ------------------------------------------------------ */
 
+/* One token's row of Hkv heads into the cache: each head rotated first
+ * when `rot` is set (a copy on the stack; the input is read-only). */
+static void store_row(const hx_quant_ops *q, const float *x, uint8_t *dst, uint32_t Hkv, uint32_t Dh, size_t hbytes,
+                      uint32_t rot)
+{
+    if (!rot) {
+        q->quantize_row(x, dst, (int64_t)Hkv * Dh);
+        return;
+    }
+    float head[HX_HADAMARD_MAX];
+    for (uint32_t h = 0; h < Hkv; h++) {
+        memcpy(head, x + (size_t)h * Dh, Dh * sizeof(float));
+        hx_hadamard_rotate(head, Dh, rot);
+        q->quantize_row(head, dst + h * hbytes, Dh);
+    }
+}
+
 int hx_cpu_kv_store(const hx_cpu_call *c)
 {
     const hx_op_kv_store *a = c->args;
     const uint64_t row = (uint64_t)a->Hkv * a->Dh;
-    const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, row);
-    const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
-    if (!q || !rbytes)
+    const size_t krb = hx_type_row_size((hx_type)a->kv_type, row), vrb = hx_type_row_size((hx_type)a->v_type, row);
+    const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type), *vq = hx_quant_ops_get((hx_type)a->v_type);
+    if (!kq || !vq || !krb || !vrb)
         return HX_ERR_UNSUPPORTED;
+    /* A rotated head must be whole blocks of its type. */
+    const size_t khb = hx_type_row_size((hx_type)a->kv_type, a->Dh), vhb = hx_type_row_size((hx_type)a->v_type, a->Dh);
+    if (!hx_hadamard_width_ok(a->rot_k, a->Dh) || !hx_hadamard_width_ok(a->rot_v, a->Dh) ||
+        (a->rot_k && khb * a->Hkv != krb) || (a->rot_v && vhb * a->Hkv != vrb))
+        return HX_ERR_INVALID_ARG;
     const float *k = c->buffers[0], *v = c->buffers[1];
     uint8_t *kc = c->buffers[2], *vc = c->buffers[3];
     const int32_t *meta = c->buffers[4];
-    const uint64_t slots = c->sizes[2] / rbytes;
+    const uint64_t kslots = c->sizes[2] / krb, vslots = c->sizes[3] / vrb;
+    const uint64_t slots = kslots < vslots ? kslots : vslots;
     uint64_t lo, hi;
     int bad = 0;
     hx_cpu_split(a->kv.T, c->ith, c->nth, &lo, &hi);
@@ -362,8 +386,8 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
             bad = 1;
             continue;
         }
-        q->quantize_row(k + t * row, kc + (uint64_t)s * rbytes, (int64_t)row);
-        q->quantize_row(v + t * row, vc + (uint64_t)s * rbytes, (int64_t)row);
+        store_row(kq, k + t * row, kc + (uint64_t)s * krb, a->Hkv, a->Dh, khb, a->rot_k);
+        store_row(vq, v + t * row, vc + (uint64_t)s * vrb, a->Hkv, a->Dh, vhb, a->rot_v);
     }
     return bad ? HX_ERR_RANGE : 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels_cpu/cpu_kernels.h"
+#include "kernels_cpu/hadamard.h"
 #include "kernels_cpu/quant.h"
 #include "ops/ops.h"
 
@@ -23,13 +24,16 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
     const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, (uint64_t)a->Hkv * a->Dh);
     const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
+    const size_t vrbytes = hx_type_row_size((hx_type)a->v_type, (uint64_t)a->Hkv * a->Dh);
+    const size_t vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh);
     if (!q || !q->dequantize_row || !rbytes || !hbytes || hbytes * a->Hkv != rbytes || a->n_rot > a->Dh ||
-        a->n_rot % 2 || a->n_rot > 1024)
+        a->n_rot % 2 || a->n_rot > 1024 || !vrbytes || vhbytes * a->Hkv != vrbytes ||
+        !hx_hadamard_width_ok(a->rot_k, a->Dh))
         return HX_ERR_INVALID_ARG;
     uint8_t *kc = c->buffers[0], *vc = c->buffers[1];
     const int32_t *moves = c->buffers[2];
     const uint64_t slots = c->sizes[0] / rbytes;
-    if (c->sizes[2] < (uint64_t)a->n * 2 * sizeof(int32_t) || c->sizes[1] / rbytes < slots ||
+    if (c->sizes[2] < (uint64_t)a->n * 2 * sizeof(int32_t) || c->sizes[1] / vrbytes < slots ||
         (a->has_factors && c->sizes[3] < sizeof(float) * (a->n_rot / 2)))
         return HX_ERR_INVALID_ARG;
     float *k = (float *)((uint8_t *)c->scratch + ((a->Dh * sizeof(float) + 63) & ~(size_t)63) * (size_t)c->ith);
@@ -52,14 +56,18 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
             return HX_ERR_RANGE;
         for (uint64_t h = lo; h < hi; h++) {
             const size_t src = (size_t)from * rbytes + h * hbytes, dst = (size_t)to * rbytes + h * hbytes;
-            memmove(vc + dst, vc + src, hbytes);
+            memmove(vc + (size_t)to * vrbytes + h * vhbytes, vc + (size_t)from * vrbytes + h * vhbytes, vhbytes);
             q->dequantize_row(kc + src, k, a->Dh);
+            if (a->rot_k) /* back to the plain key, which RoPE rotates */
+                hx_hadamard_rotate(k, a->Dh, a->rot_k);
             for (uint32_t i = 0; i < half; i++) {
                 const uint32_t i0 = a->neox ? i : 2 * i, i1 = a->neox ? i + half : 2 * i + 1;
                 const float x0 = k[i0], x1 = k[i1];
                 k[i0] = x0 * cs[i] - x1 * sn[i];
                 k[i1] = x0 * sn[i] + x1 * cs[i];
             }
+            if (a->rot_k)
+                hx_hadamard_rotate(k, a->Dh, a->rot_k);
             q->quantize_row(k, kc + dst, a->Dh);
         }
     }

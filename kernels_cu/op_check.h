@@ -136,12 +136,22 @@ static inline int hx_oc_kv(const hx_kv_layout *l, uint32_t heads, uint32_t Dh, u
     return 0;
 }
 
+/* The CUDA kernels read K and V of one type, stored as they are: K and V
+ * of different types (-ctk / -ctv) or Walsh-Hadamard rotated rows stay
+ * with the CPU's attention. */
+static inline int hx_oc_kv_plain(uint32_t kv_type, uint32_t v_type, uint32_t rot_k, uint32_t rot_v)
+{
+    return v_type == kv_type && !rot_k && !rot_v;
+}
+
 static inline int hx_oc_kv_store(const hx_op_kv_store *a, const size_t *s, int n, uint64_t *slots, char *msg,
                                  size_t len)
 {
     const char *op = "kv_store";
     if (hx_oc_buffers(n, 5, msg, len, op))
         return 1;
+    if (!hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v))
+        return hx_oc_fail(msg, len, op, "K and V of different types, or rotated rows, have no CUDA kernel");
     if (hx_oc_kv(&a->kv, a->Hkv, a->Dh, a->kv_type, s[2], s[3], s[4], slots, msg, len, op))
         return 1;
     return hx_oc_size((uint64_t)a->kv.T * a->Hkv, a->Dh, 4, s[0], msg, len, op, "k") ||
@@ -160,6 +170,8 @@ static inline int hx_oc_attention(const hx_op_attention *a, const size_t *s, int
         return hx_oc_fail(msg, len, op, "head size above 256 has no CUDA kernel");
     if (!isfinite(a->scale))
         return hx_oc_fail(msg, len, op, "scale must be finite");
+    if (!hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v))
+        return hx_oc_fail(msg, len, op, "K and V of different types, or rotated rows, have no CUDA kernel");
     if (hx_oc_kv(&a->kv, a->Hkv, a->Dh, a->kv_type, s[1], s[2], s[3], slots, msg, len, op))
         return 1;
     return hx_oc_size((uint64_t)a->kv.T * a->Hq, a->Dh, 4, s[0], msg, len, op, "q") ||
@@ -286,7 +298,7 @@ static inline int hx_oc_covers_get_rows(const void *args)
 static inline int hx_oc_covers_kv_store(const void *args)
 {
     const hx_op_kv_store *a = (const hx_op_kv_store *)args;
-    return hx_oc_kv_covered(a->kv_type, a->Dh);
+    return hx_oc_kv_covered(a->kv_type, a->Dh) && hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v);
 }
 
 static inline int hx_oc_covers_attention(const void *args)
@@ -294,7 +306,8 @@ static inline int hx_oc_covers_attention(const void *args)
     const hx_op_attention *a = (const hx_op_attention *)args;
     /* No window in the CUDA kernels: such a layer's attention stays
      * on a device whose kernel takes one (the CPU). */
-    return hx_oc_kv_covered(a->kv_type, a->Dh) && a->Dh <= HX_OC_ATTN_DH_MAX && !a->window;
+    return hx_oc_kv_covered(a->kv_type, a->Dh) && hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v) &&
+           a->Dh <= HX_OC_ATTN_DH_MAX && !a->window;
 }
 
 static inline int hx_oc_covers_attention_part(const void *args)

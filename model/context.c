@@ -7,7 +7,8 @@
 
 static uint64_t kv_bytes_per_token(const hx_model *m)
 {
-    return 2ull * m->info.n_layer * m->info.n_head_kv * hx_type_row_size(m->kv_type, m->info.head_dim);
+    return (uint64_t)m->info.n_layer * m->info.n_head_kv *
+           (hx_type_row_size(m->kv_type, m->info.head_dim) + hx_type_row_size(m->v_type, m->info.head_dim));
 }
 
 static uint64_t pool_bytes(const hx_model *m, uint32_t tokens)
@@ -66,5 +67,6 @@ hx_status hx_model_resolve_context(hx_model *m)
     m->info.n_ctx = o->n_ctx;
     m->info.kv_tokens = o->kv_tokens;
     m->info.kv_bytes = bytes;
+    m->info.kv_bytes_per_token = kv_bytes_per_token(m);
     return HX_OK;
 }

@@ -8,33 +8,48 @@
 #include "runtime/buffer.h"
 #include "runtime/error.h"
 
-hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
-                            uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out)
+static hx_status head_bytes(hx_type type, uint32_t Dh, size_t *out)
 {
-    *out = NULL;
     /* Q4_0: the CPU's attention reads it; OpenCL and CUDA refuse it, so
      * such attention stays on the CPU. */
     if (type != HX_TYPE_F16 && type != HX_TYPE_Q8_0 && type != HX_TYPE_F32 && type != HX_TYPE_Q4_0)
         return hx_error(HX_ERR_UNSUPPORTED, "KV cache type %s (f32, f16, q8_0 or q4_0)", hx_type_name(type));
-    size_t head = hx_type_row_size(type, Dh);
-    if (!head)
+    *out = hx_type_row_size(type, Dh);
+    if (!*out)
         return hx_error(HX_ERR_INVALID_ARG, "KV cache type %s needs head_dim %u to be a multiple of %u",
                         hx_type_name(type), Dh, hx_type_get(type)->block_size);
+    return HX_OK;
+}
+
+hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
+                            uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out)
+{
+    *out = NULL;
+    size_t head, vhead;
+    hx_status hs = head_bytes(types.k, Dh, &head);
+    if (hs == HX_OK)
+        hs = head_bytes(types.v, Dh, &vhead);
+    if (hs)
+        return hs;
     if (block_size == 0 || block_size > 4096 || n_tokens == 0)
         return hx_error(HX_ERR_INVALID_ARG, "KV pool of %u tokens in blocks of %u", n_tokens, block_size);
     hx_kv_pool *p = calloc(1, sizeof *p);
     if (!p)
         return hx_error(HX_ERR_NO_MEMORY, "KV pool");
     p->rt = rt;
-    p->type = type;
+    p->types = types;
     p->n_layer = n_layer;
     p->Hkv = Hkv;
     p->Dh = Dh;
     p->block_size = block_size;
     p->n_blocks = (n_tokens + block_size - 1) / block_size;
     p->block_bytes = (size_t)block_size * Hkv * head;
+    p->v_block_bytes = (size_t)block_size * Hkv * vhead;
     p->prefix_cache = 1;
-    p->seed = 0x9e3779b97f4a7c15ull ^ type;
+    /* Blocks of other types or rotations hold other bytes for the same
+     * tokens: the root key tells them apart. */
+    p->seed = 0x9e3779b97f4a7c15ull ^ types.k ^ (uint64_t)types.v << 8 ^ (uint64_t)types.rot_k << 16 ^
+              (uint64_t)types.rot_v << 32;
     p->lru_head = p->lru_tail = HX_KV_NONE;
     p->n_buckets = 1;
     while (p->n_buckets < p->n_blocks)
@@ -56,11 +71,10 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
         hx_kv_pool_free(p);
         return hx_error_context(sp, "KV pool");
     }
-    size_t bytes = (size_t)p->n_blocks * p->block_bytes;
     for (uint32_t l = 0; l < n_layer; l++) {
-        hx_status s = hx_buffer_create(rt, bytes, &p->k[l]);
+        hx_status s = hx_buffer_create(rt, (size_t)p->n_blocks * p->block_bytes, &p->k[l]);
         if (s == HX_OK)
-            s = hx_buffer_create(rt, bytes, &p->v[l]);
+            s = hx_buffer_create(rt, (size_t)p->n_blocks * p->v_block_bytes, &p->v[l]);
         /* A block is the unit of residence: attention elsewhere moves the
          * blocks it reads, not the layer's whole cache, and a device with
          * memory of its own stores those blocks alone, in slots that every
@@ -68,7 +82,7 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
         if (s == HX_OK)
             s = hx_buffer_set_blocks_in(p->k[l], p->block_bytes, p->space);
         if (s == HX_OK)
-            s = hx_buffer_set_blocks_in(p->v[l], p->block_bytes, p->space);
+            s = hx_buffer_set_blocks_in(p->v[l], p->v_block_bytes, p->space);
         if (s) {
             hx_kv_pool_free(p);
             return hx_error_context(s, "KV cache of layer %u", l);
@@ -84,7 +98,7 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint
 
 void hx_kv_pool_bound_devices(hx_kv_pool *p, uint64_t bytes)
 {
-    const uint64_t per_block = 2ull * p->n_layer * p->block_bytes, slots = bytes / per_block;
+    const uint64_t per_block = (uint64_t)p->n_layer * (p->block_bytes + p->v_block_bytes), slots = bytes / per_block;
     for (int d = 0; d < HX_MAX_DEVICES; d++)
         hx_block_space_set_budget(p->space, d, slots ? (slots < p->n_blocks ? (uint32_t)slots : p->n_blocks) : 1);
 }
@@ -291,7 +305,8 @@ static hx_status copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
                 st = hx_buffer_acquire_blocks(b, HX_W, (hx_block_list){&to, 1}, (void **)&dst);
             if (st)
                 return hx_error_context(st, "copy of a shared KV block");
-            memcpy(dst + (size_t)to * p->block_bytes, src + (size_t)from * p->block_bytes, p->block_bytes);
+            const size_t bb = kv ? p->v_block_bytes : p->block_bytes;
+            memcpy(dst + (size_t)to * bb, src + (size_t)from * bb, bb);
         }
     return HX_OK;
 }

@@ -37,12 +37,20 @@ typedef struct {
     uint64_t tokens_reused;  /* tokens attached instead of evaluated */
 } hx_kv_counters;
 
+/* What the cache's bytes are: the K and V caches' types and the widths of
+ * the Walsh-Hadamard rotation their rows are stored in (ops/ops.h). */
+typedef struct {
+    hx_type k, v;
+    uint32_t rot_k, rot_v;
+} hx_kv_types;
+
 typedef struct {
     hx_runtime *rt;
-    hx_type type;
+    hx_kv_types types;
     uint32_t n_layer, Hkv, Dh;
     uint32_t block_size, n_blocks;
-    size_t block_bytes;     /* of one block in one layer's K (or V) buffer */
+    size_t block_bytes;     /* of one block in one layer's K buffer */
+    size_t v_block_bytes;   /* in its V buffer (the same unless the types differ) */
     hx_buffer **k, **v;     /* [n_layer] */
     struct hx_block_space *space; /* the blocks' slots on devices with memory of their own, shared by k and v */
     int prefix_cache;       /* keyed blocks are looked up and kept */
@@ -64,7 +72,7 @@ typedef struct {
     uint32_t n_blocks, cap;
 } hx_kv_seq;
 
-hx_status hx_kv_pool_create(hx_runtime *rt, hx_type type, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
+hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out);
 void hx_kv_pool_free(hx_kv_pool *p);
 /* Devices with memory of their own keep at most `bytes` of the pool's

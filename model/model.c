@@ -325,6 +325,11 @@ static hx_status load_rope_freqs(hx_model *m)
     return HX_OK;
 }
 
+static uint64_t weight_bytes(const hx_weight *w)
+{
+    return w->buf ? hx_type_row_size(w->type, w->ne0) * w->ne1 : 0;
+}
+
 /* Every tensor the architecture's entry names, with the shape its role has. */
 static hx_status load_weights(hx_model *m)
 {
@@ -344,6 +349,8 @@ static hx_status load_weights(hx_model *m)
         return s;
     if (!m->output.buf)
         m->output = m->tok_embd; /* tied embeddings: the same buffer, not a copy */
+    m->info.decode_weight_bytes = weight_bytes(&m->out_norm) + weight_bytes(&m->output) +
+                                  (m->output.buf == m->tok_embd.buf ? 0 : weight_bytes(&m->tok_embd) / in->n_vocab);
     m->layers = calloc(in->n_layer, sizeof *m->layers);
     if (!m->layers)
         return hx_error(HX_ERR_NO_MEMORY, "layer table");
@@ -366,6 +373,7 @@ static hx_status load_weights(hx_model *m)
                                 p == HX_TENSOR_REQUIRED);
             if (s)
                 return s;
+            m->info.decode_weight_bytes += weight_bytes(&m->layers[l].w[i]);
         }
     return load_rope_freqs(m);
 }
@@ -395,15 +403,55 @@ static void summarize(hx_model *m)
     m->info.file_bytes = size;
 }
 
+static hx_status kv_type_named(const char *what, const char *name, hx_type *out)
+{
+    if (!hx_type_from_name(name, out) ||
+        (*out != HX_TYPE_F16 && *out != HX_TYPE_Q8_0 && *out != HX_TYPE_F32 && *out != HX_TYPE_Q4_0))
+        return hx_error(HX_ERR_INVALID_ARG, "%s '%s': expected f16, q8_0, q4_0 or f32", what, name);
+    return HX_OK;
+}
+
+/* The largest power of two from 64 dividing n (llama.cpp's K rotation). */
+static uint32_t rotation_width(uint32_t n)
+{
+    uint32_t w = 64;
+    while (w * 2 <= 1024 && n % (w * 2) == 0)
+        w *= 2;
+    return w;
+}
+
+/* The K and V caches' types and whether their rows are stored rotated. */
+static hx_status resolve_kv_types(hx_model *m)
+{
+    const char *kv = m->opts.kv_type ? m->opts.kv_type : getenv("HX_KV_TYPE");
+    const char *k = m->opts.kv_type_k ? m->opts.kv_type_k : getenv("HX_KV_TYPE_K");
+    const char *v = m->opts.kv_type_v ? m->opts.kv_type_v : getenv("HX_KV_TYPE_V");
+    hx_type both;
+    hx_status s = kv_type_named("kv_type", kv && *kv ? kv : "f16", &both);
+    m->kv_type = m->v_type = both;
+    if (s == HX_OK && k && *k)
+        s = kv_type_named("kv_type_k", k, &m->kv_type);
+    if (s == HX_OK && v && *v)
+        s = kv_type_named("kv_type_v", v, &m->v_type);
+    if (s)
+        return s;
+    const char *env = getenv("HX_KV_ROTATE");
+    const int rotate = m->opts.kv_rotate ? m->opts.kv_rotate > 0 : !(env && !strcmp(env, "0"));
+    const uint32_t Dh = m->info.head_dim;
+    const int quantized_k = m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_F32;
+    const int quantized_v = m->v_type != HX_TYPE_F16 && m->v_type != HX_TYPE_F32;
+    m->kv_rot_k = rotate && quantized_k && Dh % 64 == 0 && Dh <= 1024 ? rotation_width(Dh) : 0;
+    m->kv_rot_v = rotate && quantized_v && Dh % 64 == 0 && Dh <= 1024 ? 64 : 0;
+    m->opts.kv_type_k = m->opts.kv_type_v = NULL; /* the caller's strings need not outlive the call */
+    return HX_OK;
+}
+
 static hx_status resolve_options(hx_model *m, const hx_model_options *o)
 {
     m->opts = o ? *o : hx_model_options_default();
-    const char *kv = m->opts.kv_type ? m->opts.kv_type : getenv("HX_KV_TYPE");
-    if (!kv)
-        kv = "f16";
-    if (!hx_type_from_name(kv, &m->kv_type) || (m->kv_type != HX_TYPE_F16 && m->kv_type != HX_TYPE_Q8_0 &&
-                                                 m->kv_type != HX_TYPE_F32 && m->kv_type != HX_TYPE_Q4_0))
-        return hx_error(HX_ERR_INVALID_ARG, "kv_type '%s': expected f16, q8_0, q4_0 or f32", kv);
+    hx_status ks = resolve_kv_types(m);
+    if (ks)
+        return ks;
     const char *part = m->opts.partition ? m->opts.partition : getenv("HX_PARTITION");
     static const char *const strategies[] = {"affinity", "layers", "auto", "colocated"};
     m->partition = HX_PARTITION_AFFINITY;
@@ -488,8 +536,8 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
     if (s == HX_OK)
         s = hx_model_resolve_context(m);
     if (s == HX_OK)
-        s = hx_kv_pool_create(m->rt, m->kv_type, m->info.n_layer, m->info.n_head_kv, m->info.head_dim,
-                              m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+        s = hx_kv_pool_create(m->rt, (hx_kv_types){m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v}, m->info.n_layer,
+                              m->info.n_head_kv, m->info.head_dim, m->opts.kv_tokens, m->opts.kv_block, &m->kv);
     if (s == HX_OK)
         configure_prefix_cache(m);
     if (s == HX_OK && m->opts.kv_device_bytes)
@@ -667,7 +715,7 @@ static hx_status stats_get(const hx_model *m, hx_model_stats *out)
     hx_kv_pool_usage(kv, &out->kv_blocks_used, &out->kv_blocks_cached, &out->kv_blocks_shared, &c);
     out->kv_blocks_total = kv->n_blocks;
     out->kv_block_tokens = kv->block_size;
-    out->kv_bytes_used = (uint64_t)out->kv_blocks_used * kv->block_bytes * 2 * kv->n_layer;
+    out->kv_bytes_used = (uint64_t)out->kv_blocks_used * (kv->block_bytes + kv->v_block_bytes) * kv->n_layer;
     out->kv_hits = c.hits;
     out->kv_misses = c.misses;
     out->kv_evictions = c.evictions;

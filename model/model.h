@@ -89,7 +89,8 @@ struct hx_model {
     const hx_arch *arch;       /* its entry in the architecture table */
     hx_model_hparams hp;
     hx_model_options opts;
-    hx_type kv_type;
+    hx_type kv_type, v_type;   /* the K cache's type, the V cache's */
+    uint32_t kv_rot_k, kv_rot_v; /* their Walsh-Hadamard widths (ops/ops.h), 0 = none */
     hx_weight tok_embd, out_norm, output;
     hx_weight rope_freqs;      /* Llama 3.1's frequency factors; buf NULL when absent */
     /* Tokens routed to each expert, [n_layer][n_expert] uint64, added to by

@@ -127,7 +127,7 @@ static double kv_store_bytes(const void *p, const size_t *s)
 {
     const hx_op_kv_store *a = p;
     uint64_t row = (uint64_t)a->Hkv * a->Dh;
-    return 2.0 * a->kv.T * (4.0 * row + wbytes(a->kv_type, 1, row));
+    return a->kv.T * (8.0 * row + wbytes(a->kv_type, 1, row) + wbytes(a->v_type, 1, row));
 }
 
 /* Attention's cost grows with context; positions are only in the meta
@@ -142,7 +142,8 @@ static double attention_bytes(const void *p, const size_t *s)
 {
     const hx_op_attention *a = p;
     double ctx = (double)a->kv.max_blocks * a->kv.block_size * a->kv.S;
-    return 2.0 * ctx * wbytes(a->kv_type, 1, (uint64_t)a->Hkv * a->Dh) + 8.0 * a->kv.T * a->Hq * a->Dh;
+    const uint64_t row = (uint64_t)a->Hkv * a->Dh;
+    return ctx * (wbytes(a->kv_type, 1, row) + wbytes(a->v_type, 1, row)) + 8.0 * a->kv.T * a->Hq * a->Dh;
 }
 
 /* A part's context: part 1 at most `recent` positions and the rest of
@@ -182,7 +183,8 @@ static double kv_shift_flops(const void *p, const size_t *s)
 static double kv_shift_bytes(const void *p, const size_t *s)
 {
     const hx_op_kv_shift *a = p;
-    return 4.0 * a->n * wbytes(a->kv_type, 1, (uint64_t)a->Hkv * a->Dh);
+    const uint64_t row = (uint64_t)a->Hkv * a->Dh;
+    return 2.0 * a->n * (wbytes(a->kv_type, 1, row) + wbytes(a->v_type, 1, row));
 }
 
 static double add_flops(const void *p, const size_t *s) { return (double)((const hx_op_add *)p)->n; }

@@ -91,7 +91,19 @@ typedef struct {
 } hx_op_rope;
 
 /* Paged KV cache: per layer one K and one V buffer of n_blocks blocks, each
- * block_size tokens of [Hkv][Dh] in kv_type (F16 or Q8_0).
+ * block_size tokens of [Hkv][Dh], K's in kv_type and V's in v_type (F32,
+ * F16, Q8_0 or Q4_0; the two may differ, as llama.cpp's -ctk / -ctv).
+ *
+ * A quantized cache loses less when each head's rows are first rotated
+ * by an orthonormal Walsh-Hadamard matrix (llama.cpp does the same): an
+ * outlier coordinate is spread over the whole group, so one block scale
+ * no longer flattens its 31 neighbours.  rot_k (rot_v): the width of the
+ * rotation applied to every consecutive group of that many values of a
+ * head's K (V) row before it is stored, 0 = none; a power of two >= 2
+ * dividing Dh.  The queries meet rotated keys rotated the same way (the
+ * dot products are unchanged), and the sum of rotated values is rotated
+ * back (H is its own inverse), so the ops' inputs and outputs are the
+ * plain ones whatever the cache holds.
  * The meta buffer of a batch (int32), laid out as:
  *   [0, T)                 slot of each token: block * block_size + offset
  *   [T, 2T)                position of each token in its sequence
@@ -108,6 +120,8 @@ static inline uint32_t hx_meta_ints(const hx_kv_layout *l) { return 3 * l->T + l
 typedef struct {
     hx_kv_layout kv;
     uint32_t Hkv, Dh, kv_type;
+    uint32_t v_type;       /* the V cache's type */
+    uint32_t rot_k, rot_v; /* Walsh-Hadamard widths (see above), 0 = none */
 } hx_op_kv_store;
 
 /* "attention": q (R, f32 [T][Hq][Dh]), k_cache (R), v_cache (R), meta (R),
@@ -121,6 +135,8 @@ typedef struct {
      * .. pos[t] only, and its sequence's block table may hold -1 for the
      * blocks wholly before them (returned to the pool).  0 = no window. */
     uint32_t window;
+    uint32_t v_type;       /* the V cache's type (kv_type is K's) */
+    uint32_t rot_k, rot_v; /* Walsh-Hadamard widths, as kv_store's */
 } hx_op_attention;
 
 /* "attention_part": attention over one of two parts of each token's
@@ -159,7 +175,9 @@ typedef struct {
  * int32 [n][2]: source slot, destination slot).  In order, each move
  * copies a slot's values and its keys rotated by `delta` positions
  * (RoPE's angles are linear in the position, so a key at position p
- * rotated by delta is the key at p + delta), requantized to kv_type.
+ * rotated by delta is the key at p + delta), requantized to kv_type (a key
+ * stored Walsh-Hadamard rotated, rot_k > 0, is rotated back first and
+ * again after); values are copied as they are, v_type giving their size.
  * Moves go to lower positions: a destination is never a later move's
  * source.  The RoPE fields are hx_op_rope's; when has_factors, a fourth
  * buffer, factors (R, f32 [n_rot/2]), divides the frequencies as rope's. */
@@ -170,6 +188,7 @@ typedef struct {
     float freq_base, freq_scale;
     uint32_t neox;
     uint32_t has_factors;
+    uint32_t v_type, rot_k;
 } hx_op_kv_shift;
 
 /* "add": x (RW, f32 [n]), y (R, f32 [n]);  x += y. */

@@ -281,12 +281,13 @@ static void layer(graph *g, uint32_t l)
     rope(g, A->q, in->n_head, T);
     rope(g, A->k, in->n_head_kv, T);
 
-    hx_op_kv_store ks = {kv, in->n_head_kv, in->head_dim, m->kv_type};
+    hx_op_kv_store ks = {kv, in->n_head_kv, in->head_dim, m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v};
     task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
                    (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
                    (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}, g->b->kv_written, g->b->n_kv_written);
     const uint32_t window = m->hp.n_swa ? m->hp.n_swa : hx_model_layer_swa(m, l) ? m->hp.layer_window : 0;
-    hx_op_attention at = {kv, in->n_head, in->n_head_kv, in->head_dim, m->kv_type, query_scale(m), window};
+    hx_op_attention at = {kv,      in->n_head, in->n_head_kv, in->head_dim, m->kv_type, query_scale(m), window,
+                          m->v_type, m->kv_rot_k, m->kv_rot_v};
     if (m->opts.kv_split)
         split_attention(g, l, &at);
     else

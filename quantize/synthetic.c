@@ -39,10 +39,11 @@ static const struct {
 
 static const hx_synthetic_extras *preset_extras(const hx_synthetic_config *c)
 {
+    static const hx_synthetic_extras none;
     for (size_t i = 0; c && i < sizeof preset_extra / sizeof preset_extra[0]; i++)
         if (!strcmp(preset_extra[i].name, c->name))
             return &preset_extra[i].x;
-    return NULL;
+    return &none;
 }
 
 /* splitmix64: tiny, seedable, and the same on every platform. */

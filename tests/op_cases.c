@@ -79,10 +79,10 @@ static void shuffled_tables(const hx_att_case *c, int32_t *table, uint32_t max_b
 /* Every slot of the cache gets random K and V, written by the reference. */
 static void random_caches(const hx_att_case *c, hx_att_setup *o, uint32_t n_slots, unsigned *seed)
 {
-    size_t row = hx_ref_row_bytes(c->kv_type, c->Dh);
-    o->cache_bytes = (size_t)n_slots * c->Hkv * row;
+    o->cache_bytes = (size_t)n_slots * c->Hkv * hx_ref_row_bytes(c->kv_type, c->Dh);
+    o->v_cache_bytes = (size_t)n_slots * c->Hkv * hx_ref_row_bytes(o->a.v_type, c->Dh);
     o->kc = malloc(o->cache_bytes);
-    o->vc = malloc(o->cache_bytes);
+    o->vc = malloc(o->v_cache_bytes);
     size_t nkv = (size_t)n_slots * c->Hkv * c->Dh;
     float *k = malloc(4 * nkv), *v = malloc(4 * nkv);
     hx_case_random(k, nkv, seed);
@@ -93,14 +93,16 @@ static void random_caches(const hx_att_case *c, hx_att_setup *o, uint32_t n_slot
     int32_t *ident = malloc(4 * hx_meta_ints(&all));
     for (uint32_t i = 0; i < n_slots; i++)
         ident[i] = (int32_t)i;
-    hx_op_kv_store st = {all, c->Hkv, c->Dh, c->kv_type};
+    hx_op_kv_store st = {all, c->Hkv, c->Dh, c->kv_type, o->a.v_type, o->a.rot_k, o->a.rot_v};
     hx_ref_kv_store(&st, k, v, o->kc, o->vc, ident, n_slots);
     free(ident);
     free(k);
     free(v);
 }
 
-void hx_att_setup_make(const hx_att_case *c, hx_att_setup *o, unsigned *seed)
+void hx_att_setup_make(const hx_att_case *c, hx_att_setup *o, unsigned *seed) { hx_att_setup_make_kv(c, NULL, o, seed); }
+
+void hx_att_setup_make_kv(const hx_att_case *c, const hx_att_kv *ckv, hx_att_setup *o, unsigned *seed)
 {
     uint32_t T = 0, max_blocks = 0, n_blocks = 3; /* spare blocks hold garbage nobody may read */
     for (uint32_t s = 0; s < c->S; s++) {
@@ -110,7 +112,13 @@ void hx_att_setup_make(const hx_att_case *c, hx_att_setup *o, unsigned *seed)
         T += c->fresh[s];
     }
     hx_kv_layout kv = {T, c->S, max_blocks, c->block_size};
-    o->a = (hx_op_attention){kv, c->Hq, c->Hkv, c->Dh, c->kv_type, 1.0f / sqrtf((float)c->Dh), 0};
+    o->a = (hx_op_attention){kv,          c->Hq, c->Hkv, c->Dh, c->kv_type, 1.0f / sqrtf((float)c->Dh), 0,
+                             c->kv_type, 0,     0};
+    if (ckv) {
+        o->a.v_type = ckv->v_type;
+        o->a.rot_k = ckv->rot_k;
+        o->a.rot_v = ckv->rot_v;
+    }
     o->meta_ints = hx_meta_ints(&kv);
     o->meta = malloc(4 * o->meta_ints);
     for (size_t i = 0; i < o->meta_ints; i++)
@@ -148,7 +156,7 @@ void hx_att_buffers(hx_runtime *rt, const hx_att_setup *o, hx_buffer *b[5])
 {
     b[0] = hx_case_buffer(rt, o->q, 4 * o->q_floats);
     b[1] = hx_case_buffer(rt, o->kc, o->cache_bytes);
-    b[2] = hx_case_buffer(rt, o->vc, o->cache_bytes);
+    b[2] = hx_case_buffer(rt, o->vc, o->v_cache_bytes);
     b[3] = hx_case_buffer(rt, o->meta, 4 * o->meta_ints);
     b[4] = hx_case_empty(rt, 4 * o->q_floats);
 }

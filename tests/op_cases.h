@@ -32,17 +32,24 @@ typedef struct {
     int interleave;    /* tokens of the sequences alternate in the batch */
 } hx_att_case;
 
+/* A cache other than the case's one type for both, stored as it is: the V
+ * cache's type, the rows' Walsh-Hadamard widths (ops/ops.h). */
+typedef struct {
+    uint32_t v_type, rot_k, rot_v;
+} hx_att_kv;
+
 typedef struct {
     hx_op_attention a;
     float *q;
     uint8_t *kc, *vc;
     int32_t *meta;
-    size_t q_floats, cache_bytes, meta_ints;
+    size_t q_floats, cache_bytes, v_cache_bytes, meta_ints;
 } hx_att_setup;
 
 /* Block tables shuffled over a cache with spare blocks of garbage, every
  * slot's K and V written by the reference, random queries. */
 void hx_att_setup_make(const hx_att_case *c, hx_att_setup *o, unsigned *seed);
+void hx_att_setup_make_kv(const hx_att_case *c, const hx_att_kv *kv, hx_att_setup *o, unsigned *seed);
 void hx_att_setup_free(hx_att_setup *o);
 /* The five buffers of an attention task over the setup (out last, empty). */
 void hx_att_buffers(hx_runtime *rt, const hx_att_setup *o, hx_buffer *b[5]);

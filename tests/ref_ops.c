@@ -383,18 +383,57 @@ static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t 
         put_f16(dst + 2 * d, src[d]);
 }
 
+/* x (n values) times the Walsh-Hadamard matrix of width w, group by group,
+ * as a plain matrix product in double: H[i][j] = (-1)^popcount(i & j) /
+ * sqrt(w), the definition, where the kernels use the fast transform. */
+void hx_ref_hadamard(double *x, uint32_t n, uint32_t w)
+{
+    if (!w)
+        return;
+    double *y = malloc(sizeof(double) * w);
+    for (uint32_t g = 0; g < n; g += w) {
+        for (uint32_t i = 0; i < w; i++) {
+            double acc = 0;
+            for (uint32_t j = 0; j < w; j++)
+                acc += (__builtin_popcount(i & j) % 2 ? -1.0 : 1.0) * x[g + j];
+            y[i] = acc / sqrt((double)w);
+        }
+        memcpy(x + g, y, sizeof(double) * w);
+    }
+    free(y);
+}
+
+/* One head's row written in the cache's type, rotated first when w > 0. */
+static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint32_t Dh, uint32_t w)
+{
+    if (!w) {
+        kv_write(type, src, dst, Dh);
+        return;
+    }
+    double *x = malloc(sizeof(double) * Dh);
+    float *f = malloc(sizeof(float) * Dh);
+    for (uint32_t d = 0; d < Dh; d++)
+        x[d] = src[d];
+    hx_ref_hadamard(x, Dh, w);
+    for (uint32_t d = 0; d < Dh; d++)
+        f[d] = (float)x[d];
+    kv_write(type, f, dst, Dh);
+    free(x);
+    free(f);
+}
+
 void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
                      const int32_t *meta, uint64_t n_slots)
 {
-    size_t row = kv_row_bytes(a->kv_type, a->Dh);
+    size_t row = kv_row_bytes(a->kv_type, a->Dh), vrow = kv_row_bytes(a->v_type, a->Dh);
     for (uint32_t t = 0; t < a->kv.T; t++) {
         int32_t slot = meta[t];
         if (slot < 0 || (uint64_t)slot >= n_slots)
             continue;
         for (uint32_t h = 0; h < a->Hkv; h++) {
-            size_t src = ((size_t)t * a->Hkv + h) * a->Dh, dst = ((size_t)slot * a->Hkv + h) * row;
-            kv_write(a->kv_type, k + src, kc + dst, a->Dh);
-            kv_write(a->kv_type, v + src, vc + dst, a->Dh);
+            size_t src = ((size_t)t * a->Hkv + h) * a->Dh, dst = (size_t)slot * a->Hkv + h;
+            kv_write_rotated(a->kv_type, k + src, kc + dst * row, a->Dh, a->rot_k);
+            kv_write_rotated(a->v_type, v + src, vc + dst * vrow, a->Dh, a->rot_v);
         }
     }
 }
@@ -405,9 +444,10 @@ static void ref_attend(const hx_op_attention *a, uint32_t recent, int part, cons
                        const uint8_t *vc, const int32_t *meta, double *out, double *stats)
 {
     const hx_kv_layout *kv = &a->kv;
-    size_t row = kv_row_bytes(a->kv_type, a->Dh);
+    size_t row = kv_row_bytes(a->kv_type, a->Dh), vrow = kv_row_bytes(a->v_type, a->Dh);
     uint32_t rep = a->Hq / a->Hkv, npos = kv->max_blocks * kv->block_size;
     double *kr = malloc(sizeof(double) * a->Dh), *vr = malloc(sizeof(double) * a->Dh);
+    double *qr = malloc(sizeof(double) * a->Dh);
     double *s = malloc(sizeof(double) * (npos ? npos : 1)), *acc = malloc(sizeof(double) * a->Dh);
     for (uint32_t t = 0; t < kv->T; t++) {
         int32_t pos = meta[kv->T + t], seq = meta[2 * kv->T + t];
@@ -424,7 +464,11 @@ static void ref_attend(const hx_op_attention *a, uint32_t recent, int part, cons
                 first = first > cut ? first : cut;
         }
         for (uint32_t h = 0; h < a->Hq; h++) {
-            const float *qv = q + ((size_t)t * a->Hq + h) * a->Dh;
+            /* The query rotated as the keys were: the same dot products. */
+            for (uint32_t d = 0; d < a->Dh; d++)
+                qr[d] = q[((size_t)t * a->Hq + h) * a->Dh + d];
+            hx_ref_hadamard(qr, a->Dh, a->rot_k);
+            const double *qv = qr;
             double *o = out + ((size_t)t * a->Hq + h) * a->Dh;
             uint32_t g = h / rep;
             double mx = -INFINITY, sum = 0;
@@ -441,7 +485,7 @@ static void ref_attend(const hx_op_attention *a, uint32_t recent, int part, cons
                 acc[d] = 0;
             for (int32_t j = first; j <= last; j++) {
                 size_t slot = (size_t)table[j / kv->block_size] * kv->block_size + j % kv->block_size;
-                hx_ref_dequantize(a->kv_type, vc + (slot * a->Hkv + g) * row, vr, a->Dh);
+                hx_ref_dequantize(a->v_type, vc + (slot * a->Hkv + g) * vrow, vr, a->Dh);
                 double p = exp(s[j] - mx);
                 sum += p;
                 for (uint32_t d = 0; d < a->Dh; d++)
@@ -449,6 +493,7 @@ static void ref_attend(const hx_op_attention *a, uint32_t recent, int part, cons
             }
             for (uint32_t d = 0; d < a->Dh; d++)
                 o[d] = sum > 0 ? acc[d] / sum : 0;
+            hx_ref_hadamard(o, a->Dh, a->rot_v); /* the rotated values' sum turned back */
             if (stats) {
                 stats[2 * ((size_t)t * a->Hq + h)] = mx;
                 stats[2 * ((size_t)t * a->Hq + h) + 1] = sum;
@@ -457,6 +502,7 @@ static void ref_attend(const hx_op_attention *a, uint32_t recent, int part, cons
     }
     free(kr);
     free(vr);
+    free(qr);
     free(s);
     free(acc);
 }
@@ -477,15 +523,18 @@ void hx_ref_attention_part(const hx_op_attention_part *a, const float *q, const 
  * by delta positions in double and written back in the cache's type. */
 void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors)
 {
-    size_t row = kv_row_bytes(a->kv_type, a->Dh);
+    size_t row = kv_row_bytes(a->kv_type, a->Dh), vrow = kv_row_bytes(a->v_type, a->Dh);
     double *k = malloc(sizeof(double) * a->Dh);
     float *kf = malloc(sizeof(float) * a->Dh);
     for (uint32_t m = 0; m < a->n; m++)
         for (uint32_t h = 0; h < a->Hkv; h++) {
             size_t src = ((size_t)moves[2 * m] * a->Hkv + h) * row, dst = ((size_t)moves[2 * m + 1] * a->Hkv + h) * row;
-            memmove(vc + dst, vc + src, row);
+            memmove(vc + ((size_t)moves[2 * m + 1] * a->Hkv + h) * vrow, vc + ((size_t)moves[2 * m] * a->Hkv + h) * vrow,
+                    vrow);
             hx_ref_dequantize(a->kv_type, kc + src, k, a->Dh);
+            hx_ref_hadamard(k, a->Dh, a->rot_k); /* the plain key, which RoPE rotates */
             rotate(k, a->delta, a->n_rot, a->freq_base, a->freq_scale, a->neox, a->has_factors ? factors : NULL);
+            hx_ref_hadamard(k, a->Dh, a->rot_k);
             for (uint32_t d = 0; d < a->Dh; d++)
                 kf[d] = (float)k[d];
             kv_write(a->kv_type, kf, kc + dst, a->Dh);

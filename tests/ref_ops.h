@@ -44,6 +44,9 @@ void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const f
 /* factors: n_rot/2 floats, read when a->has_factors. */
 void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, const float *factors, double *y);
 /* Writes the batch's rows into the caches (n_slots slots each). */
+/* x (n values) rotated by the orthonormal Walsh-Hadamard matrix of width w
+ * group by group (ops/ops.h's rot_k / rot_v; w = 0: unchanged). */
+void hx_ref_hadamard(double *x, uint32_t n, uint32_t w);
 void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
                      const int32_t *meta, uint64_t n_slots);
 void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,

@@ -322,6 +322,17 @@ START_TEST(batched_decode_at_a_depth)
     double t0 = strtod(ns, NULL), r0 = strtod(ts, NULL);
     ck_assert_double_gt(t0, 0);
     ck_assert_double_eq_tol(r0 * t0 * 1e-9, 12.0, 1e-3);
+    /* The roofline: the weights once a step, shared by the sequences;
+     * each sequence's KV over depth + (n + 1) / 2 = 10.5 positions. */
+    const double w1 = json_number(one, "weight_bytes_per_token"), w3 = json_number(three, "weight_bytes_per_token");
+    const double kv1 = json_number(one, "kv_bytes_per_token"), kv3 = json_number(three, "kv_bytes_per_token");
+    ck_assert_double_gt(w1, 1000);
+    ck_assert_double_eq_tol(w3 * 3, w1, 1e-6 * w1);
+    ck_assert_double_gt(kv1, 0);
+    ck_assert_double_eq_tol(kv3, kv1, 1e-9 * kv1);
+    const double bw = json_number(one, "read_bandwidth_gbps"), roof = json_number(one, "roofline_pct");
+    ck_assert_double_gt(bw, 0);
+    ck_assert_double_eq_tol(roof, 100 * (w1 + kv1) * json_number(one, "avg_ts") / (bw * 1e9), 1e-6 * roof);
     snprintf(path, sizeof path, "%s/batched.json", tmpdir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);

@@ -139,7 +139,7 @@ START_TEST(partial_bitstream_splits_by_kernel)
         hx_att_setup o;
         hx_att_setup_make(&c, &o, &seed);
         hx_buffer *b[5] = {hx_case_buffer(rt, o.q, 4 * o.q_floats), hx_case_buffer(rt, o.kc, o.cache_bytes),
-                           hx_case_buffer(rt, o.vc, o.cache_bytes), hx_case_buffer(rt, o.meta, 4 * o.meta_ints),
+                           hx_case_buffer(rt, o.vc, o.v_cache_bytes), hx_case_buffer(rt, o.meta, 4 * o.meta_ints),
                            hx_case_empty(rt, 4 * o.q_floats)};
         hx_task_desc d = {.codelet = hx_codelet_builtin("attention"), .nbuffers = 5,
                           .buffers = {b[0], b[1], b[2], b[3], b[4]}, .modes = {HX_R, HX_R, HX_R, HX_R, HX_W},
@@ -184,13 +184,13 @@ START_TEST(bad_arguments_are_refused)
     mm = (hx_op_matmul){6 /* Q5_0 */, 1, 4, 32, 0};
     ck_assert_int_eq(run(rt, "matmul", &mm, sizeof mm, 3, b, r3w), HX_ERR_NO_DEVICE);
 
-    hx_op_attention at = {{1, 1, 1, 16}, 4, 4, 256, HX_REF_F16, 1.0f, 0};
+    hx_op_attention at = {{1, 1, 1, 16}, 4, 4, 256, HX_REF_F16, 1.0f, 0, HX_REF_F16, 0, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_NO_DEVICE);
-    at = (hx_op_attention){{1, 1, 1, 16}, 6, 4, 32, HX_REF_F16, 1.0f, 0};
+    at = (hx_op_attention){{1, 1, 1, 16}, 6, 4, 32, HX_REF_F16, 1.0f, 0, HX_REF_F16, 0, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_INVALID_ARG);
-    at = (hx_op_attention){{1u << 30, 1, 1, 16}, 4, 4, 32, HX_REF_F16, 1.0f, 0};
+    at = (hx_op_attention){{1u << 30, 1, 1, 16}, 4, 4, 32, HX_REF_F16, 1.0f, 0, HX_REF_F16, 0, 0};
     ck_assert_int_eq(run(rt, "attention", &at, sizeof at, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_ERR_INVALID_ARG);
     hx_op_rope ro = {1, 1, 8, 9, 10000.0f, 1.0f, 0, 0};

@@ -205,9 +205,13 @@ START_TEST(plugin_kernels_carry_their_op_ids)
         ck_assert_ptr_eq(p->kernel_find(kr->name), kr);
         kernels_of[kr->op]++;
     }
-    /* Ops the plugin leaves to other devices, by design: a context shift
-     * is rare and moves few rows, so it runs on the CPU. */
-    const int not_on_cuda[HX_OP_COUNT] = {[HX_OP_KV_SHIFT] = 1};
+    /* Ops the plugin leaves to other devices: a context shift is rare and
+     * moves few rows, so it runs on the CPU, by design; the ops of Gemma 3
+     * and of mixtures of experts have no CUDA kernels yet (the scheduler
+     * places them on the CPU; docs/architectures.md). */
+    const int not_on_cuda[HX_OP_COUNT] = {[HX_OP_KV_SHIFT] = 1,    [HX_OP_SCALE] = 1,       [HX_OP_GEGLU] = 1,
+                                          [HX_OP_ADD_GATED] = 1,   [HX_OP_MOE_ROUTE] = 1,   [HX_OP_MOE_GATE_UP] = 1,
+                                          [HX_OP_MOE_DOWN] = 1};
     for (int op = 0; op < HX_OP_COUNT; op++)
         ck_assert_msg(kernels_of[op] == !not_on_cuda[op], "op %s has %d CUDA kernels", hx_op_codelet((hx_op)op)->name,
                       kernels_of[op]);
@@ -625,7 +629,7 @@ START_TEST(kv_checks_refuse_bad_layouts)
     char msg[256];
     uint64_t slots = 0;
     hx_op_attention a = {.kv = {.T = 4, .S = 2, .max_blocks = 3, .block_size = 16},
-                         .Hq = 8, .Hkv = 2, .Dh = 64, .kv_type = HX_TYPE_F16, .scale = 0.125f};
+                         .Hq = 8, .Hkv = 2, .Dh = 64, .kv_type = HX_TYPE_F16, .scale = 0.125f, .v_type = HX_TYPE_F16};
     size_t row = 2 * 64 * 2, s[5] = {4 * 8 * 64 * 4, 100 * row, 100 * row, (3 * 4 + 2 * 3) * 4, 4 * 8 * 64 * 4};
     ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 0);
     ck_assert_uint_eq(slots, 100);
@@ -641,13 +645,19 @@ START_TEST(kv_checks_refuse_bad_layouts)
     a.Dh = 512;
     ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 1);
     a.Dh = 80;
-    a.kv_type = HX_TYPE_Q8_0; /* 80 is not whole Q8_0 blocks */
+    a.kv_type = a.v_type = HX_TYPE_Q8_0; /* 80 is not whole Q8_0 blocks */
     ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 1);
-    a.kv_type = HX_TYPE_Q4_0;
+    a.kv_type = a.v_type = HX_TYPE_Q4_0;
     ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 1);
+    a.Dh = 64;
+    a.kv_type = a.v_type = HX_TYPE_F16;
+    ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 0);
+    a.v_type = HX_TYPE_F32; /* K and V of different types */
+    ck_assert_int_eq(hx_oc_attention(&a, s, 5, &slots, msg, sizeof msg), 1);
+    ck_assert_msg(strstr(msg, "different types"), "%s", msg);
 
     hx_op_kv_store k = {.kv = {.T = 4, .S = 1, .max_blocks = 1, .block_size = 0}, .Hkv = 2, .Dh = 64,
-                        .kv_type = HX_TYPE_F16};
+                        .kv_type = HX_TYPE_F16, .v_type = HX_TYPE_F16};
     size_t ks[5] = {4 * 128 * 4, 4 * 128 * 4, 10 * row, 10 * row, 13 * 4};
     ck_assert_int_eq(hx_oc_kv_store(&k, ks, 5, &slots, msg, sizeof msg), 1); /* block_size 0 */
     k.kv.block_size = 16;
@@ -713,8 +723,13 @@ START_TEST(coverage_follows_types_and_head_size)
     ck_assert(hx_oc_covers_get_rows(&gr));
     gr.type = HX_TYPE_Q2_K;
     ck_assert(!hx_oc_covers_get_rows(&gr));
-    hx_op_attention at = {.Hq = 4, .Hkv = 2, .Dh = 128, .kv_type = HX_TYPE_Q8_0};
+    hx_op_attention at = {.Hq = 4, .Hkv = 2, .Dh = 128, .kv_type = HX_TYPE_Q8_0, .v_type = HX_TYPE_Q8_0};
     ck_assert(hx_oc_covers_attention(&at));
+    at.rot_k = 128; /* rotated keys: the CPU's */
+    ck_assert(!hx_oc_covers_attention(&at));
+    at.rot_k = 0;
+    at.v_type = HX_TYPE_F16; /* K and V of different types: the CPU's */
+    ck_assert(!hx_oc_covers_attention(&at));
     at.Dh = 80; /* Q8_0 blocks would straddle heads */
     ck_assert(!hx_oc_covers_attention(&at));
     at.kv_type = HX_TYPE_F16;
@@ -722,10 +737,13 @@ START_TEST(coverage_follows_types_and_head_size)
     at.Dh = 512;
     ck_assert(!hx_oc_covers_attention(&at));
     at.Dh = 128;
-    at.kv_type = HX_TYPE_Q4_0;
+    at.kv_type = at.v_type = HX_TYPE_Q4_0;
     ck_assert(!hx_oc_covers_attention(&at));
-    hx_op_kv_store ks = {.Hkv = 2, .Dh = 512, .kv_type = HX_TYPE_F32};
+    hx_op_kv_store ks = {.Hkv = 2, .Dh = 512, .kv_type = HX_TYPE_F32, .v_type = HX_TYPE_F32};
     ck_assert(hx_oc_covers_kv_store(&ks)); /* storing has no head-size limit */
+    ks.rot_v = 64;
+    ck_assert(!hx_oc_covers_kv_store(&ks));
+    ks.rot_v = 0;
     ks.kv_type = HX_TYPE_Q4_0;
     ck_assert(!hx_oc_covers_kv_store(&ks));
 }

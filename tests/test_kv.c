@@ -432,6 +432,53 @@ START_TEST(kv_types_share_prefixes_and_shrink)
 }
 END_TEST
 
+/* K and V caches of different types (-ctk / -ctv): blocks weigh what the
+ * two rows do, logits stay near an f32 cache's, prefixes are shared; a
+ * bad type name is refused, naming the option. */
+START_TEST(k_and_v_types_apart)
+{
+    const size_t n = 2 * BS + 3;
+    int32_t a[2 * BS + 3];
+    hx_kv_test_tokens(a, n, 41);
+    hx_model *f32 = load_kv(512, 0, "f32");
+    const size_t V = vocab(f32);
+    float *want = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V);
+    reference(f32, a, n, NULL, 0, want);
+    const uint64_t f32_bytes = stats(f32).kv_bytes_used;
+    HX_ASSERT_OK(hx_model_free(f32));
+    static const char *const kv[][2] = {{"q4_0", "f16"}, {"f16", "q8_0"}};
+    static const uint64_t row[][2] = {{18, 64}, {64, 34}}; /* bytes of a head row of 32 */
+    for (int i = 0; i < 2; i++) {
+        hx_model_options o = hx_model_options_default();
+        o.kv_type = "f32"; /* overridden by both */
+        o.kv_type_k = kv[i][0];
+        o.kv_type_v = kv[i][1];
+        o.kv_block = BS;
+        o.n_ctx = 512;
+        hx_model *m = NULL;
+        HX_ASSERT_OK(hx_model_load(rt, sm.path, &o, &m));
+        reference(m, a, n, NULL, 0, got);
+        const double e = hx_kv_test_rel_l2(got, want, V);
+        fprintf(stderr, "  kv K %s V %s: logits rel L2 %.3g from an f32 cache\n", kv[i][0], kv[i][1], e);
+        ck_assert_msg(e > 0 && e <= 0.1, "K %s V %s: rel L2 %g from f32", kv[i][0], kv[i][1], e);
+        ck_assert_uint_eq(stats(m).kv_bytes_used * 256, f32_bytes * (row[i][0] + row[i][1]));
+        HX_ASSERT_OK(hx_model_free(m));
+    }
+    hx_model_options o = hx_model_options_default();
+    o.kv_type_v = "q5_1";
+    hx_model *m = (hx_model *)1;
+    ck_assert_int_eq(hx_model_load(rt, sm.path, &o, &m), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "kv_type_v 'q5_1'"), "%s", hx_last_error());
+    o.kv_type_v = NULL;
+    o.kv_type_k = "";  /* empty: the default */
+    o.kv_type = "q9";
+    ck_assert_int_eq(hx_model_load(rt, sm.path, &o, &m), HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "kv_type 'q9'"), "%s", hx_last_error());
+    free(want);
+    free(got);
+}
+END_TEST
+
 START_TEST(fork_and_reuse_refuse_bad_handles)
 {
     hx_model *m = load(512, 0);
@@ -465,6 +512,7 @@ Suite *suite_kv(void)
     tcase_add_test(c, full_pool_refuses_with_nothing_changed);
     tcase_add_loop_test(c, fork_continues_as_an_independent_session, 0, 2);
     tcase_add_test(c, kv_types_share_prefixes_and_shrink);
+    tcase_add_test(c, k_and_v_types_apart);
     tcase_add_test(c, fork_and_reuse_refuse_bad_handles);
     suite_add_tcase(s, c);
     return s;

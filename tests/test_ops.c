@@ -589,7 +589,7 @@ static void check_kv_store(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32
     float *k = malloc(4 * n), *v = malloc(4 * n);
     hx_case_random(k, n, seed);
     hx_case_random(v, n, seed);
-    hx_op_kv_store a = {kv, Hkv, Dh, kv_type};
+    hx_op_kv_store a = {kv, Hkv, Dh, kv_type, kv_type, 0, 0};
     hx_ref_kv_store(&a, k, v, kref, vref, meta, n_slots);
     hx_buffer *b[5] = {hx_case_buffer(u->rt, k, 4 * n), hx_case_buffer(u->rt, v, 4 * n),
                        hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
@@ -769,11 +769,11 @@ static void check_stats(const under_test *u, const hx_att_case *c, const float *
 /* Each part of the case against the float64 reference (outputs and
  * stats), then the two merged on the same device against the whole
  * attention: split at `recent`, the result must not change. */
-static void check_attention_part(under_test *u, const hx_att_case *c, uint32_t recent, unsigned *seed,
-                                 const char *what)
+static void check_attention_part_kv(under_test *u, const hx_att_case *c, const hx_att_kv *kv, uint32_t recent,
+                                    unsigned *seed, const char *what)
 {
     hx_att_setup o;
-    hx_att_setup_make(c, &o, seed);
+    hx_att_setup_make_kv(c, kv, &o, seed);
     const size_t rows = o.q_floats / c->Dh;
     double *ref = malloc(sizeof(double) * o.q_floats), *ref_stats = malloc(sizeof(double) * 2 * rows);
     float *stats = malloc(sizeof(float) * 2 * rows), *out = malloc(4 * o.q_floats);
@@ -809,6 +809,12 @@ static void check_attention_part(under_test *u, const hx_att_case *c, uint32_t r
     free(stats);
     free(out);
     hx_att_setup_free(&o);
+}
+
+static void check_attention_part(under_test *u, const hx_att_case *c, uint32_t recent, unsigned *seed,
+                                 const char *what)
+{
+    check_attention_part_kv(u, c, NULL, recent, seed, what);
 }
 
 START_TEST(attention_part_matches_reference)
@@ -881,6 +887,195 @@ START_TEST(attn_merge_matches_reference)
     ck_assert_int_ne(run(&u, "attn_merge", &big, sizeof big, 5, b, (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}),
                      HX_OK);
     hx_case_destroy(b, 5);
+    end(&u);
+}
+END_TEST
+
+/* K and V caches of different types, and rows stored Walsh-Hadamard
+ * rotated (ops/ops.h): the CPU's kernels against the float64 reference
+ * (which rotates by the matrix's definition), whole and split in two
+ * parts, prefill and decode, with a window; other devices refuse them. */
+START_TEST(attention_mixed_and_rotated_kv_match_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 29;
+    const hx_att_case cases[] = {
+        {HX_REF_Q4_0, 8, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 1},          /* prefill */
+        {HX_REF_Q8_0, 8, 4, 128, 16, 4, {33, 200, 16, 17}, {1, 1, 1, 1}, 0}, /* decode */
+        {HX_REF_Q4_0, 4, 2, 64, 16, 1, {300}, {40}, 0},                      /* deeper */
+        {HX_REF_F16, 4, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 0},           /* with a window of 8 */
+        {HX_REF_Q4_0, 4, 4, 128, 8, 2, {70, 9}, {1, 1}, 0},
+        {HX_REF_Q4_0, 8, 2, 64, 16, 2, {40, 64}, {40, 1}, 0},
+    };
+    const hx_att_kv kv[] = {
+        {HX_REF_F16, 64, 0}, {HX_REF_Q4_0, 128, 64}, {HX_REF_Q4_0, 64, 64}, {HX_REF_Q8_0, 0, 64}, {HX_REF_Q8_0, 128, 0},
+        {HX_REF_F16, 0, 0},
+    };
+    const uint32_t window[] = {0, 0, 0, 8, 0, 0};
+    for (int i = 0; i < 6; i++) {
+        hx_att_setup o;
+        hx_att_setup_make_kv(&cases[i], &kv[i], &o, &seed);
+        o.a.window = window[i];
+        if (u.tg->kind != ON_CPU) {
+            free(attention_run(&u, &o, HX_ERR_NO_DEVICE));
+            hx_att_setup_free(&o);
+            continue;
+        }
+        double *ref = malloc(sizeof(double) * o.q_floats);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+        float *out = attention_run(&u, &o, HX_OK);
+        double e = hx_ref_nmse(out, ref, o.q_floats);
+        ck_assert_msg(e <= attention_bound(&u, HX_REF_Q8_0), "%s: case %d (K %u, V %u, rot %u/%u): nmse %g",
+                      u.tg->name, i, cases[i].kv_type, kv[i].v_type, kv[i].rot_k, kv[i].rot_v, e);
+        free(out);
+        free(ref);
+        hx_att_setup_free(&o);
+        if (!window[i])
+            check_attention_part_kv(&u, &cases[i], &kv[i], 20, &seed, "mixed or rotated");
+    }
+    end(&u);
+}
+END_TEST
+
+/* Attention over keys with outlier coordinates, as real models' are: a
+ * Q4_0 cache stored rotated comes nearer the exact answer than one stored
+ * as it is (the reason for the rotation), both through the CPU kernel. */
+START_TEST(rotated_q4_0_cache_loses_less)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    if (u.tg->kind != ON_CPU) {
+        end(&u);
+        return;
+    }
+    unsigned seed = 31;
+    const hx_att_case c = {HX_REF_F32, 4, 2, 64, 16, 1, {256}, {8}, 0};
+    double err[2];
+    for (int rot = 0; rot < 2; rot++) {
+        unsigned s = seed; /* the same inputs both times */
+        hx_att_setup exact, q4;
+        hx_att_setup_make(&c, &exact, &s);
+        s = seed;
+        const hx_att_kv kv = {HX_REF_Q4_0, rot ? 64 : 0, rot ? 64 : 0};
+        hx_att_case cq = c;
+        cq.kv_type = HX_REF_Q4_0;
+        hx_att_setup_make_kv(&cq, &kv, &q4, &s);
+        /* The same keys and values with a few large coordinates, stored
+         * exactly (F32) and in the rotated or plain Q4_0 cache. */
+        const size_t n_rows = q4.cache_bytes / hx_ref_row_bytes(HX_REF_Q4_0, c.Dh);
+        float *k = malloc(sizeof(float) * n_rows * c.Dh), *v = malloc(sizeof(float) * n_rows * c.Dh);
+        hx_case_random(k, n_rows * c.Dh, &s);
+        hx_case_random(v, n_rows * c.Dh, &s);
+        for (size_t r = 0; r < n_rows; r++) {
+            k[r * c.Dh + 5] *= 12.0f;
+            k[r * c.Dh + 40] *= 9.0f;
+            v[r * c.Dh + 17] *= 10.0f;
+        }
+        hx_kv_layout all = {(uint32_t)(n_rows / c.Hkv), 1, 0, c.block_size};
+        int32_t *ident = malloc(4 * hx_meta_ints(&all));
+        for (uint32_t i = 0; i < all.T; i++)
+            ident[i] = (int32_t)i;
+        hx_op_kv_store st = {all, c.Hkv, c.Dh, HX_REF_F32, HX_REF_F32, 0, 0};
+        hx_ref_kv_store(&st, k, v, exact.kc, exact.vc, ident, all.T);
+        st = (hx_op_kv_store){all, c.Hkv, c.Dh, HX_REF_Q4_0, HX_REF_Q4_0, kv.rot_k, kv.rot_v};
+        hx_ref_kv_store(&st, k, v, q4.kc, q4.vc, ident, all.T);
+        double *ref = malloc(sizeof(double) * exact.q_floats);
+        hx_ref_attention(&exact.a, exact.q, exact.kc, exact.vc, exact.meta, ref);
+        float *out = attention_run(&u, &q4, HX_OK);
+        err[rot] = hx_ref_nmse(out, ref, exact.q_floats);
+        free(out);
+        free(ref);
+        free(ident);
+        free(k);
+        free(v);
+        hx_att_setup_free(&exact);
+        hx_att_setup_free(&q4);
+    }
+    ck_assert_msg(err[1] < 0.7 * err[0], "%s: rotated q4_0 nmse %g, plain %g", u.tg->name, err[1], err[0]);
+    end(&u);
+}
+END_TEST
+
+/* kv_store into K and V caches of different types, rows rotated: what the
+ * CPU kernel wrote decodes to the reference's rows, and turned back, to
+ * the stored values within the type's step. */
+START_TEST(kv_store_mixed_and_rotated)
+{
+    under_test u;
+    if (!begin(_i, "kv_store", &u))
+        return;
+    if (u.tg->kind != ON_CPU) {
+        end(&u);
+        return;
+    }
+    unsigned seed = 37;
+    const uint32_t T = 5, Hkv = 2, Dh = 128, n_slots = 16;
+    const uint32_t kinds[][4] = {{HX_REF_Q4_0, HX_REF_F16, 128, 0}, {HX_REF_Q8_0, HX_REF_Q4_0, 64, 64},
+                                 {HX_REF_F16, HX_REF_Q8_0, 0, 64}};
+    for (int i = 0; i < 3; i++) {
+        const uint32_t types[2] = {kinds[i][0], kinds[i][1]}, rots[2] = {kinds[i][2], kinds[i][3]};
+        size_t rows[2], caches[2];
+        uint8_t *mine[2], *ref[2];
+        for (int w = 0; w < 2; w++) {
+            rows[w] = hx_ref_row_bytes(types[w], Dh);
+            caches[w] = (size_t)n_slots * Hkv * rows[w];
+            mine[w] = calloc(1, caches[w]);
+            ref[w] = calloc(1, caches[w]);
+        }
+        const size_t n = (size_t)T * Hkv * Dh;
+        float *x[2] = {malloc(4 * n), malloc(4 * n)};
+        hx_case_random(x[0], n, &seed);
+        hx_case_random(x[1], n, &seed);
+        hx_kv_layout kv = {T, 1, 1, 16};
+        int32_t *meta = calloc(hx_meta_ints(&kv), 4);
+        for (uint32_t t = 0; t < T; t++)
+            meta[t] = (int32_t)(3 * t + 1);
+        hx_op_kv_store a = {kv, Hkv, Dh, types[0], types[1], rots[0], rots[1]};
+        hx_ref_kv_store(&a, x[0], x[1], ref[0], ref[1], meta, n_slots);
+        hx_buffer *b[5] = {hx_case_buffer(u.rt, x[0], 4 * n), hx_case_buffer(u.rt, x[1], 4 * n),
+                           hx_case_buffer(u.rt, mine[0], caches[0]), hx_case_buffer(u.rt, mine[1], caches[1]),
+                           hx_case_buffer(u.rt, meta, 4ull * hx_meta_ints(&kv))};
+        HX_ASSERT_OK(run(&u, "kv_store", &a, sizeof a, 5, b, (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}));
+        hx_case_read(b[2], mine[0], caches[0]);
+        hx_case_read(b[3], mine[1], caches[1]);
+        double *got = malloc(sizeof(double) * Dh), *want = malloc(sizeof(double) * Dh);
+        float *gotf = malloc(4 * Dh);
+        for (int w = 0; w < 2; w++)
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t h = 0; h < Hkv; h++) {
+                    const size_t at = ((size_t)meta[t] * Hkv + h) * rows[w];
+                    hx_ref_dequantize(types[w], mine[w] + at, got, Dh);
+                    hx_ref_dequantize(types[w], ref[w] + at, want, Dh);
+                    for (uint32_t d = 0; d < Dh; d++)
+                        gotf[d] = (float)got[d];
+                    /* Rotating in float may round a value across a Q4_0
+                     * step where the double reference did not. */
+                    double e = hx_ref_nmse(gotf, want, Dh);
+                    ck_assert_msg(e <= 1e-3, "%s: %s of case %d: nmse %g from the reference", u.tg->name,
+                                  w ? "V" : "K", i, e);
+                    hx_ref_hadamard(got, Dh, rots[w]);
+                    for (uint32_t d = 0; d < Dh; d++) {
+                        gotf[d] = (float)got[d];
+                        want[d] = x[w][((size_t)t * Hkv + h) * Dh + d];
+                    }
+                    e = hx_ref_nmse(gotf, want, Dh);
+                    ck_assert_msg(e <= (types[w] == HX_REF_Q4_0 ? 2e-2 : 1e-4),
+                                  "%s: %s of case %d: %g from the stored values", u.tg->name, w ? "V" : "K", i, e);
+                }
+        free(got);
+        free(want);
+        free(gotf);
+        hx_case_destroy(b, 5);
+        for (int w = 0; w < 2; w++) {
+            free(mine[w]);
+            free(ref[w]);
+            free(x[w]);
+        }
+        free(meta);
+    }
     end(&u);
 }
 END_TEST
@@ -1038,8 +1233,8 @@ END_TEST
  * chain reading a slot an earlier move wrote, keys rotated by delta.  The
  * values are copied byte for byte; the keys are compared decoded.  With
  * `bad`, a move names a slot past the cache: HX_ERR_RANGE. */
-static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32_t Dh, int neox, int factors,
-                           int bad, unsigned *seed)
+static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t rot_k, uint32_t Hkv, uint32_t Dh, int neox,
+                           int factors, int bad, unsigned *seed)
 {
     const uint32_t n_slots = 48, n = 20;
     size_t row = hx_ref_row_bytes(kv_type, Dh), cache = (size_t)n_slots * Hkv * row;
@@ -1059,7 +1254,7 @@ static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32
     if (bad)
         moves[2 * 13] = (int32_t)n_slots;
     hx_op_kv_shift a = {n,       Hkv,  Dh, kv_type, -7, Dh - (Dh % 4 ? 2 : 0), 10000.0f, 1.0f, (uint32_t)neox,
-                        (uint32_t)factors};
+                        (uint32_t)factors, kv_type, rot_k};
     float ff[64];
     for (uint32_t i = 0; i < a.n_rot / 2; i++) /* Llama 3.1's rope_freqs: 1 .. 8 */
         ff[i] = 4.5f + 3.5f * hx_ref_uniform(seed);
@@ -1087,8 +1282,8 @@ static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32
          * step of that type away from the double reference's rounding. */
         double e = hx_ref_nmse(minef, want, (size_t)Dh * n_slots * Hkv);
         double bound = kv_type == HX_REF_F32 ? NMSE_ROPE : kv_type == HX_REF_F16 ? 1e-7 : 1e-4;
-        ck_assert_msg(e <= bound, "%s: kv_shift type %u Dh %u neox %d: keys nmse %g", u->tg->name, kv_type, Dh,
-                      neox, e);
+        ck_assert_msg(e <= bound, "%s: kv_shift type %u rot %u Dh %u neox %d: keys nmse %g", u->tg->name, kv_type,
+                      rot_k, Dh, neox, e);
         free(mine);
         free(want);
         free(minef);
@@ -1108,12 +1303,16 @@ START_TEST(kv_shift_matches_reference)
     unsigned seed = 21;
     for (int v = 0; v < 4; v++) {
         const int neox = v & 1, factors = v >> 1;
-        check_kv_shift(&u, HX_REF_F32, 2, 24, neox, factors, 0, &seed);
-        check_kv_shift(&u, HX_REF_F16, 3, 64, neox, factors, 0, &seed);
-        check_kv_shift(&u, HX_REF_Q8_0, 2, 64, neox, factors, 0, &seed);
-        check_kv_shift(&u, HX_REF_Q4_0, 1, 128, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_F32, 0, 2, 24, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_F16, 0, 3, 64, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q8_0, 0, 2, 64, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q4_0, 0, 1, 128, neox, factors, 0, &seed);
+        if (u.tg->kind == ON_CPU) { /* keys stored rotated: the CPU's kernels alone take them */
+            check_kv_shift(&u, HX_REF_Q4_0, 128, 2, 128, neox, factors, 0, &seed);
+            check_kv_shift(&u, HX_REF_Q8_0, 64, 1, 64, neox, factors, 0, &seed);
+        }
     }
-    check_kv_shift(&u, HX_REF_F16, 2, 32, 0, 0, 1, &seed);
+    check_kv_shift(&u, HX_REF_F16, 0, 2, 32, 0, 0, 1, &seed);
     end(&u);
 }
 END_TEST
@@ -1507,6 +1706,9 @@ Suite *suite_ops(void)
     tcase_add_loop_test(tc, attention_decode_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_bad_metadata_gives_nan_rows, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_q4_0_and_window_match_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_mixed_and_rotated_kv_match_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, rotated_q4_0_cache_loses_less, 0, N_TARGETS);
+    tcase_add_loop_test(tc, kv_store_mixed_and_rotated, 0, N_TARGETS);
     tcase_add_loop_test(tc, matmul_low_bit_types, 0, N_TARGETS);
     suite_add_tcase(s, tc);
     return s;

@@ -25,6 +25,8 @@ int chunk_option(const char *prog, chunk_options *o, const char *opt, const char
                        : !strcmp(opt, "--devices") ? &o->devices
                        : !strcmp(opt, "--sched")   ? &o->sched
                        : !strcmp(opt, "--kv-type") ? &o->kv_type
+                       : !strcmp(opt, "-ctk") || !strcmp(opt, "--cache-type-k") ? &o->kv_type_k
+                       : !strcmp(opt, "-ctv") || !strcmp(opt, "--cache-type-v") ? &o->kv_type_v
                                                    : NULL;
     if (str && v) {
         *str = v;
@@ -70,6 +72,8 @@ hx_status chunk_open(const chunk_options *o, int batch, int every_token, hx_runt
     ro.sched = o->sched;
     hx_model_options mo = hx_model_options_default();
     mo.kv_type = o->kv_type;
+    mo.kv_type_k = o->kv_type_k;
+    mo.kv_type_v = o->kv_type_v;
     mo.kv_tokens = (uint32_t)o->n_ctx;
     mo.max_batch = (uint32_t)batch;
     if (every_token)

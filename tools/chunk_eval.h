@@ -13,17 +13,20 @@
  * where to evaluate them. */
 typedef struct {
     const char *model, *text, *devices, *sched, *kv_type; /* -m -f --devices --sched --kv-type */
+    const char *kv_type_k, *kv_type_v;                    /* -ctk -ctv */
     long n_ctx, chunks, batch, threads;                   /* -c (default 512) --chunks -b -t */
     int quiet;                                            /* -q: no time estimate */
 } chunk_options;
 
-/* The usage lines of -b, -t, --devices, --sched and --kv-type. */
+/* The usage lines of -b, -t, --devices, --sched, --kv-type, -ctk, -ctv and -q. */
 #define CHUNK_OPTIONS_USAGE                                                              \
     "  -b N                      tokens per evaluation (default: one chunk)\n"             \
     "  -t N                      CPU threads (default: one per core)\n"                    \
     "  --devices LIST            devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"     \
     "  --sched P                 scheduling policy: eager, static, ws, dmda\n"             \
-    "  --kv-type T               KV cache type: f16 (default), q8_0, f32\n"                 \
+    "  --kv-type T               KV cache type: f16 (default), q8_0, q4_0, f32\n"             \
+    "  -ctk, --cache-type-k T    the K cache's type alone (default: --kv-type)\n"         \
+    "  -ctv, --cache-type-v T    the V cache's type alone (default: --kv-type)\n"         \
     "  -q, --quiet               no time estimate (there is one only on a terminal)\n"
 
 /* Takes option `opt` with its value `v` (NULL when none follows) if it is

@@ -66,8 +66,8 @@ static void usage(FILE *f)
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
-          "  -ctk, --cache-type-k T  -ctv, --cache-type-v T   llama.cpp's names for --kv-type: the\n"
-          "                     K and V caches have one type, so the two must be equal\n"
+          "  -ctk, --cache-type-k T  the K cache's type alone (default: --kv-type)\n"
+          "  -ctv, --cache-type-v T  the V cache's type alone (default: --kv-type)\n"
           "  --context-shift    when the context fills, drop old tokens and go on (llama.cpp's)\n"
           "  --keep N           tokens a context shift keeps at the start (default 0)\n"
           "  --shift-step N     tokens a context shift drops (default: half of the rest); with\n"
@@ -240,8 +240,8 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("-ngl") || OPT("--n-gpu-layers") || OPT("--gpu-layers")) bad = INT(0, INT32_MAX, a->n_gpu_layers);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
-        else if (OPT("-ctk") || OPT("--cache-type-k")) a->cache_type_k = v;
-        else if (OPT("-ctv") || OPT("--cache-type-v")) a->cache_type_v = v;
+        else if (OPT("-ctk") || OPT("--cache-type-k")) a->kv_type_k = v;
+        else if (OPT("-ctv") || OPT("--cache-type-v")) a->kv_type_v = v;
         else if (FLAG("--context-shift")) a->context_shift = 1;
         else if (OPT("--keep")) bad = INT(0, INT32_MAX, a->keep);
         else if (OPT("--shift-step")) bad = INT(0, INT32_MAX, a->shift_step);
@@ -309,19 +309,6 @@ static int parse(int argc, char **argv, run_args *a)
         a->threads = a->threads_batch;
         fprintf(stderr, P ": -tb %d: %d CPU threads for the prompt and the generation alike (hetero has one "
                           "thread count)\n", a->threads_batch, a->threads);
-    }
-    if (a->cache_type_k || a->cache_type_v) {
-        const char *k = a->cache_type_k ? a->cache_type_k : "f16", *vt = a->cache_type_v ? a->cache_type_v : "f16";
-        if (strcmp(k, vt) != 0) {
-            fprintf(stderr, P ": -ctk %s and -ctv %s differ: hetero's KV cache has one type for K and V "
-                              "(--kv-type T, or -ctk T -ctv T)\n", k, vt);
-            return -1;
-        }
-        if (a->kv_type && strcmp(a->kv_type, k) != 0) {
-            fprintf(stderr, P ": --kv-type %s and -ctk/-ctv %s differ: give one of them\n", a->kv_type, k);
-            return -1;
-        }
-        a->kv_type = k;
     }
     if (a->prompt && a->prompt_file) {
         fprintf(stderr, P ": give the prompt with -p or -f, not both\n");
@@ -562,6 +549,8 @@ int main(int argc, char **argv)
     int rc = 1;
     hx_model_options mo = hx_model_options_default();
     mo.kv_type = a.kv_type;
+    mo.kv_type_k = a.kv_type_k;
+    mo.kv_type_v = a.kv_type_v;
     mo.max_batch = (uint32_t)a.batch;
     mo.partition = a.partition;
     mo.n_ctx = (uint32_t)a.n_ctx;

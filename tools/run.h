@@ -9,7 +9,7 @@
 #include "hetero.h"
 
 typedef struct {
-    const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type;
+    const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type, *kv_type_k, *kv_type_v;
     const char *sched, *partition, *trace, *inject, *system_prompt, *chat_template;
     const char *chat_template_file; /* --chat-template-file */
     int no_jinja;                   /* --no-jinja: the built-in family the template is */
@@ -25,7 +25,6 @@ typedef struct {
     int n_gpu_layers;  /* -ngl N; -1: not given */
     int threads_batch; /* -tb N; 0: not given */
     int mlock, verbose_prompt, no_perf;
-    const char *cache_type_k, *cache_type_v; /* -ctk, -ctv */
     hx_sampling sampling;
 } run_args;
 

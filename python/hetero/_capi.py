@@ -108,6 +108,8 @@ STRUCTS: Dict[str, str] = {
     int fuse_matmuls;
     uint32_t kv_split;
     uint64_t kv_device_bytes;
+    const char *kv_type_k, *kv_type_v;
+    int kv_rotate;
 """,
     "hx_model_info": """
     char arch[32];
@@ -122,6 +124,8 @@ STRUCTS: Dict[str, str] = {
     int32_t bos, eos;
     int add_bos, add_eos;
     uint64_t repacked_bytes;
+    uint32_t n_expert, n_expert_used;
+    uint64_t decode_weight_bytes, kv_bytes_per_token;
 """,
     "hx_model_stats": """
     uint32_t sessions_open;
@@ -232,6 +236,7 @@ LATE_STRUCTS: Dict[str, str] = {
     uint32_t top_logprobs;
     int ignore_eos;
     int no_prefix_cache;
+    const char *cache_salt;
     hx_engine_callback on_token;
     void *user;
 """,
