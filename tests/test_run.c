@@ -276,6 +276,41 @@ END_TEST
 
 /* -f with a missing file fails before the model loads; a file that is not
  * GGUF names its path once; --help states the sampling defaults. */
+/* --grammar, --grammar-file and -j hold the text, as llama-cli's; a bad
+ * grammar or schema fails before any token with its place. */
+START_TEST(grammars_hold_the_text)
+{
+    for (int seed = 1; seed <= 3; seed++) {
+        char args[256];
+        snprintf(args, sizeof args, "--temp 1 --seed %d -n 8 --no-perf -p 'Answer:' --grammar 'root ::= (\"yes\" | \"no\") \".\"'",
+                 seed);
+        int rc = run(args, NULL, out, sizeof out, err, sizeof err);
+        ck_assert_msg(rc == 0 && (!strcmp(out, "Answer:yes.\n") || !strcmp(out, "Answer:no.\n")), "%d: '%s' %s", rc,
+                      out, err);
+    }
+    char path[160];
+    snprintf(path, sizeof path, "%s/g.gbnf", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("root ::= [0-9]{3} \"!\"\n", f);
+    fclose(f);
+    char args[256];
+    snprintf(args, sizeof args, "-n 8 --no-perf -p 'N:' --grammar-file %s", path);
+    int rc = run(args, NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && strlen(out) == strlen("N:123!\n") && out[5] == '!', "%d: '%s' %s", rc, out, err);
+    rc = run("-n 40 --no-perf -p '{' -j '{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+             "\"required\":[\"n\"]}'", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 0 && strstr(out, "\"n\"") && strchr(out + 1, '}'), "%d: '%s' %s", rc, out, err);
+    rc = run("-n 4 --grammar 'root ::= x'", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 1 && strstr(err, "line 1, column 10: rule 'x' is used but never defined"), "%d: %s", rc, err);
+    rc = run("-n 4 -j '{\"type\":\"string\",\"pattern\":\"a\"}'", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 1 && strstr(err, "keyword 'pattern'") && !strstr(err, "parameters"),
+                  "refused before the model loads: %d: %s", rc, err);
+    rc = run("-n 4 --grammar 'root ::= \"a\"' -j '{}'", NULL, out, sizeof out, err, sizeof err);
+    ck_assert_msg(rc == 1 && strstr(err, "give one of --grammar, --grammar-file and -j"), "%d: %s", rc, err);
+}
+END_TEST
+
 START_TEST(early_errors_and_help)
 {
     int rc = run("-f /nonexistent/prompt.txt", NULL, out, sizeof out, err, sizeof err);
@@ -320,6 +355,7 @@ Suite *suite_run(void)
     tcase_add_test(tc, llama_cli_options);
     tcase_add_test(tc, output_order_no_perf_and_one_token);
     tcase_add_test(tc, early_errors_and_help);
+    tcase_add_test(tc, grammars_hold_the_text);
     suite_add_tcase(s, tc);
     TCase *pty = tcase_create("ctrl-c");
     tcase_add_unchecked_fixture(pty, setup, teardown);

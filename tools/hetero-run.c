@@ -66,6 +66,9 @@ static void usage(FILE *f)
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
+          "  --grammar GBNF     the text follows this grammar (llama.cpp's GBNF, rule 'root';\n"
+          "                     docs/grammars.md); --grammar-file F reads it from a file\n"
+          "  -j, --json-schema S   the text is JSON that the JSON Schema S accepts\n"
           "  -ctk, --cache-type-k T  the K cache's type alone (default: --kv-type)\n"
           "  -ctv, --cache-type-v T  the V cache's type alone (default: --kv-type)\n"
           "  --context-shift    when the context fills, drop old tokens and go on (llama.cpp's)\n"
@@ -148,6 +151,35 @@ static int print_piece(void *user, int32_t token, const char *piece)
     return run_interrupted();
 }
 
+/* The grammar the text must follow (--grammar, --grammar-file, or -j's
+ * JSON Schema turned into one), in *owned when allocated; -1 after saying
+ * why. */
+static char *read_file(const char *path, size_t *len);
+static int load_grammar(run_args *a, char **owned)
+{
+    *owned = NULL;
+    if (!!a->grammar + !!a->grammar_file + !!a->json_schema > 1) {
+        fprintf(stderr, "hetero-run: give one of --grammar, --grammar-file and -j\n");
+        return -1;
+    }
+    size_t len = 0;
+    if (a->grammar_file && !(*owned = read_file(a->grammar_file, &len)))
+        return -1;
+    if (a->json_schema) {
+        hx_status st = hx_json_schema_to_grammar(a->json_schema, NULL, 0, &len);
+        if (st == HX_ERR_RANGE && (*owned = malloc(len + 1)))
+            st = hx_json_schema_to_grammar(a->json_schema, *owned, len + 1, &len);
+        if (st) {
+            fprintf(stderr, "hetero-run: -j: %s\n", hx_last_error());
+            free(*owned);
+            *owned = NULL;
+            return -1;
+        }
+    }
+    a->sampling.grammar = *owned ? *owned : a->grammar;
+    return 0;
+}
+
 /* A whole file, NUL-terminated (the prompt of -f). */
 static char *read_file(const char *path, size_t *len)
 {
@@ -227,6 +259,9 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("--synthetic")) snprintf(a->synthetic, sizeof a->synthetic, "%s", v);
         else if (OPT("-p") || OPT("--prompt")) a->prompt = v;
         else if (OPT("-f") || OPT("--file")) a->prompt_file = v;
+        else if (OPT("--grammar")) a->grammar = v;
+        else if (OPT("--grammar-file")) a->grammar_file = v;
+        else if (OPT("-j") || OPT("--json-schema")) a->json_schema = v;
         else if (OPT("--tokens")) a->tokens = v;
         else if (OPT("--logits")) a->logits = v;
         else if (OPT("-n") || OPT("--n-predict") || OPT("--predict")) bad = INT(-1, INT32_MAX, a->n_predict);
@@ -514,10 +549,14 @@ int main(int argc, char **argv)
         free(a.stop);
         return CLI_EXIT_USAGE;
     }
-    /* -f is read before the model loads: a missing file fails at once. */
+    /* -f and the grammar are read before the model loads: a missing file
+     * or a bad schema fails at once. */
     size_t prompt_len = 0;
+    char *grammar_owned = NULL;
     char *prompt_owned = a.prompt_file ? read_file(a.prompt_file, &prompt_len) : NULL;
-    if (a.prompt_file && !prompt_owned) {
+    if ((a.prompt_file && !prompt_owned) || load_grammar(&a, &grammar_owned)) {
+        free(prompt_owned);
+    free(grammar_owned);
         free(a.stop);
         return 1;
     }
@@ -531,6 +570,7 @@ int main(int argc, char **argv)
                  a.synthetic);
         if (synthetic_path(preset, type ? type + 1 : "f16", path, sizeof path)) {
             free(prompt_owned);
+    free(grammar_owned);
             free(a.stop);
             return 1;
         }
@@ -595,6 +635,7 @@ out:
         fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);
     free(prompt_owned);
+    free(grammar_owned);
     free(a.stop);
     hx_session_close(s);
     hx_model_free(m);

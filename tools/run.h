@@ -13,6 +13,7 @@ typedef struct {
     const char *sched, *partition, *trace, *inject, *system_prompt, *chat_template;
     const char *chat_template_file; /* --chat-template-file */
     int no_jinja;                   /* --no-jinja: the built-in family the template is */
+    const char *grammar, *grammar_file, *json_schema; /* --grammar, --grammar-file, -j */
     const char **stop; /* --stop, in order */
     uint32_t n_stop;
     char synthetic[64];
