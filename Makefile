@@ -93,7 +93,7 @@ $(SHARED): $(LIB_OBJ) $(CL_OBJ)
 	$(Q)$(CC) -shared -Wl,-soname,libhetero.so -o $@ $^ $(LDLIBS) $(LDFLAGS)
 
 # The tools' and benchmarks' shared header-only option parser.
-CLI_H := tools/cli_num.h tools/cli_progress.h
+CLI_H := $(wildcard tools/cli_*.h)
 $(BUILD)/hetero-%: tools/hetero-%.c $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
@@ -108,7 +108,7 @@ $(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SH
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< tools/chunk_eval.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 SERVER_SRC := $(sort $(wildcard tools/server_*.c))
-$(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHARED)
+$(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags $(SERVER_PKGS)) $< $(SERVER_SRC) -o $@ $(USE_SHARED) \
 	  $$(pkg-config --libs $(SERVER_PKGS)) $(LDLIBS) $(LDFLAGS)

@@ -314,7 +314,7 @@ END_TEST
 START_TEST(early_errors_and_help)
 {
     int rc = run("-f /nonexistent/prompt.txt", NULL, out, sizeof out, err, sizeof err);
-    ck_assert_msg(rc == 1 && strstr(err, "cannot read /nonexistent/prompt.txt") && !strstr(err, "parameters"),
+    ck_assert_msg(rc == 1 && strstr(err, "-f /nonexistent/prompt.txt: cannot read it") && !strstr(err, "parameters"),
                   "%d: %s", rc, err);
     char path[128], args[256];
     snprintf(path, sizeof path, "%s/not.gguf", tmpdir);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hetero.h"
+#include "tools/cli_file.h"
 #include "tools/cli_num.h"
 #include "tools/run.h"
 
@@ -154,7 +155,6 @@ static int print_piece(void *user, int32_t token, const char *piece)
 /* The grammar the text must follow (--grammar, --grammar-file, or -j's
  * JSON Schema turned into one), in *owned when allocated; -1 after saying
  * why. */
-static char *read_file(const char *path, size_t *len);
 static int load_grammar(run_args *a, char **owned)
 {
     *owned = NULL;
@@ -163,7 +163,7 @@ static int load_grammar(run_args *a, char **owned)
         return -1;
     }
     size_t len = 0;
-    if (a->grammar_file && !(*owned = read_file(a->grammar_file, &len)))
+    if (a->grammar_file && !(*owned = cli_read_file("hetero-run", "--grammar-file", a->grammar_file, &len)))
         return -1;
     if (a->json_schema) {
         hx_status st = hx_json_schema_to_grammar(a->json_schema, NULL, 0, &len);
@@ -180,25 +180,6 @@ static int load_grammar(run_args *a, char **owned)
     return 0;
 }
 
-/* A whole file, NUL-terminated (the prompt of -f). */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)size + 1)) && fread(buf, 1, (size_t)size, f) == (size_t)size) {
-        buf[size] = '\0';
-        *len = (size_t)size;
-    } else {
-        fprintf(stderr, "hetero-run: cannot read %s: %s\n", path, errno ? strerror(errno) : "short read");
-        free(buf);
-        buf = NULL;
-    }
-    if (f)
-        fclose(f);
-    return buf;
-}
 
 static int add_stop(run_args *a, const char *v)
 {
@@ -553,7 +534,7 @@ int main(int argc, char **argv)
      * or a bad schema fails at once. */
     size_t prompt_len = 0;
     char *grammar_owned = NULL;
-    char *prompt_owned = a.prompt_file ? read_file(a.prompt_file, &prompt_len) : NULL;
+    char *prompt_owned = a.prompt_file ? cli_read_file("hetero-run", "-f", a.prompt_file, &prompt_len) : NULL;
     if ((a.prompt_file && !prompt_owned) || load_grammar(&a, &grammar_owned)) {
         free(prompt_owned);
     free(grammar_owned);

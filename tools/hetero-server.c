@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tools/cli_file.h"
 #include "tools/cli_num.h"
 #include "tools/server.h"
 
@@ -441,24 +442,9 @@ static int load_chat_template(srv *S, const options *o)
     const char *from = o->chat_template_file ? "--chat-template-file" : o->chat_template ? "--chat-template" : NULL;
     S->chat_template = o->chat_template ? o->chat_template : hx_model_chat_template(S->m);
     if (o->chat_template_file) {
-        FILE *f = fopen(o->chat_template_file, "rb");
-        char *text = NULL;
-        size_t cap = 0;
-        FILE *mem = f ? open_memstream(&text, &cap) : NULL;
-        char chunk[4096];
-        size_t n;
-        while (mem && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-            fwrite(chunk, 1, n, mem);
-        int bad = !f || !mem || ferror(f);
-        if (mem)
-            fclose(mem);
-        if (f)
-            fclose(f);
-        if (bad) {
-            fprintf(stderr, "hetero-server: --chat-template-file %s: cannot read it\n", o->chat_template_file);
-            free(text);
+        char *text = cli_read_file(PROG, "--chat-template-file", o->chat_template_file, NULL);
+        if (!text)
             return -1;
-        }
         S->chat_template = S->chat_template_owned = text;
     }
     if (!S->chat_template)

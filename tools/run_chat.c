@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tools/cli_file.h"
 #include "tools/run.h"
 
 typedef struct {
@@ -89,29 +90,6 @@ static char *format(hx_model *m, const run_args *a, const char *tmpl, const conv
     return NULL;
 }
 
-/* A whole file (malloc'ed), or NULL with the reason printed. */
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    size_t size = 0;
-    FILE *mem = f ? open_memstream(&text, &size) : NULL;
-    char chunk[4096];
-    size_t k;
-    while (mem && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, k, mem);
-    int bad = !f || !mem || ferror(f);
-    if (mem)
-        fclose(mem);
-    if (f)
-        fclose(f);
-    if (bad) {
-        fprintf(stderr, "hetero-run: --chat-template-file %s: cannot read it\n", path);
-        free(text);
-        return NULL;
-    }
-    return text;
-}
 
 /* The template to apply: --chat-template-file, --chat-template, the
  * model's, or ChatML (what llama.cpp uses for a model without one), and
@@ -121,7 +99,7 @@ static const char *pick_template(hx_model *m, const run_args *a, char **owned)
 {
     *owned = NULL;
     const char *tmpl = a->chat_template ? a->chat_template : hx_model_chat_template(m), *name;
-    if (a->chat_template_file && !(tmpl = *owned = read_file(a->chat_template_file)))
+    if (a->chat_template_file && !(tmpl = *owned = cli_read_file("hetero-run", "--chat-template-file", a->chat_template_file, NULL)))
         return NULL;
     if (!tmpl) {
         fprintf(stderr, "hetero-run: the model has no chat template; using chatml, as llama.cpp does "
