@@ -3,7 +3,8 @@
 # tokenizer test vocabularies ggml-vocab-*), from the source distribution of
 # the PyPI package llama-cpp-python, which vendors llama.cpp (MIT).  Fetched
 # once with pip into DIR, checked against its known SHA-256, its
-# vendor/llama.cpp/models/ extracted there once; prints that folder's path.
+# vendor/llama.cpp/models/ and LICENSE extracted there once; prints the
+# models/ folder's path (the LICENSE is beside it, in ../LICENSE).
 #
 #   sh tests/fetch-llamacpp-sdist.sh DIR
 #
@@ -43,7 +44,7 @@ if [ "$(sha256sum "$sdist" | cut -d' ' -f1)" != "$sha256" ]; then
     exit 1
 fi
 rm -rf "$dir/$name"
-if ! tar -xzf "$sdist" -C "$dir" "$name/vendor/llama.cpp/models"; then
+if ! tar -xzf "$sdist" -C "$dir" "$name/vendor/llama.cpp/models" "$name/vendor/llama.cpp/LICENSE"; then
     say "could not extract vendor/llama.cpp/models from $sdist"
     exit 1
 fi
