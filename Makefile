@@ -166,7 +166,7 @@ MODELS ?= $(CURDIR)/$(BUILD)/models
 test: check-arrows check-links all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
 	  HX_LLAMACPP_MODELS=$${HX_LLAMACPP_MODELS:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-llamacpp-sdist.sh $(MODELS))} \
-	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-vocab.sh $(TEST_DATA) $(MODELS))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $(TEST_BIN)
+	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-vocab.sh $(TEST_DATA) $(MODELS))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache HX_EXAMPLE_FLAGS="$(LDFLAGS)" $(TEST_BIN)
 
 # The Python package (python/README.md) as a wheel in $(BUILD)/wheels, with
 # libhetero.so inside; `pip install ./python` does the same in one step.

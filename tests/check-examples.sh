@@ -89,8 +89,12 @@ expect() {
 }
 
 compile() { # NAME SRC
+    # HX_EXAMPLE_FLAGS: what the library was linked with that a program
+    # linking it needs too (make asan's sanitizers, whose runtime must come
+    # first).
+    # shellcheck disable=SC2086
     if ! "$cc" -std=c11 -Wall -Wextra -Werror -I"$top/include" "$2" -o "$tmp/$1" \
-        -L"$build" -lhetero -Wl,-rpath,"$build" -lm 2>"$tmp/$1.cc.log"; then
+        -L"$build" -lhetero -Wl,-rpath,"$build" -lm ${HX_EXAMPLE_FLAGS:-} 2>"$tmp/$1.cc.log"; then
         fail "example '$1' does not compile:"
         sed 's/^/  /' "$tmp/$1.cc.log" >&2
         return 1
