@@ -508,36 +508,32 @@ static jnode *parse_not(parser *P)
     return parse_compare(P);
 }
 
-static jnode *parse_and(parser *P)
+/* `and` and `or`: left-associative chains of one keyword over the next
+ * level's expressions. */
+static jnode *parse_chain(parser *P, const char *word, int kind, jnode *(*next)(parser *))
 {
-    jnode *x = parse_not(P);
+    jnode *x = next(P);
     int deeper = 0;
-    while (is_name(P, "and")) {
+    while (is_name(P, word)) {
         enter(P), deeper++;
-        jnode *a = node(P, N_AND);
+        jnode *a = node(P, kind);
         P->i++;
         a->a = x;
-        a->b = parse_not(P);
+        a->b = next(P);
         x = a;
     }
     P->depth -= deeper;
     return x;
 }
 
+static jnode *parse_and(parser *P)
+{
+    return parse_chain(P, "and", N_AND, parse_not);
+}
+
 static jnode *parse_or(parser *P)
 {
-    jnode *x = parse_and(P);
-    int deeper = 0;
-    while (is_name(P, "or")) {
-        enter(P), deeper++;
-        jnode *a = node(P, N_OR);
-        P->i++;
-        a->a = x;
-        a->b = parse_and(P);
-        x = a;
-    }
-    P->depth -= deeper;
-    return x;
+    return parse_chain(P, "or", N_OR, parse_and);
 }
 
 static jnode *parse_condexpr(parser *P)
