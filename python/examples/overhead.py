@@ -2,10 +2,11 @@
 hetero-run's, on the same model, prompt, length, context and threads,
 greedy.
 
-Each round starts hetero-run, then a Python process that loads the model
+Each round starts hetero-run and a Python process that loads the model
 with Llama and makes one create_completion: both cold alike (a fresh
-process, its first generation).  Rounds alternate, so that a machine busy
-with other work slows both alike, and medians are compared.  hetero-run's
+process, its first generation).  Which of the two goes first alternates
+from round to round, so that a machine busy with other work slows both
+alike, and medians are compared.  hetero-run's
 time is its own prefill + decode report; Python's is the wall time of the
 whole create_completion call (tokenizing, the session, every callback),
 and beside it C's own prefill + decode time inside that call, whose ratio
@@ -39,13 +40,26 @@ env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(_
            os.environ.get("PYTHONPATH", ""))
 
 c_rates, py_rates, inner = [], [], []
-for r in range(rounds):
+
+
+def run_c():
     out = subprocess.run([hetero_run, "-m", model, "-p", prompt, "-n", str(n), "--temp", "0", "-t", str(threads),
                           "-c", str(ctx)], capture_output=True, text=True, check=True).stderr
     m = re.search(r"prefill (\d+) tokens in ([\d.]+) s .* decode (\d+) tokens in ([\d.]+) s", out)
-    c_tok, c_sec = int(m.group(3)), float(m.group(2)) + float(m.group(4))
-    py = subprocess.run([sys.executable, "-c", CHILD, model, prompt, str(ctx), str(threads), str(n)],
-                        capture_output=True, text=True, check=True, env=env).stdout.split()
+    return int(m.group(3)), float(m.group(2)) + float(m.group(4))
+
+
+def run_py():
+    return subprocess.run([sys.executable, "-c", CHILD, model, prompt, str(ctx), str(threads), str(n)],
+                          capture_output=True, text=True, check=True, env=env).stdout.split()
+
+
+for r in range(rounds):
+    if r % 2 == 0:
+        (c_tok, c_sec), py = run_c(), run_py()
+    else:
+        py = run_py()
+        c_tok, c_sec = run_c()
     py_tok, wall, c_inside = int(py[0]), float(py[1]), float(py[2])
     assert py_tok == c_tok, (py_tok, c_tok)
     c_rates.append(c_tok / c_sec)
