@@ -257,6 +257,11 @@ def browser_checks(srv, b):
            "/needs an API key/.test(document.getElementById('machine-status').textContent)",
            "the page asks for the API key when /machine says 401")
     print("ok: the page asks for the API key", flush=True)
+    time.sleep(2.5)
+    b.js("1")  # collects the events that came meanwhile
+    polls = [e for e in b.events if e["method"] == "Network.requestWillBeSent" and
+             e["params"]["request"]["url"].endswith("/machine")]
+    check(len(polls) == 1, f"refused, the page stops reading /machine until a key is given ({len(polls)} reads)")
 
     # Without the key, a message's 401 is shown as it is.
     b.type("#prompt", "Hello?")

@@ -286,12 +286,16 @@ function show(m) {
       " tokens a KV block";
 }
 
+let polls = 0;             // the newest poll chain's number: an older one stops
 async function poll() {
   clearTimeout(timer);
+  const mine = ++polls;
   try {
     const res = await fetch("/machine", {headers: headers(), cache: "no-store"});
     if (res.status === 401) {
+      // No more readings until a key is given (the key form calls poll).
       needKey(localStorage.getItem(KEY) ? "The API key was refused: enter another." : "This server needs an API key.");
+      return;
     } else if (!res.ok) {
       $("machine-status").textContent = await errorText(res);
     } else {
@@ -300,7 +304,7 @@ async function poll() {
   } catch (e) {
     $("machine-status").textContent = "The server does not answer: " + e.message;
   }
-  timer = setTimeout(poll, 1000);
+  if (mine === polls) timer = setTimeout(poll, 1000);
 }
 
 $("api-key").value = localStorage.getItem(KEY) || "";
