@@ -114,9 +114,10 @@ class Browser:
 
     def __init__(self, exe):
         self.dir = tempfile.mkdtemp(prefix="hx-webui-")
-        self.p = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                   "--no-default-browser-check", "--disable-extensions", "--disable-sync",
-                                   "--disable-background-networking", "--disable-component-update",
+        # --no-sandbox: the tests may run as root (CI); --disable-dev-shm-usage: containers' /dev/shm is small.
+        self.p = subprocess.Popen([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                   "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                                   "--disable-sync", "--disable-background-networking", "--disable-component-update",
                                    "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
                                    f"--user-data-dir={self.dir}", "--window-size=1280,860", "about:blank"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -226,6 +227,8 @@ def http_checks(srv):
         check(st == 200 and h["Content-Type"].startswith(kind), f"GET {path}: 200, {kind}")
     st, _, _ = srv.get("/", method="POST", body=b"{}")
     check(st == 405, f"POST / is 405 (got {st})")
+    st, _, _ = srv.get("/machine", KEY, method="POST", body=b"{}")
+    check(st == 405, f"POST /machine is 405 (got {st})")
     st, _, body = srv.get("/machine")
     check(st == 401 and b"invalid_api_key" in body, "/machine without the key: 401")
     st, _, _ = srv.get("/machine", "sk-wrong")
