@@ -108,9 +108,14 @@ $(CHUNK_TOOLS): $(BUILD)/%: tools/%.c tools/chunk_eval.c tools/chunk_eval.h $(SH
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) $< tools/chunk_eval.c -o $@ $(USE_SHARED) $(LDLIBS) $(LDFLAGS)
 SERVER_SRC := $(sort $(wildcard tools/server_*.c))
-$(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) tools/server.h $(SHARED) $(CLI_H)
+# The web page's files, embedded (tools/server_webui.c serves them).
+WEBUI_SRC := $(sort $(wildcard tools/webui/*))
+$(BUILD)/gen/webui_embed.c: $(WEBUI_SRC) tools/embed-webui.sh
+	@mkdir -p $(dir $@)
+	$(Q)sh tools/embed-webui.sh $(WEBUI_SRC) > $@.tmp && mv $@.tmp $@
+$(BUILD)/hetero-server: tools/hetero-server.c $(SERVER_SRC) $(BUILD)/gen/webui_embed.c tools/server.h $(SHARED) $(CLI_H)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags $(SERVER_PKGS)) $< $(SERVER_SRC) -o $@ $(USE_SHARED) \
+	$(Q)$(CC) $(ALL_CFLAGS) $$(pkg-config --cflags $(SERVER_PKGS)) $< $(SERVER_SRC) $(BUILD)/gen/webui_embed.c -o $@ $(USE_SHARED) \
 	  $$(pkg-config --libs $(SERVER_PKGS)) $(LDLIBS) $(LDFLAGS)
 $(BUILD)/hetero-bench: bench/hetero-bench.c $(BENCH_LIB_SRC) $(SHARED) $(CLI_H)
 	@echo "  LD      $@"

@@ -46,7 +46,10 @@ static void usage(FILE *f)
           "                       tokens per minute count the prompt at admission and each token as it\n"
           "                       is generated (the answer stops at the limit, finish_reason 'length')\n"
           "                       Requests need 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY'): 401\n"
-          "  --metrics-public     /metrics answers without a key (default: it needs one when keys are set)\n"
+          "  --metrics-public     /metrics and /machine answer without a key (default: they need one when\n"
+          "                       keys are set)\n"
+          "  --no-webui           no web page at / (default: chat and the machine at work, GET /machine)\n"
+          "  --webui              the web page at / (the default)\n"
           "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
           "Model and engine:\n"
           "  -c, --ctx-size N     context per request (default: the model's trained context)\n"
@@ -95,7 +98,7 @@ typedef struct {
     const char *model, *host, *alias, *chat_template, *api_keys, *api_key_file, *devices, *policy, *kv_type;
     const char *ctk, *ctv;
     const char *keys[64];       /* --api-key values */
-    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public;
+    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui;
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
@@ -117,7 +120,7 @@ static const struct {
     {"--embedding --embeddings --rerank --reranking --pooling", "hetero-server serves completions only"},
     {"--lora --lora-scaled --control-vector", "hetero does not apply adapters"},
     {"--ssl-key-file --ssl-cert-file", "put a TLS proxy in front of hetero-server"},
-    {"-sp --special --slots --props --slot-save-path --path --api-prefix --webui --no-webui", "not served"},
+    {"-sp --special --slots --props --slot-save-path --path --api-prefix", "not served"},
     {"--threads-http", "one thread per connection (--max-connections bounds them)"},
     {"-to", "--timeout S (the same meaning, the long name)"},
     {"--cache-reuse -kvu --kv-unified", "the prefix cache is automatic (--no-prefix-cache turns it off)"},
@@ -231,6 +234,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
+        else if (IS("--webui") || IS("--no-webui")) o->no_webui = a[2] == 'n';
         else if (IS("--metrics")) {
             /* llama-server's switch: /metrics is always there */
         } else if (instead_of(a)) {
@@ -624,6 +628,7 @@ int main(int argc, char **argv)
     S.temperature = o.temperature;
     S.seed = o.seed;
     S.metrics_public = o.metrics_public;
+    S.no_webui = o.no_webui;
     S.prefix_shared = o.prefix_shared;
     S.conns.max_total = o.max_connections;
     S.conns.max_per_ip = o.max_per_ip;

@@ -91,6 +91,7 @@ typedef struct {
     long long seed;             /* -1: a fresh one per request */
     int metrics_public;         /* /metrics without a key */
     int prefix_shared;          /* the prefix cache is not partitioned by API key */
+    int no_webui;               /* --no-webui: / and its files get 404 */
     char secret[40];            /* per process: the tenants' cache salts start with it */
     volatile int draining;      /* a signal: new requests get 503 */
     volatile int stopping;      /* the drain ran out of time: what runs is cancelled */
@@ -162,6 +163,12 @@ void srv_metrics_init(srv_metrics *M);
 void srv_hist_add(srv_metrics *M, srv_hist *h, double seconds);
 void srv_metrics_status(srv_metrics *M, unsigned status);
 enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c);
+
+/* server_webui.c: the web page's files (GET /, /app.js ...): 1 with the
+ * answer queued in *ret, 0 when url is none of them (or --no-webui). */
+int srv_webui(srv *S, struct MHD_Connection *c, const char *method, const char *url, enum MHD_Result *ret);
+/* server_machine.c: GET /machine, the live counters as JSON. */
+enum MHD_Result srv_machine_page(srv *S, struct MHD_Connection *c);
 
 /* server_stream.c: a completion's choices as the engine fills them. */
 typedef struct srv_piece {

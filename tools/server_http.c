@@ -175,6 +175,17 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     if (!strcmp(url, "/health") && get)
         return S->draining ? srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.")
                            : srv_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    /* The web page is public; /machine follows the keys as /metrics does. */
+    enum MHD_Result page = MHD_NO;
+    if (srv_webui(S, c, method, url, &page))
+        return page;
+    if (!strcmp(url, "/machine")) {
+        srv_tenant *who;
+        if (!get)
+            return srv_error(c, 405, "invalid_request_error", "method_not_allowed", "/machine takes GET, not %s.",
+                             method);
+        return S->metrics_public || authorize(S, c, &who, &page) ? srv_machine_page(S, c) : page;
+    }
     struct {
         const char *path;
         int post;
