@@ -204,9 +204,25 @@ static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_
         return hx_error(HX_ERR_UNSUPPORTED, "a model without weights ('%s') runs only on a simulated machine", name);
     shape sh = {0};
     hx_type type;
-    hx_status s = find_shape(name, &sh);
+    /* NAME/N: the first N layers of NAME, a pipeline stage's share of the
+     * model (the simulator across nodes, bench/cluster.c). */
+    char base[64];
+    const char *slash = strchr(name, '/');
+    snprintf(base, sizeof base, "%.*s", slash ? (int)(slash - name) : (int)strlen(name), name);
+    hx_status s = find_shape(base, &sh);
     if (s)
         return s;
+    char title[128];
+    if (slash) {
+        char *end = NULL;
+        long n = strtol(slash + 1, &end, 10);
+        if (end == slash + 1 || *end || n < 1 || n > (long)sh.n_layer)
+            return hx_error(HX_ERR_INVALID_ARG, "shapes '%s': after '/' the layers to keep, 1 to %u", name,
+                            sh.n_layer);
+        snprintf(title, sizeof title, "%s, %ld of %u layers", sh.title, n, sh.n_layer);
+        sh.n_layer = (uint32_t)n;
+        sh.title = title;
+    }
     if (!hx_type_from_name(type_name, &type) || hx_type_row_check(type, sh.n_embd) ||
         hx_type_row_check(type, sh.n_ff))
         return hx_error(HX_ERR_INVALID_ARG, "weight type '%s' for shapes '%s'", type_name, name);
