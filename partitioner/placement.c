@@ -592,10 +592,9 @@ static void calibration_homes(machine *mc, const parts *p, uint64_t round, int *
 /* HX_PLAN_PRINT=1: each plan as a table on stderr, one row per layer: its
  * device, where its KV cache is, and where its expert groups are (the
  * most used first). */
-static void print_plan(hx_model *m, const machine *mc, const parts *p, const part_costs *pc, const ptask *t, size_t n,
+static void print_plan(hx_model *m, const parts *p, const part_costs *pc, const ptask *t, size_t n,
                        const hx_batch_shape *b, const slot *sl, const int *home, const int *var)
 {
-    const int nd = mc->nd;
     fprintf(stderr, "plan for %u tokens, %u sequences, context %u: %.3f ms per step predicted%s%s\n", b->T, b->S,
             sl->ctx, sl->predicted * 1e3, m->expert_p_source ? "; router: " : "",
             m->expert_p_source ? m->expert_p_source : "");
@@ -621,7 +620,6 @@ static void print_plan(hx_model *m, const machine *mc, const parts *p, const par
             snprintf(entries, sizeof entries, "%.0f %%", all > 0 ? 100 * share / all : 0);
         fprintf(stderr, "| %d | %d | %s | %d of %d | %d | %s |\n", k - 1, h, kv, here, groups, groups - here, entries);
     }
-    (void)nd;
 }
 
 static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl,
@@ -629,7 +627,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
 {
     const size_t n_expect = pl->n;
     hx_runtime *rt = m->rt;
-    dry g = {.m = m};
+    dry g = {.m = m, .group_layer = -2}; /* no layer yet: layer 0's first group is 0 */
     hx_status s = hx_llama_emit(m, b, NULL, collect, &g);
     if (s == HX_OK)
         s = g.status;
@@ -718,7 +716,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         }
         sl->predicted = ans.best;
         if (mode != HX_PLACE_NGL && !sl->provisional && getenv("HX_PLAN_PRINT") && *getenv("HX_PLAN_PRINT") == '1')
-            print_plan(m, &mc, &p, pc, g.t, g.n, b, sl, home, var);
+            print_plan(m, &p, pc, g.t, g.n, b, sl, home, var);
         for (int k = 0; k < p.np && s == HX_OK; k++)
             if (mc.own[home[k]]) {
                 pl->resident[k] |= 1u << home[k];
