@@ -595,7 +595,7 @@ static void calibration_homes(machine *mc, const parts *p, uint64_t round, int *
 static void print_plan(hx_model *m, const parts *p, const part_costs *pc, const ptask *t, size_t n,
                        const hx_batch_shape *b, const slot *sl, const int *home, const int *var)
 {
-    fprintf(stderr, "plan for %u tokens, %u sequences, context %u: %.3f ms per step predicted%s%s\n", b->T, b->S,
+    fprintf(stderr, "plan for %u tokens, %u sequences, context up to %u KV blocks: %.3f ms per step predicted%s%s\n", b->T, b->S,
             sl->ctx, sl->predicted * 1e3, m->expert_p_source ? "; router: " : "",
             m->expert_p_source ? m->expert_p_source : "");
     fprintf(stderr, "| layer | device | KV cache | expert groups on it | in host memory | entries on it |\n");
