@@ -138,6 +138,11 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
 /* prefix_share.c: --prefix-share N on each model, reported in p->format. */
 int hxb_prefix_share(const hxb_params *p, const hxb_results *r);
 
+/* cluster.c: --sim naming a cluster description (several nodes and the
+ * network between them): a pipeline's predicted throughput, printed. */
+int hxb_is_cluster(const char *path);
+int hxb_cluster_run(const hxb_params *p);
+
 /* run.c: checks every configuration, then measures every combination. */
 int hxb_run_all(const hxb_params *p, hxb_results *r);
 void hxb_results_free(hxb_results *r);

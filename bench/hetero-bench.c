@@ -116,6 +116,11 @@ int main(int argc, char **argv)
         hxb_args_free(&p);
         return rc;
     }
+    if (p.sim && hxb_is_cluster(p.sim)) {
+        rc = hxb_cluster_run(&p);
+        hxb_args_free(&p);
+        return rc;
+    }
     hxb_results r = {0};
     if (p.prefix_share) {
         rc = hxb_models_resolve(&p, &r) || hxb_prefix_share(&p, &r) ? 1 : 0;

@@ -33,6 +33,14 @@ static route_view route_of(void *buf, uint32_t T, uint32_t k, uint32_t E)
                         .inv = r + 3 * tk + E + 1};
 }
 
+/* The experts a task computes: a group's, or all E. */
+static int group_of(uint32_t E, uint32_t e_lo, uint32_t e_n, uint32_t *lo, uint32_t *n)
+{
+    *lo = e_n ? e_lo : 0;
+    *n = e_n ? e_n : E;
+    return (uint64_t)*lo + *n <= E;
+}
+
 /* ---- moe_route ------------------------------------------------------------ */
 
 int hx_cpu_moe_route(const hx_cpu_call *c)
@@ -154,7 +162,10 @@ static int gate_up_check(const hx_cpu_call *c)
     if (a->k == 0 || a->k > HX_MOE_MAX_USED || a->act > 1 || !hx_matmul_act_row(a->gate_type, a->D) ||
         !hx_matmul_act_row(a->up_type, a->D))
         return HX_ERR_UNSUPPORTED;
-    const uint64_t rows = (uint64_t)a->E * a->F;
+    uint32_t g0, gn;
+    if (!group_of(a->E, a->e_lo, a->e_n, &g0, &gn))
+        return HX_ERR_RANGE;
+    const uint64_t rows = (uint64_t)gn * a->F;
     if (c->sizes[0] < (size_t)a->T * a->D * sizeof(float) ||
         c->sizes[1] < hx_moe_route_words(a->T, a->k, a->E) * sizeof(int32_t) ||
         c->sizes[2] < hx_type_row_size((hx_type)a->gate_type, a->D) * rows ||
@@ -184,8 +195,12 @@ int hx_cpu_moe_gate_up_prepare(const hx_cpu_call *c)
     if (rc)
         return rc;
     route_view r = route_of(c->buffers[1], a->T, a->k, a->E);
+    uint32_t g0, gn;
+    group_of(a->E, a->e_lo, a->e_n, &g0, &gn);
+    const uint64_t first = (uint64_t)r.off[g0];
     uint64_t lo, hi;
-    hx_cpu_split((uint64_t)a->T * a->k, c->ith, c->nth, &lo, &hi);
+    hx_cpu_split((uint64_t)r.off[g0 + gn] - first, c->ith, c->nth, &lo, &hi);
+    lo += first, hi += first;
     uint8_t *s = c->scratch;
     gather(c->buffers[0], a->D, &r, a->k, a->gate_type, s, lo, hi);
     gather(c->buffers[0], a->D, &r, a->k, a->up_type, s + gate_up_xq(a, a->gate_type), lo, hi);
@@ -219,14 +234,16 @@ int hx_cpu_moe_gate_up(const hx_cpu_call *c)
     const uint64_t f0 = lo * 4, f1 = hi * 4 < a->F ? hi * 4 : a->F;
     if (f0 >= f1)
         return 0;
-    for (uint32_t e = 0; e < a->E; e++) {
+    uint32_t g0, gn;
+    group_of(a->E, a->e_lo, a->e_n, &g0, &gn);
+    for (uint32_t e = g0; e < g0 + gn; e++) {
         const uint32_t at = (uint32_t)r.off[e], n = (uint32_t)(r.off[e + 1] - r.off[e]);
         if (!n)
             continue;
-        int rc = expert_rows(a->gate_type, a->F, a->D, c->buffers[2], e, xg + (uint64_t)at * ag, n,
+        int rc = expert_rows(a->gate_type, a->F, a->D, c->buffers[2], e - g0, xg + (uint64_t)at * ag, n,
                              h + (uint64_t)at * a->F, lo, hi);
         if (!rc)
-            rc = expert_rows(a->up_type, a->F, a->D, c->buffers[3], e, xu + (uint64_t)at * au, n,
+            rc = expert_rows(a->up_type, a->F, a->D, c->buffers[3], e - g0, xu + (uint64_t)at * au, n,
                              u + (uint64_t)at * a->F, lo, hi);
         if (rc)
             return rc;
@@ -265,11 +282,14 @@ uint64_t hx_cpu_moe_down_prepare_elems(const void *args)
 int hx_cpu_moe_down_prepare(const hx_cpu_call *c)
 {
     const hx_op_moe_down *a = c->args;
-    if (a->k == 0 || a->k > HX_MOE_MAX_USED || !hx_matmul_act_row(a->down_type, a->F))
+    if (a->k == 0 || a->k > HX_MOE_MAX_USED || !hx_matmul_act_row(a->down_type, a->F) || a->accumulate > 1)
         return HX_ERR_UNSUPPORTED;
+    uint32_t g0, gn;
+    if (!group_of(a->E, a->e_lo, a->e_n, &g0, &gn))
+        return HX_ERR_RANGE;
     if (c->sizes[0] < (size_t)a->T * a->k * a->F * sizeof(float) ||
         c->sizes[1] < hx_moe_route_words(a->T, a->k, a->E) * sizeof(int32_t) ||
-        c->sizes[2] < hx_type_row_size((hx_type)a->down_type, a->F) * a->E * a->D ||
+        c->sizes[2] < hx_type_row_size((hx_type)a->down_type, a->F) * gn * a->D ||
         c->sizes[3] < (size_t)a->T * a->D * sizeof(float))
         return HX_ERR_RANGE;
     route_view r = route_of(c->buffers[1], a->T, a->k, a->E);
@@ -279,8 +299,10 @@ int hx_cpu_moe_down_prepare(const hx_cpu_call *c)
     const size_t arow = hx_matmul_act_row(a->down_type, a->F);
     const float *h = c->buffers[0];
     uint8_t *hq = c->scratch;
+    const uint64_t first = (uint64_t)r.off[g0];
     uint64_t lo, hi;
-    hx_cpu_split((uint64_t)a->T * a->k, c->ith, c->nth, &lo, &hi);
+    hx_cpu_split((uint64_t)r.off[g0 + gn] - first, c->ith, c->nth, &lo, &hi);
+    lo += first, hi += first;
     for (uint64_t i = lo; i < hi; i++)
         aq->quantize_row(h + i * a->F, hq + i * arow, a->F);
     return 0;
@@ -298,21 +320,28 @@ int hx_cpu_moe_down(const hx_cpu_call *c)
     const uint64_t n0 = lo * 4, n1 = hi * 4 < a->D ? hi * 4 : a->D;
     if (n0 >= n1)
         return 0;
-    for (uint32_t e = 0; e < a->E; e++) {
+    uint32_t g0, gn;
+    group_of(a->E, a->e_lo, a->e_n, &g0, &gn);
+    for (uint32_t e = g0; e < g0 + gn; e++) {
         const uint32_t at = (uint32_t)r.off[e], n = (uint32_t)(r.off[e + 1] - r.off[e]);
-        int rc = n ? expert_rows(a->down_type, a->D, a->F, c->buffers[2], e, hq + (uint64_t)at * arow, n,
+        int rc = n ? expert_rows(a->down_type, a->D, a->F, c->buffers[2], e - g0, hq + (uint64_t)at * arow, n,
                                  Y + (uint64_t)at * a->D, lo, hi)
                    : 0;
         if (rc)
             return rc;
     }
     /* llama.cpp's order: each expert's output times its weight, then the
-     * k products added in turn. */
+     * k products added in turn (0 + x is x: the whole set gives the bits
+     * it gave before groups existed).  A group adds its own entries only. */
     for (uint32_t t = 0; t < a->T; t++) {
         float *o = out + (uint64_t)t * a->D;
-        for (uint64_t d = n0; d < n1; d++)
-            o[d] = r.w[(uint64_t)t * a->k] * Y[(uint64_t)r.inv[(uint64_t)t * a->k] * a->D + d];
-        for (uint32_t j = 1; j < a->k; j++) {
+        if (!a->accumulate)
+            for (uint64_t d = n0; d < n1; d++)
+                o[d] = 0;
+        for (uint32_t j = 0; j < a->k; j++) {
+            const uint32_t e = (uint32_t)r.ids[(uint64_t)t * a->k + j];
+            if (e < g0 || e >= g0 + gn)
+                continue;
             const float w = r.w[(uint64_t)t * a->k + j];
             const float *y = Y + (uint64_t)r.inv[(uint64_t)t * a->k + j] * a->D;
             for (uint64_t d = n0; d < n1; d++) {

@@ -672,8 +672,15 @@ void hx_model_destroy(hx_model *m)
     for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++) {
         for (int i = 0; i < HX_LAYER_SLOTS; i++)
             unwrap(&m->layers[l].w[i]);
+        for (uint32_t g = 0; g < m->layers[l].n_groups; g++) {
+            hx_buffer_destroy(m->layers[l].groups[g].gate);
+            hx_buffer_destroy(m->layers[l].groups[g].up);
+            hx_buffer_destroy(m->layers[l].groups[g].down);
+        }
+        free(m->layers[l].groups);
     }
     free(m->layers);
+    free(m->expert_p);
     hx_tokenizer_free(m->tok);
     free(m->chat_template);
     hx_model_free_named_templates(m);

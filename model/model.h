@@ -25,9 +25,21 @@ typedef struct {
     uint64_t ne0, ne1;   /* row length, rows */
 } hx_weight;
 
-/* One layer's weights by role (model/arch.h); absent ones have buf NULL. */
+/* Experts e_lo .. e_lo + e_n - 1 of a layer with weight buffers of their
+ * own ([e_n][F][D] gate and up, [e_n][D][F] down), so that a placement can
+ * keep some on a GPU and the rest in host memory (ops/ops.h, groups). */
+typedef struct {
+    uint32_t e_lo, e_n;
+    hx_buffer *gate, *up, *down;
+} hx_expert_group;
+
+/* One layer's weights by role (model/arch.h); absent ones have buf NULL.
+ * With n_groups, the experts' weights are the groups' (the slots' bufs
+ * are NULL, their types stand), the most used group first. */
 typedef struct {
     hx_weight w[HX_LAYER_SLOTS];
+    hx_expert_group *groups;
+    uint32_t n_groups;
 } hx_layer_weights;
 
 /* What <arch>.rope.scaling.type asked for (model.c). */
@@ -96,6 +108,12 @@ struct hx_model {
     /* Tokens routed to each expert, [n_layer][n_expert] uint64, added to by
      * every evaluation's "moe_route" tasks (hx_model_expert_counts). */
     hx_buffer *expert_counts;
+    /* What the router is expected to choose, [n_layer][n_expert]: each
+     * expert's share of the entries (a token's k choices), summing to 1
+     * per layer; the graph turns it into each expert task's expected work
+     * (ops/ops.h: share, e_read).  NULL: unknown. */
+    float *expert_p;
+    const char *expert_p_source; /* what it is: a declared distribution, named */
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
     char *chat_template;       /* tokenizer.chat_template, NUL-terminated; NULL when absent */

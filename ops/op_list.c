@@ -217,34 +217,40 @@ static double moe_route_bytes(const void *p, const size_t *s)
     return 4.0 * a->T * a->E + 4.0 * hx_moe_route_words(a->T, a->k, a->E) + 8.0 * a->E;
 }
 /* Each expert's weights are read once, but only those of experts some
- * token chose: at most T * k of them. */
-static double moe_experts_read(uint32_t T, uint32_t k, uint32_t E)
+ * token chose: at most T * k of them, or what the router's statistics
+ * predict (e_read), within the group. */
+static double moe_experts_read(uint32_t T, uint32_t k, uint32_t E, uint32_t e_n, float e_read)
 {
+    double avail = e_n ? e_n : E;
+    if (e_read > 0)
+        return e_read < avail ? e_read : avail;
     double used = (double)T * k;
-    return used < E ? used : E;
+    return used < avail ? used : avail;
 }
+/* The group's fraction of the entries (1 without a prediction). */
+static double moe_share(float share) { return share > 0 ? share : 1.0; }
 static double moe_gate_up_flops(const void *p, const size_t *s)
 {
     const hx_op_moe_gate_up *a = p;
-    return 4.0 * a->T * a->k * a->F * a->D;
+    return 4.0 * a->T * a->k * a->F * a->D * moe_share(a->share);
 }
 static double moe_gate_up_bytes(const void *p, const size_t *s)
 {
     const hx_op_moe_gate_up *a = p;
-    double e = moe_experts_read(a->T, a->k, a->E);
+    double e = moe_experts_read(a->T, a->k, a->E, a->e_n, a->e_read), f = moe_share(a->share);
     return e * (wbytes(a->gate_type, a->F, a->D) + wbytes(a->up_type, a->F, a->D)) + 4.0 * a->T * a->D +
-           4.0 * a->T * a->k * a->F;
+           4.0 * a->T * a->k * a->F * f;
 }
 static double moe_down_flops(const void *p, const size_t *s)
 {
     const hx_op_moe_down *a = p;
-    return 2.0 * a->T * a->k * a->F * a->D;
+    return 2.0 * a->T * a->k * a->F * a->D * moe_share(a->share);
 }
 static double moe_down_bytes(const void *p, const size_t *s)
 {
     const hx_op_moe_down *a = p;
-    return moe_experts_read(a->T, a->k, a->E) * wbytes(a->down_type, a->D, a->F) + 4.0 * a->T * a->k * a->F +
-           4.0 * a->T * a->D;
+    return moe_experts_read(a->T, a->k, a->E, a->e_n, a->e_read) * wbytes(a->down_type, a->D, a->F) +
+           4.0 * a->T * a->k * a->F * moe_share(a->share) + 4.0 * a->T * a->D * (a->accumulate ? 2 : 1);
 }
 static hx_precision moe_gate_up_precision(const void *p, const size_t *s)
 {

@@ -248,21 +248,38 @@ typedef struct {
     uint32_t T, E, k, norm, layer, layers;
 } hx_op_moe_route;
 
+/* A group of experts (e_n > 0): the task computes only the entries of
+ * experts e_lo .. e_lo + e_n - 1, and its weight buffers hold those
+ * experts alone (expert e at row block e - e_lo), so that a layer's
+ * experts can live on several devices (the placement planner keeps the
+ * most used on a GPU, the rest in host memory).  e_n = 0: all E, at e.
+ * `share` (the group's fraction of the T * k entries) and `e_read` (how
+ * many of its experts the batch is expected to use) are what the router's
+ * statistics predict, for the cost functions alone; 0 = unknown (every
+ * entry, and min(T * k, experts) experts read). */
+
 /* "moe_gate_up": x (R, f32 [T][D]), route (R), gate (R, [E][F][D] of
  * gate_type), up (R, [E][F][D] of up_type), h (W, f32 [T*k][F], in
  * route order); h = act(x W_gate,e^T) * (x W_up,e^T) for each entry's
- * token and expert, act SiLU (act 0) or GELU as "geglu" (act 1). */
+ * token and expert, act SiLU (act 0) or GELU as "geglu" (act 1).  With a
+ * group, only its entries' rows of h are written. */
 typedef struct {
     uint32_t T, D, F, E, k;
     uint32_t gate_type, up_type, act;
+    uint32_t e_lo, e_n;
+    float share, e_read;
 } hx_op_moe_gate_up;
 
 /* "moe_down": h (R, f32 [T*k][F], route order), route (R), down (R,
- * [E][D][F] of down_type), out (W, f32 [T][D]);
- * out[t] = sum over j in order of weight[t][j] * (h[t,j] W_down,e^T). */
+ * [E][D][F] of down_type), out (W, f32 [T][D]; RW with accumulate);
+ * out[t] = sum over j in order of weight[t][j] * (h[t,j] W_down,e^T), over
+ * the group's entries only when it is a group; accumulate adds that sum to
+ * out instead of replacing it (the groups after the first). */
 typedef struct {
     uint32_t T, D, F, E, k;
     uint32_t down_type;
+    uint32_t e_lo, e_n, accumulate;
+    float share, e_read;
 } hx_op_moe_down;
 
 #endif

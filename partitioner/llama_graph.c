@@ -197,6 +197,30 @@ static void split_attention(graph *g, uint32_t l, const hx_op_attention *at)
          (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
 }
 
+/* What the router is expected to give experts [e_lo, e_lo + e_n) of
+ * layer l in a batch of T tokens (model/model.h, expert_p): their share of
+ * the T * k entries, and how many of them at least one token uses (expert
+ * e is among a token's k with probability min(1, k p_e)).  Zeros when
+ * nothing is known: the cost functions then assume every entry and
+ * min(T * k, e_n) experts. */
+static void expected_work(const hx_model *m, uint32_t l, uint32_t T, uint32_t e_lo, uint32_t e_n, float *share,
+                          float *e_read)
+{
+    *share = 0, *e_read = 0;
+    if (!m->expert_p)
+        return;
+    const float *p = m->expert_p + (size_t)l * m->hp.n_expert;
+    double sh = 0, rd = 0;
+    for (uint32_t e = e_lo; e < e_lo + e_n; e++) {
+        double q = fmin(1.0, (double)m->hp.n_expert_used * p[e]);
+        sh += p[e];
+        rd += 1 - pow(1 - q, (double)T);
+    }
+    /* A share of exactly 0 would read as "unknown": the smallest positive. */
+    *share = (float)fmax(sh, 1e-9);
+    *e_read = (float)fmax(rd, 1e-9);
+}
+
 /* The experts (ops/ops.h, "moe_route"): the router's logits, the
  * routing, each expert's gate/up then down over its gathered tokens; the
  * weighted sum lands in A->moe_out.  Qwen2-MoE's shared expert is a dense
@@ -212,15 +236,25 @@ static void experts(graph *g, uint32_t l)
     hx_op_moe_route r = {T, E, k, (uint32_t)m->arch->moe_norm_topk, l, m->info.n_layer};
     task(g, HX_CLASS_PREPROCESS, HX_OP_MOE_ROUTE, &r, sizeof r, 3, (hx_buffer *[]){A->router, A->route, m->expert_counts},
          (hx_access[]){HX_R, HX_W, HX_RW});
-    hx_op_moe_gate_up gu = {T, D, F, E, k, L->w[HX_LW_GATE_EXPS].type, L->w[HX_LW_UP_EXPS].type,
-                            m->arch->ffn_act == HX_FFN_GELU};
-    task(g, HX_CLASS_GEMM, HX_OP_MOE_GATE_UP, &gu, sizeof gu, 5,
-         (hx_buffer *[]){A->xn, A->route, L->w[HX_LW_GATE_EXPS].buf, L->w[HX_LW_UP_EXPS].buf, A->moe_h},
-         (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
-    hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type};
-    task(g, HX_CLASS_GEMM, HX_OP_MOE_DOWN, &dn, sizeof dn, 4,
-         (hx_buffer *[]){A->moe_h, A->route, L->w[HX_LW_DOWN_EXPS].buf, A->moe_out},
-         (hx_access[]){HX_R, HX_R, HX_R, HX_W});
+    /* With groups (model/model.h), each group's two halves in turn, the
+     * most used first, each down adding to the sums before it. */
+    const uint32_t ng = L->n_groups ? L->n_groups : 1;
+    for (uint32_t gi = 0; gi < ng; gi++) {
+        const hx_expert_group *G = L->n_groups ? &L->groups[gi] : NULL;
+        float share = 0, e_read = 0;
+        expected_work(m, l, T, G ? G->e_lo : 0, G ? G->e_n : E, &share, &e_read);
+        hx_op_moe_gate_up gu = {T, D, F, E, k, L->w[HX_LW_GATE_EXPS].type, L->w[HX_LW_UP_EXPS].type,
+                                m->arch->ffn_act == HX_FFN_GELU, G ? G->e_lo : 0, G ? G->e_n : 0, share, e_read};
+        task(g, HX_CLASS_GEMM, HX_OP_MOE_GATE_UP, &gu, sizeof gu, 5,
+             (hx_buffer *[]){A->xn, A->route, G ? G->gate : L->w[HX_LW_GATE_EXPS].buf,
+                             G ? G->up : L->w[HX_LW_UP_EXPS].buf, A->moe_h},
+             (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
+        hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type, G ? G->e_lo : 0, G ? G->e_n : 0, gi > 0,
+                             share, e_read};
+        task(g, HX_CLASS_GEMM, HX_OP_MOE_DOWN, &dn, sizeof dn, 4,
+             (hx_buffer *[]){A->moe_h, A->route, G ? G->down : L->w[HX_LW_DOWN_EXPS].buf, A->moe_out},
+             (hx_access[]){HX_R, HX_R, HX_R, gi ? HX_RW : HX_W});
+    }
     if (!L->w[HX_LW_DOWN_SHEXP].buf)
         return;
     layer_matmuls(g, 2, (hx_layer_slot[]){HX_LW_GATE_SHEXP, HX_LW_UP_SHEXP},

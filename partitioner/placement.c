@@ -65,6 +65,9 @@
 #define INF 1e300
 /* Layers + the parts before and after them. */
 #define HX_PLACE_MAX_PARTS 1024
+/* Expert groups per layer the program weighs apart (more: the layer's
+ * experts move together). */
+#define HX_PLACE_MAX_GROUPS 64
 
 typedef struct {
     uint32_t T, S, ctx; /* ctx: longest block table rounded up to a power of two */
@@ -87,6 +90,7 @@ struct hx_placements {
      * replans), whether that plan uses it or not. */
     uint32_t resident[HX_PLACE_MAX_PARTS];
     uint32_t resident_kv[HX_PLACE_MAX_PARTS]; /* and its KV cache */
+    double resident_w[HX_PLACE_MAX_PARTS];    /* bytes of its weights held there (the most of any plan) */
     slot s[HX_PLACE_SLOTS];
 };
 
@@ -102,6 +106,7 @@ typedef struct {
     double weight_bytes;        /* read-only inputs (weights) */
     double kv_bytes;            /* the layer's KV cache, for tasks that touch it */
     int kv;                     /* touches the KV cache */
+    int group;                  /* an expert task: its group of the layer's experts (most used first); else -1 */
 } ptask;
 
 typedef struct {
@@ -109,6 +114,7 @@ typedef struct {
     ptask *t;
     size_t n, cap;
     hx_status status;
+    int group_layer, group; /* the expert group being collected */
 } dry;
 
 static hx_precision precision_of(const hx_task_desc *d, const size_t *sizes)
@@ -143,6 +149,15 @@ static void collect(void *user, int layer, hx_task_class cls, const hx_task_desc
     t->bytes = d->codelet->bytes ? d->codelet->bytes(d->args, sizes) : 0;
     t->prec = precision_of(d, sizes);
     t->capable = hx_sched_capable(g->m->rt, d);
+    /* An expert group is a moe_gate_up and the moe_down after it. */
+    t->group = -1;
+    if (d->codelet == hx_op_codelet(HX_OP_MOE_GATE_UP)) {
+        g->group = g->group_layer == layer ? g->group + 1 : 0;
+        g->group_layer = layer;
+        t->group = g->group;
+    } else if (d->codelet == hx_op_codelet(HX_OP_MOE_DOWN) && g->group_layer == layer) {
+        t->group = g->group;
+    }
     const hx_kv_pool *kv = g->m->kv;
     int L = (int)g->m->info.n_layer;
     for (int i = 0; i < d->nbuffers; i++) {
@@ -198,9 +213,20 @@ static double cost(machine *mc, const ptask *t, int d)
 /* Tasks [a, b) of one layer (or the pre / post part) with home device e:
  * their time, the device of each (dev[i - a]), and the bytes that must
  * live in e's own memory.  Returns INF when a task can run nowhere. */
-static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, int kv_host, int *dev, double *mem)
+static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, int kv_host, int cold, int *dev,
+                        double *mem, double *kvmem)
 {
     double total = 0, m = 0;
+    /* Expert groups from n_hot on go to host memory (cold > 0: the least
+     * used `cold` groups) when home has memory of its own. */
+    int groups = 0;
+    for (size_t i = a; i < b; i++)
+        groups = t[i].group + 1 > groups ? t[i].group + 1 : groups;
+    if (cold > groups)
+        return INF; /* the same as all of them: weighed once */
+    const int n_hot = mc->own[e] ? groups - cold : groups;
+    int forced_in = 0;
+    double forced_out = 0;
     /* The KV store and attention move as one group (the cache stays with
      * them): their home cost against their best host-memory alternative. */
     double kv_home = 0, kv_in = 0, kv_out = 0;
@@ -232,11 +258,32 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             dev[i - a] = kv_dev;
             continue;
         }
+        const int forced = t[i].group >= n_hot;
+        if (forced) {
+            /* The groups in host memory run there one after the other:
+             * their inputs (the normed rows, the route) cross once, the
+             * sum crosses back once (charged below). */
+            int f = -1;
+            double fc = INF;
+            for (int h = 0; h < mc->nd; h++)
+                if (!mc->own[h] && (mc->live >> h & 1) && cost(mc, &t[i], h) < fc)
+                    fc = cost(mc, &t[i], h), f = h;
+            if (f < 0)
+                return INF;
+            dev[i - a] = f;
+            total += fc;
+            if (!forced_in) {
+                forced_in = 1;
+                total += move_s(mc, e, f, t[i].in_bytes);
+            }
+            forced_out = move_s(mc, f, e, t[i].out_bytes);
+            continue;
+        }
         double home = cost(mc, &t[i], e);
         int best = e;
         double bc = home;
         for (int f = 0; f < mc->nd; f++) {
-            if (f == e || !(mc->live >> f & 1))
+            if (f == e || !(mc->live >> f & 1) || (forced && mc->own[f]))
                 continue;
             /* Elsewhere only into host memory (no weights of its own to
              * fit, so no memory to count), or, when home cannot run it at
@@ -271,10 +318,12 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             kv_mem = fmax(kv_mem, t[i].kv_bytes);
     m += kv_mem;
     total += kv_best < INF ? kv_best : 0;
+    total += forced_out;
     for (size_t i = a; i < b; i++)
-        if (dev[i - a] == e && !t[i].kv && !(t[i].capable >> e & 1))
+        if (dev[i - a] == e && !t[i].kv && (!(t[i].capable >> e & 1) || t[i].group >= n_hot))
             return INF;
     *mem = m;
+    *kvmem = kv_mem;
     return total;
 }
 
@@ -304,15 +353,20 @@ static hx_status cut(const ptask *t, size_t n, int L, parts *p)
     return HX_OK;
 }
 
-/* Per part k, home e and variant v (0: the KV cache where it runs
- * fastest, 1: in host memory, attended there), index (k * nd + e) * 2 + v. */
+/* Per part k, home e and variant v: v & 1 0: the KV cache where it runs
+ * fastest, 1: in host memory, attended there; v >> 1: how many of the
+ * layer's expert groups (the least used) are in host memory, computed by
+ * the device working there (llama.cpp's --n-cpu-moe, per group); index
+ * (k * nd + e) * nv + v. */
 typedef struct {
+    int nv;       /* variants: 2 x (most expert groups in a layer + 1) */
     double *c;    /* its time */
     double *mem;  /* bytes it puts in e's own memory */
-    int *dev;     /* each task's device: [nd * 2][n tasks] */
+    double *kvm;  /* of which its KV cache */
+    int *dev;     /* each task's device: [nd * nv][n tasks] */
 } part_costs;
 
-#define PV(k, e, v) (((size_t)(k) * (size_t)nd + (size_t)(e)) * 2 + (size_t)(v))
+#define PV(k, e, v) (((size_t)(k) * (size_t)nd + (size_t)(e)) * (size_t)pc->nv + (size_t)(v))
 /* The memory of the device the program tracks, in this many units. */
 #define HX_PLACE_UNITS 1024
 
@@ -335,8 +389,12 @@ static int tracked_device(const machine *mc, const parts *p, const part_costs *p
         if (!mc->own[d] || !(mc->live >> d & 1))
             continue;
         double c = 0;
-        for (int k = 1; k < p->np - 1; k++)
-            c += fmin(pc->c[PV(k, d, 0)], pc->c[PV(k, d, 1)]);
+        for (int k = 1; k < p->np - 1; k++) {
+            double m = INF;
+            for (int v = 0; v < pc->nv; v++)
+                m = fmin(m, pc->c[PV(k, d, v)]);
+            c += m;
+        }
         if (t < 0 || c < best) {
             t = d;
             best = c;
@@ -350,18 +408,22 @@ static int tracked_device(const machine *mc, const parts *p, const part_costs *p
  * tracked device). */
 /* Bytes part k with home `lim` in variant v adds to what `lim` already
  * holds for it. */
+/* Its weights: the most used expert groups come first in every variant,
+ * so what a device holds of a part is a prefix of its groups, counted in
+ * bytes (resident_w). */
 static double new_bytes(const struct hx_placements *pl, const part_costs *pc, int nd, int k, int lim, int v)
 {
-    double w = pc->mem[PV(k, lim, 1)], kv = pc->mem[PV(k, lim, v)] - w;
-    return ((pl->resident[k] >> lim & 1) ? 0 : w) + ((pl->resident_kv[k] >> lim & 1) ? 0 : kv);
+    double kv = pc->kvm[PV(k, lim, v)], w = pc->mem[PV(k, lim, v)] - kv;
+    double held = (pl->resident[k] >> lim & 1) ? pl->resident_w[k] : 0;
+    return fmax(0, w - held) + ((pl->resident_kv[k] >> lim & 1) ? 0 : kv);
 }
 
 static double held_bytes(const struct hx_placements *pl, const part_costs *pc, int nd, int np, int lim)
 {
     double b = 0;
     for (int k = 0; k < np; k++)
-        b += ((pl->resident[k] >> lim & 1) ? pc->mem[PV(k, lim, 1)] : 0) +
-             ((pl->resident_kv[k] >> lim & 1) ? pc->mem[PV(k, lim, 0)] - pc->mem[PV(k, lim, 1)] : 0);
+        b += ((pl->resident[k] >> lim & 1) ? pl->resident_w[k] : 0) +
+             ((pl->resident_kv[k] >> lim & 1) ? pc->kvm[PV(k, lim, 0)] : 0);
     return b;
 }
 
@@ -402,7 +464,7 @@ static void program(machine *mc, const struct hx_placements *pl, const parts *p,
                     if (mc->own[e] && e != lim)
                         continue;
                     double mv = move_s(mc, d, e, x_bytes);
-                    for (int v = 0; v < 2; v++) {
+                    for (int v = 0; v < pc->nv; v++) {
                         double c = pc->c[PV(l, e, v)];
                         if (c >= INF)
                             continue;
@@ -527,12 +589,45 @@ static void calibration_homes(machine *mc, const parts *p, uint64_t round, int *
         home[k] = devs[(uint64_t)(k + 1 + round) % (uint64_t)(n ? n : 1)];
 }
 
+/* HX_PLAN_PRINT=1: each plan as a table on stderr, one row per layer: its
+ * device, where its KV cache is, and where its expert groups are (the
+ * most used first). */
+static void print_plan(hx_model *m, const parts *p, const part_costs *pc, const ptask *t, size_t n,
+                       const hx_batch_shape *b, const slot *sl, const int *home, const int *var)
+{
+    fprintf(stderr, "plan for %u tokens, %u sequences, context up to %u KV blocks: %.3f ms per step predicted%s%s\n", b->T, b->S,
+            sl->ctx, sl->predicted * 1e3, m->expert_p_source ? "; router: " : "",
+            m->expert_p_source ? m->expert_p_source : "");
+    fprintf(stderr, "| layer | device | KV cache | expert groups on it | in host memory | entries on it |\n");
+    fprintf(stderr, "| ---: | ---: | --- | ---: | ---: | ---: |\n");
+    for (int k = 1; k < p->np - 1; k++) {
+        int h = home[k], groups = 0, here = 0;
+        double share = 0, all = 0;
+        const char *kv = "-";
+        for (size_t i = p->begin[k]; i < p->begin[k + 1]; i++) {
+            int d = pc->dev[(size_t)(h * pc->nv + var[k]) * n + i];
+            if (t[i].kv)
+                kv = d == h ? "with it" : "host memory";
+            if (t[i].group >= 0 && t[i].codelet == hx_op_codelet(HX_OP_MOE_GATE_UP)) {
+                groups++;
+                here += d == h;
+                share += d == h ? t[i].flops : 0;
+                all += t[i].flops;
+            }
+        }
+        char entries[16] = "-";
+        if (groups)
+            snprintf(entries, sizeof entries, "%.0f %%", all > 0 ? 100 * share / all : 0);
+        fprintf(stderr, "| %d | %d | %s | %d of %d | %d | %s |\n", k - 1, h, kv, here, groups, groups - here, entries);
+    }
+}
+
 static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl,
                             struct hx_placements *pl)
 {
     const size_t n_expect = pl->n;
     hx_runtime *rt = m->rt;
-    dry g = {.m = m};
+    dry g = {.m = m, .group_layer = -2}; /* no layer yet: layer 0's first group is 0 */
     hx_status s = hx_llama_emit(m, b, NULL, collect, &g);
     if (s == HX_OK)
         s = g.status;
@@ -564,33 +659,40 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
     for (int d = 0; d < nd; d++)
         mc.cap[d] = fmax(0, mc.cap[d] - kv_one);
     parts p;
-    part_costs pc = {0};
+    part_costs pcv = {0}, *pc = &pcv;
     int *home = NULL, *tmp = NULL, *var = NULL, *vtmp = NULL;
     s = cut(g.t, g.n, L, &p);
     if (s == HX_OK && p.np > HX_PLACE_MAX_PARTS)
         s = hx_error(HX_ERR_UNSUPPORTED, "placement planner: %d layers (at most %d)", L, HX_PLACE_MAX_PARTS - 2);
     if (s == HX_OK) {
-        size_t nv = (size_t)p.np * (size_t)nd * 2;
-        pc.c = malloc(sizeof *pc.c * nv);
-        pc.mem = malloc(sizeof *pc.mem * nv);
-        pc.dev = malloc(sizeof *pc.dev * g.n * (size_t)nd * 2);
+        int groups = 0;
+        for (size_t i = 0; i < g.n; i++)
+            groups = g.t[i].group + 1 > groups ? g.t[i].group + 1 : groups;
+        /* ngl keeps a layer's experts with it, as llama.cpp's -ngl does. */
+        pc->nv = 2 * (mode == HX_PLACE_NGL || groups > HX_PLACE_MAX_GROUPS ? 1 : groups + 1);
+        size_t nv = (size_t)p.np * (size_t)nd * (size_t)pc->nv;
+        pc->c = malloc(sizeof *pc->c * nv);
+        pc->mem = malloc(sizeof *pc->mem * nv);
+        pc->kvm = malloc(sizeof *pc->kvm * nv);
+        pc->dev = malloc(sizeof *pc->dev * g.n * (size_t)nd * (size_t)pc->nv);
         home = malloc(sizeof *home * (size_t)p.np);
         tmp = malloc(sizeof *tmp * (size_t)p.np);
         var = calloc((size_t)p.np, sizeof *var);
         vtmp = malloc(sizeof *vtmp * (size_t)p.np);
-        if (!pc.c || !pc.mem || !pc.dev || !home || !tmp || !var || !vtmp)
+        if (!pc->c || !pc->mem || !pc->kvm || !pc->dev || !home || !tmp || !var || !vtmp)
             s = hx_error(HX_ERR_NO_MEMORY, "placement planner");
     }
     if (s == HX_OK) {
         for (int k = 0; k < p.np; k++)
             for (int e = 0; e < nd; e++)
-                for (int v = 0; v < 2; v++) {
+                for (int v = 0; v < pc->nv; v++) {
                     size_t a = p.begin[k], z = p.begin[k + 1], j = PV(k, e, v);
                     /* ngl keeps a layer's KV cache with it, as llama.cpp does. */
-                    int kv_host = v && mode != HX_PLACE_NGL;
-                    pc.mem[j] = 0;
-                    pc.c[j] = (mc.live >> e & 1) ? span_cost(&mc, g.t, a, z, e, kv_host,
-                                                             pc.dev + (size_t)(e * 2 + v) * g.n + a, &pc.mem[j])
+                    int kv_host = (v & 1) && mode != HX_PLACE_NGL;
+                    pc->mem[j] = pc->kvm[j] = 0;
+                    pc->c[j] = (mc.live >> e & 1) ? span_cost(&mc, g.t, a, z, e, kv_host, v >> 1,
+                                                             pc->dev + (size_t)(e * pc->nv + v) * g.n + a, &pc->mem[j],
+                                                             &pc->kvm[j])
                                                  : INF;
                 }
         /* The residual stream between layers, and the logits. */
@@ -598,32 +700,35 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         sl->provisional = 0;
         answer ans = {.best = INF, .home = home, .var = var};
         if (mode == HX_PLACE_NGL) {
-            ngl_homes(&mc, &p, &pc, home);
-            ans.best = evaluate(&mc, &p, &pc, x_bytes, logit_bytes, home);
+            ngl_homes(&mc, &p, pc, home);
+            ans.best = evaluate(&mc, &p, pc, x_bytes, logit_bytes, home);
         } else if (mc.unknown) {
             calibration_homes(&mc, &p, pl->calibrations++, home);
             sl->provisional = 1;
         } else {
             for (int a = 0; a < nd; a++)
                 for (int z = 0; z < nd; z++)
-                    if (pc.c[PV(0, a, 0)] < INF && pc.c[PV(L + 1, z, 0)] < INF)
-                        program(&mc, pl, &p, &pc, x_bytes, logit_bytes, a, z, &ans, tmp, vtmp);
+                    if (pc->c[PV(0, a, 0)] < INF && pc->c[PV(L + 1, z, 0)] < INF)
+                        program(&mc, pl, &p, pc, x_bytes, logit_bytes, a, z, &ans, tmp, vtmp);
             if (ans.best >= INF)
                 s = hx_error(HX_ERR_NO_MEMORY, "placement planner: no placement of the model's %d layers fits the "
                                                "devices' memory", L);
         }
         sl->predicted = ans.best;
+        if (mode != HX_PLACE_NGL && !sl->provisional && getenv("HX_PLAN_PRINT") && *getenv("HX_PLAN_PRINT") == '1')
+            print_plan(m, &p, pc, g.t, g.n, b, sl, home, var);
         for (int k = 0; k < p.np && s == HX_OK; k++)
             if (mc.own[home[k]]) {
                 pl->resident[k] |= 1u << home[k];
-                if (pc.mem[PV(k, home[k], var[k])] > pc.mem[PV(k, home[k], 1)])
+                if (pc->kvm[PV(k, home[k], var[k])] > 0)
                     pl->resident_kv[k] |= 1u << home[k];
+                pl->resident_w[k] = fmax(pl->resident_w[k], pc->mem[PV(k, home[k], var[k])] - pc->kvm[PV(k, home[k], var[k])]);
             }
         for (int k = 0; k < p.np && s == HX_OK; k++)
             for (size_t i = p.begin[k]; i < p.begin[k + 1]; i++) {
                 hx_plan_entry *e = &sl->plan->e[i];
                 int h = home[k];
-                int d = sl->provisional ? h : pc.dev[(size_t)(h * 2 + var[k]) * g.n + i];
+                int d = sl->provisional ? h : pc->dev[(size_t)(h * pc->nv + var[k]) * g.n + i];
                 if (!((g.t[i].capable & mc.live) >> d & 1))
                     d = -1;
                 memset(e, 0, sizeof *e);
@@ -639,7 +744,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
                          d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays");
             }
     }
-    free(p.begin), free(pc.c), free(pc.mem), free(pc.dev), free(home), free(tmp), free(var), free(vtmp), free(g.t);
+    free(p.begin), free(pc->c), free(pc->mem), free(pc->kvm), free(pc->dev), free(home), free(tmp), free(var), free(vtmp), free(g.t);
     return s;
 }
 
@@ -678,6 +783,7 @@ static hx_status ensure_cache(hx_model *m, size_t n)
     if (pl) { /* what devices hold does not change with the graph */
         memcpy(np->resident, pl->resident, sizeof np->resident);
         memcpy(np->resident_kv, pl->resident_kv, sizeof np->resident_kv);
+        memcpy(np->resident_w, pl->resident_w, sizeof np->resident_w);
     }
     np->generation = pl ? pl->generation + 1 : 1;
     np->replans = pl ? pl->replans : 0;

@@ -2,6 +2,7 @@
  * three output formats checked row by row and column by column, the JSON
  * against bench/schema.json, the charts and timeline written, and the
  * command-line mistakes that must fail with a clear message. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,81 @@ START_TEST(simulated_machine)
 }
 END_TEST
 
+/* The t/s cell (7th) of the cluster table's row for `test`, -1 if absent. */
+static double cluster_tps(const char *out, const char *test)
+{
+    char key[64];
+    snprintf(key, sizeof key, " | %s | ", test);
+    const char *r = strstr(out, key);
+    if (!r)
+        return -1;
+    while (r > out && r[-1] != '\n')
+        r--;
+    for (int cell = 0; cell < 6 && r; cell++)
+        r = strchr(r + 1, '|');
+    return r ? strtod(r + 1, NULL) : -1;
+}
+
+/* --sim CLUSTER: one node predicts what the machine alone does; four
+ * nodes over InfiniBand speed up prefill (chunks in flight on every node)
+ * and batched decode a little, but not one sequence's decode (a token
+ * still passes every layer in turn), and are no slower than the same
+ * nodes over 25 Gb/s Ethernet; a malformed cluster file is refused with
+ * its line. */
+START_TEST(simulated_cluster)
+{
+    static char out[1 << 14];
+    const char *common = "--shapes llama2-7b:q4_0 --sched plan -p 256 -n 4 --seqs 1,16 -d 64";
+    char args[600];
+    snprintf(args, sizeof args, "--sim bench/clusters/epyc2s-h200-u55c-1x.cluster %s", common);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    double one_b1 = cluster_tps(out, "tg4@d64"), one_b16 = cluster_tps(out, "tg4x16@d64"),
+           one_pp = cluster_tps(out, "pp256");
+    ck_assert_msg(one_b1 > 0 && one_b16 > 0 && one_pp > 0, "%s", out);
+    snprintf(args, sizeof args, "--sim bench/machines/epyc2s-h200-u55c.machine %s -r 1 -o json", common);
+    ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+    const char *tg = strstr(out, "\"test\": \"tg4@d64\"");
+    ck_assert_ptr_nonnull(tg);
+    const char *ts = strstr(tg, "\"avg_ts\": ");
+    ck_assert_ptr_nonnull(ts);
+    double alone = strtod(ts + 10, NULL);
+    ck_assert_msg(fabs(one_b1 / alone - 1) < 1e-3, "one node %.4f t/s, the machine alone %.4f", one_b1, alone);
+    double ib[3], eth[3];
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "--sim bench/clusters/epyc2s-h200-u55c-4x-%s.cluster %s", k ? "eth25" : "ib200",
+                 common);
+        ck_assert_int_eq(bench(args, 0, out, sizeof out), 0);
+        double *v = k ? eth : ib;
+        v[0] = cluster_tps(out, "tg4@d64"), v[1] = cluster_tps(out, "tg4x16@d64"), v[2] = cluster_tps(out, "pp256");
+        ck_assert_msg(v[0] > 0 && v[1] > 0 && v[2] > 0, "%s", out);
+    }
+    ck_assert_msg(ib[0] <= one_b1 * 1.0001, "one sequence: 4 nodes %.3f t/s, one %.3f", ib[0], one_b1);
+    ck_assert_msg(ib[1] > one_b16, "16 sequences: 4 nodes %.3f t/s, one %.3f", ib[1], one_b16);
+    ck_assert_msg(ib[2] > one_pp * 1.5, "prefill: 4 nodes %.3f t/s, one %.3f", ib[2], one_pp);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(eth[i] <= ib[i], "row %d: Ethernet %.3f t/s, InfiniBand %.3f", i, eth[i], ib[i]);
+    /* Mistakes: a bad value, an unknown key, no nodes. */
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"cluster = x\nbandwidth = fast\nlatency = 1us\nnodes = 2\nmachine = m\n", ":2: bandwidth"},
+        {"cluster = x\nbandwidth = 1G\nlatency = 1us\nnodes = 2\nmachine = m\ncolour = red\n", "unknown key 'colour'"},
+        {"cluster = x\nbandwidth = 1G\nlatency = 1us\n", "no nodes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/bad.cluster", tmpdir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(bad[i].text, f);
+        fclose(f);
+        snprintf(args, sizeof args, "--sim %s --shapes llama2-7b:q4_0 -p 0 -n 4", path);
+        ck_assert_int_ne(bench(args, 1, out, sizeof out), 0);
+        ck_assert_msg(strstr(out, bad[i].says), "expected '%s' in: %s", bad[i].says, out);
+    }
+}
+END_TEST
+
 START_TEST(timeline_from_a_chrome_trace)
 {
     char trace[256], args[600], svg[256];
@@ -430,6 +506,7 @@ Suite *suite_bench(void)
     tcase_add_test(tc, csv_rows_have_every_column);
     tcase_add_test(tc, json_matches_the_schema_and_plots_are_drawn);
     tcase_add_test(tc, simulated_machine);
+    tcase_add_test(tc, simulated_cluster);
     tcase_add_test(tc, timeline_from_a_chrome_trace);
     tcase_add_test(tc, injection_rows_and_traced_token);
     tcase_add_test(tc, batched_decode_at_a_depth);

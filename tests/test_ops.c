@@ -1568,7 +1568,7 @@ START_TEST(moe_gate_up_matches_reference)
                     for (uint32_t f = 0; f < F; f++)
                         ref[i * F + f] = (act ? gelu(g[f]) : silu(g[f])) * up[f];
                 }
-                hx_op_moe_gate_up a = {T, D, F, E, k, gt, ut, act};
+                hx_op_moe_gate_up a = {T, D, F, E, k, gt, ut, act, 0, 0, 0, 0};
                 const size_t gb = hx_ref_row_bytes(gt, D) * E * F, ub = hx_ref_row_bytes(ut, D) * E * F;
                 hx_buffer *b[5] = {hx_case_buffer(u.rt, x, 4ull * T * D),
                                    hx_case_buffer(u.rt, route, 4 * hx_moe_route_words(T, k, E)),
@@ -1580,6 +1580,38 @@ START_TEST(moe_gate_up_matches_reference)
                 ck_assert_msg(e <= fmax(moe_bound(&u, gt, (int)act), moe_bound(&u, ut, (int)act)),
                               "%s: moe_gate_up types %u/%u T %u D %u F %u E %u act %u: nmse %g", u.tg->name, gt, ut, T,
                               D, F, E, act, e);
+                /* The experts as two groups, each with its own weight
+                 * buffer (placed apart): every entry's row as with all of
+                 * them; a group beyond the experts is refused. */
+                if (s == 1) {
+                    const uint32_t half = E / 2;
+                    const size_t g1 = hx_ref_row_bytes(gt, D) * half * F, u1 = hx_ref_row_bytes(ut, D) * half * F;
+                    hx_buffer *parts[4] = {hx_case_buffer(u.rt, G, g1), hx_case_buffer(u.rt, U, u1),
+                                           hx_case_buffer(u.rt, G + g1, gb - g1), hx_case_buffer(u.rt, U + u1, ub - u1)};
+                    hx_buffer *h2 = hx_case_empty(u.rt, 4ull * T * k * F);
+                    for (int grp = 0; grp < 2; grp++) {
+                        hx_op_moe_gate_up ag = a;
+                        ag.e_lo = grp ? half : 0;
+                        ag.e_n = grp ? E - half : half;
+                        hx_buffer *bg[5] = {b[0], b[1], parts[2 * grp], parts[2 * grp + 1], h2};
+                        HX_ASSERT_OK(run(&u, "moe_gate_up", &ag, sizeof ag, 5, bg,
+                                         (hx_access[]){HX_R, HX_R, HX_R, HX_R, grp ? HX_RW : HX_W}));
+                    }
+                    float *hs = malloc(4ull * T * k * F);
+                    hx_case_read(h2, hs, 4ull * T * k * F);
+                    double eg = hx_ref_nmse(hs, ref, (size_t)T * k * F);
+                    ck_assert_msg(eg <= fmax(moe_bound(&u, gt, (int)act), moe_bound(&u, ut, (int)act)),
+                                  "%s: moe_gate_up in two groups types %u/%u: nmse %g", u.tg->name, gt, ut, eg);
+                    hx_op_moe_gate_up bad = a;
+                    bad.e_lo = half + 1, bad.e_n = E - half;
+                    hx_buffer *bb[5] = {b[0], b[1], parts[2], parts[3], h2};
+                    ck_assert_int_ne(run(&u, "moe_gate_up", &bad, sizeof bad, 5, bb,
+                                         (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_RW}),
+                                     HX_OK);
+                    free(hs);
+                    hx_case_destroy(parts, 4);
+                    hx_case_destroy(&h2, 1);
+                }
                 /* A route naming an entry outside the batch is refused. */
                 if (s == 1 && act == 0) {
                     route[2 * T * k + E + 1] = (int32_t)(T * k);
@@ -1621,7 +1653,7 @@ START_TEST(moe_down_matches_reference)
                     for (uint32_t d = 0; d < D; d++)
                         ref[(size_t)t * D + d] += w[t * k + j] * y[d];
                 }
-            hx_op_moe_down a = {T, D, F, E, k, type};
+            hx_op_moe_down a = {T, D, F, E, k, type, 0, 0, 0, 0, 0};
             hx_buffer *b[4] = {hx_case_buffer(u.rt, h, 4ull * T * k * F),
                                hx_case_buffer(u.rt, route, 4 * hx_moe_route_words(T, k, E)),
                                hx_case_buffer(u.rt, W, hx_ref_row_bytes(type, F) * E * D),
@@ -1631,6 +1663,29 @@ START_TEST(moe_down_matches_reference)
             double e = hx_ref_nmse(out, ref, (size_t)T * D);
             ck_assert_msg(e <= moe_bound(&u, type, 0), "%s: moe_down type %u T %u D %u F %u E %u k %u: nmse %g",
                           u.tg->name, type, T, D, F, E, k, e);
+            /* Two groups of experts, the second adding to the first's sum
+             * (the planner places them apart): the same outputs. */
+            {
+                const uint32_t half = E / 2;
+                const size_t w1 = hx_ref_row_bytes(type, F) * half * D, wall = hx_ref_row_bytes(type, F) * E * D;
+                hx_buffer *parts[2] = {hx_case_buffer(u.rt, W, w1), hx_case_buffer(u.rt, W + w1, wall - w1)};
+                hx_buffer *o2 = hx_case_empty(u.rt, 4ull * T * D);
+                for (int grp = 0; grp < 2; grp++) {
+                    hx_op_moe_down ag = a;
+                    ag.e_lo = grp ? half : 0;
+                    ag.e_n = grp ? E - half : half;
+                    ag.accumulate = (uint32_t)grp;
+                    hx_buffer *bg[4] = {b[0], b[1], parts[grp], o2};
+                    HX_ASSERT_OK(run(&u, "moe_down", &ag, sizeof ag, 4, bg,
+                                     (hx_access[]){HX_R, HX_R, HX_R, grp ? HX_RW : HX_W}));
+                }
+                hx_case_read(o2, out, 4ull * T * D);
+                double eg = hx_ref_nmse(out, ref, (size_t)T * D);
+                ck_assert_msg(eg <= moe_bound(&u, type, 0), "%s: moe_down in two groups type %u T %u: nmse %g",
+                              u.tg->name, type, T, eg);
+                hx_case_destroy(parts, 2);
+                hx_case_destroy(&o2, 1);
+            }
             hx_case_destroy(b, 4);
             free(W), free(route), free(h), free(out), free(ref), free(y);
         }

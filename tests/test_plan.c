@@ -11,6 +11,7 @@
  *     the step time recovers to the best placement for the slowed machine;
  *   - an unknown policy name is refused with the list of known ones. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -279,6 +280,95 @@ START_TEST(a_slowdown_mid_run_changes_the_plan)
 }
 END_TEST
 
+/* Mixtral-8x7B's shapes (24.5 GB in Q4_0) on the test box's GPU of 8 GB:
+ * plan keeps most layers' attention and router on the GPU and the expert
+ * groups the GPU cannot hold in host memory, computed by the CPU, and a
+ * decode step is no slower than llama.cpp's -ngl split of whole layers. */
+START_TEST(moe_experts_that_do_not_fit_stay_in_host_memory)
+{
+    char path[64];
+    write_machine(path, sizeof path, "8G", "");
+    double step[2];
+    static const char *const scheds[] = {"ngl", "plan"};
+    for (int k = 0; k < 2; k++) {
+        hx_runtime *rt = open_on(path, "all", scheds[k]);
+        hx_model *m;
+        hx_model_options mo = hx_model_options_default();
+        mo.n_ctx = 1024;
+        HX_ASSERT_OK(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m));
+        hx_session *s;
+        HX_ASSERT_OK(hx_session_open(m, &s));
+        /* Decode from the start: the first plan's placement of weights
+         * binds later ones (nothing evicts a replica), and a prompt's plan
+         * would fill the GPU with experts (docs/scheduling.md). */
+        int32_t ids[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+        HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+        HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
+        double t0 = hx_runtime_clock(rt);
+        for (int i = 0; i < 3; i++)
+            HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+        step[k] = (hx_runtime_clock(rt) - t0) / 3;
+        if (k == 1) {
+            hx_model_info info;
+            HX_ASSERT_OK(hx_model_info_get(m, &info));
+            ck_assert_uint_eq(info.n_expert, 8);
+            int router_gpu[64] = {0}, exp_gpu = 0, exp_cpu = 0;
+            size_t n = hx_model_plan_size(m);
+            for (size_t i = 0; i < n; i++) {
+                hx_plan_task t;
+                HX_ASSERT_OK(hx_model_plan_get(m, i, &t));
+                if (t.layer < 0 || t.layer >= (int)info.n_layer)
+                    continue;
+                if (!strcmp(t.op, "moe_route") && t.device == 1)
+                    router_gpu[t.layer]++;
+                if (!strcmp(t.op, "moe_gate_up")) {
+                    exp_gpu += t.device == 1;
+                    exp_cpu += t.device == 0;
+                }
+            }
+            /* Layers whose attention and router run on the GPU: more than
+             * the whole layers -ngl puts there (about 8 of 32 in 8 GB). */
+            int gpu_layers = 0;
+            for (uint32_t l = 0; l < info.n_layer; l++)
+                gpu_layers += router_gpu[l];
+            ck_assert_msg(gpu_layers > 16, "%d of %u layers' routers on the GPU", gpu_layers, info.n_layer);
+            /* 8 groups (one expert each) x 32 layers; 8 GB less the
+             * reserve holds fewer than a third of the 23.6 GB of experts. */
+            ck_assert_int_eq(exp_gpu + exp_cpu, 8 * 32);
+            ck_assert_msg(exp_cpu > 0 && exp_gpu > 0, "experts: %d groups on the GPU, %d on the CPU", exp_gpu, exp_cpu);
+            ck_assert_msg(exp_gpu * 92e6 <= 8e9, "%d expert groups of 92 MB cannot fit in 8 GB", exp_gpu);
+        }
+        hx_session_close(s);
+        hx_model_free(m);
+        hx_runtime_close(rt);
+    }
+    ck_assert_msg(step[1] <= step[0] * 1.001, "plan %.6g s per decode step, ngl %.6g s", step[1], step[0]);
+    unlink(path);
+}
+END_TEST
+
+/* The declared router: a bad HX_MOE_ROUTING is refused by name. */
+START_TEST(moe_routing_declarations_are_checked)
+{
+    char path[64];
+    write_machine(path, sizeof path, "8G", "");
+    hx_runtime *rt = open_on(path, "all", "plan");
+    hx_model *m = NULL;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 256;
+    setenv("HX_MOE_ROUTING", "zipf:x", 1);
+    ck_assert_int_eq(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "HX_MOE_ROUTING"));
+    setenv("HX_MOE_ROUTING", "zipf:1", 1);
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m));
+    hx_model_free(m);
+    unsetenv("HX_MOE_ROUTING");
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(unknown_policies_are_refused)
 {
     hx_runtime_options o = hx_runtime_options_default();
@@ -299,6 +389,8 @@ Suite *suite_plan(void)
     tcase_add_test(c, ngl_fills_the_gpu_with_the_last_layers);
     tcase_add_test(c, a_split_model_changes_shape_without_running_out_of_memory);
     tcase_add_test(c, a_slowdown_mid_run_changes_the_plan);
+    tcase_add_test(c, moe_experts_that_do_not_fit_stay_in_host_memory);
+    tcase_add_test(c, moe_routing_declarations_are_checked);
     tcase_add_test(c, unknown_policies_are_refused);
     suite_add_tcase(s, c);
     return s;
