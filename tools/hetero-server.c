@@ -81,6 +81,9 @@ static void usage(FILE *f)
           "  --slots, --no-slots  GET /slots shows the running requests (default), or answers 501\n"
           "  --props              POST /props is allowed (it changes nothing; GET /props always answers)\n"
           "  --tags LIST          the model's tags in /models\n"
+          "  --reasoning on|off|auto  off: templates get enable_thinking false, and a prompt that opens a\n"
+          "                       thought (<think>) has it closed; on and auto: the template's default\n"
+          "  --reasoning-format none  accepted (thoughts stay in 'content'); other formats refused\n"
           "  --no-ui, --no-webui  no web page at /\n"
           "  --cors-origins O     '*' (default: with credentials, the request's Origin is echoed),\n"
           "                       'localhost' (only localhost origins), or one origin\n"
@@ -146,7 +149,7 @@ static const struct {
      "give it per request, in the body"},
     {"-ub --ubatch-size", "-b sets the step's tokens"},
     {"-dev --device -sm --split-mode -ts --tensor-split -mg --main-gpu", "--devices LIST"},
-    {"--reasoning-format --reasoning-budget", "not supported"},
+    {"--reasoning-budget", "not supported"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
     {"-cram --cache-ram", "--kv-tokens N sizes the KV pool"},
     {"-ctxcp --ctx-checkpoints --swa-full", "not supported"},
@@ -265,6 +268,20 @@ static int parse_args(int argc, char **argv, options *o)
         else if (IS("--no-ui") || IS("--no-webui")) o->native.no_ui = 1;
         else if (IS("--ui") || IS("--webui")) o->native.no_ui = 0;
         else if (TAKE("--tags")) o->native.tags = v;
+        else if (TAKE("--reasoning") || TAKE("-rea")) {
+            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) {
+                fprintf(stderr, PROG ": %s takes on, off or auto, not '%s'\n", a, v);
+                return -1;
+            }
+            o->native.reasoning_off = !strcmp(v, "off");
+        } else if (TAKE("--reasoning-format")) {
+            /* hetero leaves a thought in the answer's content: llama-server's "none" */
+            if (strcmp(v, "none")) {
+                fprintf(stderr, PROG ": --reasoning-format %s: hetero-server leaves the model's thoughts in "
+                        "'content' (llama-server's 'none'); it does not split out reasoning_content\n", v);
+                return -1;
+            }
+        }
         else if (TAKE("--cors-origins")) o->native.cors_origins = v;
         else if (TAKE("--cors-methods")) o->native.cors_methods = v;
         else if (TAKE("--cors-headers")) o->native.cors_headers = v;

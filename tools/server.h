@@ -85,6 +85,7 @@ typedef struct {
     const char *cors_methods, *cors_headers;
     int cors_credentials;       /* --cors-credentials (default) / --no-cors-credentials */
     int no_ui;                  /* --no-ui / --no-webui: no web page at / */
+    int reasoning_off;          /* --reasoning off: templates get enable_thinking false, an opened thought is closed */
 } srv_native;
 
 typedef struct {
@@ -279,6 +280,14 @@ enum MHD_Result srv_cors_preflight(srv *S, struct MHD_Connection *c);
  * completion would format them (server_openai.c): the prompt, malloc'd,
  * or NULL with the 400's message in err. */
 char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap);
+/* What a Jinja chat template gets beside the messages, as llama-server
+ * gives it: enable_thinking (--reasoning), datetime and date_string
+ * (today), and the body's chat_template_kwargs: a JSON object, malloc'd,
+ * or NULL with the 400's message in err. */
+char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap);
+/* With thinking off, a prompt that ends by opening a thought ("<think>\n")
+ * gets it closed, as llama-server does. */
+void srv_chat_close_thought(char **prompt, int thinking);
 /* The engine request of a /completion body that sets nothing (/props'
  * default_generation_settings): 0, or -1. */
 int srv_default_request(srv *S, hx_request *r);

@@ -380,3 +380,55 @@ enum MHD_Result srv_detokenize(srv *S, struct MHD_Connection *c, const char *bod
     free(text);
     return r;
 }
+
+char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap)
+{
+    char date[32], datetime[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(date, sizeof date, "%d %b %Y", &tm);
+    strftime(datetime, sizeof datetime, "%b %d %Y", &tm);
+    json_t *x = json_pack("{s:s,s:s,s:b}", "date_string", date, "datetime", datetime, "enable_thinking",
+                          !S->native.reasoning_off);
+    json_t *kw = json_object_get(body, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw)) {
+            snprintf(err, cap, "'chat_template_kwargs' must be an object");
+            json_decref(x);
+            return NULL;
+        }
+        json_t *et = json_object_get(kw, "enable_thinking");
+        if (et && !json_is_boolean(et)) {
+            snprintf(err, cap, "'chat_template_kwargs.enable_thinking' must be a boolean");
+            json_decref(x);
+            return NULL;
+        }
+        json_object_update(x, kw);
+    }
+    *thinking = json_is_true(json_object_get(x, "enable_thinking"));
+    char *text = json_dumps(x, JSON_COMPACT);
+    json_decref(x);
+    if (!text)
+        snprintf(err, cap, "out of memory");
+    return text;
+}
+
+void srv_chat_close_thought(char **prompt, int thinking)
+{
+    static const char *const opens[] = {"<think>\n", "<think>"};
+    size_t n = *prompt ? strlen(*prompt) : 0;
+    if (thinking || !n)
+        return;
+    for (size_t i = 0; i < sizeof opens / sizeof opens[0]; i++) {
+        size_t k = strlen(opens[i]);
+        if (n >= k && !strcmp(*prompt + n - k, opens[i])) {
+            char *p = realloc(*prompt, n + sizeof "</think>");
+            if (p) {
+                memcpy(p + n, "</think>", sizeof "</think>");
+                *prompt = p;
+            }
+            return;
+        }
+    }
+}

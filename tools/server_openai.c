@@ -340,13 +340,21 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     ro.no_jinja = !S->jinja;
     if (!rc)
         rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
+    int thinking = 1;
+    char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, b->msg, sizeof b->msg) : NULL;
+    if (!rc && S->jinja && !extra)
+        rc = fail(b, "invalid_value", "%s", b->msg);
+    ro.extra = extra;
     size_t len = 0;
     if (!rc && hx_model_chat_render(S->m, S->chat_template, &ro, NULL, 0, &len) != HX_ERR_RANGE)
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
     if (!rc && (!(p->prompt = malloc(len + 1)) ||
                 hx_model_chat_render(S->m, S->chat_template, &ro, p->prompt, len + 1, &len) != HX_OK))
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    if (!rc)
+        srv_chat_close_thought(&p->prompt, thinking);
     free(text);
+    free(extra);
     return rc;
 }
 
