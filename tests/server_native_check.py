@@ -114,6 +114,7 @@ def keyed(srv):
     d = p["default_generation_settings"]
     check(st == 200 and p["total_slots"] == 2 and d["n_ctx"] == 256 and d["params"]["seed"] == 42 and
           abs(d["params"]["temperature"] - 0.8) < 1e-9 and p["model_path"].endswith(".gguf") and
+          d["params"]["top_k"] == 40 and d["params"]["top_p"] == 0.95 and d["params"]["min_p"] == 0.05 and
           p["chat_template"] and p["endpoint_slots"] is True and p["endpoint_props"] is False and
           p["build_info"].startswith("hetero"), f"/props: {p}")
     st, _, b = srv.req("POST", "/props", {}, A)
@@ -150,6 +151,20 @@ def keyed(srv):
     st, _, r5 = srv.req("POST", "/completion", {**body, "response_fields": ["content", "generation_settings/n_predict"]},
                         A)
     check(st == 200 and r5 == {"content": whole, "generation_settings/n_predict": 6}, f"response_fields: {r5}")
+    st, _, r6 = srv.req("POST", "/completion", {**body, "prompt": {"prompt_string": body["prompt"]}}, A)
+    check(st == 200 and r6["content"] == whole, f"prompt_string: {st} {r6}")
+    st, _, tk = srv.req("POST", "/tokenize", {"content": body["prompt"]}, A)
+    half = len(body["prompt"]) // 2
+    cut = body["prompt"].rfind(" ", 0, half)
+    st, _, r7 = srv.req("POST", "/completion", {**body, "prompt": [body["prompt"][:cut], body["prompt"][cut:]]}, A)
+    check(st == 400, f"two strings are two prompts (refused, one prompt per request): {st} {r7}")
+    st, _, r7 = srv.req("POST", "/completion", {**body, "prompt": tk["tokens"][:2] + [
+        srv.req("POST", "/detokenize", {"tokens": tk["tokens"][2:]}, A)[2]["content"]]}, A)
+    check(st == 200 and r7["tokens_evaluated"] == len(tk["tokens"]), f"ids and a string mixed: {st} {r7}")
+    st, _, b = srv.req("POST", "/completion", {**body, "prompt": {"prompt_string": "a", "multimodal_data": "x"}}, A)
+    check(st == 400 and "multimodal" in b["error"]["message"], f"multimodal_data: {st} {b}")
+    print(f"ok /completion prompt forms: {{prompt_string}}, ids and text mixed in one sequence; multimodal_data "
+          "refused")
     print(f"ok /completion: {whole!r}, stop_type limit, 6 tokens, timings, generation_settings; return_tokens, "
           "response_fields; /completions the same; /v1/completions OpenAI's shape")
 

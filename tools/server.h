@@ -288,6 +288,15 @@ char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap)
 /* With thinking off, a prompt that ends by opening a thought ("<think>\n")
  * gets it closed, as llama-server does. */
 void srv_chat_close_thought(char **prompt, int thinking);
+/* /completion's sampling defaults are llama-server's (top_k 40, top_p
+ * 0.95, min_p 0.05, temperature 0.8 unless --temp): set in the body
+ * where it does not say, before its checks. */
+void srv_native_fill_defaults(srv *S, json_t *body);
+/* /completion's prompt forms beyond a string or ids: {"prompt_string"}
+ * (multimodal_data refused), and ids and strings mixed in one sequence;
+ * rewritten in the body as a string or ids.  0, or -1 with the 400's
+ * message in err. */
+int srv_native_prompt(srv *S, json_t *body, char *err, size_t cap);
 /* The engine request of a /completion body that sets nothing (/props'
  * default_generation_settings): 0, or -1. */
 int srv_default_request(srv *S, hx_request *r);

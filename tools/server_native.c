@@ -432,3 +432,81 @@ void srv_chat_close_thought(char **prompt, int thinking)
         }
     }
 }
+
+/* A prompt of token ids and strings mixed in one sequence (llama-server's
+ * tokenize_mixed): each string tokenized in place, the first element with
+ * BOS where the model adds it. */
+static json_t *mixed_prompt(srv *S, json_t *arr, char *err, size_t cap)
+{
+    json_t *ids = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if (json_is_integer(v)) {
+            json_array_append(ids, v);
+            continue;
+        }
+        size_t n = 0, len = json_string_length(v);
+        const char *t = json_string_value(v);
+        hx_model_tokenize(S->m, t, len, i == 0, 1, NULL, 0, &n);
+        int32_t *tok = malloc(sizeof *tok * (n ? n : 1));
+        if (!tok || hx_model_tokenize(S->m, t, len, i == 0, 1, tok, n, &n) != HX_OK) {
+            snprintf(err, cap, "'prompt'[%zu] cannot be tokenized: %s", i, hx_last_error());
+            free(tok);
+            json_decref(ids);
+            return NULL;
+        }
+        for (size_t k = 0; k < n; k++)
+            json_array_append_new(ids, json_integer(tok[k]));
+        free(tok);
+    }
+    return ids;
+}
+
+int srv_native_prompt(srv *S, json_t *body, char *err, size_t cap)
+{
+    json_t *p = json_object_get(body, "prompt");
+    /* llama-server's prompt object: {"prompt_string", "multimodal_data"} */
+    if (json_is_object(p)) {
+        json_t *ps = json_object_get(p, "prompt_string");
+        if (json_object_get(p, "multimodal_data")) {
+            snprintf(err, cap, "'prompt.multimodal_data': this model takes no images or audio");
+            return -1;
+        }
+        if (!json_is_string(ps)) {
+            snprintf(err, cap, "'prompt' as an object needs 'prompt_string', a string");
+            return -1;
+        }
+        json_object_set(body, "prompt", ps);
+        return 0;
+    }
+    int ints = 0, strs = 0;
+    size_t i;
+    json_t *v;
+    if (json_is_array(p))
+        json_array_foreach(p, i, v) {
+            ints += json_is_integer(v);
+            strs += json_is_string(v);
+        }
+    if (ints && strs && ints + strs == (int)json_array_size(p)) {
+        json_t *ids = mixed_prompt(S, p, err, cap);
+        if (!ids)
+            return -1;
+        json_object_set_new(body, "prompt", ids);
+    }
+    return 0;
+}
+
+void srv_native_fill_defaults(srv *S, json_t *body)
+{
+    /* llama-server's sampling defaults (common_params_sampling), where
+     * /v1's are OpenAI's; the server's --temp still wins */
+    if (!json_object_get(body, "temperature") && S->temperature < 0)
+        json_object_set_new(body, "temperature", json_real(0.8));
+    if (!json_object_get(body, "top_k"))
+        json_object_set_new(body, "top_k", json_integer(40));
+    if (!json_object_get(body, "top_p"))
+        json_object_set_new(body, "top_p", json_real(0.95));
+    if (!json_object_get(body, "min_p"))
+        json_object_set_new(body, "min_p", json_real(0.05));
+}

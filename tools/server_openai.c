@@ -341,9 +341,10 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     if (!rc)
         rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
     int thinking = 1;
-    char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, b->msg, sizeof b->msg) : NULL;
+    char why[256];
+    char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, why, sizeof why) : NULL;
     if (!rc && S->jinja && !extra)
-        rc = fail(b, "invalid_value", "%s", b->msg);
+        rc = fail(b, "invalid_value", "%s", why);
     ro.extra = extra;
     size_t len = 0;
     if (!rc && hx_model_chat_render(S->m, S->chat_template, &ro, NULL, 0, &len) != HX_ERR_RANGE)
@@ -628,6 +629,12 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     parsed p = {.r = hx_request_default()};
     bad b = {{0}, NULL};
     int rc = json_is_object(o) ? 0 : fail(&b, "invalid_type", "The body must be a JSON object");
+    if (!rc && native) {
+        srv_native_fill_defaults(S, o);
+        char why[256];
+        if (srv_native_prompt(S, o, why, sizeof why))
+            rc = fail(&b, "invalid_value", "%s", why);
+    }
     if (!rc)
         rc = parse_sampling(S, o, &p, mode, &b);
     if (!rc && native)
@@ -770,6 +777,8 @@ int srv_default_request(srv *S, hx_request *r)
     parsed p = {.r = hx_request_default()};
     bad b = {{0}, NULL};
     json_t *o = json_object();
+    if (o)
+        srv_native_fill_defaults(S, o);
     int rc = o ? parse_sampling(S, o, &p, SRV_NATIVE, &b) : -1;
     json_decref(o);
     *r = p.r;
