@@ -229,12 +229,26 @@ def keyed(srv):
     check(st == 400 and b["error"]["type"] == "exceed_context_size_error" and b["error"]["n_ctx"] == 256 and
           b["error"]["n_prompt_tokens"] > 256, f"context exceeded: {st} {b}")
     n_prompt = b["error"]["n_prompt_tokens"]
+    check("exceeds the available context size" in b["error"]["message"], f"context exceeded message: {b}")
+    check(not r2["truncated"], f"truncated without a full context: {r2}")
     st, _, b = srv.req("POST", "/completion", {"prompt": "a", "n_predict": "x"}, A)
     check(st == 400 and b["error"]["type"] == "invalid_request_error", f"bad n_predict: {st} {b}")
     st, _, b = srv.req("POST", "/completion", {"prompt": "a", "n_predict": 0}, A)
     check(st == 400 and "n_predict" in b["error"]["message"], f"n_predict 0: {st} {b}")
     print(f"ok errors: 404 not_found_error; 400 exceed_context_size_error (n_prompt_tokens {n_prompt}, n_ctx 256); "
           "400 invalid_request_error")
+
+
+def small_context():
+    srv = Server("-c", "64", "-np", "2")
+    try:
+        st, _, r = srv.req("POST", "/completion", {"prompt": "Hi there", "n_predict": -1, "ignore_eos": True})
+        check(st == 200 and r["truncated"] is True and r["stop_type"] == "limit" and
+              r["tokens_evaluated"] + r["tokens_predicted"] == 32, f"n_predict -1 fills the context: {r}")
+    finally:
+        srv.stop()
+    print(f"ok n_predict -1: {r['tokens_evaluated']} prompt + {r['tokens_predicted']} generated tokens fill the "
+          "32-token context (-c 64 -np 2), truncated")
 
 
 def unkeyed():
@@ -289,6 +303,7 @@ def main():
         keyed(srv)
     finally:
         srv.stop()
+    small_context()
     unkeyed()
     print(f"server_native_check: all passed in {time.time() - t0:.1f} s")
 

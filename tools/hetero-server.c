@@ -150,6 +150,7 @@ static const struct {
     {"-ub --ubatch-size", "-b sets the step's tokens"},
     {"-dev --device -sm --split-mode -ts --tensor-split -mg --main-gpu", "--devices LIST"},
     {"--reasoning-budget", "not supported"},
+    {"--context-shift", "the engine does not shift a full context: the answer ends there ('length')"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
     {"-cram --cache-ram", "--kv-tokens N sizes the KV pool"},
     {"-ctxcp --ctx-checkpoints --swa-full", "not supported"},

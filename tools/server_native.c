@@ -169,7 +169,11 @@ static json_t *final_object(srv_job *j, srv_choice *ch, const char *content, siz
                             "tokens_predicted", (json_int_t)generated, "tokens_evaluated",
                             (json_int_t)j->prompt_tokens, "generation_settings", settings, "prompt",
                             json_object_get(j->native, "prompt"), "has_new_line",
-                            ch->text && memchr(ch->text, '\n', ch->text_len) != NULL, "truncated", 0, "stop_type",
+                            ch->text && memchr(ch->text, '\n', ch->text_len) != NULL, "truncated",
+                            /* llama-server's: the context filled up before the answer ended */
+                            ch->res.stats.finish == HX_FINISH_LENGTH &&
+                                j->prompt_tokens + generated >= j->S->info.n_ctx,
+                            "stop_type",
                             type, "stopping_word", word, "tokens_cached", (json_int_t)(j->prompt_tokens + generated),
                             "timings", timings(ch, j->prompt_tokens));
     json_t *fields = json_object_get(j->native, "response_fields");

@@ -547,7 +547,8 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
 static enum MHD_Result context_exceeded(srv *S, struct MHD_Connection *c, size_t n_prompt)
 {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s", hx_last_error());
+    snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%u tokens), try increasing "
+             "it (%s)", n_prompt, S->info.n_ctx, hx_last_error());
     json_t *e = srv_error_object("exceed_context_size_error", "context_length_exceeded", msg);
     json_object_set_new(json_object_get(e, "error"), "n_prompt_tokens", json_integer((json_int_t)n_prompt));
     json_object_set_new(json_object_get(e, "error"), "n_ctx", json_integer((json_int_t)S->info.n_ctx));
@@ -648,6 +649,9 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     p.r.sampling.grammar = p.grammar;
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
+    /* llama-server's context holds the prompt and the answer together */
+    if (!rc && native && p.n_tokens < S->info.n_ctx && p.r.max_tokens > S->info.n_ctx - p.n_tokens)
+        p.r.max_tokens = S->info.n_ctx - (uint32_t)p.n_tokens;
     enum MHD_Result ret = MHD_NO;
     if (rc) {
         ret = srv_error(c, 400, "invalid_request_error", b.code, "%s", b.msg);

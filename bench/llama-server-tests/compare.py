@@ -4,7 +4,9 @@ passed, hetero-server passed, and both; then each test that passes on
 llama-server and not on hetero-server, with hetero's failure (its first
 line).  OWNERS names the tests whose feature is another area's work.
 
-  python3 bench/llama-server-tests/compare.py LLAMA.xml HETERO.xml"""
+  python3 bench/llama-server-tests/compare.py LLAMA.xml HETERO.xml[,RERUN.xml...]
+
+(a later XML of the same server, e.g. one file run again, overrides)"""
 import collections
 import re
 import sys
@@ -46,8 +48,16 @@ def owner(name):
     return None
 
 
+def load_all(paths):
+    """Several runs of one server (comma-separated): a later one's results win."""
+    res = {}
+    for p in paths.split(","):
+        res.update(load(p))
+    return res
+
+
 def main():
-    llama, hetero = load(sys.argv[1]), load(sys.argv[2])
+    llama, hetero = load_all(sys.argv[1]), load_all(sys.argv[2])
     files = collections.OrderedDict()
     for name in sorted(set(llama) | set(hetero)):
         f = name.split("::")[0]
