@@ -215,12 +215,17 @@ def keyed(srv):
     st, _, tk = srv.req("POST", "/tokenize", {"content": "hello world", "with_pieces": True}, A)
     check(st == 200 and all("id" in x and x["piece"] for x in tk["tokens"]) and
           "".join(x["piece"] for x in tk["tokens"]) == "hello world", f"with_pieces: {tk}")
+    st, _, tk = srv.req("POST", "/tokenize", {"content": "媽 and 🤗", "with_pieces": True}, A)
+    check(st == 200 and all(isinstance(x["piece"], str) and x["piece"] or isinstance(x["piece"], list) and
+                            all(0 <= b < 256 for b in x["piece"]) for x in tk["tokens"]) and
+          bytes(b for x in tk["tokens"] for b in (x["piece"].encode() if isinstance(x["piece"], str) else x["piece"]))
+          == "媽 and 🤗".encode(), f"with_pieces, part of a character: {tk}")
     if SMOLLM2:
         st, _, dt = srv.req("POST", "/detokenize", {"tokens": [1, 4093, 198, 28120, 2]}, A)
         check(st == 200 and dt["content"] == "<|im_start|>user\nhello<|im_end|>", f"/detokenize: {dt}")
     st, _, b = srv.req("POST", "/detokenize", {"tokens": [-1]}, A)
     check(st == 400 and b["error"]["type"] == "invalid_request_error", f"/detokenize bad id: {st} {b}")
-    print("ok /tokenize with_pieces; /detokenize spells special tokens (<|im_start|>user\\nhello<|im_end|>)")
+    print("ok /tokenize with_pieces (a piece that is part of a character as its bytes); /detokenize spells special tokens (<|im_start|>user\\nhello<|im_end|>)")
 
     # errors: their types and statuses
     st, _, b = srv.req("GET", "/nowhere", None, A)

@@ -297,6 +297,9 @@ void srv_native_fill_defaults(srv *S, json_t *body);
  * rewritten in the body as a string or ids.  0, or -1 with the 400's
  * message in err. */
 int srv_native_prompt(srv *S, json_t *body, char *err, size_t cap);
+/* /tokenize's with_pieces: a token's text, special tokens spelled, or
+ * its bytes when they are not whole UTF-8 (llama-server's). */
+json_t *srv_piece_json(srv *S, int32_t id);
 /* The engine request of a /completion body that sets nothing (/props'
  * default_generation_settings): 0, or -1. */
 int srv_default_request(srv *S, hx_request *r);

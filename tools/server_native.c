@@ -514,3 +514,18 @@ void srv_native_fill_defaults(srv *S, json_t *body)
     if (!json_object_get(body, "min_p"))
         json_object_set_new(body, "min_p", json_real(0.05));
 }
+
+json_t *srv_piece_json(srv *S, int32_t id)
+{
+    char buf[256];
+    size_t len = 0;
+    if (hx_tokenizer_token_to_piece(S->native.tok, id, 1, buf, sizeof buf, &len) != HX_OK)
+        len = 0;
+    json_t *v = json_stringn(buf, len);
+    if (v)
+        return v;
+    v = json_array(); /* part of a character: its bytes, as llama-server gives them */
+    for (size_t i = 0; i < len; i++)
+        json_array_append_new(v, json_integer((unsigned char)buf[i]));
+    return v;
+}

@@ -753,7 +753,7 @@ enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body,
             json_t *arr = json_array();
             for (size_t i = 0; st == HX_OK && i < n; i++)
                 json_array_append_new(arr, pieces ? json_pack("{s:i,s:o}", "id", ids[i], "piece",
-                                                              token_text(S, ids[i], NULL))
+                                                              srv_piece_json(S, ids[i]))
                                                   : json_integer(ids[i]));
             ret = st ? (json_decref(arr), srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error()))
                      : srv_json(c, 200, json_pack("{s:o}", "tokens", arr));
