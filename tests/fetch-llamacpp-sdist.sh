@@ -1,6 +1,7 @@
 #!/bin/sh
 # llama.cpp's models/ folder (its chat templates in templates/, its
-# tokenizer test vocabularies ggml-vocab-*), from the source distribution of
+# tokenizer test vocabularies ggml-vocab-*) and its server test suite
+# (tools/server/tests, for bench/llama-server-tests), from the source distribution of
 # the PyPI package llama-cpp-python, which vendors llama.cpp (MIT).  Fetched
 # once with pip into DIR, checked against its known SHA-256, its
 # vendor/llama.cpp/models/ and LICENSE extracted there once; prints the
@@ -19,7 +20,8 @@ sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 name=llama_cpp_python-$version
 models=$dir/$name/vendor/llama.cpp/models
 
-if [ -f "$dir/$name.extracted" ] && [ -d "$models" ]; then
+tests=$dir/$name/vendor/llama.cpp/tools/server/tests
+if [ -f "$dir/$name.extracted" ] && [ -d "$models" ] && [ -d "$tests" ]; then
     echo "$models"
     exit 0
 fi
@@ -44,7 +46,8 @@ if [ "$(sha256sum "$sdist" | cut -d' ' -f1)" != "$sha256" ]; then
     exit 1
 fi
 rm -rf "$dir/$name"
-if ! tar -xzf "$sdist" -C "$dir" "$name/vendor/llama.cpp/models" "$name/vendor/llama.cpp/LICENSE"; then
+if ! tar -xzf "$sdist" -C "$dir" "$name/vendor/llama.cpp/models" "$name/vendor/llama.cpp/LICENSE" \
+    "$name/vendor/llama.cpp/tools/server/tests"; then
     say "could not extract vendor/llama.cpp/models from $sdist"
     exit 1
 fi

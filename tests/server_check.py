@@ -575,7 +575,7 @@ def serve_bench(srv):
 
 def main():
     t0 = time.time()
-    srv = Server("-c", "512", "--max-requests", "80", "-np", "16")
+    srv = Server("-c", "512", "--kv-tokens", "8192", "--max-requests", "80", "-np", "16")
     try:
         model = endpoints(srv)
         prefix_cache(srv, model)

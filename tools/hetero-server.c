@@ -52,7 +52,10 @@ static void usage(FILE *f)
           "  --webui              the web page at / (the default)\n"
           "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
           "Model and engine:\n"
-          "  -c, --ctx-size N     context per request (default: the model's trained context)\n"
+          "  -c, --ctx-size N     context per request (default: the model's trained context); with -np,\n"
+          "                       as llama-server's: the KV pool holds N tokens and each of the -np\n"
+          "                       requests' context is N / -np (-kvu, --kv-unified: each may fill N);\n"
+          "                       with --kv-tokens, N is per request again\n"
           "  -np, --parallel N    requests decoding at once (default 16)\n"
           "  --kv-tokens N        tokens the KV pool holds, all requests together\n"
           "                       (default: parallel x context, at most 1048576)\n"
@@ -73,6 +76,24 @@ static void usage(FILE *f)
           "  --policy P           fcfs (default), short-first, priority\n"
           "  -t, --threads N      CPU threads (default: one per core)\n"
           "  --devices LIST       devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
+          "  -ngl, --n-gpu-layers N  llama-server's: 0 keeps every layer on the CPU (--devices cpu);\n"
+          "                       all, auto, -1 or at least the model's layers: hetero places them on\n"
+          "                       every device (with no GPU, said at start: all on the CPU); a number\n"
+          "                       between is refused (hetero does not split by layer count)\n"
+          "llama-server's endpoints and flags:\n"
+          "  --slots, --no-slots  GET /slots shows the running requests (default), or answers 501\n"
+          "  --props              POST /props is allowed (it changes nothing; GET /props always answers)\n"
+          "  --tags LIST          the model's tags in /models\n"
+          "  --reasoning on|off|auto  off: templates get enable_thinking false, and a prompt that opens a\n"
+          "                       thought (<think>) has it closed; on and auto: the template's default\n"
+          "  --reasoning-format none  accepted (thoughts stay in 'content'); other formats refused\n"
+          "  --no-ui, --no-webui  no web page at /\n"
+          "  --cors-origins O     '*' (default: with credentials, the request's Origin is echoed),\n"
+          "                       'localhost' (only localhost origins), or one origin\n"
+          "  --cors-methods M, --cors-headers H  preflight answers (default 'GET, POST, DELETE, OPTIONS', '*')\n"
+          "  --cors-credentials, --no-cors-credentials  Access-Control-Allow-Credentials (default true)\n"
+          "  --offline, -cb, --cont-batching  accepted: hetero-server downloads nothing and always\n"
+          "                       batches continuously\n"
           "Request defaults (a request's own field wins):\n"
           "  -n, --n-predict N    max_tokens (default: OpenAI's, 16 for completions and the context\n"
           "                       for chat; -1 = the context)\n"
@@ -106,6 +127,9 @@ typedef struct {
     const char *chat_template_file;
     int no_jinja;
     size_t max_body;
+    srv_native native;          /* llama-server's endpoints and CORS: --slots, --props, --cors-*, --tags ... */
+    const char *ngl;            /* -ngl: "0" = the CPU only; else every layer where hetero places it */
+    int np_given, kv_unified;   /* -np given; --kv-unified: each request may fill -c (see load) */
 } options;
 
 /* llama-server's options with no honest meaning here: refused by name,
@@ -113,23 +137,23 @@ typedef struct {
 static const struct {
     const char *names, *instead;
 } refused_opts[] = {
-    {"-ngl --gpu-layers --n-gpu-layers", "--devices LIST chooses the devices; hetero places the layers itself"},
     {"-fa --flash-attn", "hetero's attention needs no switch"},
-    {"-cb --cont-batching -nocb --no-cont-batching", "the engine always batches continuously"},
+    {"-nocb --no-cont-batching", "the engine always batches continuously"},
     {"--mlock --no-mmap --numa", "hetero maps the weights itself"},
     {"--embedding --embeddings --rerank --reranking --pooling", "hetero-server serves completions only"},
     {"--lora --lora-scaled --control-vector", "hetero does not apply adapters"},
     {"--ssl-key-file --ssl-cert-file", "put a TLS proxy in front of hetero-server"},
-    {"-sp --special --slots --props --slot-save-path --path --api-prefix", "not served"},
+    {"-sp --special --slot-save-path --path --api-prefix", "not served"},
     {"--threads-http", "one thread per connection (--max-connections bounds them)"},
     {"-to", "--timeout S (the same meaning, the long name)"},
-    {"--cache-reuse -kvu --kv-unified", "the prefix cache is automatic (--no-prefix-cache turns it off)"},
+    {"--cache-reuse", "the prefix cache is automatic (--no-prefix-cache turns it off)"},
     {"--top-k --top-p --min-p --repeat-penalty --repeat-last-n --presence-penalty --frequency-penalty "
      "--typical --mirostat --dynatemp-range --grammar --grammar-file --json-schema -j",
      "give it per request, in the body"},
     {"-ub --ubatch-size", "-b sets the step's tokens"},
     {"-dev --device -sm --split-mode -ts --tensor-split -mg --main-gpu", "--devices LIST"},
-    {"--reasoning-format --reasoning-budget", "not supported"},
+    {"--reasoning-budget", "not supported"},
+    {"--context-shift", "the engine does not shift a full context: the answer ends there ('length')"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
     {"-cram --cache-ram", "--kv-tokens N sizes the KV pool"},
     {"-ctxcp --ctx-checkpoints --swa-full", "not supported"},
@@ -155,6 +179,7 @@ static int parse_args(int argc, char **argv, options *o)
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
                    .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30,
                    .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
+    srv_native_defaults(&o->native);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
@@ -197,7 +222,10 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
             o->threads = (int)n;
         } else if (TAKE("-c") || TAKE("--ctx-size")) U32(n_ctx, 0, 1 << 24);
-        else if (TAKE("-np") || TAKE("--parallel")) U32(parallel, 1, 65536);
+        else if (TAKE("-np") || TAKE("--parallel")) {
+            U32(parallel, 1, 65536);
+            o->np_given = 1;
+        }
         else if (TAKE("--kv-tokens")) U32(kv_tokens, 0, 1u << 30);
         else if (TAKE("-b") || TAKE("--batch-size")) U32(batch, 1, 1 << 20);
         else if (TAKE("--shared-prefill")) U32(shared_prefill, 0, 1 << 20);
@@ -237,6 +265,35 @@ static int parse_args(int argc, char **argv, options *o)
         else if (IS("--webui") || IS("--no-webui")) o->no_webui = a[2] == 'n';
         else if (IS("--metrics")) {
             /* llama-server's switch: /metrics is always there */
+        } else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
+            /* llama-server's, true here already: hetero-server downloads
+             * nothing and always batches continuously */
+        } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1; else if (IS("--slots") || IS("--no-slots")) o->native.slots = a[2] == 's';
+        else if (IS("--props")) o->native.props_post = 1;
+        else if (IS("--no-ui") || IS("--ui")) o->no_webui = a[2] == 'n';
+        else if (TAKE("--tags")) o->native.tags = v;
+        else if (TAKE("--reasoning") || TAKE("-rea")) {
+            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) {
+                fprintf(stderr, PROG ": %s takes on, off or auto, not '%s'\n", a, v);
+                return -1;
+            }
+            o->native.reasoning_off = !strcmp(v, "off");
+        } else if (TAKE("--reasoning-format")) {
+            /* hetero leaves a thought in the answer's content: llama-server's "none" */
+            if (strcmp(v, "none")) {
+                fprintf(stderr, PROG ": --reasoning-format %s: hetero-server leaves the model's thoughts in "
+                        "'content' (llama-server's 'none'); it does not split out reasoning_content\n", v);
+                return -1;
+            }
+        }
+        else if (TAKE("--cors-origins")) o->native.cors_origins = v;
+        else if (TAKE("--cors-methods")) o->native.cors_methods = v;
+        else if (TAKE("--cors-headers")) o->native.cors_headers = v;
+        else if (IS("--cors-credentials") || IS("--no-cors-credentials")) o->native.cors_credentials = a[2] == 'c';
+        else if (TAKE("-ngl") || TAKE("--gpu-layers") || TAKE("--n-gpu-layers")) {
+            if (strcmp(v, "all") && strcmp(v, "auto") && cli_long(PROG, a, v, -1, 1 << 20, &n))
+                return -1;
+            o->ngl = v;
         } else if (instead_of(a)) {
             fprintf(stderr, PROG ": %s is llama-server's; hetero-server does not take it: %s\n", a, instead_of(a));
             return -1;
@@ -482,10 +539,58 @@ static int load_chat_template(srv *S, const options *o)
     return 0;
 }
 
+/* -ngl N > 0: every layer goes where hetero places it, which is what
+ * llama-server's "all layers" means; said plainly when there is no GPU. */
+static int check_ngl(srv *S, const char *ngl)
+{
+    long n = strtol(ngl, NULL, 10);
+    int gpus = 0;
+    for (int i = 0; i < hx_runtime_device_count(S->rt); i++) {
+        hx_device_info d;
+        if (hx_runtime_device_info(S->rt, i, &d) == HX_OK && d.kind == HX_KIND_GPU)
+            gpus++;
+    }
+    if (strcmp(ngl, "all") && strcmp(ngl, "auto") && n >= 0 && n < (long)S->info.n_layer && gpus) {
+        fprintf(stderr, PROG ": -ngl %s: hetero places the model's %u layers over the devices itself and cannot keep "
+                "only some of them on the GPU; give -ngl all (or 0 for the CPU only), or --devices LIST\n", ngl,
+                S->info.n_layer);
+        return -1;
+    }
+    if (!gpus)
+        fprintf(stderr, PROG ": -ngl %s: no GPU in this build or machine (%s): every layer runs on the CPU\n", ngl,
+                hx_runtime_absence_reason(S->rt, HX_FAMILY_CUDA) ? hx_runtime_absence_reason(S->rt, HX_FAMILY_CUDA)
+                                                                 : "none found");
+    return 0;
+}
+
+/* --alias a,b,c: the model's id is the first in alphabetical order, as
+ * llama-server's; /models lists them all. */
+static const char *first_alias(const char *list)
+{
+    static char best[256];
+    best[0] = '\0';
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char one[256];
+        snprintf(one, sizeof one, "%.*s", (int)n, p);
+        if (n && (!best[0] || strcmp(one, best) < 0))
+            snprintf(best, sizeof best, "%s", one);
+        p += n + (p[n] == ',');
+    }
+    return best[0] ? best : list;
+}
+
 static int load(srv *S, const options *o)
 {
     hx_runtime_options ro = hx_runtime_options_default();
     ro.devices = o->devices;
+    if (o->ngl && !strcmp(o->ngl, "0")) {
+        if (o->devices && strcmp(o->devices, "cpu")) {
+            fprintf(stderr, PROG ": -ngl 0 (every layer on the CPU) and --devices %s disagree\n", o->devices);
+            return -1;
+        }
+        ro.devices = "cpu";
+    }
     ro.cpu_threads = o->threads;
     char path[4096];
     const char *file = o->model;
@@ -508,6 +613,19 @@ static int load(srv *S, const options *o)
     mo.kv_type = o->kv_type;
     if (o->no_prefix_cache)
         mo.kv_prefix_cache = -1;
+    /* llama-server's -c with -np: the context of all the slots together,
+     * each request's a share of it; with --kv-unified each request may
+     * fill the whole of it.  Either way the KV pool holds -c tokens. */
+    if (o->n_ctx && !o->kv_tokens && (o->np_given || o->kv_unified)) {
+        mo.kv_tokens = o->n_ctx;
+        if (!o->kv_unified)
+            mo.n_ctx = o->n_ctx / o->parallel;
+        if (!mo.n_ctx) {
+            fprintf(stderr, PROG ": -c %u shared by -np %u requests leaves none a token (--kv-unified lets each "
+                    "fill the whole context)\n", o->n_ctx, o->parallel);
+            return -1;
+        }
+    }
     if (!mo.kv_tokens) {
         /* Room for every parallel request's whole context, as llama-server's
          * -np slots, when the context is known up front. */
@@ -528,6 +646,11 @@ static int load(srv *S, const options *o)
         return -1;
     }
     hx_model_info_get(S->m, &S->info);
+    if (o->ngl && strcmp(o->ngl, "0") && check_ngl(S, o->ngl))
+        return -1;
+    S->native.model_path = file;
+    if (srv_native_open(S))
+        return -1;
     hx_engine_options eo = hx_engine_options_default();
     eo.max_running = o->parallel;
     eo.token_budget = o->batch;
@@ -544,7 +667,8 @@ static int load(srv *S, const options *o)
         fprintf(stderr, "hetero-server: %s\n", hx_last_error());
         return -1;
     }
-    S->model_name = o->alias ? o->alias : S->info.name;
+    S->model_name = o->alias ? first_alias(o->alias) : S->info.name;
+    S->native.aliases = o->alias;
     if (load_chat_template(S, o))
         return -1;
     fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens, %u parallel, chat template %s\n",
@@ -556,6 +680,7 @@ static int load(srv *S, const options *o)
 static void unload(srv *S)
 {
     free(S->chat_template_owned);
+    srv_native_close(S);
     hx_engine_destroy(S->e);
     if (S->m && hx_model_free(S->m) != HX_OK)
         fprintf(stderr, "hetero-server: %s\n", hx_last_error());
@@ -622,6 +747,8 @@ int main(int argc, char **argv)
     pthread_cond_init(&S.tenants.freed, NULL);
     pthread_mutex_init(&S.jobs_lock, NULL);
     S.max_body = o.max_body;
+    S.native = o.native;
+    S.native.parallel = o.parallel;
     S.max_in_flight = o.max_requests;
     S.started = srv_now();
     S.n_predict = o.n_predict;

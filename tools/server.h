@@ -70,6 +70,23 @@ typedef struct {
 
 struct srv_job;
 
+/* What llama-server's own endpoints (/completion, /props, /slots,
+ * /apply-template, /models) and its CORS answers need (server_native.c,
+ * server_cors.c), set from its command-line flags. */
+typedef struct {
+    const char *model_path;     /* the GGUF file (/props' model_path) */
+    hx_tokenizer *tok;          /* its vocabulary, for /detokenize's special tokens */
+    int slots;                  /* GET /slots served (--slots, the default; --no-slots: 501) */
+    int props_post;             /* POST /props allowed (--props) */
+    uint32_t parallel;          /* -np: the slots /slots and /props count */
+    const char *aliases;        /* --alias's comma list, NULL = the model's name */
+    const char *tags;           /* --tags' comma list */
+    const char *cors_origins;   /* --cors-origins: "*" (default), "localhost" or one origin */
+    const char *cors_methods, *cors_headers;
+    int cors_credentials;       /* --cors-credentials (default) / --no-cors-credentials */
+    int reasoning_off;          /* --reasoning off: templates get enable_thinking false, an opened thought is closed */
+} srv_native;
+
 typedef struct {
     hx_runtime *rt;
     hx_model *m;
@@ -97,6 +114,7 @@ typedef struct {
     volatile int stopping;      /* the drain ran out of time: what runs is cancelled */
     pthread_mutex_t jobs_lock;  /* the jobs answering now, to cancel at --drain-timeout */
     struct srv_job *jobs;
+    srv_native native;          /* llama-server's own endpoints and CORS (server_native.c, server_cors.c) */
 } srv;
 
 /* The OpenAI error object, {"error":{"message","type","code"}}, as a
@@ -211,6 +229,7 @@ typedef struct srv_job {
     size_t out_len, out_cap, out_at;
     int done_sent, gone;
     int owns_slot;             /* gives back the in-flight and tenant slots when freed */
+    json_t *native;            /* /completion's answer shape: its generation_settings and prompt (server_native.c) */
     int cut;                   /* cancelled at the end of the drain (--drain-timeout) */
     double t_submit;
     struct srv_job *prev, *next; /* srv.jobs */
@@ -237,5 +256,58 @@ json_t *srv_usage_json(srv_job *j);
 const char *srv_finish_str(const srv_choice *ch);
 
 double srv_now(void);
+
+/* server_native.c: llama-server's own endpoints.  srv_completion's mode
+ * SRV_NATIVE is /completion (a prompt, llama-server's answer shape). */
+#define SRV_NATIVE 2
+void srv_native_defaults(srv_native *N);
+int srv_native_open(srv *S);   /* after the model loads: 0, or -1 said on stderr */
+void srv_native_close(srv *S);
+/* The request's settings as llama-server's generation_settings, kept in
+ * the job for the final answer. */
+json_t *srv_native_settings(srv *S, const hx_request *r, int stream, const char *prompt);
+/* Keeps in the job what /completion's answer shows: the settings, the
+ * prompt, and the body's return_tokens and response_fields. */
+void srv_native_keep(srv *S, srv_job *j, json_t *body, const hx_request *r, int stream);
+/* /completion's whole answer, and its stream events (final: the last). */
+json_t *srv_native_final(srv_job *j);
+json_t *srv_native_chunk(srv_job *j, srv_choice *ch, size_t from_piece, size_t from_text, int final);
+enum MHD_Result srv_props(srv *S, struct MHD_Connection *c, int post, const char *body, size_t len);
+enum MHD_Result srv_slots(srv *S, struct MHD_Connection *c);
+enum MHD_Result srv_apply_template(srv *S, struct MHD_Connection *c, const char *body, size_t len);
+enum MHD_Result srv_models(srv *S, struct MHD_Connection *c);
+enum MHD_Result srv_detokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len);
+
+/* server_cors.c: llama-server's CORS headers on every answer, and its
+ * answer to a preflight (OPTIONS, before any key is asked for). */
+void srv_cors_headers(const srv *S, struct MHD_Connection *c, struct MHD_Response *r);
+enum MHD_Result srv_cors_preflight(srv *S, struct MHD_Connection *c);
+/* The chat's messages (and tools) through the template, as a chat
+ * completion would format them (server_openai.c): the prompt, malloc'd,
+ * or NULL with the 400's message in err. */
+char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap);
+/* What a Jinja chat template gets beside the messages, as llama-server
+ * gives it: enable_thinking (--reasoning), datetime and date_string
+ * (today), and the body's chat_template_kwargs: a JSON object, malloc'd,
+ * or NULL with the 400's message in err. */
+char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap);
+/* With thinking off, a prompt that ends by opening a thought ("<think>\n")
+ * gets it closed, as llama-server does. */
+void srv_chat_close_thought(char **prompt, int thinking);
+/* /completion's sampling defaults are llama-server's (top_k 40, top_p
+ * 0.95, min_p 0.05, temperature 0.8 unless --temp): set in the body
+ * where it does not say, before its checks. */
+void srv_native_fill_defaults(srv *S, json_t *body);
+/* /completion's prompt forms beyond a string or ids: {"prompt_string"}
+ * (multimodal_data refused), and ids and strings mixed in one sequence;
+ * rewritten in the body as a string or ids.  0, or -1 with the 400's
+ * message in err. */
+int srv_native_prompt(srv *S, json_t *body, char *err, size_t cap);
+/* /tokenize's with_pieces: a token's text, special tokens spelled, or
+ * its bytes when they are not whole UTF-8 (llama-server's). */
+json_t *srv_piece_json(srv *S, int32_t id);
+/* The engine request of a /completion body that sets nothing (/props'
+ * default_generation_settings): 0, or -1. */
+int srv_default_request(srv *S, hx_request *r);
 
 #endif

@@ -31,6 +31,8 @@ enum MHD_Result srv_json_retry(struct MHD_Connection *c, unsigned status, json_t
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    if (the_server)
+        srv_cors_headers(the_server, c, r);
     if (retry_after) {
         char secs[16];
         snprintf(secs, sizeof secs, "%u", retry_after);
@@ -73,14 +75,6 @@ enum MHD_Result srv_error(struct MHD_Connection *c, unsigned status, const char 
     return srv_json(c, status, srv_error_object(type, code, msg));
 }
 
-static enum MHD_Result models(srv *S, struct MHD_Connection *c)
-{
-    json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:{s:I,s:I,s:I}}", "id", S->model_name, "object", "model", "created",
-                          (json_int_t)time(NULL), "owned_by", "hetero", "meta", "n_ctx", (json_int_t)S->info.n_ctx,
-                          "n_vocab", (json_int_t)S->info.n_vocab, "n_params", (json_int_t)S->info.n_params);
-    return srv_json(c, 200, json_pack("{s:s,s:[o]}", "object", "list", "data", m));
-}
-
 /* The tenant of the request's API key: 1 when it may go on, else the
  * 401 was queued. */
 static int authorize(srv *S, struct MHD_Connection *c, srv_tenant **t, enum MHD_Result *ret)
@@ -92,7 +86,7 @@ static int authorize(srv *S, struct MHD_Connection *c, srv_tenant **t, enum MHD_
     const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
     if ((*t = srv_tenant_find(&S->tenants, auth, xkey)))
         return 1;
-    *ret = srv_error(c, 401, "invalid_request_error", "invalid_api_key",
+    *ret = srv_error(c, 401, "authentication_error", "invalid_api_key",
                      auth || xkey ? "Incorrect API key provided."
                                   : "No API key provided: send 'Authorization: Bearer KEY'.");
     return 0;
@@ -133,7 +127,7 @@ int srv_admit(srv *S, struct MHD_Connection *c, srv_tenant *t, uint32_t prompt_t
             return 0;
         }
         if (gave_up) {
-            *ret = S->draining ? srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.")
+            *ret = S->draining ? srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.")
                                : MHD_NO;
             return 0;
         }
@@ -146,7 +140,7 @@ int srv_admit(srv *S, struct MHD_Connection *c, srv_tenant *t, uint32_t prompt_t
     if (busy) {
         if (t)
             srv_tenant_leave(&S->tenants, t);
-        *ret = srv_error(c, 503, "server_error", "server_busy",
+        *ret = srv_error(c, 503, "unavailable_error", "server_busy",
                          "The server has %u requests in flight, its limit (--max-requests); retry later.",
                          S->max_in_flight);
         return 0;
@@ -167,13 +161,15 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                           size_t len)
 {
     the_server = S;
+    /* A CORS preflight, on any path, before any key is asked for. */
+    if (!strcmp(method, "OPTIONS"))
+        return srv_cors_preflight(S, c);
     /* HEAD is GET without the body (libmicrohttpd leaves the body out). */
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/completions") || !strcmp(url + 3, "/chat/completions") ||
-                                     !strcmp(url + 3, "/health")))
+    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health")))
         url += 3; /* the same routes with or without /v1, as llama-server */
     if (!strcmp(url, "/health") && get)
-        return S->draining ? srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.")
+        return S->draining ? srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.")
                            : srv_json(c, 200, json_pack("{s:s}", "status", "ok"));
     /* The web page is public; /machine follows the keys as /metrics does. */
     enum MHD_Result page = MHD_NO;
@@ -186,33 +182,45 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                              method);
         return S->metrics_public || authorize(S, c, &who, &page) ? srv_machine_page(S, c) : page;
     }
-    struct {
+    /* llama-server's routes; /completion and /completions are its own
+     * completion, /v1/completions OpenAI's. */
+    enum { MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE };
+    static const struct {
         const char *path;
-        int post;
-    } routes[] = {{"/v1/models", 0}, {"/tokenize", 1}, {"/detokenize", 1}, {"/completions", 1},
-                  {"/chat/completions", 1}, {"/metrics", 0}};
+        int route, post, get;
+    } routes[] = {{"/v1/models", MODELS, 0, 1}, {"/models", MODELS, 0, 1}, {"/tokenize", TOKENIZE, 1, 0},
+                  {"/detokenize", DETOKENIZE, 1, 0}, {"/v1/completions", V1_COMPLETIONS, 1, 0},
+                  {"/chat/completions", CHAT, 1, 0}, {"/metrics", METRICS, 0, 1}, {"/completion", COMPLETION, 1, 0},
+                  {"/completions", COMPLETION, 1, 0}, {"/props", PROPS, 1, 1}, {"/slots", SLOTS, 0, 1},
+                  {"/apply-template", APPLY_TEMPLATE, 1, 0}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
             known = (int)i;
     if (known < 0)
-        return srv_error(c, 404, "invalid_request_error", "not_found", "No route %s %s.", method, url);
-    if (routes[known].post ? !post : !get)
+        return srv_error(c, 404, "not_found_error", "not_found", "No route %s %s.", method, url);
+    if (!(post && routes[known].post) && !(get && routes[known].get))
         return srv_error(c, 405, "invalid_request_error", "method_not_allowed", "%s takes %s, not %s.", url,
-                         routes[known].post ? "POST" : "GET", method);
+                         routes[known].post ? routes[known].get ? "GET or POST" : "POST" : "GET", method);
+    const int route = routes[known].route;
     srv_tenant *t = NULL;
     enum MHD_Result ret = MHD_NO;
-    /* /metrics follows the keys as llama-server's, unless --metrics-public. */
-    if (!(known == 5 && S->metrics_public) && !authorize(S, c, &t, &ret))
+    /* Every route but /health needs a key when keys are set, as
+     * llama-server's; /metrics too, unless --metrics-public. */
+    if (!(route == METRICS && S->metrics_public) && !authorize(S, c, &t, &ret))
         return ret;
-    if (known == 5)
+    if (route == METRICS)
         return srv_metrics_page(S, c);
     if (S->draining)
-        return srv_error(c, 503, "server_error", "shutting_down", "The server is shutting down.");
-    switch (known) {
-    case 0: return models(S, c);
-    case 1:
-    case 2: return srv_tokenize(S, c, body, len, known == 2);
-    default: return srv_completion(S, c, body, len, known == 4, t);
+        return srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.");
+    switch (route) {
+    case MODELS: return srv_models(S, c);
+    case TOKENIZE: return srv_tokenize(S, c, body, len, 0);
+    case DETOKENIZE: return srv_detokenize(S, c, body, len);
+    case PROPS: return srv_props(S, c, post, body, len);
+    case SLOTS: return srv_slots(S, c);
+    case APPLY_TEMPLATE: return srv_apply_template(S, c, body, len);
+    case COMPLETION: return srv_completion(S, c, body, len, SRV_NATIVE, t);
+    default: return srv_completion(S, c, body, len, route == CHAT, t);
     }
 }

@@ -175,6 +175,7 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
         return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(t.n, t.s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    srv_cors_headers(S, c, r);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     srv_metrics_status(&S->metrics, 200);

@@ -338,13 +338,24 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     hx_chat_render_options ro = hx_chat_render_options_default();
     ro.messages = text;
     ro.no_jinja = !S->jinja;
+    if (!rc)
+        rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
+    int thinking = 1;
+    char why[256];
+    char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, why, sizeof why) : NULL;
+    if (!rc && S->jinja && !extra)
+        rc = fail(b, "invalid_value", "%s", why);
+    ro.extra = extra;
     size_t len = 0;
     if (!rc && hx_model_chat_render(S->m, S->chat_template, &ro, NULL, 0, &len) != HX_ERR_RANGE)
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
     if (!rc && (!(p->prompt = malloc(len + 1)) ||
                 hx_model_chat_render(S->m, S->chat_template, &ro, p->prompt, len + 1, &len) != HX_OK))
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    if (!rc)
+        srv_chat_close_thought(&p->prompt, thinking);
     free(text);
+    free(extra);
     return rc;
 }
 
@@ -515,6 +526,11 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
             srv_job_free(j);
             return r;
         }
+    if (j->native) {
+        enum MHD_Result r = srv_json(c, 200, srv_native_final(j));
+        srv_job_free(j);
+        return r;
+    }
     json_t *choices = json_array();
     for (int i = 0; i < j->n; i++)
         json_array_append_new(choices, srv_choice_json(j, &j->ch[i], 0, 0, 1));
@@ -526,17 +542,29 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
     return r;
 }
 
-/* An engine refusal as the HTTP status a client expects. */
-static enum MHD_Result refused(struct MHD_Connection *c, hx_status st)
+/* A prompt longer than the context: llama-server's error, with the
+ * numbers a client needs to cut it. */
+static enum MHD_Result context_exceeded(srv *S, struct MHD_Connection *c, size_t n_prompt)
 {
-    if (st == HX_ERR_RANGE && strstr(hx_last_error(), "context"))
-        return srv_error(c, 400, "invalid_request_error", "context_length_exceeded", "%s", hx_last_error());
+    char msg[512];
+    snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%u tokens), try increasing "
+             "it (%s)", n_prompt, S->info.n_ctx, hx_last_error());
+    json_t *e = srv_error_object("exceed_context_size_error", "context_length_exceeded", msg);
+    json_object_set_new(json_object_get(e, "error"), "n_prompt_tokens", json_integer((json_int_t)n_prompt));
+    json_object_set_new(json_object_get(e, "error"), "n_ctx", json_integer((json_int_t)S->info.n_ctx));
+    return srv_json(c, 400, e);
+}
+
+/* An engine refusal as the HTTP status a client expects. */
+static enum MHD_Result refused(srv *S, struct MHD_Connection *c, hx_status st, size_t n_prompt)
+{
+    if ((st == HX_ERR_RANGE && strstr(hx_last_error(), "context")) || (st == HX_ERR_NO_MEMORY &&
+                                                                       !strstr(hx_last_error(), "waiting")))
+        return context_exceeded(S, c, n_prompt);
     if (st == HX_ERR_RANGE || st == HX_ERR_INVALID_ARG)
         return srv_error(c, 400, "invalid_request_error", "invalid_value", "%s", hx_last_error());
-    if (st == HX_ERR_NO_MEMORY && strstr(hx_last_error(), "waiting"))
-        return srv_error(c, 503, "server_error", "server_busy", "%s", hx_last_error());
     if (st == HX_ERR_NO_MEMORY)
-        return srv_error(c, 400, "invalid_request_error", "context_length_exceeded", "%s", hx_last_error());
+        return srv_error(c, 503, "unavailable_error", "server_busy", "%s", hx_last_error());
     return srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error());
 }
 
@@ -560,6 +588,22 @@ static int tokenize_prompt(srv *S, parsed *p, bad *b)
     return 0;
 }
 
+/* /completion's n_predict (llama-server's name for max_tokens): -1 is
+ * the context; 0 (llama-server: evaluate the prompt only) is refused. */
+static int native_n_predict(srv *S, json_t *o, parsed *p, bad *b)
+{
+    long long n = 0;
+    if (!json_object_get(o, "n_predict"))
+        return 0;
+    if (get_int(o, "n_predict", -1, LLONG_MAX, &n, b))
+        return -1;
+    if (!n)
+        return fail(b, "invalid_value", "'n_predict' is 0: hetero-server generates at least one token");
+    n = n < 0 ? (long long)S->info.n_ctx : n;
+    p->r.max_tokens = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    return 0;
+}
+
 /* The prefix cache's partition: by default each API key's own (a salt of
  * the process's secret and the key's index, which no client knows), and
  * within it the request's cache_salt; --prefix-cache-shared leaves the
@@ -574,9 +618,10 @@ static void cache_salt(srv *S, const parsed *p, const srv_tenant *t, char *out, 
     snprintf(out, cap, "%s:%zu:%s", S->secret, by_key ? t->index + 1 : 0, p->salt ? p->salt : "");
 }
 
-enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int chat,
+enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int mode,
                                srv_tenant *tenant)
 {
+    const int chat = mode == 1, native = mode == SRV_NATIVE;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o)
@@ -585,8 +630,16 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     parsed p = {.r = hx_request_default()};
     bad b = {{0}, NULL};
     int rc = json_is_object(o) ? 0 : fail(&b, "invalid_type", "The body must be a JSON object");
+    if (!rc && native) {
+        srv_native_fill_defaults(S, o);
+        char why[256];
+        if (srv_native_prompt(S, o, why, sizeof why))
+            rc = fail(&b, "invalid_value", "%s", why);
+    }
     if (!rc)
-        rc = parse_sampling(S, o, &p, chat, &b);
+        rc = parse_sampling(S, o, &p, mode, &b);
+    if (!rc && native)
+        rc = native_n_predict(S, o, &p, &b);
     if (!rc)
         rc = chat ? parse_messages(S, o, &p, &b) : parse_prompt(o, &p, &b);
     if (!rc)
@@ -596,6 +649,9 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     p.r.sampling.grammar = p.grammar;
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
+    /* llama-server's context holds the prompt and the answer together */
+    if (!rc && native && p.n_tokens < S->info.n_ctx && p.r.max_tokens > S->info.n_ctx - p.n_tokens)
+        p.r.max_tokens = S->info.n_ctx - (uint32_t)p.n_tokens;
     enum MHD_Result ret = MHD_NO;
     if (rc) {
         ret = srv_error(c, 400, "invalid_request_error", b.code, "%s", b.msg);
@@ -619,6 +675,8 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             p.r.tenant = tenant ? tenant->name : NULL;
             p.r.cache_salt = salt;
             p.r.on_token = srv_on_token;
+            if (native)
+                srv_native_keep(S, j, o, &p.r, p.stream);
             const uint64_t seed = p.r.sampling.seed;
             hx_status st = HX_OK;
             for (int i = 0; i < p.n && st == HX_OK; i++) {
@@ -627,7 +685,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
                 st = hx_engine_submit(S->e, &p.r, &j->ch[i].id);
             }
             if (st) {
-                ret = refused(c, st);
+                ret = refused(S, c, st, p.n_tokens);
                 srv_job_free(j);
             } else {
                 ret = p.stream ? srv_stream_respond(c, j) : respond_whole(c, j);
@@ -695,7 +753,7 @@ enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body,
             json_t *arr = json_array();
             for (size_t i = 0; st == HX_OK && i < n; i++)
                 json_array_append_new(arr, pieces ? json_pack("{s:i,s:o}", "id", ids[i], "piece",
-                                                              token_text(S, ids[i], NULL))
+                                                              srv_piece_json(S, ids[i]))
                                                   : json_integer(ids[i]));
             ret = st ? (json_decref(arr), srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error()))
                      : srv_json(c, 200, json_pack("{s:o}", "tokens", arr));
@@ -704,4 +762,31 @@ enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body,
     }
     json_decref(o);
     return ret;
+}
+
+char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap)
+{
+    parsed p = {.r = hx_request_default()};
+    bad b = {{0}, NULL};
+    if (parse_messages(S, body, &p, &b)) {
+        snprintf(err, cap, "%s", b.msg);
+        free(p.prompt);
+        return NULL;
+    }
+    return p.prompt;
+}
+
+int srv_default_request(srv *S, hx_request *r)
+{
+    parsed p = {.r = hx_request_default()};
+    bad b = {{0}, NULL};
+    json_t *o = json_object();
+    if (o)
+        srv_native_fill_defaults(S, o);
+    int rc = o ? parse_sampling(S, o, &p, SRV_NATIVE, &b) : -1;
+    json_decref(o);
+    *r = p.r;
+    r->sampling.stop = NULL; /* none: parse_sampling pointed it at p */
+    r->sampling.n_stop = 0;
+    return rc;
 }

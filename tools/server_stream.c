@@ -86,6 +86,7 @@ void srv_job_free(srv_job *j)
     if (j->owns_slot)
         srv_request_end(j->S, j->tenant);
     free(j->out);
+    json_decref(j->native);
     pthread_cond_destroy(&j->cond);
     pthread_mutex_destroy(&j->lock);
     free(j);
@@ -244,6 +245,14 @@ static void format_events(srv_job *j)
         } else if (ch->ended && ch->res.status != HX_OK) {
             event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type", "server_error", "code",
                                hx_status_str(ch->res.status)));
+        } else if (j->native) {
+            /* llama-server's events: the text as it comes, then the summary (stop: true) */
+            if (fresh)
+                event(j, srv_native_chunk(j, ch, ch->sent_pieces, ch->sent_text, 0));
+            if (ch->ended)
+                event(j, srv_native_chunk(j, ch, ch->n_pieces, ch->text_len, 1));
+            ch->sent_pieces = ch->n_pieces;
+            ch->sent_text = ch->text_len;
         } else if (fresh || ch->ended) {
             event(j, chunk(j, json_pack("[o]", srv_choice_json(j, ch, ch->sent_pieces, ch->sent_text, ch->ended))));
             ch->sent_pieces = ch->n_pieces;
@@ -253,13 +262,13 @@ static void format_events(srv_job *j)
         all_reported &= ch->reported;
     }
     if (all_reported && !j->done_sent) {
-        if (j->include_usage) {
+        if (j->include_usage && !j->native) {
             json_t *u = chunk(j, json_array());
             json_object_set_new(u, "usage", srv_usage_json(j));
             event(j, u);
         }
         static const char done[] = "data: [DONE]\n\n";
-        if (!grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) {
+        if (!j->native && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) { /* llama-server's /completion ends without it */
             memcpy(j->out + j->out_len, done, sizeof done - 1);
             j->out_len += sizeof done - 1;
         }
@@ -317,6 +326,7 @@ enum MHD_Result srv_stream_respond(struct MHD_Connection *c, srv_job *j)
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    srv_cors_headers(j->S, c, r);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     srv_metrics_status(&j->S->metrics, 200);

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Runs llama.cpp's server test suite against one server binary, offline.
+
+  python3 bench/llama-server-tests/run.py --server BIN --junit OUT.xml \
+      [--flavor llama|hetero] [--tests DIR] [--all] [-- PYTEST ARGS]
+
+--tests is llama.cpp's tools/server/tests folder; by default the one
+tests/fetch-llamacpp-sdist.sh extracts (from the llama-cpp-python sdist the
+project already fetches and checks) into build/models (make test's $MODELS).  The
+flavor is guessed from the binary's name.  Models: SmolLM2-135M-Instruct
+(LST_SMOLLM2, default build/test-cache's or $HX_TEST_SMOLLM2) stands for
+the suite's tinyllama/stories models, Qwen2.5-Coder-0.5B-Instruct (LST_QWEN)
+for its Qwen chat/tool-call models; see lst_plugin.py.
+
+The files for features out of this comparison's scope (OUT_OF_SCOPE) are
+left out unless --all.  compare.py turns two runs' XML into the table."""
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+OUT_OF_SCOPE = {
+    "test_vision_api.py": "vision (multimodal projector)",
+    "test_lora.py": "LoRA adapters",
+    "test_speculative.py": "speculative decoding",
+    "test_router.py": "router mode (several models)",
+    "test_slot_save.py": "slot saving",
+    "test_compat_anthropic.py": "Anthropic API compatibility",
+    "test_compat_gcp.py": "GCP (Vertex) compatibility",
+    "test_compat_oai_responses.py": "OpenAI Responses API",
+    "test_mcp_servers.py": "MCP servers (router/web UI)",
+    "test_tools_builtin.py": "server-side built-in tools",
+    "test_proxy.py": "web UI's CORS proxy",
+    "test_sleep.py": "sleeping (unloading) on idle",
+}
+
+
+def default_tests():
+    cache = os.environ.get("MODELS", os.path.join(ROOT, "build", "models"))  # where make test fetches it too
+    models = subprocess.run(["sh", os.path.join(ROOT, "tests", "fetch-llamacpp-sdist.sh"), cache],
+                            stdout=subprocess.PIPE, text=True).stdout.strip()
+    if not models:
+        sys.exit("run.py: no llama.cpp test folder (tests/fetch-llamacpp-sdist.sh failed; give --tests DIR)")
+    return os.path.join(os.path.dirname(models), "tools", "server", "tests")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--flavor", choices=["llama", "hetero"])
+    ap.add_argument("--tests")
+    ap.add_argument("--junit", required=True)
+    ap.add_argument("--all", action="store_true", help="also the out-of-scope files")
+    ap.add_argument("pytest_args", nargs="*")
+    a = ap.parse_args()
+    tests = os.path.abspath(a.tests or default_tests())
+    server = os.path.abspath(a.server)
+    flavor = a.flavor or ("hetero" if "hetero" in os.path.basename(server) else "llama")
+    env = dict(os.environ)
+    env.update(LST_TESTS=tests, LST_SERVER=server, LST_FLAVOR=flavor,
+               PYTHONPATH=HERE + os.pathsep + env.get("PYTHONPATH", ""))
+    env.setdefault("LST_SMOLLM2", env.get("HX_TEST_SMOLLM2", os.path.join(ROOT, "build", "test-cache",
+                                                                          "SmolLM2-135M-Instruct.Q4_1.gguf")))
+    if not os.path.exists(env["LST_SMOLLM2"]):
+        sys.exit(f"run.py: {env['LST_SMOLLM2']}: no such file (set LST_SMOLLM2)")
+    ignore = [] if a.all else [f"--ignore=unit/{f}" for f in OUT_OF_SCOPE]
+    cmd = [sys.executable, "-m", "pytest", "-p", "lst_plugin", "-q", "-rN", "--tb=line", "--show-capture=no", "-p", "no:cacheprovider",
+           f"--junitxml={os.path.abspath(a.junit)}", "-o", "junit_family=xunit1", "-m", "not slow",
+           *ignore, *(a.pytest_args or ["unit"])]
+    print("run.py:", " ".join(cmd), f"(in {tests}, {flavor})", file=sys.stderr)
+    return subprocess.call(cmd, cwd=tests, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
