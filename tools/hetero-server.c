@@ -68,6 +68,10 @@ static void usage(FILE *f)
           "                       the blocks of its own prompts, so no key learns another's prompts\n"
           "                       from cached_tokens or timing; a request's 'cache_salt' narrows it)\n"
           "  --policy P           fcfs (default), short-first, priority\n"
+          "  --embedding, --embeddings  serve embeddings only: completions are refused (embeddings,\n"
+          "                       /v1/embeddings and /embedding, are served in any case)\n"
+          "  --pooling P          none, mean, cls, last, rank (default: the file's pooling_type)\n"
+          "  --reranking, --rerank  --embedding with rank pooling: /v1/rerank (needs a classifier head)\n"
           "  -t, --threads N      CPU threads (default: one per core)\n"
           "  --devices LIST       devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
           "Request defaults (a request's own field wins):\n"
@@ -103,6 +107,9 @@ typedef struct {
     const char *chat_template_file;
     int no_jinja;
     size_t max_body;
+    int embedding, reranking;   /* --embedding, --reranking */
+    const char *pooling;        /* --pooling */
+    int batch_given;            /* -b was given (infill's n_batch) */
 } options;
 
 /* llama-server's options with no honest meaning here: refused by name,
@@ -114,7 +121,6 @@ static const struct {
     {"-fa --flash-attn", "hetero's attention needs no switch"},
     {"-cb --cont-batching -nocb --no-cont-batching", "the engine always batches continuously"},
     {"--mlock --no-mmap --numa", "hetero maps the weights itself"},
-    {"--embedding --embeddings --rerank --reranking --pooling", "hetero-server serves completions only"},
     {"--lora --lora-scaled --control-vector", "hetero does not apply adapters"},
     {"--ssl-key-file --ssl-cert-file", "put a TLS proxy in front of hetero-server"},
     {"-sp --special --slots --props --slot-save-path --path --api-prefix --webui --no-webui", "not served"},
@@ -196,7 +202,10 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (TAKE("-c") || TAKE("--ctx-size")) U32(n_ctx, 0, 1 << 24);
         else if (TAKE("-np") || TAKE("--parallel")) U32(parallel, 1, 65536);
         else if (TAKE("--kv-tokens")) U32(kv_tokens, 0, 1u << 30);
-        else if (TAKE("-b") || TAKE("--batch-size")) U32(batch, 1, 1 << 20);
+        else if (TAKE("-b") || TAKE("--batch-size")) {
+            U32(batch, 1, 1 << 20);
+            o->batch_given = 1;
+        }
         else if (TAKE("--shared-prefill")) U32(shared_prefill, 0, 1 << 20);
         else if (TAKE("--max-requests")) U32(max_requests, 1, 1000000);
         else if (TAKE("--timeout")) U32(timeout, 1, 86400);
@@ -228,6 +237,9 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
         } else if (TAKE("--chat-template-file")) o->chat_template_file = v;
         else if (IS("--jinja") || IS("--no-jinja")) o->no_jinja = a[2] == 'n';
+        else if (IS("--embedding") || IS("--embeddings")) o->embedding = 1;
+        else if (IS("--reranking") || IS("--rerank")) o->embedding = o->reranking = 1;
+        else if (TAKE("--pooling")) o->pooling = v;
         else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
@@ -541,7 +553,8 @@ static int load(srv *S, const options *o)
         return -1;
     }
     S->model_name = o->alias ? o->alias : S->info.name;
-    if (load_chat_template(S, o))
+    if (load_chat_template(S, o) || srv_embed_setup(S, o->embedding, o->reranking ? "rank" : o->pooling,
+                                                    o->batch_given ? o->batch : 2048))
         return -1;
     fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens, %u parallel, chat template %s\n",
             S->model_name, S->info.ftype, S->info.n_layer, S->info.n_ctx, S->info.kv_tokens, o->parallel,

@@ -179,7 +179,10 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
         const char *path;
         int post;
     } routes[] = {{"/v1/models", 0}, {"/tokenize", 1}, {"/detokenize", 1}, {"/completions", 1},
-                  {"/chat/completions", 1}, {"/metrics", 0}};
+                  {"/chat/completions", 1}, {"/metrics", 0},
+                  /* 6..: server_embed.c, server_infill.c */
+                  {"/v1/embeddings", 1}, {"/embedding", 1}, {"/embeddings", 1}, {"/v1/rerank", 1}, {"/rerank", 1},
+                  {"/v1/reranking", 1}, {"/reranking", 1}, {"/infill", 1}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
@@ -202,6 +205,18 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     case 0: return models(S, c);
     case 1:
     case 2: return srv_tokenize(S, c, body, len, known == 2);
-    default: return srv_completion(S, c, body, len, known == 4, t);
+    case 6:
+    case 7:
+    case 8: return srv_embeddings(S, c, body, len, known == 6, t);
+    case 9:
+    case 10:
+    case 11:
+    case 12: return srv_rerank(S, c, body, len, t);
+    default:
+        /* --embedding serves embeddings only, as llama-server's. */
+        if (S->embedding_only)
+            return srv_error(c, 501, "not_supported_error", NULL,
+                             "This server does not support completions. Start it without `--embeddings`");
+        return known == 13 ? srv_infill(S, c, body, len, t) : srv_completion(S, c, body, len, known == 4, t);
     }
 }
