@@ -30,21 +30,28 @@ static void inputs_free(srv_input *in, size_t n)
     free(in);
 }
 
-/* Tokenizes text as llama-server does for embeddings (BOS and EOS where
- * the model asks, special tokens parsed) or for a rerank prompt
- * (add_special 0); 0, or -1 with the message in err. */
-static int tokenize(srv *S, const char *text, size_t len, int add_special, srv_input *out, char *err, size_t cap)
+/* Tokenizes text as llama-server does for embeddings (add_special: BOS
+ * and EOS where the model asks; special tokens parsed) or for a rerank
+ * prompt (neither, and the query and document without parsing special
+ * tokens); 0, or -1 with the message in err. */
+static int tokenize_as(srv *S, const char *text, size_t len, int add_special, int parse_special, srv_input *out,
+                       char *err, size_t cap)
 {
     size_t n = 0;
-    hx_status st = hx_model_tokenize(S->m, text, len, add_special, 1, NULL, 0, &n);
+    hx_status st = hx_model_tokenize(S->m, text, len, add_special, parse_special, NULL, 0, &n);
     if (st != HX_OK && st != HX_ERR_RANGE)
         return snprintf(err, cap, "%s", hx_last_error()), -1;
     if (!(out->ids = malloc(sizeof *out->ids * (n ? n : 1))))
         return snprintf(err, cap, "out of memory"), -1;
-    if (n && hx_model_tokenize(S->m, text, len, add_special, 1, out->ids, n, &n) != HX_OK)
+    if (n && hx_model_tokenize(S->m, text, len, add_special, parse_special, out->ids, n, &n) != HX_OK)
         return snprintf(err, cap, "%s", hx_last_error()), -1;
     out->n = n;
     return 0;
+}
+
+static int tokenize(srv *S, const char *text, size_t len, int add_special, srv_input *out, char *err, size_t cap)
+{
+    return tokenize_as(S, text, len, add_special, 1, out, err, cap);
 }
 
 /* An array of token ids into out; -1 when an element is not one. */
@@ -302,7 +309,8 @@ static int rerank_prompt(srv *S, const char *query, const char *doc, srv_input *
         return rc;
     }
     srv_input q = {0}, d = {0};
-    if (tokenize(S, query, strlen(query), 0, &q, err, cap) || tokenize(S, doc, strlen(doc), 0, &d, err, cap)) {
+    if (tokenize_as(S, query, strlen(query), 0, 0, &q, err, cap) ||
+        tokenize_as(S, doc, strlen(doc), 0, 0, &d, err, cap)) {
         free(q.ids);
         free(d.ids);
         return -1;
