@@ -33,7 +33,10 @@ static hx_status group_sessions(hx_batch_work *w, hx_session **distinct, uint32_
         w->seqs[k].s = distinct[k];
     for (size_t i = 0; i < w->n; i++) {
         w->seqs[w->seq_of[i]].count++;
-        *n_out += w->want[i] != 0;
+        if (w->want[i] && w->sessions[i]->embd)
+            w->n_hidden++;
+        else
+            *n_out += w->want[i] != 0;
     }
     w->shape.S = S;
     for (uint32_t k = 0; k < S && s == HX_OK; k++) {
@@ -52,7 +55,10 @@ static void fill_inputs(hx_batch_work *w, const int32_t *tokens, int32_t *ids, i
 {
     const hx_model *m = w->m;
     const uint32_t T = w->shape.T, S = w->shape.S, max_blocks = w->shape.max_blocks;
-    uint32_t r = 0;
+    /* The logits rows first, then the hidden states kept in embeddings
+     * mode (hx_batch_shape.n_pick): the output matrix multiplies only the
+     * first n_out rows. */
+    uint32_t r = 0, h = w->n_out;
     for (size_t i = 0; i < w->n; i++) {
         hx_batch_seq *q = &w->seqs[w->seq_of[i]];
         uint32_t p = q->s->pos + q->seen++;
@@ -62,7 +68,9 @@ static void fill_inputs(hx_batch_work *w, const int32_t *tokens, int32_t *ids, i
         q->s->tokens[p] = tokens[i]; /* the prefix key of its block, once full */
         meta[T + i] = (int32_t)p;
         meta[2 * T + i] = w->seq_of[i];
-        if (w->want[i])
+        if (w->want[i] && w->sessions[i]->embd)
+            rows[h++] = (int32_t)i;
+        else if (w->want[i])
             rows[r++] = (int32_t)i;
     }
     for (uint32_t k = 0; k < S; k++) {
@@ -71,8 +79,10 @@ static void fill_inputs(hx_batch_work *w, const int32_t *tokens, int32_t *ids, i
         for (uint32_t j = 0; j < max_blocks; j++)
             bt[j] = j < sq->n_blocks ? (int32_t)sq->blocks[j] : -1;
     }
-    if (!r) /* keep the graph's shape fixed: compute one row, keep none */
+    if (!r && !w->n_hidden) /* keep the graph's shape fixed: compute one row, keep none */
         rows[0] = (int32_t)(w->n - 1);
+    /* With hidden states alone the output matrix's one row is the first
+     * of them (w->n_out is 0: they start at row 0), its logits unused. */
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -187,7 +197,8 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
         s = hx_model_act_ensure(m, &A->logits, sizeof(float) * n_out * m->info.n_vocab);
     w->n_out = n_out;
     w->shape = (hx_batch_shape){.act = A, .T = T, .S = w->shape.S, .max_blocks = max_blocks,
-                                .n_out = n_out ? n_out : 1};
+                                .n_out = n_out ? n_out : 1,
+                                .n_pick = w->n_hidden ? n_out + w->n_hidden : 0};
     int32_t *ids, *pos, *meta, *rows;
     if (s == HX_OK && (s = hx_buffer_acquire(A->ids, HX_W, (void **)&ids)) == HX_OK &&
         (s = hx_buffer_acquire(A->pos, HX_W, (void **)&pos)) == HX_OK &&
@@ -207,17 +218,23 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
 hx_status hx_batch_collect(hx_batch_work *w)
 {
     hx_status s = HX_OK;
-    if (w->n_out) {
-        const float *logits;
-        s = hx_buffer_acquire(w->shape.act->logits, HX_R, (void **)&logits);
-        const size_t V = w->m->info.n_vocab;
-        uint32_t r = 0;
+    if (w->n_out || w->n_hidden) {
+        const float *logits = NULL, *hidden = NULL;
+        if (w->n_out)
+            s = hx_buffer_acquire(w->shape.act->logits, HX_R, (void **)&logits);
+        if (s == HX_OK && w->n_hidden)
+            s = hx_buffer_acquire(w->shape.act->xo, HX_R, (void **)&hidden);
+        const size_t V = w->m->info.n_vocab, D = w->m->info.n_embd;
+        uint32_t r = 0, h = w->n_out;
         for (size_t i = 0; s == HX_OK && i < w->n; i++) {
             hx_session *se = w->sessions[i];
             uint32_t idx = se->n_filled++;
             if (!w->want[i])
                 continue;
-            memcpy(se->logits + (size_t)se->n_logits * V, logits + (size_t)r++ * V, V * sizeof(float));
+            if (se->embd)
+                memcpy(se->logits + (size_t)se->n_logits * D, hidden + (size_t)h++ * D, D * sizeof(float));
+            else
+                memcpy(se->logits + (size_t)se->n_logits * V, logits + (size_t)r++ * V, V * sizeof(float));
             se->logit_row[idx] = (int32_t)se->n_logits++;
         }
     } else {

@@ -24,6 +24,7 @@ typedef struct {
     hx_batch_seq *seqs;          /* the S distinct sessions */
     int32_t *seq_of;             /* per entry: its index in seqs */
     uint32_t n_out;              /* entries whose logits are kept */
+    uint32_t n_hidden;           /* entries whose hidden state is kept (embeddings mode) */
     hx_batch_shape shape;        /* what the partitioner emits for */
 } hx_batch_work;
 

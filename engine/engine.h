@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 
+#include "engine/embed.h"
 #include "engine/generation.h"
 #include "engine/session.h"
 
@@ -34,6 +35,11 @@ typedef struct hx_engine_req {
     int cancel;
     double t_submit, t_first_eval, t_first_token;
     hx_request_result res;
+    /* An embeddings request (hx_request.embed_request): its options
+     * resolved, and the hidden states its pooling keeps, by position
+     * (none, mean) or the one row (cls, last, rank). */
+    hx_embed_options embd;
+    float *embd_rows;
 } hx_engine_req;
 
 /* A tenant's share of the running requests, for round robin, and of the
@@ -93,6 +99,16 @@ void hx_engine_req_finish(hx_engine *e, hx_engine_req *q, hx_status st, hx_finis
 void hx_engine_req_set_state(hx_engine *e, hx_engine_req *q, hx_req_state s);
 /* Closes the request's session and queues it again to be recomputed. */
 void hx_engine_req_preempt(hx_engine *e, hx_engine_req *q);
+
+/* engine_embed.c: embeddings requests.  Checks q's options and buffer
+ * and takes room for its rows (at submission); whether the hidden state
+ * at pos is kept; keeps the rows of q's `count` entries of the step that
+ * ran, from position first; pools them into the caller's buffer and ends
+ * q (st: a failure that ends it instead). */
+hx_status hx_engine_embed_prepare(hx_engine *e, hx_engine_req *q);
+int hx_engine_embed_want(const hx_engine_req *q, uint32_t pos);
+hx_status hx_engine_embed_collect(hx_engine_req *q, uint32_t first, uint32_t count);
+void hx_engine_embed_finish(hx_engine *e, hx_engine_req *q, hx_status st);
 
 /* engine_sched.c: who is admitted, who is preempted. */
 hx_engine_tenant *hx_engine_tenant_of(hx_engine *e, const char *name);

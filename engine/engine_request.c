@@ -27,6 +27,7 @@ void hx_engine_req_free(hx_engine_req *q)
     free(q->stop);
     free(q->tenant);
     free(q->toks);
+    free(q->embd_rows);
     free(q);
 }
 
@@ -74,7 +75,7 @@ hx_status hx_engine_req_create(hx_engine *e, const hx_request *r, hx_engine_req 
     *out = NULL;
     if (!r || (!r->text && (!r->tokens || !r->n_tokens)))
         return hx_error(HX_ERR_INVALID_ARG, "hx_engine_submit: no prompt (tokens or text)");
-    if (r->max_tokens == 0)
+    if (r->max_tokens == 0 && !r->embed_request)
         return hx_error(HX_ERR_INVALID_ARG, "hx_engine_submit: max_tokens is 0; ask for at least one token");
     if (r->top_logprobs > HX_ENGINE_MAX_TOP)
         return hx_error(HX_ERR_INVALID_ARG, "hx_engine_submit: top_logprobs is %u; at most %d", r->top_logprobs,
@@ -87,6 +88,14 @@ hx_status hx_engine_req_create(hx_engine *e, const hx_request *r, hx_engine_req 
     q->r = *r;
     q->r.text = NULL;
     q->r.tokens = NULL;
+    if (r->embed_request) {
+        /* Nothing is generated: room for no token past the prompt, no
+         * sampling asked of the caller. */
+        q->r.max_tokens = 1;
+        q->r.sampling = hx_sampling_default();
+        q->r.top_logprobs = 0;
+        q->r.no_prefix_cache = 1;
+    }
     hx_status st = copy_prompt(e, q, r);
     const uint32_t ns = r->sampling.n_stop;
     if (st == HX_OK && ns && !(q->stop = calloc(ns, sizeof *q->stop)))
@@ -101,6 +110,8 @@ hx_status hx_engine_req_create(hx_engine *e, const hx_request *r, hx_engine_req 
     q->r.tenant = q->tenant;
     q->salt = hx_session_salt_hash(r->cache_salt);
     q->r.cache_salt = NULL; /* not kept: its hash is */
+    if (st == HX_OK && r->embed_request)
+        st = hx_engine_embed_prepare(e, q);
     if (st == HX_OK)
         st = hx_generation_init(&q->gen, e->m, &q->r.sampling);
     if (st) {

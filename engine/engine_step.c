@@ -48,7 +48,8 @@ static size_t add_entries(hx_engine *e, size_t n, hx_engine_req *q, uint32_t max
     for (uint32_t i = 0; i < c; i++) {
         e->b_tokens[n + i] = q->toks[q->n_eval + i];
         e->b_sessions[n + i] = q->sess;
-        e->b_want[n + i] = c == pending && i + 1 == c;
+        e->b_want[n + i] = q->r.embed_request ? (uint8_t)hx_engine_embed_want(q, q->n_eval + i)
+                                              : c == pending && i + 1 == c;
         e->b_owner[n + i] = q;
     }
     return n + c;
@@ -86,6 +87,7 @@ static hx_status open_session(hx_engine *e, hx_engine_req *q)
     uint32_t reused = 0;
     if (st == HX_OK) {
         q->sess->uncached = q->r.no_prefix_cache != 0;
+        q->sess->embd = q->r.embed_request != 0;
         q->sess->salt = q->salt;
     }
     if (st == HX_OK)
@@ -385,6 +387,12 @@ static void collect(hx_engine *e, size_t n)
             pthread_mutex_lock(&e->lock);
             e->stats.prompt_tokens += (q->n_eval < q->n_prompt ? q->n_eval : q->n_prompt) - first;
             pthread_mutex_unlock(&e->lock);
+        }
+        if (q->r.embed_request) {
+            hx_status st = hx_engine_embed_collect(q, first, (uint32_t)(j - i));
+            if (st || q->n_eval >= q->n_toks)
+                hx_engine_embed_finish(e, q, st);
+            continue;
         }
         if (q->n_eval < q->n_toks)
             continue;

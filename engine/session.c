@@ -65,7 +65,9 @@ uint32_t hx_session_position(const hx_session *s)
 
 hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits)
 {
-    size_t V = s->m->info.n_vocab;
+    /* cap_logits counts rows of the widest kind (n_vocab, or n_embd when
+     * that is wider), so a session switching modes never reads past it. */
+    size_t V = s->m->info.n_vocab > s->m->info.n_embd ? s->m->info.n_vocab : s->m->info.n_embd;
     if (n_logits > s->cap_logits) {
         float *l = realloc(s->logits, sizeof *l * V * n_logits);
         if (!l)
@@ -89,7 +91,7 @@ hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits)
 
 const float *hx_session_logits(const hx_session *s, int i)
 {
-    if (hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_logits") || s->n_last == 0)
+    if (hx_handle_check(s, HX_HANDLE_SESSION, "hx_session_logits") || s->n_last == 0 || s->embd)
         return NULL;
     if (i < 0)
         i += (int)s->n_last;

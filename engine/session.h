@@ -26,7 +26,14 @@ struct hx_session {
     uint32_t shift_discard;
     int32_t batch_slot;    /* while a batch is numbered (hx_batch_number): its place among the
                             * batch's sessions; -1 otherwise */
+    int embd;              /* embeddings mode: `logits` holds final-norm hidden states, n_embd wide */
 };
+
+/* Floats of one row of s->logits: n_embd in embeddings mode, else n_vocab. */
+static inline size_t hx_session_row_width(const hx_session *s)
+{
+    return s->embd ? s->m->info.n_embd : s->m->info.n_vocab;
+}
 
 /* Prepares the per-token logits table for an evaluation of n tokens. */
 hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits);

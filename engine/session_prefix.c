@@ -216,7 +216,7 @@ uint32_t hx_session_reused_tokens(const hx_session *s)
  * the last evaluation's logits. */
 static hx_status copy_state(hx_session *f, const hx_session *s)
 {
-    const size_t V = s->m->info.n_vocab;
+    const size_t V = hx_session_row_width(s);
     hx_status st = hx_session_grow_tokens(f, s->pos);
     if (st == HX_OK && s->n_last)
         st = hx_session_begin(f, s->n_last, s->n_logits);
@@ -234,6 +234,7 @@ static hx_status copy_state(hx_session *f, const hx_session *s)
         f->n_filled = s->n_filled;
     }
     f->pos = s->pos;
+    f->embd = s->embd;
     f->salt = s->salt;
     f->shifted = s->shifted;
     f->keep_blocks = s->keep_blocks;

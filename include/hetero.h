@@ -745,6 +745,16 @@ HX_API hx_status hx_model_token_to_piece(const hx_model *m, int32_t id, char *bu
  * marks end-of-generation by their text (<|im_end|>, <|endoftext|>,
  * <|eot_id|>, <end_of_turn>...). */
 HX_API int hx_model_is_eog(const hx_model *m, int32_t id);
+/* The fill-in-the-middle tokens of a code model, -1 each where it has
+ * none, as llama.cpp finds them: GGUF tokenizer.ggml.fim_pre_token_id,
+ * fim_suf, fim_mid, fim_pad, fim_rep, fim_sep (the older prefix_token_id,
+ * suffix_token_id, middle_token_id for the first three), else the
+ * vocabulary's tokens spelled as the known families spell them
+ * (<|fim_prefix|>, <fim-prefix>, <PRE>, <|file_sep|>...). */
+typedef struct {
+    int32_t pre, suf, mid, pad, rep, sep;
+} hx_fim_tokens;
+HX_API hx_status hx_model_fim_tokens(const hx_model *m, hx_fim_tokens *out);
 
 /* A session is one sequence: its KV blocks and its position. */
 HX_API hx_status hx_session_open(hx_model *m, hx_session **out);
@@ -886,6 +896,101 @@ HX_API hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_
                                      hx_token_callback cb, void *user, hx_generation_stats *stats);
 
 /* ------------------------------------------------------------------------
+ * Embeddings and reranking (llama.cpp's embeddings mode)
+ *
+ * A session in embeddings mode keeps, for the tokens whose logits it
+ * would keep, the final-norm hidden state (n_embd floats, what the output
+ * matrix would multiply) instead of the logits; the output matrix is not
+ * applied to them.  Attention stays causal, as llama.cpp's for the
+ * LLaMA-family decoders.  Pooling turns a sequence's rows into one vector:
+ * `none` (every token's row), `mean`, `cls` (the first token's), `last`,
+ * and `rank` for rerankers: the last token's row through the file's
+ * classifier head (cls.weight and cls.bias, then tanh, then
+ * cls.output.weight and cls.output.bias; either part may be absent),
+ * whose first output is the relevance score (llama.cpp's
+ * LLAMA_POOLING_TYPE_RANK).
+ *
+ *     // example: embeddings
+ *     int32_t a[64], b[64]; size_t na, nb;
+ *     hx_model_tokenize(m, "a cat", 5, 1, 0, a, 64, &na);
+ *     hx_model_tokenize(m, "a dog", 5, 1, 0, b, 64, &nb);
+ *     const int32_t *inputs[2] = {a, b};
+ *     size_t lens[2] = {na, nb};
+ *     hx_embed_options eo = hx_embed_options_default();  // the file's pooling, L2
+ *     eo.pooling = HX_POOLING_MEAN;
+ *     static float out[2 * 8192]; size_t n_out;
+ *     hx_model_embed(m, inputs, lens, 2, &eo, out, 2 * 8192, &n_out);  // one evaluation
+ * ---------------------------------------------------------------------- */
+
+/* llama.cpp's enum llama_pooling_type, the same values (GGUF
+ * <arch>.pooling_type holds them). */
+typedef enum {
+    HX_POOLING_UNSPECIFIED = -1, /* the file's own */
+    HX_POOLING_NONE = 0,
+    HX_POOLING_MEAN = 1,
+    HX_POOLING_CLS = 2,
+    HX_POOLING_LAST = 3,
+    HX_POOLING_RANK = 4,
+} hx_pooling;
+
+/* "none", "mean", "cls", "last", "rank" (llama-server's --pooling words);
+ * "unspecified" for -1, "?" for another value. */
+HX_API const char *hx_pooling_str(hx_pooling p);
+/* The reverse of hx_pooling_str; HX_ERR_INVALID_ARG naming the words for
+ * another one. */
+HX_API hx_status hx_pooling_parse(const char *name, hx_pooling *out);
+
+typedef struct {
+    hx_pooling pooling;  /* the file's <arch>.pooling_type, HX_POOLING_NONE when absent */
+    /* Outputs of the file's classifier head (the rows of cls.output.weight,
+     * else of cls.weight); 0 when the file has none, and rank pooling is
+     * refused. */
+    uint32_t n_cls_out;
+    uint32_t n_embd;     /* floats of one pooled embedding */
+} hx_model_embedding_info;
+
+/* Reads the file's pooling and classifier head.  A head of a type other
+ * than f32, f16 or bf16, or of the wrong shape, is HX_ERR_UNSUPPORTED /
+ * HX_ERR_FORMAT (the model stays usable for the other poolings). */
+HX_API hx_status hx_model_embedding_info_get(hx_model *m, hx_model_embedding_info *out);
+
+/* Embeddings mode on (1) or off (0) for the session's next evaluations. */
+HX_API hx_status hx_session_set_embeddings(hx_session *s, int on);
+/* In embeddings mode: the final-norm hidden state of the i-th token of the
+ * last evaluation (-1 = its last token), n_embd floats, or NULL when it
+ * was not kept (hx_session_eval's logits_all keeps every token's).  Valid
+ * until the next evaluation.  hx_session_logits is NULL in this mode. */
+HX_API const float *hx_session_embeddings(const hx_session *s, int i);
+
+typedef struct {
+    hx_pooling pooling;  /* HX_POOLING_UNSPECIFIED: the file's (hx_model_embedding_info) */
+    /* llama-server's embd_normalize: -1 none, 0 max absolute value (scaled
+     * to int16's range, 32760), 1 taxicab, 2 Euclidean (L2, the default),
+     * p > 2 the p-norm.  Rank scores are never normalized. */
+    int32_t normalize;
+} hx_embed_options;
+
+HX_API hx_embed_options hx_embed_options_default(void);
+
+/* Pools n_rows rows of n_embd floats (hx_session_embeddings' rows, in
+ * token order) into out as `o` says, normalized; `none` copies them.
+ * *n_out: the floats written (n_embd, n_rows * n_embd for none, n_cls_out
+ * for rank).  HX_ERR_RANGE when cap is too small, HX_ERR_INVALID_ARG for
+ * no rows or a pooling the model cannot do (rank without a head). */
+HX_API hx_status hx_model_pool(hx_model *m, const float *rows, size_t n_rows, const hx_embed_options *o, float *out,
+                               size_t cap, size_t *n_out);
+
+/* Embeds n_inputs token sequences: as many as fit go into each
+ * evaluation (max_batch tokens, one session each), every token's hidden
+ * state kept where the pooling needs it; each input's result follows the
+ * previous one's in out (see hx_model_pool for its size).  An empty
+ * input, or one longer than the context, fails with HX_ERR_INVALID_ARG /
+ * HX_ERR_RANGE naming it, before anything is evaluated.  Prompts' KV
+ * blocks are neither taken from nor left in the prefix cache. */
+HX_API hx_status hx_model_embed(hx_model *m, const int32_t *const *inputs, const size_t *n_tokens, size_t n_inputs,
+                                const hx_embed_options *o, float *out, size_t cap, size_t *n_out);
+
+/* ------------------------------------------------------------------------
  * Serving engine: many requests, one model, continuous batching
  *
  * One engine thread runs steps; any thread submits, cancels and waits.
@@ -1004,6 +1109,17 @@ typedef struct {
     const char *cache_salt;
     hx_engine_callback on_token;
     void *user;
+    /* 1: an embeddings request (hx_model_embed's, through the batches
+     * the engine runs anyway): its prompt is evaluated in embeddings mode
+     * and pooled as `embed` says into `embedding` (embedding_cap floats,
+     * hx_model_pool's sizes), nothing is generated, and it ends with
+     * HX_FINISH_STOP; max_tokens and sampling are not looked at, and the
+     * prefix cache is not used.  Too small a buffer is refused at
+     * submission (HX_ERR_RANGE). */
+    int embed_request;
+    hx_embed_options embed;
+    float *embedding;
+    size_t embedding_cap;
 } hx_request;
 
 typedef struct hx_request_result {
@@ -1021,6 +1137,7 @@ typedef struct hx_request_result {
     /* After preemptions: tokens of its own context (prompt and generated)
      * found cached again when it was readmitted, so not recomputed. */
     uint32_t recomputed_tokens_cached;
+    size_t embedding_n;        /* an embeddings request: the floats written to hx_request.embedding */
 } hx_request_result;
 
 typedef struct {

@@ -365,7 +365,7 @@ hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_pl
     /* Only the rows whose logits are wanted go through the output matrix:
      * for a 512-token prompt that is one row instead of 512. */
     rmsnorm(&g, A->x, &m->out_norm, A->xn, T);
-    hx_op_get_rows pick = {HX_TYPE_F32, b->n_out, D};
+    hx_op_get_rows pick = {HX_TYPE_F32, b->n_pick ? b->n_pick : b->n_out, D};
     task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3, (hx_buffer *[]){A->xn, A->out_rows, A->xo},
          (hx_access[]){HX_R, HX_R, HX_W});
     matmul(&g, &m->output, NULL, A->xo, A->logits, b->n_out);

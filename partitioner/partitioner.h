@@ -27,6 +27,10 @@ typedef struct {
     uint32_t S;          /* distinct sequences               */
     uint32_t max_blocks; /* longest block table              */
     uint32_t n_out;      /* rows whose logits are computed   */
+    /* Rows gathered after the final norm (xo): the n_out rows above, then
+     * the hidden states kept in embeddings mode, which the output matrix
+     * does not multiply; 0 = n_out. */
+    uint32_t n_pick;
     /* The KV blocks attention reads (each sequence's blocks up to its last
      * position in the batch) and those kv_store writes (the blocks of the
      * tokens' slots), sorted: the tasks name them so that only they move

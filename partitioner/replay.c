@@ -45,7 +45,7 @@ enum { NAMES_NONE, NAMES_KV_READ, NAMES_KV_WRITTEN };
 typedef struct {
     const void *act, *meta, *logits;
     const void *plan; /* a planning policy's plan is per shape */
-    uint32_t T, S, max_blocks, n_out;
+    uint32_t T, S, max_blocks, n_out, n_pick;
 } shape_key;
 
 typedef struct {
@@ -79,6 +79,7 @@ static replay_key key_of(const hx_model *m, const hx_batch_shape *b, const struc
     k.shape.S = b->S;
     k.shape.max_blocks = b->max_blocks;
     k.shape.n_out = b->n_out;
+    k.shape.n_pick = b->n_pick;
     k.shape.plan = plan;
     k.world.placements = hx_placement_generation(m);
     k.world.retired = atomic_load(&m->rt->sched.retired);

@@ -47,6 +47,14 @@ if (hx_runtime_open(&rt, NULL) != HX_OK || hx_model_write_synthetic("model.gguf"
     return fprintf(stderr, "set-up: %s\n", hx_last_error()), 1;
 EOF
     ;;
+    embeddings) cat <<'EOF'
+hx_runtime *rt;
+hx_model *m;
+if (hx_runtime_open(&rt, NULL) != HX_OK || hx_model_write_synthetic("model.gguf", "tiny", "q8_0", 1) != HX_OK ||
+    hx_model_load(rt, "model.gguf", NULL, &m) != HX_OK)
+    return fprintf(stderr, "set-up: %s\n", hx_last_error()), 1;
+EOF
+    ;;
     engine) cat <<'EOF'
 hx_runtime *rt;
 hx_model *model;
@@ -65,6 +73,18 @@ after() {
 if (!logits || n < 2) return fprintf(stderr, "no logits for %zu tokens: %s\n", n, hx_last_error()), 1;
 printf("model: %zu prompt tokens, logits[0] = %g\n", n, logits[0]);
 hx_session_close(s), hx_model_free(m), hx_runtime_close(rt);
+return 0;
+EOF
+    ;;
+    embeddings) cat <<'EOF'
+hx_model_info mi;
+hx_model_info_get(m, &mi);
+double len2 = 0;
+for (size_t i = 0; i < mi.n_embd; i++) len2 += (double)out[i] * out[i];
+if (n_out != 2 * mi.n_embd || len2 < 0.9999 || len2 > 1.0001)
+    return fprintf(stderr, "embeddings: %zu floats, |e0|^2 = %g: %s\n", n_out, len2, hx_last_error()), 1;
+printf("embeddings: 2 inputs of %u floats, |e0| = 1\n", mi.n_embd);
+hx_model_free(m), hx_runtime_close(rt);
 return 0;
 EOF
     ;;

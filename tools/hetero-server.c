@@ -74,6 +74,10 @@ static void usage(FILE *f)
           "                       the blocks of its own prompts, so no key learns another's prompts\n"
           "                       from cached_tokens or timing; a request's 'cache_salt' narrows it)\n"
           "  --policy P           fcfs (default), short-first, priority\n"
+          "  --embedding, --embeddings  serve embeddings only: completions are refused (embeddings,\n"
+          "                       /v1/embeddings and /embedding, are served in any case)\n"
+          "  --pooling P          none, mean, cls, last, rank (default: the file's pooling_type)\n"
+          "  --reranking, --rerank  --embedding with rank pooling: /v1/rerank (needs a classifier head)\n"
           "  -t, --threads N      CPU threads (default: one per core)\n"
           "  --devices LIST       devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
           "  -ngl, --n-gpu-layers N  llama-server's: 0 keeps every layer on the CPU (--devices cpu);\n"
@@ -130,6 +134,9 @@ typedef struct {
     srv_native native;          /* llama-server's endpoints and CORS: --slots, --props, --cors-*, --tags ... */
     const char *ngl;            /* -ngl: "0" = the CPU only; else every layer where hetero places it */
     int np_given, kv_unified;   /* -np given; --kv-unified: each request may fill -c (see load) */
+    int embedding, reranking;   /* --embedding, --reranking */
+    const char *pooling;        /* --pooling */
+    int batch_given;            /* -b was given (infill's n_batch) */
 } options;
 
 /* llama-server's options with no honest meaning here: refused by name,
@@ -140,7 +147,6 @@ static const struct {
     {"-fa --flash-attn", "hetero's attention needs no switch"},
     {"-nocb --no-cont-batching", "the engine always batches continuously"},
     {"--mlock --no-mmap --numa", "hetero maps the weights itself"},
-    {"--embedding --embeddings --rerank --reranking --pooling", "hetero-server serves completions only"},
     {"--lora --lora-scaled --control-vector", "hetero does not apply adapters"},
     {"--ssl-key-file --ssl-cert-file", "put a TLS proxy in front of hetero-server"},
     {"-sp --special --slot-save-path --path --api-prefix", "not served"},
@@ -227,7 +233,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->np_given = 1;
         }
         else if (TAKE("--kv-tokens")) U32(kv_tokens, 0, 1u << 30);
-        else if (TAKE("-b") || TAKE("--batch-size")) U32(batch, 1, 1 << 20);
+        else if (TAKE("-b") || TAKE("--batch-size")) {
+            U32(batch, 1, 1 << 20);
+            o->batch_given = 1;
+        }
         else if (TAKE("--shared-prefill")) U32(shared_prefill, 0, 1 << 20);
         else if (TAKE("--max-requests")) U32(max_requests, 1, 1000000);
         else if (TAKE("--timeout")) U32(timeout, 1, 86400);
@@ -259,6 +268,9 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
         } else if (TAKE("--chat-template-file")) o->chat_template_file = v;
         else if (IS("--jinja") || IS("--no-jinja")) o->no_jinja = a[2] == 'n';
+        else if (IS("--embedding") || IS("--embeddings")) o->embedding = 1;
+        else if (IS("--reranking") || IS("--rerank")) o->embedding = o->reranking = 1;
+        else if (TAKE("--pooling")) o->pooling = v;
         else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
@@ -669,7 +681,8 @@ static int load(srv *S, const options *o)
     }
     S->model_name = o->alias ? first_alias(o->alias) : S->info.name;
     S->native.aliases = o->alias;
-    if (load_chat_template(S, o))
+    if (load_chat_template(S, o) || srv_embed_setup(S, o->embedding, o->reranking ? "rank" : o->pooling,
+                                                    o->batch_given ? o->batch : 2048))
         return -1;
     fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens, %u parallel, chat template %s\n",
             S->model_name, S->info.ftype, S->info.n_layer, S->info.n_ctx, S->info.kv_tokens, o->parallel,

@@ -115,6 +115,14 @@ typedef struct {
     pthread_mutex_t jobs_lock;  /* the jobs answering now, to cancel at --drain-timeout */
     struct srv_job *jobs;
     srv_native native;          /* llama-server's own endpoints and CORS (server_native.c, server_cors.c) */
+    /* Embeddings (server_embed.c): --embedding (completions refused), the
+     * pooling (--pooling, else the file's), the file's head; the model's
+     * FIM tokens (server_infill.c) and -b, as infill's n_batch. */
+    int embedding_only;
+    hx_pooling pooling;
+    hx_model_embedding_info embd_info;
+    hx_fim_tokens fim;
+    uint32_t n_batch;
 } srv;
 
 /* The OpenAI error object, {"error":{"message","type","code"}}, as a
@@ -143,6 +151,21 @@ int srv_admit(srv *S, struct MHD_Connection *c, srv_tenant *t, uint32_t prompt_t
 int srv_client_gone(struct MHD_Connection *c);
 /* Gives back an in-flight slot and the tenant's. */
 void srv_request_end(srv *S, srv_tenant *t);
+/* server_embed.c: /v1/embeddings (oai 1), /embedding; /rerank. */
+enum MHD_Result srv_embeddings(srv *S, struct MHD_Connection *c, const char *body, size_t len, int oai,
+                               srv_tenant *tenant);
+enum MHD_Result srv_rerank(srv *S, struct MHD_Connection *c, const char *body, size_t len, srv_tenant *tenant);
+/* The embeddings' and infill's settings, after the model is loaded:
+ * --embedding, --pooling NAME (NULL: the file's; "rank" needs a
+ * classifier head), infill's n_batch; -1 with the reason on stderr. */
+int srv_embed_setup(srv *S, int embedding_only, const char *pooling, uint32_t n_batch);
+/* server_infill.c: /infill, llama-server's fill-in-the-middle prompt
+ * (format_infill) answered as a completion. */
+enum MHD_Result srv_infill(srv *S, struct MHD_Connection *c, const char *body, size_t len, srv_tenant *tenant);
+/* The infill prompt's tokens into *out (malloc'd, *n); 0, or -1 with the
+ * message in err. */
+int srv_infill_tokens(srv *S, json_t *body, int32_t **out, size_t *n, char *err, size_t cap);
+
 /* /tokenize, /detokenize */
 enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len, int detokenize);
 

@@ -184,7 +184,10 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     }
     /* llama-server's routes; /completion and /completions are its own
      * completion, /v1/completions OpenAI's. */
-    enum { MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE };
+    enum {
+        MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE,
+        EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL
+    };
     static const struct {
         const char *path;
         int route, post, get;
@@ -192,7 +195,11 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                   {"/detokenize", DETOKENIZE, 1, 0}, {"/v1/completions", V1_COMPLETIONS, 1, 0},
                   {"/chat/completions", CHAT, 1, 0}, {"/metrics", METRICS, 0, 1}, {"/completion", COMPLETION, 1, 0},
                   {"/completions", COMPLETION, 1, 0}, {"/props", PROPS, 1, 1}, {"/slots", SLOTS, 0, 1},
-                  {"/apply-template", APPLY_TEMPLATE, 1, 0}};
+                  {"/apply-template", APPLY_TEMPLATE, 1, 0},
+                  /* server_embed.c, server_infill.c */
+                  {"/v1/embeddings", EMBEDDINGS_OAI, 1, 0}, {"/embedding", EMBEDDINGS, 1, 0},
+                  {"/embeddings", EMBEDDINGS, 1, 0}, {"/v1/rerank", RERANK, 1, 0}, {"/rerank", RERANK, 1, 0},
+                  {"/v1/reranking", RERANK, 1, 0}, {"/reranking", RERANK, 1, 0}, {"/infill", INFILL, 1, 0}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
@@ -220,7 +227,16 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     case PROPS: return srv_props(S, c, post, body, len);
     case SLOTS: return srv_slots(S, c);
     case APPLY_TEMPLATE: return srv_apply_template(S, c, body, len);
-    case COMPLETION: return srv_completion(S, c, body, len, SRV_NATIVE, t);
-    default: return srv_completion(S, c, body, len, route == CHAT, t);
+    case EMBEDDINGS_OAI:
+    case EMBEDDINGS: return srv_embeddings(S, c, body, len, route == EMBEDDINGS_OAI, t);
+    case RERANK: return srv_rerank(S, c, body, len, t);
+    default:
+        /* --embedding serves embeddings only, as llama-server's. */
+        if (S->embedding_only)
+            return srv_error(c, 501, "not_supported_error", NULL,
+                             "This server does not support completions. Start it without `--embeddings`");
+        if (route == INFILL)
+            return srv_infill(S, c, body, len, t);
+        return srv_completion(S, c, body, len, route == COMPLETION ? SRV_NATIVE : route == CHAT, t);
     }
 }

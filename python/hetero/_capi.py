@@ -24,7 +24,7 @@ CONSTANTS: Dict[str, int] = {"HX_ENGINE_MAX_TOP": 20}
 types.constants.update(CONSTANTS)
 
 # Enums are C ints.
-ENUMS = ("hx_status", "hx_device_family", "hx_device_kind", "hx_finish_reason", "hx_engine_policy")
+ENUMS = ("hx_status", "hx_device_family", "hx_device_kind", "hx_finish_reason", "hx_engine_policy", "hx_pooling")
 for _e in ENUMS:
     types.add(_e, ctypes.c_int)
 
@@ -189,6 +189,15 @@ STRUCTS: Dict[str, str] = {
     uint32_t max_waiting;
     uint32_t shared_prefill;
 """,
+    "hx_embed_options": """
+    hx_pooling pooling;
+    int32_t normalize;
+""",
+    "hx_model_embedding_info": """
+    hx_pooling pooling;
+    uint32_t n_cls_out;
+    uint32_t n_embd;
+""",
     "hx_request_result": """
     hx_status status;
     char error[256];
@@ -199,6 +208,7 @@ STRUCTS: Dict[str, str] = {
     uint32_t preemptions;
     uint32_t prompt_tokens_cached;
     uint32_t recomputed_tokens_cached;
+    size_t embedding_n;
 """,
     "hx_engine_token": """
     uint64_t id;
@@ -239,6 +249,10 @@ LATE_STRUCTS: Dict[str, str] = {
     const char *cache_salt;
     hx_engine_callback on_token;
     void *user;
+    int embed_request;
+    hx_embed_options embed;
+    float *embedding;
+    size_t embedding_cap;
 """,
     "hx_engine_stats": """
     uint32_t waiting, running;
@@ -297,6 +311,14 @@ hx_status hx_batch_eval(hx_model *m, const hx_batch *b);
 hx_sampling hx_sampling_default(void);
 const char *hx_finish_reason_str(hx_finish_reason r);
 hx_status hx_session_generate(hx_session *s, const int32_t *prompt, size_t n_prompt, uint32_t n_predict, const hx_sampling *sampling, hx_token_callback cb, void *user, hx_generation_stats *stats);
+const char *hx_pooling_str(hx_pooling p);
+hx_status hx_pooling_parse(const char *name, hx_pooling *out);
+hx_status hx_model_embedding_info_get(hx_model *m, hx_model_embedding_info *out);
+hx_status hx_session_set_embeddings(hx_session *s, int on);
+const float *hx_session_embeddings(const hx_session *s, int i);
+hx_embed_options hx_embed_options_default(void);
+hx_status hx_model_pool(hx_model *m, const float *rows, size_t n_rows, const hx_embed_options *o, float *out, size_t cap, size_t *n_out);
+hx_status hx_model_embed(hx_model *m, const int32_t *const *inputs, const size_t *n_tokens, size_t n_inputs, const hx_embed_options *o, float *out, size_t cap, size_t *n_out);
 hx_engine_options hx_engine_options_default(void);
 hx_request hx_request_default(void);
 hx_status hx_engine_create(hx_model *m, const hx_engine_options *opts, hx_engine **out);

@@ -614,7 +614,7 @@ class Llama:
         if not self._embedding:
             raise RuntimeError("Llama model must be created with embedding=True to call this method")
         inputs = [input] if isinstance(input, str) else list(input)
-        out, total = [], 0
+        out, total, seqs = [], 0, []
         for text in inputs:
             ids = self.tokenize(text.encode("utf-8"))
             if len(ids) > self.n_batch:
@@ -623,17 +623,17 @@ class Llama:
                                      "cuts it")
                 ids = ids[: self.n_batch]
             total += len(ids)
-            h = self._model.hidden_states(ids).astype(np.float64)
-            if self._pooling == "mean":
-                h = h.mean(axis=0, keepdims=True)
-            elif self._pooling == "cls":
-                h = h[:1]
-            elif self._pooling == "last":
-                h = h[-1:]
-            if normalize:
-                h = h / np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
-            rows = h.tolist()
-            out.append(rows if self._pooling == "none" else rows[0])
+            seqs.append(ids)
+        if self._pooling == "none":
+            for ids in seqs:
+                h = self._model.hidden_states(ids).astype(np.float64)
+                if normalize:
+                    h = h / np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
+                out.append(h.tolist())
+        else:
+            # All inputs at once: hetero packs them into shared evaluations.
+            for v in self._model.embed(seqs, self._pooling, 2 if normalize else -1):
+                out.append(v.astype(np.float64).tolist())
         result = out[0] if isinstance(input, str) else out
         return (result, total) if return_count else result
 

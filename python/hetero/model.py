@@ -225,44 +225,65 @@ class Model(Handle):
         norm (what the output matrix multiplies, llama.cpp's embeddings
         with pooling "none"): float32 [len(tokens), n_embd].
 
-        Read through hetero's activation observer on a fresh session;
-        other sessions' evaluations wait meanwhile, and it is refused while
-        an Engine runs on the model (its evaluations would be seen too)."""
+        A fresh session in embeddings mode (hx_session_set_embeddings),
+        every token's row kept; nothing comes from the prefix cache."""
         if not tokens:
             raise errors.InvalidArgument(errors.ERR_INVALID_ARG, "no tokens", "Model.hidden_states")
-        if len(self._engines):
-            raise errors.StateError(errors.ERR_STATE, "an Engine is running on this model; its evaluations "
-                                    "would mix with these", "Model.hidden_states")
-        names = (b"output.weight", b"token_embd.weight")  # the output matrix, tied or not
-        rows: List[np.ndarray] = []
-        mu = threading.Lock()
-
-        def observe(user: Any, tensor: bytes, x: Any, n: int, cols: int) -> None:
-            if tensor in names:
-                a = np.ctypeslib.as_array(x, shape=(n, cols)).copy()
-                with mu:
-                    rows.append(a)
-
-        cb = C.hx_activation_observer(observe)
-        with self._evals.alone():
-            errors.check(C.hx_model_set_activation_observer(self._p(), cb, None),
-                         "hx_model_set_activation_observer")
-            try:
-                s = Session(self)
-                try:
-                    # Every token's row goes through the output matrix, and
-                    # none is taken from the prefix cache.
-                    arr, n = _ids(tokens)
-                    errors.check(C.hx_session_eval(s._p(), arr, n, 1), "hx_session_eval")
-                finally:
-                    s.close()
-            finally:
-                C.hx_model_set_activation_observer(self._p(), C.hx_activation_observer(), None)
-        out = np.concatenate(rows) if rows else np.zeros((0, self.info.n_embd), np.float32)
-        if out.shape != (len(tokens), self.info.n_embd):
-            raise errors.StateError(errors.ERR_STATE, f"observed {out.shape[0]} rows for {len(tokens)} tokens",
-                                    "Model.hidden_states")
+        n_embd = self.info.n_embd
+        s = Session(self)
+        try:
+            errors.check(C.hx_session_set_embeddings(s._p(), 1), "hx_session_set_embeddings")
+            arr, n = _ids(tokens)
+            with self._evals.shared():
+                errors.check(C.hx_session_eval(s._p(), arr, n, 1), "hx_session_eval")
+            out = np.empty((n, n_embd), np.float32)
+            for i in range(n):
+                row = C.hx_session_embeddings(s._p(), i)
+                if not row:
+                    raise errors.StateError(errors.ERR_STATE, f"no hidden state kept for token {i}",
+                                            "Model.hidden_states")
+                out[i] = np.ctypeslib.as_array(row, shape=(n_embd,))
+        finally:
+            s.close()
         return out
+
+    def embed(self, inputs: Sequence[Sequence[int]], pooling: str = "mean", normalize: int = 2) -> List[np.ndarray]:
+        """Embeddings of several token sequences, packed into shared
+        evaluations (hx_model_embed): per input, its pooled vector
+        (pooling "mean", "cls", "last"; "rank": the classifier head's
+        scores; "file": the file's pooling_type), or with "none" every
+        token's row [n, n_embd].  normalize: llama-server's embd_normalize
+        (-1 none, 0 max, 1 taxicab, 2 L2, p > 2); rows of "none" are not
+        normalized."""
+        if not inputs or any(len(t) == 0 for t in inputs):
+            raise errors.InvalidArgument(errors.ERR_INVALID_ARG, "an empty input", "Model.embed")
+        o = C.hx_embed_options_default()
+        if pooling != "file":
+            p = ctypes.c_int()
+            errors.check(C.hx_pooling_parse(pooling.encode(), ctypes.byref(p)), "hx_pooling_parse")
+            o.pooling = p.value
+        o.normalize = normalize
+        ei = C.hx_model_embedding_info()
+        errors.check(C.hx_model_embedding_info_get(self._p(), ctypes.byref(ei)), "hx_model_embedding_info_get")
+        kind = o.pooling if o.pooling >= 0 else ei.pooling
+        per = [len(t) * ei.n_embd if kind == 0 else ei.n_cls_out if kind == 4 else ei.n_embd for t in inputs]
+        arrs = [(ctypes.c_int32 * len(t))(*[int(x) for x in t]) for t in inputs]
+        ptrs = (ctypes.POINTER(ctypes.c_int32) * len(inputs))(*[ctypes.cast(a, ctypes.POINTER(ctypes.c_int32))
+                                                                for a in arrs])
+        lens = (ctypes.c_size_t * len(inputs))(*[len(t) for t in inputs])
+        cap = max(sum(per), 1)
+        out = np.empty(cap, np.float32)
+        n_out = ctypes.c_size_t()
+        with self._evals.shared():
+            errors.check(C.hx_model_embed(self._p(), ptrs, lens, len(inputs), ctypes.byref(o),
+                                          out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), cap,
+                                          ctypes.byref(n_out)), "hx_model_embed")
+        res, at = [], 0
+        for t, k in zip(inputs, per):
+            v = out[at:at + k].copy()
+            res.append(v.reshape(len(t), ei.n_embd) if kind == 0 else v)
+            at += k
+        return res
 
     # -- sessions --------------------------------------------------------
     def session(self) -> "Session":

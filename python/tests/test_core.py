@@ -190,6 +190,26 @@ def test_hidden_states_times_the_output_matrix_are_the_logits(tiny, tiny_path):
         s.eval(ids, logits_all=True)
         logits = np.stack([np.array(s.logits(i)) for i in range(len(ids))])
     assert np.abs(h @ w.T - logits).max() < 1e-3 * np.abs(logits).max()
-    with hetero.Engine(tiny):
-        with pytest.raises(hetero.errors.StateError, match="Engine"):
-            tiny.hidden_states(ids)
+    with hetero.Engine(tiny):  # embeddings mode needs no observer: an engine may run
+        assert np.array_equal(tiny.hidden_states(ids), h)
+
+
+def test_embed_pools_the_hidden_states(tiny):
+    # Model.embed (hx_model_embed, several inputs in shared evaluations)
+    # against numpy over each input's hidden states.
+    texts = ["Hello world", "A", "The quick brown fox jumps"]
+    seqs = [tiny.tokenize(t) for t in texts]
+    rows = [tiny.hidden_states(ids).astype(np.float64) for ids in seqs]
+    for pooling, ref in (("mean", lambda r: r.mean(axis=0)), ("cls", lambda r: r[0]), ("last", lambda r: r[-1])):
+        got = tiny.embed(seqs, pooling)
+        for g, r in zip(got, rows):
+            want = ref(r) / np.linalg.norm(ref(r))
+            assert np.abs(g - want).max() < 1e-5
+        raw = tiny.embed(seqs, pooling, normalize=-1)
+        assert all(np.abs(g - ref(r)).max() < 1e-4 * max(1, np.abs(ref(r)).max()) for g, r in zip(raw, rows))
+    none = tiny.embed(seqs, "none")
+    assert all(np.array_equal(g, r.astype(np.float32)) for g, r in zip(none, rows))
+    with pytest.raises(hetero.errors.InvalidArgument):
+        tiny.embed([[]])
+    with pytest.raises(hetero.errors.InvalidArgument, match="classifier head"):
+        tiny.embed(seqs, "rank")
