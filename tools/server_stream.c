@@ -86,6 +86,7 @@ void srv_job_free(srv_job *j)
     if (j->owns_slot)
         srv_request_end(j->S, j->tenant);
     free(j->out);
+    srv_tools_free(j->tools);
     pthread_cond_destroy(&j->cond);
     pthread_mutex_destroy(&j->lock);
     free(j);
