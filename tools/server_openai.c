@@ -264,7 +264,7 @@ static char *content_text(json_t *c, bad *b, size_t i)
 {
     if (json_is_string(c))
         return strdup(json_string_value(c));
-    if (json_is_null(c))
+    if (!c || json_is_null(c)) /* absent: an assistant's tool calls alone (server_tools.c checks) */
         return strdup("");
     if (!json_is_array(c)) {
         fail(b, "invalid_type", "messages[%zu].content must be a string or an array of text parts", i);

@@ -263,6 +263,8 @@ static json_t *render_messages(json_t *msgs, int knows_calls, err *e)
             bad = fail(e, "invalid_value", "messages[%zu].tool_calls belongs to role 'assistant' only", i);
         else if (calls && !json_is_null(calls) && !json_is_array(calls))
             bad = fail(e, "invalid_type", "messages[%zu].tool_calls must be an array", i);
+        else if (!json_object_get(m, "content") && !json_array_size(calls))
+            bad = fail(e, "missing_parameter", "messages[%zu].content is missing", i);
         if (bad) {
             json_decref(out);
             return NULL;
@@ -374,10 +376,9 @@ int srv_tools_request(srv *S, json_t *body, srv_tools **out, char **messages_jso
     }
     /* The template: the file's tool_use one when there are tools and the
      * server was not given one (llama.cpp's choice), else the default. */
-    const char *tmpl = S->chat_template;
-    if (!tmpl && tools && hx_model_chat_template_named(S->m, "tool_use"))
-        tmpl = hx_model_chat_template_named(S->m, "tool_use");
-    const char *src = tmpl ? tmpl : hx_model_chat_template(S->m);
+    const char *tmpl = NULL, *src = S->chat_template;
+    if (tools && S->chat_template == hx_model_chat_template(S->m) && hx_model_chat_template_named(S->m, "tool_use"))
+        src = tmpl = hx_model_chat_template_named(S->m, "tool_use");
     const int knows_tools = src && strstr(src, "tools"), knows_calls = src && strstr(src, "tool_calls");
     const int offered = tools && strcmp(mode, "none");
     const int parallel = json_is_true(par);
