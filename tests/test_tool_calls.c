@@ -205,6 +205,14 @@ START_TEST(partial_answers_are_prefixes_of_the_final_one)
     ck_assert_str_eq(json_string_value(json_object_get(c, "arguments")), "{\"city\": \"Par");
     ck_assert(json_is_null(json_object_get(v, "content")));
     json_decref(v);
+    /* A call that is the whole answer shows only at the end: text after
+     * it would make it the answer's text. */
+    t = "{\"name\": \"f\", \"arguments\": {}}";
+    v = parse(HX_TOOL_FORMAT_HERMES, t, strlen(t), 1);
+    ck_assert_uint_eq(json_array_size(json_object_get(v, "tool_calls")), 0);
+    ck_assert(json_is_null(json_object_get(v, "content")));
+    json_decref(v);
+    t = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
     v = parse(HX_TOOL_FORMAT_HERMES, t, 20, 1); /* inside the name */
     ck_assert_uint_eq(json_array_size(json_object_get(v, "tool_calls")), 0);
     json_decref(v);

@@ -6,7 +6,9 @@
  * source as it recognises them:
  *   hermes   <tool_call>{"name": ..., "arguments": {...}}</tool_call>, any
  *            number of them, text around them (Qwen 2.5, Hermes 2 Pro);
- *            or the whole answer one such object, without the tags
+ *            or the whole answer one such object, without the tags (a
+ *            partial answer shows such a call only once it is whole: text
+ *            after the object would make it the answer's text)
  *   llama3   the whole answer one {"name": ..., "parameters": {...}}, or
  *            <|python_tag|> and that object (Llama 3.1/3.2/3.3)
  *   mistral  text, then [TOOL_CALLS] and a JSON array of calls (Nemo)
@@ -499,14 +501,16 @@ static void parse_bare(parse *P, const char *tag)
         add_content(P, s, n);
         return;
     }
+    /* Whether this is a call is known only at the end (text after the
+     * object makes it the answer's text): a partial answer shows nothing. */
+    if (P->partial)
+        return;
     call *c = new_call(P);
     if (!c)
         return;
     int r = scan_call(P, &k, c);
     if (r == SCAN_OK && skip_ws(s, n, k) < n)
         r = SCAN_BAD; /* text after the call: this was no call */
-    if (r == SCAN_MORE && P->partial)
-        return;
     if (r != SCAN_OK) {
         drop_calls(P, 0);
         add_content(P, s, n);
