@@ -654,8 +654,9 @@ hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t n, int 
         if (!one || json_array_append_new(calls, one))
             P.bad = 1;
     }
-    out = calls && content && !P.bad ? json_pack("{s:o,s:O}", "content", content, "tool_calls", calls) : NULL;
-    if (!out)
+    if (calls && content && !P.bad)
+        out = json_pack("{s:o,s:O}", "content", content, "tool_calls", calls); /* takes content, even on failure */
+    else
         json_decref(content);
     json_decref(calls);
     drop_calls(&P, 0);
