@@ -202,7 +202,8 @@ install-check:
 	sh tests/install-check.sh
 
 # libFuzzer targets (tests/fuzz/fuzz_NAME.c): the GGUF reader (gguf, the
-# default) and the grammar engine (grammar), run for FUZZ_SECONDS.
+# default), the grammar engine (grammar) and the tool-call parser
+# (tool_calls), run for FUZZ_SECONDS.
 FUZZ ?= gguf
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz:

@@ -1420,6 +1420,44 @@ HX_API hx_status hx_json_schema_to_grammar(const char *schema_json, char *buf, s
  * HX_ERR_IO when the stream is in error. */
 HX_API hx_status hx_json_write_string(FILE *f, const char *s);
 
+/* ------------------------------------------------------------------------
+ * Tool calls (function calling): the format a chat template's model writes
+ * its calls in, the calls read back out of its answer, and the grammar
+ * that forces one (llama.cpp's classic formats, recognised as it does).
+ * ---------------------------------------------------------------------- */
+
+typedef enum {
+    HX_TOOL_FORMAT_GENERIC = 0, /* the answer {"tool_calls":[...]}, {"tool_call":{...}} or {"response":"..."} */
+    HX_TOOL_FORMAT_HERMES = 1,  /* <tool_call>{"name":...,"arguments":{...}}</tool_call> (Qwen 2.5, Hermes 2 Pro),
+                                 * or the whole answer that object without the tags */
+    HX_TOOL_FORMAT_LLAMA3 = 2,  /* the answer {"name":...,"parameters":{...}}, <|python_tag|> before it or not */
+    HX_TOOL_FORMAT_MISTRAL = 3, /* text, then [TOOL_CALLS][{"name":...,"arguments":{...},"id":...}] (Nemo) */
+} hx_tool_format;
+/* The format of Jinja template source `tmpl` (NULL: generic). */
+HX_API hx_tool_format hx_tool_format_detect(const char *tmpl);
+/* "generic", "hermes", "llama3", "mistral"; NULL for another value. */
+HX_API const char *hx_tool_format_name(hx_tool_format f);
+HX_API hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out);
+/* Reads the calls out of a model's answer (n bytes of text), as the JSON
+ * object {"content": text outside the calls, trimmed, or null, "tool_calls":
+ * [{"name", "arguments": the arguments' JSON text as written, "id" when the
+ * model wrote one}]}.  Text in the format's shape that is not a well-formed
+ * call stays in content.  partial: the text is the answer so far; a marker
+ * or JSON being written is withheld from content, and the call being
+ * written shows once its name is whole, with its arguments so far, so that
+ * every partial result's content and arguments are prefixes of the
+ * final ones (streaming).  Same buffer contract as hx_tokenizer_decode. */
+HX_API hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t n, int partial, char *buf,
+                                     size_t cap, size_t *len);
+/* A GBNF grammar whose sentences are calls in format f of the tools in
+ * tools_json (OpenAI's [{"type":"function","function":{"name","parameters"}}]),
+ * arguments valid against each function's parameters (hx_json_schema_to_grammar's
+ * subset; a keyword it cannot enforce is HX_ERR_INVALID_ARG naming it): of
+ * function `only` when not NULL; parallel: one or more calls, else exactly
+ * one.  Same buffer contract. */
+HX_API hx_status hx_tool_calls_grammar(hx_tool_format f, const char *tools_json, const char *only, int parallel,
+                                       char *buf, size_t cap, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -328,7 +328,7 @@ def bad_input(srv, model):
     case("wrong type: messages", 400, {"messages": "hi"}, path="/v1/chat/completions")
     case("missing prompt", 400, {"max_tokens": 3})
     case("unknown role", 400, {"messages": [{"role": "wizard", "content": "x"}]}, path="/v1/chat/completions")
-    case("unsupported field that matters: tools", 400,
+    case("malformed tool (no function)", 400,
          {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]},
          path="/v1/chat/completions")
     case("grammar that does not parse", 400, {"prompt": "x", "grammar": "root ::= item\n"})

@@ -69,6 +69,7 @@ typedef struct {
 } srv_metrics;
 
 struct srv_job;
+typedef struct srv_tools srv_tools;
 
 /* What llama-server's own endpoints (/completion, /props, /slots,
  * /apply-template, /models) and its CORS answers need (server_native.c,
@@ -256,7 +257,28 @@ typedef struct srv_job {
     int cut;                   /* cancelled at the end of the drain (--drain-timeout) */
     double t_submit;
     struct srv_job *prev, *next; /* srv.jobs */
+    srv_tools *tools;          /* the tools offered (server_tools.c), or NULL; owned */
 } srv_job;
+
+/* server_tools.c: function calling (tools, tool_choice, parallel_tool_calls). */
+#define SRV_MAX_TOOLS 128      /* functions per request */
+#define SRV_MAX_TOOL_CALLS 64  /* calls one answer returns */
+/* Checks the request's tools, tool_choice, parallel_tool_calls and the
+ * messages' tool fields.  0 with *messages_json (owned; NULL with
+ * --no-jinja) the messages as the template reads them, and *out the tools
+ * offered (NULL: none, or tool_choice "none"); -1 with the 400's message
+ * and code. */
+int srv_tools_request(srv *S, json_t *body, srv_tools **out, char **messages_json, char *msg, size_t cap,
+                      const char **code);
+const char *srv_tools_json(const srv_tools *t);     /* the template's `tools`, or NULL */
+const char *srv_tools_grammar(const srv_tools *t);  /* the forcing grammar, or NULL */
+const char *srv_tools_template(const srv_tools *t); /* the template to render with, or NULL (the server's) */
+void srv_tools_free(srv_tools *t);
+/* The choice's message (whole) or delta (streamed: what is new; NULL
+ * when there is nothing to send yet), its calls read out of its text. */
+json_t *srv_tools_message(srv_job *j, srv_choice *ch, int final);
+/* "tool_calls" when the choice ended on calls, else NULL. */
+const char *srv_tools_finish(srv_job *j, srv_choice *ch);
 
 /* Cancels every job still answering (the drain ran out of time). */
 void srv_jobs_cancel_all(srv *S);

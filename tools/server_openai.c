@@ -80,6 +80,7 @@ typedef struct {
     size_t n_tokens;
     const char *salt;          /* cache_salt: a narrower prefix-cache partition */
     char *grammar;             /* GBNF the answer must follow (grammar, json_schema, response_format), owned */
+    srv_tools *tools;          /* the tools offered (chat), owned */
 } parsed;
 
 static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
@@ -151,8 +152,7 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
     /* Fields that would change the answer, which hetero does not do. */
-    static const char *const refused[] = {"tools", "tool_choice", "functions", "function_call", "suffix", "logit_bias",
-                                          "best_of", "echo"};
+    static const char *const refused[] = {"functions", "function_call", "suffix", "logit_bias", "best_of", "echo"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         json_t *v = json_object_get(o, refused[i]);
         int harmless = !v || json_is_null(v) || json_is_false(v) ||
@@ -264,7 +264,7 @@ static char *content_text(json_t *c, bad *b, size_t i)
 {
     if (json_is_string(c))
         return strdup(json_string_value(c));
-    if (json_is_null(c))
+    if (!c || json_is_null(c)) /* absent: an assistant's tool calls alone (server_tools.c checks) */
         return strdup("");
     if (!json_is_array(c)) {
         fail(b, "invalid_type", "messages[%zu].content must be a string or an array of text parts", i);
@@ -331,12 +331,18 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
                 rc = fail(b, "server_error", "out of memory");
         }
     }
-    char *text = rc ? NULL : json_dumps(S->jinja ? msgs : plain, JSON_COMPACT);
+    /* Tools, and the messages as the template reads them (server_tools.c). */
+    char *text = NULL;
+    if (!rc && srv_tools_request(S, o, &p->tools, &text, b->msg, sizeof b->msg, &b->code))
+        rc = -1;
+    if (!rc && !text)
+        text = json_dumps(plain, JSON_COMPACT);
     json_decref(plain);
     if (!rc && !text)
         rc = fail(b, "server_error", "out of memory");
     hx_chat_render_options ro = hx_chat_render_options_default();
     ro.messages = text;
+    ro.tools = srv_tools_json(p->tools);
     ro.no_jinja = !S->jinja;
     if (!rc)
         rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
@@ -346,11 +352,12 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     if (!rc && S->jinja && !extra)
         rc = fail(b, "invalid_value", "%s", why);
     ro.extra = extra;
+    const char *tmpl = srv_tools_template(p->tools) ? srv_tools_template(p->tools) : S->chat_template;
     size_t len = 0;
-    if (!rc && hx_model_chat_render(S->m, S->chat_template, &ro, NULL, 0, &len) != HX_ERR_RANGE)
+    if (!rc && hx_model_chat_render(S->m, tmpl, &ro, NULL, 0, &len) != HX_ERR_RANGE)
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
     if (!rc && (!(p->prompt = malloc(len + 1)) ||
-                hx_model_chat_render(S->m, S->chat_template, &ro, p->prompt, len + 1, &len) != HX_OK))
+                hx_model_chat_render(S->m, tmpl, &ro, p->prompt, len + 1, &len) != HX_OK))
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
     if (!rc)
         srv_chat_close_thought(&p->prompt, thinking);
@@ -478,14 +485,26 @@ json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t fr
 {
     json_t *text = utf8_string(ch->text ? ch->text + from_text : "", ch->text_len - from_text);
     json_t *c = json_pack("{s:i}", "index", ch->index);
-    if (j->chat)
+    const char *finish = final ? srv_finish_str(ch) : NULL;
+    if (j->chat && j->tools) { /* content and tool calls (server_tools.c) */
+        json_t *m = srv_tools_message(j, ch, final);
+        if (!m) {
+            json_decref(text);
+            json_decref(c);
+            return NULL;
+        }
+        json_decref(text);
+        json_object_set_new(c, j->stream ? "delta" : "message", m);
+        if (final && srv_tools_finish(j, ch))
+            finish = srv_tools_finish(j, ch);
+    } else if (j->chat)
         json_object_set_new(c, j->stream ? "delta" : "message",
                             j->stream ? json_pack("{s:o}", "content", text)
                                       : json_pack("{s:s,s:o}", "role", "assistant", "content", text));
     else
         json_object_set_new(c, "text", text);
     json_object_set_new(c, "logprobs", j->logprobs ? logprobs_json(j, ch, from_piece) : json_null());
-    json_object_set_new(c, "finish_reason", final ? json_string(srv_finish_str(ch)) : json_null());
+    json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
     return c;
 }
 
@@ -646,7 +665,10 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
         rc = parse_logprobs(o, &p, chat, &b);
     if (!rc)
         rc = parse_grammar(o, &p, &b);
-    p.r.sampling.grammar = p.grammar;
+    if (!rc && srv_tools_grammar(p.tools) && p.grammar)
+        rc = fail(&b, "invalid_value", "a forced tool call (tool_choice) cannot be combined with 'grammar', "
+                  "'json_schema' or a JSON 'response_format'");
+    p.r.sampling.grammar = srv_tools_grammar(p.tools) ? srv_tools_grammar(p.tools) : p.grammar;
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
     /* llama-server's context holds the prompt and the answer together */
@@ -667,6 +689,8 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             j->tenant = tenant;
             j->owns_slot = 1;
             j->prompt_tokens = (uint32_t)p.n_tokens;
+            j->tools = p.tools; /* the job reads the answer's calls with them */
+            p.tools = NULL;
             char salt[160];
             cache_salt(S, &p, tenant, salt, sizeof salt);
             p.r.text = NULL;
@@ -695,6 +719,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     free(p.prompt);
     free(p.tokens);
     free(p.grammar);
+    srv_tools_free(p.tools);
     json_decref(o);
     return ret;
 }

@@ -87,6 +87,7 @@ void srv_job_free(srv_job *j)
         srv_request_end(j->S, j->tenant);
     free(j->out);
     json_decref(j->native);
+    srv_tools_free(j->tools);
     pthread_cond_destroy(&j->cond);
     pthread_mutex_destroy(&j->lock);
     free(j);

@@ -1,0 +1,34 @@
+/* libFuzzer target for the tool-call parser and grammar: the first byte
+ * picks the format and whether the text is a partial answer, the rest is
+ * a model's answer (parsed whole and at every eighth prefix) and, as JSON,
+ * a tools list for hx_tool_calls_grammar, so that hostile bytes meet the
+ * scanner and the schema path under the sanitizers. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hetero.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!size)
+        return 0;
+    const hx_tool_format f = (hx_tool_format)(data[0] & 3);
+    const int partial = (data[0] >> 2) & 1;
+    const char *text = (const char *)data + 1;
+    const size_t n = size - 1;
+    static char out[1 << 16];
+    size_t len;
+    (void)hx_tool_calls_parse(f, text, n, partial, out, sizeof out, &len);
+    for (size_t k = 0; k < n; k += 8)
+        (void)hx_tool_calls_parse(f, text, k, 1, out, sizeof out, &len);
+    char *tools = malloc(n + 1);
+    if (tools) {
+        memcpy(tools, text, n);
+        tools[n] = '\0';
+        (void)hx_tool_calls_grammar(f, tools, (data[0] >> 3) & 1 ? "f" : NULL, (data[0] >> 4) & 1, out, sizeof out,
+                                    &len);
+        free(tools);
+    }
+    return 0;
+}
