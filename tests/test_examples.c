@@ -49,8 +49,9 @@ START_TEST(examples_compile_and_run)
     int rc = check_examples("include/hetero.h", "README.md", &out);
     fprintf(stderr, "%s", out);
     ck_assert_msg(rc == 0, "check-examples exit %d:\n%s", rc, out);
-    ck_assert_ptr_nonnull(strstr(out, "3 examples of hetero.h and 1 of README.md compiled and run"));
+    ck_assert_ptr_nonnull(strstr(out, "4 examples of hetero.h and 1 of README.md compiled and run"));
     ck_assert_ptr_nonnull(strstr(out, "engine: 32 tokens"));
+    ck_assert_ptr_nonnull(strstr(out, "embeddings: 2 inputs"));
     ck_assert_ptr_nonnull(strstr(out, "z[21] = 42"));
     free(out);
 }
@@ -66,7 +67,7 @@ START_TEST(a_planted_wrong_argument_fails_the_check)
     int rc = check_examples(path, "README.md", &out);
     ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "example 'engine' does not compile") && strstr(out, "too few arguments"), "%s", out);
-    ck_assert_msg(strstr(out, "1 of 4 examples failed"), "%s", out);
+    ck_assert_msg(strstr(out, "1 of 5 examples failed"), "%s", out);
     free(out);
     /* README's program without its runtime argument. */
     plant("README.md", dir, "README.md", "hx_buffer_create(rt, N * sizeof(float), &x)",
