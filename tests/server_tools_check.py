@@ -186,7 +186,7 @@ def history(srv, model):
 
 
 def smollm2_round_trip(path):
-    srv = sc.Server("-m", path, "-c", "2048", "-np", "4")
+    srv = sc.Server("-m", path, "-c", "8192", "-np", "4")
     try:
         c = srv.client()
         model = c.models.list().data[0].id
@@ -215,7 +215,7 @@ def main():
     generic, hermes = f"{d}/chatml-tools.jinja", f"{d}/hermes.jinja"
     open(generic, "w").write(CHATML_TOOLS)
     open(hermes, "w").write(HERMES)
-    srv = sc.Server("-c", "1024", "-np", "8", "--chat-template-file", generic)
+    srv = sc.Server("-c", "8192", "-np", "8", "--chat-template-file", generic)
     try:
         model = srv.client().models.list().data[0].id
         bad_requests(srv)
@@ -224,7 +224,7 @@ def main():
         history(srv, model)
     finally:
         srv.stop()
-    srv = sc.Server("-c", "1024", "-np", "8", "--chat-template-file", hermes)
+    srv = sc.Server("-c", "8192", "-np", "8", "--chat-template-file", hermes)
     try:
         forced(srv, srv.client().models.list().data[0].id, "hermes")
     finally:
