@@ -206,6 +206,9 @@ def keyed(srv):
     st2, _, t2 = srv.req("POST", "/apply-template", {"messages": msgs, "add_generation_prompt": False}, A)
     check(st == 200 and st2 == 200 and "hello" in t["prompt"] and t["prompt"].startswith(t2["prompt"]) and
           len(t["prompt"]) > len(t2["prompt"]), f"/apply-template: {t} {t2}")
+    st, _, b = srv.req("POST", "/apply-template", {"messages": msgs, "add_generation_prompt": True,
+                                                   "continue_final_message": True}, A)
+    check(st == 400 and "continue_final_message" in b["error"]["message"], f"both: {st} {b}")
     st, _, b = srv.req("POST", "/apply-template", {"messages": "no"}, A)
     check(st == 400 and b["error"]["type"] == "invalid_request_error", f"/apply-template bad: {st} {b}")
     print(f"ok /apply-template: {t['prompt']!r}; add_generation_prompt false leaves the assistant's turn out; bad "

@@ -340,6 +340,12 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     ro.no_jinja = !S->jinja;
     if (!rc)
         rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
+    /* vLLM's continue_final_message: the last (assistant) message is
+     * continued, which llama-server does anyway; it excludes a new turn */
+    int cont = 0;
+    if (!rc && !(rc = get_bool(o, "continue_final_message", &cont, b)) && cont &&
+        json_is_true(json_object_get(o, "add_generation_prompt")))
+        rc = fail(b, "invalid_value", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
     int thinking = 1;
     char why[256];
     char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, why, sizeof why) : NULL;
