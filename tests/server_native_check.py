@@ -264,7 +264,7 @@ def unkeyed():
     tmpl = ("{{ date_string }}|{{ datetime }}|{{ enable_thinking }}|{{ flavour }}|{{ messages[0].content }}"
             "{% if add_generation_prompt %}<think>\n{% endif %}")
     srv = Server("-c", "512", "-np", "2", "--kv-unified", "--no-slots", "--props", "--cors-origins", "localhost",
-                 "-ngl", "0", "--offline", "--jinja", "--chat-template", tmpl, "--reasoning", "off")
+                 "-ngl", "0", "--offline", "--jinja", "--chat-template", tmpl, "--reasoning", "off", "--verbose")
     try:
         import datetime
         today = datetime.date.today()
@@ -272,11 +272,16 @@ def unkeyed():
                                                        "chat_template_kwargs": {"flavour": "mint"}})
         want = f"{today.strftime('%d %b %Y')}|{today.strftime('%b %d %Y')}|False|mint|hi<think>\n</think>"
         check(st == 200 and t["prompt"] == want, f"template context: {t} (wanted {want!r})")
+        st, _, c = srv.req("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                            "max_tokens": 3})
+        check(st == 200 and c["__verbose"]["prompt"].endswith("|False||hi<think>\n</think>") and
+              c["__verbose"]["content"] == c["choices"][0]["message"]["content"] and
+              c["__verbose"]["tokens_predicted"] == c["usage"]["completion_tokens"], f"--verbose: {st} {c}")
         st, _, b = srv.req("POST", "/apply-template", {"messages": [{"role": "user", "content": "hi"}],
                                                        "chat_template_kwargs": {"enable_thinking": "yes"}})
         check(st == 400, f"enable_thinking not a boolean: {st} {b}")
         print(f"ok the template's context: date_string, datetime, enable_thinking false (--reasoning off) closing "
-              f"the opened thought, chat_template_kwargs: {want!r}")
+              f"the opened thought, chat_template_kwargs: {want!r}; --verbose's __verbose.prompt")
         st, _, b = srv.req("GET", "/slots")
         check(st == 501 and b["error"]["type"] == "not_supported_error", f"--no-slots: {st} {b}")
         st, _, p = srv.req("GET", "/props")

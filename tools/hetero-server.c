@@ -80,6 +80,8 @@ static void usage(FILE *f)
           "llama-server's endpoints and flags:\n"
           "  --slots, --no-slots  GET /slots shows the running requests (default), or answers 501\n"
           "  --props              POST /props is allowed (it changes nothing; GET /props always answers)\n"
+          "  -v, --verbose        OpenAI answers carry llama-server's \"__verbose\": the prompt as the model\n"
+          "                       read it, the settings, the timings\n"
           "  --tags LIST          the model's tags in /models\n"
           "  --reasoning on|off|auto  off: templates get enable_thinking false, and a prompt that opens a\n"
           "                       thought (<think>) has it closed; on and auto: the template's default\n"
@@ -266,6 +268,7 @@ static int parse_args(int argc, char **argv, options *o)
              * nothing and always batches continuously */
         } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1; else if (IS("--slots") || IS("--no-slots")) o->native.slots = a[2] == 's';
         else if (IS("--props")) o->native.props_post = 1;
+        else if (IS("-v") || IS("--verbose")) o->native.verbose = 1;
         else if (IS("--no-ui") || IS("--no-webui")) o->native.no_ui = 1;
         else if (IS("--ui") || IS("--webui")) o->native.no_ui = 0;
         else if (TAKE("--tags")) o->native.tags = v;

@@ -86,6 +86,7 @@ typedef struct {
     int cors_credentials;       /* --cors-credentials (default) / --no-cors-credentials */
     int no_ui;                  /* --no-ui / --no-webui: no web page at / */
     int reasoning_off;          /* --reasoning off: templates get enable_thinking false, an opened thought is closed */
+    int verbose;                /* --verbose: OpenAI answers carry llama-server's "__verbose" (prompt, settings, timings) */
 } srv_native;
 
 typedef struct {
@@ -223,7 +224,8 @@ typedef struct srv_job {
     size_t out_len, out_cap, out_at;
     int done_sent, gone;
     int owns_slot;             /* gives back the in-flight and tenant slots when freed */
-    json_t *native;            /* /completion's answer shape: its generation_settings and prompt (server_native.c) */
+    json_t *native;            /* its generation_settings and prompt (server_native.c): /completion's, or --verbose's */
+    int native_answer;         /* /completion: answered in llama-server's shape (else OpenAI's, with __verbose) */
     int cut;                   /* cancelled at the end of the drain (--drain-timeout) */
     double t_submit;
     struct srv_job *prev, *next; /* srv.jobs */

@@ -532,7 +532,7 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
             srv_job_free(j);
             return r;
         }
-    if (j->native) {
+    if (j->native_answer) {
         enum MHD_Result r = srv_json(c, 200, srv_native_final(j));
         srv_job_free(j);
         return r;
@@ -543,6 +543,8 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
     json_t *body = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",
                              j->chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created,
                              "model", j->S->model_name, "choices", choices, "usage", srv_usage_json(j));
+    if (j->native) /* --verbose */
+        json_object_set_new(body, "__verbose", srv_native_final(j));
     enum MHD_Result r = srv_json(c, 200, body);
     srv_job_free(j);
     return r;
@@ -681,7 +683,8 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             p.r.tenant = tenant ? tenant->name : NULL;
             p.r.cache_salt = salt;
             p.r.on_token = srv_on_token;
-            if (native)
+            j->native_answer = native;
+            if (native || S->native.verbose)
                 srv_native_keep(S, j, o, &p.r, p.stream);
             const uint64_t seed = p.r.sampling.seed;
             hx_status st = HX_OK;
