@@ -259,6 +259,11 @@ double srv_now(void);
 void srv_native_defaults(srv_native *N);
 int srv_native_open(srv *S);   /* after the model loads: 0, or -1 said on stderr */
 void srv_native_close(srv *S);
+/* -ngl N (N > 0, all, auto) after the runtime opened: 0, or -1 said on
+ * stderr for a partial offload hetero cannot do. */
+int srv_native_check_ngl(srv *S, const char *ngl);
+/* --alias a,b,c: the model's id, the first in alphabetical order (static). */
+const char *srv_native_first_alias(const char *list);
 /* The request's settings as llama-server's generation_settings, kept in
  * the job for the final answer. */
 json_t *srv_native_settings(srv *S, const hx_request *r, int stream, const char *prompt);

@@ -268,7 +268,8 @@ static void format_events(srv_job *j)
             event(j, u);
         }
         static const char done[] = "data: [DONE]\n\n";
-        if (!j->native_answer && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) { /* llama-server's /completion ends without it */
+        /* llama-server's /completion stream ends without it */
+        if (!j->native_answer && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) {
             memcpy(j->out + j->out_len, done, sizeof done - 1);
             j->out_len += sizeof done - 1;
         }
