@@ -85,8 +85,8 @@ typedef struct {
     const char *cors_methods, *cors_headers;
     int cors_credentials;       /* --cors-credentials (default) / --no-cors-credentials */
     int no_ui;                  /* --no-ui / --no-webui: no web page at / */
-    int reasoning_off;          /* --reasoning off: templates get enable_thinking false, an opened thought is closed */
-    int verbose;                /* --verbose: OpenAI answers carry llama-server's "__verbose" (prompt, settings, timings) */
+    int reasoning_off;          /* --reasoning off: enable_thinking false, an opened thought closed */
+    int verbose;                /* --verbose: OpenAI answers carry llama-server's "__verbose" */
 } srv_native;
 
 typedef struct {
@@ -224,7 +224,7 @@ typedef struct srv_job {
     size_t out_len, out_cap, out_at;
     int done_sent, gone;
     int owns_slot;             /* gives back the in-flight and tenant slots when freed */
-    json_t *native;            /* its generation_settings and prompt (server_native.c): /completion's, or --verbose's */
+    json_t *native;            /* its settings and prompt (server_native.c): /completion's, --verbose's */
     int native_answer;         /* /completion: answered in llama-server's shape (else OpenAI's, with __verbose) */
     int cut;                   /* cancelled at the end of the drain (--drain-timeout) */
     double t_submit;
