@@ -206,6 +206,16 @@ def keyed(srv):
     st2, _, t2 = srv.req("POST", "/apply-template", {"messages": msgs, "add_generation_prompt": False}, A)
     check(st == 200 and st2 == 200 and "hello" in t["prompt"] and t["prompt"].startswith(t2["prompt"]) and
           len(t["prompt"]) > len(t2["prompt"]), f"/apply-template: {t} {t2}")
+    st, _, n = srv.req("POST", "/v1/chat/completions/input_tokens", {"messages": msgs}, A)
+    st2, _, tk = srv.req("POST", "/tokenize", {"content": t["prompt"], "add_special": True}, A)
+    check(st == 200 and n["input_tokens"] == len(tk["tokens"]), f"input_tokens: {st} {n} {tk}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": msgs, "max_tokens": 2, "verbose": True}, A)
+    check(st == 200 and v["__verbose"]["prompt"].endswith(t["prompt"]), f"verbose: true: {v}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": msgs, "max_tokens": 2}, A)
+    check(st == 200 and "__verbose" not in v, f"no verbose: {v}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": msgs, "max_tokens": 2, "verbose": "yes"}, A)
+    check(st == 400, f"verbose not a boolean: {st} {v}")
+    print(f"ok /chat/completions/input_tokens: {n['input_tokens']}; a request's verbose: true gives __verbose")
     st, _, b = srv.req("POST", "/apply-template", {"messages": msgs, "add_generation_prompt": True,
                                                    "continue_final_message": True}, A)
     check(st == 400 and "continue_final_message" in b["error"]["message"], f"both: {st} {b}")

@@ -278,6 +278,8 @@ enum MHD_Result srv_slots(srv *S, struct MHD_Connection *c);
 enum MHD_Result srv_apply_template(srv *S, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result srv_models(srv *S, struct MHD_Connection *c);
 enum MHD_Result srv_detokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len);
+/* /chat/completions/input_tokens: the prompt tokens a chat body would take. */
+enum MHD_Result srv_input_tokens(srv *S, struct MHD_Connection *c, const char *body, size_t len);
 
 /* server_cors.c: llama-server's CORS headers on every answer, and its
  * answer to a preflight (OPTIONS, before any key is asked for). */

@@ -166,14 +166,16 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
         return srv_cors_preflight(S, c);
     /* HEAD is GET without the body (libmicrohttpd leaves the body out). */
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health")))
+    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health") ||
+                                     !strcmp(url + 3, "/chat/completions/input_tokens")))
         url += 3; /* the same routes with or without /v1, as llama-server */
     if (!strcmp(url, "/health") && get)
         return S->draining ? srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.")
                            : srv_json(c, 200, json_pack("{s:s}", "status", "ok"));
     /* llama-server's routes; /completion and /completions are its own
      * completion, /v1/completions OpenAI's. */
-    enum { MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE };
+    enum { MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE,
+           INPUT_TOKENS };
     static const struct {
         const char *path;
         int route, post, get;
@@ -181,7 +183,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                   {"/detokenize", DETOKENIZE, 1, 0}, {"/v1/completions", V1_COMPLETIONS, 1, 0},
                   {"/chat/completions", CHAT, 1, 0}, {"/metrics", METRICS, 0, 1}, {"/completion", COMPLETION, 1, 0},
                   {"/completions", COMPLETION, 1, 0}, {"/props", PROPS, 1, 1}, {"/slots", SLOTS, 0, 1},
-                  {"/apply-template", APPLY_TEMPLATE, 1, 0}};
+                  {"/apply-template", APPLY_TEMPLATE, 1, 0}, {"/chat/completions/input_tokens", INPUT_TOKENS, 1, 0}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
@@ -209,6 +211,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     case PROPS: return srv_props(S, c, post, body, len);
     case SLOTS: return srv_slots(S, c);
     case APPLY_TEMPLATE: return srv_apply_template(S, c, body, len);
+    case INPUT_TOKENS: return srv_input_tokens(S, c, body, len);
     case COMPLETION: return srv_completion(S, c, body, len, SRV_NATIVE, t);
     default: return srv_completion(S, c, body, len, route == CHAT, t);
     }

@@ -573,3 +573,25 @@ const char *srv_native_first_alias(const char *list)
     }
     return best[0] ? best : list;
 }
+
+enum MHD_Result srv_input_tokens(srv *S, struct MHD_Connection *c, const char *body, size_t len)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return srv_error(c, 400, "invalid_request_error", "invalid_json", "The body must be a JSON object");
+    }
+    char err[512];
+    char *prompt = srv_chat_prompt(S, o, err, sizeof err);
+    json_decref(o);
+    if (!prompt)
+        return srv_error(c, 400, "invalid_request_error", "invalid_value", "%s", err);
+    size_t n = 0;
+    /* counted as a chat completion's prompt is: BOS where the model adds it, special tokens parsed */
+    hx_status st = hx_model_tokenize(S->m, prompt, strlen(prompt), 1, 1, NULL, 0, &n);
+    free(prompt);
+    if (st != HX_OK && st != HX_ERR_RANGE)
+        return srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error());
+    return srv_json(c, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
+}

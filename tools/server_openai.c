@@ -657,6 +657,9 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     p.r.sampling.grammar = p.grammar;
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
+    int verbose = 0; /* llama-server's per-request switch for __verbose */
+    if (!rc)
+        rc = get_bool(o, "verbose", &verbose, &b);
     /* llama-server's context holds the prompt and the answer together */
     if (!rc && native && p.n_tokens < S->info.n_ctx && p.r.max_tokens > S->info.n_ctx - p.n_tokens)
         p.r.max_tokens = S->info.n_ctx - (uint32_t)p.n_tokens;
@@ -684,7 +687,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             p.r.cache_salt = salt;
             p.r.on_token = srv_on_token;
             j->native_answer = native;
-            if (native || S->native.verbose)
+            if (native || S->native.verbose || verbose)
                 srv_native_keep(S, j, o, &p.r, p.stream);
             const uint64_t seed = p.r.sampling.seed;
             hx_status st = HX_OK;
