@@ -206,6 +206,19 @@ def keyed(srv):
     st2, _, t2 = srv.req("POST", "/apply-template", {"messages": msgs, "add_generation_prompt": False}, A)
     check(st == 200 and st2 == 200 and "hello" in t["prompt"] and t["prompt"].startswith(t2["prompt"]) and
           len(t["prompt"]) > len(t2["prompt"]), f"/apply-template: {t} {t2}")
+    st, _, n = srv.req("POST", "/v1/chat/completions/input_tokens", {"messages": msgs}, A)
+    st2, _, tk = srv.req("POST", "/tokenize", {"content": t["prompt"], "add_special": True}, A)
+    check(st == 200 and n["input_tokens"] == len(tk["tokens"]), f"input_tokens: {st} {n} {tk}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": msgs, "max_tokens": 2, "verbose": True}, A)
+    check(st == 200 and v["__verbose"]["prompt"].endswith(t["prompt"]), f"verbose: true: {v}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": msgs, "max_tokens": 2}, A)
+    check(st == 200 and "__verbose" not in v, f"no verbose: {v}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": msgs, "max_tokens": 2, "verbose": "yes"}, A)
+    check(st == 400, f"verbose not a boolean: {st} {v}")
+    print(f"ok /chat/completions/input_tokens: {n['input_tokens']}; a request's verbose: true gives __verbose")
+    st, _, b = srv.req("POST", "/apply-template", {"messages": msgs, "add_generation_prompt": True,
+                                                   "continue_final_message": True}, A)
+    check(st == 400 and "continue_final_message" in b["error"]["message"], f"both: {st} {b}")
     st, _, b = srv.req("POST", "/apply-template", {"messages": "no"}, A)
     check(st == 400 and b["error"]["type"] == "invalid_request_error", f"/apply-template bad: {st} {b}")
     print(f"ok /apply-template: {t['prompt']!r}; add_generation_prompt false leaves the assistant's turn out; bad "
@@ -261,7 +274,7 @@ def unkeyed():
     tmpl = ("{{ date_string }}|{{ datetime }}|{{ enable_thinking }}|{{ flavour }}|{{ messages[0].content }}"
             "{% if add_generation_prompt %}<think>\n{% endif %}")
     srv = Server("-c", "512", "-np", "2", "--kv-unified", "--no-slots", "--props", "--cors-origins", "localhost",
-                 "-ngl", "0", "--offline", "--jinja", "--chat-template", tmpl, "--reasoning", "off")
+                 "-ngl", "0", "--offline", "--jinja", "--chat-template", tmpl, "--reasoning", "off", "--verbose")
     try:
         import datetime
         today = datetime.date.today()
@@ -269,11 +282,16 @@ def unkeyed():
                                                        "chat_template_kwargs": {"flavour": "mint"}})
         want = f"{today.strftime('%d %b %Y')}|{today.strftime('%b %d %Y')}|False|mint|hi<think>\n</think>"
         check(st == 200 and t["prompt"] == want, f"template context: {t} (wanted {want!r})")
+        st, _, c = srv.req("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                            "max_tokens": 3})
+        check(st == 200 and c["__verbose"]["prompt"].endswith("|False||hi<think>\n</think>") and
+              c["__verbose"]["content"] == c["choices"][0]["message"]["content"] and
+              c["__verbose"]["tokens_predicted"] == c["usage"]["completion_tokens"], f"--verbose: {st} {c}")
         st, _, b = srv.req("POST", "/apply-template", {"messages": [{"role": "user", "content": "hi"}],
                                                        "chat_template_kwargs": {"enable_thinking": "yes"}})
         check(st == 400, f"enable_thinking not a boolean: {st} {b}")
         print(f"ok the template's context: date_string, datetime, enable_thinking false (--reasoning off) closing "
-              f"the opened thought, chat_template_kwargs: {want!r}")
+              f"the opened thought, chat_template_kwargs: {want!r}; --verbose's __verbose.prompt")
         st, _, b = srv.req("GET", "/slots")
         check(st == 501 and b["error"]["type"] == "not_supported_error", f"--no-slots: {st} {b}")
         st, _, p = srv.req("GET", "/props")

@@ -87,6 +87,8 @@ static void usage(FILE *f)
           "llama-server's endpoints and flags:\n"
           "  --slots, --no-slots  GET /slots shows the running requests (default), or answers 501\n"
           "  --props              POST /props is allowed (it changes nothing; GET /props always answers)\n"
+          "  -v, --verbose        OpenAI answers carry llama-server's \"__verbose\": the prompt as the model\n"
+          "                       read it, the settings, the timings\n"
           "  --tags LIST          the model's tags in /models\n"
           "  --reasoning on|off|auto  off: templates get enable_thinking false, and a prompt that opens a\n"
           "                       thought (<think>) has it closed; on and auto: the template's default\n"
@@ -280,9 +282,11 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
             /* llama-server's, true here already: hetero-server downloads
              * nothing and always batches continuously */
-        } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1; else if (IS("--slots") || IS("--no-slots")) o->native.slots = a[2] == 's';
+        } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1;
+        else if (IS("--slots") || IS("--no-slots")) o->native.slots = a[2] == 's';
         else if (IS("--props")) o->native.props_post = 1;
         else if (IS("--no-ui") || IS("--ui")) o->no_webui = a[2] == 'n';
+        else if (IS("-v") || IS("--verbose")) o->native.verbose = 1;
         else if (TAKE("--tags")) o->native.tags = v;
         else if (TAKE("--reasoning") || TAKE("-rea")) {
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) {
@@ -551,47 +555,6 @@ static int load_chat_template(srv *S, const options *o)
     return 0;
 }
 
-/* -ngl N > 0: every layer goes where hetero places it, which is what
- * llama-server's "all layers" means; said plainly when there is no GPU. */
-static int check_ngl(srv *S, const char *ngl)
-{
-    long n = strtol(ngl, NULL, 10);
-    int gpus = 0;
-    for (int i = 0; i < hx_runtime_device_count(S->rt); i++) {
-        hx_device_info d;
-        if (hx_runtime_device_info(S->rt, i, &d) == HX_OK && d.kind == HX_KIND_GPU)
-            gpus++;
-    }
-    if (strcmp(ngl, "all") && strcmp(ngl, "auto") && n >= 0 && n < (long)S->info.n_layer && gpus) {
-        fprintf(stderr, PROG ": -ngl %s: hetero places the model's %u layers over the devices itself and cannot keep "
-                "only some of them on the GPU; give -ngl all (or 0 for the CPU only), or --devices LIST\n", ngl,
-                S->info.n_layer);
-        return -1;
-    }
-    if (!gpus)
-        fprintf(stderr, PROG ": -ngl %s: no GPU in this build or machine (%s): every layer runs on the CPU\n", ngl,
-                hx_runtime_absence_reason(S->rt, HX_FAMILY_CUDA) ? hx_runtime_absence_reason(S->rt, HX_FAMILY_CUDA)
-                                                                 : "none found");
-    return 0;
-}
-
-/* --alias a,b,c: the model's id is the first in alphabetical order, as
- * llama-server's; /models lists them all. */
-static const char *first_alias(const char *list)
-{
-    static char best[256];
-    best[0] = '\0';
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        char one[256];
-        snprintf(one, sizeof one, "%.*s", (int)n, p);
-        if (n && (!best[0] || strcmp(one, best) < 0))
-            snprintf(best, sizeof best, "%s", one);
-        p += n + (p[n] == ',');
-    }
-    return best[0] ? best : list;
-}
-
 static int load(srv *S, const options *o)
 {
     hx_runtime_options ro = hx_runtime_options_default();
@@ -658,7 +621,7 @@ static int load(srv *S, const options *o)
         return -1;
     }
     hx_model_info_get(S->m, &S->info);
-    if (o->ngl && strcmp(o->ngl, "0") && check_ngl(S, o->ngl))
+    if (o->ngl && strcmp(o->ngl, "0") && srv_native_check_ngl(S, o->ngl))
         return -1;
     S->native.model_path = file;
     if (srv_native_open(S))
@@ -679,7 +642,7 @@ static int load(srv *S, const options *o)
         fprintf(stderr, "hetero-server: %s\n", hx_last_error());
         return -1;
     }
-    S->model_name = o->alias ? first_alias(o->alias) : S->info.name;
+    S->model_name = o->alias ? srv_native_first_alias(o->alias) : S->info.name;
     S->native.aliases = o->alias;
     if (load_chat_template(S, o) || srv_embed_setup(S, o->embedding, o->reranking ? "rank" : o->pooling,
                                                     o->batch_given ? o->batch : 2048))

@@ -86,6 +86,7 @@ typedef struct {
     const char *cors_methods, *cors_headers;
     int cors_credentials;       /* --cors-credentials (default) / --no-cors-credentials */
     int reasoning_off;          /* --reasoning off: templates get enable_thinking false, an opened thought is closed */
+    int verbose;                /* --verbose: OpenAI answers carry llama-server's "__verbose" */
 } srv_native;
 
 typedef struct {
@@ -253,7 +254,8 @@ typedef struct srv_job {
     size_t out_len, out_cap, out_at;
     int done_sent, gone;
     int owns_slot;             /* gives back the in-flight and tenant slots when freed */
-    json_t *native;            /* /completion's answer shape: its generation_settings and prompt (server_native.c) */
+    json_t *native;            /* its settings and prompt (server_native.c): /completion's, --verbose's */
+    int native_answer;         /* /completion: answered in llama-server's shape (else OpenAI's, with __verbose) */
     int cut;                   /* cancelled at the end of the drain (--drain-timeout) */
     double t_submit;
     struct srv_job *prev, *next; /* srv.jobs */
@@ -308,6 +310,11 @@ double srv_now(void);
 void srv_native_defaults(srv_native *N);
 int srv_native_open(srv *S);   /* after the model loads: 0, or -1 said on stderr */
 void srv_native_close(srv *S);
+/* -ngl N (N > 0, all, auto) after the runtime opened: 0, or -1 said on
+ * stderr for a partial offload hetero cannot do. */
+int srv_native_check_ngl(srv *S, const char *ngl);
+/* --alias a,b,c: the model's id, the first in alphabetical order (static). */
+const char *srv_native_first_alias(const char *list);
 /* The request's settings as llama-server's generation_settings, kept in
  * the job for the final answer. */
 json_t *srv_native_settings(srv *S, const hx_request *r, int stream, const char *prompt);
@@ -322,6 +329,8 @@ enum MHD_Result srv_slots(srv *S, struct MHD_Connection *c);
 enum MHD_Result srv_apply_template(srv *S, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result srv_models(srv *S, struct MHD_Connection *c);
 enum MHD_Result srv_detokenize(srv *S, struct MHD_Connection *c, const char *body, size_t len);
+/* /chat/completions/input_tokens: the prompt tokens a chat body would take. */
+enum MHD_Result srv_input_tokens(srv *S, struct MHD_Connection *c, const char *body, size_t len);
 
 /* server_cors.c: llama-server's CORS headers on every answer, and its
  * answer to a preflight (OPTIONS, before any key is asked for). */

@@ -166,7 +166,8 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
         return srv_cors_preflight(S, c);
     /* HEAD is GET without the body (libmicrohttpd leaves the body out). */
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health")))
+    if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health") ||
+                                     !strcmp(url + 3, "/chat/completions/input_tokens")))
         url += 3; /* the same routes with or without /v1, as llama-server */
     if (!strcmp(url, "/health") && get)
         return S->draining ? srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.")
@@ -186,7 +187,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
      * completion, /v1/completions OpenAI's. */
     enum {
         MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE,
-        EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL
+        EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL, INPUT_TOKENS
     };
     static const struct {
         const char *path;
@@ -199,7 +200,8 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                   /* server_embed.c, server_infill.c */
                   {"/v1/embeddings", EMBEDDINGS_OAI, 1, 0}, {"/embedding", EMBEDDINGS, 1, 0},
                   {"/embeddings", EMBEDDINGS, 1, 0}, {"/v1/rerank", RERANK, 1, 0}, {"/rerank", RERANK, 1, 0},
-                  {"/v1/reranking", RERANK, 1, 0}, {"/reranking", RERANK, 1, 0}, {"/infill", INFILL, 1, 0}};
+                  {"/v1/reranking", RERANK, 1, 0}, {"/reranking", RERANK, 1, 0}, {"/infill", INFILL, 1, 0},
+                  {"/chat/completions/input_tokens", INPUT_TOKENS, 1, 0}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path))
@@ -227,6 +229,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     case PROPS: return srv_props(S, c, post, body, len);
     case SLOTS: return srv_slots(S, c);
     case APPLY_TEMPLATE: return srv_apply_template(S, c, body, len);
+    case INPUT_TOKENS: return srv_input_tokens(S, c, body, len);
     case EMBEDDINGS_OAI:
     case EMBEDDINGS: return srv_embeddings(S, c, body, len, route == EMBEDDINGS_OAI, t);
     case RERANK: return srv_rerank(S, c, body, len, t);

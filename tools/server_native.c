@@ -311,9 +311,12 @@ enum MHD_Result srv_slots(srv *S, struct MHD_Connection *c)
             srv_choice *ch = &j->ch[k];
             if (ch->ended)
                 continue;
-            json_t *next = json_pack("{s:b,s:b,s:I,s:I,s:s}", "has_next_token", 1, "has_new_line",
-                                     ch->text && memchr(ch->text, '\n', ch->text_len) != NULL, "n_remain", (json_int_t)-1,
-                                     "n_decoded", (json_int_t)ch->n_pieces, "stopping_word", "");
+            const int nl = ch->text && memchr(ch->text, '\n', ch->text_len) != NULL;
+            json_t *next = json_pack("{s:b,s:b,s:I,s:s}", "has_next_token", 1, "has_new_line", nl, "n_decoded",
+                                     (json_int_t)ch->n_pieces, "stopping_word", "");
+            json_t *np = json_object_get(json_object_get(j->native, "settings"), "n_predict");
+            if (np) /* a /completion's: its budget left */
+                json_object_set_new(next, "n_remain", json_integer(json_integer_value(np) - (json_int_t)ch->n_pieces));
             json_array_append_new(arr, json_pack("{s:i,s:I,s:s,s:I,s:b,s:b,s:I,s:[o]}", "id", (int)i, "id_task",
                                                  (json_int_t)ch->id, "request", j->id, "n_ctx",
                                                  (json_int_t)S->info.n_ctx, "speculative", 0, "is_processing", 1,
@@ -528,4 +531,67 @@ json_t *srv_piece_json(srv *S, int32_t id)
     for (size_t i = 0; i < len; i++)
         json_array_append_new(v, json_integer((unsigned char)buf[i]));
     return v;
+}
+
+/* -ngl N > 0: every layer goes where hetero places it, which is what
+ * llama-server's "all layers" means; said plainly when there is no GPU. */
+int srv_native_check_ngl(srv *S, const char *ngl)
+{
+    long n = strtol(ngl, NULL, 10);
+    int gpus = 0;
+    for (int i = 0; i < hx_runtime_device_count(S->rt); i++) {
+        hx_device_info d;
+        if (hx_runtime_device_info(S->rt, i, &d) == HX_OK && d.kind == HX_KIND_GPU)
+            gpus++;
+    }
+    if (strcmp(ngl, "all") && strcmp(ngl, "auto") && n >= 0 && n < (long)S->info.n_layer && gpus) {
+        fprintf(stderr, "hetero-server: -ngl %s: hetero places the model's %u layers over the devices itself and "
+                "cannot keep only some of them on the GPU; give -ngl all (or 0 for the CPU only), or --devices LIST\n",
+                ngl, S->info.n_layer);
+        return -1;
+    }
+    if (!gpus)
+        fprintf(stderr, "hetero-server: -ngl %s: no GPU in this build or machine (%s): every layer runs on the CPU\n",
+                ngl, hx_runtime_absence_reason(S->rt, HX_FAMILY_CUDA) ? hx_runtime_absence_reason(S->rt, HX_FAMILY_CUDA)
+                                                                      : "none found");
+    return 0;
+}
+
+/* --alias a,b,c: the model's id is the first in alphabetical order, as
+ * llama-server's; /models lists them all. */
+const char *srv_native_first_alias(const char *list)
+{
+    static char best[256];
+    best[0] = '\0';
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        char one[256];
+        snprintf(one, sizeof one, "%.*s", (int)n, p);
+        if (n && (!best[0] || strcmp(one, best) < 0))
+            snprintf(best, sizeof best, "%s", one);
+        p += n + (p[n] == ',');
+    }
+    return best[0] ? best : list;
+}
+
+enum MHD_Result srv_input_tokens(srv *S, struct MHD_Connection *c, const char *body, size_t len)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return srv_error(c, 400, "invalid_request_error", "invalid_json", "The body must be a JSON object");
+    }
+    char err[512];
+    char *prompt = srv_chat_prompt(S, o, err, sizeof err);
+    json_decref(o);
+    if (!prompt)
+        return srv_error(c, 400, "invalid_request_error", "invalid_value", "%s", err);
+    size_t n = 0;
+    /* counted as a chat completion's prompt is: BOS where the model adds it, special tokens parsed */
+    hx_status st = hx_model_tokenize(S->m, prompt, strlen(prompt), 1, 1, NULL, 0, &n);
+    free(prompt);
+    if (st != HX_OK && st != HX_ERR_RANGE)
+        return srv_error(c, 500, "server_error", hx_status_str(st), "%s", hx_last_error());
+    return srv_json(c, 200, json_pack("{s:I}", "input_tokens", (json_int_t)n));
 }

@@ -346,6 +346,12 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     ro.no_jinja = !S->jinja;
     if (!rc)
         rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
+    /* vLLM's continue_final_message: the last (assistant) message is
+     * continued, which llama-server does anyway; it excludes a new turn */
+    int cont = 0;
+    if (!rc && !(rc = get_bool(o, "continue_final_message", &cont, b)) && cont &&
+        json_is_true(json_object_get(o, "add_generation_prompt")))
+        rc = fail(b, "invalid_value", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
     int thinking = 1;
     char why[256];
     char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, why, sizeof why) : NULL;
@@ -545,7 +551,7 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
             srv_job_free(j);
             return r;
         }
-    if (j->native) {
+    if (j->native_answer) {
         enum MHD_Result r = srv_json(c, 200, srv_native_final(j));
         srv_job_free(j);
         return r;
@@ -556,6 +562,8 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
     json_t *body = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",
                              j->chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created,
                              "model", j->S->model_name, "choices", choices, "usage", srv_usage_json(j));
+    if (j->native) /* --verbose */
+        json_object_set_new(body, "__verbose", srv_native_final(j));
     enum MHD_Result r = srv_json(c, 200, body);
     srv_job_free(j);
     return r;
@@ -671,6 +679,9 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     p.r.sampling.grammar = srv_tools_grammar(p.tools) ? srv_tools_grammar(p.tools) : p.grammar;
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
+    int verbose = 0; /* llama-server's per-request switch for __verbose */
+    if (!rc)
+        rc = get_bool(o, "verbose", &verbose, &b);
     /* llama-server's context holds the prompt and the answer together */
     if (!rc && native && p.n_tokens < S->info.n_ctx && p.r.max_tokens > S->info.n_ctx - p.n_tokens)
         p.r.max_tokens = S->info.n_ctx - (uint32_t)p.n_tokens;
@@ -699,7 +710,8 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             p.r.tenant = tenant ? tenant->name : NULL;
             p.r.cache_salt = salt;
             p.r.on_token = srv_on_token;
-            if (native)
+            j->native_answer = native;
+            if (native || S->native.verbose || verbose)
                 srv_native_keep(S, j, o, &p.r, p.stream);
             const uint64_t seed = p.r.sampling.seed;
             hx_status st = HX_OK;

@@ -246,7 +246,7 @@ static void format_events(srv_job *j)
         } else if (ch->ended && ch->res.status != HX_OK) {
             event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type", "server_error", "code",
                                hx_status_str(ch->res.status)));
-        } else if (j->native) {
+        } else if (j->native_answer) {
             /* llama-server's events: the text as it comes, then the summary (stop: true) */
             if (fresh)
                 event(j, srv_native_chunk(j, ch, ch->sent_pieces, ch->sent_text, 0));
@@ -263,13 +263,14 @@ static void format_events(srv_job *j)
         all_reported &= ch->reported;
     }
     if (all_reported && !j->done_sent) {
-        if (j->include_usage && !j->native) {
+        if (j->include_usage && !j->native_answer) {
             json_t *u = chunk(j, json_array());
             json_object_set_new(u, "usage", srv_usage_json(j));
             event(j, u);
         }
         static const char done[] = "data: [DONE]\n\n";
-        if (!j->native && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) { /* llama-server's /completion ends without it */
+        /* llama-server's /completion stream ends without it */
+        if (!j->native_answer && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) {
             memcpy(j->out + j->out_len, done, sizeof done - 1);
             j->out_len += sizeof done - 1;
         }
