@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/pipeline.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -20,7 +21,9 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
 {
     hx_batch_work w;
     hx_status s = hx_batch_prepare(&w, m, n, tokens, sessions, want);
-    if (s == HX_OK) {
+    if (s == HX_OK && m->pipe) {
+        s = hx_pipeline_eval(m, &w); /* the layers on the pipeline's ranks (engine/pipeline.c) */
+    } else if (s == HX_OK) {
         const struct hx_plan *plan;
         s = hx_plan_get_locked(m, &w.shape, &plan);
         if (s == HX_OK)

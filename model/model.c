@@ -534,10 +534,16 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
     m->info.add_eos = hx_tokenizer_wants_eos(m->tok);
     hx_status s = resolve_options(m, opts);
     if (s == HX_OK)
+        s = hx_model_stage_plan(m);
+    if (s == HX_OK)
         s = hx_model_resolve_context(m);
     if (s == HX_OK)
-        s = hx_kv_pool_create(m->rt, (hx_kv_types){m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v}, m->info.n_layer,
-                              m->info.n_head_kv, m->info.head_dim, m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+        s = hx_kv_pool_create_layers(m->rt, (hx_kv_types){m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v},
+                                     m->info.n_layer, hx_model_stage_l0(m), hx_model_stage_l1(m), m->info.n_head_kv,
+                                     m->info.head_dim, m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+    /* Rank 0 of a pipeline tells the others of the shared blocks it copies. */
+    if (s == HX_OK)
+        m->kv->log_copies = m->stage.size > 1 && m->stage.rank == 0;
     if (s == HX_OK)
         configure_prefix_cache(m);
     if (s == HX_OK && m->opts.kv_device_bytes)
