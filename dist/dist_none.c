@@ -26,6 +26,12 @@ hx_status hx_dist_start(hx_model *m, hx_status loaded)
     return loaded;
 }
 
+hx_status hx_dist_worker(hx_runtime *rt)
+{
+    (void)rt;
+    return hx_error(HX_ERR_UNSUPPORTED, "hx_dist_worker: this hetero was built without Open MPI");
+}
+
 hx_status hx_dist_info_get(hx_dist_info *out)
 {
     if (out)

@@ -23,7 +23,7 @@
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
-enum { TAG_START = 3, TAG_VERDICT = 4 };
+enum { TAG_START = 3, TAG_VERDICT = 4, TAG_LOAD = 5 };
 
 typedef struct {
     MPI_Request req;
@@ -33,10 +33,11 @@ typedef struct {
 } send_slot;
 
 static struct {
-    int inited, mpi, finalized, started;
+    int inited, mpi, finalized;
     int rank, size;
     double timeout;
     hx_model *m;
+    uint32_t l0, l1; /* the layers of the last model served */
     hx_pipe pipe;
     void *rbuf;
     size_t rcap;
@@ -136,7 +137,7 @@ static hx_status t_send(void *ctx, int to, int tag, const void *buf, size_t byte
 static const char *tag_name(int tag)
 {
     return tag == HX_PIPE_TAG_ACT ? "hidden states" : tag == HX_PIPE_TAG_STEP ? "a step" :
-           tag == TAG_START ? "its load report" : "the start verdict";
+           tag == TAG_START ? "its load report" : tag == TAG_LOAD ? "a model to load" : "the start verdict";
 }
 
 static hx_status t_recv(void *ctx, int from, int tag, int idle, const void **buf, size_t *bytes)
@@ -207,7 +208,7 @@ static void t_abort(void *ctx, const char *why)
     abort(); /* MPI_Abort does not return */
 }
 
-static const hx_pipe_ops ops = {t_send, t_recv, t_flush, t_abort};
+static const hx_pipe_ops ops;
 
 static void at_exit(void)
 {
@@ -254,30 +255,51 @@ hx_status hx_dist_init(int *argc, char ***argv, const hx_dist_options *o, hx_dis
     return hx_api_leave(dist_init(argc, argv, o, out));
 }
 
+/* Rank 0 -> the others, TAG_LOAD: the model to load as their stage, with
+ * the options rank 0 resolved (so that every KV pool numbers its blocks
+ * alike whatever each rank's environment says), or the end of the job. */
+enum { LOAD_MODEL = 1, LOAD_END = 2 };
+typedef struct {
+    uint32_t kind;
+    uint32_t n_ctx, kv_tokens, kv_block, max_batch;
+    int32_t kv_prefix_cache, repack, graph_replay, fuse_matmuls, kv_rotate;
+    uint64_t kv_device_bytes;
+    char kv_type_k[16], kv_type_v[16], partition[16];
+    char path[4096];
+} load_request;
+
 /* What each rank loaded, compared by rank 0 before the first step: the
  * KV pools must number blocks alike and the stages must be the same cut. */
 typedef struct {
     int32_t ok;
     uint32_t n_layer, n_embd, n_vocab, n_blocks, block_size, max_batch, l0, l1;
     uint64_t file_bytes, n_params;
+    char error[400];
 } load_record;
 
-static void record_of(const hx_model *m, int ok, load_record *r)
+typedef struct {
+    int32_t status, rank;
+    char msg[480];
+} verdict;
+
+static void record_of(const hx_model *m, hx_status loaded, load_record *r)
 {
     memset(r, 0, sizeof *r);
-    r->ok = ok;
-    if (!ok)
+    if (loaded) {
+        const char *text = strstr(hx_last_error(), "): ");
+        snprintf(r->error, sizeof r->error, "%s", text ? text + 3 : hx_last_error());
         return;
+    }
     *r = (load_record){1, m->info.n_layer, m->info.n_embd, m->info.n_vocab, m->kv->n_blocks, m->kv->block_size,
                        m->opts.max_batch, hx_model_stage_l0(m), hx_model_stage_l1(m), m->info.file_bytes,
-                       m->info.n_params};
+                       m->info.n_params, ""};
 }
 
 /* Rank 0's verdict on rank r's record: HX_OK or the error, in msg. */
 static hx_status compare(const load_record *a, const load_record *b, int r, const hx_model *m, char *msg, size_t cap)
 {
     if (!b->ok) {
-        snprintf(msg, cap, "rank %d could not load its part of the model (its error is above)", r);
+        snprintf(msg, cap, "rank %d could not load its part of the model: %s", r, b->error);
         return HX_ERR_STATE;
     }
     if (a->file_bytes != b->file_bytes || a->n_params != b->n_params || a->n_layer != b->n_layer ||
@@ -287,91 +309,128 @@ static hx_status compare(const load_record *a, const load_record *b, int r, cons
         return HX_ERR_INVALID_ARG;
     }
     if (a->n_blocks != b->n_blocks || a->block_size != b->block_size || a->max_batch != b->max_batch) {
-        snprintf(msg, cap, "rank %d has a KV pool of %u blocks of %u tokens and max_batch %u, rank 0 %u of %u and %u "
-                 "(give every rank the same -c / --kv-tokens)", r, b->n_blocks, b->block_size, b->max_batch,
-                 a->n_blocks, a->block_size, a->max_batch);
+        snprintf(msg, cap, "rank %d has a KV pool of %u blocks of %u tokens and max_batch %u, rank 0 %u of %u and %u",
+                 r, b->n_blocks, b->block_size, b->max_batch, a->n_blocks, a->block_size, a->max_batch);
         return HX_ERR_INVALID_ARG;
     }
     if (b->l0 != m->stage.first[r] || b->l1 != m->stage.first[r + 1]) {
-        snprintf(msg, cap, "rank %d cut layers [%u, %u), rank 0 thinks [%u, %u) (give every rank the same --split)", r,
+        snprintf(msg, cap, "rank %d cut layers [%u, %u), rank 0 [%u, %u) (give every rank the same --split)", r,
                  b->l0, b->l1, m->stage.first[r], m->stage.first[r + 1]);
         return HX_ERR_INVALID_ARG;
     }
     return HX_OK;
 }
 
-typedef struct {
-    int32_t status, rank;
-    char msg[480];
-} verdict;
+static const char *const partitions[] = {"affinity", "layers", "auto", "colocated"};
+
+static hx_status request_of(const hx_model *m, load_request *q)
+{
+    memset(q, 0, sizeof *q);
+    if (!m->path)
+        return hx_error(HX_ERR_UNSUPPORTED, "a pipeline over processes needs a model file (not shapes)");
+    if (strlen(m->path) >= sizeof q->path)
+        return hx_error(HX_ERR_RANGE, "model path of %zu bytes: at most %zu", strlen(m->path), sizeof q->path - 1);
+    const hx_model_options *o = &m->opts;
+    q->kind = LOAD_MODEL;
+    q->n_ctx = o->n_ctx;
+    q->kv_tokens = o->kv_tokens;
+    q->kv_block = o->kv_block;
+    q->max_batch = o->max_batch;
+    q->kv_prefix_cache = m->kv->prefix_cache ? 1 : -1;
+    q->repack = o->repack;
+    q->graph_replay = m->graph_replay ? 1 : -1;
+    q->fuse_matmuls = m->fuse ? 1 : -1;
+    q->kv_rotate = m->kv_rot_k || m->kv_rot_v ? 1 : -1;
+    q->kv_device_bytes = o->kv_device_bytes;
+    snprintf(q->kv_type_k, sizeof q->kv_type_k, "%s", hx_type_name(m->kv_type));
+    snprintf(q->kv_type_v, sizeof q->kv_type_v, "%s", hx_type_name(m->v_type));
+    snprintf(q->partition, sizeof q->partition, "%s", partitions[m->partition]);
+    snprintf(q->path, sizeof q->path, "%s", m->path);
+    return HX_OK;
+}
+
+static hx_model_options options_of(const load_request *q)
+{
+    hx_model_options o = hx_model_options_default();
+    o.n_ctx = q->n_ctx;
+    o.kv_tokens = q->kv_tokens;
+    o.kv_block = q->kv_block;
+    o.max_batch = q->max_batch;
+    o.kv_prefix_cache = q->kv_prefix_cache;
+    o.repack = q->repack;
+    o.graph_replay = q->graph_replay;
+    o.fuse_matmuls = q->fuse_matmuls;
+    o.kv_rotate = q->kv_rotate;
+    o.kv_device_bytes = q->kv_device_bytes;
+    o.kv_type_k = q->kv_type_k;
+    o.kv_type_v = q->kv_type_v;
+    o.partition = q->partition;
+    return o;
+}
+
+static void detach(void *ctx, hx_model *m)
+{
+    (void)ctx;
+    if (D.rank != 0 || D.m != m)
+        return;
+    hx_status s = hx_pipeline_stop(&D.pipe, D.size);
+    if (s)
+        t_abort(NULL, hx_last_error());
+    D.m = NULL;
+    m->pipe = NULL;
+}
+
+static const hx_pipe_ops ops = {t_send, t_recv, t_flush, t_abort, detach};
 
 static hx_status dist_start(hx_model *m, hx_status loaded)
 {
     if (!D.inited)
         return loaded ? loaded : hx_error(HX_ERR_STATE, "hx_dist_start: hx_dist_init was not called");
-    if (D.size == 1)
+    if (D.size == 1 || loaded) /* a failed load: the others were not asked to load anything */
         return loaded;
-    if (loaded == HX_OK && (!m || m->stage.size != D.size))
+    if (D.rank != 0)
+        return hx_error(HX_ERR_STATE, "hx_dist_start on rank %d: ranks other than 0 call hx_dist_worker", D.rank);
+    if (!m || m->stage.size != D.size)
         return hx_error(HX_ERR_STATE, "hx_dist_start: the model was not loaded as a stage of this job");
+    if (D.m)
+        return hx_error(HX_ERR_STATE, "hx_dist_start: the pipeline serves another model; free it first");
+    load_request q;
+    hx_status s = request_of(m, &q);
+    if (s)
+        return s;
+    for (int r = 1; r < D.size && s == HX_OK; r++)
+        s = t_send(NULL, r, TAG_LOAD, &q, sizeof q);
+    load_record mine, theirs;
+    record_of(m, HX_OK, &mine);
+    verdict v = {HX_OK, -1, ""};
     const void *buf;
     size_t bytes;
-    load_record mine;
-    record_of(m, loaded == HX_OK, &mine);
-    verdict v = {HX_OK, -1, ""};
-    hx_status s = HX_OK;
-    /* The load's error is this rank's to print; the others are told. */
-    char own[480];
-    snprintf(own, sizeof own, "%s", loaded ? hx_last_error() : "");
-    if (D.rank == 0) {
-        if (!mine.ok) {
-            v = (verdict){HX_ERR_STATE, 0, ""};
-            snprintf(v.msg, sizeof v.msg, "rank 0 could not load its part of the model (its error is above)");
-        }
-        for (int r = 1; r < D.size && s == HX_OK; r++) {
-            s = t_recv(NULL, r, TAG_START, 0, &buf, &bytes);
-            if (s == HX_OK && bytes != sizeof(load_record))
-                s = hx_error(HX_ERR_FORMAT, "rank %d sent a load report of %zu bytes", r, bytes);
-            if (s == HX_OK && v.status == HX_OK && mine.ok) {
-                load_record theirs;
-                memcpy(&theirs, buf, sizeof theirs);
-                hx_status c = compare(&mine, &theirs, r, m, v.msg, sizeof v.msg);
-                if (c)
-                    v.status = c, v.rank = r;
-            } else if (s == HX_OK && v.status == HX_OK) {
-                /* rank 0 failed: still collect every report */
-            }
-        }
-        if (s) { /* a rank never reported: nobody can go on */
-            fprintf(stderr, "hetero: %s\n", hx_last_error());
-            t_abort(NULL, "the ranks did not all load the model in time");
-        }
-        for (int r = 1; r < D.size && s == HX_OK; r++)
-            s = t_send(NULL, r, TAG_VERDICT, &v, sizeof v);
-        if (s == HX_OK)
-            s = t_flush(NULL);
-    } else {
-        s = t_send(NULL, 0, TAG_START, &mine, sizeof mine);
-        if (s == HX_OK)
-            s = t_recv(NULL, 0, TAG_VERDICT, 0, &buf, &bytes);
-        if (s == HX_OK && bytes == sizeof v)
-            memcpy(&v, buf, sizeof v);
-        else if (s == HX_OK)
-            s = hx_error(HX_ERR_FORMAT, "rank 0 sent a start verdict of %zu bytes", bytes);
-        if (s) {
-            fprintf(stderr, "hetero: %s\n", hx_last_error());
-            t_abort(NULL, "no start verdict from rank 0");
+    for (int r = 1; r < D.size && s == HX_OK; r++) {
+        s = t_recv(NULL, r, TAG_START, 0, &buf, &bytes);
+        if (s == HX_OK && bytes != sizeof theirs)
+            s = hx_error(HX_ERR_FORMAT, "rank %d sent a load report of %zu bytes", r, bytes);
+        if (s == HX_OK && v.status == HX_OK) {
+            memcpy(&theirs, buf, sizeof theirs);
+            hx_status c = compare(&mine, &theirs, r, m, v.msg, sizeof v.msg);
+            if (c)
+                v.status = c, v.rank = r;
         }
     }
-    if (loaded)
-        return hx_error(loaded, "%s", own);
+    if (s) /* a rank never answered: nobody can go on */
+        t_abort(NULL, hx_last_error());
+    for (int r = 1; r < D.size && s == HX_OK; r++)
+        s = t_send(NULL, r, TAG_VERDICT, &v, sizeof v);
+    if (s == HX_OK)
+        s = t_flush(NULL);
+    if (s)
+        t_abort(NULL, hx_last_error());
     if (v.status)
         return hx_error((hx_status)v.status, "%s", v.msg);
     D.m = m;
-    D.started = 1;
+    D.l0 = hx_model_stage_l0(m);
+    D.l1 = hx_model_stage_l1(m);
     m->pipe = &D.pipe;
-    if (D.rank == 0)
-        return HX_OK;
-    return hx_pipeline_serve(m);
+    return HX_OK;
 }
 
 hx_status hx_dist_start(hx_model *m, hx_status loaded)
@@ -380,16 +439,79 @@ hx_status hx_dist_start(hx_model *m, hx_status loaded)
     return hx_api_leave(dist_start(m, loaded));
 }
 
+/* One model rank 0 asked for: loaded, reported, served until rank 0
+ * frees it, freed. */
+static hx_status serve_one(hx_runtime *rt, const load_request *q)
+{
+    hx_model_options o = options_of(q);
+    hx_model *m = NULL;
+    hx_status loaded = hx_model_load(rt, q->path, &o, &m);
+    if (loaded)
+        fprintf(stderr, "hetero: rank %d of %d: %s\n", D.rank, D.size, hx_last_error());
+    load_record rec;
+    record_of(m, loaded, &rec);
+    hx_status s = t_send(NULL, 0, TAG_START, &rec, sizeof rec);
+    const void *buf;
+    size_t bytes;
+    verdict v;
+    if (s == HX_OK)
+        s = t_recv(NULL, 0, TAG_VERDICT, 0, &buf, &bytes);
+    if (s == HX_OK && bytes != sizeof v)
+        s = hx_error(HX_ERR_FORMAT, "rank 0 sent a start verdict of %zu bytes", bytes);
+    if (s)
+        t_abort(NULL, hx_last_error());
+    memcpy(&v, buf, sizeof v);
+    if (v.status == HX_OK) {
+        D.m = m;
+        D.l0 = hx_model_stage_l0(m);
+        D.l1 = hx_model_stage_l1(m);
+        m->pipe = &D.pipe;
+        s = hx_pipeline_serve(m);
+        m->pipe = NULL;
+        D.m = NULL;
+    }
+    /* A verdict against the job: rank 0 says why; this rank waits for the next model. */
+    hx_model_free(m);
+    return s;
+}
+
+static hx_status dist_worker(hx_runtime *rt)
+{
+    if (!D.inited || D.rank == 0)
+        return hx_error(HX_ERR_STATE, "hx_dist_worker: on ranks other than 0 of a job (hx_dist_init first)");
+    for (;;) {
+        const void *buf;
+        size_t bytes;
+        load_request q;
+        hx_status s = t_recv(NULL, 0, TAG_LOAD, 1, &buf, &bytes);
+        if (s == HX_OK && bytes != sizeof q)
+            s = hx_error(HX_ERR_FORMAT, "rank 0 sent a load request of %zu bytes", bytes);
+        if (s)
+            return s;
+        memcpy(&q, buf, sizeof q);
+        if (q.kind == LOAD_END)
+            return HX_OK;
+        q.path[sizeof q.path - 1] = q.kv_type_k[15] = q.kv_type_v[15] = q.partition[15] = '\0';
+        s = serve_one(rt, &q);
+        if (s)
+            return s;
+    }
+}
+
+hx_status hx_dist_worker(hx_runtime *rt)
+{
+    hx_api_enter();
+    return hx_api_leave(dist_worker(rt));
+}
+
 hx_status hx_dist_info_get(hx_dist_info *out)
 {
     if (!out)
         return HX_OK;
     *out = (hx_dist_info){.rank = D.rank, .size = D.size, .mpi = D.mpi, .steps = D.pipe.steps,
                           .messages = D.pipe.msgs_sent, .bytes = D.pipe.bytes_sent};
-    if (D.m) {
-        out->first_layer = hx_model_stage_l0(D.m);
-        out->end_layer = hx_model_stage_l1(D.m);
-    }
+    out->first_layer = D.l0;
+    out->end_layer = D.l1;
     return HX_OK;
 }
 
@@ -398,12 +520,16 @@ hx_status hx_dist_finalize(void)
     if (!D.mpi || D.finalized)
         return HX_OK;
     hx_status s = HX_OK;
-    if (D.rank == 0 && D.started)
-        s = hx_pipeline_stop(&D.pipe, D.size);
-    else
-        s = t_flush(NULL);
+    if (D.rank == 0) {
+        /* a model still served stops first, then every rank leaves */
+        if (D.m)
+            detach(NULL, D.m);
+        load_request end = {.kind = LOAD_END};
+        for (int r = 1; r < D.size && s == HX_OK; r++)
+            s = t_send(NULL, r, TAG_LOAD, &end, sizeof end);
+    }
+    hx_status f = t_flush(NULL);
     D.finalized = 1;
-    D.m = NULL;
     MPI_Finalize();
-    return s;
+    return s ? s : f;
 }

@@ -21,6 +21,9 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
 {
     hx_batch_work w;
     hx_status s = hx_batch_prepare(&w, m, n, tokens, sessions, want);
+    if (s == HX_OK && m->stage.size > 1 && !m->pipe)
+        s = hx_error(HX_ERR_STATE, "the model is rank %d's stage of a pipeline over %d ranks; hx_dist_start was "
+                                   "not called", m->stage.rank, m->stage.size);
     if (s == HX_OK && m->pipe) {
         s = hx_pipeline_eval(m, &w); /* the layers on the pipeline's ranks (engine/pipeline.c) */
     } else if (s == HX_OK) {

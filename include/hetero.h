@@ -1304,9 +1304,10 @@ HX_API hx_status hx_json_schema_to_grammar(const char *schema_json, char *buf, s
  * same programs run without mpirun as one process, as before.
  *
  *     hx_dist_info di;  hx_dist_init(&argc, &argv, &opts, &di);
- *     hx_status ls = hx_model_load(rt, path, &mo, &m);
- *     hx_status ds = hx_dist_start(m, ls);  // ranks > 0 serve here until rank 0 ends
- *     if (di.rank == 0 && ds == HX_OK) { ... use m as always ... }
+ *     hx_runtime_open(&rt, &ro);                 // each rank its own devices
+ *     if (di.rank > 0) return hx_dist_worker(rt); // loads and serves what rank 0 loads
+ *     hx_status st = hx_dist_start(m, hx_model_load(rt, path, &mo, &m));
+ *     ... use m as always ...
  *     hx_model_free(m);  hx_dist_finalize();
  * ---------------------------------------------------------------------- */
 
@@ -1339,17 +1340,24 @@ typedef struct {
  * without Open MPI; HX_ERR_INVALID_ARG for a split of the wrong form or
  * count.  Call once. */
 HX_API hx_status hx_dist_init(int *argc, char ***argv, const hx_dist_options *opts, hx_dist_info *out);
-/* Every rank calls it after hx_model_load, with the load's status: the
- * ranks agree that all loaded the same model with the same KV pool
- * (else every rank gets the error, naming the rank and the numbers).
- * Rank 0 then returns and evaluates as usual; every other rank runs its
- * layers of each step here and returns when rank 0 ends the job
- * (hx_dist_finalize).  A job of one: returns `loaded`. */
+/* Rank 0, after each hx_model_load, with the load's status: the other
+ * ranks load the same file with the options rank 0 resolved, as their
+ * stages, and report; rank 0 checks that they all loaded the same model
+ * with the same KV pool and cut, and returns the first rank's failure
+ * (naming it and the numbers) or HX_OK, the model ready to evaluate as
+ * usual.  Freeing the model tells the other ranks to free theirs.  A job
+ * of one, or a failed load: returns `loaded`. */
 HX_API hx_status hx_dist_start(hx_model *m, hx_status loaded);
+/* Ranks other than 0: on the runtime given (this rank's devices), loads
+ * each model rank 0 starts, runs its layers of every step, frees it when
+ * rank 0 frees its own, until rank 0 ends the job (hx_dist_finalize):
+ * HX_OK then.  A step that fails aborts the job. */
+HX_API hx_status hx_dist_worker(hx_runtime *rt);
 /* This rank's part and counters so far. */
 HX_API hx_status hx_dist_info_get(hx_dist_info *out);
-/* Rank 0 tells the other ranks to stop; every rank leaves MPI
- * (MPI_Finalize).  Runs at exit too when not called. */
+/* Rank 0 tells the other ranks to stop (they return from
+ * hx_dist_worker); every rank leaves MPI (MPI_Finalize).  Runs at exit
+ * too when not called. */
 HX_API hx_status hx_dist_finalize(void);
 
 /* ------------------------------------------------------------------------

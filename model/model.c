@@ -584,6 +584,8 @@ static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_opt
     m->rt = rt;
     pthread_mutex_init(&m->eval_lock, NULL);
     hx_status s = hx_gguf_open(path, &m->gguf);
+    if (s == HX_OK && !(m->path = strdup(path)))
+        s = hx_error(HX_ERR_NO_MEMORY, "model path");
     if (s == HX_OK && (s = read_hparams(m)) == HX_OK && (s = load_weights(m)) == HX_OK) {
         summarize(m);
         s = hx_tokenizer_load(m->gguf, &m->tok);
@@ -651,6 +653,9 @@ static hx_status model_free(hx_model *m)
         return hx_error(HX_ERR_STATE, "hx_model_free: %zu session%s of model '%s' %s still open; close %s first", n,
                         n > 1 ? "s" : "", m->info.name, n > 1 ? "are" : "is", n > 1 ? "them" : "it");
     hx_status s = hx_handle_remove(m, HX_HANDLE_MODEL, "hx_model_free");
+    /* The pipeline's other ranks stop serving this model (model/pipe.h). */
+    if (s == HX_OK && m->pipe && m->pipe->ops->detach)
+        m->pipe->ops->detach(m->pipe->ctx, m);
     if (s == HX_OK)
         hx_model_destroy(m);
     return s;
@@ -668,6 +673,7 @@ void hx_model_destroy(hx_model *m)
         return;
     hx_model_act_free(m);
     hx_kv_pool_free(m->kv);
+    free(m->path);
     if (m->output.buf == m->tok_embd.buf)
         m->output.buf = NULL;
     unwrap(&m->tok_embd);

@@ -11,6 +11,7 @@
 #include "model/arch.h"
 #include "gguf/gguf.h"
 #include "model/kv_cache.h"
+#include "model/pipe.h"
 #include "ops/types.h"
 
 struct hx_tokenizer;
@@ -143,6 +144,7 @@ struct hx_model {
      * without one. */
     hx_model_stage stage;
     struct hx_pipe *pipe;
+    char *path; /* the file it was loaded from (a pipeline's ranks load it too); NULL for shapes */
 };
 
 /* The pipeline the next models load as a stage of (model/stage.c): this

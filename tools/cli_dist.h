@@ -54,23 +54,6 @@ static inline int cli_dist_init(const char *prog, int *argc, char ***argv, cli_d
     return 0;
 }
 
-/* After the load (status `loaded`): the ranks agree, then every rank but
- * 0 serves its layers until rank 0 ends the job.  Returns 0 on rank 0
- * ready to go on, 1 on another rank done serving (exit with 0), -1 on
- * failure (said; exit with 1). */
-static inline int cli_dist_start(const char *prog, hx_model *m, hx_status loaded, const cli_dist *d)
-{
-    hx_status s = hx_dist_start(m, loaded);
-    if (s) {
-        if (d->info.size > 1)
-            fprintf(stderr, "%s: rank %d of %d: %s\n", prog, d->info.rank, d->info.size, hx_last_error());
-        else
-            fprintf(stderr, "%s: %s\n", prog, hx_last_error());
-        return -1;
-    }
-    return d->info.rank != 0;
-}
-
 /* One line per rank at the end of a pipeline's run: its layers and what it sent. */
 static inline void cli_dist_report(const char *prog)
 {
@@ -80,6 +63,33 @@ static inline void cli_dist_report(const char *prog)
     fprintf(stderr, "%s: rank %d of %d: layers %u-%u%s; %llu steps, %llu messages, %llu bytes sent\n", prog, di.rank,
             di.size, di.first_layer, di.end_layer - 1, di.rank ? "" : " and the embedding and output head",
             (unsigned long long)di.steps, (unsigned long long)di.messages, (unsigned long long)di.bytes);
+}
+
+/* Ranks other than 0 serve here, on their runtime `rt` (NULL: opening
+ * it failed, said), every model rank 0 loads, until rank 0 ends the job.
+ * Returns the exit status. */
+static inline int cli_dist_worker(const char *prog, hx_runtime *rt)
+{
+    hx_dist_info di;
+    hx_dist_info_get(&di);
+    hx_status s = rt ? hx_dist_worker(rt) : HX_ERR_STATE;
+    if (s && rt)
+        fprintf(stderr, "%s: rank %d of %d: %s\n", prog, di.rank, di.size, hx_last_error());
+    cli_dist_report(prog);
+    hx_runtime_close(rt);
+    hx_dist_finalize();
+    return s ? 1 : 0;
+}
+
+/* Rank 0 after the load (status `loaded`): the other ranks load theirs.
+ * 0 ready, -1 failed (said). */
+static inline int cli_dist_start(const char *prog, hx_model *m, hx_status loaded)
+{
+    if (hx_dist_start(m, loaded)) {
+        fprintf(stderr, "%s: %s\n", prog, hx_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 #endif

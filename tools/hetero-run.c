@@ -585,15 +585,21 @@ int main(int argc, char **argv)
     mo.max_batch = (uint32_t)a.batch;
     mo.partition = a.partition;
     mo.n_ctx = (uint32_t)a.n_ctx;
-    hx_status loaded = hx_runtime_open(&rt, &ro);
-    if (loaded == HX_OK)
-        loaded = hx_model_load(rt, a.model, &mo, &m);
-    /* Under mpirun every rank but 0 serves its layers here until rank 0 is done. */
-    int role = cli_dist_start("hetero-run", m, loaded, &a.dist);
-    if (role) {
-        rc = role > 0 ? 0 : 1;
-        goto out;
+    if (hx_runtime_open(&rt, &ro))
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+    /* Under mpirun every rank but 0 serves its layers of rank 0's model. */
+    if (a.dist.info.rank > 0) {
+        rc = cli_dist_worker("hetero-run", rt);
+        free(prompt_owned);
+        free(grammar_owned);
+        free(a.stop);
+        return rc;
     }
+    if (!rt)
+        goto out;
+    hx_status loaded = hx_model_load(rt, a.model, &mo, &m);
+    if (cli_dist_start("hetero-run", m, loaded))
+        goto out;
     if (hx_session_open(m, &s)) {
         fprintf(stderr, "hetero-run: %s\n", hx_last_error());
         goto out;
