@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tools/cli_dist.h"
 #include "tools/cli_file.h"
 #include "tools/cli_num.h"
 #include "tools/server.h"
@@ -47,6 +48,7 @@ static void usage(FILE *f)
           "                       is generated (the answer stops at the limit, finish_reason 'length')\n"
           "                       Requests need 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY'): 401\n"
           "  --metrics-public     /metrics answers without a key (default: it needs one when keys are set)\n"
+          CLI_DIST_USAGE
           "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
           "Model and engine:\n"
           "  -c, --ctx-size N     context per request (default: the model's trained context)\n"
@@ -103,6 +105,7 @@ typedef struct {
     const char *chat_template_file;
     int no_jinja;
     size_t max_body;
+    cli_dist dist; /* --split, --mpi-timeout: a pipeline under mpirun (docs/mpi.md) */
 } options;
 
 /* llama-server's options with no honest meaning here: refused by name,
@@ -231,6 +234,10 @@ static int parse_args(int argc, char **argv, options *o)
         else if (IS("--no-prefix-cache")) o->no_prefix_cache = 1;
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
+        else if (IS("--split") || IS("--mpi-timeout")) {
+            if (cli_dist_option(PROG, a, v, &i, &o->dist) < 0)
+                return -1;
+        }
         else if (IS("--metrics")) {
             /* llama-server's switch: /metrics is always there */
         } else if (instead_of(a)) {
@@ -523,6 +530,8 @@ static int load(srv *S, const options *o)
         fprintf(stderr, "hetero-server: %s: %s\n", file, hx_last_error());
         return -1;
     }
+    if (cli_dist_start(PROG, S->m, HX_OK)) /* under mpirun: the other ranks load their layers */
+        return -1;
     hx_model_info_get(S->m, &S->info);
     hx_engine_options eo = hx_engine_options_default();
     eo.max_running = o->parallel;
@@ -604,6 +613,19 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Under mpirun the other ranks run their layers of rank 0's steps; a
+     * signal stops rank 0, which ends them (their signals stay blocked). */
+    if (cli_dist_init(PROG, &argc, &argv, &o.dist))
+        return 1;
+    if (o.dist.info.rank > 0) {
+        hx_runtime_options ro = hx_runtime_options_default();
+        ro.devices = o.devices;
+        ro.cpu_threads = o.threads;
+        hx_runtime *rt = NULL;
+        if (hx_runtime_open(&rt, &ro))
+            fprintf(stderr, PROG ": %s\n", hx_last_error());
+        return cli_dist_worker(PROG, rt);
+    }
     /* Every request holds vocabulary-sized buffers (its sampler's) from
      * submission to its end, allocated in its connection's thread.  With
      * glibc's sliding mmap threshold they soon come from that thread's
@@ -726,6 +748,7 @@ int main(int argc, char **argv)
     MHD_stop_daemon(d);
     srv_conns_stop(&S.conns);
     unload(&S);
+    hx_dist_finalize();
     srv_tenants_free(&S.tenants);
     fprintf(stderr, PROG ": stopped\n");
     return 0;
