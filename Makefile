@@ -150,7 +150,7 @@ $(CUDA_HOST_PLUGIN): tests/fixtures/cuda_host_plugin.c kernels_cu/plugin.h kerne
 	$(Q)$(CC) $(ALL_CFLAGS) -shared $< -o $@ -lm $(LDFLAGS)
 $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(CLI_H) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(if $(MPI_PKG),-DHX_HAVE_MPI=1) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
 # Test data (llama.cpp's vocabularies and tokenizer vectors), fetched once

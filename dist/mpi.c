@@ -241,10 +241,10 @@ static hx_status dist_init(int *argc, char ***argv, const hx_dist_options *o, hx
             return hx_error(HX_ERR_UNSUPPORTED, "this MPI gives thread level %d; the pipeline needs "
                                                 "MPI_THREAD_SERIALIZED", provided);
     }
-    D.inited = 1;
     hx_status s = hx_model_stage_configure(D.rank, D.size, o ? o->split : NULL);
     if (s)
         return s;
+    D.inited = 1;
     D.pipe = (hx_pipe){.ops = &ops};
     return hx_dist_info_get(out);
 }
@@ -520,7 +520,7 @@ hx_status hx_dist_finalize(void)
     if (!D.mpi || D.finalized)
         return HX_OK;
     hx_status s = HX_OK;
-    if (D.rank == 0) {
+    if (D.rank == 0 && D.inited) { /* (a failed hx_dist_init started no worker) */
         /* a model still served stops first, then every rank leaves */
         if (D.m)
             detach(NULL, D.m);
