@@ -132,34 +132,70 @@ static void fail(hx_model *m, hx_status s, const char *what)
     m->pipe->ops->abort(m->pipe->ctx, why);
 }
 
-hx_status hx_pipeline_eval(hx_model *m, hx_batch_work *w)
+/* Rank 0's first part of a step: announced, embedding and its layers
+ * run, hidden states sent on.  Returns the step's number in *step. */
+static hx_status step_out(hx_model *m, hx_batch_work *w, const struct hx_plan **plan, uint64_t *step)
 {
     hx_pipe *p = m->pipe;
-    const int last = m->stage.size - 1;
-    const uint64_t step = ++p->steps;
-    const struct hx_plan *plan;
-    hx_status s = hx_plan_get_locked(m, &w->shape, &plan);
+    *step = ++p->steps;
+    hx_status s = hx_plan_get_locked(m, &w->shape, plan);
     if (s)
         return s;
     /* Announced first: the other ranks lay out the step while this one
      * computes its layers. */
-    s = announce(m, w, step);
+    s = announce(m, w, *step);
     if (s)
         fail(m, s, "announcing a step");
-    s = hx_llama_emit_stage(m, &w->shape, plan, NULL, NULL, 0, hx_model_stage_l1(m), HX_STAGE_EMBED);
+    s = hx_llama_emit_stage(m, &w->shape, *plan, NULL, NULL, 0, hx_model_stage_l1(m), HX_STAGE_EMBED);
     hx_status waited = hx_runtime_wait_all(m->rt);
     if (s == HX_OK)
         s = waited;
     if (s == HX_OK)
-        s = send_rows(m, 1, w->shape.act->x, w->shape.T, step);
-    if (s == HX_OK)
-        s = recv_rows(m, last, w->shape.act->xo, w->shape.n_out, step);
+        s = send_rows(m, 1, w->shape.act->x, w->shape.T, *step);
     if (s)
         fail(m, s, "a step");
+    return HX_OK;
+}
+
+/* Its second part: the wanted rows back from the last rank, the head. */
+static hx_status step_in(hx_model *m, hx_batch_work *w, uint64_t step)
+{
+    hx_status s = recv_rows(m, m->stage.size - 1, w->shape.act->xo, w->shape.n_out, step);
+    if (s)
+        fail(m, s, "a step");
+    /* the plan again: another shape's may have moved it meanwhile */
+    const struct hx_plan *plan;
+    if ((s = hx_plan_get_locked(m, &w->shape, &plan)))
+        return s;
     s = hx_llama_emit_stage(m, &w->shape, plan, NULL, NULL, m->info.n_layer, m->info.n_layer,
                             HX_STAGE_HEAD | HX_STAGE_PICKED);
-    waited = hx_runtime_wait_all(m->rt);
+    hx_status waited = hx_runtime_wait_all(m->rt);
     return s ? s : waited;
+}
+
+hx_status hx_pipeline_eval(hx_model *m, hx_batch_work *w)
+{
+    const struct hx_plan *plan;
+    uint64_t step;
+    hx_status s = step_out(m, w, &plan, &step);
+    return s ? s : step_in(m, w, step);
+}
+
+hx_status hx_pipeline_eval2(hx_model *m, hx_batch_work *a, hx_batch_work *b)
+{
+    const struct hx_plan *pa, *pb;
+    uint64_t sa, sb;
+    /* b's first part runs here while a's layers run on the other ranks */
+    hx_status s = step_out(m, a, &pa, &sa);
+    if (s == HX_OK)
+        s = step_out(m, b, &pb, &sb);
+    else
+        return s;
+    if (s) /* b never left: a still comes back */
+        return (step_in(m, a, sa), s);
+    s = step_in(m, a, sa);
+    hx_status t = step_in(m, b, sb);
+    return s ? s : t;
 }
 
 /* A step's announcement, checked against this rank's model and pool:

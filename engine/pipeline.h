@@ -19,6 +19,10 @@
  * return.  A failure before the step is announced returns; one after
  * aborts the job. */
 hx_status hx_pipeline_eval(hx_model *m, hx_batch_work *w);
+/* Two micro-batches of one step (disjoint sessions, prepared with
+ * hx_batch_prepare_mb 0 and 1) in flight at once: rank 0 runs b's first
+ * layers while the other ranks run a's, and so on down the pipeline. */
+hx_status hx_pipeline_eval2(hx_model *m, hx_batch_work *a, hx_batch_work *b);
 
 /* Ranks 1..: runs this rank's layers of every step until rank 0 says
  * stop (HX_OK) or a step fails (the job is aborted). */

@@ -82,7 +82,9 @@ typedef struct hx_activations {
 
 /* The model's scratch memory (hx_model_scratch), one slot per table an
  * evaluation holds at once. */
-enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_PIPE, HX_SCRATCH_SLOTS };
+enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_PIPE,
+       /* the second micro-batch's BATCH and KV_BLOCKS, and the split of a batch in two */
+       HX_SCRATCH_BATCH_MB, HX_SCRATCH_KV_BLOCKS_MB, HX_SCRATCH_SPLIT, HX_SCRATCH_SLOTS };
 /* Decode replay keeps up to this many recorded shapes (a serving engine
  * alternates decode steps of B sequences with steps carrying prefill
  * chunks, and B changes as requests come and go). */
@@ -114,6 +116,10 @@ struct hx_model {
     hx_kv_pool *kv;
     hx_activations act[HX_ACT_SETS];
     int n_act;
+    /* A second family of sets, made on first use: a pipeline's rank 0
+     * keeps two micro-batches in flight (engine/pipeline.c). */
+    hx_activations act_mb[HX_ACT_SETS];
+    int n_act_mb;
     pthread_mutex_t eval_lock; /* one evaluation at a time */
     hx_partition_strategy partition;
     int fuse; /* hx_model_options.fuse_matmuls, resolved */
@@ -188,6 +194,9 @@ hx_status hx_model_read_named_templates(hx_model *m);
 void hx_model_free_named_templates(hx_model *m);
 /* The activation set for a batch of T tokens (model/activations.c). */
 hx_activations *hx_model_act_for(hx_model *m, uint32_t T);
+/* The same from the second family (made on first use), or NULL when it
+ * cannot be made (hx_last_error says why). */
+hx_activations *hx_model_act_for_mb(hx_model *m, uint32_t T);
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
 /* At least `bytes` of the model's scratch `slot` (HX_SCRATCH_*), kept for the next evaluation; call with eval_lock held.
  * Its contents are undefined (model/activations.c). */

@@ -173,6 +173,29 @@ START_TEST(a_generation_reads_the_same_over_ranks)
 }
 END_TEST
 
+START_TEST(a_server_answers_the_same_over_ranks)
+{
+    if (missing())
+        return;
+    /* four requests at once: the engine's steps hold four sessions, which
+     * rank 0 sends as two micro-batches in flight */
+    const char *smol = getenv("HX_TEST_SMOLLM2");
+    char model[1200] = "";
+    if (smol && *smol && access(smol, R_OK) == 0)
+        snprintf(model, sizeof model, "-m %s", smol);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 tests/mpi_server_check.py %s '%s' %s > %s/out 2> %s/err", hx_test_build_dir(),
+             model, tmpdir, tmpdir, tmpdir);
+    int st = system(cmd);
+    char path[128];
+    snprintf(path, sizeof path, "%s/out", tmpdir);
+    slurp(path, out, sizeof out);
+    snprintf(path, sizeof path, "%s/err", tmpdir);
+    slurp(path, err, sizeof err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s\n%s", out, err);
+}
+END_TEST
+
 START_TEST(bad_splits_are_refused_with_their_numbers)
 {
     if (missing())
@@ -314,6 +337,7 @@ Suite *suite_mpi(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, logits_of_one_two_and_three_ranks_are_the_same_bits);
     tcase_add_test(tc, a_generation_reads_the_same_over_ranks);
+    tcase_add_test(tc, a_server_answers_the_same_over_ranks);
     tcase_add_test(tc, bad_splits_are_refused_with_their_numbers);
     tcase_add_test(tc, a_killed_rank_ends_the_job);
     tcase_add_test(tc, a_hung_rank_ends_the_job_by_the_deadline);
