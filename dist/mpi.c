@@ -140,7 +140,7 @@ static const char *tag_name(int tag)
            tag == TAG_START ? "its load report" : tag == TAG_LOAD ? "a model to load" : "the start verdict";
 }
 
-static hx_status t_recv(void *ctx, int from, int tag, int idle, const void **buf, size_t *bytes)
+static hx_status t_recv(void *ctx, int from, int tag, int hops, const void **buf, size_t *bytes)
 {
     (void)ctx;
     const double t0 = now();
@@ -155,7 +155,7 @@ static hx_status t_recv(void *ctx, int from, int tag, int idle, const void **buf
         hx_status s = reap(&pending); /* sends in flight make progress meanwhile */
         if (s)
             return s;
-        if (!idle && now() - t0 > D.timeout)
+        if (hops && now() - t0 > hops * D.timeout)
             return hx_error(HX_ERR_IO, "rank %d waited %.1f s for %s from rank %d, which has died, hangs, or "
                                             "is slower than the timeout (--mpi-timeout)",
                             D.rank, now() - t0, tag_name(tag), from);
@@ -406,7 +406,7 @@ static hx_status dist_start(hx_model *m, hx_status loaded)
     const void *buf;
     size_t bytes;
     for (int r = 1; r < D.size && s == HX_OK; r++) {
-        s = t_recv(NULL, r, TAG_START, 0, &buf, &bytes);
+        s = t_recv(NULL, r, TAG_START, 1, &buf, &bytes);
         if (s == HX_OK && bytes != sizeof theirs)
             s = hx_error(HX_ERR_FORMAT, "rank %d sent a load report of %zu bytes", r, bytes);
         if (s == HX_OK && v.status == HX_OK) {
@@ -455,7 +455,7 @@ static hx_status serve_one(hx_runtime *rt, const load_request *q)
     size_t bytes;
     verdict v;
     if (s == HX_OK)
-        s = t_recv(NULL, 0, TAG_VERDICT, 0, &buf, &bytes);
+        s = t_recv(NULL, 0, TAG_VERDICT, D.size, &buf, &bytes); /* after every rank's report */
     if (s == HX_OK && bytes != sizeof v)
         s = hx_error(HX_ERR_FORMAT, "rank 0 sent a start verdict of %zu bytes", bytes);
     if (s)
@@ -483,7 +483,7 @@ static hx_status dist_worker(hx_runtime *rt)
         const void *buf;
         size_t bytes;
         load_request q;
-        hx_status s = t_recv(NULL, 0, TAG_LOAD, 1, &buf, &bytes);
+        hx_status s = t_recv(NULL, 0, TAG_LOAD, 0, &buf, &bytes);
         if (s == HX_OK && bytes != sizeof q)
             s = hx_error(HX_ERR_FORMAT, "rank 0 sent a load request of %zu bytes", bytes);
         if (s)

@@ -99,13 +99,14 @@ static hx_status send_rows(hx_model *m, int to, hx_buffer *x, uint32_t rows, uin
     return send_counted(m->pipe, to, HX_PIPE_TAG_ACT, msg, bytes);
 }
 
-/* Receives `rows` rows of hidden states for step `step` into `x`. */
-static hx_status recv_rows(hx_model *m, int from, hx_buffer *x, uint32_t rows, uint64_t step)
+/* Receives `rows` rows of hidden states for step `step` into `x`, from
+ * `hops` ranks away. */
+static hx_status recv_rows(hx_model *m, int from, int hops, hx_buffer *x, uint32_t rows, uint64_t step)
 {
     const uint32_t D = m->info.n_embd;
     const void *msg;
     size_t bytes;
-    hx_status s = m->pipe->ops->recv(m->pipe->ctx, from, HX_PIPE_TAG_ACT, 0, &msg, &bytes);
+    hx_status s = m->pipe->ops->recv(m->pipe->ctx, from, HX_PIPE_TAG_ACT, hops, &msg, &bytes);
     if (s)
         return s;
     act_header h;
@@ -160,7 +161,7 @@ static hx_status step_out(hx_model *m, hx_batch_work *w, const struct hx_plan **
 /* Its second part: the wanted rows back from the last rank, the head. */
 static hx_status step_in(hx_model *m, hx_batch_work *w, uint64_t step)
 {
-    hx_status s = recv_rows(m, m->stage.size - 1, w->shape.act->xo, w->shape.n_out, step);
+    hx_status s = recv_rows(m, m->stage.size - 1, m->stage.size - 1, w->shape.act->xo, w->shape.n_out, step);
     if (s)
         fail(m, s, "a step");
     /* the plan again: another shape's may have moved it meanwhile */
@@ -263,7 +264,7 @@ hx_status hx_pipeline_serve(hx_model *m)
         const void *msg;
         size_t bytes;
         pthread_mutex_unlock(&m->eval_lock); /* idle: hx_model_stats_get and the like may look */
-        hx_status s = p->ops->recv(p->ctx, 0, HX_PIPE_TAG_STEP, 1, &msg, &bytes);
+        hx_status s = p->ops->recv(p->ctx, 0, HX_PIPE_TAG_STEP, 0, &msg, &bytes);
         pthread_mutex_lock(&m->eval_lock);
         step_header h;
         hx_batch_shape b;
@@ -275,7 +276,7 @@ hx_status hx_pipeline_serve(hx_model *m)
         if (s == HX_OK)
             s = hx_plan_get_locked(m, &b, &plan);
         if (s == HX_OK)
-            s = recv_rows(m, rank - 1, b.act->x, h.T, h.step);
+            s = recv_rows(m, rank - 1, 1, b.act->x, h.T, h.step);
         if (s == HX_OK)
             s = hx_llama_emit_stage(m, &b, plan, NULL, NULL, hx_model_stage_l0(m), hx_model_stage_l1(m),
                                     last ? HX_STAGE_PICK : 0);

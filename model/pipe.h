@@ -19,10 +19,12 @@ typedef struct hx_pipe_ops {
      * transport keeps its own copy, so buf is free on return. */
     hx_status (*send)(void *ctx, int to, int tag, const void *buf, size_t bytes);
     /* The next message from `from` with `tag`, in the transport's memory
-     * until its next receive.  idle: no deadline (a rank waiting for the
+     * until its next receive.  hops 0: no deadline (a rank waiting for the
      * next step, which a quiet server may not send for hours); else an
-     * error by the transport's deadline, naming the rank waited for. */
-    hx_status (*recv)(void *ctx, int from, int tag, int idle, const void **buf, size_t *bytes);
+     * error after hops times the transport's timeout, naming the rank
+     * waited for (a message that crosses k ranks gets k timeouts, so that
+     * the rank next to one that hangs is the first to say so). */
+    hx_status (*recv)(void *ctx, int from, int tag, int hops, const void **buf, size_t *bytes);
     /* Every send started has completed, or an error by the deadline. */
     hx_status (*flush)(void *ctx);
     /* Ends the job on every rank (a step failed half way: the ranks'

@@ -31,6 +31,8 @@ def run(build, model_args, port, ranks, tmp):
     if ranks:
         launcher = ["mpirun", "--oversubscribe", "-np", str(ranks), "--host", f"127.0.0.1:{ranks}",
                     "--mca", "btl_vader_single_copy_mechanism", "none"]
+        if "ASAN_OPTIONS" in os.environ:  # make asan (tests/test_mpi.c says why)
+            launcher += ["-x", "ASAN_OPTIONS"]
     pidfile = os.path.join(tmp, f"pid-{port}")
     inner = (f"echo $$ > {pidfile}.${{OMPI_COMM_WORLD_RANK:-0}}; exec {build}/hetero-server {model_args} "
              f"--port {port} -c 256 -np 4 -t 1 --devices cpu")
