@@ -39,7 +39,14 @@ LDLIBS  := $(PKG_LIBS) -ldl -lm -pthread
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx2 -mfma -mf16c
 
-LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c gguf/*.c text/*.c model/*.c quantize/*.c partitioner/*.c engine/*.c))
+# Open MPI, for the pipeline over processes (dist/mpi.c, docs/mpi.md): used
+# when pkg-config finds it (NO_MPI=1 leaves it out); the library then links
+# it, and its programs still run alone without mpirun.  Without it
+# dist/dist_none.c answers hx_dist_* (a job of one).
+MPI_PKG := $(if $(NO_MPI),,$(shell pkg-config --exists ompi 2>/dev/null && echo ompi))
+DIST_SRC := $(if $(MPI_PKG),dist/mpi.c,dist/dist_none.c)
+LDLIBS  += $(if $(MPI_PKG),$(shell pkg-config --libs ompi))
+LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c gguf/*.c text/*.c model/*.c quantize/*.c partitioner/*.c engine/*.c) $(DIST_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CL_SRC  := $(sort $(wildcard kernels_cl/*.cl))
 CL_OBJ  := $(if $(CL_SRC),$(BUILD)/obj/kernels_cl_embed.o)
@@ -63,9 +70,9 @@ SHARED := $(BUILD)/libhetero.so
 USE_SHARED := -L$(BUILD) -lhetero -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 INTERNAL_BENCHES := $(addprefix $(BUILD)/,$(sort $(shell sed -n 's|^bench/\(bench-[a-z0-9-]*\)\.c -> .*|\1|p' tools/arrows-allowed.txt)))
 
-.PHONY: all lib tools test asan bench install install-check clean deps cuda fuzz fuzz-jinja help bitstreams check-arrows check-links python
+.PHONY: mpi all lib tools test asan bench install install-check clean deps cuda fuzz fuzz-jinja help bitstreams check-arrows check-links python
 # A plain `make` checks the rooms' arrows first (a fraction of a second).
-all: check-arrows lib tools $(BENCHES) cuda
+all: check-arrows lib tools $(BENCHES) cuda mpi
 
 lib: $(STATIC) $(SHARED)
 tools: $(TOOLS)
@@ -148,7 +155,7 @@ $(CUDA_HOST_PLUGIN): tests/fixtures/cuda_host_plugin.c kernels_cu/plugin.h kerne
 	$(Q)$(CC) $(ALL_CFLAGS) -shared $< -o $@ -lm $(LDFLAGS)
 $(TEST_BIN): tests/main.c $(TEST_SRC) $(TEST_HELPERS) $(wildcard tests/*.h) $(CLI_H) $(BUILD)/gen/suites.inc $(STATIC) $(CUDA_HOST_PLUGIN)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(if $(MPI_PKG),-DHX_HAVE_MPI=1) -Wno-error=unused-function tests/main.c $(TEST_SRC) $(TEST_HELPERS) -o $@ \
 	  $(STATIC) $(CHECK_LIBS) $(LDLIBS) $(LDFLAGS)
 
 # Test data (llama.cpp's vocabularies and tokenizer vectors), fetched once
@@ -225,6 +232,12 @@ fuzz-jinja:
 bitstreams:
 	sh bitstreams/build.sh "$(TARGET)" "$(PLATFORM)" "$(BUILD)/bitstreams"
 
+$(BUILD)/obj/dist/mpi.o: ALL_CFLAGS += $(shell pkg-config --cflags ompi 2>/dev/null)
+mpi:
+ifeq ($(MPI_PKG),)
+	@echo "hetero: Open MPI not found (pkg-config ompi$(if $(NO_MPI),; NO_MPI set)); skipped the MPI build: the pipeline over processes (docs/mpi.md) is left out"
+endif
+
 # The CUDA plugin is optional: built when nvcc is on PATH.
 NVCC := $(if $(NO_CUDA),,$(shell command -v nvcc 2>/dev/null))
 cuda:
@@ -241,7 +254,7 @@ install: all
 	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
 	$(if $(wildcard $(BUILD)/libhetero-cuda.so),install -m 755 $(BUILD)/libhetero-cuda.so $(DESTDIR)$(PREFIX)/lib/)
 	install -m 755 $(TOOLS) $(BENCHES) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PKGS@|$(PKGS)|' tools/hetero.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hetero.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@PKGS@|$(PKGS) $(MPI_PKG)|' tools/hetero.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hetero.pc
 
 deps:
 	sh tools/install-deps.sh

@@ -56,6 +56,7 @@ void hxb_args_usage(FILE *f)
           "  --no-warmup          skip the warm-up run before each test\n"
           "  --progress           report each combination on stderr (as it starts)\n"
           "  -q, --quiet          no rows on stderr as they finish (there are, on a terminal)\n"
+          CLI_DIST_USAGE
           "  -h, --help           this text\n"
           "List: 64,128,256 or 64-512*2 (64,128,256,512) or 1-4+1 (1,2,3,4).\n",
           f);
@@ -266,7 +267,7 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         static const char *const with_value[] = {
             "-m", "--synthetic", "-p", "-n", "-r", "-t", "-b", "--seqs", "-d", "--devices", "--sched", "--inject",
             "--fpga-emulation", "--kv-type", "-o", "--plot", "--trace", "--timeline", "--sim", "--shapes", "--partition",
-            "--prefix-share", "--prefix-len", "--suffix-len", NULL};
+            "--prefix-share", "--prefix-len", "--suffix-len", "--split", "--mpi-timeout", NULL};
         int known = 0;
         for (int k = 0; with_value[k]; k++)
             known |= !strcmp(o, with_value[k]);
@@ -295,6 +296,8 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
         else if (!strcmp(o, "--inject")) rc = strlist_split(&p->injects, o, v, ';');
         else if (!strcmp(o, "-o")) rc = parse_format(v, &p->format);
         else if (!strcmp(o, "--kv-type")) p->kv_type = v;
+        else if (!strcmp(o, "--split")) p->dist.o.split = v;
+        else if (!strcmp(o, "--mpi-timeout")) rc = cli_double("hetero-bench", o, v, 0.01, 1e7, &p->dist.o.timeout_s);
         else if (!strcmp(o, "--plot")) p->plot = v;
         else if (!strcmp(o, "--trace")) p->trace = v;
         else if (!strcmp(o, "--timeline")) p->timeline = v;

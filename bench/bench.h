@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "hetero.h"
+#include "tools/cli_dist.h"
 
 #define HXB_MAX_LIST 32
 #define HXB_MAX_DEVICES 16
@@ -49,6 +50,7 @@ typedef struct {
     const char *plot;     /* directory for JSON + SVG                     */
     int prefix_share;     /* --prefix-share N: sessions with a common prefix, 0 = off */
     int prefix_len, suffix_len; /* --prefix-len, --suffix-len               */
+    cli_dist dist;        /* --split, --mpi-timeout: a pipeline under mpirun */
 } hxb_params;
 
 /* args.c: 0, or -1 after printing why (exit code 2), or 1 for --help. */
@@ -145,6 +147,9 @@ int hxb_cluster_run(const hxb_params *p);
 
 /* run.c: checks every configuration, then measures every combination. */
 int hxb_run_all(const hxb_params *p, hxb_results *r);
+/* Ranks other than 0 of a pipeline under mpirun: the first configuration's
+ * runtime serves every model rank 0 loads.  Returns the exit status. */
+int hxb_run_worker(const hxb_params *p);
 void hxb_results_free(hxb_results *r);
 /* Records one generated token of the first model on device set `set`
  * (first policy, no injection) as a Chrome trace in `path`. */

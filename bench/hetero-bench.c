@@ -107,6 +107,15 @@ int main(int argc, char **argv)
             hxb_args_usage(stdout);
         return rc > 0 ? 0 : 2;
     }
+    if (cli_dist_init("hetero-bench", &argc, &argv, &p.dist)) {
+        hxb_args_free(&p);
+        return 1;
+    }
+    if (p.dist.info.rank > 0) { /* under mpirun: serve rank 0's models */
+        rc = hxb_run_worker(&p);
+        hxb_args_free(&p);
+        return rc;
+    }
     if (p.plot && make_dir(p.plot)) {
         hxb_args_free(&p);
         return 1;
@@ -139,7 +148,9 @@ int main(int argc, char **argv)
         if (p.trace && trace_sets(&p, &r))
             rc = 1;
     }
+    cli_dist_report("hetero-bench");
     hxb_results_free(&r);
     hxb_args_free(&p);
+    hx_dist_finalize();
     return rc;
 }

@@ -54,10 +54,20 @@ int hxb_models_resolve(const hxb_params *p, hxb_results *r)
 }
 
 /* Shapes are "NAME[:TYPE]" (q4_0 when no type is given). */
+/* Under mpirun the other ranks load their stages of each model too
+ * (hx_dist_start), and free them when this one is freed. */
 hx_status hxb_model_open(hx_runtime *rt, const hxb_model *md, const hx_model_options *mo, hx_model **out)
 {
-    if (!md->shapes)
-        return hx_model_load(rt, md->path, mo, out);
+    if (!md->shapes) {
+        hx_status s = hx_model_load(rt, md->path, mo, out);
+        if (s == HX_OK && (s = hx_dist_start(*out, s)) != HX_OK) {
+            /* said here: freeing the model clears the thread's last error */
+            fprintf(stderr, "hetero-bench: %s\n", hx_last_error());
+            hx_model_free(*out);
+            *out = NULL;
+        }
+        return s;
+    }
     char name[128];
     const char *colon = strchr(md->path, ':');
     snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - md->path) : (int)strlen(md->path), md->path);

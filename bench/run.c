@@ -333,6 +333,14 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
     return rc;
 }
 
+int hxb_run_worker(const hxb_params *p)
+{
+    hx_runtime *rt = NULL;
+    if (open_runtime(p, (config){0, 0, 0, 0}, &rt))
+        rt = NULL;
+    return cli_dist_worker("hetero-bench", rt);
+}
+
 int hxb_run_all(const hxb_params *p, hxb_results *r)
 {
     if (build_tests(p, r) || preflight(p, r))

@@ -112,7 +112,7 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
     const uint32_t recent = w->m->opts.kv_split;
     const size_t table = (size_t)S * max_blocks;
     uint32_t *ids;
-    hx_status s = hx_model_scratch(w->m, HX_SCRATCH_KV_BLOCKS,
+    hx_status s = hx_model_scratch(w->m, w->mb ? HX_SCRATCH_KV_BLOCKS_MB : HX_SCRATCH_KV_BLOCKS,
                                    sizeof *ids * (table * (recent ? 3 : 1) + T + 3 * (size_t)S), (void **)&ids);
     if (s)
         return hx_error_context(s, "KV block lists of a batch of %u", T);
@@ -170,18 +170,27 @@ static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
 hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_t *tokens,
                            hx_session *const *sessions, const uint8_t *want)
 {
+    return hx_batch_prepare_mb(w, m, 0, n, tokens, sessions, want);
+}
+
+hx_status hx_batch_prepare_mb(hx_batch_work *w, hx_model *m, int mb, size_t n, const int32_t *tokens,
+                              hx_session *const *sessions, const uint8_t *want)
+{
     memset(w, 0, sizeof *w);
     w->m = m;
     w->n = n;
     w->sessions = sessions;
     w->want = want;
-    hx_activations *A = hx_model_act_for(m, (uint32_t)n);
+    w->mb = mb;
+    hx_activations *A = mb ? hx_model_act_for_mb(m, (uint32_t)n) : hx_model_act_for(m, (uint32_t)n);
+    if (!A)
+        return hx_error_context(HX_ERR_NO_MEMORY, "a second micro-batch's activations");
     /* the sequences, room for hx_batch_number's list of sessions, and each
      * entry's sequence, in the model's scratch: a decode step allocates
      * nothing */
     const size_t per_entry = sizeof *w->seqs + sizeof(hx_session *) + sizeof *w->seq_of;
     void *tables;
-    hx_status s = hx_model_scratch(m, HX_SCRATCH_BATCH, per_entry * n, &tables);
+    hx_status s = hx_model_scratch(m, mb ? HX_SCRATCH_BATCH_MB : HX_SCRATCH_BATCH, per_entry * n, &tables);
     if (s)
         return hx_error_context(s, "batch of %zu", n);
     memset(tables, 0, per_entry * n);

@@ -26,6 +26,7 @@ typedef struct {
     uint32_t n_out;              /* entries whose logits are kept */
     uint32_t n_hidden;           /* entries whose hidden state is kept (embeddings mode) */
     hx_batch_shape shape;        /* what the partitioner emits for */
+    int mb;                      /* 1: the second micro-batch in flight (its own activations and scratch) */
 } hx_batch_work;
 
 /* Numbers the distinct sessions of n entries in order of first
@@ -45,6 +46,12 @@ hx_status hx_batch_prepare(hx_batch_work *w, hx_model *m, size_t n, const int32_
  * their sessions, and every session advances by its entries.  On failure
  * no session advances. */
 hx_status hx_batch_collect(hx_batch_work *w);
+
+/* hx_batch_prepare for micro-batch `mb` (0 or 1) of a pipeline's step:
+ * the two use different activation sets and scratch, so both can be in
+ * flight at once (engine/pipeline.c). */
+hx_status hx_batch_prepare_mb(hx_batch_work *w, hx_model *m, int mb, size_t n, const int32_t *tokens,
+                              hx_session *const *sessions, const uint8_t *want);
 
 void hx_batch_work_free(hx_batch_work *w);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/pipeline.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
 
@@ -20,7 +21,12 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
 {
     hx_batch_work w;
     hx_status s = hx_batch_prepare(&w, m, n, tokens, sessions, want);
-    if (s == HX_OK) {
+    if (s == HX_OK && m->stage.size > 1 && !m->pipe)
+        s = hx_error(HX_ERR_STATE, "the model is rank %d's stage of a pipeline over %d ranks; hx_dist_start was "
+                                   "not called", m->stage.rank, m->stage.size);
+    if (s == HX_OK && m->pipe) {
+        s = hx_pipeline_eval(m, &w); /* the layers on the pipeline's ranks (engine/pipeline.c) */
+    } else if (s == HX_OK) {
         const struct hx_plan *plan;
         s = hx_plan_get_locked(m, &w.shape, &plan);
         if (s == HX_OK)
@@ -32,6 +38,52 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
     if (s == HX_OK)
         s = hx_batch_collect(&w);
     hx_batch_work_free(&w);
+    return s;
+}
+
+/* A pipeline's step of several sessions as two micro-batches in flight
+ * (engine/pipeline.c): the sessions alternate between them, so their
+ * entries never depend on each other.  Both are prepared before anything
+ * is sent, so that a batch that cannot be prepared fails as one does in
+ * a single process, no session advanced. */
+static hx_status eval_split(hx_model *m, size_t n, const int32_t *tokens, hx_session *const *sessions,
+                            const uint8_t *want)
+{
+    void *tables;
+    const size_t per = sizeof(int32_t) + sizeof(hx_session *) + 1 + sizeof(int32_t);
+    hx_status s = hx_model_scratch(m, HX_SCRATCH_SPLIT, 2 * n * per, &tables);
+    if (s)
+        return s;
+    hx_session **sess = tables;                     /* [2][n] */
+    int32_t *tok = (int32_t *)(void *)(sess + 2 * n); /* [2][n] */
+    int32_t *slot = tok + 2 * n;                    /* [n]: each entry's session number */
+    uint8_t *wnt = (uint8_t *)(slot + n);           /* [2][n] */
+    hx_session **distinct = sess + n;               /* borrowed while numbering */
+    hx_batch_number(sessions, n, slot, distinct);
+    size_t k[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        const int g = slot[i] & 1;
+        sess[g * n + k[g]] = sessions[i];
+        tok[g * n + k[g]] = tokens[i];
+        wnt[g * n + k[g]] = want[i];
+        k[g]++;
+    }
+    if (!k[0] || !k[1]) /* the prefix cache left one session's entries only */
+        return eval_core(m, n, tokens, sessions, want);
+    hx_batch_work w[2];
+    s = hx_batch_prepare_mb(&w[0], m, 0, k[0], tok, sess, wnt);
+    if (s == HX_OK)
+        s = hx_batch_prepare_mb(&w[1], m, 1, k[1], tok + n, sess + n, wnt + n);
+    else
+        memset(&w[1], 0, sizeof w[1]);
+    if (s == HX_OK)
+        s = hx_pipeline_eval2(m, &w[0], &w[1]);
+    if (s == HX_OK)
+        s = hx_batch_collect(&w[0]);
+    if (s == HX_OK)
+        s = hx_batch_collect(&w[1]);
+    hx_batch_work_free(&w[0]);
+    hx_batch_work_free(&w[1]);
     return s;
 }
 
@@ -186,8 +238,12 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         st = hx_session_begin(distinct[k], g[k].count, g[k].n_logits);
     for (size_t u = 0; u < n_undo && st == HX_OK; u++)
         undo[u].s->n_filled = undo[u].reused;
+    /* A pipeline keeps two micro-batches in flight when the batch has
+     * sessions enough (HX_MICRO_BATCHES=1: one batch per step). */
+    const char *mbs = getenv("HX_MICRO_BATCHES");
+    const int split = m->pipe && S >= 2 && kept >= 2 && !(mbs && !strcmp(mbs, "1"));
     if (st == HX_OK)
-        st = eval_core(m, kept, tokens, sessions, kept_want);
+        st = split ? eval_split(m, kept, tokens, sessions, kept_want) : eval_core(m, kept, tokens, sessions, kept_want);
     for (size_t u = 0; u < n_undo; u++) {
         undo[u].s->reused = st ? 0 : undo[u].reused;
         if (st && undo[u].reused)

@@ -58,6 +58,10 @@ static uint32_t *shifted_blocks(const hx_kv_seq *q, uint32_t bs, uint32_t from, 
 
 static hx_status shift(hx_session *s, uint32_t n_keep, uint32_t n_discard)
 {
+    /* The other ranks' layers would keep their keys where they were. */
+    if (s->m->stage.size > 1)
+        return hx_error(HX_ERR_UNSUPPORTED, "context shift with a pipeline over %d ranks: not supported (the "
+                                            "context is full; give a larger one)", s->m->stage.size);
     hx_model *m = s->m;
     hx_kv_pool *p = m->kv;
     const uint32_t bs = p->block_size, pos = s->pos;

@@ -1411,6 +1411,73 @@ HX_API hx_status hx_model_chat_render(const hx_model *m, const char *tmpl, const
 HX_API hx_status hx_json_schema_to_grammar(const char *schema_json, char *buf, size_t cap, size_t *len);
 
 /* ------------------------------------------------------------------------
+ * A pipeline over processes (docs/mpi.md)
+ *
+ * Under `mpirun -np N`, each process (rank) opens its own runtime over its
+ * own devices and loads the same model file as one stage: rank r owns a
+ * range of layers and their KV cache, rank 0 also the token embedding
+ * and the output head.  Rank 0 runs the program (sessions, sampling, a
+ * server); every evaluation's hidden states go from rank to rank.  The
+ * same programs run without mpirun as one process, as before.
+ *
+ *     hx_dist_info di;  hx_dist_init(&argc, &argv, &opts, &di);
+ *     hx_runtime_open(&rt, &ro);                 // each rank its own devices
+ *     if (di.rank > 0) return hx_dist_worker(rt); // loads and serves what rank 0 loads
+ *     hx_status st = hx_dist_start(m, hx_model_load(rt, path, &mo, &m));
+ *     ... use m as always ...
+ *     hx_model_free(m);  hx_dist_finalize();
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    /* Layers per rank, "12,18" (they must add up to the model's layers,
+     * one number per rank); NULL = balanced by the bytes of weights each
+     * layer reads per token, rank 0's share counting the output head. */
+    const char *split;
+    /* The longest wait, in seconds, for a message that is due (a step's
+     * hidden states, a send's completion, the ranks' agreement at start);
+     * past it the job is aborted with a message naming the rank waited
+     * for.  A rank waiting for the next step waits without bound (a quiet
+     * server); mpirun ends the job when a process dies.  0 = HX_MPI_TIMEOUT,
+     * else 300. */
+    double timeout_s;
+} hx_dist_options;
+
+typedef struct {
+    int rank, size;    /* this process, and the processes of the job    */
+    int mpi;           /* 1 when MPI was initialized (launched by mpirun) */
+    uint32_t first_layer, end_layer; /* this rank's layers [first, end), after hx_dist_start */
+    uint64_t steps;    /* evaluations this rank took part in            */
+    uint64_t messages, bytes; /* sent by this rank                      */
+} hx_dist_info;
+
+/* Joins the job when the process was launched by mpirun (MPI_Init), else
+ * makes it a job of one (no MPI is touched, size 1).  Call before loading
+ * a model: the models loaded after it are this rank's stage.
+ * HX_ERR_UNSUPPORTED when launched by mpirun and the library was built
+ * without Open MPI; HX_ERR_INVALID_ARG for a split of the wrong form or
+ * count.  Call once. */
+HX_API hx_status hx_dist_init(int *argc, char ***argv, const hx_dist_options *opts, hx_dist_info *out);
+/* Rank 0, after each hx_model_load, with the load's status: the other
+ * ranks load the same file with the options rank 0 resolved, as their
+ * stages, and report; rank 0 checks that they all loaded the same model
+ * with the same KV pool and cut, and returns the first rank's failure
+ * (naming it and the numbers) or HX_OK, the model ready to evaluate as
+ * usual.  Freeing the model tells the other ranks to free theirs.  A job
+ * of one, or a failed load: returns `loaded`. */
+HX_API hx_status hx_dist_start(hx_model *m, hx_status loaded);
+/* Ranks other than 0: on the runtime given (this rank's devices), loads
+ * each model rank 0 starts, runs its layers of every step, frees it when
+ * rank 0 frees its own, until rank 0 ends the job (hx_dist_finalize):
+ * HX_OK then.  A step that fails aborts the job. */
+HX_API hx_status hx_dist_worker(hx_runtime *rt);
+/* This rank's part and counters so far. */
+HX_API hx_status hx_dist_info_get(hx_dist_info *out);
+/* Rank 0 tells the other ranks to stop (they return from
+ * hx_dist_worker); every rank leaves MPI (MPI_Finalize).  Runs at exit
+ * too when not called. */
+HX_API hx_status hx_dist_finalize(void);
+
+/* ------------------------------------------------------------------------
  * JSON output
  * ---------------------------------------------------------------------- */
 

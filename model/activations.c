@@ -62,17 +62,22 @@ static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
     return HX_OK;
 }
 
-hx_status hx_model_act_alloc(hx_model *m)
+static hx_status alloc_family(hx_model *m, hx_activations *sets, int *n)
 {
     const uint32_t max = m->opts.max_batch;
-    m->n_act = 0;
-    for (uint32_t cap = 1; m->n_act < HX_ACT_SETS; cap *= 4) {
-        uint32_t c = cap < max && m->n_act + 1 < HX_ACT_SETS ? cap : max;
-        hx_status s = alloc_set(m, &m->act[m->n_act++], c);
+    *n = 0;
+    for (uint32_t cap = 1; *n < HX_ACT_SETS; cap *= 4) {
+        uint32_t c = cap < max && *n + 1 < HX_ACT_SETS ? cap : max;
+        hx_status s = alloc_set(m, &sets[(*n)++], c);
         if (s || c == max)
             return s;
     }
     return HX_OK;
+}
+
+hx_status hx_model_act_alloc(hx_model *m)
+{
+    return alloc_family(m, m->act, &m->n_act);
 }
 
 hx_status hx_model_scratch(hx_model *m, int slot, size_t bytes, void **out)
@@ -99,10 +104,24 @@ hx_activations *hx_model_act_for(hx_model *m, uint32_t T)
     return &m->act[m->n_act - 1];
 }
 
+hx_activations *hx_model_act_for_mb(hx_model *m, uint32_t T)
+{
+    if (m->n_act_mb < 0)
+        return NULL;
+    if (!m->n_act_mb && alloc_family(m, m->act_mb, &m->n_act_mb)) {
+        m->n_act_mb = -1; /* not again; what was made is freed with the model */
+        return NULL;
+    }
+    for (int i = 0; i < m->n_act_mb; i++)
+        if (m->act_mb[i].max_batch >= T)
+            return &m->act_mb[i];
+    return &m->act_mb[m->n_act_mb - 1];
+}
+
 void hx_model_act_free(hx_model *m)
 {
-    for (int k = 0; k < HX_ACT_SETS; k++) {
-        hx_activations *a = &m->act[k];
+    for (int k = 0; k < 2 * HX_ACT_SETS; k++) {
+        hx_activations *a = k < HX_ACT_SETS ? &m->act[k] : &m->act_mb[k - HX_ACT_SETS];
         hx_buffer **all[] = {&a->x, &a->xn, &a->q, &a->k, &a->v, &a->att, &a->o, &a->g,
                              &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits,
                              &a->att_part[0], &a->att_part[1], &a->att_stats[0], &a->att_stats[1],
@@ -113,5 +132,5 @@ void hx_model_act_free(hx_model *m)
             *all[i] = NULL;
         }
     }
-    m->n_act = 0;
+    m->n_act = m->n_act_mb = 0;
 }

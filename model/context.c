@@ -30,14 +30,32 @@ static uint64_t machine_memory(hx_runtime *rt)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
 }
 
+/* A pipeline's rank holds its layers' weights and KV cache only
+ * (model/stage.c).  The default context is what the rank with the most
+ * fits, the same on every rank of one kind of machine (their KV pools
+ * must number blocks alike; dist/ checks that they do). */
+static void stage_need(const hx_model *m, int r, uint64_t *weights, uint64_t *per_token)
+{
+    const uint32_t layers = m->stage.first[r + 1] - m->stage.first[r];
+    *weights = hx_model_stage_weight_bytes(m, r);
+    *per_token = kv_bytes_per_token(m) / m->info.n_layer * layers;
+}
+
 hx_status hx_model_resolve_context(hx_model *m)
 {
     hx_model_options *o = &m->opts;
-    const uint64_t per_token = kv_bytes_per_token(m);
+    uint64_t per_token = kv_bytes_per_token(m);
     /* The weights are mapped and end up resident; the KV cache gets what
      * memory they leave. */
-    const uint64_t mem = machine_memory(m->rt), weights = m->info.file_bytes;
-    const uint64_t room = mem > weights ? mem - weights : 0;
+    const uint64_t mem = machine_memory(m->rt);
+    uint64_t weights = m->info.file_bytes;
+    for (int r = 0; m->stage.size > 1 && r < m->stage.size; r++) {
+        uint64_t w, t;
+        stage_need(m, r, &w, &t);
+        if (r == 0 || w + t > weights + per_token)
+            weights = w, per_token = t;
+    }
+    uint64_t room = mem > weights ? mem - weights : 0;
     const int asked = o->n_ctx || o->kv_tokens;
     if (!o->n_ctx)
         o->n_ctx = m->info.n_ctx_train ? m->info.n_ctx_train : 2048;
@@ -58,7 +76,22 @@ hx_status hx_model_resolve_context(hx_model *m)
     if (o->kv_tokens > UINT32_MAX - o->kv_block)
         return hx_error(HX_ERR_INVALID_ARG, "KV pool of %u tokens: at most %u", o->kv_tokens,
                         UINT32_MAX - o->kv_block);
-    const uint64_t bytes = pool_bytes(m, o->kv_tokens);
+    uint64_t bytes = pool_bytes(m, o->kv_tokens);
+    if (m->stage.size > 1) {
+        uint64_t w, t;
+        stage_need(m, m->stage.rank, &w, &t);
+        const uint64_t need = (o->kv_tokens + (uint64_t)o->kv_block - 1) / o->kv_block * o->kv_block * t;
+        if (w + need > mem)
+            return hx_error(HX_ERR_NO_MEMORY, "rank %d of the pipeline (layers %u to %u%s) needs %llu MiB of "
+                                              "weights and %llu MiB of KV cache for %u tokens; its machine has "
+                                              "%llu MiB (a split that gives it fewer layers, or lower n_ctx)",
+                            m->stage.rank, m->stage.first[m->stage.rank], m->stage.first[m->stage.rank + 1] - 1,
+                            m->stage.rank ? "" : ", the embedding and the output head", (unsigned long long)(w >> 20),
+                            (unsigned long long)(need >> 20), o->kv_tokens, (unsigned long long)(mem >> 20));
+        bytes = need;
+        per_token = t;
+        room = mem - w;
+    }
     if (per_token && bytes > room)
         return hx_error(HX_ERR_NO_MEMORY, "KV cache memory: %u tokens of KV cache take %llu MiB; the machine's "
                                           "%llu MiB hold %llu MiB beside the weights (lower n_ctx, hetero-run -c)",

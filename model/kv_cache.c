@@ -24,6 +24,13 @@ static hx_status head_bytes(hx_type type, uint32_t Dh, size_t *out)
 hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out)
 {
+    return hx_kv_pool_create_layers(rt, types, n_layer, 0, n_layer, Hkv, Dh, n_tokens, block_size, out);
+}
+
+hx_status hx_kv_pool_create_layers(hx_runtime *rt, hx_kv_types types, uint32_t n_layer, uint32_t l0, uint32_t l1,
+                                   uint32_t Hkv, uint32_t Dh, uint32_t n_tokens, uint32_t block_size,
+                                   hx_kv_pool **out)
+{
     *out = NULL;
     size_t head, vhead;
     hx_status hs = head_bytes(types.k, Dh, &head);
@@ -39,6 +46,8 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer,
     p->rt = rt;
     p->types = types;
     p->n_layer = n_layer;
+    p->l0 = l0;
+    p->l1 = l1;
     p->Hkv = Hkv;
     p->Dh = Dh;
     p->block_size = block_size;
@@ -71,7 +80,7 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer,
         hx_kv_pool_free(p);
         return hx_error_context(sp, "KV pool");
     }
-    for (uint32_t l = 0; l < n_layer; l++) {
+    for (uint32_t l = l0; l < l1; l++) {
         hx_status s = hx_buffer_create(rt, (size_t)p->n_blocks * p->block_bytes, &p->k[l]);
         if (s == HX_OK)
             s = hx_buffer_create(rt, (size_t)p->n_blocks * p->v_block_bytes, &p->v[l]);
@@ -98,7 +107,7 @@ hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer,
 
 void hx_kv_pool_bound_devices(hx_kv_pool *p, uint64_t bytes)
 {
-    const uint64_t per_block = (uint64_t)p->n_layer * (p->block_bytes + p->v_block_bytes), slots = bytes / per_block;
+    const uint64_t per_block = (uint64_t)(p->l1 - p->l0) * (p->block_bytes + p->v_block_bytes), slots = bytes / per_block;
     for (int d = 0; d < HX_MAX_DEVICES; d++)
         hx_block_space_set_budget(p->space, d, slots ? (slots < p->n_blocks ? (uint32_t)slots : p->n_blocks) : 1);
 }
@@ -115,6 +124,7 @@ void hx_kv_pool_free(hx_kv_pool *p)
     }
     free(p->k);
     free(p->v);
+    free(p->copies);
     hx_block_space_destroy(p->space);
     free(p->free_ids);
     free(p->blocks);
@@ -243,7 +253,7 @@ hx_status hx_kv_seq_reserve(hx_kv_pool *p, hx_kv_seq *s, uint32_t n_tokens)
     /* What a fresh block held is of no use: the first kv_store on another
      * device need not bring it over. */
     hx_block_list fresh = {s->blocks + first, need - first};
-    for (uint32_t l = 0; l < p->n_layer; l++) {
+    for (uint32_t l = p->l0; l < p->l1; l++) {
         hx_buffer_discard(p->k[l], fresh);
         hx_buffer_discard(p->v[l], fresh);
     }
@@ -296,7 +306,7 @@ static hx_status copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
 {
     if (hx_runtime_simulated(p->rt))
         return HX_OK;
-    for (uint32_t l = 0; l < p->n_layer; l++)
+    for (uint32_t l = p->l0; l < p->l1; l++)
         for (int kv = 0; kv < 2; kv++) {
             hx_buffer *b = kv ? p->v[l] : p->k[l];
             uint8_t *src, *dst;
@@ -309,6 +319,31 @@ static hx_status copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
             memcpy(dst + (size_t)to * bb, src + (size_t)from * bb, bb);
         }
     return HX_OK;
+}
+
+/* A copy made here is made on the pipeline's other ranks too, before
+ * their next step (engine/pipeline.c): each holds its own layers' blocks. */
+static hx_status log_copy(hx_kv_pool *p, uint32_t from, uint32_t to)
+{
+    if (p->n_copies == p->cap_copies) {
+        uint32_t cap = p->cap_copies ? 2 * p->cap_copies : 16;
+        uint32_t *c = realloc(p->copies, sizeof *c * 2 * cap);
+        if (!c)
+            return hx_error(HX_ERR_NO_MEMORY, "KV block copies for the pipeline's other ranks");
+        p->copies = c;
+        p->cap_copies = cap;
+    }
+    p->copies[2 * p->n_copies] = from;
+    p->copies[2 * p->n_copies + 1] = to;
+    p->n_copies++;
+    return HX_OK;
+}
+
+hx_status hx_kv_pool_copy_block(hx_kv_pool *p, uint32_t from, uint32_t to)
+{
+    if (from >= p->n_blocks || to >= p->n_blocks)
+        return hx_error(HX_ERR_RANGE, "KV block copy %u -> %u: the pool has %u blocks", from, to, p->n_blocks);
+    return copy_block(p, from, to);
 }
 
 hx_status hx_kv_seq_make_writable(hx_kv_pool *p, hx_kv_seq *s, uint32_t first, uint32_t last)
@@ -333,6 +368,8 @@ hx_status hx_kv_seq_make_writable(hx_kv_pool *p, hx_kv_seq *s, uint32_t first, u
         }
         uint32_t c = take(p);
         st = copy_block(p, b, c);
+        if (st == HX_OK && p->log_copies)
+            st = log_copy(p, b, c);
         if (st) {
             drop(p, c);
             break;

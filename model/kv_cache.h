@@ -51,7 +51,14 @@ typedef struct {
     uint32_t block_size, n_blocks;
     size_t block_bytes;     /* of one block in one layer's K buffer */
     size_t v_block_bytes;   /* in its V buffer (the same unless the types differ) */
-    hx_buffer **k, **v;     /* [n_layer] */
+    hx_buffer **k, **v;     /* [n_layer]; NULL outside [l0, l1) */
+    /* The layers whose K and V this pool holds: all of them, or a
+     * pipeline stage's (model.h, hx_model_stage). */
+    uint32_t l0, l1;
+    /* With log_copies (a pipeline's rank 0): the copies of shared blocks
+     * made since the log was last drained, (from, to) pairs. */
+    int log_copies;
+    uint32_t *copies, n_copies, cap_copies;
     struct hx_block_space *space; /* the blocks' slots on devices with memory of their own, shared by k and v */
     int prefix_cache;       /* keyed blocks are looked up and kept */
     uint64_t seed;          /* the root key: what else decides a block's contents */
@@ -74,6 +81,14 @@ typedef struct {
 
 hx_status hx_kv_pool_create(hx_runtime *rt, hx_kv_types types, uint32_t n_layer, uint32_t Hkv, uint32_t Dh,
                             uint32_t n_tokens, uint32_t block_size, hx_kv_pool **out);
+/* A pool holding the K and V of layers [l0, l1) of n_layer only; its
+ * blocks are numbered as every other such pool of the same size. */
+hx_status hx_kv_pool_create_layers(hx_runtime *rt, hx_kv_types types, uint32_t n_layer, uint32_t l0, uint32_t l1,
+                                   uint32_t Hkv, uint32_t Dh, uint32_t n_tokens, uint32_t block_size,
+                                   hx_kv_pool **out);
+/* Copies block `from` to `to` in the pool's layers, as another rank's
+ * hx_kv_seq_make_writable did in its own. */
+hx_status hx_kv_pool_copy_block(hx_kv_pool *p, uint32_t from, uint32_t to);
 void hx_kv_pool_free(hx_kv_pool *p);
 /* Devices with memory of their own keep at most `bytes` of the pool's
  * blocks (every layer's K and V; at least one block). */

@@ -534,10 +534,16 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
     m->info.add_eos = hx_tokenizer_wants_eos(m->tok);
     hx_status s = resolve_options(m, opts);
     if (s == HX_OK)
+        s = hx_model_stage_plan(m);
+    if (s == HX_OK)
         s = hx_model_resolve_context(m);
     if (s == HX_OK)
-        s = hx_kv_pool_create(m->rt, (hx_kv_types){m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v}, m->info.n_layer,
-                              m->info.n_head_kv, m->info.head_dim, m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+        s = hx_kv_pool_create_layers(m->rt, (hx_kv_types){m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v},
+                                     m->info.n_layer, hx_model_stage_l0(m), hx_model_stage_l1(m), m->info.n_head_kv,
+                                     m->info.head_dim, m->opts.kv_tokens, m->opts.kv_block, &m->kv);
+    /* Rank 0 of a pipeline tells the others of the shared blocks it copies. */
+    if (s == HX_OK)
+        m->kv->log_copies = m->stage.size > 1 && m->stage.rank == 0;
     if (s == HX_OK)
         configure_prefix_cache(m);
     if (s == HX_OK && m->opts.kv_device_bytes)
@@ -578,6 +584,8 @@ static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_opt
     m->rt = rt;
     pthread_mutex_init(&m->eval_lock, NULL);
     hx_status s = hx_gguf_open(path, &m->gguf);
+    if (s == HX_OK && !(m->path = strdup(path)))
+        s = hx_error(HX_ERR_NO_MEMORY, "model path");
     if (s == HX_OK && (s = read_hparams(m)) == HX_OK && (s = load_weights(m)) == HX_OK) {
         summarize(m);
         s = hx_tokenizer_load(m->gguf, &m->tok);
@@ -645,6 +653,9 @@ static hx_status model_free(hx_model *m)
         return hx_error(HX_ERR_STATE, "hx_model_free: %zu session%s of model '%s' %s still open; close %s first", n,
                         n > 1 ? "s" : "", m->info.name, n > 1 ? "are" : "is", n > 1 ? "them" : "it");
     hx_status s = hx_handle_remove(m, HX_HANDLE_MODEL, "hx_model_free");
+    /* The pipeline's other ranks stop serving this model (model/pipe.h). */
+    if (s == HX_OK && m->pipe && m->pipe->ops->detach)
+        m->pipe->ops->detach(m->pipe->ctx, m);
     if (s == HX_OK)
         hx_model_destroy(m);
     return s;
@@ -662,6 +673,7 @@ void hx_model_destroy(hx_model *m)
         return;
     hx_model_act_free(m);
     hx_kv_pool_free(m->kv);
+    free(m->path);
     if (m->output.buf == m->tok_embd.buf)
         m->output.buf = NULL;
     unwrap(&m->tok_embd);

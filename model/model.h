@@ -11,6 +11,7 @@
 #include "model/arch.h"
 #include "gguf/gguf.h"
 #include "model/kv_cache.h"
+#include "model/pipe.h"
 #include "ops/types.h"
 
 struct hx_tokenizer;
@@ -41,6 +42,15 @@ typedef struct {
     hx_expert_group *groups;
     uint32_t n_groups;
 } hx_layer_weights;
+
+/* A pipeline over processes (docs/mpi.md): rank r of `size` owns layers
+ * [first[r], first[r + 1]) with their KV cache; rank 0 also holds the
+ * token embedding and the output head.  size 1: the whole model here. */
+#define HX_MAX_RANKS 64
+typedef struct {
+    int rank, size;
+    uint32_t first[HX_MAX_RANKS + 1];
+} hx_model_stage;
 
 /* What <arch>.rope.scaling.type asked for (model.c). */
 typedef enum { HX_ROPE_SCALING_PLAIN, HX_ROPE_SCALING_LLAMA3 } hx_rope_scaling;
@@ -84,7 +94,9 @@ typedef struct hx_activations {
 
 /* The model's scratch memory (hx_model_scratch), one slot per table an
  * evaluation holds at once. */
-enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_SLOTS };
+enum { HX_SCRATCH_REQUEST, HX_SCRATCH_BATCH, HX_SCRATCH_KV_BLOCKS, HX_SCRATCH_PIPE,
+       /* the second micro-batch's BATCH and KV_BLOCKS, and the split of a batch in two */
+       HX_SCRATCH_BATCH_MB, HX_SCRATCH_KV_BLOCKS_MB, HX_SCRATCH_SPLIT, HX_SCRATCH_SLOTS };
 /* Decode replay keeps up to this many recorded shapes (a serving engine
  * alternates decode steps of B sequences with steps carrying prefill
  * chunks, and B changes as requests come and go). */
@@ -122,6 +134,10 @@ struct hx_model {
     hx_kv_pool *kv;
     hx_activations act[HX_ACT_SETS];
     int n_act;
+    /* A second family of sets, made on first use: a pipeline's rank 0
+     * keeps two micro-batches in flight (engine/pipeline.c). */
+    hx_activations act_mb[HX_ACT_SETS];
+    int n_act_mb;
     pthread_mutex_t eval_lock; /* one evaluation at a time */
     hx_partition_strategy partition;
     int fuse; /* hx_model_options.fuse_matmuls, resolved */
@@ -147,7 +163,29 @@ struct hx_model {
      * the next so that a decode step allocates nothing; under eval_lock. */
     void *scratch[HX_SCRATCH_SLOTS];
     size_t scratch_size[HX_SCRATCH_SLOTS];
+    /* This process's part of a pipeline (model/stage.c), and the link to
+     * the other ranks once they all loaded (engine/pipeline.h); NULL
+     * without one. */
+    hx_model_stage stage;
+    struct hx_pipe *pipe;
+    char *path; /* the file it was loaded from (a pipeline's ranks load it too); NULL for shapes */
 };
+
+/* The pipeline the next models load as a stage of (model/stage.c): this
+ * process is rank `rank` of `size`; `split` is the layers per rank
+ * ("12,18") or NULL to balance them by cost.  size 1: no pipeline.
+ * Checks the split's form only; the model checks it against its layers. */
+hx_status hx_model_stage_configure(int rank, int size, const char *split);
+/* Splits the model's layers over the configured ranks into m->stage, and
+ * checks that this rank's share fits in its memory. */
+hx_status hx_model_stage_plan(hx_model *m);
+/* The bytes of the weights of layer l (l == n_layer: the output head and
+ * the embedding, rank 0's), what a decode step reads. */
+uint64_t hx_model_layer_bytes(const hx_model *m, uint32_t l);
+/* The weights rank r of the pipeline maps and reads: its layers, and rank 0 the head. */
+uint64_t hx_model_stage_weight_bytes(const hx_model *m, int r);
+static inline uint32_t hx_model_stage_l0(const hx_model *m) { return m->stage.first[m->stage.rank]; }
+static inline uint32_t hx_model_stage_l1(const hx_model *m) { return m->stage.first[m->stage.rank + 1]; }
 
 /* Each hx_dim of the model's shape (model/arch.h), into dims[HX_DIMS]. */
 void hx_model_dims(const hx_model *m, uint64_t *dims);
@@ -174,6 +212,9 @@ hx_status hx_model_read_named_templates(hx_model *m);
 void hx_model_free_named_templates(hx_model *m);
 /* The activation set for a batch of T tokens (model/activations.c). */
 hx_activations *hx_model_act_for(hx_model *m, uint32_t T);
+/* The same from the second family (made on first use), or NULL when it
+ * cannot be made (hx_last_error says why). */
+hx_activations *hx_model_act_for_mb(hx_model *m, uint32_t T);
 hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
 /* At least `bytes` of the model's scratch `slot` (HX_SCRATCH_*), kept for the next evaluation; call with eval_lock held.
  * Its contents are undefined (model/activations.c). */

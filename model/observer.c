@@ -20,6 +20,9 @@ static hx_status set_observer(hx_model *m, hx_activation_observer fn, void *user
     hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_set_activation_observer");
     if (s)
         return s;
+    if (fn && m->stage.size > 1)
+        return hx_error(HX_ERR_UNSUPPORTED, "hx_model_set_activation_observer: the model's layers are spread over "
+                                            "%d ranks of a pipeline; observe it in one process", m->stage.size);
     if (fn && !has_cpu_device(m->rt))
         return hx_error(HX_ERR_NO_DEVICE, "hx_model_set_activation_observer: the runtime has no CPU device to run "
                                           "the observer on (open it with the CPU among its devices)");

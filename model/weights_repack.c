@@ -54,8 +54,10 @@ hx_status hx_model_repack(hx_model *m)
     hx_device *dev = layout_device(m->rt);
     if (!mode || !dev)
         return HX_OK;
-    hx_status s = repack_weight(m, dev, &m->output, mode);
-    for (uint32_t l = 0; s == HX_OK && l < m->info.n_layer; l++)
+    /* A pipeline's rank repacks what it multiplies by: its own layers, and
+     * rank 0 the output head. */
+    hx_status s = m->stage.rank == 0 ? repack_weight(m, dev, &m->output, mode) : HX_OK;
+    for (uint32_t l = hx_model_stage_l0(m); s == HX_OK && l < hx_model_stage_l1(m); l++)
         for (int i = 0; s == HX_OK && i < HX_LAYER_SLOTS; i++)
             s = repack_weight(m, dev, &m->layers[l].w[i], mode);
     return s ? hx_error_context(s, "repacking the weights for the CPU") : HX_OK;

@@ -347,31 +347,70 @@ static void layer(graph *g, uint32_t l)
     residual(g, HX_LW_FFN_POST_NORM, A->o, A->xn, T);
 }
 
-hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan, hx_graph_sink sink,
-                        void *user)
+/* The plan's entries are the whole graph's: a stage that starts further
+ * on takes its preferences from the first entry of its first part. */
+static void seek_plan(graph *g, int layer)
+{
+    if (!g->plan)
+        return;
+    size_t i = 0;
+    while (i < g->plan->n && g->plan->e[i].layer < layer)
+        i++;
+    g->seq = i;
+}
+
+hx_status hx_llama_emit_stage(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan, hx_graph_sink sink,
+                              void *user, uint32_t l0, uint32_t l1, unsigned parts)
 {
     graph g = {.m = m, .b = b, .plan = plan, .sink = sink, .user = user, .layer = -1};
     const hx_activations *A = b->act;
     const uint32_t T = b->T, D = m->info.n_embd;
 
-    hx_op_get_rows emb = {m->tok_embd.type, T, D};
-    task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &emb, sizeof emb, 3, (hx_buffer *[]){m->tok_embd.buf, A->ids, A->x},
-         (hx_access[]){HX_R, HX_R, HX_W});
-    if (m->arch->gemma) /* Gemma's embeddings are scaled by sqrt(n_embd) */
-        scale(&g, A->x, (uint64_t)T * D, sqrtf((float)D), 0.0f);
-    for (uint32_t l = 0; l < m->info.n_layer; l++)
+    if (parts & HX_STAGE_EMBED) {
+        hx_op_get_rows emb = {m->tok_embd.type, T, D};
+        task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &emb, sizeof emb, 3,
+             (hx_buffer *[]){m->tok_embd.buf, A->ids, A->x}, (hx_access[]){HX_R, HX_R, HX_W});
+        if (m->arch->gemma) /* Gemma's embeddings are scaled by sqrt(n_embd) */
+            scale(&g, A->x, (uint64_t)T * D, sqrtf((float)D), 0.0f);
+    }
+    seek_plan(&g, (int)l0);
+    for (uint32_t l = l0; l < l1; l++)
         layer(&g, l);
     g.layer = (int)m->info.n_layer;
-    /* Only the rows whose logits are wanted go through the output matrix:
-     * for a 512-token prompt that is one row instead of 512. */
-    rmsnorm(&g, A->x, &m->out_norm, A->xn, T);
-    hx_op_get_rows pick = {HX_TYPE_F32, b->n_pick ? b->n_pick : b->n_out, D};
-    task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3, (hx_buffer *[]){A->xn, A->out_rows, A->xo},
-         (hx_access[]){HX_R, HX_R, HX_W});
-    matmul(&g, &m->output, NULL, A->xo, A->logits, b->n_out);
-    if (m->hp.logit_softcap > 0.0f)
-        scale(&g, A->logits, (uint64_t)b->n_out * m->output.ne1, 1.0f, m->hp.logit_softcap);
-    /* Tied embeddings multiply by token_embd.weight, as in llama.cpp. */
-    observe(&g, m->output.buf == m->tok_embd.buf ? m->arch->token_embd : m->arch->output, A->xo, b->n_out, D);
+    seek_plan(&g, g.layer);
+    if (parts & HX_STAGE_PICK) {
+        /* The last rank of a pipeline hands rank 0 only the rows whose
+         * logits are wanted; the norm is per row, so rank 0 normalizing
+         * them gives the bits of normalizing all and picking. */
+        hx_op_get_rows pick = {HX_TYPE_F32, b->n_out, D};
+        task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3,
+             (hx_buffer *[]){A->x, A->out_rows, A->xo}, (hx_access[]){HX_R, HX_R, HX_W});
+    }
+    if (parts & HX_STAGE_HEAD) {
+        hx_buffer *in = A->xo;
+        if (parts & HX_STAGE_PICKED) {
+            rmsnorm(&g, A->xo, &m->out_norm, A->xn, b->n_out);
+            in = A->xn;
+        } else {
+            /* Only the rows whose logits are wanted go through the output
+             * matrix: for a 512-token prompt that is one row instead of 512;
+             * the rows an embeddings request wants follow them (n_pick). */
+            rmsnorm(&g, A->x, &m->out_norm, A->xn, T);
+            hx_op_get_rows pick = {HX_TYPE_F32, b->n_pick ? b->n_pick : b->n_out, D};
+            task(&g, HX_CLASS_PREPROCESS, HX_OP_GET_ROWS, &pick, sizeof pick, 3,
+                 (hx_buffer *[]){A->xn, A->out_rows, A->xo}, (hx_access[]){HX_R, HX_R, HX_W});
+        }
+        matmul(&g, &m->output, NULL, in, A->logits, b->n_out);
+        if (m->hp.logit_softcap > 0.0f)
+            scale(&g, A->logits, (uint64_t)b->n_out * m->output.ne1, 1.0f, m->hp.logit_softcap);
+        /* Tied embeddings multiply by token_embd.weight, as in llama.cpp. */
+        observe(&g, m->output.buf == m->tok_embd.buf ? m->arch->token_embd : m->arch->output, in, b->n_out, D);
+    }
     return g.status;
+}
+
+hx_status hx_llama_emit(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan, hx_graph_sink sink,
+                        void *user)
+{
+    return hx_llama_emit_stage(m, b, plan, sink, user, 0, m->info.n_layer, HX_STAGE_EMBED | HX_STAGE_HEAD);
 }

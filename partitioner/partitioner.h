@@ -71,6 +71,17 @@ typedef void (*hx_graph_sink)(void *user, int layer, hx_task_class cls, const hx
 hx_status hx_llama_emit(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
                         hx_graph_sink sink, void *user);
 
+/* Part of one evaluation, for a stage of a pipeline over processes
+ * (engine/pipeline.c): layers [l0, l1) on the hidden states in act->x,
+ * with the parts `parts` names: HX_STAGE_EMBED the token embedding
+ * before them (into act->x); HX_STAGE_PICK the rows whose logits are
+ * wanted, after them, into act->xo; HX_STAGE_HEAD the final norm and the
+ * output projection into act->logits, from act->x, or with
+ * HX_STAGE_PICKED from the n_out rows already in act->xo. */
+enum { HX_STAGE_EMBED = 1, HX_STAGE_PICK = 2, HX_STAGE_HEAD = 4, HX_STAGE_PICKED = 8 };
+hx_status hx_llama_emit_stage(struct hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
+                              hx_graph_sink sink, void *user, uint32_t l0, uint32_t l1, unsigned parts);
+
 /* Submits one evaluation's tasks as hx_llama_emit does, from the model's
  * recording of the graph for this shape when it has one and replay is on
  * (partitioner/replay.c), after recording it when it has none.  Call with

@@ -43,6 +43,9 @@ allowed() {
     quantize) echo "include model text gguf kernels_cpu runtime ops" ;;
     partitioner) echo "include runtime model ops" ;;
     engine) echo "include partitioner model text runtime ops" ;;
+    # the pipeline's transport over MPI: it hands the engine its link
+    # (engine/pipeline.h) and the model its stage (model/stage.c)
+    dist) echo "include engine partitioner model text runtime ops" ;;
     tools) echo "include" ;;
     # bench/ shares the tools' header-only command-line helpers (tools/cli_num.h).
     bench) echo "include tools" ;;
@@ -51,7 +54,7 @@ allowed() {
     esac
 }
 ROOMS="include ops runtime kernels_cpu kernels_cl kernels_cu devices gguf text model quantize partitioner engine
-       bitstreams tools bench tests"
+       dist bitstreams tools bench tests"
 
 ALLOW_FILE=tools/arrows-allowed.txt
 table=$(for r in $ROOMS; do printf '%s|%s\n' "$r" "$(allowed "$r")"; done)

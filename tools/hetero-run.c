@@ -58,6 +58,7 @@ static void usage(FILE *f)
           "  --mlock            keep the mapped model in memory (mlockall); --no-mmap is refused:\n"
           "                     the model file is always mapped\n"
           "  -b N               largest batch per evaluation (default 512)\n"
+          CLI_DIST_USAGE
           "  --devices LIST     devices to use (all, cpu, opencl, fpga, gpu, cuda)\n"
           "  --sched P          scheduling policy: static (default), eager, ws, dmda, plan, ngl\n"
           "  --partition S      partition strategy: affinity, layers, auto, colocated\n"
@@ -302,7 +303,10 @@ static int parse(int argc, char **argv, run_args *a)
         }
         else if (FLAG("--no-bos")) a->add_special = 0;
         else if (FLAG("--no-special")) a->parse_special = 0;
-        else if (FLAG("-h") || FLAG("--help")) {
+        else if (!strcmp(o, "--split") || !strcmp(o, "--mpi-timeout")) {
+            if (cli_dist_option(P, o, v, &i, &a->dist) < 0)
+                return -1;
+        } else if (FLAG("-h") || FLAG("--help")) {
             usage(stdout);
             exit(0);
         } else {
@@ -557,6 +561,12 @@ int main(int argc, char **argv)
         }
         a.model = path;
     }
+    if (cli_dist_init("hetero-run", &argc, &argv, &a.dist)) {
+        free(prompt_owned);
+        free(grammar_owned);
+        free(a.stop);
+        return 1;
+    }
     run_sigint_install();
     hx_runtime_options ro = hx_runtime_options_default();
     ro.devices = a.devices;
@@ -575,7 +585,22 @@ int main(int argc, char **argv)
     mo.max_batch = (uint32_t)a.batch;
     mo.partition = a.partition;
     mo.n_ctx = (uint32_t)a.n_ctx;
-    if (hx_runtime_open(&rt, &ro) || hx_model_load(rt, a.model, &mo, &m) || hx_session_open(m, &s)) {
+    if (hx_runtime_open(&rt, &ro))
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+    /* Under mpirun every rank but 0 serves its layers of rank 0's model. */
+    if (a.dist.info.rank > 0) {
+        rc = cli_dist_worker("hetero-run", rt);
+        free(prompt_owned);
+        free(grammar_owned);
+        free(a.stop);
+        return rc;
+    }
+    if (!rt)
+        goto out;
+    hx_status loaded = hx_model_load(rt, a.model, &mo, &m);
+    if (cli_dist_start("hetero-run", m, loaded))
+        goto out;
+    if (hx_session_open(m, &s)) {
         fprintf(stderr, "hetero-run: %s\n", hx_last_error());
         goto out;
     }
@@ -618,8 +643,10 @@ out:
     free(prompt_owned);
     free(grammar_owned);
     free(a.stop);
+    cli_dist_report("hetero-run");
     hx_session_close(s);
     hx_model_free(m);
     hx_runtime_close(rt);
+    hx_dist_finalize();
     return rc;
 }

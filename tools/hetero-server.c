@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tools/cli_dist.h"
 #include "tools/cli_file.h"
 #include "tools/cli_num.h"
 #include "tools/server.h"
@@ -50,6 +51,7 @@ static void usage(FILE *f)
           "                       keys are set)\n"
           "  --no-webui           no web page at / (default: chat and the machine at work, GET /machine)\n"
           "  --webui              the web page at / (the default)\n"
+           CLI_DIST_USAGE
           "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
           "Model and engine:\n"
           "  -c, --ctx-size N     context per request (default: the model's trained context); with -np,\n"
@@ -139,6 +141,7 @@ typedef struct {
     int embedding, reranking;   /* --embedding, --reranking */
     const char *pooling;        /* --pooling */
     int batch_given;            /* -b was given (infill's n_batch) */
+    cli_dist dist; /* --split, --mpi-timeout: a pipeline under mpirun (docs/mpi.md) */
 } options;
 
 /* llama-server's options with no honest meaning here: refused by name,
@@ -277,6 +280,10 @@ static int parse_args(int argc, char **argv, options *o)
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
         else if (IS("--webui") || IS("--no-webui")) o->no_webui = a[2] == 'n';
+        else if (IS("--split") || IS("--mpi-timeout")) {
+            if (cli_dist_option(PROG, a, v, &i, &o->dist) < 0)
+                return -1;
+        }
         else if (IS("--metrics")) {
             /* llama-server's switch: /metrics is always there */
         } else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
@@ -620,6 +627,8 @@ static int load(srv *S, const options *o)
         fprintf(stderr, "hetero-server: %s: %s\n", file, hx_last_error());
         return -1;
     }
+    if (cli_dist_start(PROG, S->m, HX_OK)) /* under mpirun: the other ranks load their layers */
+        return -1;
     hx_model_info_get(S->m, &S->info);
     if (o->ngl && strcmp(o->ngl, "0") && srv_native_check_ngl(S, o->ngl))
         return -1;
@@ -709,6 +718,19 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Under mpirun the other ranks run their layers of rank 0's steps; a
+     * signal stops rank 0, which ends them (their signals stay blocked). */
+    if (cli_dist_init(PROG, &argc, &argv, &o.dist))
+        return 1;
+    if (o.dist.info.rank > 0) {
+        hx_runtime_options ro = hx_runtime_options_default();
+        ro.devices = o.devices;
+        ro.cpu_threads = o.threads;
+        hx_runtime *rt = NULL;
+        if (hx_runtime_open(&rt, &ro))
+            fprintf(stderr, PROG ": %s\n", hx_last_error());
+        return cli_dist_worker(PROG, rt);
+    }
     /* Every request holds vocabulary-sized buffers (its sampler's) from
      * submission to its end, allocated in its connection's thread.  With
      * glibc's sliding mmap threshold they soon come from that thread's
@@ -834,6 +856,7 @@ int main(int argc, char **argv)
     MHD_stop_daemon(d);
     srv_conns_stop(&S.conns);
     unload(&S);
+    hx_dist_finalize();
     srv_tenants_free(&S.tenants);
     fprintf(stderr, PROG ": stopped\n");
     return 0;

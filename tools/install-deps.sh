@@ -3,10 +3,12 @@
 # The Makefile runs this itself when pkg-config misses a dependency.
 set -e
 PKGS="build-essential pkg-config libhwloc-dev libnuma-dev ocl-icd-opencl-dev opencl-headers \
-pocl-opencl-icd clinfo check libsubunit-dev libmicrohttpd-dev libjansson-dev python3 python3-pip python3-venv"
+pocl-opencl-icd clinfo check libsubunit-dev libmicrohttpd-dev libjansson-dev python3 python3-pip python3-venv \
+libopenmpi-dev openmpi-bin"
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "install-deps: no apt-get here; install: hwloc, libnuma, an OpenCL ICD loader with headers," >&2
-  echo "  PoCL (or another OpenCL driver), Check, libmicrohttpd, jansson, pkg-config" >&2
+  echo "  PoCL (or another OpenCL driver), Check, libmicrohttpd, jansson, pkg-config; Open MPI (optional: the" >&2
+  echo "  pipeline over processes, docs/mpi.md)" >&2
   exit 1
 fi
 SUDO=""

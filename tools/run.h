@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "hetero.h"
+#include "cli_dist.h"
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type, *kv_type_k, *kv_type_v;
@@ -27,6 +28,7 @@ typedef struct {
     int threads_batch; /* -tb N; 0: not given */
     int mlock, verbose_prompt, no_perf;
     hx_sampling sampling;
+    cli_dist dist;     /* --split, --mpi-timeout: a pipeline under mpirun */
 } run_args;
 
 /* Ctrl-C, as llama-cli takes it: while a reply is being generated the
