@@ -378,3 +378,135 @@ int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l)
     arg_value(l, &a->n, 8);
     return 0;
 }
+
+/* ---- Gemma's and the experts' ops (kernels_cl/activation.cl, moe.cl) ---- */
+
+int hx_cl_launch_scale(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_scale *a = args;
+    REQUIRE(a->cap >= 0.0f, "scale: cap=%g", (double)a->cap);
+    REQUIRE_BUFFER("scale", sizes, 0, "x", a->n, 4, 1);
+    *l = (hx_cl_launch){.kernel = "scale_f32", .work_dim = 1, .global = {round_up(a->n, 64)}, .local = {64}};
+    arg_buffer(l, 0);
+    arg_value(l, &a->n, 8);
+    arg_value(l, &a->scale, 4);
+    arg_value(l, &a->cap, 4);
+    return 0;
+}
+
+int hx_cl_launch_geglu(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_geglu *a = args;
+    for (int i = 0; i < 3; i++)
+        REQUIRE_BUFFER("geglu", sizes, i, i == 0 ? "gate" : i == 1 ? "up" : "out", a->n, 4, 1);
+    *l = (hx_cl_launch){.kernel = "geglu_f32", .work_dim = 1, .global = {round_up(a->n, 64)}, .local = {64}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->n, 8);
+    return 0;
+}
+
+int hx_cl_launch_add_gated(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_add_gated *a = args;
+    REQUIRE_BUFFER("add_gated", sizes, 0, "x", a->T, a->D, 4);
+    REQUIRE_BUFFER("add_gated", sizes, 1, "y", a->T, a->D, 4);
+    REQUIRE_BUFFER("add_gated", sizes, 2, "g", a->T, 4, 1);
+    *l = (hx_cl_launch){.kernel = "add_gated_f32", .work_dim = 1,
+                        .global = {round_up((uint64_t)a->T * a->D, 64)}, .local = {64}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->D, 4);
+    return 0;
+}
+
+int hx_cl_launch_moe_route(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_moe_route *a = args;
+    REQUIRE(a->k > 0 && a->k <= HX_MOE_MAX_USED && a->k <= a->E && a->E <= 1024,
+            "moe_route: k=%u of E=%u experts (1 <= k <= %d, k <= E <= 1024)", a->k, a->E, HX_MOE_MAX_USED);
+    REQUIRE(a->layer < a->layers, "moe_route: layer %u of %u", a->layer, a->layers);
+    REQUIRE(a->norm <= 1, "moe_route: norm=%u", a->norm);
+    REQUIRE_BUFFER("moe_route", sizes, 0, "logits", a->T, a->E, 4);
+    REQUIRE_BUFFER("moe_route", sizes, 1, "route", hx_moe_route_words(a->T, a->k, a->E), 4, 1);
+    REQUIRE_BUFFER("moe_route", sizes, 2, "counts", a->layers, a->E, 8);
+    /* One work-group: the counting sort needs every token's choice. */
+    *l = (hx_cl_launch){.kernel = "moe_route_f32", .work_dim = 1, .global = {64}, .local = {64}};
+    for (int i = 0; i < 3; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->E, 4);
+    arg_value(l, &a->k, 4);
+    arg_value(l, &a->norm, 4);
+    arg_value(l, &a->layer, 4);
+    return 0;
+}
+
+/* An expert matrix of E x N rows of K elements in `type`. */
+static int check_experts(const char *op, const char *what, uint32_t type, uint32_t E, uint32_t N, uint32_t K,
+                         const size_t *sizes, int i)
+{
+    const cl_type *t = type_of(type);
+    if (!t)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "%s: %s weights of type %u have no OpenCL kernel", op, what, type);
+    REQUIRE(K % t->block == 0, "%s: %s rows of %u are not a multiple of the %s block (%u)", op, what, K, t->name,
+            t->block);
+    REQUIRE_BUFFER(op, sizes, i, what, (uint64_t)E * N, K / t->block, t->bytes);
+    return 0;
+}
+
+int hx_cl_launch_moe_gate_up(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_moe_gate_up *a = args;
+    if (a->k == 0 || a->k > HX_MOE_MAX_USED || a->act > 1)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "moe_gate_up: k=%u, act=%u", a->k, a->act);
+    int rc = check_experts("moe_gate_up", "gate", a->gate_type, a->E, a->F, a->D, sizes, 2);
+    if (!rc)
+        rc = check_experts("moe_gate_up", "up", a->up_type, a->E, a->F, a->D, sizes, 3);
+    if (rc)
+        return rc;
+    const uint64_t tk = (uint64_t)a->T * a->k;
+    REQUIRE_BUFFER("moe_gate_up", sizes, 0, "x", a->T, a->D, 4);
+    REQUIRE_BUFFER("moe_gate_up", sizes, 1, "route", hx_moe_route_words(a->T, a->k, a->E), 4, 1);
+    REQUIRE_BUFFER("moe_gate_up", sizes, 4, "h", tk, a->F, 4);
+    *l = (hx_cl_launch){.kernel = "moe_gate_up_f32", .work_dim = 2, .global = {round_up(a->F, 64), tk},
+                        .local = {64, 1}};
+    for (int i = 0; i < 5; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->D, 4);
+    arg_value(l, &a->F, 4);
+    arg_value(l, &a->E, 4);
+    arg_value(l, &a->k, 4);
+    arg_value(l, &a->gate_type, 4);
+    arg_value(l, &a->up_type, 4);
+    arg_value(l, &a->act, 4);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}
+
+int hx_cl_launch_moe_down(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const hx_op_moe_down *a = args;
+    if (a->k == 0 || a->k > HX_MOE_MAX_USED)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "moe_down: k=%u", a->k);
+    int rc = check_experts("moe_down", "down", a->down_type, a->E, a->D, a->F, sizes, 2);
+    if (rc)
+        return rc;
+    REQUIRE_BUFFER("moe_down", sizes, 0, "h", (uint64_t)a->T * a->k, a->F, 4);
+    REQUIRE_BUFFER("moe_down", sizes, 1, "route", hx_moe_route_words(a->T, a->k, a->E), 4, 1);
+    REQUIRE_BUFFER("moe_down", sizes, 3, "out", a->T, a->D, 4);
+    *l = (hx_cl_launch){.kernel = "moe_down_f32", .work_dim = 2, .global = {round_up(a->D, 64), a->T},
+                        .local = {64, 1}};
+    for (int i = 0; i < 4; i++)
+        arg_buffer(l, i);
+    arg_value(l, &a->T, 4);
+    arg_value(l, &a->D, 4);
+    arg_value(l, &a->F, 4);
+    arg_value(l, &a->E, 4);
+    arg_value(l, &a->k, 4);
+    arg_value(l, &a->down_type, 4);
+    arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    return 0;
+}

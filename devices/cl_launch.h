@@ -22,6 +22,12 @@ int hx_cl_launch_attention_part(const void *args, const size_t *sizes, hx_cl_lau
 int hx_cl_launch_attn_merge(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_add(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_scale(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_geglu(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_add_gated(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_moe_route(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_moe_gate_up(const void *args, const size_t *sizes, hx_cl_launch *l);
+int hx_cl_launch_moe_down(const void *args, const size_t *sizes, hx_cl_launch *l);
 
 /* Largest head dimension the attention kernels hold in local memory
  * (DH_MAX in kernels_cl/attention.cl). */

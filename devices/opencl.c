@@ -140,6 +140,12 @@ static const struct {
     [HX_OP_MATMUL_MULTI] = {.program = "matmul", .launch = hx_cl_launch_matmul_multi},
     [HX_OP_ATTENTION_PART] = {.program = "attention_part", .launch = hx_cl_launch_attention_part},
     [HX_OP_ATTN_MERGE] = {.program = "attention_part", .launch = hx_cl_launch_attn_merge},
+    [HX_OP_SCALE] = {.program = "activation", .launch = hx_cl_launch_scale},
+    [HX_OP_GEGLU] = {.program = "activation", .launch = hx_cl_launch_geglu},
+    [HX_OP_ADD_GATED] = {.program = "activation", .launch = hx_cl_launch_add_gated},
+    [HX_OP_MOE_ROUTE] = {.program = "moe", .launch = hx_cl_launch_moe_route},
+    [HX_OP_MOE_GATE_UP] = {.program = "moe", .launch = hx_cl_launch_moe_gate_up},
+    [HX_OP_MOE_DOWN] = {.program = "moe", .launch = hx_cl_launch_moe_down},
 };
 
 /* Whether the device's program (or bitstream) holds the op is decided

@@ -16,6 +16,7 @@ enum {
     HX_CU_BAD_ROW_ID = 1u,   /* get_rows: token id outside the table      */
     HX_CU_BAD_KV_SLOT = 2u,  /* kv_store: slot outside the caches         */
     HX_CU_BAD_KV_META = 4u,  /* attention: sequence, position or block    */
+    HX_CU_BAD_ROUTE = 8u,    /* moe_gate_up/moe_down: a route entry, expert or place outside the batch */
 };
 
 /* What a row named by an index out of range holds, on every backend: a
@@ -110,6 +111,12 @@ HX_CU_LAUNCHER(hx_cu_kv_store);
 HX_CU_LAUNCHER(hx_cu_attention);
 HX_CU_LAUNCHER(hx_cu_attention_part);
 HX_CU_LAUNCHER(hx_cu_attn_merge);
+HX_CU_LAUNCHER(hx_cu_scale);
+HX_CU_LAUNCHER(hx_cu_geglu);
+HX_CU_LAUNCHER(hx_cu_add_gated);
+HX_CU_LAUNCHER(hx_cu_moe_route);
+HX_CU_LAUNCHER(hx_cu_moe_gate_up);
+HX_CU_LAUNCHER(hx_cu_moe_down);
 
 /* D[n][ldd] (column-major m x n) = op(A)^T B (+ bias) through cuBLASLt,
  * falling back to cublasGemmEx; A is k x m column-major (a row-major m x k

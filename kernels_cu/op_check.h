@@ -290,6 +290,107 @@ static inline int hx_oc_covers_matmul_multi(const void *args)
     return 1;
 }
 
+/* ---- Gemma's and the experts' ops -------------------------------------- */
+
+static inline int hx_oc_scale(const hx_op_scale *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "scale";
+    if (hx_oc_buffers(n, 1, msg, len, op))
+        return 1;
+    if (!(a->cap >= 0.0f))
+        return hx_oc_fail(msg, len, op, "cap must be 0 (none) or positive");
+    return hx_oc_size(a->n, 4, 1, s[0], msg, len, op, "x");
+}
+
+static inline int hx_oc_geglu(const hx_op_geglu *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "geglu";
+    if (hx_oc_buffers(n, 3, msg, len, op))
+        return 1;
+    return hx_oc_size(a->n, 4, 1, s[0], msg, len, op, "gate") || hx_oc_size(a->n, 4, 1, s[1], msg, len, op, "up") ||
+           hx_oc_size(a->n, 4, 1, s[2], msg, len, op, "out");
+}
+
+static inline int hx_oc_add_gated(const hx_op_add_gated *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "add_gated";
+    if (hx_oc_buffers(n, 3, msg, len, op))
+        return 1;
+    return hx_oc_size(a->T, a->D, 4, s[0], msg, len, op, "x") || hx_oc_size(a->T, a->D, 4, s[1], msg, len, op, "y") ||
+           hx_oc_size(a->T, 4, 1, s[2], msg, len, op, "g");
+}
+
+static inline int hx_oc_moe_route(const hx_op_moe_route *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "moe_route";
+    if (hx_oc_buffers(n, 3, msg, len, op))
+        return 1;
+    if (!a->k || a->k > HX_MOE_MAX_USED || a->k > a->E || a->E > 1024 || a->norm > 1)
+        return hx_oc_fail(msg, len, op, "k must be 1..16 and at most E <= 1024, norm 0 or 1");
+    if (a->layer >= a->layers)
+        return hx_oc_fail(msg, len, op, "layer past the tallies");
+    if (a->T > HX_OC_DIM_MAX / HX_MOE_MAX_USED)
+        return hx_oc_fail(msg, len, op, "T above 2^27");
+    return hx_oc_size(a->T, a->E, 4, s[0], msg, len, op, "logits") ||
+           hx_oc_size(hx_moe_route_words(a->T, a->k, a->E), 4, 1, s[1], msg, len, op, "route") ||
+           hx_oc_size(a->layers, a->E, 8, s[2], msg, len, op, "counts");
+}
+
+/* An expert matrix: E x N rows of K elements of `type`. */
+static inline int hx_oc_experts(uint32_t type, uint32_t E, uint32_t N, uint32_t K, size_t have, char *msg, size_t len,
+                                const char *op, const char *buf)
+{
+    if (!hx_dq_supported(type))
+        return hx_oc_fail(msg, len, op, "weight type has no CUDA kernel");
+    uint64_t rb = hx_dq_row_bytes(type, K);
+    if (!rb)
+        return hx_oc_fail(msg, len, op, "rows are not a positive multiple of the weight type's block");
+    return hx_oc_size((uint64_t)E * N, rb, 1, have, msg, len, op, buf);
+}
+
+static inline int hx_oc_moe_gate_up(const hx_op_moe_gate_up *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "moe_gate_up";
+    if (hx_oc_buffers(n, 5, msg, len, op))
+        return 1;
+    if (!a->k || a->k > HX_MOE_MAX_USED || a->act > 1)
+        return hx_oc_fail(msg, len, op, "k must be 1..16, act 0 or 1");
+    if (a->T > HX_OC_DIM_MAX / HX_MOE_MAX_USED || a->D > HX_OC_DIM_MAX || a->F > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    const uint64_t tk = (uint64_t)a->T * a->k;
+    return hx_oc_experts(a->gate_type, a->E, a->F, a->D, s[2], msg, len, op, "gate") ||
+           hx_oc_experts(a->up_type, a->E, a->F, a->D, s[3], msg, len, op, "up") ||
+           hx_oc_size(a->T, a->D, 4, s[0], msg, len, op, "x") ||
+           hx_oc_size(hx_moe_route_words(a->T, a->k, a->E), 4, 1, s[1], msg, len, op, "route") ||
+           hx_oc_size(tk, a->F, 4, s[4], msg, len, op, "h");
+}
+
+static inline int hx_oc_moe_down(const hx_op_moe_down *a, const size_t *s, int n, char *msg, size_t len)
+{
+    const char *op = "moe_down";
+    if (hx_oc_buffers(n, 4, msg, len, op))
+        return 1;
+    if (!a->k || a->k > HX_MOE_MAX_USED)
+        return hx_oc_fail(msg, len, op, "k must be 1..16");
+    if (a->T > HX_OC_DIM_MAX / HX_MOE_MAX_USED || a->D > HX_OC_DIM_MAX || a->F > HX_OC_DIM_MAX)
+        return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    return hx_oc_experts(a->down_type, a->E, a->D, a->F, s[2], msg, len, op, "down") ||
+           hx_oc_size((uint64_t)a->T * a->k, a->F, 4, s[0], msg, len, op, "h") ||
+           hx_oc_size(hx_moe_route_words(a->T, a->k, a->E), 4, 1, s[1], msg, len, op, "route") ||
+           hx_oc_size(a->T, a->D, 4, s[3], msg, len, op, "out");
+}
+
+static inline int hx_oc_covers_moe_gate_up(const void *args)
+{
+    const hx_op_moe_gate_up *a = (const hx_op_moe_gate_up *)args;
+    return hx_dq_supported(a->gate_type) && hx_dq_supported(a->up_type);
+}
+
+static inline int hx_oc_covers_moe_down(const void *args)
+{
+    return hx_dq_supported(((const hx_op_moe_down *)args)->down_type);
+}
+
 static inline int hx_oc_covers_get_rows(const void *args)
 {
     return hx_dq_supported(((const hx_op_get_rows *)args)->type);

@@ -202,6 +202,8 @@ static int plugin_synchronize(hx_cuda_ctx *c)
     HX_CU(cudaMemsetAsync(c->flag_dev, 0, sizeof(unsigned), c->stream));
     return hx_cu_fail(HX_ERR_RANGE, "%s", (f & HX_CU_BAD_ROW_ID)  ? "get_rows: a token id is outside the table"
                                          : (f & HX_CU_BAD_KV_SLOT) ? "kv_store: a slot is outside the KV cache"
+                                         : (f & HX_CU_BAD_ROUTE)   ? "moe_gate_up/moe_down: the route names an "
+                                                                     "entry, expert or place outside the batch"
                                                                    : "attention: a sequence index, position or "
                                                                      "block number in meta is out of range");
 }
@@ -413,6 +415,12 @@ static const hx_cuda_kernel kernels[] = {
     {"attention", hx_cu_attention, HX_OP_ATTENTION, hx_oc_covers_attention},
     {"attention_part", hx_cu_attention_part, HX_OP_ATTENTION_PART, hx_oc_covers_attention_part},
     {"attn_merge", hx_cu_attn_merge, HX_OP_ATTN_MERGE, NULL},
+    {"scale", hx_cu_scale, HX_OP_SCALE, NULL},
+    {"geglu", hx_cu_geglu, HX_OP_GEGLU, NULL},
+    {"add_gated", hx_cu_add_gated, HX_OP_ADD_GATED, NULL},
+    {"moe_route", hx_cu_moe_route, HX_OP_MOE_ROUTE, NULL},
+    {"moe_gate_up", hx_cu_moe_gate_up, HX_OP_MOE_GATE_UP, hx_oc_covers_moe_gate_up},
+    {"moe_down", hx_cu_moe_down, HX_OP_MOE_DOWN, hx_oc_covers_moe_down},
 };
 
 static const hx_cuda_kernel *plugin_kernel_find(const char *name)

@@ -206,12 +206,8 @@ START_TEST(plugin_kernels_carry_their_op_ids)
         kernels_of[kr->op]++;
     }
     /* Ops the plugin leaves to other devices: a context shift is rare and
-     * moves few rows, so it runs on the CPU, by design; the ops of Gemma 3
-     * and of mixtures of experts have no CUDA kernels yet (the scheduler
-     * places them on the CPU; docs/architectures.md). */
-    const int not_on_cuda[HX_OP_COUNT] = {[HX_OP_KV_SHIFT] = 1,    [HX_OP_SCALE] = 1,       [HX_OP_GEGLU] = 1,
-                                          [HX_OP_ADD_GATED] = 1,   [HX_OP_MOE_ROUTE] = 1,   [HX_OP_MOE_GATE_UP] = 1,
-                                          [HX_OP_MOE_DOWN] = 1};
+     * moves few rows, so it runs on the CPU, by design. */
+    const int not_on_cuda[HX_OP_COUNT] = {[HX_OP_KV_SHIFT] = 1};
     for (int op = 0; op < HX_OP_COUNT; op++)
         ck_assert_msg(kernels_of[op] == !not_on_cuda[op], "op %s has %d CUDA kernels", hx_op_codelet((hx_op)op)->name,
                       kernels_of[op]);

@@ -1,0 +1,142 @@
+/* The new architectures' synthetic models (model/shapes.c's presets) on
+ * the OpenCL device: a prompt and a decode step give the CPU's logits
+ * within float tolerance.  A model without a sliding window runs on the
+ * OpenCL device alone (the runtime opens no CPU device, so every op of
+ * its graph, the experts' ops included, runs there).  Gemma 3's windowed
+ * layers need the CPU's attention (OpenCL's attends to the whole
+ * context), so it runs on both devices with its layers split between
+ * them (partition "layers"): every task of OpenCL's layers that OpenCL
+ * can run, geglu and the post-norms included, runs there, and the test
+ * checks that OpenCL ran over a third of all tasks.
+ *
+ * Bound: 1e-6 NMSE over the vocabulary's logits.  The devices add in a
+ * different order, and the difference grows through the layers (measured
+ * below 1e-9 on PoCL); an expert choice flipped by a near tie would
+ * exceed it by orders of magnitude. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "quantize/synthetic.h"
+#include "tests/cl_test.h"
+#include "tests/ref_ops.h"
+#include "tests/small_model.h"
+
+#define LOGITS_NMSE 1e-6
+
+typedef struct {
+    float *prefill, *decode;
+    uint32_t n_vocab;
+    uint64_t device_tasks[8];
+    int ndev, cl_dev;
+} run_out;
+
+/* The prompt's last logits and a decode step's, on `rt`. */
+static void run_model(hx_runtime *rt, const char *path, const char *partition, run_out *o)
+{
+    hx_model *m = NULL;
+    hx_model_options mo = hx_model_options_default();
+    mo.partition = partition;
+    HX_ASSERT_OK(hx_model_load(rt, path, &mo, &m));
+    hx_runtime_stats_reset(rt);
+    hx_session *s = NULL;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    const int32_t prompt[] = {256, 72, 101, 108, 108, 111, 44, 32, 119};
+    HX_ASSERT_OK(hx_session_eval(s, prompt, sizeof prompt / sizeof prompt[0], 0));
+    o->n_vocab = m->info.n_vocab;
+    o->prefill = malloc(4ull * o->n_vocab);
+    o->decode = malloc(4ull * o->n_vocab);
+    memcpy(o->prefill, hx_session_logits(s, -1), 4ull * o->n_vocab);
+    const int32_t next = 111;
+    HX_ASSERT_OK(hx_session_eval(s, &next, 1, 0));
+    memcpy(o->decode, hx_session_logits(s, -1), 4ull * o->n_vocab);
+    o->ndev = hx_runtime_device_count(rt);
+    o->cl_dev = -1;
+    for (int d = 0; d < o->ndev && d < 8; d++) {
+        hx_device_stats st;
+        hx_device_info info;
+        HX_ASSERT_OK(hx_device_stats_get(rt, d, &st));
+        HX_ASSERT_OK(hx_runtime_device_info(rt, d, &info));
+        o->device_tasks[d] = st.tasks;
+        if (info.family == HX_FAMILY_OPENCL)
+            o->cl_dev = d;
+    }
+    HX_ASSERT_OK(hx_session_close(s));
+    HX_ASSERT_OK(hx_model_free(m));
+}
+
+static double nmse(const float *x, const float *ref, uint32_t n)
+{
+    double *r = malloc(8ull * n);
+    for (uint32_t i = 0; i < n; i++)
+        r[i] = ref[i];
+    double e = hx_ref_nmse(x, r, n);
+    free(r);
+    return e;
+}
+
+static const char *const presets[] = {"qwen3-tiny", "mixtral-tiny", "qwen3moe-tiny", "gemma3-tiny"};
+
+START_TEST(architecture_on_opencl_matches_cpu)
+{
+    const char *name = presets[_i];
+    const hx_synthetic_config *c = hx_synthetic_preset(name);
+    ck_assert_ptr_nonnull(c);
+    char dir[64] = "/tmp/hx-archdev-XXXXXX", path[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
+    HX_ASSERT_OK(hx_synthetic_write(path, c, "f32", 7));
+
+    hx_runtime *cpu = hx_small_runtime(2, NULL);
+    run_out ref = {0}, got = {0};
+    run_model(cpu, path, NULL, &ref);
+    HX_ASSERT_OK(hx_runtime_close(cpu));
+
+    const int windowed = !strcmp(c->arch, "gemma3");
+    hx_runtime *rt = NULL;
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = windowed ? "cpu,opencl" : "opencl";
+    o.fpga_emulation = "off";
+    o.cpu_threads = 2;
+    o.sched = "static";
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    run_model(rt, path, windowed ? "layers" : NULL, &got);
+    HX_ASSERT_OK(hx_runtime_close(rt));
+
+    ck_assert_int_ge(got.cl_dev, 0);
+    uint64_t all = 0;
+    for (int d = 0; d < got.ndev; d++)
+        all += got.device_tasks[d];
+    const uint64_t on_cl = got.device_tasks[got.cl_dev];
+    const double e0 = nmse(got.prefill, ref.prefill, ref.n_vocab), e1 = nmse(got.decode, ref.decode, ref.n_vocab);
+    printf("arch_devices: %s on %s: %llu of %llu tasks on OpenCL; logits nmse prefill %.3g, decode %.3g\n", name,
+           o.devices, (unsigned long long)on_cl, (unsigned long long)all, e0, e1);
+    ck_assert_uint_gt(on_cl, 0);
+    if (windowed)
+        ck_assert_msg(on_cl * 3 > all, "%s: only %llu of %llu tasks ran on OpenCL", name, (unsigned long long)on_cl,
+                      (unsigned long long)all);
+    else
+        ck_assert_uint_eq(on_cl, all);
+    ck_assert_msg(e0 <= LOGITS_NMSE && e1 <= LOGITS_NMSE, "%s: logits nmse %g (prefill), %g (decode)", name, e0, e1);
+    free(ref.prefill), free(ref.decode), free(got.prefill), free(got.decode);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *suite_arch_devices(void)
+{
+    Suite *s = suite_create("arch_devices");
+    TCase *tc = tcase_create("opencl");
+    tcase_set_timeout(tc, 900);
+    tcase_add_unchecked_fixture(tc, hx_cl_test_cache_setup, hx_cl_test_cache_teardown);
+    tcase_add_loop_test(tc, architecture_on_opencl_matches_cpu, 0, sizeof presets / sizeof presets[0]);
+    suite_add_tcase(s, tc);
+    return s;
+}
