@@ -131,6 +131,9 @@ static void device_stats(hx_runtime *rt, hxb_row *row)
 static void roofline(hx_runtime *rt, hx_model *m, const hxb_test *t, hxb_row *row)
 {
     row->weight_bytes_per_token = row->kv_bytes_per_token = row->read_bw_gbps = row->roofline_pct = NAN;
+    row->working_set_bytes = NAN;
+    row->llc_bytes = 0;
+    row->fits_llc = 0;
     hx_model_info in;
     if (t->kind != HXB_TG || hx_model_info_get(m, &in) != HX_OK)
         return;
@@ -138,6 +141,10 @@ static void roofline(hx_runtime *rt, hx_model *m, const hxb_test *t, hxb_row *ro
     row->kv_bytes_per_token = (double)in.kv_bytes_per_token * (t->depth + (t->n + 1) / 2.0);
     if (hx_runtime_simulated(rt))
         return;
+    row->working_set_bytes =
+        (double)in.decode_weight_bytes + (double)in.kv_bytes_per_token * (t->depth + t->n) * t->seqs;
+    row->llc_bytes = hxb_llc_bytes();
+    row->fits_llc = row->llc_bytes > 0 && row->working_set_bytes <= (double)row->llc_bytes;
     const double bw = hxb_read_bandwidth(row->threads);
     if (bw > 0) {
         row->read_bw_gbps = bw;

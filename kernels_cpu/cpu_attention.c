@@ -46,6 +46,10 @@
 /* Positions of one partial: its scores stay in L1, its V rows are
  * dequantized together. */
 #define ATTN_CHUNK 64
+/* F16 V rows are read in place by fewer columns than this (a decode
+ * step); more convert each row to F32 once for all of them (exactly: the
+ * same bits, hx_quant_add_scaled_rows_f16). */
+#define ATTN_F16_CONVERT_COLS 4
 /* Batches with fewer than this many (token, KV head) pairs per thread
  * are cut by chunks (a decode step). */
 #define SPLIT_PAIRS_PER_THREAD 4
@@ -255,10 +259,54 @@ static void column_values_f16(const attn_tile *w, const float *weight, int32_t l
     }
 }
 
+/* Lanes of the sums and maxima below: fixed, so that a column's result
+ * depends on its positions alone, and wide enough for the compiler to
+ * keep them in vector registers. */
+#define LANES 16
+
+/* x[i] *= scale for i < n; the largest result (NaN never wins, as in a
+ * plain loop of comparisons). */
+static float scale_max(float *x, int32_t n, float scale)
+{
+    float m[LANES];
+    for (int k = 0; k < LANES; k++)
+        m[k] = -INFINITY;
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            const float v = x[i + k] * scale;
+            x[i + k] = v;
+            m[k] = v > m[k] ? v : m[k];
+        }
+    for (int k = 0; i < n; i++, k++) {
+        x[i] *= scale;
+        m[k] = x[i] > m[k] ? x[i] : m[k];
+    }
+    float mx = -INFINITY;
+    for (int k = 0; k < LANES; k++)
+        mx = m[k] > mx ? m[k] : mx;
+    return mx;
+}
+
+/* The sum of x[0..n), lane by lane, the lanes then in order. */
+static double lane_sum(const float *x, int32_t n)
+{
+    float s[LANES] = {0};
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++)
+            s[k] += x[i + k];
+    for (int k = 0; i < n; i++, k++)
+        s[k] += x[i];
+    double sum = 0;
+    for (int k = 0; k < LANES; k++)
+        sum += s[k];
+    return sum;
+}
+
 /* The partials of the chunk starting at c0 for the tile's columns, into
  * w->st and w->o: each column's softmax over its own positions of the
- * chunk (scaled scores, their maximum, exp(score - max), the sum in
- * double), then its sum of weight x V row in position order. */
+ * chunk (scaled scores, their maximum, exp(score - max), their sum), then its sum of weight x V row in position order. */
 static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0)
 {
     const attn_geom *g = w->g;
@@ -287,21 +335,13 @@ static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol
         }
         float *sc = w->score + j * ATTN_CHUNK + (a0 - c0);
         const int32_t n = a1 - a0 + 1;
-        float mx = -INFINITY;
-        for (int32_t i = 0; i < n; i++) {
-            sc[i] *= a->scale;
-            if (sc[i] > mx)
-                mx = sc[i];
-        }
+        const float mx = scale_max(sc, n, a->scale);
         hx_vmath_exp_shifted(sc, mx, n);
-        double sum = 0;
-        for (int32_t i = 0; i < n; i++)
-            sum += sc[i];
-        w->st[j] = (attn_stat){mx, sum};
+        w->st[j] = (attn_stat){mx, lane_sum(sc, n)};
         memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
     }
     const size_t voff = w->kvh * g->vhbytes;
-    if (a->v_type == HX_TYPE_F16) {
+    if (a->v_type == HX_TYPE_F16 && ncol < ATTN_F16_CONVERT_COLS) {
         for (int32_t p = lo + KV_AHEAD; p <= hi + KV_AHEAD && p <= w->ahead_end; p++)
             prefetch_row(g->vc, l, w->blocks, p, g->vrbytes, voff, g->vhbytes);
         for (uint32_t j = 0; j < ncol; j++) {
