@@ -166,6 +166,8 @@ double hxb_stats_median(double *v, int n);
 /* bandwidth.c: the memory read bandwidth of `threads` threads, GB/s
  * (0 when it could not be measured). */
 double hxb_read_bandwidth(int threads);
+/* Closes the context measure.c holds for runs at a depth (before its model goes). */
+void hxb_depth_release(void);
 /* The largest CPU cache's size in bytes (Linux sysfs), 0 if unknown. */
 uint64_t hxb_llc_bytes(void);
 void hxb_stats_peak_rss_reset(void);

@@ -33,8 +33,51 @@ static void fill_tokens(int32_t *ids, int n, uint32_t vocab, uint64_t seed)
     }
 }
 
+/* The context of the first sequence at a depth, evaluated once per model
+ * and depth and forked for every run after (each run's tokens then go to
+ * blocks of its own), as llama-bench restores the state it saved after
+ * its first run at that depth: a long context is evaluated once, not
+ * once per test and repetition. */
+static struct {
+    hx_model *m;
+    int depth;
+    hx_session *s;
+} held;
+
+void hxb_depth_release(void)
+{
+    if (held.s)
+        hx_session_close(held.s);
+    held.s = NULL;
+    held.m = NULL;
+    held.depth = 0;
+}
+
+static hx_status fill_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s);
+
 /* Opens a session holding `depth` tokens of context (unmeasured). */
 static hx_status open_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
+{
+    if (depth <= 0 || seed != 99)
+        return fill_at_depth(m, vocab, depth, seed, s);
+    if (held.s && (held.m != m || held.depth != depth))
+        hxb_depth_release();
+    if (!held.s) {
+        hx_status st = fill_at_depth(m, vocab, depth, seed, &held.s);
+        if (st)
+            return st;
+        held.m = m;
+        held.depth = depth;
+    }
+    hx_status st = hx_session_fork(held.s, s);
+    if (st) {
+        fprintf(stderr, "hetero-bench: the context before the test: %s\n", hx_last_error());
+        *s = NULL;
+    }
+    return st;
+}
+
+static hx_status fill_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
 {
     hx_status st = hx_session_open(m, s);
     if (st || depth <= 0)
