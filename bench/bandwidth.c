@@ -5,6 +5,7 @@
  * the memory being the limit).  Median of five passes after one warm-up,
  * measured once per thread count and kept. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,37 @@ double hxb_read_bandwidth(int threads)
     if (!known[threads])
         known[threads] = measure(threads); /* bytes per ns = GB/s */
     return known[threads];
+}
+
+/* The highest cache level of CPU 0 in sysfs ("266240K", "32M"). */
+uint64_t hxb_llc_bytes(void)
+{
+    uint64_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96];
+        int level = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%d", &level) != 1)
+            level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!(f = fopen(path, "r")))
+            continue;
+        unsigned long long n = 0;
+        char unit = 0;
+        const int got = fscanf(f, "%llu%c", &n, &unit);
+        fclose(f);
+        if (got < 1 || level < best_level)
+            continue;
+        const uint64_t bytes = unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : unit == 'G' ? n << 30 : n;
+        if (level > best_level || bytes > best) {
+            best = bytes;
+            best_level = level;
+        }
+    }
+    return best;
 }

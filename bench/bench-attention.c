@@ -3,7 +3,12 @@
  * shapes; then what the OpenCL program cache saves: the first call of a
  * runtime that must compile the attention program vs one that loads it.
  *
- *   bench-attention [-r REPS] [-k f16|q8_0|f32] [-m small|large] [-t THREADS]
+ *   bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS] [--depth]
+ *
+ * --depth: the CPU alone at long contexts (decode at 4096 to 32768
+ * positions, a 512-token prompt after 0 to 16384), with the process's
+ * CPU time beside the wall time (on a loaded machine the CPU time is the
+ * steadier figure) and, for decode, the rate the cache is read at.
  *
  * small: 12 query heads, 4 KV heads, head size 64 (a ~125M LLaMA);
  * large: 32, 8, 128 (an 8B one).  Times are medians of REPS calls, each a
@@ -70,7 +75,14 @@ typedef struct {
 
 static size_t row_bytes(uint32_t kv_type, uint32_t Dh)
 {
-    return kv_type == 0 ? 4u * Dh : kv_type == 1 ? 2u * Dh : (size_t)Dh / 32 * 34;
+    return kv_type == 0 ? 4u * Dh : kv_type == 1 ? 2u * Dh : kv_type == 2 ? (size_t)Dh / 32 * 18 : (size_t)Dh / 32 * 34;
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static hx_status make_problem(hx_runtime *rt, const model *m, const shape *s, problem *p)
@@ -103,6 +115,13 @@ static hx_status make_problem(hx_runtime *rt, const model *m, const shape *s, pr
                 for (uint32_t d = 0; d < m->Dh; d++) {
                     uint16_t h = to_half(uniform());
                     memcpy(b + 2 * d, &h, 2);
+                }
+            else if (m->kv_type == 2)
+                for (uint32_t blk = 0; blk < m->Dh / 32; blk++) {
+                    uint16_t h = to_half(0.1f);
+                    memcpy(b + 18 * blk, &h, 2);
+                    for (int i = 0; i < 16; i++)
+                        b[18 * blk + 2 + i] = (uint8_t)(rng = rng * 1103515245u + 12345u, rng >> 24);
                 }
             else
                 for (uint32_t blk = 0; blk < m->Dh / 32; blk++) {
@@ -147,24 +166,93 @@ static hx_status run_once(hx_runtime *rt, problem *p, int device)
     return s ? s : hx_task_wait(t);
 }
 
-/* Median ms per call, after one warm-up call; -1 on failure. */
-static double time_calls(hx_runtime *rt, problem *p, int device, int reps)
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median ms per call, after one warm-up call, and (cpu_ms not NULL) the
+ * median of the process's CPU time per call; -1 on failure. */
+static double time_calls_cpu(hx_runtime *rt, problem *p, int device, int reps, double *cpu_ms)
 {
     if (run_once(rt, p, device))
         return -1;
-    double *ms = malloc(sizeof(double) * reps);
+    double *ms = malloc(sizeof(double) * reps), *cms = malloc(sizeof(double) * reps);
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         if (run_once(rt, p, device)) {
             free(ms);
+            free(cms);
             return -1;
         }
         ms[r] = (now() - t0) * 1e3;
+        cms[r] = (cpu_now() - c0) * 1e3;
     }
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
-    double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+    double med = median(ms, reps);
+    if (cpu_ms)
+        *cpu_ms = median(cms, reps);
     free(ms);
+    free(cms);
     return med;
+}
+
+static double time_calls(hx_runtime *rt, problem *p, int device, int reps)
+{
+    return time_calls_cpu(rt, p, device, reps, NULL);
+}
+
+static int find_device(hx_runtime *rt, hx_device_family f)
+{
+    for (int i = 0; i < hx_runtime_device_count(rt); i++) {
+        hx_device_info d;
+        if (hx_runtime_device_info(rt, i, &d) == HX_OK && d.family == f)
+            return i;
+    }
+    return -1;
+}
+
+/* --depth: the CPU at long contexts. */
+static int depth_table(const model *m, const char *model_name, const char *kv_name, int threads, int reps)
+{
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu";
+    o.cpu_threads = threads;
+    hx_runtime *rt;
+    if (hx_runtime_open(&rt, &o)) {
+        fprintf(stderr, "bench-attention: %s\n", hx_last_error());
+        return 1;
+    }
+    int cpu = find_device(rt, HX_FAMILY_CPU);
+    hx_device_info ci;
+    hx_runtime_device_info(rt, cpu, &ci);
+    printf("# attention on the CPU at depth, model %s (Hq %u, Hkv %u, Dh %u), KV %s, block %d, median of %d\n",
+           model_name, m->Hq, m->Hkv, m->Dh, kv_name, BLOCK, reps);
+    printf("# cpu: %s, %d threads; cpu-time = the process's CPU time per call (all threads)\n", ci.name,
+           ci.compute_units);
+    printf("| test | ctx | T | wall ms | cpu-time ms | KV read GB/s (wall) |\n|---|---|---|---|---|---|\n");
+    const shape shapes[] = {
+        {"decode", 1, 4096, 1},   {"decode", 1, 16384, 1},    {"decode", 1, 32768, 1},
+        {"pp512 @ d0", 1, 512, 512}, {"pp512 @ d4096", 1, 4608, 512}, {"pp512 @ d16384", 1, 16896, 512},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const shape *s = &shapes[i];
+        problem p;
+        if (make_problem(rt, m, s, &p)) {
+            fprintf(stderr, "bench-attention: %s\n", hx_last_error());
+            break;
+        }
+        double cms = 0, ms = time_calls_cpu(rt, &p, cpu, reps, &cms);
+        const double kv = 2.0 * s->ctx * m->Hkv * row_bytes(m->kv_type, m->Dh);
+        char bw[32] = "";
+        if (s->fresh == 1 && ms > 0)
+            snprintf(bw, sizeof bw, "%.1f", kv / (ms * 1e-3) / 1e9);
+        printf("| %s | %u | %u | %.3f | %.3f | %s |\n", s->name, s->ctx, s->S * s->fresh, ms, cms, bw);
+        fflush(stdout);
+        free_problem(&p);
+    }
+    hx_runtime_close(rt);
+    return 0;
 }
 
 /* Relative L2 distance between the two devices' outputs. */
@@ -190,15 +278,6 @@ static double compare(hx_runtime *rt, problem *p, int a, int b)
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-static int find_device(hx_runtime *rt, hx_device_family f)
-{
-    for (int i = 0; i < hx_runtime_device_count(rt); i++) {
-        hx_device_info d;
-        if (hx_runtime_device_info(rt, i, &d) == HX_OK && d.family == f)
-            return i;
-    }
-    return -1;
-}
 
 static hx_status open_runtime(int threads, hx_runtime **rt)
 {
@@ -235,7 +314,10 @@ int main(int argc, char **argv)
     int reps = 5, threads = 0;
     model m = {12, 4, 64, 1};
     const char *kv_name = "f16", *model_name = "small";
-    static const char usage[] = "usage: bench-attention [-r REPS] [-k f16|q8_0|f32] [-m small|large] [-t THREADS]\n";
+    int depth = 0;
+    static const char usage[] =
+        "usage: bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS] "
+        "[--depth]\n";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return fputs(usage, stdout), 0;
@@ -247,11 +329,25 @@ int main(int argc, char **argv)
                 return CLI_EXIT_USAGE;
         } else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             kv_name = argv[++i];
-            m.kv_type = !strcmp(kv_name, "f32") ? 0 : !strcmp(kv_name, "q8_0") ? 8 : 1;
+            if (strcmp(kv_name, "f32") && strcmp(kv_name, "f16") && strcmp(kv_name, "q8_0") && strcmp(kv_name, "q4_0")) {
+                fprintf(stderr, "bench-attention: -k takes f16, q8_0, q4_0 or f32, not '%s'\n", kv_name);
+                return CLI_EXIT_USAGE;
+            }
+            m.kv_type = !strcmp(kv_name, "f32") ? 0 : !strcmp(kv_name, "q8_0") ? 8 : !strcmp(kv_name, "q4_0") ? 2 : 1;
         } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
             model_name = argv[++i];
             if (!strcmp(model_name, "large"))
                 m = (model){32, 8, 128, m.kv_type};
+            else if (!strcmp(model_name, "smollm2")) /* SmolLM2-135M */
+                m = (model){9, 3, 64, m.kv_type};
+            else if (!strcmp(model_name, "qwen05")) /* Qwen2.5-0.5B */
+                m = (model){14, 2, 64, m.kv_type};
+            else if (strcmp(model_name, "small")) {
+                fprintf(stderr, "bench-attention: -m takes small, large, smollm2 or qwen05, not '%s'\n", model_name);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(argv[i], "--depth")) {
+            depth = 1;
         } else {
             fputs(usage, stderr);
             return CLI_EXIT_USAGE;
@@ -259,6 +355,8 @@ int main(int argc, char **argv)
     }
     if (reps < 1)
         reps = 1;
+    if (depth)
+        return depth_table(&m, model_name, kv_name, threads, reps);
 
     /* Program cache first, in a fresh directory, before anything else has
      * built the program in this process. */

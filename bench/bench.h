@@ -110,6 +110,14 @@ typedef struct {
      * count (bandwidth.c); NAN where not measured (prompt rows, a
      * simulated machine). */
     double weight_bytes_per_token, kv_bytes_per_token, read_bw_gbps, roofline_pct;
+    /* Decode rows: what a step touches (the weights and every sequence's
+     * K and V at the test's last position) and the last-level cache's size
+     * (0: unknown).  A working set that fits the cache is read from it, not
+     * from memory, after the first step: such a row's roofline share says
+     * nothing about memory (it can pass 100 %). */
+    double working_set_bytes;
+    uint64_t llc_bytes;
+    int fits_llc;
 } hxb_row;
 
 typedef struct {
@@ -168,6 +176,10 @@ double hxb_stats_median(double *v, int n);
 /* bandwidth.c: the memory read bandwidth of `threads` threads, GB/s
  * (0 when it could not be measured). */
 double hxb_read_bandwidth(int threads);
+/* Closes the context measure.c holds for runs at a depth (before its model goes). */
+void hxb_depth_release(void);
+/* The largest CPU cache's size in bytes (Linux sysfs), 0 if unknown. */
+uint64_t hxb_llc_bytes(void);
 void hxb_stats_peak_rss_reset(void);
 uint64_t hxb_stats_peak_rss(void);
 /* Resident memory now (VmRSS), 0 where /proc is missing. */

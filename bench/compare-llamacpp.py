@@ -6,7 +6,7 @@ Usage: bench/compare-llamacpp.py LLAMA_BENCH [--llama-batched-bench BIN]
            [--models tiny,small] [--types f16,q8_0,q4_0,q4_K_M]
            [--model FILE ...] [--requantize q8_0,q4_K_M]
            [--simd native|avx2,avx512] [--repack on,off] [-p 128] [-n 64] [-d 0,4096]
-           [--kv-type f16|q8_0|q4_0] [-t 2] [-r 3]
+           [--kv-type f16,q8_0] [-t 1,2] [-r 3] [--reps-in-process] [--depth-table]
            [--batch 4,16,64] [--npp 128] [--ntg 64]
            [--bandwidth GBPS] [--self-test]
 
@@ -29,9 +29,23 @@ runs at the level it was built for ("native"), except that rows at avx2
 use `--llama-bench-avx2` when given (an llama.cpp built without AVX-512).
 
 Depth (`-d 0,4096`, llama-bench's `-d`): each test also after that many
-tokens of context, evaluated unmeasured by both (`pp128@d4096`).  KV cache
-type (`--kv-type`): hetero-bench's `--kv-type`, llama-bench's `-ctk` and
-`-ctv`.
+tokens of context, evaluated unmeasured by both (`pp128@d4096`); each
+program evaluates a depth once per process and reuses it for every test
+and repetition there (llama-bench restores its saved state, hetero-bench
+forks the session).  KV cache types (`--kv-type f16,q8_0`, a row each):
+hetero-bench's `--kv-type`, llama-bench's `-ctk` and `-ctv`.  Threads
+(`-t 1,2`): a row each, the thread-scaling column.
+
+`--reps-in-process`: each program runs once per row with all `-r`
+repetitions (the order of the two flipped row by row), so that a long
+context is evaluated once per program and row rather than once per
+repetition; the default alternates single repetitions.
+
+`--depth-table`: `-p 512 -n 64 -d 0,4096,16384 --kv-type f16,q8_0
+--reps-in-process` and the tests pp512 at every depth and tg64 at the
+non-zero ones (llama-bench's `-d` table for long prompts); add `--simd
+avx512,avx2 --llama-bench-avx2 BIN` for both levels.  It prints the time
+it took at the end.
 
 Repacked weights: `--repack on,off` runs hetero with HX_REPACK=1 and with
 HX_REPACK=0 (each a row), in the same alternation as llama.cpp, so the
@@ -63,6 +77,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import gguf_file
 
@@ -114,9 +129,16 @@ def requantize(src, typ, workdir, quantize_bin):
 
 # ---- reading what the programs print -------------------------------------
 
-def parse_hetero(text):
-    """hetero-bench -o json: {test: tokens/s}, and the model's file size."""
+IN_LLC = set()  # (model path, test) rows hetero-bench found within the last-level cache
+
+
+def parse_hetero(text, path=None):
+    """hetero-bench -o json: {test: tokens/s}; notes the decode rows whose
+    working set fits the last-level cache (fits_llc) in IN_LLC."""
     doc = json.loads(text)
+    for r in doc["results"]:
+        if r.get("fits_llc"):
+            IN_LLC.add((path, r["test"]))
     return {r["test"]: r["avg_ts"] for r in doc["results"]}
 
 
@@ -194,32 +216,33 @@ def hetero_env(level, repack=None):
     return env
 
 
-def hetero_once(model, a, level, repack=None):
+def hetero_once(model, a, level, repack=None, kv="f16", threads=2, reps=1):
     out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", str(a.p), "-n", str(a.n),
-                          "-d", a.d, "--kv-type", a.kv_type,
-                          "-t", str(a.t), "-r", "1", "--devices", "cpu", "-o", "json"],
+                          "-d", a.d, "--kv-type", kv,
+                          "-t", str(threads), "-r", str(reps), "--devices", "cpu", "-o", "json"],
                          check=True, capture_output=True, text=True, env=hetero_env(level, repack)).stdout
-    return parse_hetero(out)
+    return parse_hetero(out, model)
 
 
-def llama_once(bench, model, a):
-    out = subprocess.run([bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", a.d, "-ctk", a.kv_type,
-                          "-ctv", a.kv_type, "-t", str(a.t), "-r", "1", "-o", "json"],
+def llama_once(bench, model, a, kv="f16", threads=2, reps=1):
+    out = subprocess.run([bench, "-m", model, "-p", str(a.p), "-n", str(a.n), "-d", a.d, "-ctk", kv,
+                          "-ctv", kv, "-t", str(threads), "-r", str(reps), "-o", "json"],
                          check=True, capture_output=True, text=True).stdout
     return parse_llama_bench(out)
 
 
-def hetero_batched_once(model, a, level):
+def hetero_batched_once(model, a, level, threads):
     out = subprocess.run([os.path.join(BUILD, "hetero-bench"), "-m", model, "-p", "0", "-n", str(a.ntg),
-                          "--seqs", a.batch, "-d", str(a.npp), "-t", str(a.t), "-r", "1", "--devices", "cpu",
+                          "--seqs", a.batch, "-d", str(a.npp), "-t", str(threads), "-r", "1", "--devices", "cpu",
                           "-o", "json"], check=True, capture_output=True, text=True, env=hetero_env(level)).stdout
     return parse_hetero(out)
 
 
 def llama_batched_once(bin_, model, a):
     most = max(int(b) for b in a.batch.split(","))
+    threads = a.t.split(",")[0]
     out = subprocess.run([bin_, "-m", model, "-npp", str(a.npp), "-ntg", str(a.ntg), "-npl", a.batch,
-                          "-t", str(a.t), "-tb", str(a.t), "-c", str(most * (a.npp + a.ntg) + 16),
+                          "-t", threads, "-tb", threads, "-c", str(most * (a.npp + a.ntg) + 16),
                           "--output-format", "jsonl"], check=True, capture_output=True, text=True)
     return parse_batched(out.stdout + out.stderr)
 
@@ -267,17 +290,35 @@ def alternate(reps, *fns):
     return tuple({t: statistics.median(v) for t, v in s.items()} for s in samples)
 
 
+def in_process(flip, *fns):
+    """Each fn once (it ran all repetitions itself), the order reversed
+    when `flip`: {test: t/s} of each."""
+    order = list(range(len(fns)))
+    out = [None] * len(fns)
+    for who in (order[::-1] if flip else order):
+        out[who] = fns[who]()
+    return tuple(out)
+
+
+def tests_of(a):
+    """The tests of a row: pp and tg at every depth; the depth table leaves
+    out tg at depth 0."""
+    depths = [int(d) for d in a.d.split(",")]
+    return [f"{t}@d{d}" if d else t for d in depths for t in (f"pp{a.p}", f"tg{a.n}")
+            if not (a.depth_table and d == 0 and t.startswith("tg"))]
+
+
 def measured_bandwidth(threads):
     out = subprocess.run([os.path.join(BUILD, "bench-quant"), "--bandwidth-only", "--mib", "256", "--reps", "5"],
                          check=True, capture_output=True, text=True).stdout
     return parse_bandwidth(out, threads)
 
 
-def row(label, typ, level, llama_level, test, h, l, roof):
+def row(label, typ, level, llama_level, test, h, l, roof, kv="f16", threads=2):
     ratio = f"{h / l:.2f}x" if h and l else "-"
     fmt = lambda v: f"{v:.1f}" if v else "-"
-    print(f"| {label} | {typ} | {level} | {llama_level} | {test} | {fmt(h)} | {fmt(l)} | {ratio} | {roof} |",
-          flush=True)
+    print(f"| {label} | {typ} | {kv} | {threads} | {level} | {llama_level} | {test} | {fmt(h)} | {fmt(l)} | {ratio} "
+          f"| {roof} |", flush=True)
 
 
 def models_of(a, workdir):
@@ -298,50 +339,67 @@ def compare(a):
     if not os.access(a.llama_bench, os.X_OK):
         sys.exit(f"compare-llamacpp: {a.llama_bench} is not an executable llama-bench")
     levels = a.simd.split(",")
-    bw = a.bandwidth or measured_bandwidth(a.t)
+    kvs = a.kv_type.split(",")
+    threads = [int(t) for t in a.t.split(",")]
+    bws = {t: a.bandwidth or measured_bandwidth(t) for t in threads}
+    started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="hetero-compare-")
     try:
         models = models_of(a, workdir)
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
-        print(f"threads {a.t}, {a.r} alternating repetitions, medians; load average {' '.join(load)} at the start; "
-              f"read bandwidth {bw:.1f} GB/s at {a.t} threads{' (given)' if a.bandwidth else ' (bench-quant)'}\n")
-        print("| model | type | hetero SIMD | llama.cpp SIMD | test | hetero t/s | llama.cpp t/s | hetero / llama.cpp "
-              "| roofline (hetero, llama.cpp), or note |")
-        print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
+        how = ("each program once a row with all repetitions, the order flipped row by row, mean of the repetitions"
+               if a.reps_in_process else "alternating repetitions, medians")
+        bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t} thread{'s' if t > 1 else ''}" for t in threads)
+        print(f"threads {a.t}, {a.r} repetitions, {how}; load average {' '.join(load)} at the start; "
+              f"read bandwidth {bw_text}{' (given)' if a.bandwidth else ' (bench-quant)'}\n")
+        print("| model | type | KV | threads | hetero SIMD | llama.cpp SIMD | test | hetero t/s | llama.cpp t/s "
+              "| hetero / llama.cpp | roofline (hetero, llama.cpp), or note |")
+        print("| --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |")
+        flip = False
         commits = set()
         for label, typ, path in models:
             if path is None:
                 row(label, typ, "-", "-", "skipped: no quantizer for this type (--llama-quantize)", 0, 0, "")
                 continue
             per_token = gguf_decode_bytes(path)
-            for level in levels:
+            for level, kv, nt in [(lv, k, t) for lv in levels for k in kvs for t in threads]:
                 bench, llama_level = a.llama_bench, "native"
                 if level == "avx2" and a.llama_bench_avx2:
                     bench, llama_level = a.llama_bench_avx2, "avx2"
                 repacks = a.repack.split(",") if a.repack else [None]
-                fns = [lambda rp=rp: hetero_once(path, a, level, rp) for rp in repacks]
+                reps = a.r if a.reps_in_process else 1
+                fns = [lambda rp=rp: hetero_once(path, a, level, rp, kv, nt, reps) for rp in repacks]
                 failed = []
-                *hss, ls = alternate(a.r, *fns, guarded(lambda: seen(llama_once(bench, path, a), commits), failed))
+                llama = guarded(lambda: seen(llama_once(bench, path, a, kv, nt, reps), commits), failed)
+                if a.reps_in_process:
+                    *hss, ls = in_process(flip, *fns, llama)
+                    flip = not flip
+                else:
+                    *hss, ls = alternate(a.r, *fns, llama)
+                bw = bws[nt]
                 for rp, hs in zip(repacks, hss):
-                    depths = [int(d) for d in a.d.split(",")]
-                    for test in [f"{t}@d{d}" if d else t for d in depths for t in (f"pp{a.p}", f"tg{a.n}")]:
+                    for test in tests_of(a):
                         h, l = hs.get(test), ls.get(test)
                         roof = failed[0] if failed else ""
                         if test.startswith("tg") and h and l:
                             roof = f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
-                        row(label, typ, f"{level}, repack {rp}" if rp else level, llama_level, test, h, l, roof)
+                            if (path, test) in IN_LLC:
+                                roof = f"in LLC ({roof} of the memory's)"
+                        row(label, typ, f"{level}, repack {rp}" if rp else level, llama_level, test, h, l, roof,
+                            kv, nt)
             if a.batch and a.llama_batched_bench:
                 failed = []
-                hs, ls = alternate(a.r, lambda: hetero_batched_once(path, a, levels[0]),
+                hs, ls = alternate(a.r, lambda: hetero_batched_once(path, a, levels[0], threads[0]),
                                    guarded(lambda: llama_batched_once(a.llama_batched_bench, path, a), failed))
                 for b in a.batch.split(","):
                     test = batched_name(a.ntg, int(b), a.npp)
-                    row(label, typ, levels[0], "native", test, hs.get(test), ls.get(test), failed[0] if failed else "")
+                    row(label, typ, levels[0], "native", test, hs.get(test), ls.get(test), failed[0] if failed else "",
+                        kvs[0], threads[0])
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
         print(f"\nllama-bench build_commit {', '.join(sorted(commits)) or 'unknown'}; "
-              f"load average {' '.join(load)} at the end")
+              f"load average {' '.join(load)} at the end; {(time.monotonic() - started) / 60:.1f} minutes")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -395,6 +453,17 @@ def self_test():
                     lambda: calls.append("c") or {"tg": 1.0})
     assert calls == ["a", "b", "c", "c", "b", "a"], calls
     assert med == ({"tg": 3.5}, {"tg": 0}, {"tg": 1.0}), med
+    ip = in_process(True, lambda: calls.append("x") or {"a": 1}, lambda: calls.append("y") or {"a": 2})
+    assert calls[-2:] == ["y", "x"] and ip == ({"a": 1}, {"a": 2}), (calls, ip)
+    class A:  # the depth table's tests: no tg at depth 0
+        p, n, d, depth_table = 512, 64, "0,4096,16384", True
+    assert tests_of(A) == ["pp512", "pp512@d4096", "tg64@d4096", "pp512@d16384", "tg64@d16384"], tests_of(A)
+    A.depth_table = False
+    assert tests_of(A)[:2] == ["pp512", "tg64"]
+    hb2 = json.dumps({"results": [{"test": "tg64", "avg_ts": 9.0, "fits_llc": True},
+                                  {"test": "tg64@d16384", "avg_ts": 2.0, "fits_llc": False}]})
+    assert parse_hetero(hb2, "m.gguf") == {"tg64": 9.0, "tg64@d16384": 2.0}
+    assert ("m.gguf", "tg64") in IN_LLC and ("m.gguf", "tg64@d16384") not in IN_LLC
     print("compare-llamacpp: self-test passed")
 
 
@@ -413,8 +482,12 @@ def main():
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("-d", default="0", help="context depths, as llama-bench's -d: 0,4096")
-    ap.add_argument("--kv-type", default="f16", help="KV cache type for both programs")
-    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("--kv-type", default="f16", help="KV cache types for both programs, a row each: f16,q8_0")
+    ap.add_argument("-t", default="2", help="threads, a row each: 1,2")
+    ap.add_argument("--reps-in-process", action="store_true",
+                    help="each program once a row with all repetitions (a long context evaluated once)")
+    ap.add_argument("--depth-table", action="store_true",
+                    help="-p 512 -n 64 -d 0,4096,16384 --kv-type f16,q8_0 --reps-in-process, tg at depth 0 left out")
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--batch", default="")
     ap.add_argument("--npp", type=int, default=128)
@@ -426,6 +499,16 @@ def main():
         return self_test()
     if not a.llama_bench:
         ap.error("LLAMA_BENCH is needed")
+    if a.depth_table:
+        a.p, a.n, a.d, a.reps_in_process = 512, 64, "0,4096,16384", True
+        if a.kv_type == "f16":
+            a.kv_type = "f16,q8_0"
+    for kv in a.kv_type.split(","):
+        if kv not in ("f16", "q8_0", "q4_0", "f32"):
+            ap.error(f"--kv-type: '{kv}' is none of f16, q8_0, q4_0, f32")
+    for t in a.t.split(","):
+        if not t.isdigit() or int(t) < 1:
+            ap.error(f"-t: '{t}' is not a thread count")
     for level in a.simd.split(","):
         if level not in ("native", "scalar", "avx2", "avx512"):
             ap.error(f"--simd: '{level}' is none of native, scalar, avx2, avx512")

@@ -33,8 +33,51 @@ static void fill_tokens(int32_t *ids, int n, uint32_t vocab, uint64_t seed)
     }
 }
 
+/* The context of the first sequence at a depth, evaluated once per model
+ * and depth and forked for every run after (each run's tokens then go to
+ * blocks of its own), as llama-bench restores the state it saved after
+ * its first run at that depth: a long context is evaluated once, not
+ * once per test and repetition. */
+static struct {
+    hx_model *m;
+    int depth;
+    hx_session *s;
+} held;
+
+void hxb_depth_release(void)
+{
+    if (held.s)
+        hx_session_close(held.s);
+    held.s = NULL;
+    held.m = NULL;
+    held.depth = 0;
+}
+
+static hx_status fill_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s);
+
 /* Opens a session holding `depth` tokens of context (unmeasured). */
 static hx_status open_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
+{
+    if (depth <= 0 || seed != 99)
+        return fill_at_depth(m, vocab, depth, seed, s);
+    if (held.s && (held.m != m || held.depth != depth))
+        hxb_depth_release();
+    if (!held.s) {
+        hx_status st = fill_at_depth(m, vocab, depth, seed, &held.s);
+        if (st)
+            return st;
+        held.m = m;
+        held.depth = depth;
+    }
+    hx_status st = hx_session_fork(held.s, s);
+    if (st) {
+        fprintf(stderr, "hetero-bench: the context before the test: %s\n", hx_last_error());
+        *s = NULL;
+    }
+    return st;
+}
+
+static hx_status fill_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
 {
     hx_status st = hx_session_open(m, s);
     if (st || depth <= 0)
@@ -131,6 +174,9 @@ static void device_stats(hx_runtime *rt, hxb_row *row)
 static void roofline(hx_runtime *rt, hx_model *m, const hxb_test *t, hxb_row *row)
 {
     row->weight_bytes_per_token = row->kv_bytes_per_token = row->read_bw_gbps = row->roofline_pct = NAN;
+    row->working_set_bytes = NAN;
+    row->llc_bytes = 0;
+    row->fits_llc = 0;
     hx_model_info in;
     if (t->kind != HXB_TG || hx_model_info_get(m, &in) != HX_OK)
         return;
@@ -138,6 +184,10 @@ static void roofline(hx_runtime *rt, hx_model *m, const hxb_test *t, hxb_row *ro
     row->kv_bytes_per_token = (double)in.kv_bytes_per_token * (t->depth + (t->n + 1) / 2.0);
     if (hx_runtime_simulated(rt))
         return;
+    row->working_set_bytes =
+        (double)in.decode_weight_bytes + (double)in.kv_bytes_per_token * (t->depth + t->n) * t->seqs;
+    row->llc_bytes = hxb_llc_bytes();
+    row->fits_llc = row->llc_bytes > 0 && row->working_set_bytes <= (double)row->llc_bytes;
     const double bw = hxb_read_bandwidth(row->threads);
     if (bw > 0) {
         row->read_bw_gbps = bw;

@@ -81,6 +81,13 @@ static void row_json(FILE *f, const hxb_results *r, int i)
     knum(f, "kv_bytes_per_token", row->kv_bytes_per_token);
     knum(f, "read_bandwidth_gbps", row->read_bw_gbps);
     knum(f, "roofline_pct", row->roofline_pct);
+    knum(f, "working_set_bytes", row->working_set_bytes);
+    if (row->llc_bytes)
+        kint(f, "llc_bytes", row->llc_bytes);
+    else
+        kstr(f, "llc_bytes", NULL);
+    key(f, "fits_llc", 0);
+    fputs(row->fits_llc ? "true" : "false", f);
     key(f, "device_stats", 0);
     fputs("[", f);
     for (int d = 0; d < row->ndev; d++) {

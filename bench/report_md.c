@@ -151,7 +151,12 @@ static void speed_table(FILE *f, const hxb_results *r, table *t, shown s)
             hxb_fmt_bytes(w, sizeof w, (uint64_t)row->weight_bytes_per_token);
             hxb_fmt_bytes(kv, sizeof kv, (uint64_t)row->kv_bytes_per_token);
             snprintf(t->cell[i][c++], CELL, "%s + %s", w, kv);
-            if (isfinite(row->roofline_pct))
+            char llc[32];
+            hxb_fmt_bytes(llc, sizeof llc, row->llc_bytes);
+            if (isfinite(row->roofline_pct) && row->fits_llc) /* not a memory figure: say why */
+                snprintf(t->cell[i][c++], CELL, "in LLC (%.0f%% of %.1f GB/s; %s cache)", row->roofline_pct,
+                         row->read_bw_gbps, llc);
+            else if (isfinite(row->roofline_pct))
                 snprintf(t->cell[i][c++], CELL, "%.0f%% of %.1f GB/s", row->roofline_pct, row->read_bw_gbps);
         }
     }

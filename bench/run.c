@@ -241,7 +241,9 @@ static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
     uint64_t need = 0, dflt = md->n_ctx < 4096 ? md->n_ctx : 4096;
     for (int t = 0; t < r->ntests; t++) {
         uint64_t len = (uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth;
-        uint64_t n = (uint64_t)r->tests[t].seqs * ((len + 15) / 16 * 16);
+        /* A run at a depth forks the held context: its blocks are shared,
+         * and a fork writing into the partial last one copies it. */
+        uint64_t n = (uint64_t)r->tests[t].seqs * ((len + 15) / 16 * 16) + (r->tests[t].depth ? 32 : 0);
         if (n > need)
             need = n;
     }
@@ -327,6 +329,7 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
                             row->avg_ts, row->stddev_ts);
                 }
             }
+            hxb_depth_release(); /* its session belongs to the model */
             hx_model_free(m);
         }
     hx_runtime_close(rt);

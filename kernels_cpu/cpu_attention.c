@@ -1,19 +1,34 @@
 /* Attention on the CPU over the paged KV cache (ops/ops.h "attention" and
- * "attention_part").
+ * "attention_part"), flash-attention style.
  *
- * Work is cut into tiles: up to ATTN_TILE consecutive tokens of one
- * sequence (a prompt's, or one decode token) with the query heads of one
- * KV head (grouped-query attention).  A tile's columns, one per (token,
- * query head), meet each K row in one gemm tile of the KV type (4 rows x
- * up to HX_GEMM_COLS columns, kernels_cpu/quant.h) and each V row once
- * dequantized, where one token at a time re-read and re-converted the
- * context for each token.  Every column's arithmetic is the same whatever
- * tile holds it: its scores come from the same gemm kernel, a lone K row
- * through the tile with a zero row stride; its softmax and V sum run over
- * its own positions in order (hx_quant_add_scaled_rows: a multiply and an
- * add per position, as at every level).  A token's outputs therefore keep their
- * bits whether it is evaluated alone, in a prompt or beside other
- * sequences, as the prefix cache and the serving engine rely on. */
+ * A column is one (token, query head).  Its positions are cut into chunks
+ * of ATTN_CHUNK at fixed positions (0, 64, 128, ...), whatever the tile
+ * or thread that computes it.  For each chunk a column gets a partial: its
+ * scaled scores' maximum m, the sum l of exp(score - m) and the sum o of
+ * exp(score - m) x V row; the partials are merged in chunk order (the
+ * online softmax: the larger maximum wins, the other side is rescaled by
+ * exp(difference)), and the merged sum is divided by the merged l at the
+ * end.  The scores of a chunk live in L1, so nothing proportional to the
+ * context is written; K rows meet the queries in the KV type's gemm tile
+ * straight from the cache (F16, Q8_0, Q4_0 as stored), V rows are read
+ * as F16 in place or dequantized ATTN_CHUNK rows at a time.
+ *
+ * Work:
+ * - a prompt (or any batch with enough tokens) is cut into tiles of up
+ *   to ATTN_TILE consecutive tokens of one sequence with the query heads
+ *   of one KV head; a tile walks the chunks its columns see (a causal
+ *   tile stops at its last token, a sliding window starts at its first
+ *   token's window: whole chunks outside are never read);
+ * - a batch of few tokens (decode) is cut by chunks instead: the first
+ *   phase (`prepare`) spreads the (tile, chunk) pairs over the team, each
+ *   for every head, writing the partials to scratch; the second merges
+ *   each column's partials.  Every thread then streams its own part of
+ *   the cache.
+ * Either way a column's partials are computed by the same code from the
+ * same inputs and merged in the same order, so a token's outputs keep
+ * their bits whether it is evaluated alone, in a prompt, beside other
+ * sequences or with any number of threads, as the prefix cache and the
+ * serving engine rely on. */
 #include <math.h>
 #include <string.h>
 
@@ -28,53 +43,86 @@
 
 /* Tokens of one sequence whose queries meet each K and V row together. */
 #define ATTN_TILE 16
-/* At most this many bytes of a tile's scores per thread: a long context
- * takes fewer tokens a tile. */
-#define ATTN_SCORE_BYTES (2u << 20)
-/* V rows dequantized at a time, which every column then sums from L1
- * with its accumulators in registers. */
-#define ATTN_V_ROWS 64
+/* Positions of one partial: its scores stay in L1, its V rows are
+ * dequantized together. */
+#define ATTN_CHUNK 64
+/* F16 V rows are read in place by fewer columns than this (a decode
+ * step); more convert each row to F32 once for all of them (exactly: the
+ * same bits, hx_quant_add_scaled_rows_f16). */
+#define ATTN_F16_CONVERT_COLS 4
+/* Batches with fewer than this many (token, KV head) pairs per thread
+ * are cut by chunks (a decode step). */
+#define SPLIT_PAIRS_PER_THREAD 4
 
 /* A head's K or V row lies rbytes past the last one's (the other heads'
  * rows between) and a block's end jumps to another block: a stride the
- * hardware prefetchers follow badly, and with many sequences the cache
- * is far larger than the caches, so each pass asks for its rows this
+ * hardware prefetchers follow badly, so each pass asks for its rows this
  * many positions ahead. */
 #define KV_AHEAD 6
 
-/* One column of a tile: a token's query head and the positions it sees. */
+/* One column: a token's query head and the positions it sees; the merged
+ * maximum and sum of its partials so far. */
 typedef struct {
     int32_t p0, p1; /* first and last position */
     uint32_t t, h;  /* token in the batch, query head */
+    float m;
+    double l;
 } attn_col;
+
+/* A chunk's partial for one column (o beside it); l == 0: no position. */
+typedef struct {
+    float m;
+    double l;
+} attn_stat;
 
 static uint32_t attn_group(const hx_op_attention *a) { return a->Hkv ? a->Hq / a->Hkv : 1; }
 static uint64_t attn_ctx(const hx_op_attention *a) { return (uint64_t)a->kv.max_blocks * a->kv.block_size; }
+static uint64_t attn_chunks(const hx_op_attention *a) { return (attn_ctx(a) + ATTN_CHUNK - 1) / ATTN_CHUNK; }
 
-static uint32_t tile_tokens(const hx_op_attention *a)
+static int split_mode(const hx_op_attention *a, int nth)
 {
-    const uint64_t per = attn_group(a) * ALIGN64(attn_ctx(a) * sizeof(float));
-    const uint64_t n = per ? ATTN_SCORE_BYTES / per : ATTN_TILE;
-    return n < 1 ? 1 : n > ATTN_TILE ? ATTN_TILE : (uint32_t)n;
+    return nth > 1 && (uint64_t)a->kv.T * a->Hkv < (uint64_t)SPLIT_PAIRS_PER_THREAD * (uint64_t)nth;
 }
 
-/* Per thread, for a tile's columns: scores over the whole context (by
- * position), the queries quantized to the K rows' dot partner, the
- * columns; then ATTN_V_ROWS dequantized V rows and a gemm tile's outputs
- * for a lone K row. */
-static size_t attn_thread_bytes(const hx_op_attention *a)
+/* The most columns a thread holds at once: a tile's, or in split mode
+ * every head of a tile (the batch's tokens at most). */
+static uint64_t cols_cap(const hx_op_attention *a, int nth)
+{
+    const uint64_t tile = (uint64_t)ATTN_TILE * attn_group(a), all = (uint64_t)a->kv.T * a->Hq;
+    return split_mode(a, nth) && all > tile ? all : tile;
+}
+
+static size_t qstride_of(const hx_op_attention *a)
 {
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
-    const size_t qrow = q ? hx_type_row_size(q->vec_dot_type, a->Dh) : 0;
-    const uint64_t cols = (uint64_t)tile_tokens(a) * attn_group(a);
-    return cols * (ALIGN64(attn_ctx(a) * sizeof(float)) + ALIGN64(qrow)) + ALIGN64(cols * sizeof(attn_col)) +
-           ALIGN64(ATTN_V_ROWS * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS_MAX * sizeof(float));
+    return q ? ALIGN64(hx_type_row_size(q->vec_dot_type, a->Dh)) : 0;
+}
+
+/* A stored partial: its stat, then Dh floats of o. */
+static size_t partial_bytes(const hx_op_attention *a) { return ALIGN64(sizeof(attn_stat) + a->Dh * sizeof(float)); }
+
+/* Per thread, for its columns: a chunk's scores, the queries quantized to
+ * the K rows' dot partner, the columns, the chunk's stats and V sums;
+ * then ATTN_CHUNK dequantized V rows and a gemm tile's outputs for a lone
+ * K row. */
+static size_t attn_thread_bytes(const hx_op_attention *a, int nth)
+{
+    const uint64_t cols = cols_cap(a, nth);
+    return cols * (ATTN_CHUNK * sizeof(float) + qstride_of(a)) + ALIGN64(cols * sizeof(attn_col)) +
+           ALIGN64(cols * sizeof(attn_stat)) + ALIGN64(cols * a->Dh * sizeof(float)) +
+           ALIGN64(ATTN_CHUNK * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS_MAX * sizeof(float));
+}
+
+/* Split mode's partials, after the threads' areas: [T][Hq][chunks]. */
+static size_t split_bytes(const hx_op_attention *a, int nth)
+{
+    return split_mode(a, nth) ? (size_t)a->kv.T * a->Hq * attn_chunks(a) * partial_bytes(a) : 0;
 }
 
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth)
 {
     (void)sizes;
-    return attn_thread_bytes(args) * (size_t)nth;
+    return attn_thread_bytes(args, nth) * (size_t)nth + split_bytes(args, nth);
 }
 
 /* Is every block of the sequence from p0 up to `pos` a block of the cache? */
@@ -130,147 +178,237 @@ static int32_t seen_run(const attn_col *col, uint32_t ncol, int32_t p, uint32_t 
     return end < bend ? end : bend;
 }
 
+/* What every thread's work shares: the op, its kernels and row sizes. */
 typedef struct {
     const hx_op_attention *a;
-    const hx_quant_ops *kq, *vq;
+    const hx_quant_ops *kq, *vq, *qq;
     size_t rbytes, hbytes, qstride; /* K's row and head bytes */
     size_t vrbytes, vhbytes;        /* V's */
+    uint64_t slots;
     const uint8_t *kc, *vc;
+} attn_geom;
+
+/* One thread's tile: its sequence's blocks, KV head and buffers. */
+typedef struct {
+    const attn_geom *g;
     const int32_t *blocks;
     uint32_t kvh;
-    float *score; /* [ncol][per_col] */
-    size_t per_col;
-    const uint8_t *q; /* [ncol][qstride] */
-    float *lone;      /* [HX_GEMM_COLS_MAX][4] */
+    int32_t ahead_end; /* the last position this pass will read (prefetch bound) */
+    float *score;      /* [ncol][ATTN_CHUNK], by position - chunk start */
+    const uint8_t *q;  /* [ncol][qstride] */
+    attn_stat *st;     /* [ncol] this chunk's */
+    float *o;          /* [ncol][Dh] this chunk's */
+    float *vbuf;       /* [ATTN_CHUNK][Dh] */
+    float *lone;       /* [HX_GEMM_COLS_MAX][4] */
 } attn_tile;
 
-/* scores[j][p] = dot(K row p, query j) for every position p a column
- * sees, four rows a gemm tile where a block's run has them. */
-static void tile_scores(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t P0, int32_t P1)
+/* score[j][p - c0] = dot(K row p, query j) for every position p in
+ * [lo, hi] some column sees, four rows a gemm tile where a block's run has
+ * them. */
+static void chunk_scores(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0, int32_t lo, int32_t hi)
 {
-    const hx_op_attention *a = w->a;
+    const attn_geom *g = w->g;
+    const hx_op_attention *a = g->a;
     const hx_kv_layout *l = &a->kv;
-    const uint32_t step = (uint32_t)w->kq->gemm_cols;
-    const size_t koff = w->kvh * w->hbytes;
-    for (int32_t p = P0, next; p != INT32_MAX;) {
-        const int32_t e = seen_run(col, ncol, p, l->block_size, &next);
+    const uint32_t step = (uint32_t)g->kq->gemm_cols;
+    const size_t koff = w->kvh * g->hbytes;
+    for (int32_t p = lo, next; p <= hi;) {
+        int32_t e = seen_run(col, ncol, p, l->block_size, &next);
         if (e < 0) {
             p = next;
             continue;
         }
-        const uint8_t *k0 = kv_row(w->kc, l, w->blocks, p, w->rbytes) + koff;
+        e = e < hi ? e : hi;
+        const uint8_t *k0 = kv_row(g->kc, l, w->blocks, p, g->rbytes) + koff;
         const int32_t n = e - p + 1;
         int32_t i = 0;
         for (; i + 4 <= n; i += 4) {
-            for (int32_t f = 0; f < 4 && p + i + KV_AHEAD + f <= P1; f++)
-                prefetch_row(w->kc, l, w->blocks, p + i + KV_AHEAD + f, w->rbytes, koff, w->hbytes);
+            for (int32_t f = 0; f < 4 && p + i + KV_AHEAD + f <= w->ahead_end; f++)
+                prefetch_row(g->kc, l, w->blocks, p + i + KV_AHEAD + f, g->rbytes, koff, g->hbytes);
             for (uint32_t j = 0; j < ncol; j += step) {
                 const int nc = (int)(ncol - j < step ? ncol - j : step);
-                w->kq->gemm(a->Dh, nc, w->score + j * w->per_col + p + i, w->per_col, k0 + (size_t)i * w->rbytes,
-                            w->rbytes, w->q + j * w->qstride, w->qstride);
+                g->kq->gemm(a->Dh, nc, w->score + j * ATTN_CHUNK + (p + i - c0), ATTN_CHUNK,
+                            k0 + (size_t)i * g->rbytes, g->rbytes, w->q + j * g->qstride, g->qstride);
             }
         }
         for (; i < n; i++)
             for (uint32_t j = 0; j < ncol; j += step) {
                 const int nc = (int)(ncol - j < step ? ncol - j : step);
-                w->kq->gemm(a->Dh, nc, w->lone, 4, k0 + (size_t)i * w->rbytes, 0, w->q + j * w->qstride,
-                            w->qstride);
+                g->kq->gemm(a->Dh, nc, w->lone, 4, k0 + (size_t)i * g->rbytes, 0, w->q + j * g->qstride,
+                            g->qstride);
                 for (int c = 0; c < nc; c++)
-                    w->score[(j + c) * w->per_col + p + i] = w->lone[4 * c];
+                    w->score[(j + c) * ATTN_CHUNK + (p + i - c0)] = w->lone[4 * c];
             }
         p = e + 1;
     }
 }
 
-/* Each column's softmax over its own positions, in order: the largest
- * scaled score, exp(score - max), 1 / their sum; in place, each
- * position's weight exp(score - max) x (1 / sum). */
-static void tile_softmax(const attn_tile *w, attn_col *col, uint32_t ncol, float *stats)
+/* A column's sum over its positions [lo, hi] of weight x V row, straight
+ * from the F16 cache rows: one call per run within a block, whose rows lie
+ * one cache row apart. */
+static void column_values_f16(const attn_tile *w, const float *weight, int32_t lo, int32_t hi, float *oj, size_t voff)
 {
-    for (uint32_t j = 0; j < ncol; j++) {
-        float *sc = w->score + j * w->per_col;
-        float mx = -INFINITY;
-        for (int32_t p = col[j].p0; p <= col[j].p1; p++) {
-            sc[p] *= w->a->scale;
-            if (sc[p] > mx)
-                mx = sc[p];
-        }
-        hx_vmath_exp_shifted(sc + col[j].p0, mx, col[j].p1 - col[j].p0 + 1);
-        double sum = 0;
-        for (int32_t p = col[j].p0; p <= col[j].p1; p++)
-            sum += sc[p];
-        const float inv = (float)(1.0 / sum);
-        for (int32_t p = col[j].p0; p <= col[j].p1; p++)
-            sc[p] *= inv;
-        if (stats) {
-            float *st = stats + ((uint64_t)col[j].t * w->a->Hq + col[j].h) * 2;
-            st[0] = mx;
-            st[1] = (float)sum;
-        }
-    }
-}
-
-/* A column's sum over its positions in [c0, c1] (`weight` its softmax
- * weights by position), straight from the F16 cache rows: one call per
- * run of positions within a block, whose rows lie one cache row apart. */
-static void column_values_f16(const attn_tile *w, const attn_col *cj, const float *weight, int32_t c0, int32_t c1,
-                              float *oj, size_t voff)
-{
-    const hx_kv_layout *l = &w->a->kv;
+    const attn_geom *g = w->g;
+    const hx_kv_layout *l = &g->a->kv;
     const int32_t bs = (int32_t)l->block_size;
-    int32_t p = cj->p0 > c0 ? cj->p0 : c0;
-    const int32_t hi = cj->p1 < c1 ? cj->p1 : c1;
-    while (p <= hi) {
+    for (int32_t p = lo; p <= hi;) {
         const int32_t bend = (p / bs + 1) * bs - 1, e = bend < hi ? bend : hi;
-        const hx_half *v = (const hx_half *)(const void *)(kv_row(w->vc, l, w->blocks, p, w->vrbytes) + voff);
-        hx_quant_add_scaled_rows_f16(oj, v, w->vrbytes / sizeof(hx_half), weight + p,
-                                     e - p + 1, w->a->Dh);
+        const hx_half *v = (const hx_half *)(const void *)(kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff);
+        hx_quant_add_scaled_rows_f16(oj, v, g->vrbytes / sizeof(hx_half), weight + (p - lo), e - p + 1, g->a->Dh);
         p = e + 1;
     }
 }
 
-/* out[j] = sum over its positions p, in order, of weight(j, p) x V row p,
- * ATTN_V_ROWS positions at a time for every column, so that the tile's
- * columns meet each V row while it is in L1: read as F16 where the cache
- * holds F16, else each row dequantized once for the tile's columns. */
-static void tile_values(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t P0, int32_t P1, float *out,
-                        float *vbuf)
+/* Lanes of the sums and maxima below: fixed, so that a column's result
+ * depends on its positions alone, and wide enough for the compiler to
+ * keep them in vector registers. */
+#define LANES 16
+
+/* x[i] *= scale for i < n; the largest result (NaN never wins, as in a
+ * plain loop of comparisons). */
+static float scale_max(float *x, int32_t n, float scale)
 {
-    const hx_op_attention *a = w->a;
+    float m[LANES];
+    for (int k = 0; k < LANES; k++)
+        m[k] = -INFINITY;
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            const float v = x[i + k] * scale;
+            x[i + k] = v;
+            m[k] = v > m[k] ? v : m[k];
+        }
+    for (int k = 0; i < n; i++, k++) {
+        x[i] *= scale;
+        m[k] = x[i] > m[k] ? x[i] : m[k];
+    }
+    float mx = -INFINITY;
+    for (int k = 0; k < LANES; k++)
+        mx = m[k] > mx ? m[k] : mx;
+    return mx;
+}
+
+/* The sum of x[0..n), lane by lane, the lanes then in order. */
+static double lane_sum(const float *x, int32_t n)
+{
+    float s[LANES] = {0};
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++)
+            s[k] += x[i + k];
+    for (int k = 0; i < n; i++, k++)
+        s[k] += x[i];
+    double sum = 0;
+    for (int k = 0; k < LANES; k++)
+        sum += s[k];
+    return sum;
+}
+
+/* The partials of the chunk starting at c0 for the tile's columns, into
+ * w->st and w->o: each column's softmax over its own positions of the
+ * chunk (scaled scores, their maximum, exp(score - max), their sum), then its sum of weight x V row in position order. */
+static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0)
+{
+    const attn_geom *g = w->g;
+    const hx_op_attention *a = g->a;
     const hx_kv_layout *l = &a->kv;
-    const size_t voff = w->kvh * w->vhbytes;
-    for (uint32_t j = 0; j < ncol; j++)
-        memset(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, 0, a->Dh * sizeof(float));
-    for (int32_t c0 = P0; c0 <= P1; c0 += ATTN_V_ROWS) {
-        const int32_t c1 = P1 - c0 >= ATTN_V_ROWS ? c0 + ATTN_V_ROWS - 1 : P1;
-        if (a->v_type == HX_TYPE_F16) {
-            for (int32_t p = c0 + KV_AHEAD; p <= c1 + KV_AHEAD && p <= P1; p++)
-                prefetch_row(w->vc, l, w->blocks, p, w->vrbytes, voff, w->vhbytes);
-            for (uint32_t j = 0; j < ncol; j++)
-                column_values_f16(w, &col[j], w->score + j * w->per_col, c0, c1,
-                                  out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, voff);
+    const int32_t c1 = c0 + ATTN_CHUNK - 1;
+    int32_t lo = INT32_MAX, hi = -1;
+    for (uint32_t j = 0; j < ncol; j++) {
+        const int32_t a0 = col[j].p0 > c0 ? col[j].p0 : c0, a1 = col[j].p1 < c1 ? col[j].p1 : c1;
+        if (a0 <= a1) {
+            lo = a0 < lo ? a0 : lo;
+            hi = a1 > hi ? a1 : hi;
+        }
+    }
+    if (hi < 0) {
+        for (uint32_t j = 0; j < ncol; j++)
+            w->st[j] = (attn_stat){-INFINITY, 0};
+        return;
+    }
+    chunk_scores(w, col, ncol, c0, lo, hi);
+    for (uint32_t j = 0; j < ncol; j++) {
+        const int32_t a0 = col[j].p0 > c0 ? col[j].p0 : c0, a1 = col[j].p1 < c1 ? col[j].p1 : c1;
+        if (a0 > a1) {
+            w->st[j] = (attn_stat){-INFINITY, 0};
             continue;
         }
-        for (int32_t p = c0, next; p <= c1;) {
-            int32_t e = seen_run(col, ncol, p, l->block_size, &next);
-            if (e < 0) {
-                p = next;
-                continue;
-            }
-            for (e = e < c1 ? e : c1; p <= e; p++) {
-                if (p + KV_AHEAD <= P1)
-                    prefetch_row(w->vc, l, w->blocks, p + KV_AHEAD, w->vrbytes, voff, w->vhbytes);
-                w->vq->dequantize_row(kv_row(w->vc, l, w->blocks, p, w->vrbytes) + voff,
-                                      vbuf + (size_t)(p - c0) * a->Dh, a->Dh);
-            }
-        }
+        float *sc = w->score + j * ATTN_CHUNK + (a0 - c0);
+        const int32_t n = a1 - a0 + 1;
+        const float mx = scale_max(sc, n, a->scale);
+        hx_vmath_exp_shifted(sc, mx, n);
+        w->st[j] = (attn_stat){mx, lane_sum(sc, n)};
+        memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
+    }
+    const size_t voff = w->kvh * g->vhbytes;
+    if (a->v_type == HX_TYPE_F16 && ncol < ATTN_F16_CONVERT_COLS) {
+        for (int32_t p = lo + KV_AHEAD; p <= hi + KV_AHEAD && p <= w->ahead_end; p++)
+            prefetch_row(g->vc, l, w->blocks, p, g->vrbytes, voff, g->vhbytes);
         for (uint32_t j = 0; j < ncol; j++) {
-            const int32_t lo = col[j].p0 > c0 ? col[j].p0 : c0, hi = col[j].p1 < c1 ? col[j].p1 : c1;
-            if (lo <= hi)
-                hx_quant_add_scaled_rows(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh,
-                                         vbuf + (size_t)(lo - c0) * a->Dh, a->Dh, w->score + j * w->per_col + lo,
-                                         hi - lo + 1, a->Dh);
+            const int32_t a0 = col[j].p0 > c0 ? col[j].p0 : c0, a1 = col[j].p1 < c1 ? col[j].p1 : c1;
+            if (a0 <= a1)
+                column_values_f16(w, w->score + j * ATTN_CHUNK + (a0 - c0), a0, a1, w->o + (size_t)j * a->Dh, voff);
         }
+        return;
+    }
+    for (int32_t p = lo, next; p <= hi;) {
+        int32_t e = seen_run(col, ncol, p, l->block_size, &next);
+        if (e < 0) {
+            p = next;
+            continue;
+        }
+        for (e = e < hi ? e : hi; p <= e; p++) {
+            if (p + KV_AHEAD <= w->ahead_end)
+                prefetch_row(g->vc, l, w->blocks, p + KV_AHEAD, g->vrbytes, voff, g->vhbytes);
+            g->vq->dequantize_row(kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff,
+                                  w->vbuf + (size_t)(p - c0) * a->Dh, a->Dh);
+        }
+    }
+    for (uint32_t j = 0; j < ncol; j++) {
+        const int32_t a0 = col[j].p0 > c0 ? col[j].p0 : c0, a1 = col[j].p1 < c1 ? col[j].p1 : c1;
+        if (a0 <= a1)
+            hx_quant_add_scaled_rows(w->o + (size_t)j * a->Dh, w->vbuf + (size_t)(a0 - c0) * a->Dh, a->Dh,
+                                     w->score + j * ATTN_CHUNK + (a0 - c0), a1 - a0 + 1, a->Dh);
+    }
+}
+
+/* Merges a chunk's partial (m, l, o) into a column's (*M, *L, O), chunks
+ * in order: the first is copied; after that the side with the smaller
+ * maximum is scaled by exp(its max - the larger). */
+static void merge_partial(float *O, float *M, double *L, const float *o, float m, double l, uint32_t Dh)
+{
+    if (l == 0)
+        return;
+    if (*L == 0) {
+        memcpy(O, o, Dh * sizeof(float));
+        *M = m;
+        *L = l;
+    } else if (m > *M) {
+        const float r = expf(*M - m);
+        for (uint32_t d = 0; d < Dh; d++)
+            O[d] = O[d] * r + o[d];
+        *L = *L * r + l;
+        *M = m;
+    } else {
+        const float r = expf(m - *M);
+        for (uint32_t d = 0; d < Dh; d++)
+            O[d] += o[d] * r;
+        *L += l * r;
+    }
+}
+
+/* A merged column's output: the sum divided by the sum of weights, turned
+ * back by H where the values were stored rotated; its stats for a part. */
+static void column_finish(const hx_op_attention *a, float *O, float M, double L, float *stats)
+{
+    const float inv = (float)(1.0 / L);
+    for (uint32_t d = 0; d < a->Dh; d++)
+        O[d] *= inv;
+    if (a->rot_v)
+        hx_hadamard_rotate(O, a->Dh, a->rot_v);
+    if (stats) {
+        stats[0] = M;
+        stats[1] = (float)L;
     }
 }
 
@@ -288,134 +426,334 @@ static void query_row(const hx_quant_ops *qq, const float *q, uint8_t *dst, uint
     qq->quantize_row(x, dst, Dh);
 }
 
-/* Attention over each token's positions, or (`part` not NULL) over one
- * part of them with the part's maxima and sums into `stats`. */
-static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part, float *stats)
+/* Token t's positions: 0, or the window's start, to its own position;
+ * then a part's cut.  1: some, 0: none (an empty part), -1: metadata
+ * naming something outside the cache. */
+static int token_range(const attn_geom *g, const hx_op_attention_part *part, const int32_t *meta, uint32_t t,
+                       int32_t *p0_out, int32_t *p1_out)
 {
+    const hx_op_attention *a = g->a;
     const hx_kv_layout *l = &a->kv;
+    const int32_t pos = hx_kv_token_pos(l, meta, t), seq = hx_kv_token_seq(l, meta, t);
+    int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0, p1 = pos;
+    if (part && pos >= 0) {
+        const int32_t cut = (int32_t)hx_attention_cut((uint32_t)pos, part->recent, l->block_size);
+        if (part->part == 0)
+            p1 = cut - 1 < p1 ? cut - 1 : p1;
+        else
+            p0 = cut > p0 ? cut : p0;
+    }
+    if (!context_in_cache(l, meta, p0, pos, seq, g->slots))
+        return -1;
+    *p0_out = p0;
+    *p1_out = p1;
+    return p1 >= p0;
+}
+
+/* A token's rows when it gets no attention: NaN for bad metadata (as on
+ * every device: NaN rows and a failed task, and no read outside the
+ * cache), zeros and an empty part's stats for no position. */
+static void fill_rows(const hx_op_attention *a, float *o, float *st, uint32_t heads, int bad)
+{
+    for (uint64_t i = 0; i < (uint64_t)heads * a->Dh; i++)
+        o[i] = bad ? NAN : 0.0f;
+    for (uint32_t g = 0; st && g < heads; g++) {
+        st[2 * g] = bad ? NAN : -INFINITY;
+        st[2 * g + 1] = bad ? NAN : 0;
+    }
+}
+
+static int geom_init(const hx_cpu_call *c, const hx_op_attention *a, attn_geom *g)
+{
     const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type), *vq = hx_quant_ops_get((hx_type)a->v_type);
     if (!kq || !kq->gemm || !vq || !vq->dequantize_row || a->Hkv == 0 || a->Hq % a->Hkv)
         return HX_ERR_INVALID_ARG;
-    const hx_quant_ops *qq = hx_quant_ops_get(kq->vec_dot_type);
     const uint64_t kvrow = (uint64_t)a->Hkv * a->Dh;
-    const size_t rbytes = hx_type_row_size((hx_type)a->kv_type, kvrow);
-    const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
-    const size_t vrbytes = hx_type_row_size((hx_type)a->v_type, kvrow);
-    const size_t vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh);
-    if (!rbytes || !hbytes || hbytes * a->Hkv != rbytes || !vrbytes || !vhbytes || vhbytes * a->Hkv != vrbytes)
+    *g = (attn_geom){.a = a, .kq = kq, .vq = vq, .qq = hx_quant_ops_get(kq->vec_dot_type),
+                     .rbytes = hx_type_row_size((hx_type)a->kv_type, kvrow),
+                     .hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh), .qstride = qstride_of(a),
+                     .vrbytes = hx_type_row_size((hx_type)a->v_type, kvrow),
+                     .vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh), .kc = c->buffers[1],
+                     .vc = c->buffers[2]};
+    if (!g->qq || !g->rbytes || !g->hbytes || g->hbytes * a->Hkv != g->rbytes || !g->vrbytes || !g->vhbytes ||
+        g->vhbytes * a->Hkv != g->vrbytes)
         return HX_ERR_INVALID_ARG; /* rows must split into whole blocks per head */
     if (!hx_hadamard_width_ok(a->rot_k, a->Dh) || !hx_hadamard_width_ok(a->rot_v, a->Dh))
         return HX_ERR_INVALID_ARG;
-    const float *qv = c->buffers[0];
+    const uint64_t kslots = c->sizes[1] / g->rbytes, vslots = c->sizes[2] / g->vrbytes;
+    g->slots = kslots < vslots ? kslots : vslots;
+    return 0;
+}
+
+/* This thread's buffers in the scratch. */
+static void tile_buffers(const hx_cpu_call *c, const attn_geom *g, attn_tile *w, attn_col **col)
+{
+    const hx_op_attention *a = g->a;
+    const uint64_t cols = cols_cap(a, c->nth);
+    uint8_t *p = (uint8_t *)c->scratch + attn_thread_bytes(a, c->nth) * (size_t)c->ith;
+    *w = (attn_tile){.g = g};
+    w->score = (float *)p;
+    p += cols * ATTN_CHUNK * sizeof(float);
+    w->q = p;
+    p += cols * g->qstride;
+    *col = (attn_col *)p;
+    p += ALIGN64(cols * sizeof(attn_col));
+    w->st = (attn_stat *)p;
+    p += ALIGN64(cols * sizeof(attn_stat));
+    w->o = (float *)p;
+    p += ALIGN64(cols * a->Dh * sizeof(float));
+    w->vbuf = (float *)p;
+    p += ALIGN64(ATTN_CHUNK * a->Dh * sizeof(float));
+    w->lone = (float *)p;
+}
+
+/* The end of the run of tokens from ta that one tile takes: consecutive,
+ * of one sequence, at most ATTN_TILE. */
+static uint32_t tile_end(const hx_kv_layout *l, const int32_t *meta, uint32_t ta)
+{
+    const int32_t seq = hx_kv_token_seq(l, meta, ta);
+    uint32_t tb = ta + 1;
+    while (tb < l->T && tb % ATTN_TILE != 0 && hx_kv_token_seq(l, meta, tb) == seq)
+        tb++;
+    return tb;
+}
+
+/* Tiles, each with a KV head's query heads (or one query head where the
+ * groups are too few to keep the team busy), walk their chunks in order,
+ * merging into the output rows. */
+static int attend_tiles(const hx_cpu_call *c, const attn_geom *g, const hx_op_attention_part *part, float *stats)
+{
+    const hx_op_attention *a = g->a;
+    const hx_kv_layout *l = &a->kv;
     const int32_t *meta = c->buffers[3];
+    const float *qv = c->buffers[0];
     float *out = c->buffers[4];
-    const uint64_t kslots = c->sizes[1] / rbytes, vslots = c->sizes[2] / vrbytes;
-    const uint64_t slots = kslots < vslots ? kslots : vslots;
-    const uint32_t group = attn_group(a), QT = tile_tokens(a);
-    const uint64_t cols_max = (uint64_t)QT * group;
-
-    uint8_t *mine = (uint8_t *)c->scratch + attn_thread_bytes(a) * (size_t)c->ith;
-    attn_tile w = {.a = a, .kq = kq, .vq = vq, .rbytes = rbytes, .hbytes = hbytes, .vrbytes = vrbytes,
-                   .vhbytes = vhbytes,
-                   .qstride = ALIGN64(hx_type_row_size(kq->vec_dot_type, a->Dh)), .kc = c->buffers[1],
-                   .vc = c->buffers[2], .score = (float *)mine, .per_col = ALIGN64(attn_ctx(a) * sizeof(float)) / sizeof(float)};
-    uint8_t *qrow = mine + cols_max * w.per_col * sizeof(float);
-    attn_col *col = (attn_col *)(qrow + cols_max * w.qstride);
-    float *vbuf = (float *)((uint8_t *)col + ALIGN64(cols_max * sizeof(attn_col)));
-    w.q = qrow;
-    w.lone = vbuf + ALIGN64(ATTN_V_ROWS * a->Dh * sizeof(float)) / sizeof(float);
-
-    /* Tiles: runs of consecutive tokens of one sequence, at most QT long. */
+    const uint32_t group = attn_group(a);
+    attn_tile w;
+    attn_col *col;
+    tile_buffers(c, g, &w, &col);
     uint64_t tiles = 0;
-    for (uint32_t t = 0; t < l->T; t++)
-        tiles += t == 0 || t % QT == 0 || hx_kv_token_seq(l, meta, t) != hx_kv_token_seq(l, meta, t - 1);
-    /* An item is a tile with a KV head's group of query heads, or with one
-     * query head where the groups are too few to keep the team busy (a
-     * decode step of one sequence has as many as KV heads).  Items go to
-     * the team in turn: a prompt's later tiles see more positions. */
+    for (uint32_t ta = 0; ta < l->T; ta = tile_end(l, meta, ta))
+        tiles++;
+    /* Items go to the team in turn: a prompt's later tiles see more
+     * positions. */
     const uint32_t heads = tiles * a->Hkv >= 2 * (uint64_t)c->nth ? group : 1;
     const uint32_t per_tile = a->Hq / heads;
     int rc = 0;
     uint64_t it = 0;
     for (uint32_t ta = 0, tb; ta < l->T; ta = tb) {
-        const int32_t seq = hx_kv_token_seq(l, meta, ta);
-        for (tb = ta + 1; tb < l->T && tb % QT != 0 && hx_kv_token_seq(l, meta, tb) == seq; tb++)
-            ;
+        tb = tile_end(l, meta, ta);
         for (uint32_t k = 0; k < per_tile; k++) {
             if (it++ % (uint64_t)c->nth != (uint64_t)c->ith)
                 continue;
             const uint32_t h0 = k * heads;
             w.kvh = h0 / group;
+            w.blocks = hx_kv_seq_blocks(l, meta, hx_kv_token_seq(l, meta, ta));
             uint32_t ncol = 0;
-            int32_t P0 = INT32_MAX, P1 = -1; /* the first and last position a column sees */
+            int32_t P0 = INT32_MAX, P1 = -1;
             for (uint32_t t = ta; t < tb; t++) {
-                const int32_t pos = hx_kv_token_pos(l, meta, t);
                 float *o0 = out + ((uint64_t)t * a->Hq + h0) * a->Dh;
                 float *st = part ? stats + ((uint64_t)t * a->Hq + h0) * 2 : NULL;
-                /* The first position it sees: 0, or the window's start;
-                 * then the part's cut. */
-                int32_t p0 = a->window && pos >= (int32_t)a->window ? pos - (int32_t)a->window + 1 : 0;
-                int32_t p1 = pos;
-                if (part && pos >= 0) {
-                    const int32_t cut = (int32_t)hx_attention_cut((uint32_t)pos, part->recent, l->block_size);
-                    if (part->part == 0)
-                        p1 = cut - 1 < p1 ? cut - 1 : p1;
-                    else
-                        p0 = cut > p0 ? cut : p0;
-                }
-                /* Bad metadata, as on every device: NaN rows and a
-                 * failed task, and no read outside the cache. */
-                if (!context_in_cache(l, meta, p0, pos, seq, slots)) {
-                    for (uint64_t i = 0; i < (uint64_t)heads * a->Dh; i++)
-                        o0[i] = NAN;
-                    for (uint32_t g = 0; st && g < heads; g++)
-                        st[2 * g] = st[2 * g + 1] = NAN;
-                    rc = HX_ERR_RANGE;
+                int32_t p0, p1;
+                const int r = token_range(g, part, meta, t, &p0, &p1);
+                if (r <= 0) {
+                    fill_rows(a, o0, st, heads, r < 0);
+                    rc = r < 0 ? HX_ERR_RANGE : rc;
                     continue;
                 }
-                if (p1 < p0) { /* an empty part */
-                    memset(o0, 0, (size_t)heads * a->Dh * sizeof(float));
-                    for (uint32_t g = 0; st && g < heads; g++) {
-                        st[2 * g] = -INFINITY;
-                        st[2 * g + 1] = 0;
-                    }
-                    continue;
-                }
-                for (uint32_t g = 0; g < heads; g++, ncol++) {
-                    col[ncol] = (attn_col){.p0 = p0, .p1 = p1, .t = t, .h = h0 + g};
-                    query_row(qq, qv + ((uint64_t)t * a->Hq + h0 + g) * a->Dh, qrow + ncol * w.qstride, a->Dh,
-                              a->rot_k);
+                for (uint32_t h = 0; h < heads; h++, ncol++) {
+                    col[ncol] = (attn_col){.p0 = p0, .p1 = p1, .t = t, .h = h0 + h, .m = -INFINITY, .l = 0};
+                    query_row(g->qq, qv + ((uint64_t)t * a->Hq + h0 + h) * a->Dh, (uint8_t *)w.q + ncol * g->qstride,
+                              a->Dh, a->rot_k);
                 }
                 P0 = p0 < P0 ? p0 : P0;
                 P1 = p1 > P1 ? p1 : P1;
             }
             if (!ncol)
                 continue;
-            w.blocks = hx_kv_seq_blocks(l, meta, seq);
-            tile_scores(&w, col, ncol, P0, P1);
-            tile_softmax(&w, col, ncol, stats);
-            tile_values(&w, col, ncol, P0, P1, out, vbuf);
-            /* Rotated values sum to the rotated output: H turns it back. */
-            for (uint32_t j = 0; a->rot_v && j < ncol; j++)
-                hx_hadamard_rotate(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, a->Dh, a->rot_v);
+            w.ahead_end = P1;
+            for (int32_t c0 = P0 - P0 % ATTN_CHUNK; c0 <= P1; c0 += ATTN_CHUNK) {
+                chunk_partial(&w, col, ncol, c0);
+                for (uint32_t j = 0; j < ncol; j++)
+                    merge_partial(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, &col[j].m, &col[j].l,
+                                  w.o + (size_t)j * a->Dh, w.st[j].m, w.st[j].l, a->Dh);
+            }
+            for (uint32_t j = 0; j < ncol; j++)
+                column_finish(a, out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, col[j].m, col[j].l,
+                              part ? stats + ((uint64_t)col[j].t * a->Hq + col[j].h) * 2 : NULL);
         }
     }
     return rc;
 }
 
+/* Split mode, first phase: the (tile, chunk) pairs in a row, each thread a
+ * consecutive share of them, every head of each; the partials go to
+ * scratch at [t][h][chunk]. */
+static void split_partials(const hx_cpu_call *c, const attn_geom *g, const hx_op_attention_part *part)
+{
+    const hx_op_attention *a = g->a;
+    const hx_kv_layout *l = &a->kv;
+    const int32_t *meta = c->buffers[3];
+    const float *qv = c->buffers[0];
+    const uint32_t group = attn_group(a);
+    const uint64_t nch = attn_chunks(a);
+    const size_t pb = partial_bytes(a);
+    uint8_t *partials = (uint8_t *)c->scratch + attn_thread_bytes(a, c->nth) * (size_t)c->nth;
+    attn_tile w;
+    attn_col *col;
+    tile_buffers(c, g, &w, &col);
+    /* Count the pairs: a tile's chunks from its first seen position's to
+     * its last's. */
+    uint64_t total = 0;
+    for (uint32_t ta = 0; ta < l->T; ta = tile_end(l, meta, ta)) {
+        int32_t P0 = INT32_MAX, P1 = -1, p0, p1;
+        for (uint32_t t = ta; t < tile_end(l, meta, ta); t++)
+            if (token_range(g, part, meta, t, &p0, &p1) > 0) {
+                P0 = p0 < P0 ? p0 : P0;
+                P1 = p1 > P1 ? p1 : P1;
+            }
+        total += P1 < 0 ? 0 : (uint64_t)(P1 / ATTN_CHUNK - P0 / ATTN_CHUNK + 1);
+    }
+    uint64_t lo, hi, at = 0;
+    hx_cpu_split(total, c->ith, c->nth, &lo, &hi);
+    for (uint32_t ta = 0, tb; ta < l->T && at < hi; ta = tb) {
+        tb = tile_end(l, meta, ta);
+        /* The tile's columns, KV head by KV head: [kvh][token][head of the group]. */
+        uint32_t ntok = 0;
+        int32_t P0 = INT32_MAX, P1 = -1;
+        for (uint32_t t = ta; t < tb; t++) {
+            int32_t p0, p1;
+            if (token_range(g, part, meta, t, &p0, &p1) <= 0)
+                continue;
+            for (uint32_t h = 0; h < a->Hq; h++)
+                col[(h / group) * (tb - ta) * group + ntok * group + h % group] =
+                    (attn_col){.p0 = p0, .p1 = p1, .t = t, .h = h};
+            ntok++;
+            P0 = p0 < P0 ? p0 : P0;
+            P1 = p1 > P1 ? p1 : P1;
+        }
+        if (P1 < 0)
+            continue;
+        const uint64_t n = (uint64_t)(P1 / ATTN_CHUNK - P0 / ATTN_CHUNK + 1);
+        if (at + n <= lo) {
+            at += n;
+            continue;
+        }
+        const uint64_t first = lo > at ? lo - at : 0, last = hi - at < n ? hi - at : n;
+        const uint32_t per_kvh = (tb - ta) * group, cols = ntok * group;
+        for (uint32_t kv = 0; kv < a->Hkv; kv++)
+            for (uint32_t j = 0; j < cols; j++) {
+                const attn_col *cj = &col[kv * per_kvh + j];
+                query_row(g->qq, qv + ((uint64_t)cj->t * a->Hq + cj->h) * a->Dh,
+                          (uint8_t *)w.q + ((size_t)kv * per_kvh + j) * g->qstride, a->Dh, a->rot_k);
+            }
+        w.blocks = hx_kv_seq_blocks(l, meta, hx_kv_token_seq(l, meta, ta));
+        const int32_t cbase = P0 / ATTN_CHUNK;
+        w.ahead_end = (int32_t)((cbase + (int64_t)last) * ATTN_CHUNK - 1);
+        w.ahead_end = w.ahead_end < P1 ? w.ahead_end : P1;
+        for (uint64_t k = first; k < last; k++) {
+            const int32_t ci = cbase + (int32_t)k;
+            for (uint32_t kv = 0; kv < a->Hkv; kv++) {
+                attn_tile wk = w;
+                wk.kvh = kv;
+                wk.q = w.q + (size_t)kv * per_kvh * g->qstride;
+                const attn_col *ck = col + kv * per_kvh;
+                chunk_partial(&wk, ck, cols, ci * ATTN_CHUNK);
+                for (uint32_t j = 0; j < cols; j++) {
+                    uint8_t *dst = partials + (((uint64_t)ck[j].t * a->Hq + ck[j].h) * nch + (uint64_t)ci) * pb;
+                    memcpy(dst, &w.st[j], sizeof(attn_stat));
+                    if (w.st[j].l != 0)
+                        memcpy(dst + sizeof(attn_stat), w.o + (size_t)j * a->Dh, a->Dh * sizeof(float));
+                }
+            }
+        }
+        at += n;
+    }
+}
+
+/* Split mode, second phase: each (token, head) row merges its chunks'
+ * partials in order. */
+static int split_merge(const hx_cpu_call *c, const attn_geom *g, const hx_op_attention_part *part, float *stats)
+{
+    const hx_op_attention *a = g->a;
+    const int32_t *meta = c->buffers[3];
+    float *out = c->buffers[4];
+    const uint64_t nch = attn_chunks(a);
+    const size_t pb = partial_bytes(a);
+    const uint8_t *partials = (const uint8_t *)c->scratch + attn_thread_bytes(a, c->nth) * (size_t)c->nth;
+    uint64_t lo, hi;
+    int rc = 0;
+    hx_cpu_split((uint64_t)a->kv.T * a->Hq, c->ith, c->nth, &lo, &hi);
+    for (uint64_t r = lo; r < hi; r++) {
+        const uint32_t t = (uint32_t)(r / a->Hq);
+        float *o = out + r * a->Dh, *st = part ? stats + r * 2 : NULL;
+        int32_t p0, p1;
+        const int k = token_range(g, part, meta, t, &p0, &p1);
+        if (k <= 0) {
+            fill_rows(a, o, st, 1, k < 0);
+            rc = k < 0 ? HX_ERR_RANGE : rc;
+            continue;
+        }
+        float M = -INFINITY;
+        double L = 0;
+        for (int32_t ci = p0 / ATTN_CHUNK; ci <= p1 / ATTN_CHUNK; ci++) {
+            const uint8_t *src = partials + (r * nch + (uint64_t)ci) * pb;
+            attn_stat s;
+            memcpy(&s, src, sizeof s);
+            merge_partial(o, &M, &L, (const float *)(const void *)(src + sizeof(attn_stat)), s.m, s.l, a->Dh);
+        }
+        column_finish(a, o, M, L, st);
+    }
+    return rc;
+}
+
+/* Attention over each token's positions, or (`part` not NULL) over one
+ * part of them with the part's maxima and sums into `stats`. */
+static int attend(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part, float *stats)
+{
+    attn_geom g;
+    const int rc = geom_init(c, a, &g);
+    if (rc)
+        return rc;
+    return split_mode(a, c->nth) ? split_merge(c, &g, part, stats) : attend_tiles(c, &g, part, stats);
+}
+
+/* The first phase: split mode's partials; nothing otherwise. */
+static int attend_prepare(const hx_cpu_call *c, const hx_op_attention *a, const hx_op_attention_part *part)
+{
+    attn_geom g;
+    if (!split_mode(a, c->nth) || geom_init(c, a, &g))
+        return 0; /* the second phase reports bad arguments */
+    split_partials(c, &g, part);
+    return 0;
+}
+
 int hx_cpu_attention(const hx_cpu_call *c) { return attend(c, c->args, NULL, NULL); }
+int hx_cpu_attention_prepare(const hx_cpu_call *c) { return attend_prepare(c, c->args, NULL); }
 
 size_t hx_cpu_attention_part_scratch(const void *args, const size_t *sizes, int nth)
 {
     return hx_cpu_attention_scratch(&((const hx_op_attention_part *)args)->at, sizes, nth);
 }
 
-int hx_cpu_attention_part(const hx_cpu_call *c)
+static int part_args_ok(const hx_cpu_call *c)
 {
     const hx_op_attention_part *p = c->args;
     const uint64_t rows = (uint64_t)p->at.kv.T * p->at.Hq;
-    if (p->recent == 0 || p->part > 1 || c->sizes[5] < rows * 2 * sizeof(float) ||
-        c->sizes[4] < rows * p->at.Dh * sizeof(float))
+    return p->recent != 0 && p->part <= 1 && c->sizes[5] >= rows * 2 * sizeof(float) &&
+           c->sizes[4] >= rows * p->at.Dh * sizeof(float);
+}
+
+int hx_cpu_attention_part(const hx_cpu_call *c)
+{
+    const hx_op_attention_part *p = c->args;
+    if (!part_args_ok(c))
         return HX_ERR_INVALID_ARG;
     return attend(c, &p->at, p, c->buffers[5]);
+}
+
+int hx_cpu_attention_part_prepare(const hx_cpu_call *c)
+{
+    const hx_op_attention_part *p = c->args;
+    return part_args_ok(c) ? attend_prepare(c, &p->at, p) : 0;
 }

@@ -32,8 +32,11 @@ int hx_cpu_rope(const hx_cpu_call *c);
 void hx_cpu_rope_inv_freq(double *inv_freq, uint32_t n_rot, float base, const float *factors);
 int hx_cpu_kv_store(const hx_cpu_call *c);
 int hx_cpu_attention(const hx_cpu_call *c);
+/* Split attention's first phase (a decode step's chunks spread over the team). */
+int hx_cpu_attention_prepare(const hx_cpu_call *c);
 size_t hx_cpu_attention_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_attention_part(const hx_cpu_call *c);
+int hx_cpu_attention_part_prepare(const hx_cpu_call *c);
 size_t hx_cpu_attention_part_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_attn_merge(const hx_cpu_call *c);
 int hx_cpu_add(const hx_cpu_call *c);

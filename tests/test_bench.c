@@ -409,6 +409,18 @@ START_TEST(batched_decode_at_a_depth)
     const double bw = json_number(one, "read_bandwidth_gbps"), roof = json_number(one, "roofline_pct");
     ck_assert_double_gt(bw, 0);
     ck_assert_double_eq_tol(roof, 100 * (w1 + kv1) * json_number(one, "avg_ts") / (bw * 1e9), 1e-6 * roof);
+    /* The working set: the weights and the K and V of depth + n = 12
+     * positions; the test model is far smaller than any last-level cache,
+     * so its row is marked as read from the cache. */
+    const double ws = json_number(one, "working_set_bytes");
+    ck_assert_double_eq_tol(ws, w1 + kv1 / 10.5 * 12, 1e-6 * ws);
+    const char *fits = strstr(one, "\"fits_llc\": "), *llc = strstr(one, "\"llc_bytes\": ");
+    ck_assert_ptr_nonnull(fits);
+    ck_assert_ptr_nonnull(llc);
+    if (strncmp(llc + strlen("\"llc_bytes\": "), "null", 4)) {
+        ck_assert_double_gt(json_number(one, "llc_bytes"), ws);
+        ck_assert_msg(!strncmp(fits + strlen("\"fits_llc\": "), "true", 4), "a tiny model's row not in the LLC");
+    }
     snprintf(path, sizeof path, "%s/batched.json", tmpdir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);

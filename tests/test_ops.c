@@ -1129,6 +1129,113 @@ START_TEST(attention_q4_0_and_window_match_reference)
 }
 END_TEST
 
+/* Contexts of many 64-position chunks (the CPU kernel's unit of the online
+ * softmax), on the CPU: prompts of several tiles, prompts after cached
+ * context, decode steps (spread over the team by chunks), windows that
+ * start inside a chunk, F16, Q8_0 and Q4_0 caches (rotated and not), and
+ * the split in two parts and its merge. */
+START_TEST(attention_long_context_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    if (u.tg->kind != ON_CPU) { /* the long cases are the CPU kernel's; others run the short ones */
+        end(&u);
+        return;
+    }
+    unsigned seed = 35;
+    const hx_att_case cases[] = {
+        {HX_REF_F16, 4, 2, 64, 16, 1, {300}, {300}, 0},                   /* a prompt of 19 tiles */
+        {HX_REF_Q8_0, 6, 2, 64, 16, 1, {900}, {40}, 0},                   /* a prompt after context */
+        {HX_REF_F16, 9, 3, 64, 16, 1, {1000}, {1}, 0},                    /* decode */
+        {HX_REF_Q4_0, 8, 2, 64, 16, 2, {700, 333}, {1, 1}, 0},            /* two decode steps */
+        {HX_REF_Q8_0, 4, 4, 128, 5, 3, {260, 129, 64}, {2, 30, 1}, 1},    /* mixed, block 5 */
+        {HX_REF_F16, 4, 2, 64, 16, 1, {200}, {200}, 0},                   /* window 100 */
+        {HX_REF_Q4_0, 9, 3, 64, 16, 1, {900}, {1}, 0},                    /* window 130 */
+        {HX_REF_Q4_0, 8, 2, 64, 16, 1, {517}, {517}, 0},                  /* rotated */
+    };
+    const uint32_t window[] = {0, 0, 0, 0, 0, 100, 130, 0};
+    const hx_att_kv kv[] = {{HX_REF_F16, 0, 0}, {HX_REF_Q8_0, 0, 0}, {HX_REF_F16, 0, 0}, {HX_REF_Q4_0, 0, 0},
+                            {HX_REF_Q8_0, 0, 0}, {HX_REF_F16, 0, 0}, {HX_REF_Q4_0, 64, 64}, {HX_REF_Q8_0, 64, 64}};
+    for (int i = 0; i < 8; i++) {
+        hx_att_setup o;
+        hx_att_setup_make_kv(&cases[i], &kv[i], &o, &seed);
+        o.a.window = window[i];
+        double *ref = malloc(sizeof(double) * o.q_floats);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+        float *out = attention_run(&u, &o, HX_OK);
+        double e = hx_ref_nmse(out, ref, o.q_floats);
+        ck_assert_msg(e <= attention_bound(&u, cases[i].kv_type), "%s: long case %d (T %u, window %u): nmse %g",
+                      u.tg->name, i, o.a.kv.T, window[i], e);
+        free(out);
+        free(ref);
+        hx_att_setup_free(&o);
+        if (!window[i])
+            check_attention_part_kv(&u, &cases[i], &kv[i], 150, &seed, "long context");
+    }
+    end(&u);
+}
+END_TEST
+
+/* One token of a setup alone in a batch of its own: the same query, slot,
+ * position and block table. */
+static void single_token(const hx_att_setup *o, uint32_t t, hx_att_setup *one)
+{
+    const hx_kv_layout *l = &o->a.kv;
+    *one = *o;
+    one->a.kv.T = 1;
+    one->meta_ints = hx_meta_ints(&one->a.kv);
+    one->meta = malloc(4 * one->meta_ints);
+    one->meta[0] = o->meta[t];
+    one->meta[1] = o->meta[l->T + t];
+    one->meta[2] = 0;
+    const int32_t seq = o->meta[2 * l->T + t];
+    memcpy(one->meta + 3, o->meta + 3 * l->T + (size_t)seq * l->max_blocks, 4 * l->max_blocks);
+    one->q_floats = (size_t)o->a.Hq * o->a.Dh;
+    one->q = o->q + (size_t)t * one->q_floats;
+}
+
+/* A token's attention keeps its bits whether it is one of a prompt's
+ * tiles, or alone in a decode step whose chunks the team shares: the
+ * prefix cache and the serving engine rely on it.  The CPU's levels, with
+ * and without a window, K and V of each type. */
+START_TEST(attention_token_bits_alone_as_in_a_prompt)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    if (u.tg->kind != ON_CPU) {
+        end(&u);
+        return;
+    }
+    unsigned seed = 36;
+    const uint32_t types[] = {HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_0};
+    const uint32_t tokens[] = {0, 15, 63, 64, 65, 200, 333, 399};
+    for (int ti = 0; ti < 3; ti++)
+        for (uint32_t window = 0; window <= 90; window += 90) {
+            const hx_att_case c = {types[ti], 6, 2, 64, 16, 1, {400}, {400}, 0};
+            const hx_att_kv kv = {types[ti], types[ti] == HX_REF_Q4_0 ? 64 : 0, types[ti] == HX_REF_Q4_0 ? 64 : 0};
+            hx_att_setup o;
+            hx_att_setup_make_kv(&c, &kv, &o, &seed);
+            o.a.window = window;
+            float *all = attention_run(&u, &o, HX_OK);
+            for (size_t k = 0; k < sizeof tokens / sizeof tokens[0]; k++) {
+                hx_att_setup one;
+                single_token(&o, tokens[k], &one);
+                float *alone = attention_run(&u, &one, HX_OK);
+                ck_assert_msg(!memcmp(alone, all + (size_t)tokens[k] * one.q_floats, 4 * one.q_floats),
+                              "%s: type %u window %u: token %u alone differs from the prompt's", u.tg->name,
+                              types[ti], window, tokens[k]);
+                free(alone);
+                free(one.meta);
+            }
+            free(all);
+            hx_att_setup_free(&o);
+        }
+    end(&u);
+}
+END_TEST
+
 /* Metadata pointing outside the batch or the cache fails the task with
  * HX_ERR_RANGE and gives NaN rows, never a stray access; the other rows
  * are still right. */
@@ -1763,6 +1870,8 @@ Suite *suite_ops(void)
     tcase_add_loop_test(tc, attention_q4_0_and_window_match_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_mixed_and_rotated_kv_match_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, rotated_q4_0_cache_loses_less, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_long_context_matches_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_token_bits_alone_as_in_a_prompt, 0, N_TARGETS);
     tcase_add_loop_test(tc, kv_store_mixed_and_rotated, 0, N_TARGETS);
     tcase_add_loop_test(tc, matmul_low_bit_types, 0, N_TARGETS);
     suite_add_tcase(s, tc);
