@@ -241,7 +241,7 @@ hx_status hx_sampler_create_for(const hx_sampling *params, const hx_tokenizer *t
         uint32_t nb = params->dry_breakers ? params->n_dry_breakers : 4;
         if (nb && !tok)
             st = hx_error(HX_ERR_UNSUPPORTED, "sampler: DRY's sequence breakers are text: they need the tokenizer");
-        else
+        else if (nb)
             st = hx_smp_dry_breakers(s, tok, br, nb);
         if (st) {
             hx_sampler_free(s);
