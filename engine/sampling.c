@@ -203,7 +203,8 @@ hx_status hx_sampler_create_for(const hx_sampling *params, const hx_tokenizer *t
     s->prob = malloc(n * sizeof *s->prob);
     s->heap = malloc(n * sizeof *s->heap);
     s->cand = malloc(n * sizeof *s->cand);
-    int ok = s->work && s->prob && s->heap && s->cand;
+    s->pairs = malloc(n * sizeof *s->pairs);
+    int ok = s->work && s->prob && s->heap && s->cand && s->pairs;
     if (ok && params->n_logit_bias) {
         s->n_bias = params->n_logit_bias;
         ok = (s->bias = malloc(s->n_bias * sizeof *s->bias)) != NULL;
@@ -285,6 +286,7 @@ void hx_sampler_free(hx_sampler *s)
     free(s->dry_touched);
     free(s->dry_rev);
     free(s->scored);
+    free(s->pairs);
     free(s);
 }
 

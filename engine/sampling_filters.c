@@ -43,11 +43,27 @@ static void heap_sort(const float *w, int32_t *h, int n)
     }
 }
 
+static int by_pair(const void *a, const void *b)
+{
+    const hx_smp_pair *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* A full sort: the logits copied beside their ids first, so that the
+ * comparisons read memory in order (the logits by id are scattered). */
 void hx_smp_sort(hx_sampler *s)
 {
     if (s->sorted)
         return;
-    heap_sort(s->work, s->cand, s->n);
+    for (int i = 0; i < s->n; i++) {
+        s->pairs[i].logit = s->work[s->cand[i]];
+        s->pairs[i].id = s->cand[i];
+    }
+    qsort(s->pairs, (size_t)s->n, sizeof *s->pairs, by_pair);
+    for (int i = 0; i < s->n; i++)
+        s->cand[i] = s->pairs[i].id;
     s->sorted = 1;
 }
 
@@ -327,15 +343,39 @@ static int draw_index(hx_sampler *s)
     return s->n - 1;
 }
 
+/* The probabilities of the m most likely candidates, most likely first,
+ * into s->prob[0..m), without reordering the candidates (a heap selection
+ * over the logits, then their softmax over all). */
+static void top_probs(hx_sampler *s, int m)
+{
+    const float *w = s->work;
+    int32_t *h = s->heap;
+    memcpy(h, s->cand, (size_t)m * sizeof *h);
+    for (int i = m / 2 - 1; i >= 0; i--)
+        sift_down(w, h, m, i, 1);
+    for (int i = m; i < s->n; i++)
+        if (hx_smp_before(w, s->cand[i], h[0])) {
+            h[0] = s->cand[i];
+            sift_down(w, h, m, 0, 1);
+        }
+    heap_sort(w, h, m);
+    const float max = w[h[0]];
+    double z = 0.0;
+    for (int i = 0; i < s->n; i++)
+        z += exp((double)w[s->cand[i]] - max);
+    for (int i = 0; i < m; i++)
+        s->prob[i] = exp((double)w[h[i]] - max) / z;
+}
+
 void hx_smp_mirostat_filter(hx_sampler *s, int version)
 {
-    hx_smp_softmax(s, 1);
     if (version == 1 && s->n > 1) {
         /* Zipf's exponent estimated from the 100 most likely tokens, then
          * the k that makes the expected surprise mu. */
-        const int m = 100;
+        const int m = s->n < 100 ? s->n : 100;
+        top_probs(s, m);
         double sum_tb = 0.0, sum_tt = 0.0;
-        for (int i = 0; i < m - 1 && i < s->n - 1; i++) {
+        for (int i = 0; i < m - 1; i++) {
             double ti = log((double)(i + 2) / (double)(i + 1));
             double bi = log(s->prob[i] / s->prob[i + 1]);
             sum_tb += ti * bi;
@@ -345,15 +385,23 @@ void hx_smp_mirostat_filter(hx_sampler *s, int version)
         const double k = pow(eps * pow(2.0, s->mu) / (1.0 - pow((double)s->n_vocab, -eps)), 1.0 / s_hat);
         int ki = !(k >= 1.0) ? 1 : k >= (double)s->n ? s->n : (int)k;
         hx_smp_top_k(s, ki);
-        hx_smp_softmax(s, 1);
     } else if (version == 2) {
-        /* The tokens whose surprise (bits) is at most mu. */
+        /* The tokens whose surprise (bits) is at most mu: p >= 2^-mu, a
+         * prefix of the sorted candidates, found before sorting them. */
+        const float max = cand_max(s);
+        double z = 0.0;
+        for (int i = 0; i < s->n; i++)
+            z += exp((double)s->work[s->cand[i]] - max);
         int keep = 0;
-        while (keep < s->n && -log2(s->prob[keep]) <= s->mu)
-            keep++;
-        s->n = keep ? keep : 1;
-        hx_smp_softmax(s, 1);
+        for (int i = 0; i < s->n; i++)
+            if (-log2(exp((double)s->work[s->cand[i]] - max) / z) <= s->mu)
+                s->cand[keep++] = s->cand[i];
+        if (keep)
+            s->n = keep;
+        else
+            hx_smp_top_k(s, 1);
     }
+    hx_smp_softmax(s, 1);
 }
 
 int32_t hx_smp_mirostat(hx_sampler *s, int version)

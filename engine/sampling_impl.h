@@ -32,6 +32,12 @@ typedef struct {
     int pos;
 } hx_smp_scored;
 
+/* A candidate with its logit beside it, for sorting in cache order. */
+typedef struct {
+    float logit;
+    int32_t id;
+} hx_smp_pair;
+
 struct hx_sampler {
     hx_sampling p;    /* without its pointers, which it does not own     */
     int n_vocab;
@@ -52,6 +58,7 @@ struct hx_sampler {
     uint64_t rng[4];
     float mu;         /* Mirostat's running maximum surprise            */
     hx_smp_scored *scored; /* n_vocab of them, with typical sampling on  */
+    hx_smp_pair *pairs;    /* n_vocab of them: sorting's scratch          */
     /* DRY: its restart sequences sorted by head, its scratch. */
     hx_dry_seq *dry;
     int n_dry;
