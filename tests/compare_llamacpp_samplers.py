@@ -92,14 +92,15 @@ def main():
     if not ok:
         FAILED.append("min_tokens")
     cat = "The cat sat on the mat. The cat sat on the mat. The cat sat on the"
-    same("DRY greedy on a literal repeat", {"prompt": cat, "max_tokens": 12, "dry_multiplier": 0.8,
-                                            "dry_allowed_length": 2, "dry_penalty_last_n": 64})
+    plain_cat = text(HX, {"prompt": cat, "max_tokens": 12})
+    dry_cat = same("DRY greedy on a literal repeat", {"prompt": cat, "max_tokens": 12, "dry_multiplier": 0.8,
+                                                      "dry_allowed_length": 2, "dry_penalty_last_n": 64})
+    if dry_cat == plain_cat:
+        FAILED.append("DRY changed nothing")
     dry = {"prompt": story, "max_tokens": 32, "dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 1,
            "dry_penalty_last_n": 64}
-    plain = same("greedy on a repetitive prompt", {"prompt": story, "max_tokens": 32})
-    d = same("DRY greedy", dry)
-    if d == plain:
-        FAILED.append("DRY changed nothing")
+    same("greedy on a repetitive prompt", {"prompt": story, "max_tokens": 32})
+    same("DRY greedy (allowed length 1)", dry)
     same("DRY with breakers [\"(\"]", dict(dry, dry_sequence_breakers=["("]))
     same("typical_p 0.3 greedy", {"prompt": p, "max_tokens": 12, "typical_p": 0.3})
     x = same("XTC probability 1, threshold 0.1, greedy", {"prompt": p, "max_tokens": 12, "xtc_probability": 1.0,
