@@ -114,6 +114,13 @@ hx_status hx_engine_req_create(hx_engine *e, const hx_request *r, hx_engine_req 
         st = hx_engine_embed_prepare(e, q);
     if (st == HX_OK)
         st = hx_generation_init(&q->gen, e->m, &q->r.sampling);
+    /* What the sampler read at its creation is not kept. */
+    q->r.sampling.logit_bias = NULL;
+    q->r.sampling.n_logit_bias = 0;
+    q->r.sampling.dry_breakers = NULL;
+    q->r.sampling.n_dry_breakers = 0;
+    q->r.sampling.samplers = NULL;
+    q->r.sampling.grammar = NULL;
     if (st) {
         hx_engine_req_free(q);
         return st;

@@ -44,22 +44,6 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
         return st;
     for (size_t i = 0; i < n_prompt && st == HX_OK; i++)
         st = hx_sampler_accept(g.smp, prompt[i]);
-    /* ignore_eos: the logits are copied with every end-of-generation token
-     * at -inf, so it is never sampled. */
-    const hx_sampling *sp = sampling ? sampling : &def;
-    uint32_t n_vocab = m->info.n_vocab, n_eog = 0;
-    int32_t *eog_ids = NULL;
-    float *masked = NULL;
-    if (st == HX_OK && sp->ignore_eos) {
-        eog_ids = malloc(n_vocab * sizeof *eog_ids);
-        masked = malloc(n_vocab * sizeof *masked);
-        if (!eog_ids || !masked)
-            st = hx_error(HX_ERR_NO_MEMORY, "hx_session_generate: ignore_eos: %u logits", n_vocab);
-        for (uint32_t t = 0; st == HX_OK && t < n_vocab; t++)
-            if (hx_tokenizer_is_eog(m->tok, (int32_t)t))
-                eog_ids[n_eog++] = (int32_t)t;
-    }
-
     /* The whole request's KV before any work: the last token sampled is
      * never evaluated, so the prompt and n_predict - 1 more. */
     double t0 = hx_runtime_clock(m->rt);
@@ -73,12 +57,6 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
         int32_t tok, matched;
         const char *text;
         const float *logits = hx_session_logits(s, -1);
-        if (masked && logits) {
-            memcpy(masked, logits, n_vocab * sizeof *masked);
-            for (uint32_t k = 0; k < n_eog; k++)
-                masked[eog_ids[k]] = -INFINITY;
-            logits = masked;
-        }
         st = hx_generation_sample(&g, logits, &tok);
         if (st == HX_OK)
             st = hx_generation_accept(&g, tok);
@@ -122,8 +100,6 @@ static hx_status generate(hx_session *s, const int32_t *prompt, size_t n_prompt,
     if (stats)
         *stats = gs;
     hx_generation_free(&g);
-    free(eog_ids);
-    free(masked);
     return st;
 }
 

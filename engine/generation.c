@@ -12,6 +12,8 @@ void hx_generation_free(hx_generation *g)
     hx_grammar_state_free(g->gstate);
     hx_grammar_free(g->gram);
     free(g->masked);
+    free(g->eog_ids);
+    free(g->eog_masked);
     hx_stop_text_free(&g->stop);
     free(g->piece);
     memset(g, 0, sizeof *g);
@@ -21,8 +23,24 @@ hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampl
 {
     memset(g, 0, sizeof *g);
     hx_status st = hx_stop_text_init(&g->stop, sp->stop, sp->n_stop);
+    hx_sampling p = *sp;
+    if (p.dry_penalty_last_n == -1)
+        p.dry_penalty_last_n = (int32_t)m->opts.n_ctx;
     if (st == HX_OK)
-        st = hx_sampler_create(sp, (int)m->info.n_vocab, &g->smp);
+        st = hx_sampler_create_for(&p, m->tok, (int)m->info.n_vocab, &g->smp);
+    g->ignore_eos = sp->ignore_eos;
+    g->min_tokens = sp->min_tokens;
+    if (st == HX_OK && (sp->ignore_eos || sp->min_tokens) && !m->tok)
+        st = hx_error(HX_ERR_UNSUPPORTED, "ignore_eos and min_tokens need the model's tokenizer");
+    if (st == HX_OK && (sp->ignore_eos || sp->min_tokens)) {
+        g->eog_ids = malloc(m->info.n_vocab * sizeof *g->eog_ids);
+        g->eog_masked = malloc(m->info.n_vocab * sizeof *g->eog_masked);
+        if (!g->eog_ids || !g->eog_masked)
+            st = hx_error(HX_ERR_NO_MEMORY, "generation: end-of-generation mask of %u logits", m->info.n_vocab);
+        for (uint32_t t = 0; st == HX_OK && t < m->info.n_vocab; t++)
+            if (hx_tokenizer_is_eog(m->tok, (int32_t)t))
+                g->eog_ids[g->n_eog++] = (int32_t)t;
+    }
     g->cap = hx_detok_max_out(m->tok) + 1;
     if (st == HX_OK && !(g->piece = malloc(g->cap)))
         st = hx_error(HX_ERR_NO_MEMORY, "generation");
@@ -46,6 +64,12 @@ hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampl
 
 hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *tok)
 {
+    if (g->n_eog && (g->ignore_eos || g->generated < g->min_tokens)) {
+        memcpy(g->eog_masked, logits, g->n_vocab * sizeof *g->eog_masked);
+        for (uint32_t k = 0; k < g->n_eog; k++)
+            g->eog_masked[g->eog_ids[k]] = -INFINITY;
+        logits = g->eog_masked;
+    }
     hx_status st = hx_sampler_sample(g->smp, logits, tok);
     if (st || !g->gstate)
         return st;
@@ -67,6 +91,7 @@ hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *t
 hx_status hx_generation_accept(hx_generation *g, int32_t tok)
 {
     hx_status st = hx_sampler_accept(g->smp, tok);
+    g->generated += st == HX_OK;
     if (st == HX_OK && g->gstate)
         st = hx_grammar_accept_token(g->gstate, g->gvocab, tok);
     return st;

@@ -25,9 +25,19 @@ typedef struct {
     float *masked;
     const hx_tokenizer *tok;
     uint32_t n_vocab;
+    /* End-of-generation tokens kept from being drawn: always
+     * (ignore_eos), or until min_tokens were generated (vLLM's); the
+     * logits go through eog_masked with theirs at -inf. */
+    int ignore_eos;
+    uint32_t min_tokens, generated;
+    int32_t *eog_ids;
+    uint32_t n_eog;
+    float *eog_masked;
 } hx_generation;
 
-/* Validates `sp` (its stop strings are not copied: they must outlive g). */
+/* Validates `sp` (its stop strings are not copied: they must outlive g;
+ * its other pointers are read here).  A dry_penalty_last_n of -1 is the
+ * model's context. */
 hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampling *sp);
 void hx_generation_free(hx_generation *g);
 
@@ -37,7 +47,7 @@ void hx_generation_free(hx_generation *g);
  * vocabulary).  HX_ERR_STATE when the grammar allows no token at all. */
 hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *tok);
 /* Records a token the generation produced: the sampler's penalty window,
- * and the grammar's state. */
+ * the grammar's state, and the count min_tokens looks at. */
 hx_status hx_generation_accept(hx_generation *g, int32_t tok);
 
 /* The text token `tok` completes, through the stop strings: *text is what

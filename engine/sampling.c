@@ -1,29 +1,22 @@
-/* The token sampler (see sampling.h for the chain and its conventions). */
+/* The token sampler (see sampling.h for the chain and its conventions):
+ * creation, the chain in its order, and the draw. */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampling.h"
+#include "engine/sampling_impl.h"
 #include "runtime/error.h"
 
-struct hx_sampler {
-    hx_sampling p;    /* without the stop strings, which it does not own */
-    int n_vocab;
-    float *work;      /* the penalized logits                           */
-    double *weight;   /* exp((logit - max) / T) of each survivor        */
-    int32_t *heap;    /* finite-logit token ids (a heap for top-p)      */
-    int32_t *cand;    /* survivors, most likely first when ordered      */
-    uint32_t *stamp;  /* counted in this call iff stamp == epoch        */
-    int32_t *seen;    /* its count in the window, while stamped         */
-    uint32_t epoch;
-    int32_t *hist;    /* ring of the last repeat_last_n accepted tokens */
-    int hist_len, hist_next;
-    uint64_t rng[4];
-};
+/* llama.cpp's default order: penalties, DRY, top-n-sigma, top-k,
+ * typical, top-p, min-p, XTC, temperature. */
+#define HX_DEFAULT_ORDER "edskypmxt"
 
-/* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
- * no repetition penalty (1.0) over a window of 64; seed 0; no stop strings. */
+/* llama.cpp's defaults (common_params_sampling): temperature 0.8, top-k
+ * 40, top-p 0.95, min-p 0.05, no repetition penalty (1.0) over a window
+ * of 64; typical, Mirostat, DRY, XTC, top-n-sigma and dynamic temperature
+ * off with their default settings; seed 0; no stop strings. */
 hx_sampling hx_sampling_default(void)
 {
     hx_sampling p = {
@@ -34,6 +27,15 @@ hx_sampling hx_sampling_default(void)
         .repeat_penalty = 1.0f,
         .repeat_last_n = 64,
         .seed = 0,
+        .typical_p = 1.0f,
+        .mirostat_tau = 5.0f,
+        .mirostat_eta = 0.1f,
+        .dry_base = 1.75f,
+        .dry_allowed_length = 2,
+        .dry_penalty_last_n = 64,
+        .xtc_threshold = 0.1f,
+        .top_n_sigma = -1.0f,
+        .dynatemp_exponent = 1.0f,
     };
     return p;
 }
@@ -64,7 +66,7 @@ static uint64_t rng_next(uint64_t s[4])
 }
 
 /* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+double hx_smp_uniform(hx_sampler *s) { return (double)(rng_next(s->rng) >> 11) * 0x1.0p-53; }
 
 static void rng_seed(uint64_t s[4], uint64_t seed)
 {
@@ -72,7 +74,15 @@ static void rng_seed(uint64_t s[4], uint64_t seed)
         s[i] = splitmix64(&seed); /* distinct inputs of a bijection: never the all-zero state */
 }
 
+int32_t hx_smp_recent(const hx_sampler *s, int i)
+{
+    int k = s->hist_next - 1 - i;
+    return s->hist[k < 0 ? k + s->hist_cap : k];
+}
+
 /* ---- creation ----------------------------------------------------------- */
+
+static int is_finite(float x) { return !isnan(x) && !isinf(x); }
 
 static hx_status check_params(const hx_sampling *p, int n_vocab)
 {
@@ -97,16 +107,75 @@ static hx_status check_params(const hx_sampling *p, int n_vocab)
     if (p->repeat_last_n < 0 || p->repeat_last_n > HX_SAMPLER_MAX_LAST_N)
         return hx_error(HX_ERR_INVALID_ARG, "sampler: repeat_last_n %d must be in [0, %d] (0 = off)",
                         (int)p->repeat_last_n, HX_SAMPLER_MAX_LAST_N);
+    if (p->n_logit_bias && !p->logit_bias)
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: %u logit biases and a NULL array", p->n_logit_bias);
+    for (uint32_t i = 0; i < p->n_logit_bias; i++) {
+        const hx_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: logit_bias token %d outside [0, %d)", (int)b->token, n_vocab);
+        if (isnan(b->bias) || b->bias == INFINITY)
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: logit_bias of token %d is %g (finite, or -inf to ban it)",
+                            (int)b->token, (double)b->bias);
+    }
+    if (!(p->typical_p >= 0.0f && p->typical_p <= 1.0f))
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: typical_p %g must be in [0, 1] (1 = off)", (double)p->typical_p);
+    if (p->mirostat < 0 || p->mirostat > 2)
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: mirostat %d must be 0 (off), 1 or 2", (int)p->mirostat);
+    if (p->mirostat && (!(p->mirostat_tau > 0.0f) || !is_finite(p->mirostat_tau) || !(p->mirostat_eta >= 0.0f) ||
+                        !is_finite(p->mirostat_eta)))
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: mirostat_tau %g must be > 0 and mirostat_eta %g >= 0, finite",
+                        (double)p->mirostat_tau, (double)p->mirostat_eta);
+    if (!(p->dry_multiplier >= 0.0f) || !is_finite(p->dry_multiplier))
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: dry_multiplier %g must be finite and >= 0 (0 = off)",
+                        (double)p->dry_multiplier);
+    if (p->dry_multiplier > 0.0f) {
+        if (!(p->dry_base >= 1.0f) || !is_finite(p->dry_base))
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: dry_base %g must be finite and >= 1", (double)p->dry_base);
+        if (p->dry_allowed_length < 0)
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: dry_allowed_length %d must be >= 0", (int)p->dry_allowed_length);
+        if (p->dry_penalty_last_n < 0 || p->dry_penalty_last_n > HX_SAMPLER_MAX_LAST_N)
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: dry_penalty_last_n %d must be in [0, %d] (0 = off)",
+                            (int)p->dry_penalty_last_n, HX_SAMPLER_MAX_LAST_N);
+        if (p->n_dry_breakers && !p->dry_breakers)
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: %u DRY breakers and a NULL array", p->n_dry_breakers);
+    }
+    if (!(p->xtc_probability >= 0.0f && p->xtc_probability <= 1.0f) ||
+        !(p->xtc_threshold >= 0.0f && p->xtc_threshold <= 1.0f))
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: xtc_probability %g and xtc_threshold %g must be in [0, 1]",
+                        (double)p->xtc_probability, (double)p->xtc_threshold);
+    if (isnan(p->top_n_sigma) || isinf(p->top_n_sigma))
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: top_n_sigma %g must be finite (<= 0 = off)", (double)p->top_n_sigma);
+    if (!(p->dynatemp_range >= 0.0f) || !is_finite(p->dynatemp_range) || !(p->dynatemp_exponent >= 0.0f) ||
+        !is_finite(p->dynatemp_exponent))
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: dynatemp_range %g and dynatemp_exponent %g must be finite "
+                        "and >= 0", (double)p->dynatemp_range, (double)p->dynatemp_exponent);
+    if (p->min_keep < 0)
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: min_keep %d must be >= 0", (int)p->min_keep);
+    if (p->samplers) {
+        size_t n = strlen(p->samplers);
+        if (n >= sizeof ((hx_sampler *)0)->order)
+            return hx_error(HX_ERR_INVALID_ARG, "sampler: samplers \"%.40s...\" has %zu letters; at most %zu", p->samplers,
+                            n, sizeof ((hx_sampler *)0)->order - 1);
+        for (size_t i = 0; i < n; i++)
+            if (!strchr(HX_DEFAULT_ORDER, p->samplers[i]))
+                return hx_error(HX_ERR_INVALID_ARG, "sampler: samplers \"%s\": '%c' is not one of %s (e penalties, "
+                                "d dry, s top_n_sigma, k top_k, y typical, p top_p, m min_p, x xtc, t temperature)",
+                                p->samplers, p->samplers[i], HX_DEFAULT_ORDER);
+    }
     return HX_OK;
 }
 
-static int penalties_on(const hx_sampler *s)
+static int penalties_on(const hx_sampling *p)
 {
-    return (s->p.repeat_penalty != 1.0f || s->p.frequency_penalty != 0.0f || s->p.presence_penalty != 0.0f) &&
-           s->p.repeat_last_n > 0;
+    return (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) &&
+           p->repeat_last_n > 0;
 }
 
-hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler **out)
+static int dry_on(const hx_sampling *p) { return p->dry_multiplier > 0.0f && p->dry_penalty_last_n > 0; }
+
+static const char *const dry_default_breakers[] = {"\n", ":", "\"", "*"};
+
+hx_status hx_sampler_create_for(const hx_sampling *params, const hx_tokenizer *tok, int n_vocab, hx_sampler **out)
 {
     if (!out)
         return hx_error(HX_ERR_INVALID_ARG, "sampler: NULL output pointer");
@@ -123,26 +192,71 @@ hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler *
     s->p = *params;
     s->p.stop = NULL;
     s->p.n_stop = 0;
+    s->p.grammar = NULL;
+    s->p.logit_bias = NULL;
+    s->p.dry_breakers = NULL;
+    s->p.samplers = NULL;
+    snprintf(s->order, sizeof s->order, "%s", params->samplers ? params->samplers : HX_DEFAULT_ORDER);
     s->n_vocab = n_vocab;
     size_t n = (size_t)n_vocab;
     s->work = malloc(n * sizeof *s->work);
-    s->weight = malloc(n * sizeof *s->weight);
+    s->prob = malloc(n * sizeof *s->prob);
     s->heap = malloc(n * sizeof *s->heap);
     s->cand = malloc(n * sizeof *s->cand);
-    int ok = s->work && s->weight && s->heap && s->cand;
-    if (ok && penalties_on(s)) {
+    s->pairs = malloc(n * sizeof *s->pairs);
+    int ok = s->work && s->prob && s->heap && s->cand && s->pairs;
+    if (ok && params->n_logit_bias) {
+        s->n_bias = params->n_logit_bias;
+        ok = (s->bias = malloc(s->n_bias * sizeof *s->bias)) != NULL;
+        if (ok)
+            memcpy(s->bias, params->logit_bias, s->n_bias * sizeof *s->bias);
+    }
+    const int pen = penalties_on(&s->p) && !s->p.mirostat, dry = dry_on(&s->p) && !s->p.mirostat;
+    s->hist_cap = pen ? s->p.repeat_last_n : 0;
+    if (dry && s->p.dry_penalty_last_n > s->hist_cap)
+        s->hist_cap = s->p.dry_penalty_last_n;
+    if (ok && pen) {
         s->stamp = calloc(n, sizeof *s->stamp);
         s->seen = calloc(n, sizeof *s->seen);
-        s->hist = malloc((size_t)params->repeat_last_n * sizeof *s->hist);
-        ok = s->stamp && s->seen && s->hist;
+        ok = s->stamp && s->seen;
     }
+    if (ok && dry) {
+        s->dry_count = malloc((size_t)s->p.dry_penalty_last_n * sizeof *s->dry_count);
+        s->dry_max = malloc(n * sizeof *s->dry_max);
+        s->dry_touched = malloc((size_t)s->p.dry_penalty_last_n * sizeof *s->dry_touched);
+        s->dry_rev = malloc((size_t)s->p.dry_penalty_last_n * sizeof *s->dry_rev);
+        ok = s->dry_count && s->dry_max && s->dry_touched && s->dry_rev;
+        for (size_t i = 0; ok && i < n; i++)
+            s->dry_max[i] = -1;
+    }
+    if (ok && s->p.typical_p > 0.0f && s->p.typical_p < 1.0f)
+        ok = (s->scored = malloc(n * sizeof *s->scored)) != NULL;
+    if (ok && s->hist_cap)
+        ok = (s->hist = malloc((size_t)s->hist_cap * sizeof *s->hist)) != NULL;
     if (!ok) {
         hx_sampler_free(s);
         return hx_error(HX_ERR_NO_MEMORY, "sampler: buffers for %d tokens", n_vocab);
     }
+    if (dry) {
+        const char *const *br = params->dry_breakers ? params->dry_breakers : dry_default_breakers;
+        uint32_t nb = params->dry_breakers ? params->n_dry_breakers : 4;
+        if (nb && !tok)
+            st = hx_error(HX_ERR_UNSUPPORTED, "sampler: DRY's sequence breakers are text: they need the tokenizer");
+        else if (nb)
+            st = hx_smp_dry_breakers(s, tok, br, nb);
+        if (st) {
+            hx_sampler_free(s);
+            return st;
+        }
+    }
     hx_sampler_reset(s);
     *out = s;
     return HX_OK;
+}
+
+hx_status hx_sampler_create(const hx_sampling *params, int n_vocab, hx_sampler **out)
+{
+    return hx_sampler_create_for(params, NULL, n_vocab, out);
 }
 
 void hx_sampler_reset(hx_sampler *s)
@@ -150,6 +264,7 @@ void hx_sampler_reset(hx_sampler *s)
     if (!s)
         return;
     s->hist_len = s->hist_next = 0;
+    s->mu = 2.0f * s->p.mirostat_tau;
     rng_seed(s->rng, s->p.seed);
 }
 
@@ -157,13 +272,21 @@ void hx_sampler_free(hx_sampler *s)
 {
     if (!s)
         return;
+    free(s->bias);
     free(s->work);
-    free(s->weight);
+    free(s->prob);
     free(s->heap);
     free(s->cand);
     free(s->stamp);
     free(s->seen);
     free(s->hist);
+    free(s->dry);
+    free(s->dry_count);
+    free(s->dry_max);
+    free(s->dry_touched);
+    free(s->dry_rev);
+    free(s->scored);
+    free(s->pairs);
     free(s);
 }
 
@@ -176,141 +299,78 @@ hx_status hx_sampler_accept(hx_sampler *s, int32_t token)
     if (!s->hist)
         return HX_OK;
     s->hist[s->hist_next] = token;
-    s->hist_next = (s->hist_next + 1) % s->p.repeat_last_n;
-    if (s->hist_len < s->p.repeat_last_n)
+    s->hist_next = (s->hist_next + 1) % s->hist_cap;
+    if (s->hist_len < s->hist_cap)
         s->hist_len++;
     return HX_OK;
 }
 
 /* ---- the chain ---------------------------------------------------------- */
 
-static void apply_penalties(hx_sampler *s)
+/* Whether stage c would change anything with these settings. */
+static int stage_on(const hx_sampler *s, char c)
 {
-    if (++s->epoch == 0) { /* wrapped: old stamps could collide */
-        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
-        s->epoch = 1;
+    const hx_sampling *p = &s->p;
+    switch (c) {
+    case 'e': return penalties_on(p);
+    case 'd': return dry_on(p);
+    case 's': return p->top_n_sigma > 0.0f;
+    case 'k': return p->top_k > 0;
+    case 'y': return p->typical_p > 0.0f && p->typical_p < 1.0f;
+    case 'p': return p->top_p < 1.0f;
+    case 'm': return p->min_p > 0.0f;
+    case 'x': return p->xtc_probability > 0.0f && p->xtc_threshold <= 0.5f;
+    case 't': return 1;
     }
-    /* How often each token is in the window (stamped this epoch), then
-     * each distinct token penalized once, its count cleared as it is. */
-    for (int i = 0; i < s->hist_len; i++) {
-        int32_t t = s->hist[i];
-        if (s->stamp[t] != s->epoch) {
-            s->stamp[t] = s->epoch;
-            s->seen[t] = 0;
-        }
-        s->seen[t]++;
-    }
-    const float pen = s->p.repeat_penalty, freq = s->p.frequency_penalty, pres = s->p.presence_penalty;
-    for (int i = 0; i < s->hist_len; i++) {
-        int32_t t = s->hist[i];
-        if (s->seen[t] == 0)
-            continue;
-        float v = s->work[t];
-        v = v <= 0.0f ? v * pen : v / pen;
-        v -= (float)s->seen[t] * freq + pres;
-        s->seen[t] = 0;
-        /* An extreme penalty must not turn a finite logit into +-inf: +inf
-         * would poison the softmax, -inf would silently mask the token. */
-        s->work[t] = fminf(fmaxf(v, -FLT_MAX), FLT_MAX);
+    return 0;
+}
+
+static void run_stage(hx_sampler *s, char c)
+{
+    const hx_sampling *p = &s->p;
+    switch (c) {
+    case 'e': hx_smp_penalties(s); break;
+    case 'd': hx_smp_dry(s); break;
+    case 's': hx_smp_top_n_sigma(s, p->top_n_sigma); break;
+    case 'k': hx_smp_top_k(s, p->top_k); break;
+    case 'y': hx_smp_typical(s, p->typical_p, p->min_keep); break;
+    case 'p': hx_smp_top_p(s, p->top_p, p->min_keep); break;
+    case 'm': hx_smp_min_p(s, p->min_p, p->min_keep); break;
+    case 'x': hx_smp_xtc(s, p->xtc_probability, p->xtc_threshold, p->min_keep); break;
+    case 't': hx_smp_temperature(s, p->temperature, p->dynatemp_range, p->dynatemp_exponent); break;
     }
 }
 
-/* The order of the sampler: larger logit first, the lower id on ties, so
- * every ordering decision (greedy, the top-k boundary) is deterministic. */
-static int before(const float *w, int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); }
-
-/* Binary heap of token ids: the root is the first in the sampler's order,
- * or with `worst_root` the last. */
-static void sift_down(const float *w, int32_t *h, int n, int i, int worst_root)
+/* The draw from the softmax of the candidates' (scaled) logits. */
+static int32_t draw(hx_sampler *s)
 {
-    for (;;) {
-        int l = 2 * i + 1, top = i;
-        for (int c = l; c <= l + 1 && c < n; c++)
-            if (worst_root ? before(w, h[top], h[c]) : before(w, h[c], h[top]))
-                top = c;
-        if (top == i)
-            return;
-        int32_t t = h[i];
-        h[i] = h[top];
-        h[top] = t;
-        i = top;
-    }
-}
-
-static int32_t heap_pop(const float *w, int32_t *h, int *n)
-{
-    int32_t top = h[0];
-    h[0] = h[--*n];
-    sift_down(w, h, *n, 0, 0);
-    return top;
-}
-
-/* The k best of the m ids in s->heap into s->cand, best first: one pass
- * keeping the k best seen in a heap whose root is the worst of them
- * (O(m log k), and mostly one comparison per id), then a heap sort. */
-static void select_top_k(hx_sampler *s, int m, int k)
-{
+    if (s->n == 1)
+        return s->cand[0];
     const float *w = s->work;
-    int32_t *h = s->cand;
-    for (int i = 0; i < k; i++)
-        h[i] = s->heap[i];
-    for (int i = k / 2 - 1; i >= 0; i--)
-        sift_down(w, h, k, i, 1);
-    for (int i = k; i < m; i++) {
-        if (before(w, s->heap[i], h[0])) {
-            h[0] = s->heap[i];
-            sift_down(w, h, k, 0, 1);
-        }
+    float max = -INFINITY;
+    for (int i = 0; i < s->n; i++)
+        max = fmaxf(max, w[s->cand[i]]);
+    /* Weights are in (0, 1], so float keeps them to 1e-7 relative; their
+     * sum is kept in double. */
+    double z = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        s->prob[i] = expf(w[s->cand[i]] - max);
+        z += s->prob[i];
     }
-    for (int end = k - 1; end > 0; end--) { /* the worst goes last */
-        int32_t t = h[0];
-        h[0] = h[end];
-        h[end] = t;
-        sift_down(w, h, end, 0, 1);
+    double u = hx_smp_uniform(s) * z, acc = 0.0;
+    for (int i = 0; i < s->n; i++) {
+        acc += s->prob[i];
+        if (u < acc)
+            return s->cand[i];
     }
+    return s->cand[s->n - 1]; /* u landed in the last ulp of rounding */
 }
 
-/* Top-p over the n survivors of top-k in s->cand (best first), the
- * probabilities renormalized over them. */
-static int cut_top_p(const hx_sampler *s, int n, float max)
+/* The logits through the bias and the stages: s->cand[0..n) are left.
+ * With Mirostat, only the temperature (Mirostat itself filters as it
+ * draws). */
+static hx_status run_chain(hx_sampler *s, const float *logits)
 {
-    const float *w = s->work;
-    double z = 0.0, cum = 0.0;
-    for (int i = 0; i < n; i++)
-        z += expf(w[s->cand[i]] - max);
-    for (int i = 0; i < n; i++) {
-        cum += expf(w[s->cand[i]] - max) / z;
-        if (cum >= s->p.top_p)
-            return i + 1;
-    }
-    return n;
-}
-
-/* Top-p over all m ids in s->heap: heapify, then pop only as far as the
- * nucleus reaches (O(m + n log m) for a nucleus of n). */
-static int select_top_p(hx_sampler *s, int m, float max)
-{
-    const float *w = s->work;
-    double z = 0.0, cum = 0.0;
-    for (int i = 0; i < m; i++)
-        z += expf(w[s->heap[i]] - max);
-    for (int i = m / 2 - 1; i >= 0; i--)
-        sift_down(w, s->heap, m, i, 0);
-    int hn = m, n = 0;
-    while (hn > 0) {
-        int32_t t = heap_pop(w, s->heap, &hn);
-        s->cand[n++] = t;
-        cum += expf(w[t] - max) / z;
-        if (cum >= s->p.top_p)
-            break;
-    }
-    return n;
-}
-
-hx_status hx_sampler_sample(hx_sampler *s, const float *logits, int32_t *token)
-{
-    if (!s || !logits || !token)
-        return hx_error(HX_ERR_INVALID_ARG, "sampler: NULL %s", !s ? "sampler" : !logits ? "logits" : "token");
     const int nv = s->n_vocab;
     float *w = s->work;
     for (int i = 0; i < nv; i++) {
@@ -319,64 +379,73 @@ hx_status hx_sampler_sample(hx_sampler *s, const float *logits, int32_t *token)
             return hx_error(HX_ERR_INVALID_ARG, "sampler: logit of token %d is %g", i, (double)v);
         w[i] = v;
     }
-    if (penalties_on(s))
-        apply_penalties(s);
-
-    /* The finite logits are the candidates; the best one survives every filter. */
-    int m = 0;
-    int32_t best = -1;
-    for (int i = 0; i < nv; i++) {
-        if (w[i] == -INFINITY)
-            continue;
-        s->heap[m++] = i;
-        if (best < 0 || w[i] > w[best])
-            best = i;
+    /* The logit bias first, as llama.cpp's chain has it; a finite sum
+     * that overflows stays finite, -inf bans. */
+    for (uint32_t i = 0; i < s->n_bias; i++) {
+        float v = w[s->bias[i].token] + s->bias[i].bias;
+        w[s->bias[i].token] = v == -INFINITY || isnan(v) ? -INFINITY : fminf(fmaxf(v, -FLT_MAX), FLT_MAX);
     }
+    /* The finite logits are the candidates, in id order. */
+    int m = 0;
+    for (int i = 0; i < nv; i++)
+        if (w[i] != -INFINITY)
+            s->cand[m++] = i;
     if (m == 0)
         return hx_error(HX_ERR_INVALID_ARG, "sampler: every logit is -inf");
-    if (s->p.temperature == 0.0f) {
-        *token = best;
+    s->n = m;
+    s->sorted = 0;
+
+    if (s->p.mirostat) { /* llama.cpp's: temperature, then Mirostat alone */
+        hx_smp_temperature(s, s->p.temperature, 0.0f, 1.0f);
         return HX_OK;
     }
-    const float max = w[best];
-
-    int n;
-    if (s->p.top_k > 0 && s->p.top_k < m) {
-        select_top_k(s, m, s->p.top_k);
-        n = s->p.top_p < 1.0f ? cut_top_p(s, s->p.top_k, max) : s->p.top_k;
-    } else if (s->p.top_p < 1.0f) {
-        n = select_top_p(s, m, max);
-    } else {
-        memcpy(s->cand, s->heap, (size_t)m * sizeof *s->cand);
-        n = m;
+    /* Greedy: the stages that always keep the most likely token and
+     * change no logit are skipped, unless typical or XTC (which can drop
+     * it) look at what they leave. */
+    int skip_keepers = 0;
+    if (s->p.temperature <= 0.0f) {
+        skip_keepers = 1;
+        for (const char *c = s->order; *c; c++)
+            if ((*c == 'y' || *c == 'x') && stage_on(s, *c))
+                skip_keepers = 0;
     }
-
-    if (s->p.min_p > 0.0f) {
-        const float floor_logit = max + logf(s->p.min_p);
-        int kept = 0;
-        for (int i = 0; i < n; i++)
-            if (w[s->cand[i]] >= floor_logit)
-                s->cand[kept++] = s->cand[i];
-        n = kept; /* >= 1: the max is always kept, since ln(min_p) <= 0 */
+    for (const char *c = s->order; *c && s->n > 0; c++) {
+        if (!stage_on(s, *c))
+            continue;
+        if (skip_keepers && strchr("skpm", *c))
+            continue;
+        run_stage(s, *c);
     }
-
-    /* Divided, not multiplied by 1/T: with a subnormal T, 1/T is inf and
-     * 0 * inf would make the leader's weight NaN.  Weights are in (0, 1],
-     * so float keeps them to 1e-7 relative; their sum is kept in double. */
-    const float t = s->p.temperature;
-    double z = 0.0;
-    for (int i = 0; i < n; i++) {
-        s->weight[i] = expf((w[s->cand[i]] - max) / t);
-        z += s->weight[i];
-    }
-    double u = rng_uniform(s->rng) * z, acc = 0.0;
-    for (int i = 0; i < n; i++) {
-        acc += s->weight[i];
-        if (u < acc) {
-            *token = s->cand[i];
-            return HX_OK;
-        }
-    }
-    *token = s->cand[n - 1]; /* u landed in the last ulp of rounding */
     return HX_OK;
 }
+
+hx_status hx_sampler_sample(hx_sampler *s, const float *logits, int32_t *token)
+{
+    if (!s || !logits || !token)
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: NULL %s", !s ? "sampler" : !logits ? "logits" : "token");
+    hx_status st = run_chain(s, logits);
+    if (st)
+        return st;
+    *token = s->p.mirostat ? hx_smp_mirostat(s, s->p.mirostat) : draw(s);
+    return HX_OK;
+}
+
+hx_status hx_sampler_distribution(hx_sampler *s, const float *logits, int32_t *ids, double *probs, int *n)
+{
+    if (!s || !logits || !ids || !probs || !n)
+        return hx_error(HX_ERR_INVALID_ARG, "sampler: NULL argument");
+    hx_status st = run_chain(s, logits);
+    if (st)
+        return st;
+    if (s->p.mirostat)
+        hx_smp_mirostat_filter(s, s->p.mirostat);
+    hx_smp_softmax(s, 0);
+    for (int i = 0; i < s->n; i++) {
+        ids[i] = s->cand[i];
+        probs[i] = s->prob[i];
+    }
+    *n = s->n;
+    return HX_OK;
+}
+
+float hx_sampler_mirostat_mu(const hx_sampler *s) { return s ? s->mu : NAN; }

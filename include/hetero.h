@@ -817,6 +817,12 @@ typedef struct {
 
 HX_API hx_status hx_batch_eval(hx_model *m, const hx_batch *b);
 
+/* One logit bias: `bias` is added to token `token`'s logit. */
+typedef struct {
+    int32_t token;
+    float bias;
+} hx_logit_bias;
+
 typedef struct {
     float temperature;    /* 0 = greedy */
     int32_t top_k;        /* 0 = off */
@@ -848,6 +854,60 @@ typedef struct {
      * logits -inf) and so never end it, as llama.cpp's --ignore-eos; 0 = off.
      * (The engine's requests have hx_request.ignore_eos.) */
     int ignore_eos;
+    /* ---- llama.cpp's other samplers (appended: a caller built against
+     * the fields above that zero-fills the rest gets every one of them
+     * off; hx_sampling_default gives llama.cpp's defaults). ---- */
+    /* Added to the logits before anything else, as llama.cpp's
+     * logit_bias (OpenAI's): -INFINITY bans a token.  Read when the
+     * generation starts.  NULL / 0 = none. */
+    const hx_logit_bias *logit_bias;
+    uint32_t n_logit_bias;
+    /* End-of-generation tokens cannot be drawn before this many tokens
+     * were generated (vLLM's min_tokens).  0 = off. */
+    uint32_t min_tokens;
+    /* Locally typical sampling (llama.cpp's typical_p): keeps the tokens
+     * whose surprise is nearest the entropy, up to this much probability.
+     * In [0, 1]; 1 (and 0) = off. */
+    float typical_p;
+    /* Mirostat (llama.cpp's): 0 = off, 1 = Mirostat, 2 = Mirostat 2.0.
+     * With it the chain is logit bias, temperature, then Mirostat alone
+     * (no penalties, top-k/p ...), as llama.cpp's; its mu is per
+     * generation, starting at 2 * tau.  tau > 0 (llama.cpp's 5), eta >= 0
+     * (0.1). */
+    int32_t mirostat;
+    float mirostat_tau, mirostat_eta;
+    /* DRY, "don't repeat yourself" (llama.cpp's): a token that would
+     * extend a repetition of n >= allowed_length tokens seen within the
+     * last dry_penalty_last_n (0 = off, -1 = the context) loses
+     * multiplier * base^(n - allowed_length); a sequence breaker (text)
+     * ends the repetitions it is in.  multiplier 0 = off; base >= 1
+     * (1.75); allowed_length >= 0 (2); breakers NULL = llama.cpp's
+     * "\n", ":", "\"", "*" (n_dry_breakers 0 with a non-NULL array = none). */
+    float dry_multiplier, dry_base;
+    int32_t dry_allowed_length, dry_penalty_last_n;
+    const char *const *dry_breakers;
+    uint32_t n_dry_breakers;
+    /* Exclude Top Choices (llama.cpp's XTC): with probability
+     * xtc_probability, every token of probability >= xtc_threshold but
+     * the least likely of them is removed.  0 = off; both in [0, 1];
+     * a threshold > 0.5 is off. */
+    float xtc_probability, xtc_threshold;
+    /* Top-n-sigma: keeps the logits within top_n_sigma standard
+     * deviations of the largest.  <= 0 = off (llama.cpp's -1). */
+    float top_n_sigma;
+    /* Dynamic temperature (llama.cpp's dynatemp): the temperature goes
+     * from max(0, temperature - range) to temperature + range as the
+     * normalized entropy of the candidates rises, through
+     * entropy^exponent.  range 0 = off; exponent >= 0 (1). */
+    float dynatemp_range, dynatemp_exponent;
+    /* The chain's order, llama.cpp's sampler letters: e penalties, d DRY,
+     * s top-n-sigma, k top-k, y typical, p top-p, m min-p, x XTC,
+     * t temperature; a sampler left out is not applied, one given twice
+     * runs twice.  NULL = llama.cpp's "edskypmxt". */
+    const char *samplers;
+    /* Top-p, min-p, typical and XTC keep at least this many tokens
+     * (llama.cpp's min_keep).  0 = off. */
+    int32_t min_keep;
 } hx_sampling;
 
 HX_API hx_sampling hx_sampling_default(void);

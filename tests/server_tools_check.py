@@ -130,7 +130,7 @@ def forced(srv, model, fmt):
     for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
         for seed in range(3):
             kw = dict(model=model, messages=USER, tools=TOOLS, tool_choice=choice, temperature=1.0, seed=seed,
-                      max_tokens=200)
+                      max_tokens=400)
             r = c.chat.completions.create(**kw)
             m = r.choices[0].message
             check(r.choices[0].finish_reason == "tool_calls" and m.tool_calls and len(m.tool_calls) == 1,

@@ -984,6 +984,35 @@ START_TEST(ignore_eos_runs_to_max_tokens)
 }
 END_TEST
 
+/* min_tokens (vLLM's): the end of generation is held back until that many
+ * tokens, the text before it unchanged; hx_sampling.ignore_eos
+ * (llama.cpp's) never draws one. */
+START_TEST(min_tokens_hold_the_end_back)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    seen stops = {0}, held = {0}, never = {0};
+    hx_request r = greedy(prompts[2], 32, &stops);
+    hx_request_result res = run_one(f.e, &r);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_STOP);
+    ck_assert_uint_ge(stops.n, 1);
+    r = greedy(prompts[2], 32, &held);
+    r.sampling.min_tokens = stops.n + 3;
+    res = run_one(f.e, &r);
+    ck_assert_uint_ge(held.n, stops.n + 3);
+    ck_assert_int_eq(memcmp(stops.tokens, held.tokens, sizeof *stops.tokens * (stops.n - 1)), 0);
+    for (uint32_t i = 0; i < stops.n + 2; i++)
+        ck_assert_msg(!hx_model_is_eog(f.m, held.tokens[i]), "token %u ends generation before min_tokens", i);
+    r = greedy(prompts[2], 32, &never);
+    r.sampling.ignore_eos = 1;
+    res = run_one(f.e, &r);
+    ck_assert_int_eq(res.stats.finish, HX_FINISH_LENGTH);
+    for (uint32_t i = 0; i < never.n; i++)
+        ck_assert(!hx_model_is_eog(f.m, never.tokens[i]));
+    close_fixture(&f);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
     Suite *s = suite_create("engine");
@@ -1004,6 +1033,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, a_salted_request_finds_only_its_own_salts_blocks);
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
+    tcase_add_test(tc, min_tokens_hold_the_end_back);
     suite_add_tcase(s, tc);
     return s;
 }

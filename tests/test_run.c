@@ -166,12 +166,46 @@ START_TEST(bad_numbers_are_refused_with_their_range)
         {"-ngl many", "-ngl takes a whole number from 0 to 2147483647, not 'many'"},
         {"--repeat-last-n -5", "--repeat-last-n takes a whole number from 0 to 1048576, not '-5'"},
         {"-b ''", "-b takes a whole number from 1 to 1048576, not ''"},
+        {"--mirostat 3", "--mirostat takes a whole number from 0 to 2, not '3'"},
+        {"--typical 2", "--typical takes a number from 0 to 1, not '2'"},
+        {"--xtc-probability 1.5", "--xtc-probability takes a number from 0 to 1, not '1.5'"},
+        {"--dry-base 0.5", "--dry-base takes a number from 1 to 1e+06, not '0.5'"},
+        {"--logit-bias 12x", "--logit-bias takes TOKEN_ID+BIAS or TOKEN_ID-BIAS"},
+        {"--logit-bias 12+inf", "--logit-bias takes TOKEN_ID+BIAS or TOKEN_ID-BIAS"},
+        {"--samplers 'top_k;bogus'", "--samplers: 'bogus' is not one of"},
+        {"--samplers infill", "--samplers: 'infill' is not one of"},
+        {"--sampling-seq kz", "--sampling-seq takes up to 31 of the letters edskypmxt"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run(bad[i].args, NULL, out, sizeof out, err, sizeof err);
         ck_assert_msg(rc == 2 && strstr(err, bad[i].says), "%s: exit %d: %s", bad[i].args, rc, err);
         ck_assert_msg(!strstr(err, "parameters"), "%s: the model was loaded: %s", bad[i].args, err);
     }
+}
+END_TEST
+
+/* llama.cpp's sampler flags change the text as they should: XTC at
+ * temperature 0 moves off the greedy token, and after the temperature in
+ * --sampling-seq it has nothing left to remove; a seed fixes Mirostat's
+ * and DRY's text. */
+START_TEST(sampler_flags_change_the_text)
+{
+    char greedy[4096], xtc[4096], late[4096], names[4096], m1[4096], m2[4096];
+    ck_assert_int_eq(run("-p 'Once upon' -n 12 --temp 0 --no-perf", NULL, greedy, sizeof greedy, err, sizeof err), 0);
+    ck_assert_int_eq(run("-p 'Once upon' -n 12 --temp 0 --no-perf --xtc-probability 1 --xtc-threshold 0.01", NULL,
+                         xtc, sizeof xtc, err, sizeof err), 0);
+    ck_assert_int_eq(run("-p 'Once upon' -n 12 --temp 0 --no-perf --xtc-probability 1 --xtc-threshold 0.01 "
+                         "--sampling-seq tx", NULL, late, sizeof late, err, sizeof err), 0);
+    ck_assert_int_eq(run("-p 'Once upon' -n 12 --temp 0 --no-perf --xtc-probability 1 --xtc-threshold 0.01 "
+                         "--samplers 'top-k;top-p;min-p;xtc;temp'", NULL, names, sizeof names, err, sizeof err), 0);
+    ck_assert_msg(strcmp(greedy, xtc), "XTC changed nothing: %s", xtc);
+    ck_assert_str_eq(late, greedy);
+    ck_assert_str_eq(names, xtc);
+    const char *miro = "-p 'Once upon' -n 16 --temp 1 --seed 5 --no-perf --mirostat 2 --mirostat-ent 3 "
+                       "--dry-multiplier 0.8 --dry-sequence-breaker none --logit-bias 3-inf --typical 0.9";
+    ck_assert_int_eq(run(miro, NULL, m1, sizeof m1, err, sizeof err), 0);
+    ck_assert_int_eq(run(miro, NULL, m2, sizeof m2, err, sizeof err), 0);
+    ck_assert_str_eq(m1, m2);
 }
 END_TEST
 
@@ -352,6 +386,7 @@ Suite *suite_run(void)
     tcase_add_test(tc, stop_strings_and_prompt_files);
     tcase_add_test(tc, a_conversation_answers_each_turn);
     tcase_add_test(tc, bad_numbers_are_refused_with_their_range);
+    tcase_add_test(tc, sampler_flags_change_the_text);
     tcase_add_test(tc, llama_cli_options);
     tcase_add_test(tc, output_order_no_perf_and_one_token);
     tcase_add_test(tc, early_errors_and_help);

@@ -15,6 +15,7 @@
 #include "hetero.h"
 #include "tools/cli_file.h"
 #include "tools/cli_num.h"
+#include "tools/cli_samplers.h"
 #include "tools/run.h"
 
 static void usage(FILE *f)
@@ -86,7 +87,24 @@ static void usage(FILE *f)
           "  --repeat-last-n N  0 to 1048576 (default 64; 0 = off)\n"
           "  --frequency-penalty X, --presence-penalty X   -2 to 2 (default 0 = off)\n"
           "  --seed N           0 to 18446744073709551615 (default 0: the same text every run; -1: a\n"
-          "                     random seed, printed)\n",
+          "                     random seed, printed)\n"
+          "  --logit-bias ID+B  add B to token ID's logit (ID-B subtracts; ID-inf bans it); repeatable\n"
+          "  --min-tokens N     no end of generation before N tokens (default 0)\n"
+          "  --typical X        locally typical sampling, 0 to 1 (default 1.0 = off)\n"
+          "  --top-nsigma X     keep logits within X standard deviations of the best (default -1 = off)\n"
+          "  --xtc-probability X  0 to 1 (default 0 = off); --xtc-threshold X  0 to 1 (default 0.1)\n"
+          "  --dynatemp-range X   0 to 1e6 (default 0 = off); --dynatemp-exp X  0 to 1e6 (default 1)\n"
+          "  --dry-multiplier X   0 to 1e6 (default 0 = off); --dry-base X  1 to 1e6 (default 1.75)\n"
+          "  --dry-allowed-length N  (default 2); --dry-penalty-last-n N  -1 (the context) to 1048576\n"
+          "                     (default 64; 0 = off)\n"
+          "  --dry-sequence-breaker S  a DRY breaker (repeatable; replaces the defaults \\n : \" *;\n"
+          "                     'none': no breaker)\n"
+          "  --mirostat N       0 (off), 1 or 2; --mirostat-lr X  eta (default 0.1);\n"
+          "                     --mirostat-ent X  tau (default 5.0)\n"
+          "  --min-keep N       top-p, min-p, typical and XTC keep at least N tokens (default 0)\n"
+          "  --samplers LIST    the chain's order: names separated by ';' (default\n"
+          "                     penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)\n"
+          "  --sampling-seq S   the same as letters (default edskypmxt)\n",
           f);
 }
 
@@ -226,6 +244,103 @@ static int map_gpu_layers(run_args *a)
     return 0;
 }
 
+static int cli_u32(const char *o, const char *v, uint32_t *out)
+{
+    long long x;
+    if (cli_long(P, o, v, 0, INT32_MAX, &x))
+        return -1;
+    *out = (uint32_t)x;
+    return 0;
+}
+
+/* llama.cpp's --logit-bias TOKEN_ID(+|-)BIAS; "-inf" bans the token. */
+static int add_bias(run_args *a, const char *v)
+{
+    const int most = (int)(sizeof a->bias / sizeof a->bias[0]);
+    char *end;
+    errno = 0;
+    long id = isdigit((unsigned char)*v) ? strtol(v, &end, 10) : -1;
+    float b = 0.0f;
+    int ok = id >= 0 && !errno && (*end == '+' || *end == '-') && end[1];
+    if (ok) {
+        char *e2;
+        b = strtof(end + 1, &e2);
+        ok = !*e2 && !isnan(b) && !(isinf(b) && *end == '+');
+        b = *end == '-' ? -b : b;
+    }
+    if (!ok) {
+        fprintf(stderr, P ": --logit-bias takes TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1, 15043-inf), not '%s'\n",
+                v);
+        return -1;
+    }
+    if (a->sampling.n_logit_bias == (uint32_t)most) {
+        fprintf(stderr, P ": at most %d --logit-bias\n", most);
+        return -1;
+    }
+    a->bias[a->sampling.n_logit_bias].token = (int32_t)id;
+    a->bias[a->sampling.n_logit_bias++].bias = b;
+    a->sampling.logit_bias = a->bias;
+    return 0;
+}
+
+static int add_breaker(run_args *a, const char *v)
+{
+    const int most = (int)(sizeof a->breakers / sizeof a->breakers[0]);
+    a->breakers_given = 1;
+    a->sampling.dry_breakers = a->breakers; /* given: they replace the defaults */
+    if (!strcmp(v, "none"))
+        return 0;
+    if (!*v || a->n_breakers == most) {
+        fprintf(stderr, P ": --dry-sequence-breaker takes a non-empty text, at most %d times\n", most);
+        return -1;
+    }
+    a->breakers[a->n_breakers++] = v;
+    a->sampling.n_dry_breakers = (uint32_t)a->n_breakers;
+    return 0;
+}
+
+static int sampler_letters(run_args *a, const char *v)
+{
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(CLI_SAMPLER_LETTERS, v[i]) || n >= sizeof a->samplers) {
+            fprintf(stderr, P ": --sampling-seq takes up to %zu of the letters %s (e penalties, d dry, s top_n_sigma, "
+                              "k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature), not '%s'\n",
+                    sizeof a->samplers - 1, CLI_SAMPLER_LETTERS, v);
+            return -1;
+        }
+    memcpy(a->samplers, v, n + 1);
+    a->sampling.samplers = a->samplers;
+    return 0;
+}
+
+/* llama.cpp's --samplers: names separated by ';'. */
+static int sampler_names(run_args *a, const char *v)
+{
+    char letters[sizeof a->samplers] = "", name[40];
+    size_t n = 0;
+    for (const char *p = v;;) {
+        size_t len = strcspn(p, ";");
+        char c = 0;
+        if (len < sizeof name) {
+            memcpy(name, p, len);
+            name[len] = '\0';
+            c = cli_sampler_letter(name);
+        }
+        if (!c || c == 'i' || c == 'a' || n + 1 >= sizeof letters) {
+            fprintf(stderr, P ": --samplers: '%.*s' is not one of " CLI_SAMPLER_NAMES " (separated by ';', at most "
+                              "%zu)\n", (int)len, p, sizeof letters - 1);
+            return -1;
+        }
+        letters[n++] = c;
+        letters[n] = '\0';
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    return sampler_letters(a, letters);
+}
+
 static int parse(int argc, char **argv, run_args *a)
 {
     for (int i = 1; i < argc; i++) {
@@ -290,6 +405,25 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("--repeat-last-n")) bad = INT(0, 1 << 20, a->sampling.repeat_last_n);
         else if (OPT("--frequency-penalty")) bad = REAL(-2, 2, a->sampling.frequency_penalty);
         else if (OPT("--presence-penalty")) bad = REAL(-2, 2, a->sampling.presence_penalty);
+        else if (OPT("--typical")) bad = REAL(0, 1, a->sampling.typical_p);
+        else if (OPT("--top-nsigma") || OPT("--top-n-sigma")) bad = REAL(-1e6, 1e6, a->sampling.top_n_sigma);
+        else if (OPT("--xtc-probability")) bad = REAL(0, 1, a->sampling.xtc_probability);
+        else if (OPT("--xtc-threshold")) bad = REAL(0, 1, a->sampling.xtc_threshold);
+        else if (OPT("--dynatemp-range")) bad = REAL(0, 1e6, a->sampling.dynatemp_range);
+        else if (OPT("--dynatemp-exp")) bad = REAL(0, 1e6, a->sampling.dynatemp_exponent);
+        else if (OPT("--dry-multiplier")) bad = REAL(0, 1e6, a->sampling.dry_multiplier);
+        else if (OPT("--dry-base")) bad = REAL(1, 1e6, a->sampling.dry_base);
+        else if (OPT("--dry-allowed-length")) bad = INT(0, INT32_MAX, a->sampling.dry_allowed_length);
+        else if (OPT("--dry-penalty-last-n")) bad = INT(-1, 1 << 20, a->sampling.dry_penalty_last_n);
+        else if (OPT("--dry-sequence-breaker")) bad = add_breaker(a, v);
+        else if (OPT("--mirostat")) bad = INT(0, 2, a->sampling.mirostat);
+        else if (OPT("--mirostat-lr")) bad = REAL(0, 1e6, a->sampling.mirostat_eta);
+        else if (OPT("--mirostat-ent")) bad = REAL(1e-6, 1e6, a->sampling.mirostat_tau);
+        else if (OPT("--min-keep")) bad = INT(0, INT32_MAX, a->sampling.min_keep);
+        else if (OPT("--min-tokens")) bad = cli_u32(o, v, &a->sampling.min_tokens);
+        else if (OPT("--logit-bias")) bad = add_bias(a, v);
+        else if (OPT("--samplers")) bad = sampler_names(a, v);
+        else if (OPT("--sampling-seq") || OPT("--sampler-seq")) bad = sampler_letters(a, v);
         else if (OPT("--seed")) {
             if (!strcmp(v, "-1")) {
                 /* llama.cpp's -1: a random seed, printed so the run can be repeated. */

@@ -29,6 +29,11 @@ typedef struct {
     int mlock, verbose_prompt, no_perf;
     hx_sampling sampling;
     cli_dist dist;     /* --split, --mpi-timeout: a pipeline under mpirun */
+    /* --logit-bias, --dry-sequence-breaker, --samplers / --sampling-seq */
+    hx_logit_bias bias[256];
+    const char *breakers[32];
+    int n_breakers, breakers_given;
+    char samplers[32];
 } run_args;
 
 /* Ctrl-C, as llama-cli takes it: while a reply is being generated the

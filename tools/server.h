@@ -363,5 +363,24 @@ json_t *srv_piece_json(srv *S, int32_t id);
 /* The engine request of a /completion body that sets nothing (/props'
  * default_generation_settings): 0, or -1. */
 int srv_default_request(srv *S, hx_request *r);
+/* What a request's sampler fields own beyond the JSON body
+ * (server_sampling.c): its logit biases, DRY breakers, sampler order. */
+typedef struct {
+    hx_logit_bias *bias;
+    uint32_t n_bias;
+    char **breakers;
+    uint32_t n_breakers;
+    char samplers[32];
+} srv_sampling_store;
+/* llama-server's sampler fields beyond OpenAI's into *s (logit_bias,
+ * min_tokens, typical_p, mirostat*, dry_*, xtc_*, top_n_sigma, dynatemp_*,
+ * samplers, min_keep); -1 with msg and code (a 400) for the first bad one. */
+int srv_parse_sampling_extra(srv *S, json_t *o, hx_sampling *s, srv_sampling_store *st, char *msg, size_t cap,
+                             const char **code);
+void srv_sampling_store_free(srv_sampling_store *st);
+/* -1 with msg and code (a 400) when a field hetero-server does not do is
+ * given a value that would change the answer (docs/server-fields.md);
+ * native: /completion, whose answers take return_tokens and response_fields. */
+int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char **code);
 
 #endif

@@ -79,6 +79,7 @@ typedef struct {
     int32_t *tokens;           /* or the ids, owned */
     size_t n_tokens;
     const char *salt;          /* cache_salt: a narrower prefix-cache partition */
+    srv_sampling_store store;  /* logit biases, DRY breakers, sampler order */
     char *grammar;             /* GBNF the answer must follow (grammar, json_schema, response_format), owned */
     srv_tools *tools;          /* the tools offered (chat), owned */
 } parsed;
@@ -88,20 +89,28 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     /* OpenAI's defaults, or the server's (-n, --temp, --seed). */
     const long long n_ctx = (long long)S->info.n_ctx;
     double temp = S->temperature >= 0 ? S->temperature : 1, top_p = 1, min_p = 0, rep = 1, pres = 0, freq = 0;
-    long long top_k = 0, seed = S->seed, n = 1, last_n = 64, prio = 0;
+    long long top_k = 0, seed = S->seed, n = 1, last_n = 64, prio = 0, n_predict = 0;
     long long max_tokens = S->n_predict > 0 ? S->n_predict : S->n_predict < 0 || chat ? n_ctx : 16;
     if (get_num(o, "temperature", 0, 2, &temp, b) || get_num(o, "top_p", 0, 1, &top_p, b) ||
         get_num(o, "min_p", 0, 1, &min_p, b) || get_int(o, "top_k", 0, 1 << 20, &top_k, b) ||
         get_num(o, "repeat_penalty", 0.01, 10, &rep, b) || get_int(o, "repeat_last_n", 0, 1 << 20, &last_n, b) ||
         get_num(o, "presence_penalty", -2, 2, &pres, b) || get_num(o, "frequency_penalty", -2, 2, &freq, b) ||
-        get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, b) || get_int(o, "n", 1, SRV_MAX_N, &n, b) ||
-        get_int(o, "priority", INT32_MIN, INT32_MAX, &prio, b))
+        get_int(o, "seed", INT64_MIN, INT64_MAX, &seed, b) || get_int(o, "n_cmpl", 1, SRV_MAX_N, &n, b) ||
+        get_int(o, "n", 1, SRV_MAX_N, &n, b) || get_int(o, "priority", INT32_MIN, INT32_MAX, &prio, b))
         return -1;
+    /* llama-server's n_predict (-1: up to the context), then OpenAI's names. */
+    if (get_int(o, "n_predict", -1, INT32_MAX, &n_predict, b))
+        return -1;
+    if (n_predict == -1)
+        max_tokens = n_ctx;
+    else if (json_object_get(o, "n_predict") && !json_is_null(json_object_get(o, "n_predict")))
+        max_tokens = n_predict;
     if (get_int(o, "max_tokens", LLONG_MIN, LLONG_MAX, &max_tokens, b) ||
         get_int(o, "max_completion_tokens", LLONG_MIN, LLONG_MAX, &max_tokens, b))
         return -1;
     if (max_tokens <= 0)
-        return fail(b, "invalid_value", "'max_tokens' is %lld; it must be at least 1", max_tokens);
+        return fail(b, "invalid_value", "'max_tokens' (or 'n_predict') is %lld; it must be at least 1 (hetero-server "
+                    "always generates)", max_tokens);
     if (top_p <= 0)
         return fail(b, "invalid_value", "'top_p' is 0; it must be in (0, 1]");
     hx_sampling *s = &p->r.sampling;
@@ -140,9 +149,15 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     }
     s->stop = p->stop;
     int cache_prompt = 1; /* llama-server's: false keeps the prompt out of the prefix cache both ways */
-    if (get_bool(o, "stream", &p->stream, b) || get_bool(o, "ignore_eos", &p->r.ignore_eos, b) ||
+    /* ignore_eos as llama-server's: end-of-generation tokens are never drawn. */
+    if (get_bool(o, "stream", &p->stream, b) || get_bool(o, "ignore_eos", &s->ignore_eos, b) ||
         get_bool(o, "cache_prompt", &cache_prompt, b))
         return -1;
+    if (srv_parse_sampling_extra(S, o, s, &p->store, b->msg, sizeof b->msg, &b->code))
+        return -1;
+    if (s->min_tokens > p->r.max_tokens)
+        return fail(b, "invalid_value", "'min_tokens' is %u; it must be at most max_tokens (%u)", s->min_tokens,
+                    p->r.max_tokens);
     p->r.no_prefix_cache = !cache_prompt;
     json_t *salt = json_object_get(o, "cache_salt");
     if (salt && !json_is_null(salt) && !json_is_string(salt))
@@ -152,16 +167,7 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
     /* Fields that would change the answer, which hetero does not do. */
-    static const char *const refused[] = {"functions", "function_call", "suffix", "logit_bias", "best_of", "echo"};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        json_t *v = json_object_get(o, refused[i]);
-        int harmless = !v || json_is_null(v) || json_is_false(v) ||
-                       (json_is_object(v) && json_object_size(v) == 0) ||
-                       (!strcmp(refused[i], "best_of") && json_is_integer(v) && json_integer_value(v) == 1);
-        if (!harmless)
-            return fail(b, "unsupported_parameter", "'%s' is not supported", refused[i]);
-    }
-    return 0;
+    return srv_refused_field(o, chat == SRV_NATIVE, b->msg, sizeof b->msg, &b->code);
 }
 
 /* A JSON Schema as the GBNF grammar hetero constrains decoding with. */
@@ -374,7 +380,19 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
 
 static int parse_logprobs(json_t *o, parsed *p, int chat, bad *b)
 {
-    long long top = 0;
+    long long top = 0, n_probs = 0;
+    /* llama-server's n_probs: that many alternatives per token, with the
+     * token's own log-probability, in the endpoint's logprobs format. */
+    if (get_int(o, "n_probs", 0, HX_ENGINE_MAX_TOP, &n_probs, b))
+        return -1;
+    if (n_probs > 0) {
+        p->logprobs = 1;
+        p->r.top_logprobs = (uint32_t)n_probs;
+        json_t *lp = json_object_get(o, "logprobs"), *tl = json_object_get(o, "top_logprobs");
+        if ((lp && !json_is_null(lp)) || (tl && !json_is_null(tl)))
+            return fail(b, "invalid_value", "give 'n_probs' or 'logprobs', not both");
+        return 0;
+    }
     if (chat) {
         if (get_bool(o, "logprobs", &p->logprobs, b) || get_int(o, "top_logprobs", 0, HX_ENGINE_MAX_TOP, &top, b))
             return -1;
@@ -732,6 +750,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     free(p.tokens);
     free(p.grammar);
     srv_tools_free(p.tools);
+    srv_sampling_store_free(&p.store);
     json_decref(o);
     return ret;
 }

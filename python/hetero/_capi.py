@@ -160,6 +160,10 @@ STRUCTS: Dict[str, str] = {
     hx_session *const *sessions;
     const uint8_t *want_logits;
 """,
+    "hx_logit_bias": """
+    int32_t token;
+    float bias;
+""",
     "hx_sampling": """
     float temperature;
     int32_t top_k;
@@ -174,6 +178,21 @@ STRUCTS: Dict[str, str] = {
     uint32_t n_stop;
     const char *grammar;
     int ignore_eos;
+    const hx_logit_bias *logit_bias;
+    uint32_t n_logit_bias;
+    uint32_t min_tokens;
+    float typical_p;
+    int32_t mirostat;
+    float mirostat_tau, mirostat_eta;
+    float dry_multiplier, dry_base;
+    int32_t dry_allowed_length, dry_penalty_last_n;
+    const char *const *dry_breakers;
+    uint32_t n_dry_breakers;
+    float xtc_probability, xtc_threshold;
+    float top_n_sigma;
+    float dynatemp_range, dynatemp_exponent;
+    const char *samplers;
+    int32_t min_keep;
 """,
     "hx_generation_stats": """
     uint32_t prompt_tokens, generated_tokens;

@@ -356,7 +356,7 @@ class Llama:
         if not penalize_nl:
             _refuse("penalize_nl", penalize_nl, "hetero's repeat penalty treats every token alike")
         smp = self._sampling(temp, top_p, top_k, min_p, repeat_penalty, frequency_penalty, presence_penalty,
-                             None, None, grammar)
+                             None, None, grammar, typical_p, mirostat_mode, mirostat_tau, mirostat_eta)
         with self._model.session() as s:
             for item in iterate(s, list(tokens), UNTIL_END, smp):
                 if isinstance(item, Piece) and item.token >= 0:
@@ -379,16 +379,12 @@ class Llama:
     @staticmethod
     def _check_sampling(typical_p: float, tfs_z: float, mirostat_mode: int, logits_processor: Any,
                         grammar: Any, logit_bias: Any, stopping_criteria: Any = None, suffix: Any = None) -> None:
-        if typical_p != 1.0:
-            _refuse("typical_p", typical_p, "hetero's sampler has no locally typical sampling")
         if tfs_z != 1.0:
-            _refuse("tfs_z", tfs_z, "hetero's sampler has no tail-free sampling")
-        if mirostat_mode != 0:
-            _refuse("mirostat_mode", mirostat_mode, "hetero's sampler has no mirostat")
+            _refuse("tfs_z", tfs_z, "hetero's sampler has no tail-free sampling (llama.cpp dropped it too)")
+        if mirostat_mode not in (0, 1, 2):
+            raise ValueError(f"mirostat_mode {mirostat_mode} is not 0 (off), 1 or 2")
         if logits_processor is not None:
             _refuse("logits_processor", logits_processor, "hetero samples in C; no Python logits processors")
-        if logit_bias:
-            _refuse("logit_bias", logit_bias, "hetero's sampler has no logit bias")
         if stopping_criteria is not None:
             _refuse("stopping_criteria", stopping_criteria, "hetero stops at stop strings and "
                     "end-of-generation tokens (stop=)")
@@ -397,13 +393,26 @@ class Llama:
 
     def _sampling(self, temperature: float, top_p: float, top_k: int, min_p: float, repeat_penalty: float,
                   frequency_penalty: float, presence_penalty: float, seed: Optional[int],
-                  stop: Optional[Union[str, List[str]]], grammar: Any = None) -> Sampling:
+                  stop: Optional[Union[str, List[str]]], grammar: Any = None, typical_p: float = 1.0,
+                  mirostat_mode: int = 0, mirostat_tau: float = 5.0, mirostat_eta: float = 0.1,
+                  logit_bias: Optional[Dict[Any, float]] = None) -> Sampling:
         stops = [stop] if isinstance(stop, str) else list(stop or [])
+        bias = {}
+        for k, v in (logit_bias or {}).items():  # llama-cpp-python's {token id: bias}; JSON gives str keys
+            try:
+                tok = int(k)
+            except (TypeError, ValueError):
+                raise ValueError(f"logit_bias key {k!r} is not a token id") from None
+            if not 0 <= tok < self.n_vocab():
+                raise ValueError(f"logit_bias token {tok} is outside the vocabulary [0, {self.n_vocab()})")
+            bias[tok] = bias.get(tok, 0.0) + float(v)
         return Sampling(temperature=max(0.0, temperature), top_k=max(0, top_k), top_p=top_p, min_p=min_p,
                         repeat_penalty=repeat_penalty, repeat_last_n=self.last_n_tokens_size,
                         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
                         seed=self._rng.getrandbits(64) if seed is None or seed < 0 else seed, stop=stops,
-                        grammar=None if grammar is None else gbnf_of(grammar))
+                        grammar=None if grammar is None else gbnf_of(grammar),
+                        typical_p=typical_p, mirostat=mirostat_mode, mirostat_tau=mirostat_tau,
+                        mirostat_eta=mirostat_eta, logit_bias=bias)
 
     def _prompt_tokens(self, prompt: Union[str, List[int]]) -> List[int]:
         if isinstance(prompt, str):
@@ -465,7 +474,8 @@ class Llama:
         if logprobs is not None and logprobs < 0:
             raise ValueError(f"logprobs {logprobs} is negative")
         smp = self._sampling(temperature, top_p, top_k, min_p, repeat_penalty, frequency_penalty,
-                             presence_penalty, seed, stop, grammar)
+                             presence_penalty, seed, stop, grammar, typical_p, mirostat_mode, mirostat_tau,
+                             mirostat_eta, logit_bias)
         ids = self._prompt_tokens(prompt)
         n = self._max_tokens(max_tokens)
         self._drop_eval_context()
@@ -557,7 +567,8 @@ class Llama:
         self._drop_eval_context()
         ids = self._model.tokenize(prompt, add_special=True, parse_special=True)
         smp = self._sampling(temperature, top_p, top_k, min_p, repeat_penalty, frequency_penalty,
-                             presence_penalty, seed, stop, grammar)
+                             presence_penalty, seed, stop, grammar, typical_p, mirostat_mode, mirostat_tau,
+                             mirostat_eta, logit_bias)
         n = self._max_tokens(max_tokens)
         k = (top_logprobs or 0) if logprobs else None
         head = {"id": f"chatcmpl-{uuid.uuid4()}", "created": int(time.time()),

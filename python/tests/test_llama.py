@@ -110,8 +110,7 @@ def test_n_gpu_layers(smollm2_path):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(typical_p=0.5), dict(tfs_z=0.9), dict(mirostat_mode=2),
-    dict(logit_bias={1: 2.0}), dict(suffix="end"), dict(logits_processor=[lambda a, b: b]),
+    dict(tfs_z=0.9), dict(suffix="end"), dict(logits_processor=[lambda a, b: b]),
 ])
 def test_unsupported_completion_arguments_are_refused_by_name(smollm2, kw):
     with pytest.raises(UnsupportedArgument) as e:
@@ -126,6 +125,34 @@ def test_unsupported_chat_arguments_are_refused_by_name(smollm2, kw):
     with pytest.raises(UnsupportedArgument) as e:
         smollm2.create_chat_completion(messages=[{"role": "user", "content": "hi"}], **kw)
     assert e.value.argument == next(iter(kw))
+
+
+def test_logit_bias_typical_and_mirostat_work(smollm2):
+    kw = dict(max_tokens=8, temperature=0)
+    base = smollm2("The capital of France is", **kw)["choices"][0]["text"]
+    paris = smollm2.tokenize(b" Paris", add_bos=False)[0]
+    assert base.startswith(" Paris")
+    # llama-cpp-python's {token id: bias}: a ban moves greedy off the token, a
+    # large bias onto one; JSON-style string keys are read as ids.
+    banned = smollm2("The capital of France is", logit_bias={paris: float("-inf")}, **kw)["choices"][0]["text"]
+    assert not banned.startswith(" Paris")
+    forced = smollm2("The capital of France is", logit_bias={str(paris + 1): 100.0}, max_tokens=1,
+                     temperature=0)["choices"][0]["text"]
+    assert forced == smollm2.detokenize([paris + 1]).decode()
+    with pytest.raises(ValueError, match="vocabulary"):
+        smollm2("Hi", logit_bias={10**9: 1.0}, max_tokens=1)
+    # Typical sampling at temperature 0 can drop the argmax: the answer changes.
+    typ = smollm2("The capital of France is", typical_p=0.3, **kw)["choices"][0]["text"]
+    assert typ != base
+    # Mirostat: the same seed, the same text; another seed, another text.
+    a = [smollm2("Once upon a time", max_tokens=16, temperature=1, seed=s, mirostat_mode=2, mirostat_tau=4.0)
+         ["choices"][0]["text"] for s in (7, 7, 8)]
+    assert a[0] == a[1] and a[0] != a[2]
+    with pytest.raises(ValueError, match="mirostat_mode"):
+        smollm2("Hi", mirostat_mode=3, max_tokens=1)
+    chat = smollm2.create_chat_completion(messages=[{"role": "user", "content": "Name a colour."}], max_tokens=6,
+                                          temperature=0, logit_bias={paris: -1.0}, mirostat_mode=1)
+    assert chat["choices"][0]["message"]["content"]
 
 
 def test_embed(smollm2, smollm2_path):
