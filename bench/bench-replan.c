@@ -24,7 +24,8 @@ typedef struct {
     double slow;
     int steps, at, threads;
     char path[512];
-    char slow_name[128]; /* the slowed device's name, to find it in every device set */
+    char slow_name[128]; /* the slowed device's name and family, to find it in every device set */
+    int slow_family;     /* (PoCL names its device after the CPU, as the CPU device is named) */
 } config;
 
 static double wall(void)
@@ -102,10 +103,13 @@ static int decode(config *c, const char *devices, const char *sched, int at, dou
     hx_injection inj = {.slow = c->slow};
     int dev = -1;
     hx_device_info info;
-    if (!c->slow_name[0] && hx_runtime_device_info(rt, c->slow_dev, &info) == HX_OK)
+    if (!c->slow_name[0] && hx_runtime_device_info(rt, c->slow_dev, &info) == HX_OK) {
         snprintf(c->slow_name, sizeof c->slow_name, "%s", info.name);
+        c->slow_family = (int)info.family;
+    }
     for (int d = 0; d < hx_runtime_device_count(rt); d++)
-        if (hx_runtime_device_info(rt, d, &info) == HX_OK && !strcmp(info.name, c->slow_name))
+        if (hx_runtime_device_info(rt, d, &info) == HX_OK && !strcmp(info.name, c->slow_name) &&
+            (int)info.family == c->slow_family)
             dev = d; /* absent from this set: nothing to slow */
     if (load(c, rt, &m) || hx_session_open(m, &s)) {
         fprintf(stderr, "bench-replan: %s\n", hx_last_error());

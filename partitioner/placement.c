@@ -34,7 +34,8 @@
  * context rounded up to a power of two) and reused for every step of that
  * shape; it is made again when a device's slowness moves by more than a
  * quarter from what the plan assumed (an injected slowdown, contention) or
- * a device leaves service.  On a real machine a device without
+ * a device leaves service; a device that has run nothing for a while is
+ * assumed at its models' speed again, so a left device is tried again.  On a real machine a device without
  * measurements for the step's tasks cannot be costed: until every device
  * has them the plan is provisional (layers dealt round-robin over the
  * devices, so each gets measured) and made again at the next step.
@@ -58,6 +59,12 @@
 #define HX_PLACE_SLOTS 8
 /* Slowness outside [1/x, x] of what a plan assumed makes it again. */
 #define HX_REPLAN_FACTOR 1.25
+/* A device that has run nothing for this many seconds is assumed to run
+ * at its models' speed again: a plan that left it for a slowdown (its
+ * own, or contention from outside) tries it again, measures it, and
+ * leaves it again if it is still slow.  Without this a device abandoned
+ * for a passing slowdown kept its last slowness for good. */
+#define HX_SLOWNESS_MAX_AGE 2.0
 /* Of a device's own memory, what the planner leaves for activations:
  * the larger of this fraction and HX_MEM_RESERVE bytes. */
 #define HX_MEM_RESERVE_FRACTION 0.05
@@ -645,7 +652,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         mc.own[d] = info.memory_node != 0;
         mc.cap[d] = (double)info.global_mem_bytes -
                     fmax(HX_MEM_RESERVE, HX_MEM_RESERVE_FRACTION * (double)info.global_mem_bytes);
-        mc.slow[d] = hx_sched_slowness(&rt->sched, d);
+        mc.slow[d] = hx_sched_slowness_recent(&rt->sched, d, HX_SLOWNESS_MAX_AGE);
         sl->slowness[d] = mc.slow[d];
     }
     sl->retired = atomic_load(&rt->sched.retired);
@@ -762,7 +769,7 @@ static int stale(hx_runtime *rt, const slot *sl)
     if (sl->provisional || sl->retired != atomic_load(&rt->sched.retired))
         return 1;
     for (int d = 0; d < hx_runtime_device_count(rt); d++) {
-        double r = hx_sched_slowness(&rt->sched, d) / sl->slowness[d];
+        double r = hx_sched_slowness_recent(&rt->sched, d, HX_SLOWNESS_MAX_AGE) / sl->slowness[d];
         if (r > HX_REPLAN_FACTOR || r < 1 / HX_REPLAN_FACTOR)
             return 1;
     }

@@ -166,6 +166,7 @@ void hx_sched_finished(hx_sched *s, int d, const hx_sched_done *done)
     if (done && done->valid && done->expected > 0 && done->actual > 0) {
         double r = done->actual / done->expected;
         dv->ratios[dv->nratio++ % HX_SLOWNESS_WINDOW] = (float)(r > 1e3 ? 1e3 : r);
+        dv->ratio_at = hx_runtime_now(s->rt);
         /* Not before the window is full: the first tasks of a device run
          * cold (page faults, sleeping threads). */
         if (dv->nratio >= HX_SLOWNESS_WINDOW)

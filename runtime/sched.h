@@ -57,6 +57,7 @@ typedef struct {
     double slowness;             /* recent actual / expected time (1 = as predicted) */
     float ratios[HX_SLOWNESS_WINDOW]; /* the last ratios; slowness is their median */
     int nratio;
+    double ratio_at;             /* the runtime's clock at the last ratio */
     int calibrating;             /* queued tasks sent to measure an unknown cost */
     int running_calibrating;     /* the running task is one of them */
 } hx_sched_dev;
@@ -135,5 +136,10 @@ int hx_sched_estimate(hx_runtime *rt, int d, const hx_codelet *cl, hx_precision 
 double hx_sched_link_seconds(hx_runtime *rt, int d, double bytes);
 /* Device d's recent actual / expected time (1 = as its model says). */
 double hx_sched_slowness(hx_sched *s, int d);
+/* The slowness a plan should assume: hx_sched_slowness, or 1 when the
+ * device has finished no task for max_age seconds of the runtime's clock
+ * (what made it slow may have passed, and a device nothing runs on is
+ * never measured again). */
+double hx_sched_slowness_recent(hx_sched *s, int d, double max_age);
 
 #endif

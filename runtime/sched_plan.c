@@ -44,6 +44,15 @@ double hx_sched_slowness(hx_sched *s, int d)
     return x;
 }
 
+double hx_sched_slowness_recent(hx_sched *s, int d, double max_age)
+{
+    double now = hx_runtime_now(s->rt);
+    pthread_mutex_lock(&s->lock);
+    double x = s->dev[d].nratio && now - s->dev[d].ratio_at > max_age ? 1.0 : s->dev[d].slowness;
+    pthread_mutex_unlock(&s->lock);
+    return x;
+}
+
 static hx_precision precision_of(const hx_task *t)
 {
     if (!t->desc.codelet->precision)

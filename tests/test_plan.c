@@ -9,6 +9,9 @@
  *     then decode) without running the GPU out of memory;
  *   - a slowdown injected mid-run changes the plan within a few steps, and
  *     the step time recovers to the best placement for the slowed machine;
+ *     when the slowdown passes, the plan comes back;
+ *   - a mixture of experts larger than the GPU keeps the expert groups
+ *     that do not fit in host memory and beats -ngl;
  *   - an unknown policy name is refused with the list of known ones. */
 #include <math.h>
 #include <stdlib.h>
@@ -280,6 +283,45 @@ START_TEST(a_slowdown_mid_run_changes_the_plan)
 }
 END_TEST
 
+/* A slowdown that passes: the plan leaves the slowed GPU, and once the
+ * GPU has run nothing for a while (placement.c, HX_SLOWNESS_MAX_AGE) a
+ * plan tries it again and, finding it fast, keeps the layers there.
+ * Before, a device the plan had left was never measured again, so it kept
+ * the slowness it had when it was left (the real CPU + PoCL runs settled
+ * on the slower device after a passing contention). */
+START_TEST(a_passing_slowdown_is_noticed)
+{
+    char path[64];
+    write_machine(path, sizeof path, "80G", "");
+    hx_runtime *rt = open_on(path, "all", "plan");
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "llama2-7b", "q4_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    double before[4], during[6], after[80];
+    decode_steps(rt, s, 4, before);
+    hx_injection inj = {.slow = 20};
+    HX_ASSERT_OK(hx_device_inject(rt, 1, &inj));
+    decode_steps(rt, s, 6, during);
+    int dev[32];
+    gemm_devices(m, dev, 32);
+    ck_assert_int_eq(dev[0], 0); /* left for the CPU */
+    HX_ASSERT_OK(hx_device_inject(rt, 1, NULL));
+    /* CPU steps of about 60 ms: 80 of them outlast the age limit. */
+    decode_steps(rt, s, 80, after);
+    gemm_devices(m, dev, 32);
+    for (int l = 0; l < 32; l++)
+        ck_assert_msg(dev[l] == 1, "layer %d on device %d after the slowdown passed", l, dev[l]);
+    ck_assert_msg(after[79] <= before[3] * 1.10, "last step %.4g s, before the slowdown %.4g s", after[79], before[3]);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 /* Mixtral-8x7B's shapes (24.5 GB in Q4_0) on the test box's GPU of 8 GB:
  * plan keeps most layers' attention and router on the GPU and the expert
  * groups the GPU cannot hold in host memory, computed by the CPU, and a
@@ -389,6 +431,7 @@ Suite *suite_plan(void)
     tcase_add_test(c, ngl_fills_the_gpu_with_the_last_layers);
     tcase_add_test(c, a_split_model_changes_shape_without_running_out_of_memory);
     tcase_add_test(c, a_slowdown_mid_run_changes_the_plan);
+    tcase_add_test(c, a_passing_slowdown_is_noticed);
     tcase_add_test(c, moe_experts_that_do_not_fit_stay_in_host_memory);
     tcase_add_test(c, moe_routing_declarations_are_checked);
     tcase_add_test(c, unknown_policies_are_refused);
