@@ -77,7 +77,7 @@ static float head_at(const hx_gguf_tensor *t, uint64_t i)
 static const hx_gguf_tensor *head_tensor(const hx_model *m, const char *name, uint64_t in, uint64_t rows,
                                          hx_status *st)
 {
-    const hx_gguf_tensor *t = hx_gguf_find_tensor(m->gguf, name);
+    const hx_gguf_tensor *t = hx_model_file_tensor(m, name);
     if (!t || *st)
         return NULL;
     if (t->type != HX_TYPE_F32 && t->type != HX_TYPE_F16 && t->type != HX_TYPE_BF16) {
@@ -126,20 +126,6 @@ hx_status hx_model_embedding_info_get(hx_model *m, hx_model_embedding_info *out)
     st = hx_embed_head_read(m, &h);
     out->n_cls_out = h.n_out;
     return hx_api_leave(st);
-}
-
-hx_pooling hx_model_file_pooling(const hx_model *m)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s.pooling_type", m->info.arch);
-    uint32_t v = 0;
-    if (hx_gguf_get_u32(m->gguf, key, &v) != HX_OK) {
-        int32_t i = 0;
-        if (hx_gguf_get_i32(m->gguf, key, &i) != HX_OK || i < 0)
-            return HX_POOLING_NONE;
-        v = (uint32_t)i;
-    }
-    return v <= HX_POOLING_RANK ? (hx_pooling)v : HX_POOLING_NONE;
 }
 
 hx_status hx_embed_resolve(const hx_model *m, const hx_embed_options *o, hx_embed_options *r)

@@ -15,8 +15,6 @@ typedef struct {
 } hx_embed_head;
 
 hx_status hx_embed_head_read(const hx_model *m, hx_embed_head *h);
-/* <arch>.pooling_type, HX_POOLING_NONE when absent or out of range. */
-hx_pooling hx_model_file_pooling(const hx_model *m);
 /* `o` (NULL: the defaults) with the file's pooling filled in, checked:
  * rank needs a head. */
 hx_status hx_embed_resolve(const hx_model *m, const hx_embed_options *o, hx_embed_options *r);

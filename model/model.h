@@ -220,4 +220,10 @@ hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes);
  * Its contents are undefined (model/activations.c). */
 hx_status hx_model_scratch(hx_model *m, int slot, size_t bytes, void **out);
 
+/* model_embed_file.c: <arch>.pooling_type (HX_POOLING_NONE when absent or
+ * out of range), and a tensor of the file by name (NULL when absent), for
+ * the pooling and the classifier head of engine/embed.c. */
+hx_pooling hx_model_file_pooling(const hx_model *m);
+const hx_gguf_tensor *hx_model_file_tensor(const hx_model *m, const char *name);
+
 #endif
