@@ -461,9 +461,12 @@ int hx_cl_launch_moe_gate_up(const void *args, const size_t *sizes, hx_cl_launch
     const hx_op_moe_gate_up *a = args;
     if (a->k == 0 || a->k > HX_MOE_MAX_USED || a->act > 1)
         return (int)hx_error(HX_ERR_UNSUPPORTED, "moe_gate_up: k=%u, act=%u", a->k, a->act);
-    int rc = check_experts("moe_gate_up", "gate", a->gate_type, a->E, a->F, a->D, sizes, 2);
+    const uint32_t n = a->e_n ? a->e_n : a->E; /* the experts its weights hold */
+    if (a->e_n && (a->e_lo >= a->E || a->e_n > a->E - a->e_lo))
+        return (int)hx_error(HX_ERR_INVALID_ARG, "moe_gate_up: group %u+%u beyond %u experts", a->e_lo, a->e_n, a->E);
+    int rc = check_experts("moe_gate_up", "gate", a->gate_type, n, a->F, a->D, sizes, 2);
     if (!rc)
-        rc = check_experts("moe_gate_up", "up", a->up_type, a->E, a->F, a->D, sizes, 3);
+        rc = check_experts("moe_gate_up", "up", a->up_type, n, a->F, a->D, sizes, 3);
     if (rc)
         return rc;
     const uint64_t tk = (uint64_t)a->T * a->k;
@@ -482,6 +485,8 @@ int hx_cl_launch_moe_gate_up(const void *args, const size_t *sizes, hx_cl_launch
     arg_value(l, &a->gate_type, 4);
     arg_value(l, &a->up_type, 4);
     arg_value(l, &a->act, 4);
+    arg_value(l, &a->e_lo, 4);
+    arg_value(l, &a->e_n, 4);
     arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }
@@ -491,7 +496,9 @@ int hx_cl_launch_moe_down(const void *args, const size_t *sizes, hx_cl_launch *l
     const hx_op_moe_down *a = args;
     if (a->k == 0 || a->k > HX_MOE_MAX_USED)
         return (int)hx_error(HX_ERR_UNSUPPORTED, "moe_down: k=%u", a->k);
-    int rc = check_experts("moe_down", "down", a->down_type, a->E, a->D, a->F, sizes, 2);
+    if (a->e_n && (a->e_lo >= a->E || a->e_n > a->E - a->e_lo))
+        return (int)hx_error(HX_ERR_INVALID_ARG, "moe_down: group %u+%u beyond %u experts", a->e_lo, a->e_n, a->E);
+    int rc = check_experts("moe_down", "down", a->down_type, a->e_n ? a->e_n : a->E, a->D, a->F, sizes, 2);
     if (rc)
         return rc;
     REQUIRE_BUFFER("moe_down", sizes, 0, "h", (uint64_t)a->T * a->k, a->F, 4);
@@ -507,6 +514,9 @@ int hx_cl_launch_moe_down(const void *args, const size_t *sizes, hx_cl_launch *l
     arg_value(l, &a->E, 4);
     arg_value(l, &a->k, 4);
     arg_value(l, &a->down_type, 4);
+    arg_value(l, &a->e_lo, 4);
+    arg_value(l, &a->e_n, 4);
+    arg_value(l, &a->accumulate, 4);
     arg_buffer(l, HX_OPENCL_ARG_STATUS);
     return 0;
 }

@@ -64,7 +64,8 @@ static hx_status announce(hx_model *m, hx_batch_work *w, uint64_t step)
     p += sizeof h;
 #define PUT(src, n)                                                                                                    \
     do {                                                                                                               \
-        memcpy(p, (src), 4 * (size_t)(n));                                                                             \
+        if ((n) != 0) /* an empty list may be a NULL pointer */                                                      \
+            memcpy(p, (src), 4 * (size_t)(n));                                                                         \
         p += 4 * (size_t)(n);                                                                                          \
     } while (0)
     PUT(pos, h.T);

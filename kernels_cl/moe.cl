@@ -140,7 +140,7 @@ __kernel __attribute__((reqd_work_group_size(MOE_WG, 1, 1)))
 void moe_gate_up_f32(__global const float *x, __global const int *route, __global const uchar *G,
                      __global const uchar *U, __global float *h, const uint T, const uint D, const uint F,
                      const uint E, const uint k, const uint gate_type, const uint up_type, const uint act,
-                     __global uint *status)
+                     const uint e_lo, const uint e_n, __global uint *status)
 {
     const uint f = get_global_id(0), i = get_global_id(1);
     const ulong tk = (ulong)T * k;
@@ -156,9 +156,13 @@ void moe_gate_up_f32(__global const float *x, __global const int *route, __globa
         atomic_or(status, HX_BAD_INDEX);
         return;
     }
+    /* a group (e_n > 0) writes its own experts' entries alone; its
+     * weights hold those experts, from e_lo on */
+    if (e_n && ((uint)e < e_lo || (uint)e >= e_lo + e_n))
+        return;
     __global const float *xt = x + (ulong)(entry / k) * D;
-    const float g = moe_dot(gate_type, G, (uint)e, F, f, D, xt);
-    const float u = moe_dot(up_type, U, (uint)e, F, f, D, xt);
+    const float g = moe_dot(gate_type, G, (uint)e - e_lo, F, f, D, xt);
+    const float u = moe_dot(up_type, U, (uint)e - e_lo, F, f, D, xt);
     const float a = act ? hx_gelu_table(g) : g / (1.0f + exp(-g));
     h[(ulong)i * F + f] = a * u;
 }
@@ -168,7 +172,8 @@ void moe_gate_up_f32(__global const float *x, __global const int *route, __globa
 __kernel __attribute__((reqd_work_group_size(MOE_WG, 1, 1)))
 void moe_down_f32(__global const float *h, __global const int *route, __global const uchar *W,
                   __global float *out, const uint T, const uint D, const uint F, const uint E, const uint k,
-                  const uint down_type, __global uint *status)
+                  const uint down_type, const uint e_lo, const uint e_n, const uint accumulate,
+                  __global uint *status)
 {
     const uint d = get_global_id(0), t = get_global_id(1);
     if (d >= D || t >= T)
@@ -176,7 +181,10 @@ void moe_down_f32(__global const float *h, __global const int *route, __global c
     const ulong tk = (ulong)T * k;
     __global const float *wts = (__global const float *)(route + tk);
     __global const int *inv = route + 3 * tk + E + 1;
+    /* a group (e_n > 0) sums its own experts' entries alone, added to
+     * what the groups before it wrote when accumulate */
     float o = 0.0f;
+    int first = 1;
     for (uint j = 0; j < k; j++) {
         const ulong at = (ulong)t * k + j;
         const int e = route[at], place = inv[at];
@@ -184,8 +192,11 @@ void moe_down_f32(__global const float *h, __global const int *route, __global c
             atomic_or(status, HX_BAD_INDEX);
             return;
         }
-        const float v = wts[at] * moe_dot(down_type, W, (uint)e, D, d, F, h + (ulong)place * F);
-        o = j ? o + v : v;
+        if (e_n && ((uint)e < e_lo || (uint)e >= e_lo + e_n))
+            continue;
+        const float v = wts[at] * moe_dot(down_type, W, (uint)e - e_lo, D, d, F, h + (ulong)place * F);
+        o = first ? v : o + v;
+        first = 0;
     }
-    out[(ulong)t * D + d] = o;
+    out[(ulong)t * D + d] = accumulate ? out[(ulong)t * D + d] + o : o;
 }

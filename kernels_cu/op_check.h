@@ -383,12 +383,15 @@ static inline int hx_oc_moe_down(const hx_op_moe_down *a, const size_t *s, int n
 static inline int hx_oc_covers_moe_gate_up(const void *args)
 {
     const hx_op_moe_gate_up *a = (const hx_op_moe_gate_up *)args;
-    return hx_dq_supported(a->gate_type) && hx_dq_supported(a->up_type);
+    /* expert groups (the planner's split of a layer's experts) stay on
+     * the CPU: the CUDA kernels take a layer's experts whole */
+    return hx_dq_supported(a->gate_type) && hx_dq_supported(a->up_type) && !a->e_n;
 }
 
 static inline int hx_oc_covers_moe_down(const void *args)
 {
-    return hx_dq_supported(((const hx_op_moe_down *)args)->down_type);
+    const hx_op_moe_down *a = (const hx_op_moe_down *)args;
+    return hx_dq_supported(a->down_type) && !a->e_n && !a->accumulate; /* groups: as above */
 }
 
 static inline int hx_oc_covers_get_rows(const void *args)

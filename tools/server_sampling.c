@@ -305,7 +305,6 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
         {"post_sampling_probs", NULL, "probabilities after the sampling chain are not supported"},
         {"response_fields", NULL, "response_fields shapes /completion's answers only"},
         {"lora", NULL, "LoRA adapters are not supported"},
-        {"verbose", NULL, "verbose responses are not supported"},
         {"sse_ping_interval", "-1", "SSE pings are not supported"},
         {"adaptive_target", "-1", "the adaptive-p sampler is not supported"},
         {"adaptive_decay", "0.9", "the adaptive-p sampler is not supported"},
