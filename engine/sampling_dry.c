@@ -85,7 +85,8 @@ static hx_status add_seq(hx_sampler *s, int *cap, int32_t head, const int32_t *t
     hx_dry_seq *q = &s->dry[s->n_dry++];
     q->head = head;
     q->n_tail = n_tail;
-    memcpy(q->tail, tail, (size_t)n_tail * sizeof *tail);
+    if (n_tail) /* a one-token breaker has no tail (NULL) */
+        memcpy(q->tail, tail, (size_t)n_tail * sizeof *tail);
     return HX_OK;
 }
 

@@ -36,7 +36,8 @@ static void push(toks *t, const int32_t *ids, size_t n)
         t->v = v;
         t->cap = cap;
     }
-    memcpy(t->v + t->n, ids, sizeof *ids * n);
+    if (n) /* an empty piece may come as NULL */
+        memcpy(t->v + t->n, ids, sizeof *ids * n);
     t->n += n;
 }
 
