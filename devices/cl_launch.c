@@ -367,16 +367,21 @@ int hx_cl_launch_add(const void *args, const size_t *sizes, hx_cl_launch *l)
     return 0;
 }
 
-int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l)
+/* SwiGLU and GeGLU: out = act(gate) * up over n floats, one kernel each. */
+static int gated_unit(const char *op, const char *kernel, const uint64_t *n, const size_t *sizes, hx_cl_launch *l)
 {
-    const hx_op_swiglu *a = args;
     for (int i = 0; i < 3; i++)
-        REQUIRE_BUFFER("swiglu", sizes, i, i == 0 ? "gate" : i == 1 ? "up" : "out", a->n, 4, 1);
-    *l = (hx_cl_launch){.kernel = "swiglu_f32", .work_dim = 1, .global = {round_up(a->n, 64)}, .local = {64}};
+        REQUIRE_BUFFER(op, sizes, i, i == 0 ? "gate" : i == 1 ? "up" : "out", *n, 4, 1);
+    *l = (hx_cl_launch){.kernel = kernel, .work_dim = 1, .global = {round_up(*n, 64)}, .local = {64}};
     for (int i = 0; i < 3; i++)
         arg_buffer(l, i);
-    arg_value(l, &a->n, 8);
+    arg_value(l, n, 8);
     return 0;
+}
+
+int hx_cl_launch_swiglu(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    return gated_unit("swiglu", "swiglu_f32", &((const hx_op_swiglu *)args)->n, sizes, l);
 }
 
 /* ---- Gemma's and the experts' ops (kernels_cl/activation.cl, moe.cl) ---- */
@@ -396,14 +401,7 @@ int hx_cl_launch_scale(const void *args, const size_t *sizes, hx_cl_launch *l)
 
 int hx_cl_launch_geglu(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
-    const hx_op_geglu *a = args;
-    for (int i = 0; i < 3; i++)
-        REQUIRE_BUFFER("geglu", sizes, i, i == 0 ? "gate" : i == 1 ? "up" : "out", a->n, 4, 1);
-    *l = (hx_cl_launch){.kernel = "geglu_f32", .work_dim = 1, .global = {round_up(a->n, 64)}, .local = {64}};
-    for (int i = 0; i < 3; i++)
-        arg_buffer(l, i);
-    arg_value(l, &a->n, 8);
-    return 0;
+    return gated_unit("geglu", "geglu_f32", &((const hx_op_geglu *)args)->n, sizes, l);
 }
 
 int hx_cl_launch_add_gated(const void *args, const size_t *sizes, hx_cl_launch *l)
