@@ -87,6 +87,8 @@ static hx_status append(hx_stop_text *t, const char *text, size_t len, size_t *f
         memcpy(t->held + t->nheld, text, len);
     t->nheld += len;
     *first = t->nheld;
+    if (!t->nheld)
+        return HX_OK; /* nothing held yet: memmem must not see a NULL buffer */
     for (uint32_t i = 0; i < t->n; i++) {
         const char *at = memmem(t->held, t->nheld, t->stop[i], strlen(t->stop[i]));
         if (at && (size_t)(at - t->held) < *first) {
