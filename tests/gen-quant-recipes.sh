@@ -2,7 +2,8 @@
 # Writes llama-quantize's per-tensor type choices as test vectors for the
 # recipe table (tests/test_quant_recipe.c):
 #   tests/gen-quant-recipes.sh LLAMA_QUANTIZE MODEL.gguf NAME N_LAYER N_HEAD N_HEAD_KV VARIANT RECIPE [FLAGS...]
-# writes tests/fixtures/quant-recipes/NAME.VARIANT.txt, one line per tensor
+# (N_EXPERT=N in the environment for a file with experts) writes
+# tests/fixtures/quant-recipes/NAME.VARIANT.txt, one line per tensor
 # in llama-quantize's order: name, ne0, ne1, ne2, its type in MODEL, the
 # type llama-quantize --dry-run chooses.
 set -eu
@@ -12,7 +13,7 @@ out=tests/fixtures/quant-recipes/$name.$variant.txt
 ver=$("$q" --dry-run "$model" F32 2>&1 | sed -n 's/^version: //p' | head -n 1)
 {
     echo "# llama-quantize --dry-run $*${*:+ }MODEL $recipe (llama.cpp $ver) on $name"
-    echo "# model n_layer $n_layer n_head $n_head n_head_kv $n_head_kv"
+    echo "# model n_layer $n_layer n_head $n_head n_head_kv $n_head_kv${N_EXPERT:+ n_expert $N_EXPERT}"
     "$q" --dry-run "$@" "$model" "$recipe" 2>&1 | tr -d , |
         awk '/^\[ *[0-9]+\/ *[0-9]+\]/ {
                  sub(/^\[[^]]*\] */, "");

@@ -23,7 +23,7 @@ typedef struct {
     hx_recipe_tensor *t;
     hx_type *want;
     size_t n;
-    uint32_t n_layer, n_head, n_head_kv;
+    uint32_t n_layer, n_head, n_head_kv, n_expert;
 } vectors;
 
 static void vectors_free(vectors *v)
@@ -42,7 +42,8 @@ static vectors load(const char *file)
     vectors v = {0};
     size_t cap = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        if (sscanf(line, "# model n_layer %u n_head %u n_head_kv %u", &v.n_layer, &v.n_head, &v.n_head_kv) == 3)
+        if (sscanf(line, "# model n_layer %u n_head %u n_head_kv %u n_expert %u", &v.n_layer, &v.n_head,
+                   &v.n_head_kv, &v.n_expert) >= 3)
             continue;
         if (line[0] == '#')
             continue;
@@ -116,7 +117,8 @@ static void check_variant(const variant *var)
     hx_recipe_params p = {.ftype = r->ftype, .base = r->base, .pure = var->pure, .leave_output = var->leave_output,
                           .output_type = type_or_none(var->output_type),
                           .token_embd_type = type_or_none(var->token_embd_type), .overrides = ov,
-                          .n_overrides = n_ov, .n_layer = v.n_layer, .n_head = v.n_head, .n_head_kv = v.n_head_kv};
+                          .n_overrides = n_ov, .n_layer = v.n_layer, .n_head = v.n_head, .n_head_kv = v.n_head_kv,
+                          .n_expert = v.n_expert};
     hx_type *got = malloc(v.n * sizeof *got);
     HX_ASSERT_OK(hx_quant_recipe_choose(&p, v.t, v.n, got, NULL));
     int wrong = 0;
@@ -152,6 +154,45 @@ START_TEST(test_recipes_tiny)
     char file[64];
     snprintf(file, sizeof file, "tiny.%s.txt", recipe_names[_i]);
     check_variant(&(variant){.file = file, .recipe = recipe_names[_i]});
+}
+END_TEST
+
+/* The other architectures' synthetic files (hetero-run --synthetic P:f32):
+ * Qwen3's per-head norms, Gemma 3's extra norms and single KV head, and
+ * the experts' 3-D tensors of Mixtral (8 experts, whose attn_v llama.cpp
+ * raises) and Qwen3-MoE (16), under the recipes whose rules differ. */
+static const char *const arch_names[] = {"qwen3-tiny", "mixtral-tiny", "qwen3moe-tiny", "gemma3-tiny"};
+static const char *const arch_recipes[] = {"Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",
+                                           "Q4_K_M", "Q5_K_M", "Q6_K",   "IQ4_XS"};
+#define N_ARCH_RECIPES (sizeof arch_recipes / sizeof *arch_recipes)
+
+START_TEST(test_recipes_archs)
+{
+    const char *arch = arch_names[_i / N_ARCH_RECIPES], *recipe = arch_recipes[_i % N_ARCH_RECIPES];
+    char file[64];
+    snprintf(file, sizeof file, "%s.%s.txt", arch, recipe);
+    check_variant(&(variant){.file = file, .recipe = recipe});
+}
+END_TEST
+
+/* The expert count is part of the rules: Mixtral's vectors taken as a
+ * dense model's must differ (its attn_v). */
+START_TEST(test_recipes_need_the_expert_count)
+{
+    vectors v = load("mixtral-tiny.Q4_K_M.txt");
+    ck_assert_uint_eq(v.n_expert, 8);
+    const hx_quant_recipe *r = hx_quant_recipe_find("Q4_K_M");
+    hx_recipe_params p = {.ftype = r->ftype, .base = r->base, .output_type = HX_TYPE_COUNT,
+                          .token_embd_type = HX_TYPE_COUNT, .n_layer = v.n_layer, .n_head = v.n_head,
+                          .n_head_kv = v.n_head_kv};
+    hx_type *got = malloc(v.n * sizeof *got);
+    HX_ASSERT_OK(hx_quant_recipe_choose(&p, v.t, v.n, got, NULL));
+    int differ = 0;
+    for (size_t i = 0; i < v.n; i++)
+        differ += got[i] != v.want[i];
+    ck_assert_int_gt(differ, 0);
+    free(got);
+    vectors_free(&v);
 }
 END_TEST
 
@@ -210,6 +251,8 @@ Suite *suite_quant_recipe(void)
     TCase *tc = tcase_create("core");
     tcase_add_loop_test(tc, test_recipes_smollm2, 0, N_RECIPES);
     tcase_add_loop_test(tc, test_recipes_tiny, 0, N_RECIPES);
+    tcase_add_loop_test(tc, test_recipes_archs, 0, 4 * N_ARCH_RECIPES);
+    tcase_add_test(tc, test_recipes_need_the_expert_count);
     tcase_add_loop_test(tc, test_recipe_options, 0, sizeof variants / sizeof *variants);
     tcase_add_test(tc, test_recipes_differ);
     tcase_add_test(tc, test_recipe_names_and_fallbacks);
