@@ -573,6 +573,17 @@ HX_API hx_status hx_model_expert_counts(hx_model *m, uint32_t layer, uint64_t *c
 typedef void (*hx_activation_observer)(void *user, const char *tensor, const float *x, uint32_t rows,
                                        uint32_t cols);
 HX_API hx_status hx_model_set_activation_observer(hx_model *m, hx_activation_observer fn, void *user);
+/* The same for the experts' 3-D weights (blk.N.ffn_gate_exps, ffn_up_exps,
+ * ffn_down_exps) of a mixture-of-experts model: after each evaluation's
+ * expert matmuls, `fn` gets, for every expert e of the n_expert that the
+ * router gave entries, the `rows` input rows it multiplied (for gate and
+ * up the tokens routed to e, for down their gated hidden rows), in the
+ * batch's order.  A token goes to n_expert_used experts, so it is seen by
+ * that many.  The same threads, timing and rules as the observer above;
+ * a dense model never calls it. */
+typedef void (*hx_expert_observer)(void *user, const char *tensor, uint32_t expert, uint32_t n_expert,
+                                   const float *x, uint32_t rows, uint32_t cols);
+HX_API hx_status hx_model_set_expert_observer(hx_model *m, hx_expert_observer fn, void *user);
 
 /* Importance matrices, llama-imatrix's: per weight matrix and input
  * column, the sum over calibration tokens of the squared activation, and
@@ -601,7 +612,9 @@ HX_API hx_status hx_imatrix_create(uint32_t chunk_size, hx_imatrix **out);
 HX_API hx_status hx_imatrix_merge_file(hx_imatrix *im, const char *path);
 /* Names the calibration text in the file's imatrix.datasets. */
 HX_API hx_status hx_imatrix_add_dataset(hx_imatrix *im, const char *name);
-/* Observes `m`'s evaluations from now on (hx_model_set_activation_observer);
+/* Observes `m`'s evaluations from now on (hx_model_set_activation_observer,
+ * and hx_model_set_expert_observer for the experts' weights, each expert
+ * its own matrix of the entry, every routed row counted as llama-imatrix);
  * im NULL stops.  im must outlive the observation.  Tokens the prefix
  * cache attaches are not evaluated, hence not seen: collect with
  * kv_prefix_cache -1 to count every token of a text. */

@@ -150,6 +150,8 @@ struct hx_model {
      * evaluation sees one setting throughout. */
     hx_activation_observer observer;
     void *observer_user;
+    hx_expert_observer expert_observer; /* hx_model_set_expert_observer, likewise */
+    void *expert_observer_user;
     /* Decode replay (partitioner/replay.c): on or off for the model's
      * life, the recordings of the last shapes used, most recent first (one
      * allocation each, under eval_lock; at most replay_shapes of them,

@@ -1,5 +1,6 @@
-/* hx_model_set_activation_observer: who sees each matmul's input (the
- * partitioner emits the task that calls it, partitioner/observe.c). */
+/* hx_model_set_activation_observer and hx_model_set_expert_observer: who
+ * sees each matmul's input (the partitioner emits the tasks that call
+ * them, partitioner/observe.c). */
 #include "model/model.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
@@ -15,20 +16,41 @@ static int has_cpu_device(const hx_runtime *rt)
     return 0;
 }
 
-static hx_status set_observer(hx_model *m, hx_activation_observer fn, void *user)
+/* Whether an observer (set = 1) may be set on m. */
+static hx_status may_observe(hx_model *m, int set, const char *fn)
 {
-    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, "hx_model_set_activation_observer");
+    hx_status s = hx_handle_check(m, HX_HANDLE_MODEL, fn);
     if (s)
         return s;
-    if (fn && m->stage.size > 1)
-        return hx_error(HX_ERR_UNSUPPORTED, "hx_model_set_activation_observer: the model's layers are spread over "
-                                            "%d ranks of a pipeline; observe it in one process", m->stage.size);
-    if (fn && !has_cpu_device(m->rt))
-        return hx_error(HX_ERR_NO_DEVICE, "hx_model_set_activation_observer: the runtime has no CPU device to run "
-                                          "the observer on (open it with the CPU among its devices)");
+    if (set && m->stage.size > 1)
+        return hx_error(HX_ERR_UNSUPPORTED, "%s: the model's layers are spread over %d ranks of a pipeline; observe it "
+                                            "in one process", fn, m->stage.size);
+    if (set && !has_cpu_device(m->rt))
+        return hx_error(HX_ERR_NO_DEVICE, "%s: the runtime has no CPU device to run the observer on (open it with "
+                                          "the CPU among its devices)", fn);
+    return HX_OK;
+}
+
+static hx_status set_observer(hx_model *m, hx_activation_observer fn, void *user)
+{
+    hx_status s = may_observe(m, fn != NULL, "hx_model_set_activation_observer");
+    if (s)
+        return s;
     pthread_mutex_lock(&m->eval_lock);
     m->observer = fn;
     m->observer_user = fn ? user : NULL;
+    pthread_mutex_unlock(&m->eval_lock);
+    return HX_OK;
+}
+
+static hx_status set_expert_observer(hx_model *m, hx_expert_observer fn, void *user)
+{
+    hx_status s = may_observe(m, fn != NULL, "hx_model_set_expert_observer");
+    if (s)
+        return s;
+    pthread_mutex_lock(&m->eval_lock);
+    m->expert_observer = fn;
+    m->expert_observer_user = fn ? user : NULL;
     pthread_mutex_unlock(&m->eval_lock);
     return HX_OK;
 }
@@ -37,4 +59,10 @@ hx_status hx_model_set_activation_observer(hx_model *m, hx_activation_observer f
 {
     hx_api_enter();
     return hx_api_leave(set_observer(m, fn, user));
+}
+
+hx_status hx_model_set_expert_observer(hx_model *m, hx_expert_observer fn, void *user)
+{
+    hx_api_enter();
+    return hx_api_leave(set_expert_observer(m, fn, user));
 }

@@ -221,6 +221,19 @@ static void expected_work(const hx_model *m, uint32_t l, uint32_t T, uint32_t e_
     *e_read = (float)fmax(rd, 1e-9);
 }
 
+/* With an expert observer set, an expert weight's input rows go to it,
+ * expert by expert (partitioner/observe.c). */
+static void observe_experts(graph *g, uint32_t l, hx_layer_slot slot, hx_buffer *x, uint32_t cols, int by_token)
+{
+    hx_model *m = g->m;
+    if (!m->expert_observer || g->sink || g->status)
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%u.%s", l, m->arch->layer_tensor[slot]);
+    g->status = hx_observe_experts_submit(m, name, x, g->b->act->route, g->b->T, m->hp.n_expert_used,
+                                          m->hp.n_expert, cols, by_token);
+}
+
 /* The experts (ops/ops.h, "moe_route"): the router's logits, the
  * routing, each expert's gate/up then down over its gathered tokens; the
  * weighted sum lands in A->moe_out.  Qwen2-MoE's shared expert is a dense
@@ -236,6 +249,8 @@ static void experts(graph *g, uint32_t l)
     hx_op_moe_route r = {T, E, k, (uint32_t)m->arch->moe_norm_topk, l, m->info.n_layer};
     task(g, HX_CLASS_PREPROCESS, HX_OP_MOE_ROUTE, &r, sizeof r, 3, (hx_buffer *[]){A->router, A->route, m->expert_counts},
          (hx_access[]){HX_R, HX_W, HX_RW});
+    observe_experts(g, l, HX_LW_GATE_EXPS, A->xn, D, 1);
+    observe_experts(g, l, HX_LW_UP_EXPS, A->xn, D, 1);
     /* With groups (model/model.h), each group's two halves in turn, the
      * most used first, each down adding to the sums before it. */
     const uint32_t ng = L->n_groups ? L->n_groups : 1;
@@ -255,6 +270,7 @@ static void experts(graph *g, uint32_t l)
              (hx_buffer *[]){A->moe_h, A->route, G ? G->down : L->w[HX_LW_DOWN_EXPS].buf, A->moe_out},
              (hx_access[]){HX_R, HX_R, HX_R, gi ? HX_RW : HX_W});
     }
+    observe_experts(g, l, HX_LW_DOWN_EXPS, A->moe_h, F, 0);
     if (!L->w[HX_LW_DOWN_SHEXP].buf)
         return;
     layer_matmuls(g, 2, (hx_layer_slot[]){HX_LW_GATE_SHEXP, HX_LW_UP_SHEXP},

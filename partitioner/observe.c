@@ -8,9 +8,11 @@
  * predecessor of anything but the input's next writer, so the layer goes
  * on meanwhile. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "ops/ops.h"
 #include "runtime/error.h"
 #include "partitioner/partitioner.h"
 
@@ -50,5 +52,69 @@ hx_status hx_observe_submit(hx_model *m, const char *tensor, hx_buffer *x, uint3
                         sizeof a.tensor - 1);
     hx_task_desc d = {.codelet = &observe_codelet, .nbuffers = 1, .buffers = {x}, .modes = {HX_R},
                       .args = &a, .args_size = sizeof a, .device = -1};
+    return hx_task_submit(m->rt, &d, NULL);
+}
+
+/* ---- the experts ---------------------------------------------------------- */
+
+typedef struct {
+    hx_expert_observer fn;
+    void *user;
+    uint32_t T, k, E, cols, by_token;
+    char tensor[40];
+} observe_experts_args;
+
+/* Expert e's entries are order[off[e] .. off[e+1]) of the route buffer
+ * (ops/ops.h); rows in route order are contiguous already, rows by token
+ * are gathered (entry t*k + j is token t's). */
+static int observe_experts_cpu(const hx_cpu_call *c)
+{
+    const observe_experts_args *a = c->args;
+    if (c->ith != 0)
+        return 0;
+    const float *x = c->buffers[0];
+    const int32_t *route = c->buffers[1];
+    const uint32_t n = a->T * a->k;
+    const int32_t *off = route + 2 * (size_t)n, *order = off + a->E + 1;
+    float *rows = a->by_token ? malloc(sizeof *rows * a->cols * (size_t)n) : NULL;
+    if (a->by_token && !rows)
+        return HX_ERR_NO_MEMORY;
+    for (uint32_t e = 0; e < a->E; e++) {
+        const uint32_t lo = (uint32_t)off[e], cnt = (uint32_t)(off[e + 1] - off[e]);
+        if (!cnt)
+            continue;
+        if (!a->by_token) {
+            a->fn(a->user, a->tensor, e, a->E, x + (size_t)lo * a->cols, cnt, a->cols);
+            continue;
+        }
+        for (uint32_t i = 0; i < cnt; i++)
+            memcpy(rows + (size_t)i * a->cols, x + (size_t)(order[lo + i] / a->k) * a->cols, sizeof *rows * a->cols);
+        a->fn(a->user, a->tensor, e, a->E, rows, cnt, a->cols);
+    }
+    free(rows);
+    return 0;
+}
+
+static double observe_experts_flops(const void *args, const size_t *sizes)
+{
+    const observe_experts_args *a = args;
+    return 2.0 * a->T * a->k * a->cols;
+}
+
+static const hx_codelet observe_experts_codelet = {
+    .name = "expert_observer",
+    .cpu = observe_experts_cpu,
+    .flops = observe_experts_flops,
+};
+
+hx_status hx_observe_experts_submit(hx_model *m, const char *tensor, hx_buffer *x, hx_buffer *route, uint32_t T,
+                                    uint32_t k, uint32_t E, uint32_t cols, int by_token)
+{
+    observe_experts_args a = {m->expert_observer, m->expert_observer_user, T, k, E, cols, by_token != 0, {0}};
+    if (snprintf(a.tensor, sizeof a.tensor, "%s", tensor) >= (int)sizeof a.tensor)
+        return hx_error(HX_ERR_RANGE, "expert observer: the weight name '%s' is longer than %zu bytes", tensor,
+                        sizeof a.tensor - 1);
+    hx_task_desc d = {.codelet = &observe_experts_codelet, .nbuffers = 2, .buffers = {x, route},
+                      .modes = {HX_R, HX_R}, .args = &a, .args_size = sizeof a, .device = -1};
     return hx_task_submit(m->rt, &d, NULL);
 }

@@ -92,6 +92,11 @@ hx_status hx_replay_emit(struct hx_model *m, const hx_batch_shape *b, const stru
  * the model's activation observer as the input of weight `tensor`
  * (partitioner/observe.c). */
 hx_status hx_observe_submit(struct hx_model *m, const char *tensor, hx_buffer *x, uint32_t rows, uint32_t cols);
+/* The same for an expert weight: x ([T][cols] f32 by token when by_token,
+ * else [T*k][cols] in the route buffer's order) handed to the model's
+ * expert observer one expert's rows at a time. */
+hx_status hx_observe_experts_submit(struct hx_model *m, const char *tensor, hx_buffer *x, hx_buffer *route, uint32_t T,
+                                    uint32_t k, uint32_t E, uint32_t cols, int by_token);
 
 /* The model's plan, built on first use; call with m->eval_lock held.
  * Under a policy that places a step ahead (plan, ngl) the plan for batch

@@ -211,7 +211,7 @@ static struct hx_replay *lookup(hx_model *m, const hx_batch_shape *b, const stru
 
 hx_status hx_replay_emit(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan)
 {
-    if (!m->graph_replay || m->observer)
+    if (!m->graph_replay || m->observer || m->expert_observer)
         return hx_llama_emit(m, b, plan, NULL, NULL);
     replay_key k = key_of(m, b, plan);
     struct hx_replay *r = lookup(m, b, plan, &k);

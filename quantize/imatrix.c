@@ -262,6 +262,32 @@ static void observe(void *user, const char *tensor, const float *x, uint32_t row
     pthread_mutex_unlock(&im->lock);
 }
 
+/* The expert observer: one call per expert a batch routed rows to.  As
+ * llama-imatrix, every routed row counts, however small the batch (its
+ * 16-row floor is for dense matmuls only), and a token is seen by each of
+ * the experts it goes to; only that expert's means change. */
+static void observe_expert(void *user, const char *tensor, uint32_t expert, uint32_t n_expert, const float *x,
+                           uint32_t rows, uint32_t cols)
+{
+    hx_imatrix *im = user;
+    pthread_mutex_lock(&im->lock);
+    hx_imatrix_tensor *t;
+    if (hx_imatrix_tensor_get(im, tensor, cols, n_expert, "hx_imatrix_collect", &t) == HX_OK) {
+        double *sum = t->sum + (size_t)expert * cols;
+        for (uint32_t r = 0; r < rows; r++) {
+            const float *row = x + (size_t)r * cols;
+            for (uint32_t j = 0; j < cols; j++)
+                sum[j] += (double)row[j] * row[j];
+        }
+        t->count[expert] += rows;
+        for (uint32_t j = 0; j < cols; j++)
+            t->mean[(size_t)expert * cols + j] = (float)(sum[j] / (double)t->count[expert]);
+    } else {
+        im->collect_error = 1;
+    }
+    pthread_mutex_unlock(&im->lock);
+}
+
 hx_status hx_imatrix_collect(hx_model *m, hx_imatrix *im, unsigned flags)
 {
     hx_api_enter();
@@ -272,7 +298,12 @@ hx_status hx_imatrix_collect(hx_model *m, hx_imatrix *im, unsigned flags)
         im->flags = flags;
         pthread_mutex_unlock(&im->lock);
     }
-    return hx_api_leave(hx_model_set_activation_observer(m, im ? observe : NULL, im));
+    hx_status s = hx_model_set_activation_observer(m, im ? observe : NULL, im);
+    if (s == HX_OK)
+        s = hx_model_set_expert_observer(m, im ? observe_expert : NULL, im);
+    if (s && im) /* neither or both */
+        hx_model_set_activation_observer(m, NULL, NULL);
+    return hx_api_leave(s);
 }
 
 /* ---- reading it out ------------------------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include "gguf/gguf.h"
 #include "quantize/imatrix.h"
+#include "quantize/imatrix_impl.h"
 #include "tests/cl_test.h"
 #include "tests/ref_ops.h"
 #include "tests/small_model.h"
@@ -731,6 +732,67 @@ START_TEST(smollm2_beside_llama_imatrix)
 }
 END_TEST
 
+/* hetero-imatrix on a mixture of experts beside llama-imatrix (the
+ * fixture): every expert of every layer's gate, up and down its own
+ * matrix, with llama-imatrix's rows per expert (every token counted by
+ * each of its 4 experts, 2048 rows a matrix) and importances.  A router
+ * near-tie could send one token elsewhere on another SIMD level, so an
+ * expert's rows may be 2 off and its importance 1 %; they were equal, and
+ * 7e-5 apart at most, when recorded. */
+START_TEST(experts_beside_llama_imatrix)
+{
+    hx_test_tmpdir(dir, sizeof dir, "imatrix-moe");
+    HX_ASSERT_OK(hx_model_write_synthetic(tmp("moe.gguf"), "qwen3moe-tiny", "f32", 1234));
+    char opts[1024], *out;
+    snprintf(opts, sizeof opts, "-m %s -f tests/fixtures/gpl-3.0.txt -c 128 --chunks 4 --no-ppl -o %s",
+             tmp("moe.gguf"), tmp("m.gguf"));
+    ck_assert_msg(run_tool(opts, &out) == 0, "%s", out);
+    free(out);
+    hx_imatrix *im;
+    HX_ASSERT_OK(hx_imatrix_load(tmp("m.gguf"), &im));
+    char *rec = hx_test_slurp("tests/fixtures/qwen3moe-tiny-gpl-3.0.llama-imatrix.txt", NULL);
+    int n = 0, n_expert_rows = 0;
+    double worst = 0;
+    for (char *line = strtok(rec, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[64], expert[8];
+        long long rows;
+        double want;
+        if (line[0] == '#' || sscanf(line, "%63s %7s %lld %lf", name, expert, &rows, &want) != 4)
+            continue;
+        const int e = expert[0] == '-' ? 0 : atoi(expert);
+        const hx_imatrix_tensor *t = NULL;
+        for (size_t i = 0; i < im->n && !t; i++)
+            t = strcmp(im->t[i].name, name) ? NULL : &im->t[i];
+        ck_assert_msg(t != NULL, "hetero-imatrix has no %s", name);
+        ck_assert_int_eq(t->nmat, expert[0] == '-' ? 1 : 16);
+        ck_assert_msg(llabs(t->count[e] - rows) <= 2, "%s expert %s: %lld rows, llama-imatrix %lld", name, expert,
+                      (long long)t->count[e], rows);
+        int64_t total = 0;
+        for (int64_t x = 0; x < t->nmat; x++)
+            total += t->count[x];
+        ck_assert_int_eq(total, expert[0] == '-' ? 512 : 4 * 512);
+        double got = 0;
+        for (int64_t j = 0; j < t->ncol; j++)
+            got += t->mean[e * t->ncol + j];
+        const double r = fabs(got - want) / want;
+        ck_assert_msg(r < 0.01, "%s expert %s: importance %g, llama-imatrix %g", name, expert, got, want);
+        worst = fmax(worst, r), n++;
+        n_expert_rows += expert[0] != '-';
+    }
+    ck_assert_int_eq(n, 20 + 4 * 3 * 16);
+    ck_assert_int_eq(n_expert_rows, 4 * 3 * 16);
+    /* the rows: each expert's as recorded, give or take a near-tie */
+    hx_imatrix_info info;
+    HX_ASSERT_OK(hx_imatrix_info_get(im, &info));
+    ck_assert_int_eq(info.n_entries, 32);
+    fprintf(stderr, "hetero-imatrix beside llama-imatrix on qwen3moe-tiny: %d matrices and experts, worst %.3g%%\n", n,
+            100 * worst);
+    free(rec);
+    hx_imatrix_free(im);
+    hx_test_rmdir(dir);
+}
+END_TEST
+
 Suite *suite_imatrix(void)
 {
     Suite *s = suite_create("imatrix");
@@ -749,6 +811,7 @@ Suite *suite_imatrix(void)
     TCase *r = tcase_create("smollm2");
     tcase_set_timeout(r, 600);
     tcase_add_test(r, smollm2_beside_llama_imatrix);
+    tcase_add_test(r, experts_beside_llama_imatrix);
     suite_add_tcase(s, r);
     return s;
 }

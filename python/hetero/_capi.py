@@ -249,6 +249,8 @@ CALLBACKS: Dict[str, str] = {
     "hx_engine_callback": "int hx_engine_callback(void *user, const hx_engine_token *t);",
     "hx_activation_observer": "void hx_activation_observer(void *user, const char *tensor, const float *x, "
                               "uint32_t rows, uint32_t cols);",
+    "hx_expert_observer": "void hx_expert_observer(void *user, const char *tensor, uint32_t expert, "
+                          "uint32_t n_expert, const float *x, uint32_t rows, uint32_t cols);",
 }
 
 # Structs that need a callback type.
@@ -309,6 +311,7 @@ hx_status hx_model_free(hx_model *m);
 hx_status hx_model_info_get(const hx_model *m, hx_model_info *out);
 hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
 hx_status hx_model_set_activation_observer(hx_model *m, hx_activation_observer fn, void *user);
+hx_status hx_model_set_expert_observer(hx_model *m, hx_expert_observer fn, void *user);
 size_t hx_model_plan_size(hx_model *m);
 hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out);
 hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type, uint64_t seed);
