@@ -72,7 +72,8 @@ static int first_with_head(const hx_sampler *s, int32_t head)
 static hx_status add_seq(hx_sampler *s, int *cap, int32_t head, const int32_t *tail, int n_tail)
 {
     for (int i = s->n_dry - 1; i >= 0 && s->dry[i].head == head; i--)
-        if (s->dry[i].n_tail == n_tail && !memcmp(s->dry[i].tail, tail, (size_t)n_tail * sizeof *tail))
+        if (s->dry[i].n_tail == n_tail &&
+            (!n_tail || !memcmp(s->dry[i].tail, tail, (size_t)n_tail * sizeof *tail))) /* tail may be NULL */
             return HX_OK; /* already known */
     if (s->n_dry == *cap) {
         int nc = *cap ? 2 * *cap : 64;
