@@ -3,7 +3,8 @@
  * machine.  The ranks sum partial products in another order than one
  * process does, so the logits are not the same bits: they agree within
  * F32 rounding, which is how they are compared (the largest difference,
- * the normalized mean squared error, the greedy token of every row).  A
+ * the normalized mean squared error, the greedy token of every row); a
+ * greedy generation and hetero-server's answers read the same.  A
  * cut that cannot be made is refused with its numbers; a rank that hangs
  * inside a step's all-reduce ends the job by the deadline.  Part of the
  * suite "mpi": it skips as that suite does. */
@@ -140,6 +141,26 @@ START_TEST(a_tensor_parallel_generation_reads_the_same)
 }
 END_TEST
 
+START_TEST(a_server_answers_the_same_with_tensor_parallelism)
+{
+    if (missing())
+        return;
+    /* four requests at once on the synthetic model (f16: the greedy
+     * tokens do not sit on near ties); rank 0 serves, and a SIGTERM to it
+     * stops every rank */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 tests/mpi_server_check.py %s '--tensor-parallel' %s > %s/out 2> %s/err",
+             hx_test_build_dir(), tmpdir, tmpdir, tmpdir);
+    int st = system(cmd);
+    char path[128];
+    snprintf(path, sizeof path, "%s/out", tmpdir);
+    slurp(path, out, sizeof out);
+    snprintf(path, sizeof path, "%s/err", tmpdir);
+    slurp(path, err, sizeof err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s\n%s", out, err);
+}
+END_TEST
+
 START_TEST(cuts_that_cannot_be_made_are_refused_with_their_numbers)
 {
     if (missing())
@@ -190,6 +211,7 @@ Suite *suite_mpi_tp(void)
     tcase_set_timeout(tc, 900);
     tcase_add_test(tc, tensor_parallel_logits_agree_within_f32_rounding);
     tcase_add_test(tc, a_tensor_parallel_generation_reads_the_same);
+    tcase_add_test(tc, a_server_answers_the_same_with_tensor_parallelism);
     tcase_add_test(tc, cuts_that_cannot_be_made_are_refused_with_their_numbers);
     tcase_add_test(tc, a_hung_rank_ends_a_tensor_parallel_job_by_the_deadline);
     suite_add_tcase(s, tc);
