@@ -256,6 +256,10 @@ int hxb_args_parse(int argc, char **argv, hxb_params *p)
             p->warmup = 0;
             continue;
         }
+        if (!strcmp(o, "--tensor-parallel") || !strcmp(o, "--tp")) {
+            p->dist.o.tensor_parallel = 1;
+            continue;
+        }
         if (!strcmp(o, "--progress")) {
             p->progress = 1;
             continue;

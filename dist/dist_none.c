@@ -14,9 +14,13 @@ hx_status hx_dist_init(int *argc, char ***argv, const hx_dist_options *o, hx_dis
     if (world && atoi(world) > 1)
         return hx_error(HX_ERR_UNSUPPORTED, "launched by mpirun as %s ranks, but this hetero was built without Open "
                                             "MPI (install libopenmpi-dev and rebuild)", world);
+    if (o && o->tensor_parallel && o->split && *o->split)
+        return hx_error(HX_ERR_INVALID_ARG, "split '%s' with tensor parallelism: every rank holds every layer "
+                                            "(give one of --split and --tensor-parallel)", o->split);
     hx_status s = hx_model_stage_configure(0, 1, o ? o->split : NULL);
     if (s)
         return s;
+    hx_model_stage_configure_tp(0); /* a job of one holds the whole model */
     return hx_dist_info_get(out);
 }
 

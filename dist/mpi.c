@@ -11,6 +11,7 @@
  * the job (MPI_Abort) with a message naming it, instead of waiting
  * forever.  Polling backs off to sleeps, so that ranks sharing cores
  * with the others do not take their time. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ static struct {
     double timeout;
     hx_model *m;
     uint32_t l0, l1; /* the layers of the last model served */
+    hx_model_tp tp;  /* its tensor slice, when it was one */
     hx_pipe pipe;
     void *rbuf;
     size_t rcap;
@@ -208,6 +210,41 @@ static void t_abort(void *ctx, const char *why)
     abort(); /* MPI_Abort does not return */
 }
 
+/* Tensor parallelism's sum over the ranks (model/pipe.h), non-blocking
+ * and polled against the deadline like every other wait: a rank that
+ * hangs inside a step leaves the others' reduction unfinished, and they
+ * give up (their caller aborts the job) instead of waiting forever. */
+static hx_status t_allreduce(void *ctx, float *buf, size_t n)
+{
+    (void)ctx;
+    if (n > (size_t)INT_MAX)
+        return hx_error(HX_ERR_RANGE, "rank %d: an all-reduce of %zu floats (at most %d)", D.rank, n, INT_MAX);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS)
+        return hx_error(HX_ERR_IO, "rank %d: an all-reduce of %zu floats: %s", D.rank, n, mpi_error(rc));
+    const double t0 = now();
+    int round = 0, done = 0, pending;
+    for (;;) {
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return hx_error(HX_ERR_IO, "rank %d: an all-reduce of %zu floats: %s", D.rank, n, mpi_error(rc));
+        if (done)
+            break;
+        hx_status s = reap(&pending);
+        if (s)
+            return s;
+        if (now() - t0 > D.timeout)
+            return hx_error(HX_ERR_IO, "rank %d waited %.1f s in an all-reduce of a layer's partial sums: a rank "
+                                       "of the %d has died, hangs, or is slower than the timeout (--mpi-timeout)",
+                            D.rank, now() - t0, D.size);
+        backoff(&round);
+    }
+    D.pipe.reductions++;
+    D.pipe.bytes_reduced += sizeof(float) * n;
+    return HX_OK;
+}
+
 static const hx_pipe_ops ops;
 
 static void at_exit(void)
@@ -241,9 +278,14 @@ static hx_status dist_init(int *argc, char ***argv, const hx_dist_options *o, hx
             return hx_error(HX_ERR_UNSUPPORTED, "this MPI gives thread level %d; the pipeline needs "
                                                 "MPI_THREAD_SERIALIZED", provided);
     }
+    const int tp = o && o->tensor_parallel;
+    if (tp && o->split && *o->split)
+        return hx_error(HX_ERR_INVALID_ARG, "split '%s' with tensor parallelism: every rank holds every layer "
+                                            "(give one of --split and --tensor-parallel)", o->split);
     hx_status s = hx_model_stage_configure(D.rank, D.size, o ? o->split : NULL);
     if (s)
         return s;
+    hx_model_stage_configure_tp(tp && D.size > 1);
     D.inited = 1;
     D.pipe = (hx_pipe){.ops = &ops};
     return hx_dist_info_get(out);
@@ -274,6 +316,7 @@ typedef struct {
     int32_t ok;
     uint32_t n_layer, n_embd, n_vocab, n_blocks, block_size, max_batch, l0, l1;
     uint64_t file_bytes, n_params;
+    hx_model_tp tp; /* its tensor slice; on 0 for a pipeline stage */
     char error[400];
 } load_record;
 
@@ -292,7 +335,7 @@ static void record_of(const hx_model *m, hx_status loaded, load_record *r)
     }
     *r = (load_record){1, m->info.n_layer, m->info.n_embd, m->info.n_vocab, m->kv->n_blocks, m->kv->block_size,
                        m->opts.max_batch, hx_model_stage_l0(m), hx_model_stage_l1(m), m->info.file_bytes,
-                       m->info.n_params, ""};
+                       m->info.n_params, m->stage.tp, ""};
 }
 
 /* Rank 0's verdict on rank r's record: HX_OK or the error, in msg. */
@@ -313,9 +356,36 @@ static hx_status compare(const load_record *a, const load_record *b, int r, cons
                  r, b->n_blocks, b->block_size, b->max_batch, a->n_blocks, a->block_size, a->max_batch);
         return HX_ERR_INVALID_ARG;
     }
+    if (a->tp.on != b->tp.on) {
+        snprintf(msg, cap, "rank %d is %s, rank 0 %s (give every rank the same --tensor-parallel)", r,
+                 b->tp.on ? "a tensor slice" : "a pipeline stage", a->tp.on ? "a tensor slice" : "a pipeline stage");
+        return HX_ERR_INVALID_ARG;
+    }
+    if (a->tp.on) /* the slices follow each other: rank 0 checks them in rank order */
+        return HX_OK;
     if (b->l0 != m->stage.first[r] || b->l1 != m->stage.first[r + 1]) {
         snprintf(msg, cap, "rank %d cut layers [%u, %u), rank 0 [%u, %u) (give every rank the same --split)", r,
                  b->l0, b->l1, m->stage.first[r], m->stage.first[r + 1]);
+        return HX_ERR_INVALID_ARG;
+    }
+    return HX_OK;
+}
+
+/* Tensor slices: rank r's starts where rank r - 1's ended (next: the
+ * ends so far, advanced), and the last ends at the model's. */
+static hx_status tiles(const load_record *b, int r, int last, uint32_t *next, char *msg, size_t cap)
+{
+    const hx_model_tp *t = &b->tp;
+    if (t->head_lo != next[0] || t->kv_lo != next[1] || t->ff_lo != next[2] || !t->n_head || !t->n_kv || !t->n_ff) {
+        snprintf(msg, cap, "rank %d holds query heads %u+%u, KV heads %u+%u, FFN columns %u+%u; the ranks before it "
+                           "end at %u, %u and %u",
+                 r, t->head_lo, t->n_head, t->kv_lo, t->n_kv, t->ff_lo, t->n_ff, next[0], next[1], next[2]);
+        return HX_ERR_INVALID_ARG;
+    }
+    next[0] += t->n_head, next[1] += t->n_kv, next[2] += t->n_ff;
+    if (last && (next[0] != t->n_head_all || next[1] != t->n_head_kv_all || next[2] != t->n_ff_all)) {
+        snprintf(msg, cap, "the ranks' slices end at query head %u, KV head %u, FFN column %u of %u, %u and %u",
+                 next[0], next[1], next[2], t->n_head_all, t->n_head_kv_all, t->n_ff_all);
         return HX_ERR_INVALID_ARG;
     }
     return HX_OK;
@@ -380,7 +450,7 @@ static void detach(void *ctx, hx_model *m)
     m->pipe = NULL;
 }
 
-static const hx_pipe_ops ops = {t_send, t_recv, t_flush, t_abort, detach};
+static const hx_pipe_ops ops = {t_send, t_recv, t_flush, t_abort, detach, t_allreduce};
 
 static hx_status dist_start(hx_model *m, hx_status loaded)
 {
@@ -403,6 +473,7 @@ static hx_status dist_start(hx_model *m, hx_status loaded)
     load_record mine, theirs;
     record_of(m, HX_OK, &mine);
     verdict v = {HX_OK, -1, ""};
+    uint32_t next[3] = {mine.tp.n_head, mine.tp.n_kv, mine.tp.n_ff};
     const void *buf;
     size_t bytes;
     for (int r = 1; r < D.size && s == HX_OK; r++) {
@@ -412,6 +483,8 @@ static hx_status dist_start(hx_model *m, hx_status loaded)
         if (s == HX_OK && v.status == HX_OK) {
             memcpy(&theirs, buf, sizeof theirs);
             hx_status c = compare(&mine, &theirs, r, m, v.msg, sizeof v.msg);
+            if (c == HX_OK && mine.tp.on)
+                c = tiles(&theirs, r, r == D.size - 1, next, v.msg, sizeof v.msg);
             if (c)
                 v.status = c, v.rank = r;
         }
@@ -429,6 +502,7 @@ static hx_status dist_start(hx_model *m, hx_status loaded)
     D.m = m;
     D.l0 = hx_model_stage_l0(m);
     D.l1 = hx_model_stage_l1(m);
+    D.tp = m->stage.tp;
     m->pipe = &D.pipe;
     return HX_OK;
 }
@@ -465,6 +539,7 @@ static hx_status serve_one(hx_runtime *rt, const load_request *q)
         D.m = m;
         D.l0 = hx_model_stage_l0(m);
         D.l1 = hx_model_stage_l1(m);
+        D.tp = m->stage.tp;
         m->pipe = &D.pipe;
         s = hx_pipeline_serve(m);
         m->pipe = NULL;
@@ -512,6 +587,12 @@ hx_status hx_dist_info_get(hx_dist_info *out)
                           .messages = D.pipe.msgs_sent, .bytes = D.pipe.bytes_sent};
     out->first_layer = D.l0;
     out->end_layer = D.l1;
+    out->tensor_parallel = D.tp.on;
+    out->first_head = D.tp.head_lo, out->end_head = D.tp.head_lo + D.tp.n_head;
+    out->first_kv_head = D.tp.kv_lo, out->end_kv_head = D.tp.kv_lo + D.tp.n_kv;
+    out->first_ff = D.tp.ff_lo, out->end_ff = D.tp.ff_lo + D.tp.n_ff;
+    out->reductions = D.pipe.reductions;
+    out->bytes_reduced = D.pipe.bytes_reduced;
     return HX_OK;
 }
 

@@ -241,7 +241,7 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
     /* A pipeline keeps two micro-batches in flight when the batch has
      * sessions enough (HX_MICRO_BATCHES=1: one batch per step). */
     const char *mbs = getenv("HX_MICRO_BATCHES");
-    const int split = m->pipe && S >= 2 && kept >= 2 && !(mbs && !strcmp(mbs, "1"));
+    const int split = m->pipe && !m->stage.tp.on && S >= 2 && kept >= 2 && !(mbs && !strcmp(mbs, "1"));
     if (st == HX_OK)
         st = split ? eval_split(m, kept, tokens, sessions, kept_want) : eval_core(m, kept, tokens, sessions, kept_want);
     for (size_t u = 0; u < n_undo; u++) {

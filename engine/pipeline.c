@@ -27,6 +27,7 @@ typedef struct {
     uint32_t magic, kind;
     uint64_t step;
     uint32_t T, S, max_blocks, n_out, meta_ints, n_kv_read, n_kv_written, n_copies;
+    uint32_t n_ids, pad; /* the token ids: T with tensor parallelism (each rank embeds them), else 0 */
 } step_header;
 
 typedef struct {
@@ -41,23 +42,24 @@ static hx_status send_counted(hx_pipe *p, int to, int tag, const void *buf, size
     return p->ops->send(p->ctx, to, tag, buf, bytes);
 }
 
-/* The step's announcement, in the model's scratch. */
-static hx_status announce(hx_model *m, hx_batch_work *w, uint64_t step)
+hx_status hx_pipeline_announce(hx_model *m, hx_batch_work *w, uint64_t step)
 {
     const hx_batch_shape *b = &w->shape;
     const hx_activations *A = b->act;
     hx_kv_layout lay = {b->T, b->S, b->max_blocks, m->kv->block_size};
     step_header h = {STEP_MAGIC, KIND_STEP, step, b->T, b->S, b->max_blocks, b->n_out, (uint32_t)hx_meta_ints(&lay),
-                     b->n_kv_read, b->n_kv_written, m->kv->n_copies};
-    const size_t ints = (size_t)h.T + h.meta_ints + h.n_out + h.n_kv_read + h.n_kv_written + 2 * (size_t)h.n_copies;
+                     b->n_kv_read, b->n_kv_written, m->kv->n_copies, m->stage.tp.on ? b->T : 0, 0};
+    const size_t ints = (size_t)h.T + h.meta_ints + h.n_out + h.n_kv_read + h.n_kv_written + 2 * (size_t)h.n_copies +
+                        h.n_ids;
     const size_t bytes = sizeof h + 4 * ints;
     void *msg;
     hx_status s = hx_model_scratch(m, HX_SCRATCH_PIPE, bytes, &msg);
     if (s)
         return s;
-    const int32_t *pos, *meta, *rows;
+    const int32_t *pos, *meta, *rows, *ids = NULL;
     if ((s = hx_buffer_acquire(A->pos, HX_R, (void **)&pos)) || (s = hx_buffer_acquire(A->meta, HX_R, (void **)&meta)) ||
-        (s = hx_buffer_acquire(A->out_rows, HX_R, (void **)&rows)))
+        (s = hx_buffer_acquire(A->out_rows, HX_R, (void **)&rows)) ||
+        (h.n_ids && (s = hx_buffer_acquire(A->ids, HX_R, (void **)&ids))))
         return s;
     uint8_t *p = msg;
     memcpy(p, &h, sizeof h);
@@ -74,6 +76,7 @@ static hx_status announce(hx_model *m, hx_batch_work *w, uint64_t step)
     PUT(b->kv_read, h.n_kv_read);
     PUT(b->kv_written, h.n_kv_written);
     PUT(m->kv->copies, 2 * h.n_copies);
+    PUT(ids, h.n_ids);
 #undef PUT
     for (int r = 1; r < m->stage.size && s == HX_OK; r++)
         s = send_counted(m->pipe, r, HX_PIPE_TAG_STEP, msg, bytes);
@@ -126,7 +129,7 @@ static hx_status recv_rows(hx_model *m, int from, int hops, hx_buffer *x, uint32
     return s;
 }
 
-static void fail(hx_model *m, hx_status s, const char *what)
+void hx_pipeline_fail(hx_model *m, hx_status s, const char *what)
 {
     char why[512];
     snprintf(why, sizeof why, "rank %d of %d, %s: %s", m->stage.rank, m->stage.size, what, hx_last_error());
@@ -149,9 +152,9 @@ static hx_status step_out(hx_model *m, hx_batch_work *w, const struct hx_plan **
         return s;
     /* Announced first: the other ranks lay out the step while this one
      * computes its layers. */
-    s = announce(m, w, *step);
+    s = hx_pipeline_announce(m, w, *step);
     if (s)
-        fail(m, s, "announcing a step");
+        hx_pipeline_fail(m, s, "announcing a step");
     s = hx_llama_emit_stage(m, &w->shape, *plan, NULL, NULL, 0, hx_model_stage_l1(m), HX_STAGE_EMBED);
     hx_status waited = hx_runtime_wait_all(m->rt);
     if (s == HX_OK)
@@ -159,7 +162,7 @@ static hx_status step_out(hx_model *m, hx_batch_work *w, const struct hx_plan **
     if (s == HX_OK)
         s = send_rows(m, 1, w->shape.act->x, w->shape.T, *step);
     if (s)
-        fail(m, s, "a step");
+        hx_pipeline_fail(m, s, "a step");
     return HX_OK;
 }
 
@@ -168,7 +171,7 @@ static hx_status step_in(hx_model *m, hx_batch_work *w, uint64_t step)
 {
     hx_status s = recv_rows(m, m->stage.size - 1, m->stage.size - 1, w->shape.act->xo, w->shape.n_out, step);
     if (s)
-        fail(m, s, "a step");
+        hx_pipeline_fail(m, s, "a step");
     /* the plan again: another shape's may have moved it meanwhile */
     const struct hx_plan *plan;
     if ((s = hx_plan_get_locked(m, &w->shape, &plan)))
@@ -181,6 +184,8 @@ static hx_status step_in(hx_model *m, hx_batch_work *w, uint64_t step)
 
 hx_status hx_pipeline_eval(hx_model *m, hx_batch_work *w)
 {
+    if (m->stage.tp.on)
+        return hx_tp_eval(m, w);
     const struct hx_plan *plan;
     uint64_t step;
     hx_status s = step_out(m, w, &plan, &step);
@@ -191,6 +196,10 @@ hx_status hx_pipeline_eval2(hx_model *m, hx_batch_work *a, hx_batch_work *b)
 {
     const struct hx_plan *pa, *pb;
     uint64_t sa, sb;
+    if (m->stage.tp.on) { /* every rank takes part in every step: one after the other */
+        hx_status s = hx_tp_eval(m, a);
+        return s ? s : hx_tp_eval(m, b);
+    }
     /* b's first part runs here while a's layers run on the other ranks */
     hx_status s = step_out(m, a, &pa, &sa);
     if (s == HX_OK)
@@ -216,10 +225,12 @@ static hx_status take_step(hx_model *m, const void *msg, size_t bytes, step_head
                         h->kind);
     if (h->kind == KIND_STOP)
         return HX_OK;
-    const size_t ints = (size_t)h->T + h->meta_ints + h->n_out + h->n_kv_read + h->n_kv_written + 2 * (size_t)h->n_copies;
+    const size_t ints = (size_t)h->T + h->meta_ints + h->n_out + h->n_kv_read + h->n_kv_written +
+                        2 * (size_t)h->n_copies + h->n_ids;
     hx_kv_layout lay = {h->T, h->S, h->max_blocks, m->kv->block_size};
     if (bytes != sizeof *h + 4 * ints || h->T == 0 || h->T > m->opts.max_batch || h->n_out == 0 ||
-        h->n_out > h->T || h->S == 0 || h->S > h->T || h->meta_ints != hx_meta_ints(&lay))
+        h->n_out > h->T || h->S == 0 || h->S > h->T || h->meta_ints != hx_meta_ints(&lay) ||
+        h->n_ids != (m->stage.tp.on ? h->T : 0))
         return hx_error(HX_ERR_FORMAT, "step %llu: %u tokens, %u sequences, %u rows, %u layout ints in %zu bytes "
                                        "(max_batch %u here)",
                         (unsigned long long)h->step, h->T, h->S, h->n_out, h->meta_ints, bytes, m->opts.max_batch);
@@ -234,6 +245,11 @@ static hx_status take_step(hx_model *m, const void *msg, size_t bytes, step_head
     const int32_t *pos = in, *meta = pos + h->T, *rows = meta + h->meta_ints;
     const uint32_t *kv_read = (const uint32_t *)(rows + h->n_out), *kv_written = kv_read + h->n_kv_read;
     const uint32_t *copies = kv_written + h->n_kv_written;
+    const int32_t *ids = (const int32_t *)(copies + 2 * h->n_copies);
+    for (uint32_t i = 0; i < h->n_ids; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= m->info.n_vocab)
+            return hx_error(HX_ERR_FORMAT, "step %llu names token %d; the vocabulary has %u",
+                            (unsigned long long)h->step, ids[i], m->info.n_vocab);
     for (uint32_t i = 0; i < h->n_kv_read + h->n_kv_written; i++)
         if (kv_read[i] >= m->kv->n_blocks)
             return hx_error(HX_ERR_FORMAT, "step %llu names KV block %u; this rank's pool has %u",
@@ -243,7 +259,7 @@ static hx_status take_step(hx_model *m, const void *msg, size_t bytes, step_head
     hx_activations *A = hx_model_act_for(m, h->T);
     if (s == HX_OK)
         s = hx_model_act_ensure(m, &A->meta, sizeof(int32_t) * h->meta_ints);
-    int32_t *dpos, *dmeta, *drows;
+    int32_t *dpos, *dmeta, *drows, *dids;
     if (s == HX_OK && (s = hx_buffer_acquire(A->pos, HX_W, (void **)&dpos)) == HX_OK &&
         (s = hx_buffer_acquire(A->meta, HX_W, (void **)&dmeta)) == HX_OK &&
         (s = hx_buffer_acquire(A->out_rows, HX_W, (void **)&drows)) == HX_OK) {
@@ -251,6 +267,8 @@ static hx_status take_step(hx_model *m, const void *msg, size_t bytes, step_head
         memcpy(dmeta, meta, 4 * (size_t)h->meta_ints);
         memcpy(drows, rows, 4 * (size_t)h->n_out);
     }
+    if (s == HX_OK && h->n_ids && (s = hx_buffer_acquire(A->ids, HX_W, (void **)&dids)) == HX_OK)
+        memcpy(dids, ids, 4 * (size_t)h->n_ids);
     const hx_block_refs refs[2] = {{0, h->T, lay.block_size}, {3 * h->T, lay.S * lay.max_blocks, 1}};
     if (s == HX_OK)
         s = hx_buffer_set_block_refs(A->meta, m->kv->space, refs, 2);
@@ -260,8 +278,20 @@ static hx_status take_step(hx_model *m, const void *msg, size_t bytes, step_head
     return s;
 }
 
+hx_status hx_pipeline_take_step(hx_model *m, const void *msg, size_t bytes, hx_batch_shape *b, uint64_t *step,
+                                int *stop)
+{
+    step_header h = {0};
+    hx_status s = take_step(m, msg, bytes, &h, b);
+    *stop = s == HX_OK && h.kind == KIND_STOP;
+    *step = h.step;
+    return s;
+}
+
 hx_status hx_pipeline_serve(hx_model *m)
 {
+    if (m->stage.tp.on)
+        return hx_tp_serve(m);
     hx_pipe *p = m->pipe;
     const int rank = m->stage.rank, last = rank == m->stage.size - 1;
     pthread_mutex_lock(&m->eval_lock);
@@ -292,7 +322,7 @@ hx_status hx_pipeline_serve(hx_model *m)
             s = last ? send_rows(m, 0, b.act->xo, h.n_out, h.step) : send_rows(m, rank + 1, b.act->x, h.T, h.step);
         if (s) {
             pthread_mutex_unlock(&m->eval_lock);
-            fail(m, s, "a step");
+            hx_pipeline_fail(m, s, "a step");
             return s;
         }
         p->steps++;
@@ -303,7 +333,7 @@ hx_status hx_pipeline_serve(hx_model *m)
 
 hx_status hx_pipeline_stop(hx_pipe *p, int size)
 {
-    step_header h = {STEP_MAGIC, KIND_STOP, p->steps + 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    step_header h = {STEP_MAGIC, KIND_STOP, p->steps + 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     hx_status s = HX_OK;
     for (int r = 1; r < size && s == HX_OK; r++)
         s = send_counted(p, r, HX_PIPE_TAG_STEP, &h, sizeof h);

@@ -31,4 +31,25 @@ hx_status hx_pipeline_serve(hx_model *m);
 /* Rank 0: tells every other rank to stop serving. */
 hx_status hx_pipeline_stop(hx_pipe *p, int size);
 
+/* The parts tensor parallelism (engine/tensor_parallel.c) shares:
+ * rank 0 announces step `step` of `w` to every other rank (with the token
+ * ids when the model is a tensor slice); another rank checks an
+ * announcement and lays it out in its activations (*b), or learns that
+ * rank 0 said stop (*stop); a failure once a step is announced ends the
+ * job, saying `what` failed and why. */
+hx_status hx_pipeline_announce(hx_model *m, hx_batch_work *w, uint64_t step);
+hx_status hx_pipeline_take_step(hx_model *m, const void *msg, size_t bytes, hx_batch_shape *b, uint64_t *step,
+                                int *stop);
+void hx_pipeline_fail(hx_model *m, hx_status s, const char *what);
+
+/* Tensor parallelism (docs/mpi.md): every rank runs every layer on its
+ * slice (model/tensor_slice.c), the projections' partial sums reduced
+ * over the ranks inside the graph (partitioner/llama_graph.c).  Rank 0
+ * announces each step, with its token ids, and runs the embedding, the
+ * layers and the output head; the others the embedding and the layers.
+ * No hidden states travel between steps: each rank ends a layer with the
+ * whole hidden state. */
+hx_status hx_tp_eval(hx_model *m, hx_batch_work *w);
+hx_status hx_tp_serve(hx_model *m);
+
 #endif

@@ -1490,8 +1490,10 @@ HX_API hx_status hx_json_schema_to_grammar(const char *schema_json, char *buf, s
  * own devices and loads the same model file as one stage: rank r owns a
  * range of layers and their KV cache, rank 0 also the token embedding
  * and the output head.  Rank 0 runs the program (sessions, sampling, a
- * server); every evaluation's hidden states go from rank to rank.  The
- * same programs run without mpirun as one process, as before.
+ * server); every evaluation's hidden states go from rank to rank.  With
+ * hx_dist_options.tensor_parallel each rank holds a slice of every layer
+ * instead.  The same programs run without mpirun as one process, as
+ * before.
  *
  *     hx_dist_info di;  hx_dist_init(&argc, &argv, &opts, &di);
  *     hx_runtime_open(&rt, &ro);                 // each rank its own devices
@@ -1513,6 +1515,13 @@ typedef struct {
      * server); mpirun ends the job when a process dies.  0 = HX_MPI_TIMEOUT,
      * else 300. */
     double timeout_s;
+    /* Nonzero: tensor parallelism instead of a pipeline (no split): every
+     * rank holds a slice of every layer (whole groups of query heads with
+     * their KV heads, a range of FFN columns at the quantization blocks)
+     * and the ranks sum their partial products after the output and down
+     * projections (MPI_Allreduce); the embedding, the norms and the output
+     * head are every rank's, and rank 0 alone computes the logits. */
+    int tensor_parallel;
 } hx_dist_options;
 
 typedef struct {
@@ -1521,6 +1530,13 @@ typedef struct {
     uint32_t first_layer, end_layer; /* this rank's layers [first, end), after hx_dist_start */
     uint64_t steps;    /* evaluations this rank took part in            */
     uint64_t messages, bytes; /* sent by this rank                      */
+    /* With tensor parallelism (after hx_dist_start): this rank's query
+     * heads [first_head, end_head), KV heads [first_kv_head, end_kv_head)
+     * and FFN columns [first_ff, end_ff) of every layer; the all-reduces
+     * it took part in and the bytes each rank contributed to them. */
+    int tensor_parallel;
+    uint32_t first_head, end_head, first_kv_head, end_kv_head, first_ff, end_ff;
+    uint64_t reductions, bytes_reduced;
 } hx_dist_info;
 
 /* Joins the job when the process was launched by mpirun (MPI_Init), else

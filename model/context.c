@@ -49,7 +49,8 @@ hx_status hx_model_resolve_context(hx_model *m)
      * memory they leave. */
     const uint64_t mem = machine_memory(m->rt);
     uint64_t weights = m->info.file_bytes;
-    for (int r = 0; m->stage.size > 1 && r < m->stage.size; r++) {
+    const int pipeline = m->stage.size > 1 && !m->stage.tp.on; /* a tensor slice: its own KV heads, as one process */
+    for (int r = 0; pipeline && r < m->stage.size; r++) {
         uint64_t w, t;
         stage_need(m, r, &w, &t);
         if (r == 0 || w + t > weights + per_token)
@@ -77,7 +78,7 @@ hx_status hx_model_resolve_context(hx_model *m)
         return hx_error(HX_ERR_INVALID_ARG, "KV pool of %u tokens: at most %u", o->kv_tokens,
                         UINT32_MAX - o->kv_block);
     uint64_t bytes = pool_bytes(m, o->kv_tokens);
-    if (m->stage.size > 1) {
+    if (pipeline) {
         uint64_t w, t;
         stage_need(m, m->stage.rank, &w, &t);
         const uint64_t need = (o->kv_tokens + (uint64_t)o->kv_block - 1) / o->kv_block * o->kv_block * t;

@@ -713,6 +713,11 @@ static hx_status info_get(const hx_model *m, hx_model_info *out)
     if (s)
         return s;
     *out = m->info;
+    if (m->stage.tp.on) { /* the model's, not this rank's slice (hx_model_tp) */
+        out->n_head = m->stage.tp.n_head_all;
+        out->n_head_kv = m->stage.tp.n_head_kv_all;
+        out->n_ff = m->stage.tp.n_ff_all;
+    }
     return HX_OK;
 }
 

@@ -47,9 +47,20 @@ typedef struct {
  * [first[r], first[r + 1]) with their KV cache; rank 0 also holds the
  * token embedding and the output head.  size 1: the whole model here. */
 #define HX_MAX_RANKS 64
+/* Tensor parallelism instead (model/tensor_slice.c): every rank runs
+ * every layer on its slice of it, query heads [head_lo, head_lo + n_head)
+ * with their KV heads [kv_lo, kv_lo + n_kv) (whole groups) and FFN
+ * columns [ff_lo, ff_lo + n_ff); the model's info then gives this rank's
+ * counts, and the *_all fields the whole model's. */
+typedef struct {
+    int on;
+    uint32_t head_lo, n_head, kv_lo, n_kv, ff_lo, n_ff;
+    uint32_t n_head_all, n_head_kv_all, n_ff_all;
+} hx_model_tp;
 typedef struct {
     int rank, size;
     uint32_t first[HX_MAX_RANKS + 1];
+    hx_model_tp tp;
 } hx_model_stage;
 
 /* What <arch>.rope.scaling.type asked for (model.c). */
@@ -178,6 +189,14 @@ struct hx_model {
  * ("12,18") or NULL to balance them by cost.  size 1: no pipeline.
  * Checks the split's form only; the model checks it against its layers. */
 hx_status hx_model_stage_configure(int rank, int size, const char *split);
+/* Whether the next models load as a tensor-parallel slice instead of a
+ * pipeline stage (with size > 1). */
+void hx_model_stage_configure_tp(int on);
+/* This rank's slice of every layer (rank of size): the cut computed and
+ * checked, the weights cut to it, the model's info set to its counts
+ * (model/tensor_slice.c).  A split that cannot be made is refused with
+ * its numbers. */
+hx_status hx_model_tp_slice(hx_model *m, int rank, int size);
 /* Splits the model's layers over the configured ranks into m->stage, and
  * checks that this rank's share fits in its memory. */
 hx_status hx_model_stage_plan(hx_model *m);
@@ -186,8 +205,15 @@ hx_status hx_model_stage_plan(hx_model *m);
 uint64_t hx_model_layer_bytes(const hx_model *m, uint32_t l);
 /* The weights rank r of the pipeline maps and reads: its layers, and rank 0 the head. */
 uint64_t hx_model_stage_weight_bytes(const hx_model *m, int r);
-static inline uint32_t hx_model_stage_l0(const hx_model *m) { return m->stage.first[m->stage.rank]; }
-static inline uint32_t hx_model_stage_l1(const hx_model *m) { return m->stage.first[m->stage.rank + 1]; }
+/* A tensor-parallel rank runs every layer. */
+static inline uint32_t hx_model_stage_l0(const hx_model *m)
+{
+    return m->stage.tp.on ? 0 : m->stage.first[m->stage.rank];
+}
+static inline uint32_t hx_model_stage_l1(const hx_model *m)
+{
+    return m->stage.tp.on ? m->info.n_layer : m->stage.first[m->stage.rank + 1];
+}
 
 /* Each hx_dim of the model's shape (model/arch.h), into dims[HX_DIMS]. */
 void hx_model_dims(const hx_model *m, uint64_t *dims);

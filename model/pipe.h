@@ -32,6 +32,10 @@ typedef struct hx_pipe_ops {
     void (*abort)(void *ctx, const char *why);
     /* Rank 0's model is being freed: the other ranks stop serving it. */
     void (*detach)(void *ctx, struct hx_model *m);
+    /* Tensor parallelism: every rank's `n` floats at buf replaced by
+     * their sum over the ranks (the same bits on every rank), or an error
+     * by the deadline naming the wait. */
+    hx_status (*allreduce)(void *ctx, float *buf, size_t n);
 } hx_pipe_ops;
 
 typedef struct hx_pipe {
@@ -39,6 +43,7 @@ typedef struct hx_pipe {
     void *ctx;
     uint64_t steps;                 /* steps run */
     uint64_t bytes_sent, msgs_sent; /* by this rank (docs/mpi.md's figures) */
+    uint64_t reductions, bytes_reduced; /* all-reduces of tensor parallelism, and their bytes */
 } hx_pipe;
 
 #endif

@@ -4,7 +4,8 @@
  * whether this rank's share fits in its memory.  Every rank computes the
  * same split from the same file and options, so no rank has to tell the
  * others; the transport (dist/) checks that they agree before the first
- * step. */
+ * step.  With tensor parallelism (hx_model_stage_configure_tp) every rank
+ * holds every layer instead, a slice of each (model/tensor_slice.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,13 @@ static struct {
     int rank, size;
     uint32_t n_split;
     uint32_t split[HX_MAX_RANKS];
-} config = {0, 1, 0, {0}};
+    int tp; /* tensor parallelism instead of a pipeline (model/tensor_slice.c) */
+} config = {0, 1, 0, {0}, 0};
+
+void hx_model_stage_configure_tp(int on)
+{
+    config.tp = on;
+}
 
 hx_status hx_model_stage_configure(int rank, int size, const char *split)
 {
@@ -100,6 +107,11 @@ hx_status hx_model_stage_plan(hx_model *m)
     st->first[1] = L;
     if (config.size == 1)
         return HX_OK;
+    if (config.tp) { /* every rank every layer, a slice of each */
+        for (int r = 1; r <= config.size; r++)
+            st->first[r] = L;
+        return hx_model_tp_slice(m, config.rank, config.size);
+    }
     if (m->opts.kv_split)
         return hx_error(HX_ERR_UNSUPPORTED, "kv_split %u with a pipeline over %d ranks: not supported (each rank's "
                                             "attention is its own; leave HX_KV_SPLIT unset)",

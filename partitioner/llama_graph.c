@@ -291,7 +291,7 @@ static void experts(graph *g, uint32_t l)
 static float query_scale(const hx_model *m)
 {
     if (m->arch->gemma && m->info.n_layer == 62)
-        return 1.0f / sqrtf((float)(m->info.n_embd / m->info.n_head));
+        return 1.0f / sqrtf((float)(m->info.n_embd / (m->stage.tp.on ? m->stage.tp.n_head_all : m->info.n_head)));
     return 1.0f / sqrtf((float)m->info.head_dim);
 }
 
@@ -306,6 +306,29 @@ static void residual(graph *g, hx_layer_slot post_norm, hx_buffer *r, hx_buffer 
         r = tmp;
     }
     add(g, g->b->act->x, r, n);
+}
+
+/* Tensor parallelism (model/tensor_slice.c): y holds this rank's partial
+ * product of a projection cut by its input columns; the residual adds the
+ * sum over the ranks.  The sum is taken on the host between two parts of
+ * the graph, so what was submitted runs first.  A plan's dry run (a sink)
+ * has nothing to sum. */
+static void reduce(graph *g, hx_buffer *y, uint64_t n)
+{
+    hx_model *m = g->m;
+    if (!m->stage.tp.on || g->sink || g->status)
+        return;
+    if (!m->pipe) {
+        g->status = hx_error(HX_ERR_STATE, "rank %d's tensor slice evaluated outside its job", m->stage.rank);
+        return;
+    }
+    hx_status s = hx_runtime_wait_all(m->rt);
+    float *p = NULL;
+    if (s == HX_OK)
+        s = hx_buffer_acquire(y, HX_RW, (void **)&p);
+    if (s == HX_OK)
+        s = m->pipe->ops->allreduce(m->pipe->ctx, p, n);
+    g->status = s;
 }
 
 static void layer(graph *g, uint32_t l)
@@ -346,6 +369,7 @@ static void layer(graph *g, uint32_t l)
                        (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
 
     layer_matmul(g, HX_LW_O, HX_LAYER_SLOTS, A->att, A->o, T);
+    reduce(g, A->o, (uint64_t)T * in->n_embd);
     residual(g, HX_LW_ATTN_POST_NORM, A->o, A->xn, T);
 
     rmsnorm(g, A->x, &L->w[HX_LW_FFN_NORM], A->xn, T);
@@ -360,6 +384,7 @@ static void layer(graph *g, uint32_t l)
     task(g, HX_CLASS_PREPROCESS, m->arch->ffn_act == HX_FFN_GELU ? HX_OP_GEGLU : HX_OP_SWIGLU, &sw, sizeof sw, 3,
          (hx_buffer *[]){A->g, A->u, A->h}, (hx_access[]){HX_R, HX_R, HX_W});
     layer_matmul(g, HX_LW_DOWN, HX_LAYER_SLOTS, A->h, A->o, T);
+    reduce(g, A->o, (uint64_t)T * in->n_embd);
     residual(g, HX_LW_FFN_POST_NORM, A->o, A->xn, T);
 }
 

@@ -1,5 +1,7 @@
 """hetero-server on one process and as a pipeline of 2 ranks under mpirun
-(tests/test_mpi.c): four requests at once, greedy, must read the same.
+(tests/test_mpi.c), or 2 tensor slices with --tensor-parallel in the model
+arguments (tests/test_mpi_tp.c): four requests at once, greedy, must read
+the same.
 With four sessions in a step, rank 0 keeps two micro-batches in flight
 (engine/pipeline.c), so this checks that path against one process.
 Usage: mpi_server_check.py BUILD MODEL_ARGS.  Exit 0 when the texts are
@@ -71,11 +73,14 @@ def main():
     print("one process:", json.dumps(one), "exit", rc1)
     print("two ranks:  ", json.dumps(two), "exit", rc2)
     # 11 decode steps of four sessions each: as two micro-batches, rank 1
-    # runs at least 22 steps; as one batch it would run about 12.
-    m = re.search(r"rank 1 of 2: layers \S+; (\d+) steps", err)
+    # runs at least 22 steps; as one batch it would run about 12.  With
+    # --tensor-parallel every rank runs every step whole: at least 11.
+    tp = "--tensor-parallel" in model_args.split()
+    m = re.search(r"rank 1 of 2: (?:tensor slice:|layers) [^;]+; (\d+) steps", err)
     steps = int(m.group(1)) if m else 0
-    print("rank 1 ran", steps, "steps (two micro-batches per step: at least 22)")
-    ok = rc1 == 0 and rc2 == 0 and None not in one and one == two and steps >= 22
+    least = 11 if tp else 22
+    print("rank 1 ran", steps, "steps (at least %d: %s)" % (least, "a tensor slice" if tp else "two micro-batches per step"))
+    ok = rc1 == 0 and rc2 == 0 and None not in one and one == two and steps >= least
     sys.exit(0 if ok else 1)
 
 

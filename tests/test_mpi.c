@@ -7,111 +7,7 @@
  * under `timeout`, so a pipeline that waits forever fails the test instead
  * of hanging it.  Without mpirun, or a build without Open MPI, the suite
  * says SKIPPED and why (under CI that fails). */
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "tests/hx_test.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define HX_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HX_ASAN 1
-#endif
-#endif
-
-static char tmpdir[64];
-static char out[65536], err[65536];
-
-static void setup(void)
-{
-    hx_test_tmpdir(tmpdir, sizeof tmpdir, "mpi");
-    /* CI runs as root, which Open MPI refuses unless told. */
-    if (geteuid() == 0) {
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    }
-#ifdef HX_ASAN
-    /* make asan: Open MPI's plugins keep what they allocate until the
-     * process ends, which LeakSanitizer reads as leaks (and fails the
-     * rank); memory errors are still caught.  The library's own leaks are
-     * the other suites' to find, in one process. */
-    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
-#endif
-}
-
-static void teardown(void) { hx_test_rmdir(tmpdir); }
-
-/* Why the suite cannot run here, or NULL. */
-static const char *missing(void)
-{
-#ifndef HX_HAVE_MPI
-    return "this build has no Open MPI (install libopenmpi-dev and rebuild: tools/install-deps.sh)";
-#else
-    if (system("command -v mpirun > /dev/null 2>&1") != 0)
-        return "mpirun is not on PATH (install openmpi-bin: tools/install-deps.sh)";
-    return NULL;
-#endif
-}
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The mpirun words for n ranks on this machine (n = 0: no mpirun). */
-static void launcher(int n, char *buf, size_t cap)
-{
-    if (n == 0)
-        buf[0] = '\0';
-    else
-        snprintf(buf, cap,
-                 "mpirun --oversubscribe -np %d --host 127.0.0.1:%d --mca btl_vader_single_copy_mechanism none%s ", n,
-                 n, getenv("ASAN_OPTIONS") ? " -x ASAN_OPTIONS" : "");
-}
-
-/* Runs `tool args` on n ranks under a 120 s timeout; stdout and stderr
- * into out/err; returns the exit status. */
-static int job(int n, const char *tool, const char *args)
-{
-    char cmd[8192], mpi[256];
-    launcher(n, mpi, sizeof mpi);
-    snprintf(cmd, sizeof cmd, "timeout 120 %s%s/%s --devices cpu -t 1 %s > %s/out 2> %s/err", mpi,
-             hx_test_build_dir(), tool, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    ck_assert_msg(WIFEXITED(st), "%s did not exit", cmd);
-    char path[128];
-    snprintf(path, sizeof path, "%s/out", tmpdir);
-    slurp(path, out, sizeof out);
-    snprintf(path, sizeof path, "%s/err", tmpdir);
-    slurp(path, err, sizeof err);
-    ck_assert_msg(WEXITSTATUS(st) != 124, "%s ran past its timeout: %s", cmd, err);
-    return WEXITSTATUS(st);
-}
-
-static long file_bytes(const char *path, char **data)
-{
-    size_t n;
-    *data = hx_test_slurp(path, &n);
-    ck_assert_msg(*data != NULL, "no file %s", path);
-    return (long)n;
-}
+#include "tests/mpi_job.h"
 
 /* The logits of every position of `tokens` on 1 rank and on the splits
  * given, compared bit for bit. */
@@ -252,75 +148,12 @@ START_TEST(bad_splits_are_refused_with_their_numbers)
 }
 END_TEST
 
-/* A long generation on `n` ranks; rank `victim` gets `sig` once it runs.
- * Returns the seconds from the signal to the end of the job, its status
- * in *rc and its stderr in err. */
-static double fault(int n, int victim, int sig, int *rc)
-{
-    char cmd[4096], mpi[256], pidfile[160];
-    launcher(n, mpi, sizeof mpi);
-    /* nothing of an earlier job may be read as this one's */
-    for (int r = 0; r < n; r++) {
-        snprintf(pidfile, sizeof pidfile, "%s/pid.%d", tmpdir, r);
-        unlink(pidfile);
-    }
-    snprintf(pidfile, sizeof pidfile, "%s/err", tmpdir);
-    unlink(pidfile);
-    snprintf(cmd, sizeof cmd,
-             "timeout 120 %s sh -c 'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec %s/hetero-run --devices cpu -t 1 "
-             "-c 8192 -n -1 --ignore-eos --mpi-timeout 2 -p x' > %s/out 2> %s/err",
-             mpi, tmpdir, hx_test_build_dir(), tmpdir, tmpdir);
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
-    if (child == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    /* Every rank started, and generation under way. */
-    snprintf(pidfile, sizeof pidfile, "%s/pid.%d", tmpdir, victim);
-    pid_t pid = 0;
-    for (int i = 0; i < 600 && pid <= 0; i++) {
-        usleep(100000);
-        FILE *f = fopen(pidfile, "r");
-        if (f) {
-            if (fscanf(f, "%d", &pid) != 1)
-                pid = 0;
-            fclose(f);
-        }
-    }
-    ck_assert_msg(pid > 0, "rank %d never started", victim);
-    char errpath[128];
-    snprintf(errpath, sizeof errpath, "%s/err", tmpdir);
-    for (int i = 0; i < 600; i++) { /* the model line: rank 0 loaded and the ranks agreed */
-        usleep(100000);
-        if (access(errpath, R_OK) == 0) {
-            slurp(errpath, err, sizeof err);
-            if (strstr(err, "layers)"))
-                break;
-        }
-    }
-    usleep(1000000);
-    const double t0 = now();
-    ck_assert_int_eq(kill(pid, sig), 0);
-    int st;
-    ck_assert_int_eq(waitpid(child, &st, 0), child);
-    const double took = now() - t0;
-    kill(pid, SIGKILL); /* a stopped rank the job left behind, if any */
-    slurp(errpath, err, sizeof err);
-    ck_assert(WIFEXITED(st));
-    *rc = WEXITSTATUS(st);
-    ck_assert_msg(*rc != 124, "the job did not end by itself within 120 s of the fault: %s", err);
-    fprintf(stderr, "mpi: %d ranks, signal %d to rank %d: the job ended %.2f s later, status %d\n", n, sig, victim,
-            took, *rc);
-    return took;
-}
-
 START_TEST(a_killed_rank_ends_the_job)
 {
     if (missing())
         return;
     int rc;
-    double took = fault(2, 1, SIGKILL, &rc);
+    double took = fault(2, 1, SIGKILL, "", &rc);
     ck_assert_int_ne(rc, 0);
     /* mpirun sees the process die and ends the job, naming the rank */
     ck_assert_msg(strstr(err, "rank 1") && strstr(err, "signal 9"), "%s", err);
@@ -335,7 +168,7 @@ START_TEST(a_hung_rank_ends_the_job_by_the_deadline)
     int rc;
     /* Rank 1 of 3 stops answering (SIGSTOP): rank 2, waiting for its
      * hidden states, gives up after --mpi-timeout 2 and aborts the job. */
-    double took = fault(3, 1, SIGSTOP, &rc);
+    double took = fault(3, 1, SIGSTOP, "", &rc);
     ck_assert_int_ne(rc, 0);
     ck_assert_msg(strstr(err, "for hidden states from rank 1, which has died, hangs, or is slower than the timeout"),
                   "%s", err);

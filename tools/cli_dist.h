@@ -1,5 +1,5 @@
 /* A pipeline over processes for every tool (docs/mpi.md): the options
- * --split and --mpi-timeout, joining the job before the model loads, and
+ * --split, --tensor-parallel and --mpi-timeout, joining the job before the model loads, and
  * the other ranks serving their layers after it.  Run without mpirun a
  * tool is a job of one and none of this changes what it does.
  *
@@ -21,6 +21,9 @@ typedef struct {
 #define CLI_DIST_USAGE                                                                                                 \
     "  --split N,N,...    under mpirun: layers per rank (they add up to the model's layers);\n"                     \
     "                     default: balanced by the bytes of weights each layer reads\n"                              \
+    "  --tensor-parallel, --tp\n"                                                                                    \
+    "                     under mpirun: every rank holds a slice of every layer (its groups of\n"                    \
+    "                     attention heads, a range of FFN columns) instead of a range of layers\n"                \
     "  --mpi-timeout S    under mpirun: the longest wait for another rank's message that is\n"                       \
     "                     due, in seconds, before the job is aborted (default 300)\n"
 
@@ -28,6 +31,10 @@ typedef struct {
  * (*i advanced past the value), 0 not ours, -1 a bad value (said). */
 static inline int cli_dist_option(const char *prog, const char *o, const char *v, int *i, cli_dist *d)
 {
+    if (!strcmp(o, "--tensor-parallel") || !strcmp(o, "--tp")) {
+        d->o.tensor_parallel = 1;
+        return 1;
+    }
     if (!strcmp(o, "--split") || !strcmp(o, "--mpi-timeout")) {
         if (!v) {
             fprintf(stderr, "%s: %s needs a value\n", prog, o);
@@ -60,6 +67,15 @@ static inline void cli_dist_report(const char *prog)
     hx_dist_info di;
     if (hx_dist_info_get(&di) || di.size < 2 || di.end_layer == 0)
         return;
+    if (di.tensor_parallel) {
+        fprintf(stderr,
+                "%s: rank %d of %d: tensor slice: query heads %u-%u, KV heads %u-%u, FFN columns %u-%u of every "
+                "layer; %llu steps, %llu all-reduces of %llu bytes, %llu messages, %llu bytes sent\n",
+                prog, di.rank, di.size, di.first_head, di.end_head - 1, di.first_kv_head, di.end_kv_head - 1,
+                di.first_ff, di.end_ff - 1, (unsigned long long)di.steps, (unsigned long long)di.reductions,
+                (unsigned long long)di.bytes_reduced, (unsigned long long)di.messages, (unsigned long long)di.bytes);
+        return;
+    }
     fprintf(stderr, "%s: rank %d of %d: layers %u-%u%s; %llu steps, %llu messages, %llu bytes sent\n", prog, di.rank,
             di.size, di.first_layer, di.end_layer - 1, di.rank ? "" : " and the embedding and output head",
             (unsigned long long)di.steps, (unsigned long long)di.messages, (unsigned long long)di.bytes);

@@ -437,7 +437,7 @@ static int parse(int argc, char **argv, run_args *a)
         }
         else if (FLAG("--no-bos")) a->add_special = 0;
         else if (FLAG("--no-special")) a->parse_special = 0;
-        else if (!strcmp(o, "--split") || !strcmp(o, "--mpi-timeout")) {
+        else if (!strcmp(o, "--split") || !strcmp(o, "--mpi-timeout") || FLAG("--tensor-parallel") || FLAG("--tp")) {
             if (cli_dist_option(P, o, v, &i, &a->dist) < 0)
                 return -1;
         } else if (FLAG("-h") || FLAG("--help")) {

@@ -280,7 +280,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (IS("--prefix-cache-shared")) o->prefix_shared = 1;
         else if (IS("--metrics-public")) o->metrics_public = 1;
         else if (IS("--webui") || IS("--no-webui")) o->no_webui = a[2] == 'n';
-        else if (IS("--split") || IS("--mpi-timeout")) {
+        else if (IS("--split") || IS("--mpi-timeout") || IS("--tensor-parallel") || IS("--tp")) {
             if (cli_dist_option(PROG, a, v, &i, &o->dist) < 0)
                 return -1;
         }
