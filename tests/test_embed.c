@@ -305,11 +305,11 @@ static void write_rank_model(const char *src, const char *dst, uint32_t D, float
     }
     srand(7);
     for (uint32_t i = 0; i < D * D; i++)
-        w1[i] = (float)rand() / RAND_MAX - 0.5f;
+        w1[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     for (uint32_t i = 0; i < D; i++)
-        b1[i] = (float)rand() / RAND_MAX - 0.5f;
+        b1[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     for (uint32_t i = 0; i < 2 * D; i++)
-        w2[i] = (float)rand() / RAND_MAX - 0.5f;
+        w2[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     const uint64_t ne1[2] = {D, D}, neb[1] = {D}, ne2[2] = {D, 2};
     HX_ASSERT_OK(hx_gguf_writer_add_tensor(w, "cls.weight", HX_TYPE_F32, 2, ne1, w1));
     HX_ASSERT_OK(hx_gguf_writer_add_tensor(w, "cls.bias", HX_TYPE_F32, 1, neb, b1));

@@ -32,10 +32,10 @@ static void write_copy(const char *src, const char *dst, const char *const *keys
         w1 = malloc(sizeof(float) * D * D), b1 = malloc(sizeof(float) * D), w2 = malloc(sizeof(float) * D);
         srand(11);
         for (uint32_t i = 0; i < D * D; i++)
-            w1[i] = ((float)rand() / RAND_MAX - 0.5f) * 0.2f;
+            w1[i] = ((float)((double)rand() / RAND_MAX) - 0.5f) * 0.2f;
         for (uint32_t i = 0; i < D; i++) {
-            b1[i] = (float)rand() / RAND_MAX - 0.5f;
-            w2[i] = (float)rand() / RAND_MAX - 0.5f;
+            b1[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
+            w2[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
         }
         const uint64_t ne1[2] = {D, D}, neb[1] = {D}, ne2[2] = {D, 1};
         HX_ASSERT_OK(hx_gguf_writer_add_tensor(w, "cls.weight", HX_TYPE_F32, 2, ne1, w1));
