@@ -255,7 +255,7 @@ int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l
 }
 
 /* The arguments attention's kernels share: their n buffers, then the
- * layout, heads, scale and the caches' sizes. */
+ * layout, heads, scale, the caches' sizes and the sliding window (0: none). */
 static void attention_args(hx_cl_launch *l, const hx_op_attention *a, const size_t *sizes, int n)
 {
     for (int i = 0; i < n; i++)
@@ -270,6 +270,7 @@ static void attention_args(hx_cl_launch *l, const hx_op_attention *a, const size
     arg_value(l, &a->scale, 4);
     arg_value(l, &sizes[1], 8);
     arg_value(l, &sizes[2], 8);
+    arg_value(l, &a->window, 4);
 }
 
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l)
@@ -279,10 +280,6 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     if (rc)
         return rc;
     REQUIRE(a->Hq % a->Hkv == 0, "attention: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);
-    if (a->window)
-        return (int)hx_error(HX_ERR_UNSUPPORTED, "attention: a sliding window of %u (the OpenCL kernels attend to "
-                                                 "the whole context; the CPU's take a window)",
-                             a->window);
     if (a->Dh > HX_CL_ATTENTION_DH_MAX)
         return (int)hx_error(HX_ERR_UNSUPPORTED, "attention: Dh=%u (the OpenCL kernels hold at most %d)", a->Dh,
                              HX_CL_ATTENTION_DH_MAX);
@@ -316,10 +313,6 @@ int hx_cl_launch_attention_part(const void *args, const size_t *sizes, hx_cl_lau
         return rc;
     REQUIRE(a->Hq % a->Hkv == 0, "attention_part: Hq=%u is not a multiple of Hkv=%u", a->Hq, a->Hkv);
     REQUIRE(p->recent > 0 && p->part <= 1, "attention_part: recent=%u, part=%u", p->recent, p->part);
-    if (a->window)
-        return (int)hx_error(HX_ERR_UNSUPPORTED, "attention_part: a sliding window of %u (the OpenCL kernels attend "
-                                                 "to the whole context; the CPU's take a window)",
-                             a->window);
     if (a->Dh > HX_CL_ATTENTION_DH_MAX)
         return (int)hx_error(HX_ERR_UNSUPPORTED, "attention_part: Dh=%u (the OpenCL kernels hold at most %d)", a->Dh,
                              HX_CL_ATTENTION_DH_MAX);

@@ -9,6 +9,12 @@
  * decode: a work-group per (token, KV head); its 64 items split into
  *   (query head, key range) pairs, each with its own online softmax, then
  *   the partial results are merged through local memory.
+ * A sliding window (window > 0) limits a token at pos to the positions
+ * pos - window + 1 .. pos: the prefill's key tiles start at the earliest
+ * first position of the tile's rows and each row masks the keys before
+ * its own; the decode's key ranges start at the token's first position.
+ * Blocks wholly before every row's window may be -1 in the block table
+ * (returned to the pool): such keys are never read.
  * Rows whose metadata points outside the batch or the cache come out NaN
  * and set HX_BAD_META in the status word. */
 #include "common.cl"
@@ -23,7 +29,7 @@
     __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \
         __global float *out, const uint T, const uint S, const uint max_blocks, const uint block_size, \
         const uint Hq, const uint Hkv, const uint Dh, const float scale, const ulong k_bytes,       \
-        const ulong v_bytes, __global uint *status
+        const ulong v_bytes, const uint window, __global uint *status
 
 #define F32_KV_ROW ((ulong)Dh * 4)
 #define F16_KV_ROW ((ulong)Dh * 2)
@@ -48,8 +54,8 @@
     __local float KVs[ATT_KEYS][DH_MAX];                                                            \
     __local float P[ATT_ROWS][ATT_KEYS];                                                            \
     __local float Ms[ATT_ROWS], Ls[ATT_ROWS], Alpha[ATT_ROWS];                                      \
-    __local int RowSeq[ATT_ROWS], RowPos[ATT_ROWS], Done[ATT_ROWS], Slots[ATT_KEYS];                \
-    __local int cur_seq, cur_keys;                                                                  \
+    __local int RowSeq[ATT_ROWS], RowPos[ATT_ROWS], RowFirst[ATT_ROWS], Done[ATT_ROWS], Slots[ATT_KEYS]; \
+    __local int cur_seq, cur_keys, cur_first;                                                       \
     const uint lid = get_local_id(0), g = get_group_id(1), rep = Hq / Hkv;                          \
     const uint row0 = get_group_id(0) * ATT_ROWS, nrows = T * rep;                                  \
     const ulong n_slots = min(k_bytes, v_bytes) / (Hkv * (ROW_BYTES));                              \
@@ -67,6 +73,7 @@
         }                                                                                           \
         RowSeq[lid] = seq;                                                                          \
         RowPos[lid] = pos;                                                                          \
+        RowFirst[lid] = window && pos >= (int)window ? pos - (int)window + 1 : 0;                   \
         Done[lid] = seq < 0;                                                                        \
     }                                                                                               \
     for (uint e = lid; e < ATT_ROWS * Dh; e += ATT_WG) {                                            \
@@ -79,18 +86,20 @@
     float acc[DH_MAX / 4];                                                                          \
     for (uint it = 0; it < ATT_ROWS; it++) {                                                        \
         if (lid == 0) {                                                                             \
-            int s = -1, n = 0;                                                                      \
+            int s = -1, n = 0, f = INT_MAX;                                                         \
             for (uint r = 0; r < ATT_ROWS; r++)                                                     \
                 if (!Done[r] && (s < 0 || RowSeq[r] == s)) {                                        \
                     s = RowSeq[r];                                                                  \
                     n = max(n, RowPos[r] + 1);                                                      \
+                    f = min(f, RowFirst[r]);                                                        \
                 }                                                                                   \
             cur_seq = s;                                                                            \
             cur_keys = n;                                                                           \
+            cur_first = s < 0 ? 0 : f;                                                              \
         }                                                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                                               \
         const int seq = cur_seq;                                                                    \
-        const uint nkeys = (uint)cur_keys;                                                          \
+        const uint nkeys = (uint)cur_keys, first = (uint)cur_first;                                 \
         if (seq < 0)                                                                                \
             break;                                                                                  \
         const int mine = !Done[my_row] && RowSeq[my_row] == seq;                                    \
@@ -100,12 +109,15 @@
         }                                                                                           \
         for (uint k = 0; k < DH_MAX / 4; k++)                                                       \
             acc[k] = 0.0f;                                                                          \
-        for (uint j0 = 0; j0 < nkeys; j0 += ATT_KEYS) {                                             \
+        for (uint j0 = first; j0 < nkeys; j0 += ATT_KEYS) {                                         \
             if (lid < ATT_KEYS) {                                                                   \
-                Slots[lid] = j0 + lid < nkeys                                                       \
-                                 ? hx_kv_slot(meta, T, max_blocks, block_size, seq, j0 + lid, n_slots) \
-                                 : -1;                                                              \
-                if (j0 + lid < nkeys && Slots[lid] < 0)                                             \
+                /* Only a key some row attends to is read (a window's gap may be gone). */         \
+                const int j = (int)(j0 + lid);                                                      \
+                int need = 0;                                                                       \
+                for (uint r = 0; r < ATT_ROWS; r++)                                                 \
+                    need |= !Done[r] && RowSeq[r] == seq && RowFirst[r] <= j && j <= RowPos[r];     \
+                Slots[lid] = need ? hx_kv_slot(meta, T, max_blocks, block_size, seq, (uint)j, n_slots) : -1; \
+                if (need && Slots[lid] < 0)                                                         \
                     atomic_or(status, HX_BAD_META);                                                 \
             }                                                                                       \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
@@ -114,7 +126,8 @@
             for (uint e = lid; e < ATT_ROWS * ATT_KEYS; e += ATT_WG) {                              \
                 const uint r = e / ATT_KEYS, c = e % ATT_KEYS;                                      \
                 float sc = -INFINITY;                                                               \
-                if (!Done[r] && RowSeq[r] == seq && (int)(j0 + c) <= RowPos[r] && Slots[c] >= 0) {  \
+                const int j = (int)(j0 + c);                                                        \
+                if (!Done[r] && RowSeq[r] == seq && RowFirst[r] <= j && j <= RowPos[r] && Slots[c] >= 0) { \
                     float8 v8 = (float8)(0.0f);                                                     \
                     for (uint d = 0; d < Dh / 8; d++)                                               \
                         v8 += vload8(d, &Qs[r][0]) * vload8(d, &KVs[c][0]);                         \
@@ -192,8 +205,9 @@
     const int valid = seq >= 0 && (uint)seq < S && pos >= 0 && (ulong)pos < (ulong)max_blocks * block_size; \
     if (!valid && lid == 0)                                                                         \
         atomic_or(status, HX_BAD_META);                                                             \
-    const uint nkeys = valid ? (uint)pos + 1 : 0, chunk = (nkeys + nsplit - 1) / nsplit;            \
-    const uint j_begin = min(nkeys, split * chunk), j_end = min(nkeys, j_begin + chunk);            \
+    const uint first = valid && window && (uint)pos >= window ? (uint)pos - window + 1 : 0;         \
+    const uint nkeys = valid ? (uint)pos + 1 - first : 0, chunk = (nkeys + nsplit - 1) / nsplit;    \
+    const uint j_begin = first + min(nkeys, split * chunk), j_end = first + min(nkeys, split * chunk + chunk); \
     __global const float *qv = q + ((ulong)t * Hq + g * rep + hh) * Dh;                             \
     float m = -INFINITY, l = 0.0f, acc[DH_MAX];                                                     \
     for (uint d = 0; d < DH_MAX; d++)                                                               \

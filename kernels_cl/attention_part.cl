@@ -5,6 +5,9 @@
  * softmax: the parts are the host/device split of a long context, where a
  * device attends to its recent blocks only, so a part is short and this
  * plain loop is enough (the tiled kernels are attention.cl's).
+ * With a sliding window (window > 0) a token's positions start at
+ * pos - window + 1: part 0 takes [start, cut), part 1 [max(start, cut),
+ * pos] (ops/ops.h).
  * Rows whose metadata points outside the batch or the cache come out NaN
  * and set HX_BAD_META in the status word. */
 #include "common.cl"
@@ -15,7 +18,7 @@
     __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \
         __global float *out, __global float *stats, const uint T, const uint S, const uint max_blocks, \
         const uint block_size, const uint Hq, const uint Hkv, const uint Dh, const float scale,     \
-        const ulong k_bytes, const ulong v_bytes, const uint recent, const uint part, __global uint *status
+        const ulong k_bytes, const ulong v_bytes, const uint window, const uint recent, const uint part, __global uint *status
 
 #define HX_ATTENTION_PART(ROW_BYTES, DOT, AXPY)                                                    \
     const uint r = get_global_id(0);                                                                \
@@ -33,7 +36,8 @@
         return;                                                                                     \
     }                                                                                               \
     const uint cut = (uint)pos + 1 > recent ? ((uint)pos + 1 - recent) / block_size * block_size : 0; \
-    const uint j_begin = part ? cut : 0, j_end = part ? (uint)pos + 1 : min(cut, (uint)pos + 1);    \
+    const uint start = window && (uint)pos >= window ? (uint)pos - window + 1 : 0;                 \
+    const uint j_begin = part ? max(cut, start) : start, j_end = part ? (uint)pos + 1 : min(cut, (uint)pos + 1); \
     __global const float *qv = q + (ulong)r * Dh;                                                   \
     float m = -INFINITY, l = 0.0f, acc[PART_DH_MAX];                                                \
     for (uint d = 0; d < Dh; d++)                                                                   \

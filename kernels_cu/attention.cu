@@ -9,6 +9,9 @@
  * "attention_part" is the same kernel over one part of the positions
  * (before or from the block-aligned cut, ops/ops.h), writing the part's
  * maximum and sum beside its output; "attn_merge" merges two parts.
+ * A sliding window (window > 0) starts a token's positions at
+ * pos - window + 1; the blocks before it are never read (they may be -1,
+ * returned to the pool).
  * Every index read from meta is checked before use. */
 #include <math.h>
 #include <stdint.h>
@@ -113,7 +116,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attention(const float *__restrict__ q, const uint8_t *__restrict__ kc, const uint8_t *__restrict__ vc,
                 const int32_t *__restrict__ meta, float *__restrict__ out, uint32_t T, uint32_t S, uint32_t max_blocks,
                 uint32_t bs, uint32_t Hq, uint32_t Hkv, uint32_t Dh, float scale, uint64_t nslots, uint64_t rb,
-                unsigned *flag, float *__restrict__ stats, uint32_t recent, int part)
+                unsigned *flag, float *__restrict__ stats, uint32_t recent, int part, uint32_t window)
 {
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
     __shared__ float sm_acc[ATT_WARPS][NI * 32];
@@ -136,9 +139,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             o[e] = HX_CU_NAN;
         return;
     }
-    /* The positions it attends to: all, or one part (part < 0: all). */
+    /* The positions it attends to: from 0 or the window's start, all or
+     * one part (part < 0: all). */
+    const uint32_t start = window && (uint32_t)pos >= window ? (uint32_t)pos - window + 1 : 0;
     const uint32_t cut = (uint32_t)pos + 1 > recent ? ((uint32_t)pos + 1 - recent) / bs * bs : 0;
-    const uint32_t j_begin = part == 1 ? cut : 0, j_end = part == 0 ? min(cut, (uint32_t)pos + 1) : (uint32_t)pos + 1;
+    const uint32_t j_begin = part == 1 ? max(cut, start) : start,
+                   j_end = part == 0 ? min(cut, (uint32_t)pos + 1) : (uint32_t)pos + 1;
     const int32_t *table = meta + 3 * (uint64_t)T + (uint64_t)seq * max_blocks;
     /* Byte offset of this KV head inside a cache row. */
     uint64_t head_off = KT == KV_Q8 ? (uint64_t)hk * (Dh / 32) * 34 : (uint64_t)hk * Dh * (KT == KV_F32 ? 4 : 2);
@@ -231,7 +237,7 @@ static void launch_attention(hx_cuda_ctx *c, const hx_op_attention *a, void *con
         k_attention<ni, KT><<<blocks, ATT_WARPS * 32, 0, c->stream>>>(                                            \
             (const float *)b[0], (const uint8_t *)b[1], (const uint8_t *)b[2], (const int32_t *)b[3], (float *)b[4], \
             a->kv.T, a->kv.S, a->kv.max_blocks, a->kv.block_size, a->Hq, a->Hkv, a->Dh, a->scale, nslots, rb,     \
-            c->flag_dev, stats, recent, part);                                                                    \
+            c->flag_dev, stats, recent, part, a->window);                                                         \
         break;
     switch ((a->Dh + 31) / 32) {
         HX_ATT_CASE(1)

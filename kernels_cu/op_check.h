@@ -408,10 +408,8 @@ static inline int hx_oc_covers_kv_store(const void *args)
 static inline int hx_oc_covers_attention(const void *args)
 {
     const hx_op_attention *a = (const hx_op_attention *)args;
-    /* No window in the CUDA kernels: such a layer's attention stays
-     * on a device whose kernel takes one (the CPU). */
     return hx_oc_kv_covered(a->kv_type, a->Dh) && hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v) &&
-           a->Dh <= HX_OC_ATTN_DH_MAX && !a->window;
+           a->Dh <= HX_OC_ATTN_DH_MAX;
 }
 
 static inline int hx_oc_covers_attention_part(const void *args)

@@ -46,6 +46,8 @@ static const hx_synthetic_extras *preset_extras(const hx_synthetic_config *c)
     return &none;
 }
 
+const hx_synthetic_extras *hx_synthetic_preset_extras(const hx_synthetic_config *c) { return preset_extras(c); }
+
 /* splitmix64: tiny, seedable, and the same on every platform. */
 typedef struct {
     uint64_t s;

@@ -40,5 +40,8 @@ typedef struct {
 } hx_synthetic_extras;
 hx_status hx_synthetic_write_with(const char *path, const hx_synthetic_config *c, const hx_synthetic_extras *x,
                                   const char *type, uint64_t seed);
+/* What preset `c` carries besides its shape (all zero for most), as
+ * hx_model_write_synthetic writes it: a test may change one field. */
+const hx_synthetic_extras *hx_synthetic_preset_extras(const hx_synthetic_config *c);
 
 #endif

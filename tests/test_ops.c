@@ -766,14 +766,46 @@ static void check_stats(const under_test *u, const hx_att_case *c, const float *
     }
 }
 
+/* With a sliding window: sets to -1 (returned to the pool, as a session
+ * does) the block-table entries of the blocks wholly before every window
+ * of the batch's tokens of their sequence, and makes their slots garbage
+ * nobody may read; how many were returned. */
+static uint32_t return_blocks_before_windows(hx_att_setup *o)
+{
+    const hx_kv_layout *l = &o->a.kv;
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < l->S; s++) {
+        int32_t first = INT32_MAX;
+        for (uint32_t t = 0; t < l->T; t++) {
+            const int32_t pos = o->meta[l->T + t];
+            if (o->meta[2 * l->T + t] == (int32_t)s && pos >= 0) {
+                const int32_t f = pos >= (int32_t)o->a.window ? pos - (int32_t)o->a.window + 1 : 0;
+                first = f < first ? f : first;
+            }
+        }
+        int32_t *table = o->meta + 3 * l->T + (size_t)s * l->max_blocks;
+        for (uint32_t b = 0; first != INT32_MAX && (b + 1) * l->block_size <= (uint32_t)first; b++)
+            if (table[b] >= 0) {
+                table[b] = -1;
+                n++;
+            }
+    }
+    return n;
+}
+
 /* Each part of the case against the float64 reference (outputs and
  * stats), then the two merged on the same device against the whole
- * attention: split at `recent`, the result must not change. */
-static void check_attention_part_kv(under_test *u, const hx_att_case *c, const hx_att_kv *kv, uint32_t recent,
-                                    unsigned *seed, const char *what)
+ * attention: split at `recent`, the result must not change.  With a
+ * sliding window of `window` positions (0: none), the blocks before the
+ * windows returned to the pool. */
+static void check_attention_part_window(under_test *u, const hx_att_case *c, const hx_att_kv *kv, uint32_t window,
+                                        uint32_t recent, unsigned *seed, const char *what)
 {
     hx_att_setup o;
     hx_att_setup_make_kv(c, kv, &o, seed);
+    o.a.window = window;
+    if (window)
+        return_blocks_before_windows(&o);
     const size_t rows = o.q_floats / c->Dh;
     double *ref = malloc(sizeof(double) * o.q_floats), *ref_stats = malloc(sizeof(double) * 2 * rows);
     float *stats = malloc(sizeof(float) * 2 * rows), *out = malloc(4 * o.q_floats);
@@ -790,8 +822,8 @@ static void check_attention_part_kv(under_test *u, const hx_att_case *c, const h
         hx_case_read(b[4], out, 4 * o.q_floats);
         hx_case_read(b[5], stats, sizeof(float) * 2 * rows);
         double e = hx_ref_nmse(out, ref, o.q_floats);
-        ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s, recent %u, part %u: nmse %g", u->tg->name, what,
-                      recent, part, e);
+        ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s, window %u, recent %u, part %u: nmse %g",
+                      u->tg->name, what, window, recent, part, e);
         check_stats(u, c, stats, ref_stats, rows, what);
     }
     hx_op_attn_merge m = {rows, c->Dh};
@@ -800,8 +832,8 @@ static void check_attention_part_kv(under_test *u, const hx_att_case *c, const h
     hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
     hx_case_read(mb[4], out, 4 * o.q_floats);
     double e = hx_ref_nmse(out, ref, o.q_floats);
-    ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s, recent %u, merged: nmse %g", u->tg->name, what,
-                  recent, e);
+    ck_assert_msg(e <= attention_bound(u, c->kv_type), "%s: %s, window %u, recent %u, merged: nmse %g", u->tg->name,
+                  what, window, recent, e);
     hx_case_destroy(b, 4);
     hx_case_destroy(mb, 5);
     free(ref);
@@ -809,6 +841,12 @@ static void check_attention_part_kv(under_test *u, const hx_att_case *c, const h
     free(stats);
     free(out);
     hx_att_setup_free(&o);
+}
+
+static void check_attention_part_kv(under_test *u, const hx_att_case *c, const hx_att_kv *kv, uint32_t recent,
+                                    unsigned *seed, const char *what)
+{
+    check_attention_part_window(u, c, kv, 0, recent, seed, what);
 }
 
 static void check_attention_part(under_test *u, const hx_att_case *c, uint32_t recent, unsigned *seed,
@@ -1080,10 +1118,10 @@ START_TEST(kv_store_mixed_and_rotated)
 }
 END_TEST
 
-/* A Q4_0 cache and a sliding window: the CPU's kernels take them; the
- * OpenCL and CUDA kernels refuse them (HX_ERR_NO_DEVICE when pinned there),
- * which leaves such attention to the CPU.  Both are checked. */
-START_TEST(attention_q4_0_and_window_match_reference)
+/* A Q4_0 cache: the CPU's kernels take it; the OpenCL and CUDA kernels
+ * refuse it (HX_ERR_NO_DEVICE when pinned there), which leaves such
+ * attention to the CPU.  Both are checked. */
+START_TEST(attention_q4_0_matches_reference)
 {
     under_test u;
     if (!begin(_i, "attention", &u))
@@ -1092,18 +1130,13 @@ START_TEST(attention_q4_0_and_window_match_reference)
     const hx_att_case cases[] = {
         {HX_REF_Q4_0, 8, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 1}, /* prefill */
         {HX_REF_Q4_0, 8, 4, 128, 16, 4, {33, 200, 16, 17}, {1, 1, 1, 1}, 0},
-        {HX_REF_F16, 4, 2, 64, 16, 3, {50, 17, 90}, {9, 17, 5}, 0},  /* with a window of 8 */
-        {HX_REF_F32, 4, 2, 32, 8, 2, {70, 9}, {1, 1}, 0},            /* with a window of 24 */
     };
-    const uint32_t window[] = {0, 0, 8, 24};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2; i++) {
         hx_att_setup o;
         hx_att_setup_make(&cases[i], &o, &seed);
-        o.a.window = window[i];
         if (u.tg->kind != ON_CPU) {
             free(attention_run(&u, &o, HX_ERR_NO_DEVICE));
-            printf("ops: %s refuses attention over a %s cache%s (it runs on the CPU)\n", u.tg->name,
-                   cases[i].kv_type == HX_REF_Q4_0 ? "q4_0" : "f16/f32", window[i] ? " with a window" : "");
+            printf("ops: %s refuses attention over a q4_0 cache (it runs on the CPU)\n", u.tg->name);
             hx_att_setup_free(&o);
             continue;
         }
@@ -1111,18 +1144,88 @@ START_TEST(attention_q4_0_and_window_match_reference)
         hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
         float *out = attention_run(&u, &o, HX_OK);
         double e = hx_ref_nmse(out, ref, o.q_floats);
-        ck_assert_msg(e <= attention_bound(&u, cases[i].kv_type), "%s: case %d window %u: nmse %g", u.tg->name, i,
-                      window[i], e);
-        if (window[i]) { /* the window changes the answer: the check has power */
-            o.a.window = 0;
-            double *full = malloc(sizeof(double) * o.q_floats);
-            hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, full);
-            ck_assert_msg(hx_ref_nmse(out, full, o.q_floats) > 1e-6, "%s: window %u changed nothing", u.tg->name,
-                          window[i]);
-            free(full);
-        }
+        ck_assert_msg(e <= attention_bound(&u, cases[i].kv_type), "%s: q4_0 case %d: nmse %g", u.tg->name, i, e);
         free(out);
         free(ref);
+        hx_att_setup_free(&o);
+    }
+    end(&u);
+}
+END_TEST
+
+/* The NMSE of two float64 results. */
+static double nmse_of_doubles(const double *x, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (x[i] - ref[i]) * (x[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* A sliding window (ops/ops.h), on every device: prompts whose tokens'
+ * windows start in different key tiles, sequences interleaved, decode
+ * steps split over many or few key ranges, odd head and block sizes, each
+ * with the blocks before the windows returned to the pool (-1 in the
+ * table, their slots garbage: a read of one fails the task), against the
+ * float64 reference; the same split in two parts and merged.  The window
+ * must change the answer (else the check has no power), and a block
+ * inside a window that was returned fails the task. */
+START_TEST(attention_window_matches_reference)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 19;
+    const hx_att_case cases[] = {
+        {HX_REF_F16, 4, 2, 64, 16, 1, {70}, {70}, 0},                    /* a prompt of several tiles */
+        {HX_REF_F32, 8, 2, 32, 16, 3, {50, 17, 90}, {9, 17, 5}, 1},      /* interleaved, after context */
+        {HX_REF_Q8_0, 8, 4, 128, 16, 4, {33, 200, 16, 17}, {1, 1, 1, 1}, 0}, /* decode */
+        {HX_REF_F16, 6, 3, 40, 7, 2, {30, 3}, {30, 2}, 0},               /* Dh 40, block 7 */
+        {HX_REF_F16, 16, 2, 64, 16, 2, {129, 64}, {1, 1}, 0},            /* decode, 8 heads per KV head */
+        {HX_REF_F32, 4, 4, 64, 16, 1, {100}, {1}, 0},                    /* decode, fewer keys than ranges */
+        {HX_REF_F16, 4, 2, 64, 16, 1, {200}, {40}, 0},                   /* a chunk after a long context */
+    };
+    const uint32_t window[] = {24, 8, 40, 5, 16, 3, 33};
+    uint32_t returned = 0;
+    double worst = 0, least_change = INFINITY;
+    for (int i = 0; i < 7; i++) {
+        hx_att_setup o;
+        hx_att_setup_make(&cases[i], &o, &seed);
+        double *full = malloc(sizeof(double) * o.q_floats), *ref = malloc(sizeof(double) * o.q_floats);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, full);
+        o.a.window = window[i];
+        returned += return_blocks_before_windows(&o);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+        const double change = nmse_of_doubles(ref, full, o.q_floats);
+        ck_assert_msg(change > 1e-4, "case %d: window %u changes nothing", i, window[i]);
+        least_change = change < least_change ? change : least_change;
+        float *out = attention_run(&u, &o, HX_OK);
+        double e = hx_ref_nmse(out, ref, o.q_floats);
+        ck_assert_msg(e <= attention_bound(&u, cases[i].kv_type), "%s: case %d window %u: nmse %g", u.tg->name, i,
+                      window[i], e);
+        worst = e > worst ? e : worst;
+        free(out);
+        free(full);
+        free(ref);
+        hx_att_setup_free(&o);
+        check_attention_part_window(&u, &cases[i], NULL, window[i], 20, &seed, "window");
+        check_attention_part_window(&u, &cases[i], NULL, window[i], 1, &seed, "window");
+    }
+    ck_assert_uint_gt(returned, 4); /* the cases return blocks: reads of them would fail */
+    printf("ops: %s: attention with a window, 7 cases over %u returned blocks: nmse %.3g at most against the "
+           "reference (the window moves the reference by %.3g at least)\n",
+           u.tg->name, returned, worst, least_change);
+    /* A block the window needs, returned: the task fails. */
+    for (int decode = 0; decode < 2; decode++) {
+        hx_att_case c = {HX_REF_F16, 4, 2, 32, 16, 1, {60}, {decode ? 1 : 20}, 0};
+        hx_att_setup o;
+        hx_att_setup_make(&c, &o, &seed);
+        o.a.window = 30; /* block 1 (positions 16..31) is inside every token's window */
+        o.meta[3 * o.a.kv.T + 1] = -1;
+        free(attention_run(&u, &o, HX_ERR_RANGE));
+        ck_assert_msg(strstr(run_error, "attention"), "%s", run_error);
         hx_att_setup_free(&o);
     }
     end(&u);
@@ -1867,7 +1970,8 @@ Suite *suite_ops(void)
         tcase_add_loop_test(tc, op_test(op), 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_decode_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_bad_metadata_gives_nan_rows, 0, N_TARGETS);
-    tcase_add_loop_test(tc, attention_q4_0_and_window_match_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_q4_0_matches_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_window_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_mixed_and_rotated_kv_match_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, rotated_q4_0_cache_loses_less, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_long_context_matches_reference, 0, N_TARGETS);
