@@ -13,8 +13,10 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* Measured: 4 columns x 32 elements (8 accumulators) ran a third faster
+ * than 4 x 64 on a Sapphire Rapids core, and as fast as 8 x 32. */
 #define COLS 4
-#define VECS 4
+#define VECS 2
 
 /* Elements [at, at + 16) of a row as F32, those outside m zero (a
  * quantized row: at a multiple of 16, m full). */
