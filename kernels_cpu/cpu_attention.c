@@ -11,7 +11,8 @@
  * end.  The scores of a chunk live in L1, so nothing proportional to the
  * context is written; K rows meet the queries in the KV type's gemm tile
  * straight from the cache (F16, Q8_0, Q4_0 as stored), V rows are read
- * as F16 in place or dequantized ATTN_CHUNK rows at a time.
+ * in place or dequantized ATTN_CHUNK rows at a time, and each is added
+ * to a block of columns at once (kernels_cpu/attn_values.h).
  *
  * Work:
  * - a prompt (or any batch with enough tokens) is cut into tiles of up
@@ -371,7 +372,8 @@ static void chunk_values(const attn_tile *w, const attn_col *col, uint32_t ncol,
 
 /* The partials of the chunk starting at c0 for the tile's columns, into
  * w->st and w->o: each column's softmax over its own positions of the
- * chunk (scaled scores, their maximum, exp(score - max), their sum), then its sum of weight x V row in position order. */
+ * chunk (scaled scores, their maximum, exp(score - max), their sum), then
+ * its sum of weight x V row in position order. */
 static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0)
 {
     const attn_geom *g = w->g;
