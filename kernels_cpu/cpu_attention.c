@@ -11,7 +11,8 @@
  * end.  The scores of a chunk live in L1, so nothing proportional to the
  * context is written; K rows meet the queries in the KV type's gemm tile
  * straight from the cache (F16, Q8_0, Q4_0 as stored), V rows are read
- * as F16 in place or dequantized ATTN_CHUNK rows at a time.
+ * in place or dequantized ATTN_CHUNK rows at a time, and each is added
+ * to a block of columns at once (kernels_cpu/attn_values.h).
  *
  * Work:
  * - a prompt (or any batch with enough tokens) is cut into tiles of up
@@ -32,6 +33,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels_cpu/attn_values.h"
 #include "kernels_cpu/cpu_kernels.h"
 #include "kernels_cpu/hadamard.h"
 #include "kernels_cpu/kv_meta.h"
@@ -46,10 +48,14 @@
 /* Positions of one partial: its scores stay in L1, its V rows are
  * dequantized together. */
 #define ATTN_CHUNK 64
-/* F16 V rows are read in place by fewer columns than this (a decode
- * step); more convert each row to F32 once for all of them (exactly: the
- * same bits, hx_quant_add_scaled_rows_f16). */
-#define ATTN_F16_CONVERT_COLS 4
+/* V rows (F16, Q8_0, Q4_0) are read in place by this many columns or
+ * fewer (a decode step: one pass of hx_attn_values over the rows); more
+ * dequantize each row to F32 once for all of them (the same bits:
+ * kernels_cpu/attn_values.h). */
+#define ATTN_INPLACE_COLS 4
+/* Columns whose positions in a chunk differ (a prompt's diagonal) go to
+ * hx_attn_values this many at a time (its register block). */
+#define ATTN_MIX_COLS 4
 /* Batches with fewer than this many (token, KV head) pairs per thread
  * are cut by chunks (a decode step). */
 #define SPLIT_PAIRS_PER_THREAD 4
@@ -243,22 +249,6 @@ static void chunk_scores(const attn_tile *w, const attn_col *col, uint32_t ncol,
     }
 }
 
-/* A column's sum over its positions [lo, hi] of weight x V row, straight
- * from the F16 cache rows: one call per run within a block, whose rows lie
- * one cache row apart. */
-static void column_values_f16(const attn_tile *w, const float *weight, int32_t lo, int32_t hi, float *oj, size_t voff)
-{
-    const attn_geom *g = w->g;
-    const hx_kv_layout *l = &g->a->kv;
-    const int32_t bs = (int32_t)l->block_size;
-    for (int32_t p = lo; p <= hi;) {
-        const int32_t bend = (p / bs + 1) * bs - 1, e = bend < hi ? bend : hi;
-        const hx_half *v = (const hx_half *)(const void *)(kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff);
-        hx_quant_add_scaled_rows_f16(oj, v, g->vrbytes / sizeof(hx_half), weight + (p - lo), e - p + 1, g->a->Dh);
-        p = e + 1;
-    }
-}
-
 /* Lanes of the sums and maxima below: fixed, so that a column's result
  * depends on its positions alone, and wide enough for the compiler to
  * keep them in vector registers. */
@@ -304,9 +294,86 @@ static double lane_sum(const float *x, int32_t n)
     return sum;
 }
 
+/* Columns j0 .. j0 + nc - 1 add weight x V row for positions [p0, p1] of
+ * the chunk at c0, which all of them see: from the rows in place (one
+ * call per run within a block, whose rows lie one cache row apart) or
+ * from w->vbuf. */
+static void add_values(const attn_tile *w, uint32_t j0, uint32_t nc, int32_t c0, int32_t p0, int32_t p1, int inplace)
+{
+    const attn_geom *g = w->g;
+    const hx_op_attention *a = g->a;
+    const hx_kv_layout *l = &a->kv;
+    float *acc = w->o + (size_t)j0 * a->Dh;
+    const float *wt = w->score + (size_t)j0 * ATTN_CHUNK + (p0 - c0);
+    if (!inplace) {
+        hx_attn_values(acc, a->Dh, wt, ATTN_CHUNK, nc, w->vbuf + (size_t)(p0 - c0) * a->Dh, a->Dh * sizeof(float),
+                       HX_TYPE_F32, p1 - p0 + 1, a->Dh);
+        return;
+    }
+    const int32_t bs = (int32_t)l->block_size;
+    const size_t voff = w->kvh * g->vhbytes;
+    for (int32_t p = p0; p <= p1;) {
+        const int32_t bend = (p / bs + 1) * bs - 1, e = bend < p1 ? bend : p1;
+        hx_attn_values(acc, a->Dh, wt + (p - p0), ATTN_CHUNK, nc, kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff,
+                       g->vrbytes, (hx_type)a->v_type, e - p + 1, a->Dh);
+        p = e + 1;
+    }
+}
+
+/* Column j's positions in the chunk at c0: [*a0, *a1], empty if *a0 > *a1. */
+static inline void col_span(const attn_col *col, uint32_t j, int32_t c0, int32_t *a0, int32_t *a1)
+{
+    *a0 = col[j].p0 > c0 ? col[j].p0 : c0;
+    *a1 = col[j].p1 < c0 + ATTN_CHUNK - 1 ? col[j].p1 : c0 + ATTN_CHUNK - 1;
+}
+
+/* Every column's sum of weight x V row over its positions of the chunk,
+ * in position order, into w->o.  Columns go to hx_attn_values together:
+ * a run of them with the same positions (below a prompt's diagonal: all)
+ * in one call; otherwise up to ATTN_MIX_COLS that share some, the
+ * shared positions together and each column's own before and after
+ * them alone, so each column still adds its rows in order. */
+static void chunk_values(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0, int inplace)
+{
+    for (uint32_t j0 = 0, j1; j0 < ncol; j0 = j1) {
+        int32_t b0, b1, r0, r1;
+        col_span(col, j0, c0, &b0, &b1);
+        j1 = j0 + 1;
+        if (b0 > b1)
+            continue;
+        while (j1 < ncol && (col_span(col, j1, c0, &r0, &r1), r0 == b0 && r1 == b1))
+            j1++;
+        if (j1 - j0 >= ATTN_MIX_COLS || j1 == ncol) {
+            add_values(w, j0, j1 - j0, c0, b0, b1, inplace);
+            continue;
+        }
+        int32_t A0 = b0, A1 = b1;
+        for (j1 = j0 + 1; j1 < ncol && j1 - j0 < ATTN_MIX_COLS; j1++) {
+            col_span(col, j1, c0, &r0, &r1);
+            const int32_t s0 = r0 > A0 ? r0 : A0, s1 = r1 < A1 ? r1 : A1;
+            if (r0 > r1 || s0 > s1)
+                break;
+            A0 = s0;
+            A1 = s1;
+        }
+        for (uint32_t j = j0; j < j1; j++) {
+            col_span(col, j, c0, &r0, &r1);
+            if (r0 < A0)
+                add_values(w, j, 1, c0, r0, A0 - 1, inplace);
+        }
+        add_values(w, j0, j1 - j0, c0, A0, A1, inplace);
+        for (uint32_t j = j0; j < j1; j++) {
+            col_span(col, j, c0, &r0, &r1);
+            if (r1 > A1)
+                add_values(w, j, 1, c0, A1 + 1, r1, inplace);
+        }
+    }
+}
+
 /* The partials of the chunk starting at c0 for the tile's columns, into
  * w->st and w->o: each column's softmax over its own positions of the
- * chunk (scaled scores, their maximum, exp(score - max), their sum), then its sum of weight x V row in position order. */
+ * chunk (scaled scores, their maximum, exp(score - max), their sum), then
+ * its sum of weight x V row in position order. */
 static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0)
 {
     const attn_geom *g = w->g;
@@ -341,35 +408,26 @@ static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol
         memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
     }
     const size_t voff = w->kvh * g->vhbytes;
-    if (a->v_type == HX_TYPE_F16 && ncol < ATTN_F16_CONVERT_COLS) {
+    const int inplace = ncol <= ATTN_INPLACE_COLS && hx_attn_values_type_ok((hx_type)a->v_type);
+    if (inplace) {
         for (int32_t p = lo + KV_AHEAD; p <= hi + KV_AHEAD && p <= w->ahead_end; p++)
             prefetch_row(g->vc, l, w->blocks, p, g->vrbytes, voff, g->vhbytes);
-        for (uint32_t j = 0; j < ncol; j++) {
-            const int32_t a0 = col[j].p0 > c0 ? col[j].p0 : c0, a1 = col[j].p1 < c1 ? col[j].p1 : c1;
-            if (a0 <= a1)
-                column_values_f16(w, w->score + j * ATTN_CHUNK + (a0 - c0), a0, a1, w->o + (size_t)j * a->Dh, voff);
-        }
-        return;
-    }
-    for (int32_t p = lo, next; p <= hi;) {
-        int32_t e = seen_run(col, ncol, p, l->block_size, &next);
-        if (e < 0) {
-            p = next;
-            continue;
-        }
-        for (e = e < hi ? e : hi; p <= e; p++) {
-            if (p + KV_AHEAD <= w->ahead_end)
-                prefetch_row(g->vc, l, w->blocks, p + KV_AHEAD, g->vrbytes, voff, g->vhbytes);
-            g->vq->dequantize_row(kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff,
-                                  w->vbuf + (size_t)(p - c0) * a->Dh, a->Dh);
+    } else {
+        for (int32_t p = lo, next; p <= hi;) {
+            int32_t e = seen_run(col, ncol, p, l->block_size, &next);
+            if (e < 0) {
+                p = next;
+                continue;
+            }
+            for (e = e < hi ? e : hi; p <= e; p++) {
+                if (p + KV_AHEAD <= w->ahead_end)
+                    prefetch_row(g->vc, l, w->blocks, p + KV_AHEAD, g->vrbytes, voff, g->vhbytes);
+                g->vq->dequantize_row(kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff,
+                                      w->vbuf + (size_t)(p - c0) * a->Dh, a->Dh);
+            }
         }
     }
-    for (uint32_t j = 0; j < ncol; j++) {
-        const int32_t a0 = col[j].p0 > c0 ? col[j].p0 : c0, a1 = col[j].p1 < c1 ? col[j].p1 : c1;
-        if (a0 <= a1)
-            hx_quant_add_scaled_rows(w->o + (size_t)j * a->Dh, w->vbuf + (size_t)(a0 - c0) * a->Dh, a->Dh,
-                                     w->score + j * ATTN_CHUNK + (a0 - c0), a1 - a0 + 1, a->Dh);
-    }
+    chunk_values(w, col, ncol, c0, inplace);
 }
 
 /* Merges a chunk's partial (m, l, o) into a column's (*M, *L, O), chunks

@@ -1,0 +1,71 @@
+/* Dispatch of kernels_cpu/attn_values.h by SIMD level; the scalar level,
+ * which defines the bits: 32 elements of a row at a time, as F32, then
+ * each column's multiply and add. */
+#include <stddef.h>
+
+#include "kernels_cpu/attn_values.h"
+#include "kernels_cpu/attn_values_impl.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+int hx_attn_values_type_ok(hx_type t)
+{
+    return t == HX_TYPE_F32 || t == HX_TYPE_F16 || t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0;
+}
+
+/* Elements [i, i + len) of a row (len <= HX_QK; quantized rows: i a
+ * multiple of HX_QK and len == HX_QK) as F32, exactly. */
+static void row_part(const uint8_t *x, hx_type t, int64_t i, int64_t len, float *v)
+{
+    if (t == HX_TYPE_F32) {
+        const float *f = (const float *)(const void *)x + i;
+        for (int64_t k = 0; k < len; k++)
+            v[k] = f[k];
+    } else if (t == HX_TYPE_F16) {
+        const hx_half *h = (const hx_half *)(const void *)x + i;
+        for (int64_t k = 0; k < len; k++)
+            v[k] = hx_fp16_to_fp32(h[k]);
+    } else if (t == HX_TYPE_Q8_0) {
+        const hx_block_q8_0 *b = (const hx_block_q8_0 *)(const void *)x + i / HX_QK;
+        const float d = hx_fp16_to_fp32(b->d);
+        for (int k = 0; k < HX_QK; k++)
+            v[k] = (float)b->qs[k] * d;
+    } else {
+        const hx_block_q4_0 *b = (const hx_block_q4_0 *)(const void *)x + i / HX_QK;
+        const float d = hx_fp16_to_fp32(b->d);
+        for (int k = 0; k < HX_QK / 2; k++) {
+            v[k] = (float)((b->qs[k] & 0xf) - 8) * d;
+            v[k + HX_QK / 2] = (float)((b->qs[k] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void values_scalar(float *acc, size_t acc_stride, const float *w, size_t w_stride, int64_t cols,
+                          const void *x, size_t x_stride, hx_type t, int64_t rows, int64_t n)
+{
+    float v[HX_QK];
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = (const uint8_t *)x + (size_t)r * x_stride;
+        for (int64_t i = 0; i < n; i += HX_QK) {
+            const int64_t len = n - i < HX_QK ? n - i : HX_QK;
+            row_part(row, t, i, len, v);
+            for (int64_t c = 0; c < cols; c++) {
+                float *a = acc + (size_t)c * acc_stride + i;
+                const float wr = w[(size_t)c * w_stride + (size_t)r];
+                for (int64_t k = 0; k < len; k++)
+                    a[k] += wr * v[k];
+            }
+        }
+    }
+}
+
+void hx_attn_values(float *acc, size_t acc_stride, const float *w, size_t w_stride, int64_t cols, const void *x,
+                    size_t x_stride, hx_type t, int64_t rows, int64_t n)
+{
+    static const hx_attn_values_fn by_level[HX_SIMD_COUNT] = {values_scalar, hx_attn_values_avx2,
+                                                              hx_attn_values_avx512};
+    if (cols > 0 && rows > 0 && n > 0)
+        by_level[hx_quant_level()](acc, acc_stride, w, w_stride, cols, x, x_stride, t, rows, n);
+}
