@@ -1,0 +1,205 @@
+/* KV offload by sequences (engine/kv_offload.c, partitioner/kv_offload.c)
+ * on simulated machines: the planner admits an offloaded sequence only
+ * where it predicts a gain, the two sub-batches of a step never run
+ * faster than any device's own work allows, an offloaded sequence's KV
+ * cache never takes the GPU's memory, and bad settings are refused. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hx_test.h"
+
+typedef struct {
+    double step_s;                   /* simulated seconds per decode step */
+    double busy[3];                  /* each device's busy seconds in those steps */
+    uint64_t kv_alloc[3];            /* each device's KV bytes allocated */
+    int ndev, admitted;              /* sessions that ran */
+    hx_status refused;               /* why the last session was not admitted */
+    char why[512];
+} decode_run;
+
+/* `seqs` sessions `depth` tokens deep on machine file `machine` (devices
+ * `devices`, everything on the GPU but what is offloaded), HX_KV_OFFLOAD
+ * = `offload` ("" none), then `steps` decode steps of them all. */
+static void decode(const char *machine, const char *devices, const char *shape, const char *type, const char *offload,
+                   int force, int seqs, uint32_t depth, int steps, const char *trace, decode_run *out)
+{
+    memset(out, 0, sizeof *out);
+    if (*offload)
+        setenv("HX_KV_OFFLOAD", offload, 1);
+    else
+        unsetenv("HX_KV_OFFLOAD");
+    if (force)
+        setenv("HX_KV_OFFLOAD_FORCE", "1", 1);
+    else
+        unsetenv("HX_KV_OFFLOAD_FORCE");
+    hx_runtime_options o = hx_runtime_options_default();
+    o.machine = machine;
+    o.devices = devices;
+    o.sched = "static";
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *rt;
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    hx_model_options mo = hx_model_options_default();
+    /* As hetero-bench sizes them (bench/run.c). */
+    mo.n_ctx = depth + (uint32_t)steps + 1;
+    mo.kv_tokens = (uint32_t)seqs * ((depth + (uint32_t)steps + 15) / 16 * 16) + 32;
+    mo.kv_prefix_cache = -1;
+    mo.partition = "colocated";
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, shape, type, &mo, &m));
+    hx_session *s[16] = {0};
+    int32_t *ids = malloc(sizeof *ids * depth);
+    int32_t cur[16];
+    hx_status st = HX_OK;
+    for (int k = 0; k < seqs && st == HX_OK; k++) {
+        for (uint32_t i = 0; i < depth; i++)
+            ids[i] = (int32_t)(3 + (i * 7 + (uint32_t)k * 131) % 1000);
+        HX_ASSERT_OK(hx_session_open(m, &s[k]));
+        st = hx_session_eval(s[k], ids, depth, 0);
+        if (st)
+            snprintf(out->why, sizeof out->why, "%s", hx_last_error());
+        cur[k] = 5 + k;
+        if (st == HX_OK)
+            out->admitted++;
+    }
+    out->refused = st;
+    const int n = out->admitted;
+    out->ndev = hx_runtime_device_count(rt);
+    hx_device_stats before[3], after[3];
+    for (int d = 0; d < out->ndev && d < 3; d++)
+        HX_ASSERT_OK(hx_device_stats_get(rt, d, &before[d]));
+    if (trace)
+        HX_ASSERT_OK(hx_runtime_trace_start(rt, trace));
+    const double t0 = hx_runtime_clock(rt);
+    for (int i = 0; i < steps && n; i++) {
+        hx_batch b = {.n = (size_t)n, .tokens = cur, .sessions = s};
+        HX_ASSERT_OK(hx_batch_eval(m, &b));
+    }
+    out->step_s = (hx_runtime_clock(rt) - t0) / steps;
+    if (trace)
+        HX_ASSERT_OK(hx_runtime_trace_stop(rt));
+    for (int d = 0; d < out->ndev && d < 3; d++) {
+        HX_ASSERT_OK(hx_device_stats_get(rt, d, &after[d]));
+        out->busy[d] = (after[d].busy_seconds - before[d].busy_seconds) / steps;
+        out->kv_alloc[d] = after[d].kv_bytes_allocated;
+    }
+    free(ids);
+    for (int k = 0; k < seqs; k++)
+        hx_session_close(s[k]);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unsetenv("HX_KV_OFFLOAD");
+    unsetenv("HX_KV_OFFLOAD_FORCE");
+}
+
+static const char *const ws3090 = "bench/machines/ws-3090-u55c.machine";
+static const char *const h200 = "bench/machines/epyc2s-h200-u55c.machine";
+
+/* A step cannot end before any device has done its share of it. */
+static void within_capacity(const decode_run *r, const char *what)
+{
+    for (int d = 0; d < r->ndev && d < 3; d++)
+        ck_assert_msg(r->step_s >= r->busy[d] * (1 - 1e-9), "%s: a %.3f ms step, device %d busy %.3f ms in it", what,
+                      r->step_s * 1e3, d, r->busy[d] * 1e3);
+}
+
+/* LLaMA-3.1-8B F16 on the RTX 3090 workstation, 32k tokens deep: the
+ * GPU's memory holds one sequence's cache beside the weights; the U55C's
+ * HBM holds three more, attended there while the GPU runs the other
+ * sub-batch.  The planner admits them (it predicts a gain at each), the
+ * simulation agrees, no offloaded cache takes the GPU's memory, and no
+ * step is shorter than a device's work in it. */
+START_TEST(offload_to_the_fpga_pays_where_predicted)
+{
+    decode_run alone, off;
+    decode(ws3090, "gpu", "llama3-8b", "f16", "1:none", 0, 1, 32768, 2, NULL, &alone);
+    ck_assert_int_eq(alone.admitted, 1);
+    decode(ws3090, "gpu", "llama3-8b", "f16", "1:none", 0, 2, 32768, 1, NULL, &off);
+    ck_assert_int_eq(off.admitted, 1);
+    ck_assert_msg(off.refused == HX_ERR_NO_MEMORY && strstr(off.why, "no offload device was named"), "%s", off.why);
+    decode(ws3090, "all", "llama3-8b", "f16", "1:fpga", 0, 4, 32768, 2, NULL, &off);
+    ck_assert_int_eq(off.admitted, 4);
+    const double gain = (4 / off.step_s) / (1 / alone.step_s);
+    printf("kv_offload: 8B F16 @32k on ws-3090-u55c: GPU alone 1 sequence %.2f t/s; 1 + 3 on the FPGA %.2f t/s "
+           "(%.2fx), FPGA busy %.0f %%, GPU %.0f %% (simulated)\n",
+           1 / alone.step_s, 4 / off.step_s, gain, 100 * off.busy[2] / off.step_s, 100 * off.busy[1] / off.step_s);
+    ck_assert_msg(gain > 1.0, "offload admitted and predicted to gain, simulated %.3fx", gain);
+    within_capacity(&off, "GPU + FPGA");
+    /* The GPU's KV slots: its memory's room, less than two sequences'
+     * caches (alone.kv_alloc[0] is one's), not four. */
+    ck_assert_uint_lt(off.kv_alloc[1], 2 * alone.kv_alloc[0]);
+    ck_assert_uint_ge(off.kv_alloc[2], 3 * (alone.kv_alloc[0] / 2));
+    /* A fifth does not fit the FPGA's memory: refused, not stalled. */
+    decode(ws3090, "all", "llama3-8b", "f16", "1:fpga", 0, 5, 32768, 1, NULL, &off);
+    ck_assert_int_eq(off.admitted, 4);
+    ck_assert_int_eq(off.refused, HX_ERR_NO_MEMORY);
+    ck_assert_msg(strstr(off.why, "device 2's the cache of 3 more"), "%s", off.why);
+}
+END_TEST
+
+/* LLaMA-3.1-70B Q8_0 on the H200 server, 32k deep: six sequences fill
+ * the H200; a seventh offloaded to the CPUs would make the GPU read its
+ * 75 GB of weights twice per step for one more token, and the planner
+ * refuses it.  Forced, the simulation shows the loss it predicted, and
+ * the step still respects each device's work. */
+START_TEST(the_planner_refuses_a_predicted_loss)
+{
+    decode_run six, seven;
+    decode(h200, "cpu,gpu", "llama3-70b", "q8_0", "6:cpu", 0, 7, 32768, 1, NULL, &seven);
+    ck_assert_int_eq(seven.admitted, 6);
+    ck_assert_int_eq(seven.refused, HX_ERR_NO_MEMORY);
+    ck_assert_msg(strstr(seven.why, "predicted to lose"), "%s", seven.why);
+    decode(h200, "cpu,gpu", "llama3-70b", "q8_0", "6:cpu", 0, 6, 32768, 1, NULL, &six);
+    decode(h200, "cpu,gpu", "llama3-70b", "q8_0", "6:cpu", 1, 7, 32768, 1, NULL, &seven);
+    ck_assert_int_eq(seven.admitted, 7);
+    printf("kv_offload: 70B Q8_0 @32k on epyc2s-h200-u55c: 6 on the GPU %.2f t/s; 6 + 1 on the CPUs (forced) %.2f "
+           "t/s (simulated)\n", 6 / six.step_s, 7 / seven.step_s);
+    ck_assert_msg(7 / seven.step_s < 6 / six.step_s, "the loss predicted is a gain simulated");
+    within_capacity(&six, "GPU alone");
+    within_capacity(&seven, "GPU + CPU");
+    ck_assert_double_eq(six.busy[0], 0); /* the CPU took no task of the GPU's sequences */
+    ck_assert(seven.busy[0] > 0);
+}
+END_TEST
+
+/* A bad HX_KV_OFFLOAD is refused at the first evaluation, by name. */
+START_TEST(bad_settings_are_refused)
+{
+    static const struct {
+        const char *machine, *devices, *value, *says;
+    } cases[] = {
+        {"bench/machines/ws-3090-u55c.machine", "all", "x", "expected N[:DEV]"},
+        {"bench/machines/ws-3090-u55c.machine", "all", "0", "expected N[:DEV]"},
+        {"bench/machines/ws-3090-u55c.machine", "all", "2x", "expected N[:DEV]"},
+        {"bench/machines/ws-3090-u55c.machine", "all", "2:9", "no device '9'"},
+        {"bench/machines/ws-3090-u55c.machine", "all", "2:1", "no offload device '1' beside the GPU"},
+        {"bench/machines/ws-3090-u55c.machine", "cpu,gpu", "2:fpga", "no offload device 'fpga'"},
+        {"bench/machines/epyc2s.machine", "all", "2", "has no GPU"},
+        {"bench/machines/ws-3090-u55c.machine", "gpu", "2:cpu", "no offload device 'cpu'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        decode_run r;
+        decode(cases[i].machine, cases[i].devices, "tiny", "f16", cases[i].value, 0, 1, 16, 1, NULL, &r);
+        ck_assert_int_eq(r.admitted, 0);
+        ck_assert_msg(r.refused == HX_ERR_INVALID_ARG || r.refused == HX_ERR_NO_DEVICE, "'%s': %s", cases[i].value,
+                      hx_status_str(r.refused));
+        ck_assert_msg(strstr(r.why, cases[i].says), "'%s': %s", cases[i].value, r.why);
+    }
+}
+END_TEST
+
+Suite *suite_kv_offload(void)
+{
+    Suite *s = suite_create("kv_offload");
+    TCase *c = tcase_create("kv_offload");
+    tcase_set_timeout(c, 300);
+    tcase_add_test(c, offload_to_the_fpga_pays_where_predicted);
+    tcase_add_test(c, the_planner_refuses_a_predicted_loss);
+    tcase_add_test(c, bad_settings_are_refused);
+    suite_add_tcase(s, c);
+    return s;
+}
