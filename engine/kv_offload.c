@@ -82,7 +82,12 @@ static hx_status configure(hx_model *m)
                             e, dev, hx_runtime_device_count(rt));
         off = (int)d;
     }
-    const int gpu = first_of(rt, HX_KIND_GPU, -1);
+    /* The device that runs the GEMMs and holds the first sequences'
+     * caches: the first GPU; without one the CPU, for an offload device
+     * with memory of its own (an FPGA card; PoCL standing in for one). */
+    int gpu = first_of(rt, HX_KIND_GPU, -1);
+    if (gpu < 0 && off >= 0 && off != first_of(rt, -1, HX_FAMILY_CPU))
+        gpu = first_of(rt, -1, HX_FAMILY_CPU);
     if (gpu < 0)
         return hx_error(HX_ERR_NO_DEVICE, "HX_KV_OFFLOAD '%s': the runtime has no GPU whose memory binds the batch", e);
     if (off == -1 || off == gpu)
@@ -90,6 +95,7 @@ static hx_status configure(hx_model *m)
     m->kv_off.read = m->kv_off.on = 1;
     m->kv_off.gpu_seqs = (uint32_t)n;
     m->kv_off.dev = off;
+    m->kv_off.home = gpu;
     bound_slots(m, gpu, m->info.file_bytes);
     if (off >= 0)
         bound_slots(m, off, 0);
@@ -122,7 +128,7 @@ hx_status hx_kv_offload_admit(hx_session *s, uint64_t n_tokens, uint64_t n_more)
     uint64_t ctx = s->pos + n_tokens + n_more;
     if (ctx > m->info.n_ctx)
         ctx = m->info.n_ctx;
-    const int gpu = first_of(m->rt, HX_KIND_GPU, -1);
+    const int gpu = m->kv_off.home;
     const uint32_t g = m->kv_off.n_gpu, k = m->kv_off.n_off;
     /* An offload device with memory of its own holds the offloaded
      * sequences' caches, each this deep, in the room bound_slots left. */
@@ -135,14 +141,16 @@ hx_status hx_kv_offload_admit(hx_session *s, uint64_t n_tokens, uint64_t n_more)
     st = hx_kv_offload_predict(m, gpu, m->kv_off.dev, g, k + 1, (uint32_t)ctx, &with);
     if (st == HX_OK)
         st = hx_kv_offload_predict(m, gpu, m->kv_off.dev, g, k, (uint32_t)ctx, &without);
-    if (st)
+    /* HX_KV_OFFLOAD_FORCE=1 admits it whatever the prediction (or
+     * without one: devices not measured yet): to measure what the
+     * planner refuses (bench/kv-offload-grid), and in tests. */
+    const char *fv = getenv("HX_KV_OFFLOAD_FORCE");
+    const int force = fv && !strcmp(fv, "1");
+    if (st && !force)
         return hx_error_context(st, "offloading a sequence's KV cache");
-    const double t_with = (g + k + 1) / with.step_s;
-    const double t_without = (g + k) / (k ? without.step_s : without.alone_s);
-    /* HX_KV_OFFLOAD_FORCE=1 admits it anyway: to measure what the
-     * prediction refuses (bench/kv-offload-grid). */
-    const char *force = getenv("HX_KV_OFFLOAD_FORCE");
-    if (t_with <= t_without && !(force && !strcmp(force, "1")))
+    const double t_with = st ? 0 : (g + k + 1) / with.step_s;
+    const double t_without = st ? 0 : (g + k) / (k ? without.step_s : without.alone_s);
+    if (t_with <= t_without && !force)
         return hx_error(HX_ERR_NO_MEMORY, "the GPU's memory holds the KV cache of %u sequences (HX_KV_OFFLOAD) and "
                         "offloading sequence %u's to device %d is predicted to lose: %.2f against %.2f tokens/s "
                         "at %llu tokens deep", g, g + k + 1, m->kv_off.dev, t_with, t_without,

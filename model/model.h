@@ -174,7 +174,8 @@ struct hx_model {
     struct {
         int read, on;         /* configuration read; offload configured */
         uint32_t gpu_seqs;    /* sequences whose KV cache the GPU's memory holds */
-        int dev;              /* the offload device */
+        int dev;              /* the offload device (-2: none) */
+        int home;             /* the device whose memory binds the batch: the first GPU, else the CPU */
         uint32_t n_gpu, n_off;
     } kv_off;
 };

@@ -9,6 +9,10 @@
 #include <string.h>
 
 #include "hx_test.h"
+#include "model/model.h"
+#include "quantize/synthetic.h"
+#include "runtime/runtime.h"
+#include "tests/cl_test.h"
 
 typedef struct {
     double step_s;                   /* simulated seconds per decode step */
@@ -192,6 +196,113 @@ START_TEST(bad_settings_are_refused)
 }
 END_TEST
 
+enum { R_SEQS = 3, R_STEPS = 4, R_MAXV = 512 };
+
+/* Real kernels: a synthetic model on the CPU with PoCL standing in for an
+ * FPGA card with memory of its own; R_SEQS sessions' prompts, then
+ * R_STEPS batched decode steps, each session's logits after each.  With
+ * `offload`, HX_KV_OFFLOAD=1:fpga (forced: a real machine's planner has
+ * no measurements of the FPGA yet): the first session's cache on the
+ * CPU, the others' on the emulated card, attended there. */
+static void real_decode(const char *file, int offload, float *logits, uint64_t *fpga_tasks, uint64_t *fpga_kv)
+{
+    if (offload) {
+        setenv("HX_KV_OFFLOAD", "1:fpga", 1);
+        setenv("HX_KV_OFFLOAD_FORCE", "1", 1);
+    }
+    hx_runtime *rt = hx_cl_test_open("cpu,fpga", 1);
+    const int fpga = hx_cl_test_device(rt);
+    hx_device_info *info = &rt->devices[fpga]->info; /* memory of its own, as a card's */
+    info->unified_memory = 0;
+    info->memory_node = rt->n_memory_nodes++;
+    hx_model_options mo = hx_model_options_default();
+    mo.kv_prefix_cache = -1;
+    mo.n_ctx = 256;
+    mo.partition = "colocated";
+    hx_model *m;
+    HX_ASSERT_OK(hx_model_load(rt, file, &mo, &m));
+    const uint32_t V = m->info.n_vocab;
+    ck_assert_uint_le(V, R_MAXV);
+    hx_session *s[R_SEQS];
+    int32_t ids[64], cur[R_SEQS];
+    for (int k = 0; k < R_SEQS; k++) {
+        const int n = 20 + 5 * k;
+        for (int i = 0; i < n; i++)
+            ids[i] = (int32_t)((i * 37 + 11 + 13 * k) % 250);
+        HX_ASSERT_OK(hx_session_open(m, &s[k]));
+        HX_ASSERT_OK(hx_session_eval(s[k], ids, (size_t)n, 0));
+    }
+    for (int i = 0; i < R_STEPS; i++) {
+        for (int k = 0; k < R_SEQS; k++)
+            cur[k] = (int32_t)(3 + 17 * i + 5 * k);
+        hx_batch b = {.n = R_SEQS, .tokens = cur, .sessions = s};
+        HX_ASSERT_OK(hx_batch_eval(m, &b));
+        for (int k = 0; k < R_SEQS; k++)
+            memcpy(logits + ((size_t)i * R_SEQS + (size_t)k) * R_MAXV, hx_session_logits(s[k], -1),
+                   V * sizeof *logits);
+    }
+    hx_device_stats ds;
+    HX_ASSERT_OK(hx_device_stats_get(rt, fpga, &ds));
+    *fpga_tasks = ds.tasks;
+    *fpga_kv = ds.kv_bytes_named;
+    for (int k = 0; k < R_SEQS; k++)
+        hx_session_close(s[k]);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unsetenv("HX_KV_OFFLOAD");
+    unsetenv("HX_KV_OFFLOAD_FORCE");
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* The split computes what the whole batch on the CPU computes: every
+ * session's logits at every step, within what PoCL's attention changes
+ * in the last bits; the sessions left on the CPU bit for bit. */
+START_TEST(offloaded_sessions_give_the_same_logits)
+{
+    static const hx_synthetic_config cfg = {"offload", 128, 2, 4, 2, 256, 512, "llama", 0};
+    char dir[64], file[128];
+    snprintf(dir, sizeof dir, "/tmp/hx-kvoff-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/m.gguf", dir);
+    HX_ASSERT_OK(hx_synthetic_write(file, &cfg, "f16", 7));
+    const size_t n = (size_t)R_STEPS * R_SEQS * R_MAXV;
+    float *whole = calloc(n, sizeof(float)), *split = calloc(n, sizeof(float));
+    uint64_t tasks0, tasks1, kv0, kv1;
+    real_decode(file, 0, whole, &tasks0, &kv0);
+    real_decode(file, 1, split, &tasks1, &kv1);
+    ck_assert_uint_eq(tasks0, 0); /* colocated: all on the CPU */
+    ck_assert_msg(tasks1 > 0 && kv1 > 0, "the emulated FPGA ran %llu tasks, holds %llu KV bytes",
+                  (unsigned long long)tasks1, (unsigned long long)kv1);
+    double worst = 0;
+    for (int i = 0; i < R_STEPS; i++)
+        for (int k = 0; k < R_SEQS; k++) {
+            const size_t at = ((size_t)i * R_SEQS + (size_t)k) * R_MAXV;
+            const double e = rel_l2(split + at, whole + at, R_MAXV);
+            if (k == 0)
+                ck_assert_msg(memcmp(split + at, whole + at, R_MAXV * sizeof(float)) == 0,
+                              "step %d: the CPU's session's logits differ (relative L2 %g)", i, e);
+            else
+                ck_assert_msg(e < 1e-3, "step %d, session %d: relative L2 %g", i, k, e);
+            worst = e > worst ? e : worst;
+        }
+    printf("kv_offload: CPU + PoCL as an FPGA, 2 of 3 sessions offloaded: %llu tasks there, logits relative L2 at "
+           "most %.3g against the CPU alone\n", (unsigned long long)tasks1, worst);
+    free(whole);
+    free(split);
+    unlink(file);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *suite_kv_offload(void)
 {
     Suite *s = suite_create("kv_offload");
@@ -200,6 +311,7 @@ Suite *suite_kv_offload(void)
     tcase_add_test(c, offload_to_the_fpga_pays_where_predicted);
     tcase_add_test(c, the_planner_refuses_a_predicted_loss);
     tcase_add_test(c, bad_settings_are_refused);
+    tcase_add_test(c, offloaded_sessions_give_the_same_logits);
     suite_add_tcase(s, c);
     return s;
 }
