@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "hx_test.h"
 #include "model/model.h"
@@ -303,6 +304,33 @@ START_TEST(offloaded_sessions_give_the_same_logits)
 }
 END_TEST
 
+/* bench/kv-offload-grid's rows: one where the planner offloads and
+ * gains, one where it refuses and the forced run shows the loss; the
+ * script fails (exit status 1) on a row below 0.98x the GPU alone. */
+START_TEST(the_grid_rows)
+{
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "bench/kv-offload-grid --build %s -j 2 --rows "
+             "ws-3090-u55c/llama3-8b:f16/32768/fpga,ws-3090-u55c/llama3-8b:f16/8192/fpga 2>&1",
+             hx_test_build_dir());
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = 0, got;
+    while (n + 1 < sizeof out && (got = fread(out + n, 1, sizeof out - 1 - n, p)) > 0)
+        n += got;
+    out[n] = 0;
+    const int st = pclose(p);
+    printf("%s", out);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kv-offload-grid failed:\n%s", out);
+    ck_assert_msg(strstr(out, "| ws-3090-u55c | llama3-8b:f16 | 32768 | fpga | 1 | ") &&
+                      strstr(out, "| 1 + 3 | ") && strstr(out, "**gain**"), "no gain row:\n%s", out);
+    ck_assert_msg(strstr(out, "| 8192 | fpga | 7 | ") && strstr(out, "refused: predicted loss; forced 7 + 1"),
+                  "no refused row:\n%s", out);
+    ck_assert_msg(strstr(out, "0 where the plan is below 0.98x"), "%s", out);
+}
+END_TEST
+
 Suite *suite_kv_offload(void)
 {
     Suite *s = suite_create("kv_offload");
@@ -312,6 +340,7 @@ Suite *suite_kv_offload(void)
     tcase_add_test(c, the_planner_refuses_a_predicted_loss);
     tcase_add_test(c, bad_settings_are_refused);
     tcase_add_test(c, offloaded_sessions_give_the_same_logits);
+    tcase_add_test(c, the_grid_rows);
     suite_add_tcase(s, c);
     return s;
 }
