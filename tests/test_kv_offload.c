@@ -102,7 +102,6 @@ static void decode(const char *machine, const char *devices, const char *shape, 
 }
 
 static const char *const ws3090 = "bench/machines/ws-3090-u55c.machine";
-static const char *const h200 = "bench/machines/epyc2s-h200-u55c.machine";
 
 /* A step cannot end before any device has done its share of it. */
 static void within_capacity(const decode_run *r, const char *what)
@@ -146,28 +145,30 @@ START_TEST(offload_to_the_fpga_pays_where_predicted)
 }
 END_TEST
 
-/* LLaMA-3.1-70B Q8_0 on the H200 server, 32k deep: six sequences fill
- * the H200; a seventh offloaded to the CPUs would make the GPU read its
- * 75 GB of weights twice per step for one more token, and the planner
- * refuses it.  Forced, the simulation shows the loss it predicted, and
- * the step still respects each device's work. */
+/* LLaMA-3.1-8B F16 on the same workstation, 8k tokens deep: seven
+ * sequences fill the RTX 3090; an eighth on the U55C would make the GPU
+ * read its 16 GB of weights twice per step for one more token, and the
+ * planner refuses it.  Forced, the simulation shows the loss it
+ * predicted, and the step still respects each device's work.  (The same
+ * holds for 70B Q8_0 at 32k on the H200 server with the CPUs: 0.76x
+ * forced, bench/kv-offload-grid; too slow a test under the sanitizers.) */
 START_TEST(the_planner_refuses_a_predicted_loss)
 {
-    decode_run six, seven;
-    decode(h200, "cpu,gpu", "llama3-70b", "q8_0", "6:cpu", 0, 7, 32768, 1, NULL, &seven);
-    ck_assert_int_eq(seven.admitted, 6);
-    ck_assert_int_eq(seven.refused, HX_ERR_NO_MEMORY);
-    ck_assert_msg(strstr(seven.why, "predicted to lose"), "%s", seven.why);
-    decode(h200, "cpu,gpu", "llama3-70b", "q8_0", "6:cpu", 0, 6, 32768, 1, NULL, &six);
-    decode(h200, "cpu,gpu", "llama3-70b", "q8_0", "6:cpu", 1, 7, 32768, 1, NULL, &seven);
-    ck_assert_int_eq(seven.admitted, 7);
-    printf("kv_offload: 70B Q8_0 @32k on epyc2s-h200-u55c: 6 on the GPU %.2f t/s; 6 + 1 on the CPUs (forced) %.2f "
-           "t/s (simulated)\n", 6 / six.step_s, 7 / seven.step_s);
-    ck_assert_msg(7 / seven.step_s < 6 / six.step_s, "the loss predicted is a gain simulated");
-    within_capacity(&six, "GPU alone");
-    within_capacity(&seven, "GPU + CPU");
-    ck_assert_double_eq(six.busy[0], 0); /* the CPU took no task of the GPU's sequences */
-    ck_assert(seven.busy[0] > 0);
+    decode_run seven, eight;
+    decode(ws3090, "all", "llama3-8b", "f16", "7:fpga", 0, 8, 8192, 1, NULL, &eight);
+    ck_assert_int_eq(eight.admitted, 7);
+    ck_assert_int_eq(eight.refused, HX_ERR_NO_MEMORY);
+    ck_assert_msg(strstr(eight.why, "predicted to lose"), "%s", eight.why);
+    decode(ws3090, "all", "llama3-8b", "f16", "7:fpga", 0, 7, 8192, 1, NULL, &seven);
+    decode(ws3090, "all", "llama3-8b", "f16", "7:fpga", 1, 8, 8192, 1, NULL, &eight);
+    ck_assert_int_eq(eight.admitted, 8);
+    printf("kv_offload: 8B F16 @8k on ws-3090-u55c: 7 on the GPU %.2f t/s; 7 + 1 on the FPGA (forced) %.2f t/s "
+           "(simulated)\n", 7 / seven.step_s, 8 / eight.step_s);
+    ck_assert_msg(8 / eight.step_s < 7 / seven.step_s, "the loss predicted is a gain simulated");
+    within_capacity(&seven, "GPU alone");
+    within_capacity(&eight, "GPU + FPGA");
+    ck_assert_double_eq(seven.busy[2], 0); /* the FPGA took no task of the GPU's sequences */
+    ck_assert(eight.busy[2] > 0);
 }
 END_TEST
 
