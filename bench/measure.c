@@ -54,9 +54,37 @@ void hxb_depth_release(void)
 }
 
 static hx_status fill_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s);
+static hx_status open_at_depth_unmeasured(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s);
+
+/* What the devices did while contexts were filled (unmeasured) since the
+ * statistics were last reset: taken out of a row's busy seconds and
+ * busy %, which are the measured runs' (a 32k-token context's prefill
+ * would otherwise make a decode row's busy % the prefill's). */
+static double fill_busy[HXB_MAX_DEVICES];
+
+static void device_busy(hx_runtime *rt, double *busy)
+{
+    for (int d = 0; d < hx_runtime_device_count(rt) && d < HXB_MAX_DEVICES; d++) {
+        hx_device_stats ds = {0};
+        hx_device_stats_get(rt, d, &ds);
+        busy[d] = ds.busy_seconds;
+    }
+}
 
 /* Opens a session holding `depth` tokens of context (unmeasured). */
-static hx_status open_at_depth(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
+static hx_status open_at_depth(hx_runtime *rt, hx_model *m, uint32_t vocab, int depth, uint64_t seed,
+                               hx_session **s)
+{
+    double b0[HXB_MAX_DEVICES] = {0}, b1[HXB_MAX_DEVICES] = {0};
+    device_busy(rt, b0);
+    hx_status st = open_at_depth_unmeasured(m, vocab, depth, seed, s);
+    device_busy(rt, b1);
+    for (int d = 0; d < HXB_MAX_DEVICES; d++)
+        fill_busy[d] += b1[d] - b0[d];
+    return st;
+}
+
+static hx_status open_at_depth_unmeasured(hx_model *m, uint32_t vocab, int depth, uint64_t seed, hx_session **s)
 {
     if (depth <= 0 || seed != 99)
         return fill_at_depth(m, vocab, depth, seed, s);
@@ -103,7 +131,7 @@ static hx_status run_pp(hx_runtime *rt, hx_model *m, uint32_t vocab, const int32
                         double *ns)
 {
     hx_session *s;
-    hx_status st = open_at_depth(m, vocab, depth, 99, &s);
+    hx_status st = open_at_depth(rt, m, vocab, depth, 99, &s);
     if (st)
         return st;
     double t0 = clock_ns(rt);
@@ -124,7 +152,7 @@ static hx_status run_tg(hx_runtime *rt, hx_model *m, uint32_t vocab, int n, int 
     hx_status st = HX_OK;
     fill_tokens(cur, seqs, vocab, 42);
     for (int k = 0; k < seqs && st == HX_OK; k++)
-        st = open_at_depth(m, vocab, depth, 99 + (uint64_t)k, &s[k]);
+        st = open_at_depth(rt, m, vocab, depth, 99 + (uint64_t)k, &s[k]);
     const int said = st != HX_OK; /* open_at_depth said why */
     double t0 = clock_ns(rt);
     for (int i = 0; i < n && st == HX_OK; i++) {
@@ -162,8 +190,10 @@ static void device_stats(hx_runtime *rt, hxb_row *row)
         hxb_device_use *u = &row->dev[d];
         hx_device_stats_get(rt, d, &ds);
         u->tasks = ds.tasks;
-        u->busy_seconds = ds.busy_seconds;
+        u->busy_seconds = ds.busy_seconds - fill_busy[d];
         u->busy_pct = ds.busy_fraction * 100;
+        if (row->t.depth > 0 && row->avg_ns > 0) /* the measured runs' share, fills apart */
+            u->busy_pct = u->busy_seconds / (row->avg_ns * 1e-9 * row->reps) * 100;
         u->kv_allocated = ds.kv_bytes_allocated;
         u->kv_named_peak = ds.kv_bytes_named_peak;
         u->kv_device_only_peak = ds.kv_bytes_device_only_peak;
@@ -222,6 +252,7 @@ hx_status hxb_measure(hx_runtime *rt, hx_model *m, const hxb_model *md, const hx
     }
     hxb_stats_peak_rss_reset();
     hx_runtime_stats_reset(rt);
+    memset(fill_busy, 0, sizeof fill_busy);
     for (int r = 0; r < p->reps && st == HX_OK; r++) {
         st = run_once(rt, m, md, t, ids, t->n, t->depth, &row->samples_ns[r]);
         ts[r] = (double)t->n * t->seqs / (row->samples_ns[r] * 1e-9);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/batch.h"
+#include "engine/kv_offload.h"
 #include "engine/pipeline.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
@@ -27,10 +28,12 @@ static hx_status eval_core(hx_model *m, size_t n, const int32_t *tokens, hx_sess
     if (s == HX_OK && m->pipe) {
         s = hx_pipeline_eval(m, &w); /* the layers on the pipeline's ranks (engine/pipeline.c) */
     } else if (s == HX_OK) {
+        hx_kv_offload_pin(&w);
         const struct hx_plan *plan;
         s = hx_plan_get_locked(m, &w.shape, &plan);
+        /* An offloaded batch's pins are not in the recordings' key. */
         if (s == HX_OK)
-            s = hx_replay_emit(m, &w.shape, plan);
+            s = w.shape.kv_pinned ? hx_llama_emit(m, &w.shape, plan, NULL, NULL) : hx_replay_emit(m, &w.shape, plan);
         hx_status waited = hx_runtime_wait_all(m->rt);
         if (s == HX_OK)
             s = waited;
@@ -128,7 +131,9 @@ static hx_status session_eval(hx_session *s, const int32_t *tokens, size_t n, in
     /* Leading blocks the prefix cache holds are attached, not evaluated;
      * every token's logits need every token evaluated. */
     uint32_t reused = 0;
-    st = logits_all ? HX_OK : hx_session_reuse_prefix(s, tokens, n, &reused);
+    st = hx_kv_offload_admit(s, n, n_more);
+    if (st == HX_OK)
+        st = logits_all ? HX_OK : hx_session_reuse_prefix(s, tokens, n, &reused);
     /* The whole request before its first chunk: a prompt that cannot fit
      * is refused before any work, not after evaluating what fits, and
      * the session keeps even its last logits. */
@@ -229,9 +234,13 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
         want[i] = b->want_logits ? b->want_logits[i] != 0 : g[slot[i]].last == i;
         g[slot[i]].n_logits += want[i];
     }
+    /* Where a new session's KV cache lives (HX_KV_OFFLOAD). */
+    for (uint32_t k = 0; k < S && st == HX_OK; k++)
+        st = hx_kv_offload_admit(distinct[k], g[k].count, 0);
     /* A prompt's leading blocks the cache holds are attached, their
      * entries left out, as in hx_session_eval. */
-    st = hx_batch_reuse_prefix(b->n, b->tokens, b->sessions, want, tokens, sessions, kept_want, &kept, undo,
+    if (st == HX_OK)
+        st = hx_batch_reuse_prefix(b->n, b->tokens, b->sessions, want, tokens, sessions, kept_want, &kept, undo,
                                &n_undo);
     /* Each session's per-token table covers its entries in this batch. */
     for (uint32_t k = 0; k < S && st == HX_OK; k++)
@@ -243,7 +252,9 @@ static hx_status batch_eval(hx_model *m, const hx_batch *b)
     const char *mbs = getenv("HX_MICRO_BATCHES");
     const int split = m->pipe && !m->stage.tp.on && S >= 2 && kept >= 2 && !(mbs && !strcmp(mbs, "1"));
     if (st == HX_OK)
-        st = split ? eval_split(m, kept, tokens, sessions, kept_want) : eval_core(m, kept, tokens, sessions, kept_want);
+        st = split ? eval_split(m, kept, tokens, sessions, kept_want)
+             : hx_kv_offload_mixed(sessions, kept) ? hx_kv_offload_eval(m, kept, tokens, sessions, kept_want)
+                                                   : eval_core(m, kept, tokens, sessions, kept_want);
     for (size_t u = 0; u < n_undo; u++) {
         undo[u].s->reused = st ? 0 : undo[u].reused;
         if (st && undo[u].reused)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/kv_offload.h"
 #include "engine/session.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
@@ -43,6 +44,11 @@ static hx_status session_close(hx_session *s)
     hx_status st = hx_handle_remove(s, HX_HANDLE_SESSION, "hx_session_close");
     if (st)
         return st;
+    if (s->kv_counted) { /* only with HX_KV_OFFLOAD */
+        pthread_mutex_lock(&s->m->eval_lock);
+        hx_kv_offload_release(s);
+        pthread_mutex_unlock(&s->m->eval_lock);
+    }
     hx_kv_seq_release(s->m->kv, &s->seq);
     free(s->logits);
     free(s->logit_row);

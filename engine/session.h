@@ -27,6 +27,11 @@ struct hx_session {
     int32_t batch_slot;    /* while a batch is numbered (hx_batch_number): its place among the
                             * batch's sessions; -1 otherwise */
     int embd;              /* embeddings mode: `logits` holds final-norm hidden states, n_embd wide */
+    /* KV offload (engine/kv_offload.c): 0 undecided, 1 its cache where the
+     * GPU's plan puts it, 2 offloaded (hx_model.kv_off.dev); kv_counted:
+     * it counts in the model's n_gpu or n_off (a fork shares its parent's
+     * blocks and does not). */
+    int kv_home, kv_counted;
 };
 
 /* Floats of one row of s->logits: n_embd in embeddings mode, else n_vocab. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/kv_offload.h"
 #include "engine/session.h"
 #include "runtime/error.h"
 #include "runtime/handle.h"
@@ -240,6 +241,7 @@ static hx_status copy_state(hx_session *f, const hx_session *s)
     f->keep_blocks = s->keep_blocks;
     f->shift_keep = s->shift_keep;
     f->shift_discard = s->shift_discard;
+    hx_kv_offload_inherit(f, s);
     return hx_kv_seq_share(s->m->kv, &s->seq, &f->seq);
 }
 

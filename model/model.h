@@ -182,6 +182,15 @@ struct hx_model {
     hx_model_stage stage;
     struct hx_pipe *pipe;
     char *path; /* the file it was loaded from (a pipeline's ranks load it too); NULL for shapes */
+    /* KV offload by sequences (engine/kv_offload.c, HX_KV_OFFLOAD): read
+     * once; sessions whose cache the GPU holds, and those offloaded. */
+    struct {
+        int read, on;         /* configuration read; offload configured */
+        uint32_t gpu_seqs;    /* sequences whose KV cache the GPU's memory holds */
+        int dev;              /* the offload device (-2: none) */
+        int home;             /* the device whose memory binds the batch: the first GPU, else the CPU */
+        uint32_t n_gpu, n_off;
+    } kv_off;
 };
 
 /* The pipeline the next models load as a stage of (model/stage.c): this

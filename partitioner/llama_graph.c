@@ -40,6 +40,10 @@ static void task_pinned_on_blocks(graph *g, int device, hx_task_class cls, hx_op
                       .args_size = size, .device = device, .blocks = blocks, .nblocks = blocks ? n_blocks : 0};
     if (g->plan && g->seq < g->plan->n)
         d.prefer = g->plan->e[g->seq].prefer;
+    /* An offloaded sub-batch's chain (its GEMMs wait for its attention
+     * elsewhere) is the step's critical path: its tasks go first in a
+     * device's queue. */
+    d.priority = g->b->kv_pinned;
     g->seq++;
     memcpy(d.buffers, bufs, sizeof *bufs * (size_t)n);
     memcpy(d.modes, modes, sizeof *modes * (size_t)n);
@@ -355,16 +359,21 @@ static void layer(graph *g, uint32_t l)
     rope(g, A->k, in->n_head_kv, T);
 
     hx_op_kv_store ks = {kv, in->n_head_kv, in->head_dim, m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v};
-    task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
+    /* An offloaded sub-batch (hx_batch_shape.kv_pinned): its cache and the
+     * attention over it stay on the device whose memory holds them. */
+    const int kv_dev = g->b->kv_pinned ? g->b->kv_device : -1;
+    task_pinned_on_blocks(g, kv_dev, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
                    (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
                    (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}, g->b->kv_written, g->b->n_kv_written);
     const uint32_t window = m->hp.n_swa ? m->hp.n_swa : hx_model_layer_swa(m, l) ? m->hp.layer_window : 0;
     hx_op_attention at = {kv,      in->n_head, in->n_head_kv, in->head_dim, m->kv_type, query_scale(m), window,
                           m->v_type, m->kv_rot_k, m->kv_rot_v};
+    if (m->opts.kv_split && kv_dev >= 0 && !g->status)
+        g->status = hx_error(HX_ERR_UNSUPPORTED, "kv_split with an offloaded sub-batch's KV cache");
     if (m->opts.kv_split)
         split_attention(g, l, &at);
     else
-        task_on_blocks(g, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
+        task_pinned_on_blocks(g, kv_dev, HX_CLASS_ATTENTION, HX_OP_ATTENTION, &at, sizeof at, 5,
                        (hx_buffer *[]){A->q, m->kv->k[l], m->kv->v[l], A->meta, A->att},
                        (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W}, g->b->kv_read, g->b->n_kv_read);
 

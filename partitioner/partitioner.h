@@ -42,6 +42,10 @@ typedef struct {
      * device's (from it), sorted. */
     const uint32_t *kv_read_part[2];
     uint32_t n_kv_read_part[2];
+    /* KV offload (partitioner/kv_offload.h): with kv_pinned, the batch's
+     * kv_store and attention tasks are pinned to device kv_device, whose
+     * memory holds these sequences' KV cache. */
+    int kv_pinned, kv_device;
 } hx_batch_shape;
 
 /* One task of the plan: where it would rather run and why. */
