@@ -472,6 +472,14 @@ typedef struct {
      * runs on the CPU.  0 = HX_KV_ROTATE ("0" turns it off), else on;
      * 1 = on, -1 = off. */
     int kv_rotate;
+    /* A mixture of experts' router, as the placement planner expects it
+     * to choose (docs/scheduling.md): "uniform", "zipf:S", "measured" (the
+     * router's own tallies, hx_model_expert_counts, once enough tokens
+     * were routed), or the path of a tally file
+     * (hx_model_expert_tally_save), to which a model with weights adds
+     * its own tallies as it runs.  NULL = HX_MOE_ROUTING, else "measured"
+     * for a model with weights, "uniform" for shapes without them. */
+    const char *moe_routing;
 } hx_model_options;
 
 typedef struct {
@@ -557,6 +565,11 @@ HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
  * cap < n_expert or the layer does not exist.  Waits for an evaluation in
  * progress. */
 HX_API hx_status hx_model_expert_counts(hx_model *m, uint32_t layer, uint64_t *counts, size_t cap, size_t *n);
+/* Writes those tallies, every layer's (plus the counts of the tally file
+ * the model's moe_routing named, if any), to a text file that
+ * hx_model_options.moe_routing / HX_MOE_ROUTING take back: a plan made
+ * before a run from what the router chose in an earlier one. */
+HX_API hx_status hx_model_expert_tally_save(hx_model *m, const char *path);
 
 /* Activation observers: statistics of what each weight matrix multiplies
  * (hx_imatrix below is one).  After every evaluation's matmul with a model

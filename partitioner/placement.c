@@ -49,6 +49,8 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/moe_routing.h"
+#include "ops/ops.h"
 #include "partitioner/partitioner.h"
 #include "partitioner/placement.h"
 #include "runtime/buffer.h"
@@ -145,6 +147,7 @@ typedef struct {
     double kv_bytes;            /* the layer's KV cache, for tasks that touch it */
     int kv;                     /* touches the KV cache */
     int group;                  /* an expert task: its group of the layer's experts (most used first); else -1 */
+    uint32_t e_lo, e_n;         /* an expert task's experts */
     hx_buffer *w[HX_PLACE_KEEP_PER_TASK]; /* its weight buffers */
     int nw;                     /* how many; > HX_PLACE_KEEP_PER_TASK: not all recorded */
 } ptask;
@@ -195,8 +198,12 @@ static void collect(void *user, int layer, hx_task_class cls, const hx_task_desc
         g->group = g->group_layer == layer ? g->group + 1 : 0;
         g->group_layer = layer;
         t->group = g->group;
+        const hx_op_moe_gate_up *a = d->args;
+        t->e_lo = a->e_lo, t->e_n = a->e_n ? a->e_n : a->E;
     } else if (d->codelet == hx_op_codelet(HX_OP_MOE_DOWN) && g->group_layer == layer) {
         t->group = g->group;
+        const hx_op_moe_down *a = d->args;
+        t->e_lo = a->e_lo, t->e_n = a->e_n ? a->e_n : a->E;
     }
     const hx_kv_pool *kv = g->m->kv;
     int L = (int)g->m->info.n_layer;
@@ -843,9 +850,12 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
                 e->bytes = g.t[i].bytes;
                 e->prefer = d >= 0 ? 1u << d : 0;
                 e->device = d;
-                snprintf(e->reason, sizeof e->reason, "%s: layer on dev %d%s",
+                char experts[40] = "";
+                if (g.t[i].group >= 0)
+                    snprintf(experts, sizeof experts, "; experts %u-%u", g.t[i].e_lo, g.t[i].e_lo + g.t[i].e_n - 1);
+                snprintf(e->reason, sizeof e->reason, "%s: layer on dev %d%s%s",
                          mode == HX_PLACE_NGL ? "ngl" : sl->provisional ? "plan (measuring)" : "plan", h,
-                         d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays");
+                         d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays", experts);
             }
         /* The weights it puts in devices' own memory, for freeing them
          * there once no plan in use does. */
@@ -1019,6 +1029,14 @@ hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx
     uint32_t ctx = pow2_at_least(b->max_blocks);
     kept *cand = NULL;
     size_t n_cand = 0;
+    /* The router's measured shares moved: every plan (its groups' order,
+     * their costs) is out of date. */
+    if (hx_moe_routing_update(m, b->T))
+        for (int i = 0; i < HX_PLACE_SLOTS; i++)
+            if (pl->s[i].used) {
+                add_candidates(pl, &cand, &n_cand, &pl->s[i]);
+                pl->s[i].used = 0;
+            }
     slot *sl = NULL, *victim = &pl->s[0];
     for (int i = 0; i < HX_PLACE_SLOTS && !sl; i++) {
         slot *c = &pl->s[i];
