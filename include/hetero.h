@@ -662,7 +662,9 @@ HX_API hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out);
  * (~15M parameters) or "small" (~110M); or one of another architecture:
  * "qwen3-tiny" (heads of 128 over n_embd 512), "mixtral-tiny" (a llama
  * with 8 experts, 2 used), "qwen3moe-tiny" (16 experts, 4 used),
- * "gemma3-tiny" (a sliding window of 32 on 5 layers of 6); type: "f32",
+ * "gemma3-tiny" (a sliding window of 32 on 5 layers of 6),
+ * "qwen3moe-skewed" (Qwen3-30B-A3B's 48 layers of 128 experts, 8 used, on
+ * tiny matrices, with a router skewed towards some experts); type: "f32",
  * "f16", "q8_0", "q4_0", "q4_K"... for the 2-D weights. */
 HX_API hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type,
                                           uint64_t seed);

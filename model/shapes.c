@@ -56,6 +56,7 @@ static const hx_synthetic_config presets[] = {
     {"mixtral-tiny", 512, 4, 8, 4, 768, 2048, "llama", 0},
     {"qwen3moe-tiny", 512, 4, 8, 4, 512, 2048, "qwen3moe", 0},
     {"gemma3-tiny", 512, 6, 4, 1, 1536, 2048, "gemma3", 0},
+    {"qwen3moe-skewed", 128, 48, 4, 2, 32, 2048, "qwen3moe", 0},
 };
 
 const hx_synthetic_config *hx_synthetic_preset(const char *name)

@@ -77,10 +77,10 @@
 /* Expert groups per layer the program weighs apart (more: the layer's
  * experts move together). */
 #define HX_PLACE_MAX_GROUPS 64
-/* When one plan has been used this many steps (placement calls) in a
- * row, the others are dropped and the weights only they kept on a device
- * freed there: the shapes of a prompt's chunks, once decoding runs, or a
- * context size outgrown.  Shapes that alternate (a server's decode steps
+/* When one decode plan has been used this many steps (placement calls) in
+ * a row, the others are dropped and the weights only they kept on a
+ * device freed there: the shapes of a prompt's chunks, once decoding
+ * runs, or a context size outgrown.  Shapes that alternate (a server's decode steps
  * and prefill chunks) keep their plans. */
 #define HX_PLACE_IDLE 16
 /* Weight buffers a plan records per task (more: the plan's holdings are
@@ -1060,7 +1060,10 @@ hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx
      * this plan is made again with that room. */
     pl->run = pl->last == sl && !fresh ? pl->run + 1 : 1;
     pl->last = sl;
-    if (pl->run == HX_PLACE_IDLE) {
+    /* Only a decode step's plan (a token per sequence) drops the others:
+     * a prompt's chunks are passing, and weights they would evict are
+     * those the decode steps after them need again. */
+    if (pl->run == HX_PLACE_IDLE && b->T == b->S) {
         int dropped = 0;
         for (int i = 0; i < HX_PLACE_SLOTS; i++) {
             slot *c = &pl->s[i];
