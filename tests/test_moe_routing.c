@@ -42,7 +42,7 @@ static void parse_tally(const char *text, unsigned long c[4][16])
 {
     ck_assert_ptr_nonnull(strstr(text, "hetero-expert-tally 1\nlayers 4 experts 16 used 4\n"));
     for (int l = 0; l < 4; l++) {
-        char tag[16];
+        char tag[24];
         snprintf(tag, sizeof tag, "layer %d:", l);
         const char *p = strstr(text, tag);
         ck_assert_ptr_nonnull(p);
