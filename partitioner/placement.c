@@ -717,7 +717,7 @@ static void free_unkept(struct hx_placements *pl, const kept *cand, size_t n_can
         return; /* freeing nothing is safe: the memory stays counted */
     n = 0;
     for (int i = 0; i < HX_PLACE_SLOTS; i++)
-        if (pl->s[i].used) {
+        if (pl->s[i].used && pl->s[i].n_keep) {
             memcpy(live + n, pl->s[i].keep, sizeof *live * pl->s[i].n_keep);
             n += pl->s[i].n_keep;
         }
