@@ -472,6 +472,14 @@ typedef struct {
      * runs on the CPU.  0 = HX_KV_ROTATE ("0" turns it off), else on;
      * 1 = on, -1 = off. */
     int kv_rotate;
+    /* A mixture of experts' router, as the placement planner expects it
+     * to choose (docs/scheduling.md): "uniform", "zipf:S", "measured" (the
+     * router's own tallies, hx_model_expert_counts, once enough tokens
+     * were routed), or the path of a tally file
+     * (hx_model_expert_tally_save), to which a model with weights adds
+     * its own tallies as it runs.  NULL = HX_MOE_ROUTING, else "measured"
+     * for a model with weights, "uniform" for shapes without them. */
+    const char *moe_routing;
 } hx_model_options;
 
 typedef struct {
@@ -557,6 +565,11 @@ HX_API hx_status hx_model_stats_get(const hx_model *m, hx_model_stats *out);
  * cap < n_expert or the layer does not exist.  Waits for an evaluation in
  * progress. */
 HX_API hx_status hx_model_expert_counts(hx_model *m, uint32_t layer, uint64_t *counts, size_t cap, size_t *n);
+/* Writes those tallies, every layer's (plus the counts of the tally file
+ * the model's moe_routing named, if any), to a text file that
+ * hx_model_options.moe_routing / HX_MOE_ROUTING take back: a plan made
+ * before a run from what the router chose in an earlier one. */
+HX_API hx_status hx_model_expert_tally_save(hx_model *m, const char *path);
 
 /* Activation observers: statistics of what each weight matrix multiplies
  * (hx_imatrix below is one).  After every evaluation's matmul with a model
@@ -662,7 +675,9 @@ HX_API hx_status hx_model_plan_get(hx_model *m, size_t i, hx_plan_task *out);
  * (~15M parameters) or "small" (~110M); or one of another architecture:
  * "qwen3-tiny" (heads of 128 over n_embd 512), "mixtral-tiny" (a llama
  * with 8 experts, 2 used), "qwen3moe-tiny" (16 experts, 4 used),
- * "gemma3-tiny" (a sliding window of 32 on 5 layers of 6); type: "f32",
+ * "gemma3-tiny" (a sliding window of 32 on 5 layers of 6),
+ * "qwen3moe-skewed" (Qwen3-30B-A3B's 48 layers of 128 experts, 8 used, on
+ * tiny matrices, with a router skewed towards some experts); type: "f32",
  * "f16", "q8_0", "q4_0", "q4_K"... for the 2-D weights. */
 HX_API hx_status hx_model_write_synthetic(const char *path, const char *preset, const char *type,
                                           uint64_t seed);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/moe_routing.h"
 #include "model/context.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -552,6 +553,8 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
         s = hx_model_act_alloc(m);
     if (s == HX_OK && m->hp.n_expert)
         s = expert_counts_create(m);
+    if (s == HX_OK && m->hp.n_expert)
+        s = hx_moe_routing_setup(m);
     return s;
 }
 
@@ -693,6 +696,7 @@ void hx_model_destroy(hx_model *m)
     }
     free(m->layers);
     free(m->expert_p);
+    free(m->expert_prior);
     hx_tokenizer_free(m->tok);
     free(m->chat_template);
     hx_model_free_named_templates(m);

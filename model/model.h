@@ -136,7 +136,16 @@ struct hx_model {
      * per layer; the graph turns it into each expert task's expected work
      * (ops/ops.h: share, e_read).  NULL: unknown. */
     float *expert_p;
-    const char *expert_p_source; /* what it is: a declared distribution, named */
+    const char *expert_p_source; /* what it is (expert_p_desc): declared, measured, a tally file */
+    char expert_p_desc[160];
+    /* Measured routing (model/moe_routing.c): expert_p follows the
+     * tallies plus expert_prior (a tally file's counts, [n_layer][n_expert],
+     * NULL: none), refreshed when the tokens seen reach routing_next;
+     * routing_version counts the changes. */
+    int routing_measured;
+    uint64_t *expert_prior;
+    char expert_tally_file[100];
+    uint64_t routing_tokens, routing_next, routing_version;
     hx_layer_weights *layers;
     struct hx_tokenizer *tok;
     char *chat_template;       /* tokenizer.chat_template, NUL-terminated; NULL when absent */

@@ -56,6 +56,7 @@ static const hx_synthetic_config presets[] = {
     {"mixtral-tiny", 512, 4, 8, 4, 768, 2048, "llama", 0},
     {"qwen3moe-tiny", 512, 4, 8, 4, 512, 2048, "qwen3moe", 0},
     {"gemma3-tiny", 512, 6, 4, 1, 1536, 2048, "gemma3", 0},
+    {"qwen3moe-skewed", 128, 48, 4, 2, 32, 2048, "qwen3moe", 0},
 };
 
 const hx_synthetic_config *hx_synthetic_preset(const char *name)
@@ -167,33 +168,6 @@ static hx_status build(hx_model *m, hx_type type, uint32_t n_groups)
     return HX_OK;
 }
 
-/* The router's choices, declared (a model without weights has no router
- * to measure): HX_MOE_ROUTING "uniform" (default: every expert alike, as
- * a load-balancing loss aims for) or "zipf:S" (expert i's share
- * proportional to 1 / (i + 1)^S, the most used first), the same in every
- * layer. */
-static hx_status declare_routing(hx_model *m)
-{
-    const char *env = getenv("HX_MOE_ROUTING");
-    double S = 0;
-    if (env && *env && strcmp(env, "uniform")) {
-        char *end = NULL;
-        if (strncmp(env, "zipf:", 5) || (S = strtod(env + 5, &end), end == env + 5 || *end) || !(S >= 0 && S <= 8))
-            return hx_error(HX_ERR_INVALID_ARG, "HX_MOE_ROUTING '%s': uniform or zipf:S with 0 <= S <= 8", env);
-    }
-    const uint32_t E = m->hp.n_expert, L = m->info.n_layer;
-    if (!(m->expert_p = malloc(sizeof *m->expert_p * E * L)))
-        return hx_error(HX_ERR_NO_MEMORY, "expert shares");
-    double sum = 0;
-    for (uint32_t e = 0; e < E; e++)
-        sum += pow(e + 1.0, -S);
-    for (uint32_t l = 0; l < L; l++)
-        for (uint32_t e = 0; e < E; e++)
-            m->expert_p[(size_t)l * E + e] = (float)(pow(e + 1.0, -S) / sum);
-    m->expert_p_source = S > 0 ? "declared zipf" : "declared uniform";
-    return HX_OK;
-}
-
 static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_name,
                              const hx_model_options *opts, hx_model **out)
 {
@@ -249,9 +223,9 @@ static hx_status load_shapes(hx_runtime *rt, const char *name, const char *type_
                                .n_expert_used = sh.n_expert_used, .n_ff_exp = sh.n_expert ? sh.n_ff : 0};
     in->n_expert = sh.n_expert;
     in->n_expert_used = sh.n_expert_used;
+    /* The router's choices (model/moe_routing.c): declared, or a tally
+     * file's; a model without weights has no router to measure. */
     s = build(m, type, sh.n_groups);
-    if (s == HX_OK && sh.n_expert)
-        s = declare_routing(m);
     if (s == HX_OK)
         s = hx_model_prepare(m, opts);
     if (s) {

@@ -201,6 +201,9 @@ static void split_attention(graph *g, uint32_t l, const hx_op_attention *at)
          (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
 }
 
+/* Expert groups per layer emitted in order of use (more: in index order). */
+#define HX_GRAPH_MAX_GROUPS 256
+
 /* What the router is expected to give experts [e_lo, e_lo + e_n) of
  * layer l in a batch of T tokens (model/model.h, expert_p): their share of
  * the T * k entries, and how many of them at least one token uses (expert
@@ -256,23 +259,42 @@ static void experts(graph *g, uint32_t l)
     observe_experts(g, l, HX_LW_GATE_EXPS, A->xn, D, 1);
     observe_experts(g, l, HX_LW_UP_EXPS, A->xn, D, 1);
     /* With groups (model/model.h), each group's two halves in turn, the
-     * most used first, each down adding to the sums before it. */
+     * most used first by the router's expected shares (the placement
+     * planner keeps the first ones on a GPU), each down adding to the sums
+     * before it. */
     const uint32_t ng = L->n_groups ? L->n_groups : 1;
-    for (uint32_t gi = 0; gi < ng; gi++) {
+    uint32_t order[HX_GRAPH_MAX_GROUPS];
+    float shares[HX_GRAPH_MAX_GROUPS], reads[HX_GRAPH_MAX_GROUPS];
+    const uint32_t sorted = ng <= HX_GRAPH_MAX_GROUPS ? ng : 0;
+    for (uint32_t i = 0; i < sorted; i++) {
+        const hx_expert_group *G = L->n_groups ? &L->groups[i] : NULL;
+        expected_work(m, l, T, G ? G->e_lo : 0, G ? G->e_n : E, &shares[i], &reads[i]);
+        uint32_t j = i; /* insertion, stable: equal shares keep their order */
+        while (j > 0 && shares[order[j - 1]] < shares[i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (uint32_t pos = 0; pos < ng; pos++) {
+        const uint32_t gi = sorted ? order[pos] : pos;
         const hx_expert_group *G = L->n_groups ? &L->groups[gi] : NULL;
         float share = 0, e_read = 0;
-        expected_work(m, l, T, G ? G->e_lo : 0, G ? G->e_n : E, &share, &e_read);
+        if (sorted)
+            share = shares[gi], e_read = reads[gi];
+        else
+            expected_work(m, l, T, G ? G->e_lo : 0, G ? G->e_n : E, &share, &e_read);
         hx_op_moe_gate_up gu = {T, D, F, E, k, L->w[HX_LW_GATE_EXPS].type, L->w[HX_LW_UP_EXPS].type,
                                 m->arch->ffn_act == HX_FFN_GELU, G ? G->e_lo : 0, G ? G->e_n : 0, share, e_read};
         task(g, HX_CLASS_GEMM, HX_OP_MOE_GATE_UP, &gu, sizeof gu, 5,
              (hx_buffer *[]){A->xn, A->route, G ? G->gate : L->w[HX_LW_GATE_EXPS].buf,
                              G ? G->up : L->w[HX_LW_UP_EXPS].buf, A->moe_h},
              (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
-        hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type, G ? G->e_lo : 0, G ? G->e_n : 0, gi > 0,
+        hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type, G ? G->e_lo : 0, G ? G->e_n : 0, pos > 0,
                              share, e_read};
         task(g, HX_CLASS_GEMM, HX_OP_MOE_DOWN, &dn, sizeof dn, 4,
              (hx_buffer *[]){A->moe_h, A->route, G ? G->down : L->w[HX_LW_DOWN_EXPS].buf, A->moe_out},
-             (hx_access[]){HX_R, HX_R, HX_R, gi ? HX_RW : HX_W});
+             (hx_access[]){HX_R, HX_R, HX_R, pos ? HX_RW : HX_W});
     }
     observe_experts(g, l, HX_LW_DOWN_EXPS, A->moe_h, F, 0);
     if (!L->w[HX_LW_DOWN_SHEXP].buf)

@@ -49,6 +49,8 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/moe_routing.h"
+#include "ops/ops.h"
 #include "partitioner/partitioner.h"
 #include "partitioner/placement.h"
 #include "runtime/buffer.h"
@@ -75,6 +77,21 @@
 /* Expert groups per layer the program weighs apart (more: the layer's
  * experts move together). */
 #define HX_PLACE_MAX_GROUPS 64
+/* When one decode plan has been used this many steps (placement calls) in
+ * a row, the others are dropped and the weights only they kept on a
+ * device freed there: the shapes of a prompt's chunks, once decoding
+ * runs, or a context size outgrown.  Shapes that alternate (a server's decode steps
+ * and prefill chunks) keep their plans. */
+#define HX_PLACE_IDLE 16
+/* Weight buffers a plan records per task (more: the plan's holdings are
+ * not known, and nothing it placed is ever freed). */
+#define HX_PLACE_KEEP_PER_TASK 6
+
+/* A weight buffer a plan puts in a device's own memory. */
+typedef struct {
+    hx_buffer *b;
+    int dev;
+} kept;
 
 typedef struct {
     uint32_t T, S, ctx; /* ctx: longest block table rounded up to a power of two */
@@ -84,20 +101,36 @@ typedef struct {
     uint32_t retired;     /* devices out of service when it was made */
     double slowness[HX_MAX_DEVICES];
     double predicted;     /* seconds per step, by the planner's model */
+    int refit;            /* memory was freed since it was made: made again at its next use */
     struct hx_plan *plan; /* inside the same allocation */
+    /* Per part: the device with memory of its own its plan puts the
+     * part's weights in (bit), and their bytes there. */
+    uint32_t hold[HX_PLACE_MAX_PARTS];
+    double hold_w[HX_PLACE_MAX_PARTS];
+    /* Those weights' buffers (inside the same allocation, room for
+     * cap_keep); overflow: some were not recorded. */
+    kept *keep;
+    size_t n_keep, cap_keep;
+    int overflow;
 } slot;
 
 struct hx_placements {
     size_t n;             /* tasks per graph */
     uint64_t clock, generation, replans, calibrations;
     /* Per part of the graph (before the layers, each layer, after them):
-     * the devices with memory of their own that hold its weights, and its
-     * KV cache.  Nothing evicts a replica, so what a device holds stays
-     * counted against its memory by every later plan (other shapes,
-     * replans), whether that plan uses it or not. */
+     * the devices with memory of their own that hold its weights for the
+     * plans in use (other than the one being made), and its KV cache.  A
+     * plan's weights stay on a device while some plan in use puts them
+     * there; when none does (a plan made again elsewhere, a plan dropped
+     * for idleness) they are freed there.  A KV cache, written there, is
+     * not freed: it stays counted by every later plan. */
     uint32_t resident[HX_PLACE_MAX_PARTS];
     uint32_t resident_kv[HX_PLACE_MAX_PARTS]; /* and its KV cache */
-    double resident_w[HX_PLACE_MAX_PARTS];    /* bytes of its weights held there (the most of any plan) */
+    double resident_w[HX_PLACE_MAX_PARTS];    /* bytes of its weights held there (the most of those plans) */
+    uint64_t evicted_bytes;                   /* weights freed on devices so far */
+    int monotonic; /* a plan's weights could not all be recorded: nothing is freed, holdings only grow */
+    const slot *last; /* the plan used last, and how many steps in a row */
+    uint64_t run;
     slot s[HX_PLACE_SLOTS];
 };
 
@@ -114,6 +147,9 @@ typedef struct {
     double kv_bytes;            /* the layer's KV cache, for tasks that touch it */
     int kv;                     /* touches the KV cache */
     int group;                  /* an expert task: its group of the layer's experts (most used first); else -1 */
+    uint32_t e_lo, e_n;         /* an expert task's experts */
+    hx_buffer *w[HX_PLACE_KEEP_PER_TASK]; /* its weight buffers */
+    int nw;                     /* how many; > HX_PLACE_KEEP_PER_TASK: not all recorded */
 } ptask;
 
 typedef struct {
@@ -162,8 +198,12 @@ static void collect(void *user, int layer, hx_task_class cls, const hx_task_desc
         g->group = g->group_layer == layer ? g->group + 1 : 0;
         g->group_layer = layer;
         t->group = g->group;
+        const hx_op_moe_gate_up *a = d->args;
+        t->e_lo = a->e_lo, t->e_n = a->e_n ? a->e_n : a->E;
     } else if (d->codelet == hx_op_codelet(HX_OP_MOE_DOWN) && g->group_layer == layer) {
         t->group = g->group;
+        const hx_op_moe_down *a = d->args;
+        t->e_lo = a->e_lo, t->e_n = a->e_n ? a->e_n : a->E;
     }
     const hx_kv_pool *kv = g->m->kv;
     int L = (int)g->m->info.n_layer;
@@ -175,6 +215,9 @@ static void collect(void *user, int layer, hx_task_class cls, const hx_task_desc
             t->kv_bytes += (double)sizes[i];
         } else if (b->read_only) {
             t->weight_bytes += (double)sizes[i];
+            if (t->nw < HX_PLACE_KEEP_PER_TASK)
+                t->w[t->nw] = b;
+            t->nw++;
         } else {
             if (d->modes[i] & HX_R)
                 t->in_bytes += (double)sizes[i];
@@ -599,12 +642,15 @@ static void calibration_homes(machine *mc, const parts *p, uint64_t round, int *
 /* HX_PLAN_PRINT=1: each plan as a table on stderr, one row per layer: its
  * device, where its KV cache is, and where its expert groups are (the
  * most used first). */
-static void print_plan(hx_model *m, const parts *p, const part_costs *pc, const ptask *t, size_t n,
-                       const hx_batch_shape *b, const slot *sl, const int *home, const int *var)
+static void print_plan(hx_model *m, const struct hx_placements *pl, const parts *p, const part_costs *pc,
+                       const ptask *t, size_t n, const hx_batch_shape *b, const slot *sl, const int *home,
+                       const int *var)
 {
     fprintf(stderr, "plan for %u tokens, %u sequences, context up to %u KV blocks: %.3f ms per step predicted%s%s\n", b->T, b->S,
             sl->ctx, sl->predicted * 1e3, m->expert_p_source ? "; router: " : "",
             m->expert_p_source ? m->expert_p_source : "");
+    if (pl->evicted_bytes)
+        fprintf(stderr, "weights freed on devices by earlier plans: %.2f GiB\n", (double)pl->evicted_bytes / (1 << 30));
     fprintf(stderr, "| layer | device | KV cache | expert groups on it | in host memory | entries on it |\n");
     fprintf(stderr, "| ---: | ---: | --- | ---: | ---: | ---: |\n");
     for (int k = 1; k < p->np - 1; k++) {
@@ -627,6 +673,60 @@ static void print_plan(hx_model *m, const parts *p, const part_costs *pc, const 
             snprintf(entries, sizeof entries, "%.0f %%", all > 0 ? 100 * share / all : 0);
         fprintf(stderr, "| %d | %d | %s | %d of %d | %d | %s |\n", k - 1, h, kv, here, groups, groups - here, entries);
     }
+}
+
+/* What the plans in use other than `except` put in devices' own memory
+ * (what a plan being made must leave room for). */
+static void gather_holdings(struct hx_placements *pl, const slot *except)
+{
+    if (pl->monotonic)
+        return; /* holdings are not known well enough to shrink */
+    memset(pl->resident, 0, sizeof pl->resident);
+    memset(pl->resident_w, 0, sizeof pl->resident_w);
+    for (int i = 0; i < HX_PLACE_SLOTS; i++) {
+        const slot *c = &pl->s[i];
+        if (!c->used || c == except)
+            continue;
+        for (int k = 0; k < HX_PLACE_MAX_PARTS; k++)
+            if (c->hold[k]) {
+                pl->resident[k] |= c->hold[k];
+                pl->resident_w[k] = fmax(pl->resident_w[k], c->hold_w[k]);
+            }
+    }
+}
+
+static int kept_cmp(const void *a, const void *b)
+{
+    const kept *x = a, *y = b;
+    if (x->b != y->b)
+        return (uintptr_t)x->b < (uintptr_t)y->b ? -1 : 1;
+    return (x->dev > y->dev) - (x->dev < y->dev);
+}
+
+/* Frees on their devices the weights of `cand` that no plan in use keeps
+ * there. */
+static void free_unkept(struct hx_placements *pl, const kept *cand, size_t n_cand)
+{
+    if (!n_cand || pl->monotonic)
+        return;
+    size_t n = 0;
+    for (int i = 0; i < HX_PLACE_SLOTS; i++)
+        n += pl->s[i].used ? pl->s[i].n_keep : 0;
+    kept *live = n ? malloc(sizeof *live * n) : NULL;
+    if (n && !live)
+        return; /* freeing nothing is safe: the memory stays counted */
+    n = 0;
+    for (int i = 0; i < HX_PLACE_SLOTS; i++)
+        if (pl->s[i].used && pl->s[i].n_keep) {
+            memcpy(live + n, pl->s[i].keep, sizeof *live * pl->s[i].n_keep);
+            n += pl->s[i].n_keep;
+        }
+    if (n)
+        qsort(live, n, sizeof *live, kept_cmp);
+    for (size_t i = 0; i < n_cand; i++)
+        if (!n || !bsearch(&cand[i], live, n, sizeof *live, kept_cmp))
+            pl->evicted_bytes += hx_buffer_evict(cand[i].b, cand[i].dev);
+    free(live);
 }
 
 static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode mode, slot *sl,
@@ -656,6 +756,8 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         sl->slowness[d] = mc.slow[d];
     }
     sl->retired = atomic_load(&rt->sched.retired);
+    sl->refit = 0;
+    gather_holdings(pl, sl);
     const int L = (int)m->info.n_layer, nd = mc.nd;
     /* A KV buffer on a device grows by doubling, and while its blocks move
      * to the larger slots the old ones are still held (runtime/buffer.c,
@@ -723,13 +825,15 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         }
         sl->predicted = ans.best;
         if (mode != HX_PLACE_NGL && !sl->provisional && getenv("HX_PLAN_PRINT") && *getenv("HX_PLAN_PRINT") == '1')
-            print_plan(m, &p, pc, g.t, g.n, b, sl, home, var);
+            print_plan(m, pl, &p, pc, g.t, g.n, b, sl, home, var);
+        memset(sl->hold, 0, sizeof sl->hold);
+        memset(sl->hold_w, 0, sizeof sl->hold_w);
         for (int k = 0; k < p.np && s == HX_OK; k++)
             if (mc.own[home[k]]) {
-                pl->resident[k] |= 1u << home[k];
+                sl->hold[k] = 1u << home[k];
                 if (pc->kvm[PV(k, home[k], var[k])] > 0)
                     pl->resident_kv[k] |= 1u << home[k];
-                pl->resident_w[k] = fmax(pl->resident_w[k], pc->mem[PV(k, home[k], var[k])] - pc->kvm[PV(k, home[k], var[k])]);
+                sl->hold_w[k] = pc->mem[PV(k, home[k], var[k])] - pc->kvm[PV(k, home[k], var[k])];
             }
         for (int k = 0; k < p.np && s == HX_OK; k++)
             for (size_t i = p.begin[k]; i < p.begin[k + 1]; i++) {
@@ -746,10 +850,31 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
                 e->bytes = g.t[i].bytes;
                 e->prefer = d >= 0 ? 1u << d : 0;
                 e->device = d;
-                snprintf(e->reason, sizeof e->reason, "%s: layer on dev %d%s",
+                char experts[40] = "";
+                if (g.t[i].group >= 0)
+                    snprintf(experts, sizeof experts, "; experts %u-%u", g.t[i].e_lo, g.t[i].e_lo + g.t[i].e_n - 1);
+                snprintf(e->reason, sizeof e->reason, "%s: layer on dev %d%s%s",
                          mode == HX_PLACE_NGL ? "ngl" : sl->provisional ? "plan (measuring)" : "plan", h,
-                         d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays");
+                         d == h ? "" : d < 0 ? ", any capable device" : ", task moved where it pays", experts);
             }
+        /* The weights it puts in devices' own memory, for freeing them
+         * there once no plan in use does. */
+        sl->n_keep = 0;
+        sl->overflow = 0;
+        for (size_t i = 0; i < g.n && s == HX_OK; i++) {
+            int d = sl->plan->e[i].device;
+            if (d < 0 || !mc.own[d])
+                continue;
+            sl->overflow |= g.t[i].nw > HX_PLACE_KEEP_PER_TASK;
+            for (int j = 0; j < g.t[i].nw && j < HX_PLACE_KEEP_PER_TASK; j++) {
+                if (sl->n_keep == sl->cap_keep) {
+                    sl->overflow = 1;
+                    break;
+                }
+                sl->keep[sl->n_keep++] = (kept){g.t[i].w[j], d};
+            }
+        }
+        pl->monotonic |= sl->overflow;
     }
     free(p.begin), free(pc->c), free(pc->mem), free(pc->kvm), free(pc->dev), free(home), free(tmp), free(var), free(vtmp), free(g.t);
     return s;
@@ -783,25 +908,115 @@ static hx_status ensure_cache(hx_model *m, size_t n)
         return HX_OK;
     size_t plan_size = sizeof(struct hx_plan) + n * sizeof(hx_plan_entry);
     plan_size = (plan_size + 63) & ~(size_t)63;
-    struct hx_placements *np = calloc(1, sizeof *np + HX_PLACE_SLOTS * plan_size + 64);
+    const size_t cap_keep = n * HX_PLACE_KEEP_PER_TASK;
+    size_t keep_size = (cap_keep * sizeof(kept) + 63) & ~(size_t)63;
+    struct hx_placements *np = calloc(1, sizeof *np + HX_PLACE_SLOTS * (plan_size + keep_size) + 64);
     if (!np)
         return hx_error(HX_ERR_NO_MEMORY, "placement plans");
     np->n = n;
-    if (pl) { /* what devices hold does not change with the graph */
-        memcpy(np->resident, pl->resident, sizeof np->resident);
+    if (pl) {
+        /* The old plans go: the weights they kept on devices are freed
+         * there, unless they were not all known (then they stay
+         * counted); a KV cache stays. */
         memcpy(np->resident_kv, pl->resident_kv, sizeof np->resident_kv);
-        memcpy(np->resident_w, pl->resident_w, sizeof np->resident_w);
+        np->monotonic = pl->monotonic;
+        np->evicted_bytes = pl->evicted_bytes;
+        if (pl->monotonic) {
+            memcpy(np->resident, pl->resident, sizeof np->resident);
+            memcpy(np->resident_w, pl->resident_w, sizeof np->resident_w);
+        } else {
+            for (int i = 0; i < HX_PLACE_SLOTS; i++)
+                for (size_t j = 0; pl->s[i].used && j < pl->s[i].n_keep; j++)
+                    np->evicted_bytes += hx_buffer_evict(pl->s[i].keep[j].b, pl->s[i].keep[j].dev);
+        }
     }
     np->generation = pl ? pl->generation + 1 : 1;
     np->replans = pl ? pl->replans : 0;
     unsigned char *base = (unsigned char *)(np + 1);
     for (int i = 0; i < HX_PLACE_SLOTS; i++) {
-        np->s[i].plan = (struct hx_plan *)(void *)(base + (size_t)i * plan_size);
+        unsigned char *at = base + (size_t)i * (plan_size + keep_size);
+        np->s[i].plan = (struct hx_plan *)(void *)at;
         np->s[i].plan->n = n;
+        np->s[i].keep = (kept *)(void *)(at + plan_size);
+        np->s[i].cap_keep = cap_keep;
     }
     free(pl);
     m->placements = np;
     return HX_OK;
+}
+
+/* Appends a slot's kept weights to the list of those to free unless a
+ * plan in use keeps them. */
+static void add_candidates(struct hx_placements *pl, kept **cand, size_t *n, const slot *c)
+{
+    if (!c->n_keep)
+        return;
+    kept *p = realloc(*cand, sizeof *p * (*n + c->n_keep));
+    if (!p) {
+        /* Not freed, so counted from now on as the plans never freed. */
+        pl->monotonic = 1;
+        for (int k = 0; k < HX_PLACE_MAX_PARTS; k++)
+            if (c->hold[k]) {
+                pl->resident[k] |= c->hold[k];
+                pl->resident_w[k] = fmax(pl->resident_w[k], c->hold_w[k]);
+            }
+        return;
+    }
+    memcpy(p + *n, c->keep, sizeof *p * c->n_keep);
+    *cand = p;
+    *n += c->n_keep;
+}
+
+/* A copy of a slot with its plan and kept weights (NULL: no memory). */
+static slot *slot_save(const slot *sl)
+{
+    size_t plan_bytes = sizeof(struct hx_plan) + sl->plan->n * sizeof(hx_plan_entry);
+    slot *c = malloc(sizeof *c + plan_bytes + sl->n_keep * sizeof(kept));
+    if (!c)
+        return NULL;
+    *c = *sl;
+    c->plan = (struct hx_plan *)(void *)(c + 1);
+    memcpy(c->plan, sl->plan, plan_bytes);
+    c->keep = (kept *)(void *)((unsigned char *)c->plan + plan_bytes);
+    memcpy(c->keep, sl->keep, sl->n_keep * sizeof(kept));
+    return c;
+}
+
+static void slot_restore(slot *sl, const slot *c)
+{
+    struct hx_plan *plan = sl->plan;
+    kept *keep = sl->keep;
+    size_t cap = sl->cap_keep;
+    memcpy(plan, c->plan, sizeof(struct hx_plan) + c->plan->n * sizeof(hx_plan_entry));
+    memcpy(keep, c->keep, c->n_keep * sizeof(kept));
+    *sl = *c;
+    sl->plan = plan, sl->keep = keep, sl->cap_keep = cap;
+    sl->refit = 0;
+}
+
+/* Refit horizon: a plan made again for freed room replaces the old one
+ * when its predicted gain over this many steps exceeds the time to copy
+ * the weights it adds to devices. */
+#define HX_REFIT_STEPS 256
+
+static int refit_pays(hx_runtime *rt, const slot *old, const slot *now)
+{
+    if (now->provisional || old->provisional)
+        return 1;
+    double gain = old->predicted - now->predicted;
+    if (!(gain > 0))
+        return 0;
+    kept *o = malloc(sizeof *o * (old->n_keep ? old->n_keep : 1));
+    if (!o)
+        return 1;
+    memcpy(o, old->keep, sizeof *o * old->n_keep);
+    qsort(o, old->n_keep, sizeof *o, kept_cmp);
+    double copy = 0;
+    for (size_t i = 0; i < now->n_keep; i++)
+        if (!old->n_keep || !bsearch(&now->keep[i], o, old->n_keep, sizeof *o, kept_cmp))
+            copy += hx_sched_link_seconds(rt, now->keep[i].dev, (double)hx_buffer_size(now->keep[i].b));
+    free(o);
+    return gain * HX_REFIT_STEPS > copy;
 }
 
 hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx_plan *base, const struct hx_plan **out)
@@ -812,6 +1027,16 @@ hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx
         return s;
     struct hx_placements *pl = m->placements;
     uint32_t ctx = pow2_at_least(b->max_blocks);
+    kept *cand = NULL;
+    size_t n_cand = 0;
+    /* The router's measured shares moved: every plan (its groups' order,
+     * their costs) is out of date. */
+    if (hx_moe_routing_update(m, b->T))
+        for (int i = 0; i < HX_PLACE_SLOTS; i++)
+            if (pl->s[i].used) {
+                add_candidates(pl, &cand, &n_cand, &pl->s[i]);
+                pl->s[i].used = 0;
+            }
     slot *sl = NULL, *victim = &pl->s[0];
     for (int i = 0; i < HX_PLACE_SLOTS && !sl; i++) {
         slot *c = &pl->s[i];
@@ -823,21 +1048,56 @@ hx_status hx_placement_get(hx_model *m, const hx_batch_shape *b, const struct hx
     int fresh = !sl;
     if (fresh) {
         sl = victim;
+        if (sl->used)
+            add_candidates(pl, &cand, &n_cand, sl); /* the least recently used plan makes room */
         memset(sl->slowness, 0, sizeof sl->slowness);
         sl->T = b->T, sl->S = b->S, sl->ctx = ctx, sl->used = 0;
     }
     sl->stamp = ++pl->clock;
-    if (fresh || stale(m->rt, sl)) {
+    /* One plan used HX_PLACE_IDLE steps in a row (decoding after a
+     * prompt's chunks, a context size outgrown): the others go, all at
+     * once, the weights only they kept on a device are freed there, and
+     * this plan is made again with that room. */
+    pl->run = pl->last == sl && !fresh ? pl->run + 1 : 1;
+    pl->last = sl;
+    /* Only a decode step's plan (a token per sequence) drops the others:
+     * a prompt's chunks are passing, and weights they would evict are
+     * those the decode steps after them need again. */
+    if (pl->run == HX_PLACE_IDLE && b->T == b->S) {
+        int dropped = 0;
+        for (int i = 0; i < HX_PLACE_SLOTS; i++) {
+            slot *c = &pl->s[i];
+            if (c != sl && c->used) {
+                add_candidates(pl, &cand, &n_cand, c);
+                dropped |= c->n_keep > 0;
+                c->used = 0;
+            }
+        }
+        sl->refit |= dropped;
+    }
+    int why_stale = !fresh && stale(m->rt, sl);
+    if (fresh || sl->refit || why_stale) {
+        /* Made again only for the room freed: kept when the new plan's
+         * gain does not pay for the weights it would copy. */
+        slot *before = !fresh && !why_stale ? slot_save(sl) : NULL;
+        if (!fresh)
+            add_candidates(pl, &cand, &n_cand, sl); /* what its old plan kept */
         s = plan_shape(m, b, mode, sl, pl);
         if (s) {
             sl->used = 0;
+            free(cand), free(before);
             return s;
         }
-        if (!fresh)
+        if (before && !refit_pays(m->rt, before, sl))
+            slot_restore(sl, before);
+        else if (!fresh)
             pl->replans++;
+        free(before);
         sl->used = 1;
         pl->generation++; /* recorded graphs carry the old preferences */
     }
+    free_unkept(pl, cand, n_cand);
+    free(cand);
     *out = sl->plan;
     return HX_OK;
 }

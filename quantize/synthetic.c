@@ -25,7 +25,8 @@
  * (model/shapes.c): qwen3-tiny's heads (8 of 128) do not split its n_embd,
  * as Qwen3's do not; mixtral-tiny is a llama with 8 experts, 2 used;
  * qwen3moe-tiny has 16 experts, 4 used; gemma3-tiny a window of 32 on 5
- * layers of 6. */
+ * layers of 6; qwen3moe-skewed has Qwen3-30B-A3B's experts (48 layers of
+ * 128, 8 used) on tiny matrices, and a skewed router. */
 static const struct {
     const char *name;
     hx_synthetic_extras x;
@@ -34,8 +35,9 @@ static const struct {
     {"mixtral-tiny", {.n_expert = 8, .n_expert_used = 2}},
     {"qwen3moe-tiny", {.head_dim = 64, .n_expert = 16, .n_expert_used = 4}},
     {"gemma3-tiny", {.head_dim = 128, .window = 32}},
+    {"qwen3moe-skewed", {.head_dim = 32, .n_expert = 128, .n_expert_used = 8, .router_skew = 1.0f}},
 };
-#define PRESET_NAMES "tiny, small, qwen3-tiny, mixtral-tiny, qwen3moe-tiny, gemma3-tiny"
+#define PRESET_NAMES "tiny, small, qwen3-tiny, mixtral-tiny, qwen3moe-tiny, gemma3-tiny, qwen3moe-skewed"
 
 static const hx_synthetic_extras *preset_extras(const hx_synthetic_config *c)
 {
@@ -232,6 +234,28 @@ static hx_status set_str(hx_gguf_writer *w, const hx_arch *a, hx_hparam k, const
     return hx_gguf_writer_set_str(w, key, v);
 }
 
+/* A router whose rows have means that favour some experts
+ * (hx_synthetic_extras.router_skew): the normed hidden states share a
+ * component of about 0.7 per element (the embeddings' mean of 1 over an
+ * RMS of about sqrt 2), so a row mean of mu shifts the logit by about
+ * 0.7 D mu. */
+static hx_status skewed_router(writer *wr, const char *name, uint64_t D, uint32_t E, float skew, init base)
+{
+    uint64_t *rows = malloc(sizeof *rows * E);
+    init *in = malloc(sizeof *in * E);
+    hx_status s = rows && in ? HX_OK : hx_error(HX_ERR_NO_MEMORY, "router");
+    const uint32_t groups = E >= 8 ? E / 8 : 1;
+    for (uint32_t e = 0; s == HX_OK && e < E; e++) {
+        uint32_t g = e / 8 % groups, rank = ((5 * g + 3) % groups) * 8 + e % 8;
+        rows[e] = 1;
+        in[e] = (init){-skew * log(1.0 + rank) / (0.7 * (double)D), base.sd};
+    }
+    if (s == HX_OK)
+        s = tensor_parts3(wr, name, D, (int)E, rows, in, HX_TYPE_F32, 1);
+    free(rows), free(in);
+    return s;
+}
+
 /* Everything the architecture's entry requires, and nothing optional
  * unless the configuration asks for it. */
 static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_synthetic_extras *x,
@@ -284,7 +308,7 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
     if (x->rope_freqs && !a->rope_freqs)
         return hx_error(HX_ERR_INVALID_ARG, "synthetic model: architecture '%s' has no rope_freqs", a->name);
     if ((x->rope_freqs && (s = llama3_rope_freqs(wr, (uint32_t)Dh, a->typical_rope_base, c->n_ctx))) ||
-        (s = tensor(wr, a->token_embd, D, V, 0, 1, wr->type)))
+        (s = tensor(wr, a->token_embd, D, V, x->router_skew > 0 ? 1 : 0, 1, wr->type)))
         return s;
     for (uint32_t l = 0; l < c->n_layer; l++)
         for (int i = 0; i < HX_LAYER_SLOTS; i++) {
@@ -304,6 +328,11 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
             snprintf(name, sizeof name, "blk.%u.%s", l, a->layer_tensor[i]);
             /* Vectors and the router stay F32, as llama-quantize keeps them. */
             const int f32 = sh->ne1 == HX_DIM_ONE || i == HX_LW_GATE_INP;
+            if (i == HX_LW_GATE_INP && x->router_skew > 0) {
+                if ((s = skewed_router(wr, name, D, E, x->router_skew, inits[i])))
+                    return s;
+                continue;
+            }
             if ((s = tensor_parts3(wr, name, dims[sh->ne0], n, rows, parts, f32 ? HX_TYPE_F32 : wr->type,
                                    dims[sh->ne2])))
                 return s;

@@ -31,6 +31,14 @@ typedef struct {
      * "llama" (whose experts are optional: a Mixtral).  Each expert (and
      * the shared one) is n_ff wide. */
     uint32_t n_expert, n_expert_used;
+    /* A skewed router (0: none): every token embedding gets a common
+     * component (mean 1), and expert e's router row a mean that shifts its
+     * logit by about -router_skew * ln(1 + rank(e)), so that the top-k
+     * choices follow a Zipf-like law of exponent about router_skew; the
+     * ranks go by groups of 8 experts (group g's experts rank from
+     * ((5 g + 3) mod (E / 8)) * 8), so that the most chosen experts are
+     * not the first ones. */
+    float router_skew;
     /* Multiplies the output matrix's spread (0: 1): larger makes the
      * next-token distributions more peaked. */
     float output_scale;

@@ -764,6 +764,36 @@ void hx_buffer_set_read_only(hx_buffer *b)
     pthread_mutex_unlock(&b->lock);
 }
 
+/* A weight's replica on a device with memory of its own, freed when a
+ * placement no longer puts its tasks there: the host's copy stays valid,
+ * so nothing is copied back, and a later task there copies it again. */
+size_t hx_buffer_evict(hx_buffer *b, int dev)
+{
+    if (!b || dev < 0 || dev >= b->rt->ndevices)
+        return 0;
+    hx_device *d = b->rt->devices[dev];
+    if (!b->read_only || b->divided || !has_own_memory(d))
+        return 0;
+    wait_unused(b);
+    pthread_mutex_lock(&b->lock);
+    size_t freed = 0;
+    const int node = d->info.memory_node;
+    /* Only where the host holds the data, and no other device of the
+     * same memory node reads this replica's node bit. */
+    int shared = 0;
+    for (int o = 0; o < b->rt->ndevices; o++)
+        shared |= o != dev && b->handle[o] && b->rt->devices[o]->info.memory_node == node;
+    if (b->handle[dev] && b->handle[dev] != b->host && (b->valid_one & node_bit(0)) && !shared) {
+        if (d->ops->release)
+            d->ops->release(d, b->handle[dev]);
+        b->handle[dev] = NULL;
+        set_valid(b, 0, b->valid_one & ~node_bit(node));
+        freed = b->size;
+    }
+    pthread_mutex_unlock(&b->lock);
+    return freed;
+}
+
 static hx_status buffer_acquire(hx_buffer *b, hx_access mode, hx_block_list blocks, void **host)
 {
     if (!b || !host || !(mode & HX_RW))

@@ -138,6 +138,11 @@ static inline hx_block_list hx_task_blocks(const hx_task *t)
 void hx_buffer_set_cpu_layout(hx_buffer *b, void *layout, void (*free_fn)(void *layout));
 /* From now on no task writes it (a model's weights). */
 void hx_buffer_set_read_only(hx_buffer *b);
+/* Frees a read-only buffer's replica on device `dev` (one with memory of
+ * its own) once no task uses it; the host's copy stays the valid one.
+ * Returns the bytes freed (0: none there, or not a read-only undivided
+ * buffer, or another device of that memory node holds it). */
+size_t hx_buffer_evict(hx_buffer *b, int dev);
 
 /* Before a task that may fail writes the buffer on `d`: makes sure its
  * contents can be brought back (a host copy when `d` writes host memory

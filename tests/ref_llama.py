@@ -87,6 +87,7 @@ class Model:
         self.reader = GGUFReader(path)
         self.tensors = {t.name: t for t in self.reader.tensors}
         self.allow_quantized = allow_quantized
+        self.tally = None  # [layer][expert] counts of top-k choices, when asked for
 
         self.arch = self.meta("general.architecture")
         if self.arch not in ARCH_ROPE:
@@ -373,6 +374,10 @@ def moe(m, b, h):
     p /= p.sum(axis=-1, keepdims=True)
     # Stable sort of -p: ties go to the lower expert.
     chosen = np.argsort(-p, axis=-1, kind="stable")[:, :k]
+    if m.tally is not None:
+        il = int(b.split(".")[1])
+        for e in chosen.ravel():
+            m.tally[il][int(e)] += 1
     w = np.take_along_axis(p, chosen, axis=-1)
     if ARCH_MOE_NORM[m.arch]:
         w = w / np.maximum(w.sum(axis=-1, keepdims=True), 6.103515625e-5)
@@ -433,14 +438,23 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="output: float32 LE [n_tokens][n_vocab]")
     ap.add_argument("--dequantized", action="store_true",
                     help="accept quantized weights, computing with their dequantized values")
+    ap.add_argument("--expert-tally", metavar="FILE",
+                    help="also write how many tokens each expert was chosen for, per layer, as a "
+                         "tally file (hetero's hx_model_expert_tally_save format)")
     args = ap.parse_args(argv)
     try:
         m = Model(args.model, allow_quantized=args.dequantized)
+        m.tally = [[0] * m.n_expert for _ in range(m.n_layer)] if args.expert_tally and m.n_expert else None
         logits = forward(m, args.tokens)
     except ModelError as e:
         print(f"ref_llama: {args.model}: {e}", file=sys.stderr)
         return 1
     logits.astype("<f4").tofile(args.out)
+    if m.tally is not None:
+        with open(args.expert_tally, "w") as f:
+            f.write(f"hetero-expert-tally 1\nlayers {m.n_layer} experts {m.n_expert} used {m.n_expert_used}\n")
+            for il, row in enumerate(m.tally):
+                f.write(f"layer {il}: " + " ".join(str(c) for c in row) + "\n")
     print(f"ref_llama: {m.arch}, {m.n_layer} layers, n_embd {m.n_embd}, vocab {m.n_vocab}: "
           f"{len(args.tokens)} positions -> {args.out}; argmax at last position "
           f"{int(np.argmax(logits[-1]))}", file=sys.stderr)

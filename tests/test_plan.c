@@ -340,9 +340,9 @@ START_TEST(moe_experts_that_do_not_fit_stay_in_host_memory)
         HX_ASSERT_OK(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m));
         hx_session *s;
         HX_ASSERT_OK(hx_session_open(m, &s));
-        /* Decode from the start: the first plan's placement of weights
-         * binds later ones (nothing evicts a replica), and a prompt's plan
-         * would fill the GPU with experts (docs/scheduling.md). */
+        /* Decode from the start: a prompt's plan would fill the GPU with
+         * experts until decoding has run long enough to drop it
+         * (docs/scheduling.md). */
         int32_t ids[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
         HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
         HX_ASSERT_OK(hx_session_eval(s, ids + 1, 1, 0));
@@ -389,6 +389,56 @@ START_TEST(moe_experts_that_do_not_fit_stay_in_host_memory)
 }
 END_TEST
 
+/* Virtual seconds of a decode step of Qwen3-30B-A3B's shapes (Q8_0, 32
+ * GB) on the test box with a 24 GB GPU under `sched`: one token, then a
+ * prompt of `depth` tokens in chunks of 512, then `warm` decode steps
+ * (as hetero-bench -d runs a depth). */
+static double decode_at_depth(const char *path, const char *sched, int depth, int warm)
+{
+    hx_runtime *rt = open_on(path, "all", sched);
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = (uint32_t)depth + 256;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "qwen3-30b-a3b", "q8_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    static int32_t ids[512];
+    for (int i = 0; i < 512; i++)
+        ids[i] = 1 + i;
+    HX_ASSERT_OK(hx_session_eval(s, ids, 1, 0));
+    for (int done = 1; done < depth; done += 512)
+        HX_ASSERT_OK(hx_session_eval(s, ids, (uint32_t)(depth - done < 512 ? depth - done : 512), 0));
+    for (int i = 0; i < warm; i++)
+        HX_ASSERT_OK(hx_session_eval(s, ids + i % 64, 1, 0));
+    double t0 = hx_runtime_clock(rt);
+    for (int i = 0; i < 3; i++)
+        HX_ASSERT_OK(hx_session_eval(s, ids + i, 1, 0));
+    double step = (hx_runtime_clock(rt) - t0) / 3;
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    return step;
+}
+
+/* Weights a replan moves off a device are freed there.  The plans of a
+ * long prompt's chunks fill the GPU with expert groups (a 512-token chunk
+ * uses every expert); once decoding has run a while, those plans are
+ * dropped, their weights leave the GPU, and the decode plan is made
+ * again with the room.  Before, nothing was freed: the decode plan,
+ * counting the prompt's weights as held, kept most layers' KV cache in
+ * host memory and was slower than -ngl (0.91x at this depth, as the
+ * depth-16000 row of docs/scheduling.md was). */
+START_TEST(a_prompts_weights_leave_the_gpu_when_decoding_runs)
+{
+    char path[64];
+    write_machine(path, sizeof path, "24G", "");
+    double plan = decode_at_depth(path, "plan", 16000, 24);
+    double ngl = decode_at_depth(path, "ngl", 16000, 24);
+    ck_assert_msg(plan <= ngl, "at depth 16000: plan %.6g s per decode step, ngl %.6g s", plan, ngl);
+    unlink(path);
+}
+END_TEST
+
 /* The declared router: a bad HX_MOE_ROUTING is refused by name. */
 START_TEST(moe_routing_declarations_are_checked)
 {
@@ -408,6 +458,145 @@ START_TEST(moe_routing_declarations_are_checked)
     unsetenv("HX_MOE_ROUTING");
     hx_runtime_close(rt);
     unlink(path);
+}
+END_TEST
+
+/* A tally file of Mixtral's 32 layers x 8 experts in which expert e of
+ * every layer was chosen weight(e) times. */
+static void write_tally(const char *path, unsigned (*weight)(int e))
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "hetero-expert-tally 1\nlayers 32 experts 8 used 2\n");
+    for (int l = 0; l < 32; l++) {
+        fprintf(f, "layer %d:", l);
+        for (int e = 0; e < 8; e++)
+            fprintf(f, " %u", weight(e));
+        fprintf(f, "\n");
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static unsigned hot_first(int e) { return 4000u / (unsigned)(e + 1); }
+static unsigned hot_last(int e) { return 4000u / (unsigned)(8 - e); }
+
+/* Per layer of Mixtral's shapes under `plan` with the router a tally
+ * file gives: which experts' groups (one expert each) are on the GPU
+ * (bit e), after a few decode steps on the 8 GB test box. */
+static void experts_on_gpu(const char *machine, const char *routing, uint32_t *on_gpu, int *split_layers)
+{
+    hx_runtime *rt = open_on(machine, "all", "plan");
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    mo.moe_routing = routing;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 4; i++)
+        HX_ASSERT_OK(hx_session_eval(s, ids + i, 1, 0));
+    memset(on_gpu, 0, sizeof *on_gpu * 32);
+    uint32_t seen[32] = {0};
+    size_t n = hx_model_plan_size(m);
+    for (size_t i = 0; i < n; i++) {
+        hx_plan_task t;
+        HX_ASSERT_OK(hx_model_plan_get(m, i, &t));
+        if (strcmp(t.op, "moe_gate_up") || t.layer < 0 || t.layer >= 32)
+            continue;
+        const char *at = strstr(t.reason, "experts ");
+        ck_assert_msg(at != NULL, "no experts named in '%s'", t.reason);
+        int e = atoi(at + strlen("experts "));
+        ck_assert_int_ge(e, 0);
+        ck_assert_int_lt(e, 8);
+        seen[t.layer] |= 1u << e;
+        if (t.device == 1)
+            on_gpu[t.layer] |= 1u << e;
+    }
+    *split_layers = 0;
+    for (int l = 0; l < 32; l++) {
+        ck_assert_uint_eq(seen[l], 0xff);
+        *split_layers += on_gpu[l] && on_gpu[l] != 0xff;
+    }
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+}
+
+/* The router's tallies feed the plan: with the most chosen experts first
+ * in a tally file, the layers whose experts are split keep experts 0, 1,
+ * ... on the GPU; with the same tallies reversed, experts 7, 6, ...: each
+ * layer's GPU experts are the most chosen ones. */
+START_TEST(a_tally_file_puts_the_most_chosen_experts_on_the_gpu)
+{
+    char path[64], first[80], last[80];
+    write_machine(path, sizeof path, "8G", "");
+    snprintf(first, sizeof first, "%s.first", path);
+    snprintf(last, sizeof last, "%s.last", path);
+    write_tally(first, hot_first);
+    write_tally(last, hot_last);
+    uint32_t gpu_first[32], gpu_last[32];
+    int split_first, split_last;
+    experts_on_gpu(path, first, gpu_first, &split_first);
+    experts_on_gpu(path, last, gpu_last, &split_last);
+    ck_assert_msg(split_first > 0 && split_last > 0, "layers with experts on both sides: %d, %d", split_first,
+                  split_last);
+    for (int l = 0; l < 32; l++) {
+        /* A prefix of the most chosen: bits 0..c-1 with the hottest first,
+         * bits 8-c..7 with them last. */
+        uint32_t a = gpu_first[l], b = gpu_last[l];
+        ck_assert_msg((a & (a + 1)) == 0, "layer %d: experts %#x on the GPU, the most chosen first", l, a);
+        ck_assert_msg(b == 0 || ((~b & 0xff) & ((~b & 0xff) + 1)) == 0,
+                      "layer %d: experts %#x on the GPU, the most chosen last", l, b);
+    }
+    unlink(first), unlink(last), unlink(path);
+}
+END_TEST
+
+/* A tally file that is not one, or not this model's, is refused by name;
+ * a model without weights has no router to measure. */
+START_TEST(bad_tally_files_are_refused)
+{
+    char path[64], bad[80];
+    write_machine(path, sizeof path, "8G", "");
+    snprintf(bad, sizeof bad, "%s.tally", path);
+    hx_runtime *rt = open_on(path, "all", "plan");
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 256;
+    static const struct {
+        const char *text;
+        hx_status st;
+        const char *says;
+    } cases[] = {
+        {"hello\n", HX_ERR_FORMAT, "not a tally file"},
+        {"hetero-expert-tally 1\nlayers 32 experts 16 used 2\n", HX_ERR_INVALID_ARG, "32 x 8"},
+        {"hetero-expert-tally 1\nlayers 32 experts 8 used 2\nlayer 0: 1 2 3 x 5 6 7 8\n", HX_ERR_FORMAT,
+         "not a count"},
+        {"hetero-expert-tally 1\nlayers 32 experts 8 used 2\nlayer 0: 1 2 3 -4 5 6 7 8\n", HX_ERR_FORMAT,
+         "not a count"},
+        {"hetero-expert-tally 1\nlayers 32 experts 8 used 2\nlayer 0: 1 2 3\n", HX_ERR_FORMAT, "fewer than 8 counts"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(bad, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(cases[i].text, f);
+        fclose(f);
+        mo.moe_routing = bad;
+        hx_model *m = NULL;
+        ck_assert_int_eq(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m), cases[i].st);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(hx_last_error(), cases[i].says) && strstr(hx_last_error(), "moe_routing"),
+                      "case %zu: %s", i, hx_last_error());
+    }
+    hx_model *m = NULL;
+    mo.moe_routing = "/nonexistent/tally";
+    ck_assert_int_eq(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m), HX_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "/nonexistent/tally"));
+    mo.moe_routing = "measured";
+    ck_assert_int_eq(hx_model_load_shapes(rt, "mixtral-8x7b", "q4_0", &mo, &m), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "no router to measure"));
+    hx_runtime_close(rt);
+    unlink(bad), unlink(path);
 }
 END_TEST
 
@@ -434,6 +623,9 @@ Suite *suite_plan(void)
     tcase_add_test(c, a_passing_slowdown_is_noticed);
     tcase_add_test(c, moe_experts_that_do_not_fit_stay_in_host_memory);
     tcase_add_test(c, moe_routing_declarations_are_checked);
+    tcase_add_test(c, a_prompts_weights_leave_the_gpu_when_decoding_runs);
+    tcase_add_test(c, a_tally_file_puts_the_most_chosen_experts_on_the_gpu);
+    tcase_add_test(c, bad_tally_files_are_refused);
     tcase_add_test(c, unknown_policies_are_refused);
     suite_add_tcase(s, c);
     return s;

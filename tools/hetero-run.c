@@ -69,6 +69,10 @@ static void usage(FILE *f)
           "  --trace FILE       write a Chrome trace-event JSON of the run (ui.perfetto.dev)\n"
           "  --inject SPEC      slow or fail devices, e.g. \"kind=fpga,slow=3\" (see hetero.h)\n"
           "  --kv-type T        KV cache type: f16 (default), q8_0, q4_0, f32\n"
+          "  --moe-routing R    the router the placement planner expects: uniform, zipf:S,\n"
+          "                     measured (default: its own tallies) or a tally FILE\n"
+          "  --moe-tally FILE   at the end, write the router's tallies (experts chosen, per\n"
+          "                     layer) to FILE, for --moe-routing FILE in a later run\n"
           "  --grammar GBNF     the text follows this grammar (llama.cpp's GBNF, rule 'root';\n"
           "                     docs/grammars.md); --grammar-file F reads it from a file\n"
           "  -j, --json-schema S   the text is JSON that the JSON Schema S accepts\n"
@@ -372,6 +376,8 @@ static int parse(int argc, char **argv, run_args *a)
         else if (OPT("-ngl") || OPT("--n-gpu-layers") || OPT("--gpu-layers")) bad = INT(0, INT32_MAX, a->n_gpu_layers);
         else if (OPT("--devices")) a->devices = v;
         else if (OPT("--kv-type")) a->kv_type = v;
+        else if (OPT("--moe-routing")) a->moe_routing = v;
+        else if (OPT("--moe-tally")) a->moe_tally = v;
         else if (OPT("-ctk") || OPT("--cache-type-k")) a->kv_type_k = v;
         else if (OPT("-ctv") || OPT("--cache-type-v")) a->kv_type_v = v;
         else if (FLAG("--context-shift")) a->context_shift = 1;
@@ -716,6 +722,7 @@ int main(int argc, char **argv)
     mo.kv_type = a.kv_type;
     mo.kv_type_k = a.kv_type_k;
     mo.kv_type_v = a.kv_type_v;
+    mo.moe_routing = a.moe_routing;
     mo.max_batch = (uint32_t)a.batch;
     mo.partition = a.partition;
     mo.n_ctx = (uint32_t)a.n_ctx;
@@ -771,6 +778,10 @@ out:
         print_stats(rt);
     if (a.stats && m)
         print_expert_counts(m);
+    if (a.moe_tally && m && hx_model_expert_tally_save(m, a.moe_tally) != HX_OK) {
+        fprintf(stderr, "hetero-run: %s\n", hx_last_error());
+        rc = 1;
+    }
     if (a.trace && rt && hx_runtime_trace_stop(rt) == HX_OK)
         fprintf(stderr, "hetero-run: trace in %s\n", a.trace);
     free(ids);

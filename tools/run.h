@@ -11,6 +11,7 @@
 
 typedef struct {
     const char *model, *prompt, *prompt_file, *tokens, *logits, *devices, *kv_type, *kv_type_k, *kv_type_v;
+    const char *moe_routing, *moe_tally; /* --moe-routing SPEC, --moe-tally FILE */
     const char *sched, *partition, *trace, *inject, *system_prompt, *chat_template;
     const char *chat_template_file; /* --chat-template-file */
     int no_jinja;                   /* --no-jinja: the built-in family the template is */
