@@ -231,7 +231,8 @@ static void format_events(srv_job *j)
         if (ch->reported)
             continue;
         if (j->chat && !ch->sent_role) {
-            json_t *c = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", i, "delta", "role", "assistant", "content", "",
+            /* content null, as llama-server's (and OpenAI's) role chunk */
+            json_t *c = json_pack("{s:i,s:{s:s,s:n},s:n,s:n}", "index", i, "delta", "role", "assistant", "content",
                                   "logprobs", "finish_reason");
             event(j, chunk(j, json_pack("[o]", c)));
             ch->sent_role = 1;
