@@ -201,6 +201,19 @@ void srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 void srv_conn_phase(struct MHD_Connection *c, int phase);
 enum { SRV_CONN_WAITING, SRV_CONN_READING, SRV_CONN_BUSY };
 
+/* server_listen.c: --host's addresses (one, or a comma list as
+ * llama-server's), each a listening socket on one port (--port 0: the
+ * port the first got); 0, or -1 said on stderr. */
+#define SRV_MAX_LISTEN 8
+typedef struct {
+    int fd[SRV_MAX_LISTEN];
+    char shown[SRV_MAX_LISTEN][72]; /* the address as a URL shows it ("[::1]") */
+    size_t n;
+    unsigned port;
+} srv_listeners;
+int srv_listen(const char *hosts, unsigned port, srv_listeners *L);
+void srv_listen_close(srv_listeners *L);
+
 /* server_metrics.c */
 void srv_metrics_init(srv_metrics *M);
 void srv_hist_add(srv_metrics *M, srv_hist *h, double seconds);
@@ -261,6 +274,11 @@ typedef struct srv_job {
     struct srv_job *prev, *next; /* srv.jobs */
     srv_tools *tools;          /* the tools offered (server_tools.c), or NULL; owned */
 } srv_job;
+
+/* server_prefill.c: llama-server's checks of a last assistant message
+ * (two at the end refused) and its content parts joined with "\n\n",
+ * rewritten in the body; 0, or -1 with the 400's message. */
+int srv_chat_prefill(json_t *body, char *msg, size_t cap);
 
 /* server_tools.c: function calling (tools, tool_choice, parallel_tool_calls). */
 #define SRV_MAX_TOOLS 128      /* functions per request */

@@ -306,6 +306,9 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     if (!json_is_array(msgs) || !json_array_size(msgs))
         return fail(b, msgs ? "invalid_type" : "missing_parameter",
                     msgs ? "'messages' must be a non-empty array" : "'messages' is missing");
+    char pwhy[256];
+    if (srv_chat_prefill(o, pwhy, sizeof pwhy))
+        return fail(b, "invalid_value", "%s", pwhy);
     size_t n = json_array_size(msgs);
     json_t *plain = json_array();
     int rc = plain ? 0 : fail(b, "server_error", "out of memory");
