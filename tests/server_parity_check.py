@@ -5,7 +5,9 @@ behaviour, on 127.0.0.1 and free ports:
   - a streamed chat's first chunk: the role with content null;
   - an assistant prefill given as content parts is continued as its text
     parts joined with "\\n\\n"; two assistant messages at the end are a 400;
-  - --host with a comma list listens on each address.
+  - --host with a comma list listens on each address;
+  - a batch of prompts in one /completion (a list of answers) or
+    /v1/completions (one answer, the prompts' choices in order).
 Prints one line per check; exits 1 at the first failure.
 
     server_parity_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, else the embedded model)
@@ -99,7 +101,50 @@ def several_hosts():
     print("ok --host with an empty or unknown address: refused at start, naming --host")
 
 
+def batch():
+    srv = Server("-np", "4")
+    try:
+        g = {"n_predict": 5, "temperature": 0}
+        st, _, tk = srv.req("POST", "/tokenize", {"content": "I believe the meaning of life is", "add_special": True})
+        text = "I believe the meaning of life is"
+        st, _, one = srv.req("POST", "/completion", {"prompt": text, **g})
+        check(st == 200 and isinstance(one, dict), f"one prompt: {st} {one}")
+        for prompts in ([tk["tokens"], tk["tokens"]], [tk["tokens"], text], [tk["tokens"], {"prompt_string": text}],
+                        [text, "Once upon a time", text]):
+            st, _, r = srv.req("POST", "/completion", {"prompt": prompts, **g})
+            check(st == 200 and isinstance(r, list) and len(r) == len(prompts), f"batch {prompts}: {st} {r}")
+            check(r[0]["content"] == one["content"] and r[-1]["content"] == one["content"] and
+                  all(x["tokens_predicted"] == 5 for x in r), f"batch {prompts}: {[x['content'] for x in r]}")
+        check(r[1]["content"] != one["content"] or r[1]["tokens_evaluated"] != one["tokens_evaluated"],
+              f"the middle prompt was answered as another: {r}")
+        st, _, r = srv.req("POST", "/completion", {"prompt": [{"prompt_string": text}], **g})
+        check(st == 200 and isinstance(r, dict) and r["content"] == one["content"], f"a batch of one: {st} {r}")
+        st, _, r = srv.req("POST", "/completion", {"prompt": [1, 2, text, 3], **g})
+        check(st == 200 and isinstance(r, dict), f"ids and text in one sequence are one prompt: {st} {r}")
+        print("ok /completion with a batch of prompts (ids, text, {prompt_string}): a list of answers in order, each "
+              "as the prompt alone; a batch of one and ids mixed with text are one answer")
+        st, _, r = srv.req("POST", "/v1/completions", {"prompt": [text, "Once upon a time"], "n": 2, "max_tokens": 4,
+                                                       "temperature": 0})
+        st1, _, a = srv.req("POST", "/v1/completions", {"prompt": text, "max_tokens": 4, "temperature": 0})
+        st2, _, b = srv.req("POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 4, "temperature": 0})
+        check(st == 200 and [c["index"] for c in r["choices"]] == [0, 1, 2, 3] and
+              [c["text"] for c in r["choices"]] == [a["choices"][0]["text"]] * 2 + [b["choices"][0]["text"]] * 2 and
+              r["usage"]["prompt_tokens"] == a["usage"]["prompt_tokens"] + b["usage"]["prompt_tokens"] and
+              r["usage"]["completion_tokens"] == 16, f"/v1/completions batch: {st} {r}")
+        print("ok /v1/completions with two prompts and n 2: four choices in order, usage summed")
+        st, _, r = srv.req("POST", "/completion", {"prompt": [text, text], "stream": True})
+        check(st == 400 and "not streamed" in r["error"]["message"], f"a streamed batch: {st} {r}")
+        st, _, r = srv.req("POST", "/completion", {"prompt": [text, {"x": 1}], **g})
+        check(st == 400 and "prompt_string" in r["error"]["message"], f"a bad prompt in a batch: {st} {r}")
+        st, _, r = srv.req("POST", "/completion", {"prompt": ["a"] * 65, **g})
+        check(st == 400 and "at most 64" in r["error"]["message"], f"65 prompts: {st} {r}")
+        print("ok a streamed batch, a bad prompt in a batch, 65 prompts: 400 saying why")
+    finally:
+        srv.stop()
+
+
 def main():
+    batch()
     chat_stream_and_prefill()
     several_hosts()
     print("server_parity: all checks passed")

@@ -280,6 +280,22 @@ typedef struct srv_job {
  * rewritten in the body; 0, or -1 with the 400's message. */
 int srv_chat_prefill(json_t *body, char *msg, size_t cap);
 
+/* server_batch.c: a batch of prompts in one /completion or
+ * /v1/completions request (a "prompt" array with no token id at its top
+ * level), each run as a request of its own, answered as llama-server's.
+ * srv_batch_size: the prompts of such a body, 0 when it is one prompt.
+ * While a thread's srv_captured is set, srv_json keeps the answer there
+ * (status and body) instead of queueing it. */
+#define SRV_MAX_BATCH 64
+typedef struct {
+    unsigned status;
+    json_t *body;
+} srv_capture;
+extern _Thread_local srv_capture *srv_captured;
+int srv_batch_size(const char *body, size_t len);
+enum MHD_Result srv_batch(srv *S, struct MHD_Connection *c, const char *body, size_t len, int mode,
+                          srv_tenant *tenant);
+
 /* server_tools.c: function calling (tools, tool_choice, parallel_tool_calls). */
 #define SRV_MAX_TOOLS 128      /* functions per request */
 #define SRV_MAX_TOOL_CALLS 64  /* calls one answer returns */

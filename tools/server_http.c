@@ -21,6 +21,11 @@ static srv *the_server;
 
 enum MHD_Result srv_json_retry(struct MHD_Connection *c, unsigned status, json_t *body, unsigned retry_after)
 {
+    if (srv_captured) { /* a prompt of a batch (server_batch.c): its answer is kept */
+        srv_captured->status = status;
+        srv_captured->body = body;
+        return body ? MHD_YES : MHD_NO;
+    }
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text)
@@ -240,6 +245,8 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                              "This server does not support completions. Start it without `--embeddings`");
         if (route == INFILL)
             return srv_infill(S, c, body, len, t);
+        if (route != CHAT && srv_batch_size(body, len)) /* several prompts (server_batch.c) */
+            return srv_batch(S, c, body, len, route == COMPLETION ? SRV_NATIVE : 0, t);
         return srv_completion(S, c, body, len, route == COMPLETION ? SRV_NATIVE : route == CHAT, t);
     }
 }
