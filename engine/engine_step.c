@@ -412,9 +412,12 @@ hx_status hx_engine_step(hx_engine *e, int *idle)
         return hx_error(HX_ERR_NO_MEMORY, "engine step");
     plan(e, cand, nc);
     size_t n = 0;
+    uint32_t in_batch = 0;
     for (uint32_t i = 0; i < e->n_running; i++)
-        if (e->running[i]->take)
+        if (e->running[i]->take) {
             n = add_entries(e, n, e->running[i], e->running[i]->take);
+            in_batch++;
+        }
     free(cand);
     if (n == 0) {
         *idle = 1;
@@ -426,6 +429,7 @@ hx_status hx_engine_step(hx_engine *e, int *idle)
     pthread_mutex_lock(&e->lock);
     e->stats.busy_seconds += now(e) - t0;
     e->stats.steps++;
+    e->stats.step_requests += in_batch;
     pthread_mutex_unlock(&e->lock);
     if (st == HX_ERR_NO_MEMORY) {
         /* The pool is full: the victim's blocks go back and it is

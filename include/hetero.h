@@ -1206,6 +1206,7 @@ typedef struct {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t tokens_cached;    /* tokens attached from the prefix cache at admissions */
     double busy_seconds;       /* time spent in the steps' evaluations */
+    uint64_t step_requests;    /* the requests in each step's batch, summed over the steps */
 } hx_engine_stats;
 
 HX_API hx_engine_options hx_engine_options_default(void);

@@ -48,12 +48,13 @@ static void usage(FILE *f)
           "                       tokens per minute count the prompt at admission and each token as it\n"
           "                       is generated (the answer stops at the limit, finish_reason 'length')\n"
           "                       Requests need 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY'): 401\n"
-          "  --metrics-public     /metrics and /machine answer without a key (default: they need one when\n"
-          "                       keys are set)\n"
+          "  --metrics-public     /metrics (implies --metrics) and /machine answer without a key\n"
+          "                       (default: they need one when keys are set)\n"
           "  --no-webui           no web page at / (default: chat and the machine at work, GET /machine)\n"
           "  --webui              the web page at / (the default)\n"
            CLI_DIST_USAGE
-          "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
+          "  --metrics            serve /metrics (Prometheus: hetero's and llama-server's llamacpp:*); without\n"
+          "                       it (or --metrics-public) /metrics answers 501, as llama-server's\n"
           "Model and engine:\n"
           "  -c, --ctx-size N     context per request (default: the model's trained context); with -np,\n"
           "                       as llama-server's: the KV pool holds N tokens and each of the -np\n"
@@ -128,7 +129,7 @@ typedef struct {
     const char *model, *host, *alias, *chat_template, *api_keys, *api_key_file, *devices, *policy, *kv_type;
     const char *ctk, *ctv;
     const char *keys[64];       /* --api-key values */
-    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui;
+    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui, metrics;
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
@@ -285,9 +286,8 @@ static int parse_args(int argc, char **argv, options *o)
             if (cli_dist_option(PROG, a, v, &i, &o->dist) < 0)
                 return -1;
         }
-        else if (IS("--metrics")) {
-            /* llama-server's switch: /metrics is always there */
-        } else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
+        else if (IS("--metrics")) o->metrics = 1;
+        else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
             /* llama-server's, true here already: hetero-server downloads
              * nothing and always batches continuously */
         } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1;
@@ -711,6 +711,7 @@ int main(int argc, char **argv)
     S.temperature = o.temperature;
     S.seed = o.seed;
     S.metrics_public = o.metrics_public;
+    S.metrics_on = o.metrics || o.metrics_public;
     S.no_webui = o.no_webui;
     S.prefix_shared = o.prefix_shared;
     S.conns.max_total = o.max_connections;

@@ -66,6 +66,11 @@ typedef struct {
     uint64_t prompt_tokens, completion_tokens;
     srv_hist ttft, itl, e2e, queue;
     uint32_t in_flight;
+    /* llama-server's counters (server_metrics_llama.c): each request's
+     * prompt and generation time and tokens, in all and since the last
+     * scrape (the gauges' window), and its longest sequence */
+    double prompt_seconds, predict_seconds, win_prompt_seconds, win_predict_seconds;
+    uint64_t win_prompt_tokens, win_predict_tokens, n_tokens_max;
 } srv_metrics;
 
 struct srv_job;
@@ -109,6 +114,7 @@ typedef struct {
     double temperature;         /* < 0: OpenAI's 1 */
     long long seed;             /* -1: a fresh one per request */
     int metrics_public;         /* /metrics without a key */
+    int metrics_on;             /* /metrics served (--metrics, --metrics-public); else 501, as llama-server's */
     int prefix_shared;          /* the prefix cache is not partitioned by API key */
     int no_webui;               /* --no-webui: / and its files get 404 */
     char secret[40];            /* per process: the tenants' cache salts start with it */
@@ -219,6 +225,11 @@ void srv_metrics_init(srv_metrics *M);
 void srv_hist_add(srv_metrics *M, srv_hist *h, double seconds);
 void srv_metrics_status(srv_metrics *M, unsigned status);
 enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c);
+/* server_metrics_llama.c: llama-server's metrics (llamacpp:*): a request's
+ * end counted, and the text (malloc'd) of a scrape, which starts the
+ * gauges' next window. */
+void srv_metrics_llama_end(srv_metrics *M, const hx_request_result *r);
+char *srv_metrics_llama_text(srv *S, const hx_engine_stats *es);
 
 /* server_webui.c: the web page's files (GET /, /app.js ...): 1 with the
  * answer queued in *ret, 0 when url is none of them (or --no-webui). */

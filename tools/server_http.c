@@ -223,8 +223,10 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
      * llama-server's; /metrics too, unless --metrics-public. */
     if (!(route == METRICS && S->metrics_public) && !authorize(S, c, &t, &ret))
         return ret;
-    if (route == METRICS)
-        return srv_metrics_page(S, c);
+    if (route == METRICS) /* off unless asked for, as llama-server's */
+        return S->metrics_on ? srv_metrics_page(S, c)
+                             : srv_error(c, 501, "not_supported_error", NULL,
+                                         "This server does not support metrics endpoint. Start it with `--metrics`");
     if (S->draining)
         return srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.");
     switch (route) {

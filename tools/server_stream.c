@@ -146,6 +146,7 @@ int srv_on_token(void *user, const hx_engine_token *t)
             j->prompt_tokens = t->result->stats.prompt_tokens;
         srv_hist_add(M, &M->e2e, now - j->t_submit);
         srv_hist_add(M, &M->queue, t->result->queue_seconds);
+        srv_metrics_llama_end(M, t->result);
     }
     pthread_cond_broadcast(&j->cond);
     /* A job whose client left was cancelled (srv_job_free): the engine
