@@ -96,6 +96,17 @@ static hx_status open_session(hx_engine *e, hx_engine_req *q)
     return st;
 }
 
+/* The request's prompt progress (hx_request.on_progress), its first
+ * reading only: a recomputation after a preemption reports nothing. */
+static void progress(hx_engine *e, hx_engine_req *q)
+{
+    if (!q->r.on_progress || q->res.preemptions || q->r.embed_request)
+        return;
+    const hx_engine_progress p = {q->n_prompt, q->res.prompt_tokens_cached,
+                                  q->n_eval < q->n_prompt ? q->n_eval : q->n_prompt, now(e) - q->t_first_eval};
+    q->r.on_progress(q->r.user, &p);
+}
+
 /* What the cache gave q at this admission, for its result and the stats. */
 static void count_cached(hx_engine *e, hx_engine_req *q)
 {
@@ -227,6 +238,7 @@ static size_t admit(hx_engine *e, size_t n, uint32_t budget, hx_engine_req **can
         if (q->t_first_eval <= 0)
             q->t_first_eval = now(e);
         count_cached(e, q);
+        progress(e, q);
         hx_engine_running_add(e, q);
         give(e, q, chunk);
         n += chunk;
@@ -387,6 +399,7 @@ static void collect(hx_engine *e, size_t n)
             pthread_mutex_lock(&e->lock);
             e->stats.prompt_tokens += (q->n_eval < q->n_prompt ? q->n_eval : q->n_prompt) - first;
             pthread_mutex_unlock(&e->lock);
+            progress(e, q);
         }
         if (q->r.embed_request) {
             hx_status st = hx_engine_embed_collect(q, first, (uint32_t)(j - i));

@@ -7,7 +7,14 @@ behaviour, on 127.0.0.1 and free ports:
     parts joined with "\\n\\n"; two assistant messages at the end are a 400;
   - --host with a comma list listens on each address;
   - a batch of prompts in one /completion (a list of answers) or
-    /v1/completions (one answer, the prompts' choices in order).
+    /v1/completions (one answer, the prompts' choices in order);
+  - /metrics: 501 without --metrics; llama-server's llamacpp:* metrics
+    (each with HELP and TYPE) agreeing with the answers' timings, and the
+    Process-Start-Time-Unix header; the timings' generation rate over the
+    decode steps (n tokens, n - 1 steps);
+  - timings_per_token and return_progress on streams (/completion, chat);
+  - continue_final_message; a response_format schema with "items" as an
+    array (draft 4's tuple form).
 Prints one line per check; exits 1 at the first failure.
 
     server_parity_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, else the embedded model)
@@ -18,6 +25,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_native_check as nc  # noqa: E402
@@ -143,7 +151,163 @@ def batch():
         srv.stop()
 
 
+def llamacpp_metrics(text):
+    out, types = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE llamacpp:"):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+        elif line.startswith("llamacpp:"):
+            name, value = line.split(" ", 1)
+            check(name in types and f"# HELP {name} " in text, f"{name} has no TYPE or HELP line")
+            out[name] = (types[name], float(value))
+    return out
+
+
+def metrics():
+    srv = Server("-np", "2")
+    try:
+        st, _, b = srv.req("GET", "/metrics")
+        check(st == 501 and b["error"]["type"] == "not_supported_error" and "--metrics" in b["error"]["message"],
+              f"/metrics without --metrics: {st} {b}")
+        print("ok /metrics without --metrics: 501 not_supported_error, as llama-server's")
+    finally:
+        srv.stop()
+    srv = Server("-np", "1", "--metrics")
+    try:
+        prompt = "the quick brown fox jumps over the lazy dog " * 6
+        predicted = processed = cached = 0
+        for n in (1, 16):
+            st, _, r = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": n, "temperature": 0,
+                                                       "ignore_eos": True})
+            t = r["timings"]
+            check(st == 200 and t["predicted_n"] == n and all(v is not None and v >= 0 for v in t.values()),
+                  f"timings: {st} {t}")
+            if n == 1:
+                check(t["predicted_per_second"] == 0 and t["predicted_per_token_ms"] == 0, f"one token: {t}")
+            else:
+                check(abs(t["predicted_per_second"] - 1e3 / t["predicted_ms"] * (n - 1)) < 1e-6 and
+                      abs(t["predicted_per_token_ms"] - t["predicted_ms"] / (n - 1)) < 1e-9, f"16 tokens: {t}")
+            predicted += t["predicted_n"]
+            processed += t["prompt_n"]
+            cached += t["cache_n"]
+        check(cached > 0, "the second prompt took nothing from the prefix cache")
+        st, h, text = srv.req("GET", "/metrics", raw=True)
+        check(st == 200 and "process-start-time-unix" in h and
+              abs(int(h["process-start-time-unix"]) - time.time()) < 600, f"/metrics headers: {h}")
+        m = llamacpp_metrics(text)
+        for name in ("prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total",
+                     "tokens_predicted_total", "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max",
+                     "spec_decode_num_draft_tokens_total", "spec_decode_num_accepted_tokens_total",
+                     "spec_decode_num_drafts_total"):
+            check(m.get("llamacpp:" + name, ("",))[0] == "counter", f"llamacpp:{name} is not a counter: {m}")
+        for name in ("prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing", "requests_deferred",
+                     "n_busy_slots_per_decode"):
+            check(m.get("llamacpp:" + name, ("",))[0] == "gauge", f"llamacpp:{name} is not a gauge: {m}")
+        v = {k.split(":")[1]: x[1] for k, x in m.items()}
+        check(v["tokens_predicted_total"] == predicted and v["prompt_tokens_total"] == processed and
+              v["prompt_tokens_cached_total"] == cached, f"totals {v} against the answers' {predicted} {processed} "
+              f"{cached}")
+        check(v["n_decode_total"] > 0 and v["requests_processing"] == 0 and v["prompt_seconds_total"] > 0 and
+              v["tokens_predicted_seconds_total"] > 0 and v["predicted_tokens_seconds"] > 0 and
+              0 < v["n_busy_slots_per_decode"] <= 1 and v["spec_decode_num_drafts_total"] == 0, f"values: {v}")
+        check("hetero_generation_tokens_total" in text, "hetero's own metrics are gone")
+        m2 = llamacpp_metrics(srv.req("GET", "/metrics", raw=True)[2])
+        check(m2["llamacpp:predicted_tokens_seconds"][1] == 0, f"the gauges' window did not restart: {m2}")
+        print(f"ok /metrics with --metrics: llamacpp:* counters and gauges with HELP and TYPE, totals as the answers' "
+              f"timings ({predicted} predicted, {processed} evaluated, {cached} cached), Process-Start-Time-Unix; "
+              f"n tokens' rate over n - 1 steps")
+    finally:
+        srv.stop()
+
+
+def progress():
+    srv = Server("-np", "1", "-b", "32", "-c", "1024")
+    try:
+        prompt = "the quick brown fox jumps over the lazy dog " * 8
+        ev = sse(srv.port, "/completion", {"prompt": prompt, "n_predict": 4, "stream": True,
+                                           "timings_per_token": True, "return_progress": True})
+        prog = [e for e in ev if "prompt_progress" in e]
+        total = prog[0]["prompt_progress"]["total"]
+        check(len(prog) == 1 + (total + 31) // 32, f"{total} tokens in steps of 32: {len(prog)} progress events")
+        first = prog[0]
+        check(first["prompt_progress"]["processed"] == first["prompt_progress"]["cache"] == 0 and
+              first["timings"]["prompt_n"] == 0 and first["timings"]["prompt_ms"] == 0 and
+              first["timings"]["predicted_n"] == 0, f"the first progress event: {first}")
+        done = [p["prompt_progress"]["processed"] for p in prog]
+        ms = [p["timings"]["prompt_ms"] for p in prog]
+        check(done == sorted(done) and len(set(done)) == len(done) and done[-1] == total and ms == sorted(ms) and
+              ms[-1] > 0 and all(v is not None and v >= 0 for p in prog for v in p["timings"].values()),
+              f"progress: {done} {ms}")
+        toks = [e for e in ev if "prompt_progress" not in e]
+        check(all("timings" in e for e in toks) and toks[-1]["stop"] and toks[-1]["timings"]["predicted_n"] == 4 and
+              [e["timings"]["predicted_n"] for e in toks[:-1]] == sorted(e["timings"]["predicted_n"] for e in toks[:-1]),
+              f"token events' timings: {toks}")
+        print(f"ok /completion return_progress: {len(prog)} events for {total} prompt tokens in steps of 32, the first "
+              "before any is evaluated, processed growing to total; timings_per_token on every event")
+        # the same prompt again: the cache's share shows from the first event
+        ev = sse(srv.port, "/completion", {"prompt": prompt, "n_predict": 2, "stream": True, "return_progress": True})
+        prog = [e["prompt_progress"] for e in ev if "prompt_progress" in e]
+        check(prog[0]["cache"] > 0 and prog[0]["cache"] == prog[0]["processed"] and all(
+            p["cache"] == prog[0]["cache"] for p in prog) and prog[-1]["processed"] == total and len(prog) == 2 and
+              all("timings" not in e for e in ev if "prompt_progress" in e), f"cached: {prog}")
+        print(f"ok return_progress again: the prefix cache's {prog[0]['cache']} tokens from the first event, one step")
+        ev = sse(srv.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "This is a test" * 10}],
+                                                    "max_tokens": 3, "stream": True, "return_progress": True})
+        prog = [e for e in ev if "prompt_progress" in e]
+        check(prog and all(e["choices"][0]["delta"] == {"role": "assistant", "content": None} for e in prog) and
+              prog[-1]["prompt_progress"]["processed"] == prog[-1]["prompt_progress"]["total"], f"chat: {prog}")
+        ev = sse(srv.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "test"}], "max_tokens": 5,
+                                                    "stream": True, "stream_options": {"include_usage": True},
+                                                    "timings_per_token": True})
+        check("timings" not in ev[0] and all("timings" in e for e in ev[1:]) and ev[-1]["choices"] == [] and
+              0 < ev[-1]["timings"]["predicted_n"] <= 5 and "prompt_per_second" in ev[-1]["timings"] and
+              all("role" not in e["choices"][0]["delta"] for e in ev[1:] if e["choices"]), f"chat timings: {ev}")
+        st, _, r = srv.req("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                                            "max_tokens": 2, "timings_per_token": "yes"})
+        check(st == 400 and "timings_per_token" in r["error"]["message"], f"timings_per_token 'yes': {st} {r}")
+        print("ok chat streams: return_progress as role deltas with prompt_progress; timings_per_token on every chunk "
+              "after the role's, the usage chunk's the final ones; a non-boolean is a 400")
+    finally:
+        srv.stop()
+
+
+def continue_and_schema():
+    tmpl = os.path.join(tempfile.mkdtemp(), "t.jinja")
+    with open(tmpl, "w") as f:
+        f.write("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
+                "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    srv = Server("--chat-template-file", tmpl, "--verbose")
+    try:
+        msgs = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "Whill"}]
+        st, _, r = srv.req("POST", "/v1/chat/completions", {"max_tokens": 2, "messages": msgs,
+                                                            "add_generation_prompt": False,
+                                                            "continue_final_message": True})
+        check(st == 200 and r["__verbose"]["prompt"].endswith("<|user|>Q<|end|><|assistant|>Whill"), f"{st} {r}")
+        for body, why in (({"continue_final_message": True}, "both"),
+                          ({"continue_final_message": True, "add_generation_prompt": False,
+                            "messages": [{"role": "user", "content": "Q"}]}, "assistant"),
+                          ({"continue_final_message": "reasoning_content", "add_generation_prompt": False},
+                           "reasoning"),
+                          ({"continue_final_message": 3}, "boolean")):
+            st, _, r = srv.req("POST", "/v1/chat/completions", {"max_tokens": 2, "messages": msgs, **body})
+            check(st == 400 and why in r["error"]["message"], f"{body}: {st} {r}")
+        print("ok continue_final_message: continues the assistant's message (add_generation_prompt false); with "
+              "add_generation_prompt, a last user message, reasoning_content or a number: 400")
+        st, _, r = srv.req("POST", "/v1/chat/completions", {"max_tokens": 8, "messages": msgs[:1], "response_format": {
+            "type": "json_object", "schema": {"items": [{"type": "integer"}]}}})
+        c = r["choices"][0]["message"]["content"] if st == 200 else ""
+        check(st == 200 and c.startswith("[") and (c.rstrip().endswith("]") or r["choices"][0]["finish_reason"] ==
+                                                   "length"), f"items as an array: {st} {r}")
+        print(f"ok response_format with items as an array (a one-integer tuple): {c!r}")
+    finally:
+        srv.stop()
+
+
 def main():
+    progress()
+    continue_and_schema()
+    metrics()
     batch()
     chat_stream_and_prefill()
     several_hosts()

@@ -260,6 +260,10 @@ typedef struct srv_choice {
     int limited;               /* stopped by the tenant's tokens per minute */
     hx_request_result res;
     double t_last;             /* the last token's time, for inter-token latency */
+    /* server_progress.c: the first token's time, the prompt's progress
+     * as the engine last said it, when it said so, when evaluation began */
+    double t_first, t_progress, t_eval_start;
+    hx_engine_progress progress;
 } srv_choice;
 
 typedef struct srv_job {
@@ -284,12 +288,18 @@ typedef struct srv_job {
     double t_submit;
     struct srv_job *prev, *next; /* srv.jobs */
     srv_tools *tools;          /* the tools offered (server_tools.c), or NULL; owned */
+    int timings_per_token, return_progress; /* llama-server's stream fields (server_progress.c) */
 } srv_job;
 
 /* server_prefill.c: llama-server's checks of a last assistant message
  * (two at the end refused) and its content parts joined with "\n\n",
  * rewritten in the body; 0, or -1 with the 400's message. */
 int srv_chat_prefill(json_t *body, char *msg, size_t cap);
+/* continue_final_message (vLLM's, llama-server's): true or "content"
+ * continues the last message, which must be the assistant's, and excludes
+ * add_generation_prompt (true by default); false, null or absent leave
+ * llama-server's prefill as it is.  0, or -1 with the 400's message. */
+int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap);
 
 /* server_batch.c: a batch of prompts in one /completion or
  * /v1/completions request (a "prompt" array with no token id at its top
@@ -342,6 +352,15 @@ int srv_on_token(void *user, const hx_engine_token *t);
 int srv_job_wait_client(srv_job *j, struct MHD_Connection *c);
 /* The streamed response: SSE chunks as tokens come, `data: [DONE]` last. */
 enum MHD_Result srv_stream_respond(struct MHD_Connection *c, srv_job *j);
+/* One SSE event appended to the job's output (takes the reference; under
+ * the job's lock), and an OpenAI chunk around `choices` (server_stream.c). */
+void srv_stream_event(srv_job *j, json_t *v);
+json_t *srv_stream_chunk(srv_job *j, json_t *choices);
+/* server_progress.c: a choice's timings as they stand (the engine's once
+ * it ended), and the engine's prompt progress callback (user = the
+ * choice), which queues return_progress's events. */
+json_t *srv_timings_json(srv_job *j, srv_choice *ch);
+void srv_on_progress(void *user, const hx_engine_progress *p);
 /* Chunk/response builders (server_openai.c). */
 json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t from_text, int final);
 json_t *srv_usage_json(srv_job *j);

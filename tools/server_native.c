@@ -108,21 +108,6 @@ static const char *stop_type(const srv_choice *ch, const char **word, json_t *st
     }
 }
 
-static json_t *timings(const srv_choice *ch, uint32_t prompt_tokens)
-{
-    const hx_request_result *r = &ch->res;
-    const uint32_t cached = r->prompt_tokens_cached, prompt_n = prompt_tokens > cached ? prompt_tokens - cached : 0;
-    const uint32_t predicted = r->stats.generated_tokens;
-    /* the engine's clock: queued, then the prompt up to the first token, then the rest */
-    const double p_ms = (r->first_token_seconds - r->queue_seconds) * 1e3,
-                 d_ms = (r->total_seconds - r->first_token_seconds) * 1e3;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", (int)cached, "prompt_n", (int)prompt_n,
-                     "prompt_ms", p_ms, "prompt_per_token_ms", prompt_n ? p_ms / prompt_n : 0.0,
-                     "prompt_per_second", p_ms > 0 ? prompt_n * 1e3 / p_ms : 0.0, "predicted_n", (int)predicted,
-                     "predicted_ms", d_ms, "predicted_per_token_ms", predicted ? d_ms / predicted : 0.0,
-                     "predicted_per_second", d_ms > 0 ? predicted * 1e3 / d_ms : 0.0);
-}
-
 static json_t *tokens_of(const srv_choice *ch, size_t from)
 {
     json_t *t = json_array();
@@ -175,7 +160,7 @@ static json_t *final_object(srv_job *j, srv_choice *ch, const char *content, siz
                                 j->prompt_tokens + generated >= j->S->info.n_ctx,
                             "stop_type",
                             type, "stopping_word", word, "tokens_cached", (json_int_t)(j->prompt_tokens + generated),
-                            "timings", timings(ch, j->prompt_tokens));
+                            "timings", srv_timings_json(j, ch) /* server_progress.c */);
     json_t *fields = json_object_get(j->native, "response_fields");
     if (json_array_size(fields))
         res = pick_fields(res, fields);

@@ -6,7 +6,9 @@
  *   - a prefill given as content parts is continued as its text parts
  *     joined with "\n\n" (common_chat_msg::render_content's delimiter).
  * The body's messages are rewritten in place before the template reads
- * them, so the Jinja and built-in paths see the same prefill. */
+ * them, so the Jinja and built-in paths see the same prefill.
+ * continue_final_message (vLLM's name for the same continuation, which
+ * llama-server also takes) asks for it explicitly. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +64,32 @@ int srv_chat_prefill(json_t *body, char *msg, size_t cap)
     free(joined);
     if (!s || json_object_set_new(last, "content", s)) {
         snprintf(msg, cap, "the assistant message's content is not valid UTF-8");
+        return -1;
+    }
+    return 0;
+}
+
+int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap)
+{
+    json_t *v = json_object_get(body, "continue_final_message"), *msgs = json_object_get(body, "messages");
+    if (!v || json_is_null(v) || json_is_false(v))
+        return 0;
+    const char *s = json_string_value(v);
+    if (s && !strcmp(s, "reasoning_content")) {
+        snprintf(msg, cap, "'continue_final_message': \"reasoning_content\" needs reasoning parsing, which "
+                           "hetero-server does not do (thoughts stay in 'content')");
+        return -1;
+    }
+    if (!json_is_true(v) && !(s && !strcmp(s, "content"))) {
+        snprintf(msg, cap, "'continue_final_message' must be a boolean or \"content\"");
+        return -1;
+    }
+    if (add_generation_prompt) {
+        snprintf(msg, cap, "Cannot set both add_generation_prompt and continue_final_message to true.");
+        return -1;
+    }
+    if (!is_assistant(json_array_get(msgs, json_array_size(msgs) - 1))) {
+        snprintf(msg, cap, "'continue_final_message': the last message must be the assistant's, to continue it");
         return -1;
     }
     return 0;
