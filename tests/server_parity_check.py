@@ -13,6 +13,8 @@ behaviour, on 127.0.0.1 and free ports:
     Process-Start-Time-Unix header; the timings' generation rate over the
     decode steps (n tokens, n - 1 steps);
   - timings_per_token and return_progress on streams (/completion, chat);
+  - n_probs on /completion: completion_probabilities, whole and one token
+    an event streamed;
   - continue_final_message; a response_format schema with "items" as an
     array (draft 4's tuple form).
 Prints one line per check; exits 1 at the first failure.
@@ -304,7 +306,35 @@ def continue_and_schema():
         srv.stop()
 
 
+def n_probs():
+    srv = Server()
+    try:
+        body = {"prompt": "I believe the meaning of life is", "n_probs": 10, "temperature": 0, "n_predict": 5}
+        st, _, r = srv.req("POST", "/completion", body)
+        cp = r.get("completion_probabilities", []) if st == 200 else []
+        check(st == 200 and len(cp) == 5, f"n_probs: {st} {r}")
+        for t in cp:
+            check(isinstance(t["token"], str) and t["logprob"] <= 0 and isinstance(t["bytes"], list) and
+                  len(t["top_logprobs"]) == 10 and all(p["logprob"] <= 0 and isinstance(p["token"], str)
+                                                      for p in t["top_logprobs"]) and
+                  t["top_logprobs"][0]["id"] == t["id"], f"an entry: {t}")
+        check("".join(t["token"] for t in cp) == r["content"], f"tokens vs content: {cp} {r['content']!r}")
+        ev = sse(srv.port, "/completion", {**body, "stream": True})
+        parts = [e for e in ev if not e["stop"]]
+        check(len(parts) == 5 and all(len(e["completion_probabilities"]) == 1 for e in parts) and
+              [e["completion_probabilities"][0]["id"] for e in parts] == [t["id"] for t in cp] and
+              "".join(e["content"] for e in parts) == r["content"] and "completion_probabilities" not in ev[-1],
+              f"streamed: {ev}")
+        st, _, r = srv.req("POST", "/completion", {**body, "n_probs": 0})
+        check(st == 200 and "completion_probabilities" not in r, f"n_probs 0: {r}")
+        print("ok n_probs on /completion: completion_probabilities of 5 tokens with 10 alternatives each, whole and "
+              "one token an event streamed (greedy: the same tokens); none with n_probs 0")
+    finally:
+        srv.stop()
+
+
 def main():
+    n_probs()
     progress()
     continue_and_schema()
     metrics()

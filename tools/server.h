@@ -356,6 +356,11 @@ enum MHD_Result srv_stream_respond(struct MHD_Connection *c, srv_job *j);
  * the job's lock), and an OpenAI chunk around `choices` (server_stream.c). */
 void srv_stream_event(srv_job *j, json_t *v);
 json_t *srv_stream_chunk(srv_job *j, json_t *choices);
+/* server_probs.c: n_probs in /completion's shape: the entries of pieces
+ * [from, to) ("completion_probabilities"), and a streamed event of one
+ * token (its piece, the text [from_text, to_text)). */
+json_t *srv_native_probs(srv_job *j, srv_choice *ch, size_t from, size_t to);
+json_t *srv_native_token_event(srv_job *j, srv_choice *ch, size_t piece, size_t from_text, size_t to_text);
 /* server_progress.c: a choice's timings as they stand (the engine's once
  * it ended), and the engine's prompt progress callback (user = the
  * choice), which queues return_progress's events. */

@@ -161,6 +161,8 @@ static json_t *final_object(srv_job *j, srv_choice *ch, const char *content, siz
                             "stop_type",
                             type, "stopping_word", word, "tokens_cached", (json_int_t)(j->prompt_tokens + generated),
                             "timings", srv_timings_json(j, ch) /* server_progress.c */);
+    if (!j->stream && j->logprobs) /* n_probs (server_probs.c); a stream's events carried them */
+        json_object_set_new(res, "completion_probabilities", srv_native_probs(j, ch, 0, ch->n_pieces));
     json_t *fields = json_object_get(j->native, "response_fields");
     if (json_array_size(fields))
         res = pick_fields(res, fields);

@@ -261,8 +261,15 @@ static void format_events(srv_job *j)
             srv_stream_event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type",
                                           "server_error", "code", hx_status_str(ch->res.status)));
         } else if (j->native_answer) {
-            /* llama-server's events: the text as it comes, then the summary (stop: true) */
-            if (fresh)
+            /* llama-server's events: the text as it comes, then the summary (stop: true); with n_probs
+             * one token an event (server_probs.c), the text so far with the last of them */
+            if (fresh && j->logprobs && ch->n_pieces > ch->sent_pieces) {
+                for (size_t k = ch->sent_pieces; k < ch->n_pieces; k++) {
+                    const size_t to = k + 1 == ch->n_pieces ? ch->text_len : ch->sent_text;
+                    srv_stream_event(j, timed(j, ch, srv_native_token_event(j, ch, k, ch->sent_text, to)));
+                    ch->sent_text = to;
+                }
+            } else if (fresh)
                 srv_stream_event(j, timed(j, ch, srv_native_chunk(j, ch, ch->sent_pieces, ch->sent_text, 0)));
             if (ch->ended)
                 srv_stream_event(j, srv_native_chunk(j, ch, ch->n_pieces, ch->text_len, 1));
