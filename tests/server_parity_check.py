@@ -13,6 +13,9 @@ behaviour, on 127.0.0.1 and free ports:
     Process-Start-Time-Unix header; the timings' generation rate over the
     decode steps (n tokens, n - 1 steps);
   - timings_per_token and return_progress on streams (/completion, chat);
+  - /completion's generation_settings: ignore_eos, and logit_bias listing
+    the request's biases and, with ignore_eos, each end-of-generation
+    token's -inf (null);
   - n_probs on /completion: completion_probabilities, whole and one token
     an event streamed;
   - continue_final_message; a response_format schema with "items" as an
@@ -325,6 +328,17 @@ def n_probs():
               [e["completion_probabilities"][0]["id"] for e in parts] == [t["id"] for t in cp] and
               "".join(e["content"] for e in parts) == r["content"] and "completion_probabilities" not in ev[-1],
               f"streamed: {ev}")
+        for ie in (True, False):
+            st, _, r = srv.req("POST", "/completion", {"prompt": "Once upon a time", "n_predict": 2, "ignore_eos": ie,
+                                                       "logit_bias": [[5, -1.5], [6, False]]})
+            g = r["generation_settings"]
+            eog = [b for b in g["logit_bias"][2:]]
+            check(st == 200 and g["ignore_eos"] is ie and g["logit_bias"][:2] == [{"bias": -1.5, "token": 5},
+                                                                                 {"bias": None, "token": 6}] and
+                  (len(eog) > 0 and all(b["bias"] is None for b in eog)) == ie and (ie or not eog),
+                  f"ignore_eos {ie}: {g}")
+        print("ok generation_settings: ignore_eos as asked; logit_bias the request's (false: null) and, with "
+              "ignore_eos, each end-of-generation token's null (-inf)")
         st, _, r = srv.req("POST", "/completion", {**body, "n_probs": 0})
         check(st == 200 and "completion_probabilities" not in r, f"n_probs 0: {r}")
         print("ok n_probs on /completion: completion_probabilities of 5 tokens with 10 alternatives each, whole and "

@@ -6,6 +6,7 @@
  * /apply-template, GET /models and /v1/models with llama-server's details,
  * and /detokenize keeping special tokens.  The request's fields go through
  * the same checks as an OpenAI completion's (server_openai.c). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +64,21 @@ json_t *srv_native_settings(srv *S, const hx_request *r, int stream, const char 
                           "repeat_penalty", dec(s->repeat_penalty), "presence_penalty",
                           dec(s->presence_penalty), "frequency_penalty", dec(s->frequency_penalty),
                           "max_tokens", (json_int_t)r->max_tokens, "n_predict", (json_int_t)r->max_tokens,
-                          "ignore_eos", r->ignore_eos, "stream", stream, "n_probs", (int)r->top_logprobs, "stop",
+                          "ignore_eos", r->ignore_eos || s->ignore_eos, "stream", stream, "n_probs", (int)r->top_logprobs, "stop",
                           stop, "cache_prompt", !r->no_prefix_cache);
     if (s->grammar)
         json_object_set_new(g, "grammar", json_string(s->grammar));
+    /* llama-server's list: the request's biases, then with ignore_eos each
+     * end-of-generation token's -inf (null in JSON), the ban it amounts to */
+    json_t *bias = json_array();
+    for (uint32_t i = 0; i < s->n_logit_bias; i++)
+        json_array_append_new(bias, json_pack("{s:o,s:i}", "bias", isfinite(s->logit_bias[i].bias)
+                                                               ? json_real(s->logit_bias[i].bias) : json_null(),
+                                              "token", s->logit_bias[i].token));
+    for (int32_t id = 0; (r->ignore_eos || s->ignore_eos) && S->native.tok && id < (int32_t)S->info.n_vocab; id++)
+        if (hx_tokenizer_is_eog(S->native.tok, id))
+            json_array_append_new(bias, json_pack("{s:n,s:i}", "bias", "token", id));
+    json_object_set_new(g, "logit_bias", bias);
     return json_pack("{s:o,s:s}", "settings", g, "prompt", prompt ? prompt : "");
 }
 
