@@ -62,7 +62,11 @@ def chat_stream_and_prefill():
         d = ev[0]["choices"][0]["delta"]
         check(d == {"role": "assistant", "content": None}, f"the first chunk's delta: {d}")
         check(all("role" not in e["choices"][0]["delta"] for e in ev[1:] if e["choices"]), f"role twice: {ev}")
-        print("ok a streamed chat's first chunk: {role: assistant, content: null}, as llama-server's")
+        check(all(e["choices"][0]["delta"].get("content") != "" for e in ev), f"an empty content delta: {ev}")
+        check(ev[-1]["choices"][0]["finish_reason"] and ev[-1]["choices"][0]["delta"] in ({}, ) or
+              ev[-1]["choices"][0]["delta"].get("content"), f"the last chunk: {ev[-1]}")
+        print("ok a streamed chat's first chunk: {role: assistant, content: null}, as llama-server's; no chunk "
+              "with an empty content (the last one's delta is {} when it brings no text)")
 
         user = [{"role": "user", "content": "What is the best book"}]
         for prefill, want in (("Whill", "Whill"), ([{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}],

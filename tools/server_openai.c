@@ -521,6 +521,9 @@ json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t fr
         json_object_set_new(c, j->stream ? "delta" : "message", m);
         if (final && srv_tools_finish(j, ch))
             finish = srv_tools_finish(j, ch);
+    } else if (j->chat && j->stream && !json_string_length(text)) {
+        json_decref(text); /* no text in this chunk (the last): an empty delta, as llama-server's */
+        json_object_set_new(c, "delta", json_object());
     } else if (j->chat)
         json_object_set_new(c, j->stream ? "delta" : "message",
                             j->stream ? json_pack("{s:o}", "content", text)
