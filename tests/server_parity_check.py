@@ -99,6 +99,10 @@ def several_hosts():
         return
     srv = Server("--host", "127.0.0.1,::1")
     try:
+        # the second address's line comes after the first's, which is all the start waits for
+        deadline = time.time() + 30
+        while time.time() < deadline and not any("listening on http://[::1]:%d" % srv.port in x for x in srv.err):
+            time.sleep(0.1)
         check(any("listening on http://[::1]:%d" % srv.port in x for x in srv.err), f"no [::1] line: {srv.err}")
         for host in ("127.0.0.1", "::1"):
             c = http.client.HTTPConnection(host, srv.port, timeout=60)
