@@ -96,6 +96,17 @@ static hx_status open_session(hx_engine *e, hx_engine_req *q)
     return st;
 }
 
+/* The request's prompt progress (hx_request.on_progress), its first
+ * reading only: a recomputation after a preemption reports nothing. */
+static void progress(hx_engine *e, hx_engine_req *q)
+{
+    if (!q->r.on_progress || q->res.preemptions || q->r.embed_request)
+        return;
+    const hx_engine_progress p = {q->n_prompt, q->res.prompt_tokens_cached,
+                                  q->n_eval < q->n_prompt ? q->n_eval : q->n_prompt, now(e) - q->t_first_eval};
+    q->r.on_progress(q->r.user, &p);
+}
+
 /* What the cache gave q at this admission, for its result and the stats. */
 static void count_cached(hx_engine *e, hx_engine_req *q)
 {
@@ -227,6 +238,7 @@ static size_t admit(hx_engine *e, size_t n, uint32_t budget, hx_engine_req **can
         if (q->t_first_eval <= 0)
             q->t_first_eval = now(e);
         count_cached(e, q);
+        progress(e, q);
         hx_engine_running_add(e, q);
         give(e, q, chunk);
         n += chunk;
@@ -387,6 +399,7 @@ static void collect(hx_engine *e, size_t n)
             pthread_mutex_lock(&e->lock);
             e->stats.prompt_tokens += (q->n_eval < q->n_prompt ? q->n_eval : q->n_prompt) - first;
             pthread_mutex_unlock(&e->lock);
+            progress(e, q);
         }
         if (q->r.embed_request) {
             hx_status st = hx_engine_embed_collect(q, first, (uint32_t)(j - i));
@@ -412,9 +425,12 @@ hx_status hx_engine_step(hx_engine *e, int *idle)
         return hx_error(HX_ERR_NO_MEMORY, "engine step");
     plan(e, cand, nc);
     size_t n = 0;
+    uint32_t in_batch = 0;
     for (uint32_t i = 0; i < e->n_running; i++)
-        if (e->running[i]->take)
+        if (e->running[i]->take) {
             n = add_entries(e, n, e->running[i], e->running[i]->take);
+            in_batch++;
+        }
     free(cand);
     if (n == 0) {
         *idle = 1;
@@ -426,6 +442,7 @@ hx_status hx_engine_step(hx_engine *e, int *idle)
     pthread_mutex_lock(&e->lock);
     e->stats.busy_seconds += now(e) - t0;
     e->stats.steps++;
+    e->stats.step_requests += in_batch;
     pthread_mutex_unlock(&e->lock);
     if (st == HX_ERR_NO_MEMORY) {
         /* The pool is full: the victim's blocks go back and it is

@@ -1169,6 +1169,15 @@ typedef struct {
  * last call's return is not looked at. */
 typedef int (*hx_engine_callback)(void *user, const hx_engine_token *t);
 
+/* A request's prompt as the engine has read it (hx_request.on_progress). */
+
+typedef struct hx_engine_progress {
+    uint32_t total;     /* the prompt's tokens */
+    uint32_t cached;    /* taken from the prefix cache at admission */
+    uint32_t processed; /* in the KV now, the cached ones included */
+    double seconds;     /* since its first evaluation began */
+} hx_engine_progress;
+
 typedef struct {
     /* The prompt: token ids, or else text tokenized as hx_model_tokenize
      * does with add_special and parse_special (BOS where the model asks,
@@ -1208,6 +1217,13 @@ typedef struct {
     hx_embed_options embed;
     float *embedding;
     size_t embedding_cap;
+    /* Prompt progress (llama-server's return_progress), on the engine
+     * thread with `user`: once when the request is first admitted
+     * (processed == cached: nothing evaluated yet), then after each step
+     * that evaluated part of its prompt, the last with processed == total.
+     * Not called again for a recomputation after a preemption.  NULL =
+     * none. */
+    void (*on_progress)(void *user, const hx_engine_progress *p);
 } hx_request;
 
 typedef struct hx_request_result {
@@ -1234,6 +1250,7 @@ typedef struct {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t tokens_cached;    /* tokens attached from the prefix cache at admissions */
     double busy_seconds;       /* time spent in the steps' evaluations */
+    uint64_t step_requests;    /* the requests in each step's batch, summed over the steps */
 } hx_engine_stats;
 
 HX_API hx_engine_options hx_engine_options_default(void);

@@ -47,7 +47,7 @@ class Server:
 
     def __init__(self, *args):
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.p = subprocess.Popen([f"{BUILD}/hetero-server", "--port", "0", "-t", "2", "--devices", "cpu", *args],
+        self.p = subprocess.Popen([f"{BUILD}/hetero-server", "--port", "0", "-t", "2", "--devices", "cpu", "--metrics", *args],
                                   stderr=subprocess.PIPE, text=True)
         self.port = None
         deadline = time.time() + 60

@@ -193,12 +193,14 @@ def infill_on(n_ctx, n_batch):
             n_suf = min(len(suf), max(0, nb // 4 - (2 + len(prompt))))
             n_ext = min(max(0, n_ctx - nb + 2), len(ext))
             want = ext[len(ext) - n_ext:] + bos + [PRE] + pre[len(pre) - n_pre:] + prompt + [SUF] + suf[:n_suf] + [MID]
-            got = post(srv, "/infill", dict(body, temperature=0, n_predict=6, logprobs=2))
-            ref = post(srv, "/v1/completions", {"prompt": want, "temperature": 0, "max_tokens": 6, "logprobs": 2})
-            check(got["usage"]["prompt_tokens"] == len(want),
-                  f"infill prompt is {got['usage']['prompt_tokens']} tokens, expected {len(want)}")
-            check(got["choices"][0]["text"] == ref["choices"][0]["text"] and
-                  got["choices"][0]["logprobs"]["token_logprobs"] == ref["choices"][0]["logprobs"]["token_logprobs"],
+            # answered in llama-server's native shape, as /completion
+            got = post(srv, "/infill", dict(body, temperature=0, n_predict=6, n_probs=2))
+            ref = post(srv, "/completion", {"prompt": want, "temperature": 0, "n_predict": 6, "n_probs": 2})
+            check(got["tokens_evaluated"] == len(want) and got["stop"] is True and "timings" in got,
+                  f"infill prompt is {got.get('tokens_evaluated')} tokens, expected {len(want)}: {got}")
+            check(got["content"] == ref["content"] and
+                  [t["logprob"] for t in got["completion_probabilities"]] ==
+                  [t["logprob"] for t in ref["completion_probabilities"]],
                   f"infill {body}: its answer is not that of the expected prompt")
         for body, why in (({"input_suffix": "b"}, "input_prefix"), ({"input_prefix": "a"}, "input_suffix"),
                           ({"input_prefix": "a", "input_suffix": "b", "prompt": 3}, "prompt"),

@@ -403,6 +403,9 @@ static const schema_case cases[] = {
     {"{\"type\": \"array\", \"prefixItems\": [{\"const\": \"x\"}, {\"type\": \"string\", \"format\": \"date\"}]}",
      {"[\"x\", \"2026-12-03\"]"},
      {"[\"y\", \"2026-12-03\"]", "[\"x\", \"2026-13-03\"]", "[\"x\"]"}},
+    /* draft 4's tuple form (items as an array), as llama.cpp reads it: prefixItems */
+    {"{\"items\": [{\"type\": \"integer\"}, {\"const\": \"z\"}]}", {"[-3000, \"z\"]", "[7,\"z\"]"},
+     {"[1]", "[1, \"z\", 2]", "[\"z\", 1]"}},
     {"{\"type\": [\"string\", \"null\"]}", {"\"s\"", "null"}, {"1", "[]"}},
     {"{\"type\": \"object\"}", {"{}", "{\"k\": [1, {\"x\": null}]}"}, {"[]", "{\"k\"}"}},
 };

@@ -364,6 +364,10 @@ static int object_rule(conv *c, const json_t *schema, const char *name, char *ou
 static int array_rule(conv *c, const json_t *schema, const char *name, char *out, size_t cap)
 {
     const json_t *items = json_object_get(schema, "items"), *prefix = json_object_get(schema, "prefixItems");
+    if (!prefix && json_is_array(items)) { /* draft 4's tuple form, as llama.cpp reads it: prefixItems */
+        prefix = items;
+        items = NULL;
+    }
     buf b = {0};
     int rc = primitive(c, "space") || addf(c, &b, "\"[\" space");
     if (!rc && prefix) {

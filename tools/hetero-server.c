@@ -30,7 +30,8 @@ static void usage(FILE *f)
 {
     fputs("usage: hetero-server [options]\n"
           "  -m FILE              GGUF model (default: the embedded synthetic 'tiny' model)\n"
-          "  --host ADDR          address or host name to listen on (default 127.0.0.1)\n"
+          "  --host ADDR          address or host name to listen on (default 127.0.0.1); a comma list\n"
+          "                       (127.0.0.1,::1) listens on each, on one port\n"
           "  --port N             port, 0-65535 (default 8080; 0 = any free port, printed at start); the\n"
           "                       port is taken before the model loads\n"
           "  -a, --alias NAME     the model's name in the API (default: the file's general.name)\n"
@@ -47,12 +48,13 @@ static void usage(FILE *f)
           "                       tokens per minute count the prompt at admission and each token as it\n"
           "                       is generated (the answer stops at the limit, finish_reason 'length')\n"
           "                       Requests need 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY'): 401\n"
-          "  --metrics-public     /metrics and /machine answer without a key (default: they need one when\n"
-          "                       keys are set)\n"
+          "  --metrics-public     /metrics (implies --metrics) and /machine answer without a key\n"
+          "                       (default: they need one when keys are set)\n"
           "  --no-webui           no web page at / (default: chat and the machine at work, GET /machine)\n"
           "  --webui              the web page at / (the default)\n"
            CLI_DIST_USAGE
-          "  --metrics            accepted for llama-server's command lines (/metrics is always served)\n"
+          "  --metrics            serve /metrics (Prometheus: hetero's and llama-server's llamacpp:*); without\n"
+          "                       it (or --metrics-public) /metrics answers 501, as llama-server's\n"
           "Model and engine:\n"
           "  -c, --ctx-size N     context per request (default: the model's trained context); with -np,\n"
           "                       as llama-server's: the KV pool holds N tokens and each of the -np\n"
@@ -127,7 +129,7 @@ typedef struct {
     const char *model, *host, *alias, *chat_template, *api_keys, *api_key_file, *devices, *policy, *kv_type;
     const char *ctk, *ctv;
     const char *keys[64];       /* --api-key values */
-    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui;
+    int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui, metrics;
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
@@ -284,9 +286,8 @@ static int parse_args(int argc, char **argv, options *o)
             if (cli_dist_option(PROG, a, v, &i, &o->dist) < 0)
                 return -1;
         }
-        else if (IS("--metrics")) {
-            /* llama-server's switch: /metrics is always there */
-        } else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
+        else if (IS("--metrics")) o->metrics = 1;
+        else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
             /* llama-server's, true here already: hetero-server downloads
              * nothing and always batches continuously */
         } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1;
@@ -351,49 +352,6 @@ static int parse_args(int argc, char **argv, options *o)
         return -1;
     }
     return 0;
-}
-
-/* The listening socket, taken before the model loads so that a port in
- * use fails at once.  --host may be a name ("localhost"): its first IPv4
- * address, else its first address. */
-static int listen_on(const options *o, char *shown, size_t cap, unsigned *port)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
-                    *res = NULL;
-    char ps[8];
-    snprintf(ps, sizeof ps, "%d", o->port);
-    int rc = getaddrinfo(o->host, ps, &hints, &res);
-    if (rc) {
-        fprintf(stderr, PROG ": --host %s: %s\n", o->host, gai_strerror(rc));
-        return -1;
-    }
-    struct addrinfo *ai = res;
-    for (struct addrinfo *p = res; p; p = p->ai_next)
-        if (p->ai_family == AF_INET) {
-            ai = p;
-            break;
-        }
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    int one = 1;
-    if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1024)) {
-        fprintf(stderr, PROG ": cannot listen on %s:%d: %s\n", o->host, o->port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    freeaddrinfo(res);
-    struct sockaddr_storage sa;
-    socklen_t sl = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    char host[64] = "?", serv[16] = "0";
-    getnameinfo((struct sockaddr *)&sa, sl, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
-    snprintf(shown, cap, sa.ss_family == AF_INET6 ? "[%s]" : "%s", host);
-    *port = (unsigned)atoi(serv);
-    return fd;
 }
 
 /* A request's body as it arrives, before routing. */
@@ -753,6 +711,7 @@ int main(int argc, char **argv)
     S.temperature = o.temperature;
     S.seed = o.seed;
     S.metrics_public = o.metrics_public;
+    S.metrics_on = o.metrics || o.metrics_public;
     S.no_webui = o.no_webui;
     S.prefix_shared = o.prefix_shared;
     S.conns.max_total = o.max_connections;
@@ -807,10 +766,8 @@ int main(int argc, char **argv)
             S.conns.max_total = (uint32_t)room;
         }
     }
-    char shown[80];
-    unsigned port = 0;
-    int lfd = listen_on(&o, shown, sizeof shown, &port);
-    if (lfd < 0)
+    srv_listeners L; /* server_listen.c: --host may list several addresses */
+    if (srv_listen(o.host, (unsigned)o.port, &L))
         return 1;
     if (load(&S, &o)) {
         unload(&S);
@@ -823,18 +780,27 @@ int main(int argc, char **argv)
     /* libmicrohttpd's own limit sits above ours: ours decides (and makes
      * room), the slack covers connections closing meanwhile.  poll(), not
      * select(): descriptors past 1,024 are refused by select's sets. */
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
-        srv_conn_accept, &S.conns, on_request, &S, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &S, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, &S.conns,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(S.conns.max_total + SRV_CONN_SLACK), MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
-    if (!d) {
-        fprintf(stderr, PROG ": cannot serve on %s:%u: %s\n", shown, port, strerror(errno));
-        unload(&S);
-        return 1;
+    struct MHD_Daemon *d[SRV_MAX_LISTEN] = {NULL};
+    for (size_t i = 0; i < L.n; i++) {
+        d[i] = MHD_start_daemon(
+            MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG, 0,
+            srv_conn_accept, &S.conns, on_request, &S, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)L.fd[i],
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &S, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, &S.conns,
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(S.conns.max_total + SRV_CONN_SLACK),
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o.timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
+        if (!d[i]) {
+            fprintf(stderr, PROG ": cannot serve on %s:%u: %s\n", L.shown[i], L.port, strerror(errno));
+            for (size_t k = 0; k < i; k++)
+                MHD_stop_daemon(d[k]); /* a daemon closes its own socket */
+            for (size_t k = i; k < L.n; k++)
+                close(L.fd[k]);
+            unload(&S);
+            return 1;
+        }
     }
-    fprintf(stderr, PROG ": listening on http://%s:%u\n", shown, port);
+    for (size_t i = 0; i < L.n; i++)
+        fprintf(stderr, PROG ": listening on http://%s:%u\n", L.shown[i], L.port);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, PROG ": %s: draining (new requests get 503; up to %u s; a second signal exits now)\n",
@@ -853,7 +819,8 @@ int main(int argc, char **argv)
     }
     /* Connections still open (a client that reads nothing, idle ones) are
      * shut down here. */
-    MHD_stop_daemon(d);
+    for (size_t i = 0; i < L.n; i++)
+        MHD_stop_daemon(d[i]);
     srv_conns_stop(&S.conns);
     unload(&S);
     hx_dist_finalize();

@@ -66,6 +66,11 @@ typedef struct {
     uint64_t prompt_tokens, completion_tokens;
     srv_hist ttft, itl, e2e, queue;
     uint32_t in_flight;
+    /* llama-server's counters (server_metrics_llama.c): each request's
+     * prompt and generation time and tokens, in all and since the last
+     * scrape (the gauges' window), and its longest sequence */
+    double prompt_seconds, predict_seconds, win_prompt_seconds, win_predict_seconds;
+    uint64_t win_prompt_tokens, win_predict_tokens, n_tokens_max;
 } srv_metrics;
 
 struct srv_job;
@@ -109,6 +114,7 @@ typedef struct {
     double temperature;         /* < 0: OpenAI's 1 */
     long long seed;             /* -1: a fresh one per request */
     int metrics_public;         /* /metrics without a key */
+    int metrics_on;             /* /metrics served (--metrics, --metrics-public); else 501, as llama-server's */
     int prefix_shared;          /* the prefix cache is not partitioned by API key */
     int no_webui;               /* --no-webui: / and its files get 404 */
     char secret[40];            /* per process: the tenants' cache salts start with it */
@@ -201,11 +207,29 @@ void srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 void srv_conn_phase(struct MHD_Connection *c, int phase);
 enum { SRV_CONN_WAITING, SRV_CONN_READING, SRV_CONN_BUSY };
 
+/* server_listen.c: --host's addresses (one, or a comma list as
+ * llama-server's), each a listening socket on one port (--port 0: the
+ * port the first got); 0, or -1 said on stderr. */
+#define SRV_MAX_LISTEN 8
+typedef struct {
+    int fd[SRV_MAX_LISTEN];
+    char shown[SRV_MAX_LISTEN][72]; /* the address as a URL shows it ("[::1]") */
+    size_t n;
+    unsigned port;
+} srv_listeners;
+int srv_listen(const char *hosts, unsigned port, srv_listeners *L);
+void srv_listen_close(srv_listeners *L);
+
 /* server_metrics.c */
 void srv_metrics_init(srv_metrics *M);
 void srv_hist_add(srv_metrics *M, srv_hist *h, double seconds);
 void srv_metrics_status(srv_metrics *M, unsigned status);
 enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c);
+/* server_metrics_llama.c: llama-server's metrics (llamacpp:*): a request's
+ * end counted, and the text (malloc'd) of a scrape, which starts the
+ * gauges' next window. */
+void srv_metrics_llama_end(srv_metrics *M, const hx_request_result *r);
+char *srv_metrics_llama_text(srv *S, const hx_engine_stats *es);
 
 /* server_webui.c: the web page's files (GET /, /app.js ...): 1 with the
  * answer queued in *ret, 0 when url is none of them (or --no-webui). */
@@ -236,6 +260,10 @@ typedef struct srv_choice {
     int limited;               /* stopped by the tenant's tokens per minute */
     hx_request_result res;
     double t_last;             /* the last token's time, for inter-token latency */
+    /* server_progress.c: the first token's time, the prompt's progress
+     * as the engine last said it, when it said so, when evaluation began */
+    double t_first, t_progress, t_eval_start;
+    hx_engine_progress progress;
 } srv_choice;
 
 typedef struct srv_job {
@@ -260,7 +288,34 @@ typedef struct srv_job {
     double t_submit;
     struct srv_job *prev, *next; /* srv.jobs */
     srv_tools *tools;          /* the tools offered (server_tools.c), or NULL; owned */
+    int timings_per_token, return_progress; /* llama-server's stream fields (server_progress.c) */
 } srv_job;
+
+/* server_prefill.c: llama-server's checks of a last assistant message
+ * (two at the end refused) and its content parts joined with "\n\n",
+ * rewritten in the body; 0, or -1 with the 400's message. */
+int srv_chat_prefill(json_t *body, char *msg, size_t cap);
+/* continue_final_message (vLLM's, llama-server's): true or "content"
+ * continues the last message, which must be the assistant's, and excludes
+ * add_generation_prompt (true by default); false, null or absent leave
+ * llama-server's prefill as it is.  0, or -1 with the 400's message. */
+int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap);
+
+/* server_batch.c: a batch of prompts in one /completion or
+ * /v1/completions request (a "prompt" array with no token id at its top
+ * level), each run as a request of its own, answered as llama-server's.
+ * srv_batch_size: the prompts of such a body, 0 when it is one prompt.
+ * While a thread's srv_captured is set, srv_json keeps the answer there
+ * (status and body) instead of queueing it. */
+#define SRV_MAX_BATCH 64
+typedef struct {
+    unsigned status;
+    json_t *body;
+} srv_capture;
+extern _Thread_local srv_capture *srv_captured;
+int srv_batch_size(const char *body, size_t len);
+enum MHD_Result srv_batch(srv *S, struct MHD_Connection *c, const char *body, size_t len, int mode,
+                          srv_tenant *tenant);
 
 /* server_tools.c: function calling (tools, tool_choice, parallel_tool_calls). */
 #define SRV_MAX_TOOLS 128      /* functions per request */
@@ -297,6 +352,20 @@ int srv_on_token(void *user, const hx_engine_token *t);
 int srv_job_wait_client(srv_job *j, struct MHD_Connection *c);
 /* The streamed response: SSE chunks as tokens come, `data: [DONE]` last. */
 enum MHD_Result srv_stream_respond(struct MHD_Connection *c, srv_job *j);
+/* One SSE event appended to the job's output (takes the reference; under
+ * the job's lock), and an OpenAI chunk around `choices` (server_stream.c). */
+void srv_stream_event(srv_job *j, json_t *v);
+json_t *srv_stream_chunk(srv_job *j, json_t *choices);
+/* server_probs.c: n_probs in /completion's shape: the entries of pieces
+ * [from, to) ("completion_probabilities"), and a streamed event of one
+ * token (its piece, the text [from_text, to_text)). */
+json_t *srv_native_probs(srv_job *j, srv_choice *ch, size_t from, size_t to);
+json_t *srv_native_token_event(srv_job *j, srv_choice *ch, size_t piece, size_t from_text, size_t to_text);
+/* server_progress.c: a choice's timings as they stand (the engine's once
+ * it ended), and the engine's prompt progress callback (user = the
+ * choice), which queues return_progress's events. */
+json_t *srv_timings_json(srv_job *j, srv_choice *ch);
+void srv_on_progress(void *user, const hx_engine_progress *p);
 /* Chunk/response builders (server_openai.c). */
 json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t from_text, int final);
 json_t *srv_usage_json(srv_job *j);

@@ -21,6 +21,11 @@ static srv *the_server;
 
 enum MHD_Result srv_json_retry(struct MHD_Connection *c, unsigned status, json_t *body, unsigned retry_after)
 {
+    if (srv_captured) { /* a prompt of a batch (server_batch.c): its answer is kept */
+        srv_captured->status = status;
+        srv_captured->body = body;
+        return body ? MHD_YES : MHD_NO;
+    }
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (!text)
@@ -218,8 +223,10 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
      * llama-server's; /metrics too, unless --metrics-public. */
     if (!(route == METRICS && S->metrics_public) && !authorize(S, c, &t, &ret))
         return ret;
-    if (route == METRICS)
-        return srv_metrics_page(S, c);
+    if (route == METRICS) /* off unless asked for, as llama-server's */
+        return S->metrics_on ? srv_metrics_page(S, c)
+                             : srv_error(c, 501, "not_supported_error", NULL,
+                                         "This server does not support metrics endpoint. Start it with `--metrics`");
     if (S->draining)
         return srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.");
     switch (route) {
@@ -240,6 +247,8 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                              "This server does not support completions. Start it without `--embeddings`");
         if (route == INFILL)
             return srv_infill(S, c, body, len, t);
+        if (route != CHAT && srv_batch_size(body, len)) /* several prompts (server_batch.c) */
+            return srv_batch(S, c, body, len, route == COMPLETION ? SRV_NATIVE : 0, t);
         return srv_completion(S, c, body, len, route == COMPLETION ? SRV_NATIVE : route == CHAT, t);
     }
 }

@@ -10,8 +10,9 @@
  *
  * with the prefix's last 3/4 of n_batch tokens, the suffix's first
  * n_batch/4 - 2 - |prompt|, and the extra context's last n_ctx - n_batch
- * - 2 n_predict tokens.  The answer is /v1/completions' (streamed with
- * "stream": true). */
+ * - 2 n_predict tokens.  The answer is /completion's, llama-server's
+ * native shape (content, tokens, timings...; streamed with "stream":
+ * true). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,16 +214,16 @@ enum MHD_Result srv_infill(srv *S, struct MHD_Connection *c, const char *body, s
     json_object_del(o, "input_prefix");
     json_object_del(o, "input_suffix");
     json_object_del(o, "input_extra");
-    json_object_del(o, "n_predict");
     json_object_del(o, "n_indent");
     json_object_set_new(o, "prompt", tokens);
     if (!json_object_get(o, "max_tokens"))
-        json_object_set_new(o, "max_tokens", json_integer(max));
+        json_object_set_new(o, "n_predict", json_integer(max));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!text)
         return srv_error(c, 500, "server_error", NULL, "out of memory");
-    enum MHD_Result ret = srv_completion(S, c, text, strlen(text), 0, tenant);
+    /* answered as /completion is, llama-server's native shape (its infill is a completion task) */
+    enum MHD_Result ret = srv_completion(S, c, text, strlen(text), SRV_NATIVE, tenant);
     free(text);
     return ret;
 }

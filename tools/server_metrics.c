@@ -1,11 +1,13 @@
 /* hetero-server's /metrics, in Prometheus' text format: requests by
  * status, tokens, latency histograms (time to first token, inter-token,
  * end to end, queue), the engine's queue and preemptions, the KV pool and
- * each device's busy share. */
+ * each device's busy share; then llama-server's own (llamacpp:*,
+ * server_metrics_llama.c).  Served with --metrics, as llama-server's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/server.h"
 
@@ -171,10 +173,17 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
         free(q);
         json_decref(name);
     }
+    char *llama = srv_metrics_llama_text(S, &es); /* llama-server's llamacpp:* names */
+    if (llama)
+        put(&t, "%s", llama);
+    free(llama);
     if (!t.s)
         return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(t.n, t.s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    char start[32]; /* llama-server's header: when the process started, Unix seconds */
+    snprintf(start, sizeof start, "%lld", (long long)time(NULL) - (long long)(srv_now() - S->started));
+    MHD_add_response_header(r, "Process-Start-Time-Unix", start);
     srv_cors_headers(S, c, r);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);

@@ -6,6 +6,7 @@
  * /apply-template, GET /models and /v1/models with llama-server's details,
  * and /detokenize keeping special tokens.  The request's fields go through
  * the same checks as an OpenAI completion's (server_openai.c). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +64,21 @@ json_t *srv_native_settings(srv *S, const hx_request *r, int stream, const char 
                           "repeat_penalty", dec(s->repeat_penalty), "presence_penalty",
                           dec(s->presence_penalty), "frequency_penalty", dec(s->frequency_penalty),
                           "max_tokens", (json_int_t)r->max_tokens, "n_predict", (json_int_t)r->max_tokens,
-                          "ignore_eos", r->ignore_eos, "stream", stream, "n_probs", (int)r->top_logprobs, "stop",
+                          "ignore_eos", r->ignore_eos || s->ignore_eos, "stream", stream, "n_probs", (int)r->top_logprobs, "stop",
                           stop, "cache_prompt", !r->no_prefix_cache);
     if (s->grammar)
         json_object_set_new(g, "grammar", json_string(s->grammar));
+    /* llama-server's list: the request's biases, then with ignore_eos each
+     * end-of-generation token's -inf (null in JSON), the ban it amounts to */
+    json_t *bias = json_array();
+    for (uint32_t i = 0; i < s->n_logit_bias; i++)
+        json_array_append_new(bias, json_pack("{s:o,s:i}", "bias", isfinite(s->logit_bias[i].bias)
+                                                               ? json_real(s->logit_bias[i].bias) : json_null(),
+                                              "token", s->logit_bias[i].token));
+    for (int32_t id = 0; (r->ignore_eos || s->ignore_eos) && S->native.tok && id < (int32_t)S->info.n_vocab; id++)
+        if (hx_tokenizer_is_eog(S->native.tok, id))
+            json_array_append_new(bias, json_pack("{s:n,s:i}", "bias", "token", id));
+    json_object_set_new(g, "logit_bias", bias);
     return json_pack("{s:o,s:s}", "settings", g, "prompt", prompt ? prompt : "");
 }
 
@@ -106,21 +118,6 @@ static const char *stop_type(const srv_choice *ch, const char **word, json_t *st
         return "word";
     default: return "none";
     }
-}
-
-static json_t *timings(const srv_choice *ch, uint32_t prompt_tokens)
-{
-    const hx_request_result *r = &ch->res;
-    const uint32_t cached = r->prompt_tokens_cached, prompt_n = prompt_tokens > cached ? prompt_tokens - cached : 0;
-    const uint32_t predicted = r->stats.generated_tokens;
-    /* the engine's clock: queued, then the prompt up to the first token, then the rest */
-    const double p_ms = (r->first_token_seconds - r->queue_seconds) * 1e3,
-                 d_ms = (r->total_seconds - r->first_token_seconds) * 1e3;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "cache_n", (int)cached, "prompt_n", (int)prompt_n,
-                     "prompt_ms", p_ms, "prompt_per_token_ms", prompt_n ? p_ms / prompt_n : 0.0,
-                     "prompt_per_second", p_ms > 0 ? prompt_n * 1e3 / p_ms : 0.0, "predicted_n", (int)predicted,
-                     "predicted_ms", d_ms, "predicted_per_token_ms", predicted ? d_ms / predicted : 0.0,
-                     "predicted_per_second", d_ms > 0 ? predicted * 1e3 / d_ms : 0.0);
 }
 
 static json_t *tokens_of(const srv_choice *ch, size_t from)
@@ -175,7 +172,9 @@ static json_t *final_object(srv_job *j, srv_choice *ch, const char *content, siz
                                 j->prompt_tokens + generated >= j->S->info.n_ctx,
                             "stop_type",
                             type, "stopping_word", word, "tokens_cached", (json_int_t)(j->prompt_tokens + generated),
-                            "timings", timings(ch, j->prompt_tokens));
+                            "timings", srv_timings_json(j, ch) /* server_progress.c */);
+    if (!j->stream && j->logprobs) /* n_probs (server_probs.c); a stream's events carried them */
+        json_object_set_new(res, "completion_probabilities", srv_native_probs(j, ch, 0, ch->n_pieces));
     json_t *fields = json_object_get(j->native, "response_fields");
     if (json_array_size(fields))
         res = pick_fields(res, fields);

@@ -306,6 +306,9 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     if (!json_is_array(msgs) || !json_array_size(msgs))
         return fail(b, msgs ? "invalid_type" : "missing_parameter",
                     msgs ? "'messages' must be a non-empty array" : "'messages' is missing");
+    char pwhy[256];
+    if (srv_chat_prefill(o, pwhy, sizeof pwhy))
+        return fail(b, "invalid_value", "%s", pwhy);
     size_t n = json_array_size(msgs);
     json_t *plain = json_array();
     int rc = plain ? 0 : fail(b, "server_error", "out of memory");
@@ -352,12 +355,9 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     ro.no_jinja = !S->jinja;
     if (!rc)
         rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
-    /* vLLM's continue_final_message: the last (assistant) message is
-     * continued, which llama-server does anyway; it excludes a new turn */
-    int cont = 0;
-    if (!rc && !(rc = get_bool(o, "continue_final_message", &cont, b)) && cont &&
-        json_is_true(json_object_get(o, "add_generation_prompt")))
-        rc = fail(b, "invalid_value", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+    /* vLLM's continue_final_message (server_prefill.c) */
+    if (!rc && srv_chat_continue(o, ro.add_generation_prompt, pwhy, sizeof pwhy))
+        rc = fail(b, "invalid_value", "%s", pwhy);
     int thinking = 1;
     char why[256];
     char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, why, sizeof why) : NULL;
@@ -521,6 +521,9 @@ json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t fr
         json_object_set_new(c, j->stream ? "delta" : "message", m);
         if (final && srv_tools_finish(j, ch))
             finish = srv_tools_finish(j, ch);
+    } else if (j->chat && j->stream && !json_string_length(text)) {
+        json_decref(text); /* no text in this chunk (the last): an empty delta, as llama-server's */
+        json_object_set_new(c, "delta", json_object());
     } else if (j->chat)
         json_object_set_new(c, j->stream ? "delta" : "message",
                             j->stream ? json_pack("{s:o}", "content", text)
@@ -700,6 +703,9 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     int verbose = 0; /* llama-server's per-request switch for __verbose */
     if (!rc)
         rc = get_bool(o, "verbose", &verbose, &b);
+    int per_token = 0, progress = 0; /* llama-server's stream fields (server_progress.c) */
+    if (!rc && (get_bool(o, "timings_per_token", &per_token, &b) || get_bool(o, "return_progress", &progress, &b)))
+        rc = -1;
     /* llama-server's context holds the prompt and the answer together */
     if (!rc && native && p.n_tokens < S->info.n_ctx && p.r.max_tokens > S->info.n_ctx - p.n_tokens)
         p.r.max_tokens = S->info.n_ctx - (uint32_t)p.n_tokens;
@@ -728,6 +734,10 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             p.r.tenant = tenant ? tenant->name : NULL;
             p.r.cache_salt = salt;
             p.r.on_token = srv_on_token;
+            j->timings_per_token = per_token;
+            j->return_progress = progress;
+            if (p.stream && (per_token || progress))
+                p.r.on_progress = srv_on_progress;
             j->native_answer = native;
             if (native || S->native.verbose || verbose)
                 srv_native_keep(S, j, o, &p.r, p.stream);

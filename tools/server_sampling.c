@@ -300,8 +300,6 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
         {"t_max_prompt_ms", NULL, "time limits on prompts are not supported"},
         {"id_slot", "-1", "hetero-server has no slots"},
         {"return_tokens", NULL, "token ids are in /completion's answers only"},
-        {"return_progress", NULL, "prompt progress events are not supported"},
-        {"timings_per_token", NULL, "per-token timings are not supported"},
         {"post_sampling_probs", NULL, "probabilities after the sampling chain are not supported"},
         {"response_fields", NULL, "response_fields shapes /completion's answers only"},
         {"lora", NULL, "LoRA adapters are not supported"},
@@ -324,8 +322,6 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
         {"reasoning_budget_message", NULL, "reasoning budgets are not supported"},
         {"generation_prompt", NULL, "generation_prompt is not supported"},
         {"parse_tool_calls", NULL, "tool calls are always parsed (llama-server's switch is not taken)"},
-        {"continue_final_message", NULL, "continue_final_message is not supported (a last assistant message is "
-                                         "always continued)"},
         {"multimodal_data", NULL, "multimodal input is not supported"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)

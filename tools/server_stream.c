@@ -117,6 +117,8 @@ int srv_on_token(void *user, const hx_engine_token *t)
     if (t->token >= 0)
         srv_hist_add(M, ch->n_pieces ? &M->itl : &M->ttft, ch->n_pieces ? now - ch->t_last : now - j->t_submit);
     ch->t_last = now;
+    if (t->token >= 0 && !ch->n_pieces)
+        ch->t_first = now; /* timings_per_token's generation clock (server_progress.c) */
     /* Each generated token against the tenant's tokens per minute: the
      * one that finds the minute's budget spent is not given, and the
      * choice stops there (finish_reason "length"). */
@@ -146,6 +148,7 @@ int srv_on_token(void *user, const hx_engine_token *t)
             j->prompt_tokens = t->result->stats.prompt_tokens;
         srv_hist_add(M, &M->e2e, now - j->t_submit);
         srv_hist_add(M, &M->queue, t->result->queue_seconds);
+        srv_metrics_llama_end(M, t->result);
     }
     pthread_cond_broadcast(&j->cond);
     /* A job whose client left was cancelled (srv_job_free): the engine
@@ -199,7 +202,7 @@ int srv_job_wait_client(srv_job *j, struct MHD_Connection *c)
 }
 
 /* Appends one SSE event, "data: JSON\n\n" (takes the reference). */
-static void event(srv_job *j, json_t *v)
+void srv_stream_event(srv_job *j, json_t *v)
 {
     char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
@@ -215,11 +218,20 @@ static void event(srv_job *j, json_t *v)
     free(s);
 }
 
-static json_t *chunk(srv_job *j, json_t *choices)
+json_t *srv_stream_chunk(srv_job *j, json_t *choices)
 {
     return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object",
                      j->chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)j->created,
                      "model", j->S->model_name, "choices", choices);
+}
+
+/* An event with the choice's timings, when the request asked for them
+ * with each (timings_per_token, server_progress.c). */
+static json_t *timed(srv_job *j, srv_choice *ch, json_t *ev)
+{
+    if (ev && j->timings_per_token && !json_object_get(ev, "timings"))
+        json_object_set_new(ev, "timings", srv_timings_json(j, ch));
+    return ev;
 }
 
 /* Formats what arrived since the last call (under the job's lock). */
@@ -231,9 +243,10 @@ static void format_events(srv_job *j)
         if (ch->reported)
             continue;
         if (j->chat && !ch->sent_role) {
-            json_t *c = json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", i, "delta", "role", "assistant", "content", "",
+            /* content null, as llama-server's (and OpenAI's) role chunk */
+            json_t *c = json_pack("{s:i,s:{s:s,s:n},s:n,s:n}", "index", i, "delta", "role", "assistant", "content",
                                   "logprobs", "finish_reason");
-            event(j, chunk(j, json_pack("[o]", c)));
+            srv_stream_event(j, srv_stream_chunk(j, json_pack("[o]", c)));
             ch->sent_role = 1;
         }
         /* A token with no text yet (part of a character, the start of a
@@ -241,21 +254,30 @@ static void format_events(srv_job *j)
          * its log-probability is asked for. */
         int fresh = ch->text_len > ch->sent_text || (j->logprobs && ch->n_pieces > ch->sent_pieces);
         if (ch->ended && j->cut && ch->res.stats.finish == HX_FINISH_CANCELLED) {
-            event(j, srv_error_object("server_error", "shutting_down",
-                                      "The server shut down before the answer was complete (--drain-timeout)."));
+            srv_stream_event(j, srv_error_object("server_error", "shutting_down",
+                                                 "The server shut down before the answer was complete "
+                                                 "(--drain-timeout)."));
         } else if (ch->ended && ch->res.status != HX_OK) {
-            event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type", "server_error", "code",
-                               hx_status_str(ch->res.status)));
+            srv_stream_event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type",
+                                          "server_error", "code", hx_status_str(ch->res.status)));
         } else if (j->native_answer) {
-            /* llama-server's events: the text as it comes, then the summary (stop: true) */
-            if (fresh)
-                event(j, srv_native_chunk(j, ch, ch->sent_pieces, ch->sent_text, 0));
+            /* llama-server's events: the text as it comes, then the summary (stop: true); with n_probs
+             * one token an event (server_probs.c), the text so far with the last of them */
+            if (fresh && j->logprobs && ch->n_pieces > ch->sent_pieces) {
+                for (size_t k = ch->sent_pieces; k < ch->n_pieces; k++) {
+                    const size_t to = k + 1 == ch->n_pieces ? ch->text_len : ch->sent_text;
+                    srv_stream_event(j, timed(j, ch, srv_native_token_event(j, ch, k, ch->sent_text, to)));
+                    ch->sent_text = to;
+                }
+            } else if (fresh)
+                srv_stream_event(j, timed(j, ch, srv_native_chunk(j, ch, ch->sent_pieces, ch->sent_text, 0)));
             if (ch->ended)
-                event(j, srv_native_chunk(j, ch, ch->n_pieces, ch->text_len, 1));
+                srv_stream_event(j, srv_native_chunk(j, ch, ch->n_pieces, ch->text_len, 1));
             ch->sent_pieces = ch->n_pieces;
             ch->sent_text = ch->text_len;
         } else if (fresh || ch->ended) {
-            event(j, chunk(j, json_pack("[o]", srv_choice_json(j, ch, ch->sent_pieces, ch->sent_text, ch->ended))));
+            json_t *c = json_pack("[o]", srv_choice_json(j, ch, ch->sent_pieces, ch->sent_text, ch->ended));
+            srv_stream_event(j, timed(j, ch, srv_stream_chunk(j, c)));
             ch->sent_pieces = ch->n_pieces;
             ch->sent_text = ch->text_len;
         }
@@ -264,9 +286,9 @@ static void format_events(srv_job *j)
     }
     if (all_reported && !j->done_sent) {
         if (j->include_usage && !j->native_answer) {
-            json_t *u = chunk(j, json_array());
+            json_t *u = timed(j, &j->ch[0], srv_stream_chunk(j, json_array()));
             json_object_set_new(u, "usage", srv_usage_json(j));
-            event(j, u);
+            srv_stream_event(j, u);
         }
         static const char done[] = "data: [DONE]\n\n";
         /* llama-server's /completion stream ends without it */

@@ -1,0 +1,96 @@
+/* llama-server's handling of a chat's last assistant message, the prefill
+ * the model continues (server-common.cpp, common/chat.cpp):
+ *   - two assistant messages at the end are refused ("Cannot have 2 or
+ *     more assistant messages at the end of the list."), since it is not
+ *     clear which one the model should continue;
+ *   - a prefill given as content parts is continued as its text parts
+ *     joined with "\n\n" (common_chat_msg::render_content's delimiter).
+ * The body's messages are rewritten in place before the template reads
+ * them, so the Jinja and built-in paths see the same prefill.
+ * continue_final_message (vLLM's name for the same continuation, which
+ * llama-server also takes) asks for it explicitly. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/server.h"
+
+static int is_assistant(json_t *m)
+{
+    const char *r = json_string_value(json_object_get(m, "role"));
+    return r && !strcmp(r, "assistant");
+}
+
+int srv_chat_prefill(json_t *body, char *msg, size_t cap)
+{
+    json_t *msgs = json_object_get(body, "messages");
+    size_t n = json_array_size(msgs);
+    json_t *cfm = json_object_get(body, "continue_final_message");
+    /* llama-server's prefill applies when continue_final_message is not given */
+    if (!n || !is_assistant(json_array_get(msgs, n - 1)) || (cfm && !json_is_null(cfm)))
+        return 0;
+    if (n >= 2 && is_assistant(json_array_get(msgs, n - 2))) {
+        snprintf(msg, cap, "Cannot have 2 or more assistant messages at the end of the list.");
+        return -1;
+    }
+    json_t *last = json_array_get(msgs, n - 1), *parts = json_object_get(last, "content");
+    if (!json_is_array(parts))
+        return 0;
+    size_t len = 0, k;
+    json_t *part;
+    json_array_foreach(parts, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *text = json_object_get(part, "text");
+        /* a part of another kind is left for the content checks to refuse */
+        if (!type || strcmp(type, "text") || !json_is_string(text))
+            return 0;
+        len += json_string_length(text) + 2;
+    }
+    char *joined = malloc(len + 1), *w = joined;
+    if (!joined) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    json_array_foreach(parts, k, part) {
+        json_t *text = json_object_get(part, "text");
+        if (w != joined) { /* after any text so far, as render_content */
+            memcpy(w, "\n\n", 2);
+            w += 2;
+        }
+        memcpy(w, json_string_value(text), json_string_length(text));
+        w += json_string_length(text);
+    }
+    json_t *s = json_stringn(joined, (size_t)(w - joined));
+    free(joined);
+    if (!s || json_object_set_new(last, "content", s)) {
+        snprintf(msg, cap, "the assistant message's content is not valid UTF-8");
+        return -1;
+    }
+    return 0;
+}
+
+int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap)
+{
+    json_t *v = json_object_get(body, "continue_final_message"), *msgs = json_object_get(body, "messages");
+    if (!v || json_is_null(v) || json_is_false(v))
+        return 0;
+    const char *s = json_string_value(v);
+    if (s && !strcmp(s, "reasoning_content")) {
+        snprintf(msg, cap, "'continue_final_message': \"reasoning_content\" needs reasoning parsing, which "
+                           "hetero-server does not do (thoughts stay in 'content')");
+        return -1;
+    }
+    if (!json_is_true(v) && !(s && !strcmp(s, "content"))) {
+        snprintf(msg, cap, "'continue_final_message' must be a boolean or \"content\"");
+        return -1;
+    }
+    if (add_generation_prompt) {
+        snprintf(msg, cap, "Cannot set both add_generation_prompt and continue_final_message to true.");
+        return -1;
+    }
+    if (!is_assistant(json_array_get(msgs, json_array_size(msgs) - 1))) {
+        snprintf(msg, cap, "'continue_final_message': the last message must be the assistant's, to continue it");
+        return -1;
+    }
+    return 0;
+}
