@@ -90,8 +90,7 @@ static hx_status append(hx_stop_text *t, const char *text, size_t len, size_t *f
     if (!t->nheld)
         return HX_OK; /* nothing held yet: memmem must not see a NULL buffer */
     for (uint32_t i = 0; i < t->n; i++) {
-        /* nothing held yet: no buffer to search (memmem of NULL is undefined) */
-        const char *at = t->nheld ? memmem(t->held, t->nheld, t->stop[i], strlen(t->stop[i])) : NULL;
+        const char *at = memmem(t->held, t->nheld, t->stop[i], strlen(t->stop[i]));
         if (at && (size_t)(at - t->held) < *first) {
             *first = (size_t)(at - t->held);
             *matched = (int32_t)i;
