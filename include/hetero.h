@@ -1170,13 +1170,13 @@ typedef struct {
 typedef int (*hx_engine_callback)(void *user, const hx_engine_token *t);
 
 /* A request's prompt as the engine has read it (hx_request.on_progress). */
-
 typedef struct hx_engine_progress {
     uint32_t total;     /* the prompt's tokens */
     uint32_t cached;    /* taken from the prefix cache at admission */
     uint32_t processed; /* in the KV now, the cached ones included */
     double seconds;     /* since its first evaluation began */
 } hx_engine_progress;
+typedef void (*hx_progress_callback)(void *user, const hx_engine_progress *p);
 
 typedef struct {
     /* The prompt: token ids, or else text tokenized as hx_model_tokenize
@@ -1223,7 +1223,7 @@ typedef struct {
      * that evaluated part of its prompt, the last with processed == total.
      * Not called again for a recomputation after a preemption.  NULL =
      * none. */
-    void (*on_progress)(void *user, const hx_engine_progress *p);
+    hx_progress_callback on_progress;
 } hx_request;
 
 typedef struct hx_request_result {

@@ -110,6 +110,13 @@ STRUCTS: Dict[str, str] = {
     uint64_t kv_device_bytes;
     const char *kv_type_k, *kv_type_v;
     int kv_rotate;
+    const char *moe_routing;
+""",
+    "hx_engine_progress": """
+    uint32_t total;
+    uint32_t cached;
+    uint32_t processed;
+    double seconds;
 """,
     "hx_model_info": """
     char arch[32];
@@ -247,6 +254,7 @@ STRUCTS: Dict[str, str] = {
 CALLBACKS: Dict[str, str] = {
     "hx_token_callback": "int hx_token_callback(void *user, int32_t token, const char *piece);",
     "hx_engine_callback": "int hx_engine_callback(void *user, const hx_engine_token *t);",
+    "hx_progress_callback": "void hx_progress_callback(void *user, const hx_engine_progress *p);",
     "hx_activation_observer": "void hx_activation_observer(void *user, const char *tensor, const float *x, "
                               "uint32_t rows, uint32_t cols);",
     "hx_expert_observer": "void hx_expert_observer(void *user, const char *tensor, uint32_t expert, "
@@ -274,6 +282,7 @@ LATE_STRUCTS: Dict[str, str] = {
     hx_embed_options embed;
     float *embedding;
     size_t embedding_cap;
+    hx_progress_callback on_progress;
 """,
     "hx_engine_stats": """
     uint32_t waiting, running;
@@ -281,6 +290,7 @@ LATE_STRUCTS: Dict[str, str] = {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t tokens_cached;
     double busy_seconds;
+    uint64_t step_requests;
 """,
 }
 
