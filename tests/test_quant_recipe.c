@@ -157,6 +157,25 @@ START_TEST(test_recipes_tiny)
 }
 END_TEST
 
+/* How many of `file`'s tensors `recipe` types otherwise than the file says
+ * llama-quantize did, with the file's expert count or none. */
+static int tensors_differing(const char *file, const char *recipe, int with_experts)
+{
+    vectors v = load(file);
+    const hx_quant_recipe *r = hx_quant_recipe_find(recipe);
+    hx_recipe_params p = {.ftype = r->ftype, .base = r->base, .output_type = HX_TYPE_COUNT,
+                          .token_embd_type = HX_TYPE_COUNT, .n_layer = v.n_layer, .n_head = v.n_head,
+                          .n_head_kv = v.n_head_kv, .n_expert = with_experts ? v.n_expert : 0};
+    hx_type *got = malloc(v.n * sizeof *got);
+    HX_ASSERT_OK(hx_quant_recipe_choose(&p, v.t, v.n, got, NULL));
+    int differ = 0;
+    for (size_t i = 0; i < v.n; i++)
+        differ += got[i] != v.want[i];
+    free(got);
+    vectors_free(&v);
+    return differ;
+}
+
 /* The other architectures' synthetic files (hetero-run --synthetic P:f32):
  * Qwen3's per-head norms, Gemma 3's extra norms and single KV head, and
  * the experts' 3-D tensors of Mixtral (8 experts, whose attn_v llama.cpp
@@ -179,20 +198,8 @@ END_TEST
  * dense model's must differ (its attn_v). */
 START_TEST(test_recipes_need_the_expert_count)
 {
-    vectors v = load("mixtral-tiny.Q4_K_M.txt");
-    ck_assert_uint_eq(v.n_expert, 8);
-    const hx_quant_recipe *r = hx_quant_recipe_find("Q4_K_M");
-    hx_recipe_params p = {.ftype = r->ftype, .base = r->base, .output_type = HX_TYPE_COUNT,
-                          .token_embd_type = HX_TYPE_COUNT, .n_layer = v.n_layer, .n_head = v.n_head,
-                          .n_head_kv = v.n_head_kv};
-    hx_type *got = malloc(v.n * sizeof *got);
-    HX_ASSERT_OK(hx_quant_recipe_choose(&p, v.t, v.n, got, NULL));
-    int differ = 0;
-    for (size_t i = 0; i < v.n; i++)
-        differ += got[i] != v.want[i];
-    ck_assert_int_gt(differ, 0);
-    free(got);
-    vectors_free(&v);
+    ck_assert_int_eq(tensors_differing("mixtral-tiny.Q4_K_M.txt", "Q4_K_M", 1), 0);
+    ck_assert_int_gt(tensors_differing("mixtral-tiny.Q4_K_M.txt", "Q4_K_M", 0), 0);
 }
 END_TEST
 
@@ -206,19 +213,7 @@ END_TEST
  * neighbour's on these models. */
 START_TEST(test_recipes_differ)
 {
-    vectors v = load("tiny.Q4_K_M.txt");
-    const hx_quant_recipe *r = hx_quant_recipe_find("Q4_K_S");
-    hx_recipe_params p = {.ftype = r->ftype, .base = r->base, .output_type = HX_TYPE_COUNT,
-                          .token_embd_type = HX_TYPE_COUNT, .n_layer = v.n_layer, .n_head = v.n_head,
-                          .n_head_kv = v.n_head_kv};
-    hx_type *got = malloc(v.n * sizeof *got);
-    HX_ASSERT_OK(hx_quant_recipe_choose(&p, v.t, v.n, got, NULL));
-    int differ = 0;
-    for (size_t i = 0; i < v.n; i++)
-        differ += got[i] != v.want[i];
-    ck_assert_int_gt(differ, 0);
-    free(got);
-    vectors_free(&v);
+    ck_assert_int_gt(tensors_differing("tiny.Q4_K_M.txt", "Q4_K_S", 1), 0);
 }
 END_TEST
 
