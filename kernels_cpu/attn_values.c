@@ -2,6 +2,7 @@
  * which defines the bits: 32 elements of a row at a time, as F32, then
  * each column's multiply and add. */
 #include <stddef.h>
+#include <string.h>
 
 #include "kernels_cpu/attn_values.h"
 #include "kernels_cpu/attn_values_impl.h"
@@ -19,25 +20,29 @@ int hx_attn_values_type_ok(hx_type t)
  * multiple of HX_QK and len == HX_QK) as F32, exactly. */
 static void row_part(const uint8_t *x, hx_type t, int64_t i, int64_t len, float *v)
 {
+    /* Rows need not be aligned (a cache's rows of one head are packed):
+     * every load goes through memcpy. */
     if (t == HX_TYPE_F32) {
-        const float *f = (const float *)(const void *)x + i;
-        for (int64_t k = 0; k < len; k++)
-            v[k] = f[k];
+        memcpy(v, x + (size_t)i * sizeof(float), (size_t)len * sizeof(float));
     } else if (t == HX_TYPE_F16) {
-        const hx_half *h = (const hx_half *)(const void *)x + i;
-        for (int64_t k = 0; k < len; k++)
-            v[k] = hx_fp16_to_fp32(h[k]);
+        for (int64_t k = 0; k < len; k++) {
+            hx_half h;
+            memcpy(&h, x + (size_t)(i + k) * sizeof h, sizeof h);
+            v[k] = hx_fp16_to_fp32(h);
+        }
     } else if (t == HX_TYPE_Q8_0) {
-        const hx_block_q8_0 *b = (const hx_block_q8_0 *)(const void *)x + i / HX_QK;
-        const float d = hx_fp16_to_fp32(b->d);
+        hx_block_q8_0 b;
+        memcpy(&b, x + (size_t)(i / HX_QK) * sizeof b, sizeof b);
+        const float d = hx_fp16_to_fp32(b.d);
         for (int k = 0; k < HX_QK; k++)
-            v[k] = (float)b->qs[k] * d;
+            v[k] = (float)b.qs[k] * d;
     } else {
-        const hx_block_q4_0 *b = (const hx_block_q4_0 *)(const void *)x + i / HX_QK;
-        const float d = hx_fp16_to_fp32(b->d);
+        hx_block_q4_0 b;
+        memcpy(&b, x + (size_t)(i / HX_QK) * sizeof b, sizeof b);
+        const float d = hx_fp16_to_fp32(b.d);
         for (int k = 0; k < HX_QK / 2; k++) {
-            v[k] = (float)((b->qs[k] & 0xf) - 8) * d;
-            v[k + HX_QK / 2] = (float)((b->qs[k] >> 4) - 8) * d;
+            v[k] = (float)((b.qs[k] & 0xf) - 8) * d;
+            v[k + HX_QK / 2] = (float)((b.qs[k] >> 4) - 8) * d;
         }
     }
 }

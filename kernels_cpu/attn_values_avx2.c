@@ -4,6 +4,7 @@
  * loaded, converted or dequantized once for the block.  A last part of
  * fewer than 8 elements (F32 and F16 rows alone) goes element by element,
  * with the same multiply and add. */
+#include <string.h>
 #include <immintrin.h>
 
 #include "kernels_cpu/attn_values_impl.h"
@@ -17,6 +18,14 @@
 #define COLS 4
 #define VECS 2
 
+/* A binary16 at any address: cache rows need not be aligned to 2. */
+static inline hx_half half_at(const uint8_t *p)
+{
+    hx_half h;
+    memcpy(&h, p, sizeof h);
+    return h;
+}
+
 /* Elements [at, at + 8) of a row as F32 (a quantized row: at a multiple
  * of 8). */
 INLINE __m256 row8(const uint8_t *x, int64_t at, const hx_type t)
@@ -27,12 +36,12 @@ INLINE __m256 row8(const uint8_t *x, int64_t at, const hx_type t)
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const hx_half *)(const void *)x + at)));
     if (t == HX_TYPE_Q8_0) {
         const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(*(const hx_half *)(const void *)b));
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(half_at(b)));
         const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + offsetof(hx_block_q8_0, qs) + at % HX_QK));
         return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
     }
     const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(*(const hx_half *)(const void *)b));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(half_at(b)));
     const int64_t o = at % HX_QK;
     __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + offsetof(hx_block_q4_0, qs) + o % (HX_QK / 2)));
     if (o >= HX_QK / 2)
@@ -43,8 +52,11 @@ INLINE __m256 row8(const uint8_t *x, int64_t at, const hx_type t)
 
 static inline float elem(const uint8_t *x, int64_t at, hx_type t)
 {
-    return t == HX_TYPE_F32 ? ((const float *)(const void *)x)[at]
-                            : _cvtsh_ss(((const hx_half *)(const void *)x)[at]);
+    if (t == HX_TYPE_F16)
+        return _cvtsh_ss(half_at(x + (size_t)at * sizeof(hx_half)));
+    float f;
+    memcpy(&f, x + (size_t)at * sizeof f, sizeof f);
+    return f;
 }
 
 /* C (<= COLS) columns. */

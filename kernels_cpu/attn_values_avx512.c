@@ -3,6 +3,7 @@
  * (COLS x VECS accumulators, independent chains of adds); each row's
  * slice is loaded, converted or dequantized once for the block.  The
  * last partial vector goes under a mask. */
+#include <string.h>
 #include <immintrin.h>
 
 #include "kernels_cpu/attn_values_impl.h"
@@ -18,6 +19,14 @@
 #define COLS 4
 #define VECS 2
 
+/* A binary16 at any address: cache rows need not be aligned to 2. */
+static inline hx_half half_at(const uint8_t *p)
+{
+    hx_half h;
+    memcpy(&h, p, sizeof h);
+    return h;
+}
+
 /* Elements [at, at + 16) of a row as F32, those outside m zero (a
  * quantized row: at a multiple of 16, m full). */
 INLINE __m512 row16(const uint8_t *x, int64_t at, __mmask16 m, const hx_type t)
@@ -28,12 +37,12 @@ INLINE __m512 row16(const uint8_t *x, int64_t at, __mmask16 m, const hx_type t)
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const hx_half *)(const void *)x + at));
     if (t == HX_TYPE_Q8_0) {
         const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(*(const hx_half *)(const void *)b));
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
         const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q8_0, qs) + at % HX_QK));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
     }
     const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(*(const hx_half *)(const void *)b));
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
     __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q4_0, qs)));
     if (at % HX_QK)
         q = _mm_srli_epi16(q, 4);
