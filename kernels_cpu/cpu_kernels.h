@@ -46,8 +46,6 @@ size_t hx_cpu_kv_shift_scratch(const void *args, const size_t *sizes, int nth);
 int hx_cpu_scale(const hx_cpu_call *c);
 int hx_cpu_geglu(const hx_cpu_call *c);
 int hx_cpu_add_gated(const hx_cpu_call *c);
-/* o = gelu(g) * u as "geglu" computes it; o may be g. */
-void hx_cpu_geglu_row(const float *g, const float *u, float *o, int64_t n);
 int hx_cpu_moe_route(const hx_cpu_call *c);
 int hx_cpu_moe_gate_up_prepare(const hx_cpu_call *c);
 int hx_cpu_moe_gate_up(const hx_cpu_call *c);

@@ -251,7 +251,7 @@ int hx_cpu_moe_gate_up(const hx_cpu_call *c)
             float *hr = h + (uint64_t)i * a->F + f0;
             const float *ur = u + (uint64_t)i * a->F + f0;
             if (a->act)
-                hx_cpu_geglu_row(hr, ur, hr, (int64_t)(f1 - f0));
+                hx_vmath_geglu(hr, ur, hr, (int64_t)(f1 - f0));
             else
                 hx_vmath_swiglu(hr, ur, hr, (int64_t)(f1 - f0));
         }

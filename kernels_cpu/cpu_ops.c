@@ -454,25 +454,6 @@ int hx_cpu_scale(const hx_cpu_call *c)
     return 0;
 }
 
-/* ggml's GELU, tanh form, through its f16 table (see "geglu" in ops.h):
- * the same values as llama.cpp's CPU backend, not a closer GELU. */
-static float gelu_table(float x)
-{
-    if (x <= -10.0f)
-        return 0.0f;
-    if (x >= 10.0f)
-        return x;
-    const float h = hx_fp16_to_fp32(hx_fp32_to_fp16(x));
-    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
-    return hx_fp16_to_fp32(hx_fp32_to_fp16(g));
-}
-
-void hx_cpu_geglu_row(const float *g, const float *u, float *o, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        o[i] = gelu_table(g[i]) * u[i];
-}
-
 int hx_cpu_geglu(const hx_cpu_call *c)
 {
     const hx_op_geglu *a = c->args;
@@ -480,8 +461,8 @@ int hx_cpu_geglu(const hx_cpu_call *c)
         return HX_ERR_INVALID_ARG;
     uint64_t lo, hi;
     hx_cpu_split(a->n, c->ith, c->nth, &lo, &hi);
-    hx_cpu_geglu_row((const float *)c->buffers[0] + lo, (const float *)c->buffers[1] + lo, (float *)c->buffers[2] + lo,
-                     (int64_t)(hi - lo));
+    hx_vmath_geglu((const float *)c->buffers[0] + lo, (const float *)c->buffers[1] + lo, (float *)c->buffers[2] + lo,
+                   (int64_t)(hi - lo));
     return 0;
 }
 

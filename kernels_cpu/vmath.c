@@ -1,5 +1,6 @@
 /* Dispatch of kernels_cpu/vmath.h by SIMD level; the scalar level. */
 #include <math.h>
+#include <pthread.h>
 
 #include "kernels_cpu/quant.h"
 #include "kernels_cpu/vmath.h"
@@ -15,6 +16,37 @@ static void scalar_swiglu(const float *g, const float *u, float *o, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* GELU of every f16 value, rounded to f16 and kept as f32 for a gather:
+ * ggml's table (a tanhf per element cost a third of Gemma 3's prefill). */
+static float gelu_table[65536];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_fill(void)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float x = hx_fp16_to_fp32((hx_half)h);
+        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+        gelu_table[h] = hx_fp16_to_fp32(hx_fp32_to_fp16(g));
+    }
+}
+
+static void scalar_geglu(const float *table, const float *g, const float *u, float *o, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        const float v = x <= HX_GELU_LO ? 0.0f : x >= HX_GELU_HI ? x : table[hx_fp32_to_fp16(x)];
+        o[i] = v * u[i];
+    }
+}
+
+void hx_vmath_geglu(const float *g, const float *u, float *o, int64_t n)
+{
+    static void (*const by_level[HX_SIMD_COUNT])(const float *, const float *, const float *, float *, int64_t) = {
+        scalar_geglu, hx_vmath_avx2_geglu, hx_vmath_avx512_geglu};
+    pthread_once(&gelu_once, gelu_table_fill);
+    by_level[hx_quant_level()](gelu_table, g, u, o, n);
 }
 
 void hx_vmath_exp_shifted(float *x, float shift, int64_t n)

@@ -21,4 +21,10 @@ void hx_vmath_exp_shifted(float *x, float shift, int64_t n);
 /* o[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n: SiLU(gate) x up. */
 void hx_vmath_swiglu(const float *g, const float *u, float *o, int64_t n);
 
+/* o[i] = GELU(g[i]) * u[i] for i < n: GeGLU with ggml's GELU, the tanh
+ * form looked up in a table over every f16 value (the input rounded to
+ * f16, the result too; 0 at or below -10, the input at or above 10), so
+ * the values are llama.cpp CPU backend's at every level. */
+void hx_vmath_geglu(const float *g, const float *u, float *o, int64_t n);
+
 #endif

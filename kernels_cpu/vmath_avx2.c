@@ -68,3 +68,26 @@ void hx_vmath_avx2_swiglu(const float *g, const float *u, float *o, int64_t n)
         memcpy(o + i, tg, (size_t)(n - i) * sizeof(float));
     }
 }
+
+static inline __m256 geglu8(const float *table, __m256 x, __m256 u)
+{
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256 v = _mm256_i32gather_ps(table, h, 4);
+    v = _mm256_blendv_ps(v, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(HX_GELU_LO), _CMP_LE_OQ));
+    v = _mm256_blendv_ps(v, x, _mm256_cmp_ps(x, _mm256_set1_ps(HX_GELU_HI), _CMP_GE_OQ));
+    return _mm256_mul_ps(v, u);
+}
+
+void hx_vmath_avx2_geglu(const float *table, const float *g, const float *u, float *o, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, geglu8(table, _mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0};
+        memcpy(tg, g + i, (size_t)(n - i) * sizeof(float));
+        memcpy(tu, u + i, (size_t)(n - i) * sizeof(float));
+        _mm256_storeu_ps(tg, geglu8(table, _mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        memcpy(o + i, tg, (size_t)(n - i) * sizeof(float));
+    }
+}

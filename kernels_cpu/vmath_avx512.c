@@ -55,3 +55,17 @@ void hx_vmath_avx512_swiglu(const float *g, const float *u, float *o, int64_t n)
         _mm512_mask_storeu_ps(o + i, m, v);
     }
 }
+
+void hx_vmath_avx512_geglu(const float *table, const float *g, const float *u, float *o, int64_t n)
+{
+    const __m512 lo = _mm512_set1_ps(HX_GELU_LO), hi = _mm512_set1_ps(HX_GELU_HI);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail(n - i);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, h, table, 4);
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), v, _mm512_setzero_ps());
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), v, x);
+        _mm512_mask_storeu_ps(o + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}

@@ -8,6 +8,12 @@ void hx_vmath_avx2_exp_shifted(float *x, float shift, int64_t n);
 void hx_vmath_avx2_swiglu(const float *g, const float *u, float *o, int64_t n);
 void hx_vmath_avx512_exp_shifted(float *x, float shift, int64_t n);
 void hx_vmath_avx512_swiglu(const float *g, const float *u, float *o, int64_t n);
+void hx_vmath_avx2_geglu(const float *table, const float *g, const float *u, float *o, int64_t n);
+void hx_vmath_avx512_geglu(const float *table, const float *g, const float *u, float *o, int64_t n);
+
+/* GeGLU's bounds: the GELU table is used strictly between them. */
+#define HX_GELU_LO -10.0f
+#define HX_GELU_HI 10.0f
 
 /* Cephes' expf: exp(r) ~ 1 + r + r^2 P(r) on |r| <= ln2/2, and ln 2 in
  * two parts so that n ln 2 is exact in the first. */

@@ -1435,6 +1435,60 @@ START_TEST(test_vmath)
 }
 END_TEST
 
+/* GeGLU at every level: bit for bit ggml's GELU (tanh form, input and
+ * result rounded to f16, 0 at or below -10, the input at or above 10)
+ * times u, over every f16 value, values between them, the bounds and
+ * the specials, in a row whose length is no multiple of a vector. */
+static float ggml_gelu(float x)
+{
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    const float h = hx_fp16_to_fp32(hx_fp32_to_fp16(x));
+    const float g = 0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return hx_fp16_to_fp32(hx_fp32_to_fp16(g));
+}
+
+START_TEST(test_vmath_geglu)
+{
+    const hx_simd_level saved = hx_quant_level();
+    uint64_t seed = 9;
+    enum { N = 65536 + 4099 + 16 };
+    static float g[N], u[N], o[N];
+    for (int i = 0; i < 65536; i++)
+        g[i] = hx_fp16_to_fp32((hx_half)i);
+    for (int i = 65536; i < N; i++)
+        g[i] = rng_normal(&seed, 4.0f) * (i % 97 == 0 ? 5.0f : 1.0f);
+    const float edges[] = {-10.0f, 10.0f, nextafterf(-10.0f, 0.0f), nextafterf(10.0f, 0.0f), nextafterf(-10.0f, -20.0f),
+                           nextafterf(10.0f, 20.0f), INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 0.0f, -0.0f,
+                           65519.0f, 65520.0f, -1e9f};
+    memcpy(g + N - 16, edges, sizeof edges);
+    for (int i = 0; i < N; i++)
+        u[i] = i % 5 ? rng_normal(&seed, 1.0f) : 1.0f;
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        HX_ASSERT_OK(hx_quant_set_level(l));
+        memset(o, 0, sizeof o);
+        hx_vmath_geglu(g, u, o, N);
+        for (int i = 0; i < N; i++) {
+            const float want = ggml_gelu(g[i]) * u[i];
+            if (isnan(want)) {
+                ck_assert_msg(isnan(o[i]), "%s: geglu(NaN) = %g", hx_cpu_simd_name(l), o[i]);
+                continue;
+            }
+            ck_assert_msg(!memcmp(&want, &o[i], sizeof want), "%s: geglu(%.9g, %.9g) = %.9g, want %.9g",
+                          hx_cpu_simd_name(l), g[i], u[i], o[i], want);
+        }
+        /* in place, as the MoE kernel calls it */
+        static float io[37];
+        memcpy(io, g + 65536, sizeof io);
+        hx_vmath_geglu(io, u + 65536, io, 37);
+        ck_assert(!memcmp(io, o + 65536, sizeof io));
+    }
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+}
+END_TEST
+
 Suite *suite_quant(void)
 {
     Suite *s = suite_create("quant");
@@ -1458,6 +1512,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_dispatch);
     tcase_add_test(tc, test_add_scaled);
     tcase_add_test(tc, test_vmath);
+    tcase_add_test(tc, test_vmath_geglu);
     tcase_add_test(tc, test_gguf_py_reference);
     suite_add_tcase(s, tc);
     return s;
