@@ -145,11 +145,14 @@ static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results
     md->n_vocab = in.n_vocab;
     md->n_ctx = in.n_ctx_train;
     hx_model_free(m);
+    /* Past the trained context the text means nothing but the work per
+     * token is the same, so the speed is measured, as llama-bench does. */
     for (int t = 0; t < r->ntests; t++)
         if ((uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth > md->n_ctx) {
-            fprintf(stderr, "hetero-bench: %s needs %d positions but model '%s' has a context of %u\n",
+            fprintf(stderr, "hetero-bench: warning: %s needs %d positions, past model '%s''s trained context of %u "
+                    "(the speed is measured; text there would be meaningless)\n",
                     r->tests[t].name, r->tests[t].n + r->tests[t].depth, md->name, md->n_ctx);
-            return -1;
+            break;
         }
     return 0;
 }
@@ -252,6 +255,19 @@ static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
     return (uint32_t)(need > dflt ? need : dflt);
 }
 
+/* The context a session needs when a test reaches past the model's
+ * trained one (0 = the trained context, which holds every test). */
+static uint32_t longest_past_trained(const hxb_results *r, const hxb_model *md)
+{
+    uint64_t longest = 0;
+    for (int t = 0; t < r->ntests; t++) {
+        const uint64_t len = (uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth;
+        if (len > longest)
+            longest = len;
+    }
+    return longest > md->n_ctx && longest <= UINT32_MAX ? (uint32_t)longest : 0;
+}
+
 static hxb_row *new_row(hxb_results *r)
 {
     if (r->nrows == r->cap) {
@@ -290,6 +306,7 @@ static int run_config(const hxb_params *p, hxb_results *r, config c, int *done, 
             mo.max_batch = (uint32_t)p->batches.v[bi];
             mo.partition = *part ? part : NULL;
             mo.kv_tokens = kv_tokens(r, &r->models[mi]);
+            mo.n_ctx = longest_past_trained(r, &r->models[mi]);
             /* Every repetition evaluates the same tokens: with the prefix
              * cache on, the later ones would attach the first one's KV
              * blocks and a prefill would time a lookup.  llama-bench clears
