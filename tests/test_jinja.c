@@ -149,6 +149,34 @@ START_TEST(prefill_continues_the_last_assistant_message)
 }
 END_TEST
 
+/* Where llama.cpp's engine renders what jinja2 refuses, templates count
+ * on it: None or an undefined name beside a string with + is "" (as
+ * Firefunction v2's `functions`); with a number it is still an error. */
+START_TEST(none_and_undefined_add_to_strings_as_llama_cpp)
+{
+    static const struct { const char *src, *expected; } ok[] = {
+        {"{{ 'a' + missing + 'b' }}", "ab"},
+        {"{{ missing + 'x' }}", "x"},
+        {"{% set s = none %}{{ s + 'y' }}|{{ 'y' + s }}", "y|y"},
+        {"{% set t = 'In' + \"\\n\" + functions %}[{{ t }}]", "[In\n]"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *out;
+        size_t len;
+        ck_assert_msg(render(ok[i].src, &out, &len) == HX_OK, "%s: %s", ok[i].src, hx_last_error());
+        ck_assert_msg(!strcmp(out, ok[i].expected), "%s gave '%s'", ok[i].src, out);
+        free(out);
+    }
+    char *out;
+    size_t len;
+    ck_assert(render("{{ 1 + missing }}", &out, &len) != HX_OK);
+    ck_assert_msg(strstr(hx_last_error(), "'missing' is undefined"), "%s", hx_last_error());
+    free(out);
+    ck_assert(render("{{ none + 1 }}", &out, &len) != HX_OK);
+    free(out);
+}
+END_TEST
+
 START_TEST(buffer_contract_and_bad_input)
 {
     hx_chat_render_options o = hx_chat_render_options_default();
@@ -204,6 +232,7 @@ Suite *suite_jinja(void)
     tcase_add_test(t, large_input_is_bounded);
     tcase_add_test(t, prefill_continues_the_last_assistant_message);
     tcase_add_test(t, buffer_contract_and_bad_input);
+    tcase_add_test(t, none_and_undefined_add_to_strings_as_llama_cpp);
     suite_add_tcase(s, t);
     return s;
 }

@@ -563,6 +563,12 @@ static jv arith(jr *r, int op, jv a, jv b)
         case OP_POW: return jv_float(pow(x, y));
         }
     }
+    /* None or an undefined name beside a string adds as "" (where jinja2
+     * raises): llama.cpp's template engine does so, and templates count on
+     * it (Firefunction v2's `functions`, which only some callers define). */
+    if (op == OP_ADD && ((a.t == JV_STR && (b.t == JV_UNDEF || b.t == JV_NONE)) ||
+                         (b.t == JV_STR && (a.t == JV_UNDEF || a.t == JV_NONE))))
+        return a.t == JV_STR ? a : b;
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
         /* Markup + str escapes the str (jinja2's Markup.__add__ / __radd__). */
         int safe = (a.flags | b.flags) & JF_SAFE;
