@@ -843,7 +843,22 @@ INLINE void gemm_q8_0_tile(int64_t n, float *s, size_t ss, const uint8_t *x, siz
     tile_tail(HX_TYPE_Q8_0, (nb - nb8) * HX_QK, C, s, ss, x + nb8 * B, bx, y + nb8 * A, by);
 }
 
-HX_QUANT_GEMM_BY_COLS(gemm_q8_0, gemm_q8_0_tile)
+HX_QUANT_GEMM_BY_COLS(gemm_q8_0_wide, gemm_q8_0_tile)
+
+/* Rows of fewer than 8 blocks (a head of 64 in a Q8_0 or Q4_0 KV cache:
+ * 2) never reach the tiles' vector loops, whose tail pays a vec_dot call
+ * per (row, column) pair: the AVX2 tiles take such rows whole, a block
+ * at a time (pp512 at depth 4096 with a Q8_0 cache ran slower here than
+ * at AVX2). */
+#define SHORT_ROWS_AT_AVX2(name, wide, T)                                                                        \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        if (n / HX_QK < 8)                                                                                        \
+            hx_quant_avx2_kernels[T].gemm(n, ncols, s, ss, x, bx, y, by);                                          \
+        else                                                                                                      \
+            wide(n, ncols, s, ss, x, bx, y, by);                                                                  \
+    }
+SHORT_ROWS_AT_AVX2(gemm_q8_0, gemm_q8_0_wide, HX_TYPE_Q8_0)
 
 /* 4 weight rows of a 4/5-bit type x C Q8_0/Q8_1 activation rows, the
  * lane-per-block layout of gemm_q8_0_tile with the float work shared by
@@ -944,7 +959,8 @@ INLINE void gemm_q45_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size
     tile_tail(T, (nb - i) * HX_QK, C, s, ss, x + i * B, bx, y + i * A, by);
 }
 
-HX_QUANT_GEMM_BY_COLS(gemm_q4_0, gemm_q45_tile, HX_TYPE_Q4_0, 18, 2, -1, 8, 0)
+HX_QUANT_GEMM_BY_COLS(gemm_q4_0_wide, gemm_q45_tile, HX_TYPE_Q4_0, 18, 2, -1, 8, 0)
+SHORT_ROWS_AT_AVX2(gemm_q4_0, gemm_q4_0_wide, HX_TYPE_Q4_0)
 HX_QUANT_GEMM_BY_COLS(gemm_q5_0, gemm_q45_tile, HX_TYPE_Q5_0, 22, 6, 2, 16, 0)
 HX_QUANT_GEMM_BY_COLS(gemm_q4_1, gemm_q45_tile, HX_TYPE_Q4_1, 20, 4, -1, 0, 1)
 HX_QUANT_GEMM_BY_COLS(gemm_q5_1, gemm_q45_tile, HX_TYPE_Q5_1, 24, 8, 4, 0, 1)
