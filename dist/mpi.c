@@ -54,18 +54,21 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A short spin for the common case (the message is a few microseconds
- * away), then sleeps growing to a millisecond. */
-static void backoff(int *round)
+/* How a rank waits for a message, by how long it has waited: yielding
+ * for the first 5 ms (a neighbour's stage or a layer's all-reduce arrives
+ * within a step, and a sleep's wake-up costs more than the message: with
+ * sleeps of up to a millisecond from the first ones, a 2-rank pipeline
+ * lost 3.1 ms a step on one machine), then sleeps of 50 us to 100 ms, then
+ * of a millisecond (a rank idle between a server's requests). */
+static void backoff(double t0)
 {
-    if (*round < 64) {
+    const double waited = now() - t0;
+    if (waited < 0.005) {
         sched_yield();
-    } else {
-        long ns = *round < 200 ? 20000 : 1000000;
-        struct timespec t = {0, ns};
-        nanosleep(&t, NULL);
+        return;
     }
-    (*round)++;
+    struct timespec t = {0, waited < 0.1 ? 50000 : 1000000};
+    nanosleep(&t, NULL);
 }
 
 static const char *mpi_error(int rc)
@@ -146,7 +149,7 @@ static hx_status t_recv(void *ctx, int from, int tag, int hops, const void **buf
 {
     (void)ctx;
     const double t0 = now();
-    int round = 0, flag = 0, pending;
+    int flag = 0, pending;
     MPI_Status st;
     for (;;) {
         int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st);
@@ -161,7 +164,7 @@ static hx_status t_recv(void *ctx, int from, int tag, int hops, const void **buf
             return hx_error(HX_ERR_IO, "rank %d waited %.1f s for %s from rank %d, which has died, hangs, or "
                                             "is slower than the timeout (--mpi-timeout)",
                             D.rank, now() - t0, tag_name(tag), from);
-        backoff(&round);
+        backoff(t0);
     }
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
@@ -184,7 +187,7 @@ static hx_status t_flush(void *ctx)
 {
     (void)ctx;
     const double t0 = now();
-    int round = 0, pending;
+    int pending;
     for (;;) {
         hx_status s = reap(&pending);
         if (s || !pending)
@@ -197,7 +200,7 @@ static hx_status t_flush(void *ctx)
             return hx_error(HX_ERR_IO, "rank %d: a send to rank %d did not complete in %.1f s: it has died or "
                                             "hangs", D.rank, to, now() - t0);
         }
-        backoff(&round);
+        backoff(t0);
     }
 }
 
@@ -224,7 +227,7 @@ static hx_status t_allreduce(void *ctx, float *buf, size_t n)
     if (rc != MPI_SUCCESS)
         return hx_error(HX_ERR_IO, "rank %d: an all-reduce of %zu floats: %s", D.rank, n, mpi_error(rc));
     const double t0 = now();
-    int round = 0, done = 0, pending;
+    int done = 0, pending;
     for (;;) {
         rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)
@@ -238,7 +241,7 @@ static hx_status t_allreduce(void *ctx, float *buf, size_t n)
             return hx_error(HX_ERR_IO, "rank %d waited %.1f s in an all-reduce of a layer's partial sums: a rank "
                                        "of the %d has died, hangs, or is slower than the timeout (--mpi-timeout)",
                             D.rank, now() - t0, D.size);
-        backoff(&round);
+        backoff(t0);
     }
     D.pipe.reductions++;
     D.pipe.bytes_reduced += sizeof(float) * n;
