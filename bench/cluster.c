@@ -279,6 +279,7 @@ static int model_dims(const char *name, int *n_layer, int *n_embd)
     static const struct { const char *name; int layers, embd; } known[] = {
         {"llama2-7b", 32, 4096},  {"llama2-13b", 40, 5120},  {"llama2-70b", 80, 8192},     {"llama3-8b", 32, 4096},
         {"llama3-70b", 80, 8192}, {"mixtral-8x7b", 32, 4096}, {"qwen3-30b-a3b", 48, 2048},
+        {"smollm2-135m", 30, 576},
     };
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (!strcmp(known[i].name, name)) {
@@ -310,7 +311,8 @@ int hxb_cluster_run(const hxb_params *p)
         int L, D;
         if (model_dims(name, &L, &D)) {
             fprintf(stderr, "hetero-bench: --sim CLUSTER runs the shapes presets of dense and MoE models "
-                            "(llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, mixtral-8x7b, qwen3-30b-a3b), "
+                            "(llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, mixtral-8x7b, qwen3-30b-a3b, "
+                            "smollm2-135m), "
                             "not '%s'\n",
                     name);
             return 1;

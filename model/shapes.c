@@ -32,7 +32,11 @@ typedef struct {
  * wide, 32 layers, 32 heads, 8 KV heads, 8 experts of 14336, top 2,
  * rope_theta 1e6) and Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json: 2048
  * wide, 48 layers, 32 heads of 128, 4 KV heads, 128 experts of 768, top
- * 8, vocabulary 151936, rope_theta 1e6). */
+ * 8, vocabulary 151936, rope_theta 1e6).  And SmolLM2-135M
+ * (HuggingFaceTB/SmolLM2-135M config.json: 576 wide, 30 layers, 9 heads,
+ * 3 KV heads, 1536 FFN, vocabulary 49152, rope_theta 100000), the
+ * published model this machine runs, so that a simulated run can stand
+ * beside a measured one. */
 static const shape shapes[] = {
     {"llama2-7b", "LLaMA-2-7B shapes", 4096, 32, 32, 32, 11008, 32000, 4096, "llama", 0, 0, 0, 0, 10000.0f},
     {"llama2-13b", "LLaMA-2-13B shapes", 5120, 40, 40, 40, 13824, 32000, 4096, "llama", 0, 0, 0, 0, 10000.0f},
@@ -42,6 +46,7 @@ static const shape shapes[] = {
     {"mixtral-8x7b", "Mixtral-8x7B shapes", 4096, 32, 32, 8, 14336, 32000, 32768, "llama", 0, 8, 2, 8, 1e6f},
     {"qwen3-30b-a3b", "Qwen3-30B-A3B shapes", 2048, 48, 32, 4, 768, 151936, 40960, "qwen3moe", 128, 128, 8, 16,
      1e6f},
+    {"smollm2-135m", "SmolLM2-135M shapes", 576, 30, 9, 3, 1536, 49152, 8192, "llama", 0, 0, 0, 0, 100000.0f},
 };
 
 /* The synthetic models' shapes (model/synthetic.h), which
@@ -79,11 +84,12 @@ static hx_status find_shape(const char *name, shape *out)
         }
     const hx_synthetic_config *c = hx_synthetic_preset(name);
     /* Shapes are a llama's: the other architectures' presets have none. */
-    if (!c || (c->arch && strcmp(c->arch, "llama")) || strstr(c->name, "mixtral"))
-        return hx_error(HX_ERR_INVALID_ARG,
-                        "unknown shapes '%s' (llama2-7b, llama2-13b, llama2-70b, llama3-8b, llama3-70b, mixtral-8x7b, "
-                        "qwen3-30b-a3b, tiny, small)",
-                        name);
+    if (!c || (c->arch && strcmp(c->arch, "llama")) || strstr(c->name, "mixtral")) {
+        char known[512] = "";
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", shapes[i].name);
+        return hx_error(HX_ERR_INVALID_ARG, "unknown shapes '%s' (%stiny, small)", name, known);
+    }
     *out = (shape){c->name, c->name, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->n_ff,
                    HX_SYNTHETIC_VOCAB, c->n_ctx, "llama", 0, 0, 0, 0, 10000.0f};
     return HX_OK;
