@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 # Failures (regex on "file::name: reason") that come from a feature owned
 # by another area of hetero-server's work.
 OWNERS = [
-    (r"test_tool_call|'tools'|--tools|tools[12]\]|firefunction", "tool calls"),
+    (r"test_tool_call|'tools'|--tools|tools[12]\]", "tool calls"),
     (r"logit_bias|mirostat|n_probs|completion_probabilities|backend_sampling|penalt|top_n_sigma|dry|xtc|"
      r"typical|min_keep|samplers", "samplers"),
     (r"test_embedding|test_rerank|test_infill", "embeddings/rerank/infill"),
