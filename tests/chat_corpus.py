@@ -3,7 +3,8 @@
 models/templates) rendered by Python's jinja2 for a set of conversations, set
 up as transformers' apply_chat_template sets it up (ImmutableSandboxedEnvironment
 with trim_blocks and lstrip_blocks, the loopcontrols extension, its generation
-block, tojson as json.dumps, raise_exception, strftime_now), with a fixed clock.
+block, tojson as json.dumps, raise_exception, strftime_now), with a fixed clock,
+and llama.cpp's None or undefined + string (hetero's one deliberate difference).
 
     chat_corpus.py TEMPLATE_DIR OUT_DIR
 
@@ -101,9 +102,23 @@ def strftime_now(fmt):
     return datetime.fromtimestamp(NOW).strftime(fmt)
 
 
+class LlamaCppAdd(ImmutableSandboxedEnvironment):
+    """hetero's one deliberate difference from jinja2, llama.cpp's: None or
+    an undefined value added (+) to a string is the string
+    (docs/chat-templates.md); every other + is jinja2's own."""
+    intercepted_binops = frozenset(["+"])
+
+    def call_binop(self, context, operator, left, right):
+        blank = lambda v: v is None or isinstance(v, jinja2.Undefined)
+        if operator == "+" and isinstance(left, str) and blank(right):
+            return left
+        if operator == "+" and isinstance(right, str) and blank(left):
+            return right
+        return super().call_binop(context, operator, left, right)
+
+
 def environment():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[Generation, jinja2.ext.loopcontrols])
+    env = LlamaCppAdd(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
