@@ -125,6 +125,12 @@ static int build_tests(const hxb_params *p, hxb_results *r)
     return 0;
 }
 
+/* Positions a test's session holds: its depth and its own tokens. */
+static uint64_t positions(const hxb_results *r, int t)
+{
+    return (uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth;
+}
+
 static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results *r, hxb_model *md)
 {
     hx_model_options mo = hx_model_options_default();
@@ -148,10 +154,10 @@ static int describe_model(hx_runtime *rt, const hxb_params *p, const hxb_results
     /* Past the trained context the text means nothing but the work per
      * token is the same, so the speed is measured, as llama-bench does. */
     for (int t = 0; t < r->ntests; t++)
-        if ((uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth > md->n_ctx) {
-            fprintf(stderr, "hetero-bench: warning: %s needs %d positions, past model '%s''s trained context of %u "
+        if (positions(r, t) > md->n_ctx) {
+            fprintf(stderr, "hetero-bench: warning: %s needs %llu positions, past model '%s''s trained context of %u "
                     "(the speed is measured; text there would be meaningless)\n",
-                    r->tests[t].name, r->tests[t].n + r->tests[t].depth, md->name, md->n_ctx);
+                    r->tests[t].name, (unsigned long long)positions(r, t), md->name, md->n_ctx);
             break;
         }
     return 0;
@@ -243,7 +249,7 @@ static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
 {
     uint64_t need = 0, dflt = md->n_ctx < 4096 ? md->n_ctx : 4096;
     for (int t = 0; t < r->ntests; t++) {
-        uint64_t len = (uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth;
+        uint64_t len = positions(r, t);
         /* A run at a depth forks the held context: its blocks are shared,
          * and a fork writing into the partial last one copies it. */
         uint64_t n = (uint64_t)r->tests[t].seqs * ((len + 15) / 16 * 16) + (r->tests[t].depth ? 32 : 0);
@@ -260,11 +266,9 @@ static uint32_t kv_tokens(const hxb_results *r, const hxb_model *md)
 static uint32_t longest_past_trained(const hxb_results *r, const hxb_model *md)
 {
     uint64_t longest = 0;
-    for (int t = 0; t < r->ntests; t++) {
-        const uint64_t len = (uint64_t)r->tests[t].n + (uint64_t)r->tests[t].depth;
-        if (len > longest)
-            longest = len;
-    }
+    for (int t = 0; t < r->ntests; t++)
+        if (positions(r, t) > longest)
+            longest = positions(r, t);
     return longest > md->n_ctx && longest <= UINT32_MAX ? (uint32_t)longest : 0;
 }
 
