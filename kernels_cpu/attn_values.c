@@ -1,6 +1,7 @@
 /* Dispatch of kernels_cpu/attn_values.h by SIMD level; the scalar level,
  * which defines the bits: 32 elements of a row at a time, as F32, then
- * each column's multiply and add. */
+ * each column's fused multiply-add. */
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -60,7 +61,7 @@ static void values_scalar(float *acc, size_t acc_stride, const float *w, size_t 
                 float *a = acc + (size_t)c * acc_stride + i;
                 const float wr = w[(size_t)c * w_stride + (size_t)r];
                 for (int64_t k = 0; k < len; k++)
-                    a[k] += wr * v[k];
+                    a[k] = fmaf(wr, v[k], a[k]);
             }
         }
     }

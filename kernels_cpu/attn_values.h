@@ -4,12 +4,13 @@
  * column at a time leaves the adds waiting on each other (one chain per
  * vector of the row) and loads every row once per column.
  *
- * Each step is a multiply then an add, rows in order, so every column
- * gets exactly the bits of hx_quant_add_scaled_rows over its rows
+ * Each step is one fused multiply-add (fmaf), rows in order, so every
+ * column gets exactly the bits of a plain fmaf loop over its rows
  * dequantized first (a quantized element is q x d or (q - 8) x d, exact
  * in F32), at every SIMD level and whatever the columns beside it: a
  * token's attention keeps its bits whether it is computed alone or in a
- * prompt. */
+ * prompt.  (A multiply then an add, as the rows' own scaled sums do, took
+ * twice the arithmetic: a third of a long prompt's attention.) */
 #ifndef HX_KERNELS_CPU_ATTN_VALUES_H
 #define HX_KERNELS_CPU_ATTN_VALUES_H
 

@@ -3,9 +3,9 @@
  * Q8_0 and Q4_0 rows (unaligned, as a cache's rows of one head are), 1 to
  * 9 columns and row lengths with and without partial vectors: each
  * column's result has exactly the bits of a plain loop over that column
- * alone (rows dequantized by the scalar reference, then a multiply and an
- * add per row, in row order), and nothing past a column's n elements is
- * written. */
+ * alone (rows dequantized by the scalar reference, then an fmaf per row,
+ * in row order), and nothing past a column's n elements is written. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,10 +55,8 @@ static void check_type(hx_type t, const int64_t *lens, size_t nlens, uint64_t *s
                 for (int64_t c = 0; c < cols; c++)
                     for (int64_t i = 0; i < n; i++) {
                         float s = want[(size_t)c * acc_stride + i];
-                        for (int64_t r = 0; r < rows; r++) {
-                            volatile float p = w[(size_t)c * w_stride + r] * v[(size_t)r * n + i];
-                            s = s + p;
-                        }
+                        for (int64_t r = 0; r < rows; r++)
+                            s = fmaf(w[(size_t)c * w_stride + r], v[(size_t)r * n + i], s);
                         want[(size_t)c * acc_stride + i] = s;
                     }
                 for (hx_simd_level l = HX_SIMD_SCALAR; l <= hx_cpu_simd_max(); l++) {

@@ -266,11 +266,12 @@ START_TEST(llama_cli_options)
     snprintf(args, sizeof args, "-n 24 -p 'Once upon a time' -r '%s'", stop);
     rc = run(args, NULL, out, sizeof out, err, sizeof err);
     ck_assert_msg(rc == 0 && strstr(err, "ended: stop (stop string"), "%d: %s", rc, err);
-    /* --ignore-eos: SmolLM2's answer ends with <|im_end|> within 60 tokens;
-     * with it, it runs to -n. */
+    /* --ignore-eos: SmolLM2's greedy answer to 2+2 ends with <|im_end|>
+     * within 10 tokens at every SIMD level (a chattier prompt's end moves
+     * with any change to the arithmetic); with it, it runs to -n. */
     const char *smol = hx_test_smollm2("hetero-run --ignore-eos on SmolLM2");
     if (smol) {
-        static const char chat[] = "-p '<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n' -n 60";
+        static const char chat[] = "-p '<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n' -n 60";
         snprintf(cmd, sizeof cmd, "-m %s %s", smol, chat);
         rc = run(cmd, NULL, out, sizeof out, err, sizeof err);
         ck_assert_msg(rc == 0 && strstr(err, "ended: stop (end-of-generation token)"), "%d: %s", rc, err);
