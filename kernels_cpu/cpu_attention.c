@@ -249,51 +249,6 @@ static void chunk_scores(const attn_tile *w, const attn_col *col, uint32_t ncol,
     }
 }
 
-/* Lanes of the sums and maxima below: fixed, so that a column's result
- * depends on its positions alone, and wide enough for the compiler to
- * keep them in vector registers. */
-#define LANES 16
-
-/* x[i] *= scale for i < n; the largest result (NaN never wins, as in a
- * plain loop of comparisons). */
-static float scale_max(float *x, int32_t n, float scale)
-{
-    float m[LANES];
-    for (int k = 0; k < LANES; k++)
-        m[k] = -INFINITY;
-    int32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++) {
-            const float v = x[i + k] * scale;
-            x[i + k] = v;
-            m[k] = v > m[k] ? v : m[k];
-        }
-    for (int k = 0; i < n; i++, k++) {
-        x[i] *= scale;
-        m[k] = x[i] > m[k] ? x[i] : m[k];
-    }
-    float mx = -INFINITY;
-    for (int k = 0; k < LANES; k++)
-        mx = m[k] > mx ? m[k] : mx;
-    return mx;
-}
-
-/* The sum of x[0..n), lane by lane, the lanes then in order. */
-static double lane_sum(const float *x, int32_t n)
-{
-    float s[LANES] = {0};
-    int32_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++)
-            s[k] += x[i + k];
-    for (int k = 0; i < n; i++, k++)
-        s[k] += x[i];
-    double sum = 0;
-    for (int k = 0; k < LANES; k++)
-        sum += s[k];
-    return sum;
-}
-
 /* Columns j0 .. j0 + nc - 1 add weight x V row for positions [p0, p1] of
  * the chunk at c0, which all of them see: from the rows in place (one
  * call per run within a block, whose rows lie one cache row apart) or
@@ -402,9 +357,9 @@ static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol
         }
         float *sc = w->score + j * ATTN_CHUNK + (a0 - c0);
         const int32_t n = a1 - a0 + 1;
-        const float mx = scale_max(sc, n, a->scale);
-        hx_vmath_exp_shifted(sc, mx, n);
-        w->st[j] = (attn_stat){mx, lane_sum(sc, n)};
+        float mx;
+        const double sum = hx_vmath_softmax_terms(sc, n, a->scale, &mx);
+        w->st[j] = (attn_stat){mx, sum};
         memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
     }
     const size_t voff = w->kvh * g->vhbytes;
@@ -443,14 +398,12 @@ static void merge_partial(float *O, float *M, double *L, const float *o, float m
         *L = l;
     } else if (m > *M) {
         const float r = expf(*M - m);
-        for (uint32_t d = 0; d < Dh; d++)
-            O[d] = O[d] * r + o[d];
+        hx_vmath_scale_add(O, r, o, Dh);
         *L = *L * r + l;
         *M = m;
     } else {
         const float r = expf(m - *M);
-        for (uint32_t d = 0; d < Dh; d++)
-            O[d] += o[d] * r;
+        hx_vmath_add_scaled(O, o, r, Dh);
         *L += l * r;
     }
 }

@@ -62,3 +62,80 @@ void hx_vmath_swiglu(const float *g, const float *u, float *o, int64_t n)
         scalar_swiglu, hx_vmath_avx2_swiglu, hx_vmath_avx512_swiglu};
     by_level[hx_quant_level()](g, u, o, n);
 }
+
+/* The largest of m[0..HX_VMATH_LANES) and the sum of s[..] in double, each
+ * by halving: lane k meets lane k + 8, then k + 4, k + 2, k + 1 (a
+ * sequence of 16 waits on each step: a tenth of a prompt's attention). */
+float hx_vmath_lanes_max(const float *m)
+{
+    float t[HX_VMATH_LANES];
+    for (int k = 0; k < HX_VMATH_LANES; k++)
+        t[k] = m[k];
+    for (int w = HX_VMATH_LANES / 2; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++)
+            t[k] = t[k + w] > t[k] ? t[k + w] : t[k];
+    return t[0];
+}
+
+double hx_vmath_lanes_sum(const float *s)
+{
+    double t[HX_VMATH_LANES];
+    for (int k = 0; k < HX_VMATH_LANES; k++)
+        t[k] = s[k];
+    for (int w = HX_VMATH_LANES / 2; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++)
+            t[k] += t[k + w];
+    return t[0];
+}
+
+static double scalar_softmax_terms(float *x, int64_t n, float scale, float *max)
+{
+    float m[HX_VMATH_LANES], s[HX_VMATH_LANES] = {0};
+    for (int k = 0; k < HX_VMATH_LANES; k++)
+        m[k] = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i] * scale;
+        x[i] = v;
+        m[i % HX_VMATH_LANES] = v > m[i % HX_VMATH_LANES] ? v : m[i % HX_VMATH_LANES];
+    }
+    const float mx = hx_vmath_lanes_max(m);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        s[i % HX_VMATH_LANES] += x[i];
+    }
+    *max = mx;
+    return hx_vmath_lanes_sum(s);
+}
+
+double hx_vmath_softmax_terms(float *x, int64_t n, float scale, float *max)
+{
+    static double (*const by_level[HX_SIMD_COUNT])(float *, int64_t, float, float *) = {
+        scalar_softmax_terms, hx_vmath_avx2_softmax_terms, hx_vmath_avx512_softmax_terms};
+    return by_level[hx_quant_level()](x, n, scale, max);
+}
+
+static void scalar_scale_add(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = y[i] * a + x[i];
+}
+
+void hx_vmath_scale_add(float *y, float a, const float *x, int64_t n)
+{
+    static void (*const by_level[HX_SIMD_COUNT])(float *, float, const float *, int64_t) = {
+        scalar_scale_add, hx_vmath_avx2_scale_add, hx_vmath_avx512_scale_add};
+    by_level[hx_quant_level()](y, a, x, n);
+}
+
+static void scalar_add_scaled(float *y, const float *x, float a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += x[i] * a;
+}
+
+void hx_vmath_add_scaled(float *y, const float *x, float a, int64_t n)
+{
+    static void (*const by_level[HX_SIMD_COUNT])(float *, const float *, float, int64_t) = {
+        scalar_add_scaled, hx_vmath_avx2_add_scaled, hx_vmath_avx512_add_scaled};
+    by_level[hx_quant_level()](y, x, a, n);
+}

@@ -27,4 +27,22 @@ void hx_vmath_swiglu(const float *g, const float *u, float *o, int64_t n);
  * the values are llama.cpp CPU backend's at every level. */
 void hx_vmath_geglu(const float *g, const float *u, float *o, int64_t n);
 
+/* A chunk of attention's softmax: x[i] = exp(x[i] * scale - m), m the
+ * largest x[i] * scale (NaN never wins; -inf for n == 0), written to *max;
+ * returns the sum of the results over HX_VMATH_LANES lanes (element i
+ * added to lane i mod HX_VMATH_LANES in element order), the lanes then
+ * added pairwise in double (lane k + 8 to lane k, then k + 4, k + 2,
+ * k + 1; the maximum's lanes meet likewise).  The lanes are fixed, so the
+ * sum's bits depend on the values alone, the same at AVX2 and AVX-512
+ * (whose exp is one). */
+#define HX_VMATH_LANES 16
+double hx_vmath_softmax_terms(float *x, int64_t n, float scale, float *max);
+
+/* y[i] = y[i] * a + x[i] for i < n, a multiply then an add (an online
+ * softmax's merge, the older side rescaled). */
+void hx_vmath_scale_add(float *y, float a, const float *x, int64_t n);
+
+/* y[i] = y[i] + x[i] * a for i < n, a multiply then an add. */
+void hx_vmath_add_scaled(float *y, const float *x, float a, int64_t n);
+
 #endif

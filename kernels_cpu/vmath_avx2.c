@@ -91,3 +91,69 @@ void hx_vmath_avx2_geglu(const float *table, const float *g, const float *u, flo
         memcpy(o + i, tg, (size_t)(n - i) * sizeof(float));
     }
 }
+
+/* The 16 lanes are two ymm: elements i .. i + 7 of each sixteen go to lo,
+ * the next eight to hi; a partial sixteen goes through a padded copy
+ * (the padding -inf for the maximum, then exp's 0 kept out of the sum). */
+double hx_vmath_avx2_softmax_terms(float *x, int64_t n, float scale, float *max)
+{
+    const __m256 sc = _mm256_set1_ps(scale);
+    __m256 m0 = _mm256_set1_ps(-__builtin_inff()), m1 = m0, s0 = _mm256_setzero_ps(), s1 = s0;
+    const int64_t full = n / 16 * 16;
+    for (int64_t i = 0; i < full; i += 16) {
+        const __m256 v0 = _mm256_mul_ps(_mm256_loadu_ps(x + i), sc), v1 = _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), sc);
+        _mm256_storeu_ps(x + i, v0);
+        _mm256_storeu_ps(x + i + 8, v1);
+        m0 = _mm256_max_ps(v0, m0); /* v > m ? v : m: NaN never wins */
+        m1 = _mm256_max_ps(v1, m1);
+    }
+    float t[16], lanes[16];
+    for (int k = 0; k < 16; k++)
+        t[k] = full + k < n ? x[full + k] * scale : -__builtin_inff();
+    m0 = _mm256_max_ps(_mm256_loadu_ps(t), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(t + 8), m1);
+    _mm256_storeu_ps(lanes, m0);
+    _mm256_storeu_ps(lanes + 8, m1);
+    const float mx = hx_vmath_lanes_max(lanes);
+    const __m256 sh = _mm256_set1_ps(mx);
+    for (int64_t i = 0; i < full; i += 16) {
+        const __m256 e0 = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
+        const __m256 e1 = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), sh));
+        _mm256_storeu_ps(x + i, e0);
+        _mm256_storeu_ps(x + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    if (full < n) {
+        _mm256_storeu_ps(lanes, vexp(_mm256_sub_ps(_mm256_loadu_ps(t), sh)));
+        _mm256_storeu_ps(lanes + 8, vexp(_mm256_sub_ps(_mm256_loadu_ps(t + 8), sh)));
+        for (int k = 0; k < 16; k++) /* past n: 0, kept out of the sums */
+            t[k] = full + k < n ? (x[full + k] = lanes[k]) : 0.0f;
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(t));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(t + 8));
+    }
+    _mm256_storeu_ps(lanes, s0);
+    _mm256_storeu_ps(lanes + 8, s1);
+    *max = mx;
+    return hx_vmath_lanes_sum(lanes);
+}
+
+void hx_vmath_avx2_scale_add(float *y, float a, const float *x, int64_t n)
+{
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(y + i), av), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = y[i] * a + x[i];
+}
+
+void hx_vmath_avx2_add_scaled(float *y, const float *x, float a, int64_t n)
+{
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), av)));
+    for (; i < n; i++)
+        y[i] += x[i] * a;
+}

@@ -69,3 +69,49 @@ void hx_vmath_avx512_geglu(const float *table, const float *g, const float *u, f
         _mm512_mask_storeu_ps(o + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
+
+/* One zmm is the 16 lanes. */
+double hx_vmath_avx512_softmax_terms(float *x, int64_t n, float scale, float *max)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    __m512 m = _mm512_set1_ps(-__builtin_inff()), s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail(n - i);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sc);
+        _mm512_mask_storeu_ps(x + i, k, v);
+        m = _mm512_mask_max_ps(m, k, v, m); /* v > m ? v : m: NaN never wins */
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, m);
+    const float mx = hx_vmath_lanes_max(lanes);
+    const __m512 sh = _mm512_set1_ps(mx);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail(n - i);
+        const __m512 e = vexp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), sh));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        s = _mm512_mask_add_ps(s, k, s, e);
+    }
+    _mm512_storeu_ps(lanes, s);
+    *max = mx;
+    return hx_vmath_lanes_sum(lanes);
+}
+
+void hx_vmath_avx512_scale_add(float *y, float a, const float *x, int64_t n)
+{
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail(n - i);
+        const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), av), _mm512_maskz_loadu_ps(k, x + i));
+        _mm512_mask_storeu_ps(y + i, k, v);
+    }
+}
+
+void hx_vmath_avx512_add_scaled(float *y, const float *x, float a, int64_t n)
+{
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail(n - i);
+        const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), av));
+        _mm512_mask_storeu_ps(y + i, k, v);
+    }
+}

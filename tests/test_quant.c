@@ -1489,6 +1489,89 @@ START_TEST(test_vmath_geglu)
 }
 END_TEST
 
+/* The softmax chunk of attention and the merge's rescaling: at every level
+ * the bits of their definitions in kernels_cpu/vmath.h, written here
+ * plainly (the level's own exp), for lengths around the 16 lanes, values
+ * far apart, NaN and infinities; AVX2 and AVX-512 alike. */
+static double lanes_sum_ref(const float *x, int n)
+{
+    float s[16] = {0};
+    for (int i = 0; i < n; i++)
+        s[i % 16] += x[i];
+    double t[16];
+    for (int k = 0; k < 16; k++)
+        t[k] = s[k];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int k = 0; k < w; k++)
+            t[k] = t[k] + t[k + w];
+    return t[0];
+}
+
+START_TEST(test_vmath_softmax_terms)
+{
+    const hx_simd_level saved = hx_quant_level();
+    uint64_t seed = 41;
+    enum { N = 70 };
+    float src[N], want[N], got[N];
+    double sums[HX_SIMD_COUNT][3];
+    for (int n = 0; n <= N; n++)
+        for (int kind = 0; kind < 3; kind++) {
+            for (int i = 0; i < n; i++)
+                src[i] = rng_normal(&seed, kind ? 30.0f : 3.0f);
+            if (kind == 2 && n > 2) {
+                src[n / 2] = NAN;
+                src[n - 1] = -INFINITY;
+            }
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                HX_ASSERT_OK(hx_quant_set_level(l));
+                float mx = -INFINITY;
+                for (int i = 0; i < n; i++) {
+                    want[i] = src[i] * 0.125f;
+                    mx = want[i] > mx ? want[i] : mx; /* NaN never wins */
+                }
+                hx_vmath_exp_shifted(want, mx, n);
+                memcpy(got, src, sizeof(float) * (size_t)n);
+                float gmx = 0;
+                const double sum = hx_vmath_softmax_terms(got, n, 0.125f, &gmx);
+                const double wsum = lanes_sum_ref(want, n);
+                ck_assert_msg(!memcmp(&gmx, &mx, sizeof mx), "%s n %d: max %.9g, want %.9g", hx_cpu_simd_name(l), n,
+                              gmx, mx);
+                ck_assert_msg(!memcmp(&sum, &wsum, sizeof sum) || (isnan(sum) && isnan(wsum)),
+                              "%s n %d kind %d: sum %.17g, want %.17g", hx_cpu_simd_name(l), n, kind, sum, wsum);
+                for (int i = 0; i < n; i++)
+                    ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)) || (isnan(got[i]) && isnan(want[i])),
+                                  "%s n %d: term %d %.9g, want %.9g", hx_cpu_simd_name(l), n, i, got[i], want[i]);
+                sums[l][kind] = sum;
+            }
+            if (max_level() >= HX_SIMD_AVX512)
+                ck_assert(!memcmp(&sums[HX_SIMD_AVX2][kind], &sums[HX_SIMD_AVX512][kind], sizeof(double)) ||
+                          isnan(sums[HX_SIMD_AVX2][kind]));
+        }
+    /* the merge: y * a + x and y + x * a, a multiply then an add */
+    float y[N], x[N], a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = rng_normal(&seed, 1.0f);
+        x[i] = rng_normal(&seed, 1.0f);
+    }
+    for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+        HX_ASSERT_OK(hx_quant_set_level(l));
+        for (int n = 0; n <= N; n += 7) {
+            memcpy(a, y, sizeof y);
+            memcpy(b, y, sizeof y);
+            hx_vmath_scale_add(a, 0.3f, x, n);
+            hx_vmath_add_scaled(b, x, 0.3f, n);
+            for (int i = 0; i < N; i++) {
+                volatile float p = y[i] * 0.3f, q = x[i] * 0.3f;
+                const float wa = i < n ? p + x[i] : y[i], wb = i < n ? y[i] + q : y[i];
+                ck_assert_msg(!memcmp(&a[i], &wa, sizeof wa) && !memcmp(&b[i], &wb, sizeof wb),
+                              "%s n %d element %d", hx_cpu_simd_name(l), n, i);
+            }
+        }
+    }
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+}
+END_TEST
+
 Suite *suite_quant(void)
 {
     Suite *s = suite_create("quant");
@@ -1513,6 +1596,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_add_scaled);
     tcase_add_test(tc, test_vmath);
     tcase_add_test(tc, test_vmath_geglu);
+    tcase_add_test(tc, test_vmath_softmax_terms);
     tcase_add_test(tc, test_gguf_py_reference);
     suite_add_tcase(s, tc);
     return s;
