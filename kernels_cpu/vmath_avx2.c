@@ -95,6 +95,25 @@ void hx_vmath_avx2_geglu(const float *table, const float *g, const float *u, flo
 /* The 16 lanes are two ymm: elements i .. i + 7 of each sixteen go to lo,
  * the next eight to hi; a partial sixteen goes through a padded copy
  * (the padding -inf for the maximum, then exp's 0 kept out of the sum). */
+/* The lanes' maximum and sum by halving, as hx_vmath_lanes_max and
+ * hx_vmath_lanes_sum (lo: lanes 0-7, hi: 8-15). */
+static inline float lanes_max16(__m256 lo, __m256 hi)
+{
+    const __m256 h = _mm256_max_ps(hi, lo);
+    __m128 q = _mm_max_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    q = _mm_max_ps(_mm_movehl_ps(q, q), q);
+    return _mm_cvtss_f32(_mm_max_ss(_mm_movehdup_ps(q), q));
+}
+
+static inline double lanes_sum16(__m256 lo, __m256 hi)
+{
+    const __m256d a = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(lo)), _mm256_cvtps_pd(_mm256_castps256_ps128(hi)));
+    const __m256d b = _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(lo, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(hi, 1)));
+    const __m256d f = _mm256_add_pd(a, b);
+    const __m128d g = _mm_add_pd(_mm256_castpd256_pd128(f), _mm256_extractf128_pd(f, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(g, _mm_unpackhi_pd(g, g)));
+}
+
 double hx_vmath_avx2_softmax_terms(float *x, int64_t n, float scale, float *max)
 {
     const __m256 sc = _mm256_set1_ps(scale);
@@ -112,9 +131,7 @@ double hx_vmath_avx2_softmax_terms(float *x, int64_t n, float scale, float *max)
         t[k] = full + k < n ? x[full + k] * scale : -__builtin_inff();
     m0 = _mm256_max_ps(_mm256_loadu_ps(t), m0);
     m1 = _mm256_max_ps(_mm256_loadu_ps(t + 8), m1);
-    _mm256_storeu_ps(lanes, m0);
-    _mm256_storeu_ps(lanes + 8, m1);
-    const float mx = hx_vmath_lanes_max(lanes);
+    const float mx = lanes_max16(m0, m1);
     const __m256 sh = _mm256_set1_ps(mx);
     for (int64_t i = 0; i < full; i += 16) {
         const __m256 e0 = vexp(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
@@ -132,10 +149,8 @@ double hx_vmath_avx2_softmax_terms(float *x, int64_t n, float scale, float *max)
         s0 = _mm256_add_ps(s0, _mm256_loadu_ps(t));
         s1 = _mm256_add_ps(s1, _mm256_loadu_ps(t + 8));
     }
-    _mm256_storeu_ps(lanes, s0);
-    _mm256_storeu_ps(lanes + 8, s1);
     *max = mx;
-    return hx_vmath_lanes_sum(lanes);
+    return lanes_sum16(s0, s1);
 }
 
 void hx_vmath_avx2_scale_add(float *y, float a, const float *x, int64_t n)

@@ -70,6 +70,26 @@ void hx_vmath_avx512_geglu(const float *table, const float *g, const float *u, f
     }
 }
 
+/* The lanes' maximum and sum by halving, as hx_vmath_lanes_max and
+ * hx_vmath_lanes_sum: lane k + 8 meets lane k, then k + 4, k + 2, k + 1
+ * (the maximum as t[k + w] > t[k] ? t[k + w] : t[k]). */
+static inline float lanes_max16(__m512 m)
+{
+    __m256 h = _mm256_max_ps(_mm512_extractf32x8_ps(m, 1), _mm512_castps512_ps256(m));
+    __m128 q = _mm_max_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    q = _mm_max_ps(_mm_movehl_ps(q, q), q);
+    return _mm_cvtss_f32(_mm_max_ss(_mm_movehdup_ps(q), q));
+}
+
+static inline double lanes_sum16(__m512 s)
+{
+    const __m512d e = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s)),
+                                    _mm512_cvtps_pd(_mm512_extractf32x8_ps(s, 1)));
+    const __m256d f = _mm256_add_pd(_mm512_castpd512_pd256(e), _mm512_extractf64x4_pd(e, 1));
+    const __m128d g = _mm_add_pd(_mm256_castpd256_pd128(f), _mm256_extractf128_pd(f, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(g, _mm_unpackhi_pd(g, g)));
+}
+
 /* One zmm is the 16 lanes. */
 double hx_vmath_avx512_softmax_terms(float *x, int64_t n, float scale, float *max)
 {
@@ -81,9 +101,7 @@ double hx_vmath_avx512_softmax_terms(float *x, int64_t n, float scale, float *ma
         _mm512_mask_storeu_ps(x + i, k, v);
         m = _mm512_mask_max_ps(m, k, v, m); /* v > m ? v : m: NaN never wins */
     }
-    float lanes[16];
-    _mm512_storeu_ps(lanes, m);
-    const float mx = hx_vmath_lanes_max(lanes);
+    const float mx = lanes_max16(m);
     const __m512 sh = _mm512_set1_ps(mx);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 k = tail(n - i);
@@ -91,9 +109,8 @@ double hx_vmath_avx512_softmax_terms(float *x, int64_t n, float scale, float *ma
         _mm512_mask_storeu_ps(x + i, k, e);
         s = _mm512_mask_add_ps(s, k, s, e);
     }
-    _mm512_storeu_ps(lanes, s);
     *max = mx;
-    return hx_vmath_lanes_sum(lanes);
+    return lanes_sum16(s);
 }
 
 void hx_vmath_avx512_scale_add(float *y, float a, const float *x, int64_t n)
