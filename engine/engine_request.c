@@ -160,6 +160,18 @@ static void logprobs(const float *l, int32_t V, hx_engine_token *t)
         t->top_logprob[j] -= lse;
 }
 
+/* The same from the distribution the token was drawn from (the sampler
+ * chain's survivors, renormalized): llama-server's post_sampling_probs. */
+static void post_sampling_logprobs(hx_generation *g, hx_engine_token *t)
+{
+    float probs[HX_ENGINE_MAX_TOP], p;
+    const int n = hx_generation_last_probs(g, t->token, t->top_token, probs, (int)t->n_top, &p);
+    t->logprob = logf(p);
+    t->n_top = (uint32_t)n;
+    for (int k = 0; k < n; k++)
+        t->top_logprob[k] = logf(probs[k]);
+}
+
 static double now(hx_engine *e) { return hx_runtime_clock(e->m->rt); }
 
 hx_status hx_engine_req_sample(hx_engine *e, hx_engine_req *q, int *ended)
@@ -170,11 +182,14 @@ hx_status hx_engine_req_sample(hx_engine *e, hx_engine_req *q, int *ended)
         return hx_error(HX_ERR_STATE, "request %llu: no logits after its evaluation", (unsigned long long)q->id);
     hx_engine_token t = {.id = q->id, .n_top = q->r.top_logprobs};
     hx_status st = hx_generation_sample(&q->gen, l, &t.token);
+    if (st == HX_OK && q->r.post_sampling_probs)
+        post_sampling_logprobs(&q->gen, &t);
     if (st == HX_OK)
         st = hx_generation_accept(&q->gen, t.token);
     if (st)
         return st;
-    logprobs(l, (int32_t)e->m->info.n_vocab, &t);
+    if (!q->r.post_sampling_probs)
+        logprobs(l, (int32_t)e->m->info.n_vocab, &t);
     if (!q->generated++)
         q->t_first_token = now(e);
     q->toks[q->n_toks++] = t.token;

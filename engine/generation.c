@@ -62,6 +62,11 @@ hx_status hx_generation_init(hx_generation *g, const hx_model *m, const hx_sampl
     return st;
 }
 
+int hx_generation_last_probs(hx_generation *g, int32_t tok, int32_t *ids, float *probs, int cap, float *tok_prob)
+{
+    return hx_sampler_last_probs(g->smp, tok, ids, probs, cap, tok_prob);
+}
+
 hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *tok)
 {
     if (g->n_eog && (g->ignore_eos || g->generated < g->min_tokens)) {

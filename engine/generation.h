@@ -46,6 +46,10 @@ void hx_generation_free(hx_generation *g);
  * (llama.cpp's order: the common case costs one check, not a pass over the
  * vocabulary).  HX_ERR_STATE when the grammar allows no token at all. */
 hx_status hx_generation_sample(hx_generation *g, const float *logits, int32_t *tok);
+/* After hx_generation_sample: the distribution `tok` was drawn from, as
+ * hx_sampler_last_probs gives it (the grammar's allowed tokens where it
+ * redrew). */
+int hx_generation_last_probs(hx_generation *g, int32_t tok, int32_t *ids, float *probs, int cap, float *tok_prob);
 /* Records a token the generation produced: the sampler's penalty window,
  * the grammar's state, and the count min_tokens looks at. */
 hx_status hx_generation_accept(hx_generation *g, int32_t tok);

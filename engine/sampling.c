@@ -448,4 +448,21 @@ hx_status hx_sampler_distribution(hx_sampler *s, const float *logits, int32_t *i
     return HX_OK;
 }
 
+int hx_sampler_last_probs(hx_sampler *s, int32_t token, int32_t *ids, float *probs, int cap, float *token_prob)
+{
+    /* The draw left the candidates and their logits (Mirostat: its filter's
+     * survivors); their softmax, sorted, is the distribution it drew from. */
+    hx_smp_softmax(s, 1);
+    *token_prob = 0.0f;
+    for (int i = 0; i < s->n; i++)
+        if (s->cand[i] == token)
+            *token_prob = (float)s->prob[i];
+    int k = 0;
+    for (int i = 0; i < s->n && k < cap && (float)s->prob[i] > 0.0f; i++, k++) {
+        ids[k] = s->cand[i];
+        probs[k] = (float)s->prob[i];
+    }
+    return k;
+}
+
 float hx_sampler_mirostat_mu(const hx_sampler *s) { return s ? s->mu : NAN; }

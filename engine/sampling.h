@@ -73,6 +73,11 @@ hx_status hx_sampler_sample(hx_sampler *s, const float *logits, int32_t *token);
  * probabilities, *n their number.  For tests and post-sampling
  * probabilities. */
 hx_status hx_sampler_distribution(hx_sampler *s, const float *logits, int32_t *ids, double *probs, int *n);
+/* After a draw: the candidates it was drawn from, most likely first, and
+ * their probabilities (llama-server's post_sampling_probs), at most cap
+ * of them and none whose probability rounds to 0 in float; the count is
+ * returned, *token_prob gets `token`'s (0 if it was not a candidate). */
+int hx_sampler_last_probs(hx_sampler *s, int32_t token, int32_t *ids, float *probs, int cap, float *token_prob);
 /* Mirostat's running target surprise (2 * tau at the start); NaN for NULL. */
 float hx_sampler_mirostat_mu(const hx_sampler *s);
 /* Adds a token (prompt or generated) to the penalty window;

@@ -1159,7 +1159,8 @@ typedef struct {
     const struct hx_request_result *result; /* with `last` only */
     int32_t token;
     const char *piece;     /* the text it completes (see hx_token_callback) */
-    float logprob;         /* log-probability of `token` under the model (not the sampler's filters) */
+    float logprob;         /* log-probability of `token` under the model (not the sampler's filters;
+                              with hx_request.post_sampling_probs, under the distribution it was drawn from) */
     uint32_t n_top;        /* hx_request.top_logprobs alternatives, most likely first */
     int32_t top_token[HX_ENGINE_MAX_TOP];
     float top_logprob[HX_ENGINE_MAX_TOP];
@@ -1224,6 +1225,11 @@ typedef struct {
      * Not called again for a recomputation after a preemption.  NULL =
      * none. */
     hx_progress_callback on_progress;
+    /* 1: the callback's logprob and alternatives are those of the
+     * distribution the token was drawn from (the sampler chain's survivors,
+     * renormalized; llama-server's post_sampling_probs), the alternatives
+     * none with probability 0; else the model's own. */
+    int post_sampling_probs;
 } hx_request;
 
 typedef struct hx_request_result {

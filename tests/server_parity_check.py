@@ -349,6 +349,40 @@ def n_probs():
               "ignore_eos, each end-of-generation token's null (-inf)")
         st, _, r = srv.req("POST", "/completion", {**body, "n_probs": 0})
         check(st == 200 and "completion_probabilities" not in r, f"n_probs 0: {r}")
+        # post_sampling_probs: the distribution each token was drawn from
+        post = {"prompt": "Today was the day. Today I would finally become a", "n_probs": 10, "temperature": 1.0,
+                "n_predict": 5, "post_sampling_probs": True, "seed": 3}
+        for extra, most in (({}, 10), ({"top_k": 3}, 3), ({"temperature": 0}, 1)):
+            st, _, r = srv.req("POST", "/completion", {**post, **extra})
+            cp = r.get("completion_probabilities", []) if st == 200 else []
+            check(st == 200 and len(cp) == 5 and r["generation_settings"]["post_sampling_probs"] is True,
+                  f"post_sampling_probs {extra}: {st} {r}")
+            for i, t in enumerate(cp):
+                tops = t["top_probs"]
+                ps = [q["prob"] for q in tops]
+                check("logprob" not in t and 0 < t["prob"] <= 1 and 0 < len(tops) <= most and
+                      all(0 < q <= 1 for q in ps) and ps == sorted(ps, reverse=True) and
+                      any(q["id"] == t["id"] and abs(q["prob"] - t["prob"]) < 1e-6 for q in tops) and
+                      all(isinstance(q["token"], str) and isinstance(q["bytes"], list) for q in tops),
+                      f"post_sampling_probs {extra}: an entry: {t}")
+                if len(tops) < 10:
+                    check(abs(sum(ps) - 1) < 1e-4, f"post_sampling_probs {extra}: fewer than 10 sum to 1: {ps}")
+            if extra.get("temperature") == 0:
+                check(all(t["prob"] == 1 and len(t["top_probs"]) == 1 for t in cp), f"greedy post-sampling: {cp}")
+            elif not extra:
+                check(len(cp[0]["top_probs"]) == 10, f"10 alternatives at temperature 1: {cp[0]}")
+        st, _, r = srv.req("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
+                                                             "max_tokens": 3, "logprobs": True, "top_logprobs": 4,
+                                                             "top_k": 2, "post_sampling_probs": True})
+        c = r["choices"][0]["logprobs"]["content"] if st == 200 else []
+        check(st == 200 and len(c) >= 1 and all("prob" in t and len(t["top_probs"]) <= 2 and
+                                                abs(sum(q["prob"] for q in t["top_probs"]) - 1) < 1e-4 for t in c),
+              f"post_sampling_probs on chat: {st} {r}")
+        st, _, r = srv.req("POST", "/completion", {**post, "post_sampling_probs": "yes"})
+        check(st == 400, f"post_sampling_probs not a boolean: {st} {r}")
+        print("ok post_sampling_probs: each token's prob and top_probs from the distribution it was drawn from "
+              "(most likely first, none zero, at most top_k, summing to 1 when fewer than asked; greedy: 1); on "
+              "chat too; a non-boolean is a 400")
         print("ok n_probs on /completion: completion_probabilities of 5 tokens with 10 alternatives each, whole and "
               "one token an event streamed (greedy: the same tokens); none with n_probs 0")
     finally:

@@ -631,6 +631,56 @@ START_TEST(every_sampler_is_deterministic_with_a_seed)
 }
 END_TEST
 
+/* hx_sampler_last_probs after a draw: the distribution the draw came
+ * from (hx_sampler_distribution's from a twin sampler), most likely first,
+ * cut at cap, the drawn token's own among them; after Mirostat its filter's
+ * survivors; greedy: the one token at 1. */
+START_TEST(last_probs_are_the_drawn_distribution)
+{
+    enum { N = 200 };
+    float l[N], probs[N], p;
+    int32_t ids[N], tok;
+    double want[N], got[N];
+    rand_logits(l, N, -4.0f, 4.0f);
+    for (int mode = 0; mode < 4; mode++) {
+        hx_sampling sp = bare(7);
+        if (mode == 0)
+            sp.top_k = 12;
+        else if (mode == 1)
+            sp.top_p = 0.7f, sp.temperature = 0.8f;
+        else if (mode == 2)
+            sp.mirostat = 2;
+        else
+            sp.temperature = 0.0f;
+        hx_sampler *a = mk(&sp, N), *b = mk(&sp, N);
+        HX_ASSERT_OK(hx_sampler_sample(a, l, &tok));
+        const int n = hx_sampler_last_probs(a, tok, ids, probs, N, &p);
+        dist_of(b, l, N, want);
+        ck_assert_msg(n >= 1 && p > 0.0f, "mode %d: %d candidates, drawn %g", mode, n, p);
+        for (int i = 0; i < N; i++)
+            got[i] = 0.0;
+        for (int k = 0; k < n; k++) {
+            got[ids[k]] = probs[k];
+            ck_assert_msg(k == 0 || probs[k] <= probs[k - 1], "mode %d: not most likely first at %d", mode, k);
+        }
+        expect_same(got, want, N, "last_probs");
+        ck_assert_float_eq(p, (float)got[tok]);
+        if (mode == 3)
+            ck_assert_msg(n == 1 && probs[0] == 1.0f && ids[0] == tok, "greedy: %d, %g", n, probs[0]);
+        /* cut at cap: the first of the whole list */
+        int32_t ids2[3];
+        float probs2[3];
+        HX_ASSERT_OK(hx_sampler_sample(b, l, &tok));
+        const int n2 = hx_sampler_last_probs(b, tok, ids2, probs2, 3, &p);
+        ck_assert_int_eq(n2, n < 3 ? n : 3);
+        for (int k = 0; k < n2; k++)
+            ck_assert(ids2[k] == ids[k] && probs2[k] == probs[k]);
+        hx_sampler_free(a);
+        hx_sampler_free(b);
+    }
+}
+END_TEST
+
 START_TEST(bad_sampler_parameters_are_refused)
 {
     struct { const char *field; void (*set)(hx_sampling *); } cases[] = {
@@ -687,6 +737,7 @@ Suite *suite_samplers(void)
     tcase_add_test(tc, min_keep_holds_top_p_and_min_p_open);
     tcase_add_test(tc, every_sampler_is_deterministic_with_a_seed);
     tcase_add_test(tc, bad_sampler_parameters_are_refused);
+    tcase_add_test(tc, last_probs_are_the_drawn_distribution);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -272,6 +272,7 @@ typedef struct srv_job {
     pthread_cond_t cond;
     int chat, stream, include_usage, logprobs, n;
     uint32_t top_logprobs;
+    int post_sampling;         /* probabilities after the sampler chain: "prob" and "top_probs" (llama-server's) */
     srv_choice ch[SRV_MAX_N];
     uint32_t prompt_tokens;
     char id[48];

@@ -66,6 +66,7 @@ json_t *srv_native_settings(srv *S, const hx_request *r, int stream, const char 
                           "max_tokens", (json_int_t)r->max_tokens, "n_predict", (json_int_t)r->max_tokens,
                           "ignore_eos", r->ignore_eos || s->ignore_eos, "stream", stream, "n_probs", (int)r->top_logprobs, "stop",
                           stop, "cache_prompt", !r->no_prefix_cache);
+    json_object_set_new(g, "post_sampling_probs", json_boolean(r->post_sampling_probs));
     if (s->grammar)
         json_object_set_new(g, "grammar", json_string(s->grammar));
     /* llama-server's list: the request's biases, then with ignore_eos each

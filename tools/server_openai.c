@@ -381,6 +381,10 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
 static int parse_logprobs(json_t *o, parsed *p, int chat, bad *b)
 {
     long long top = 0, n_probs = 0;
+    /* llama-server's post_sampling_probs: the probabilities of the
+     * distribution each token was drawn from (hx_request.post_sampling_probs) */
+    if (get_bool(o, "post_sampling_probs", &p->r.post_sampling_probs, b))
+        return -1;
     /* llama-server's n_probs: that many alternatives per token, with the
      * token's own log-probability, in the endpoint's logprobs format. */
     if (get_int(o, "n_probs", 0, HX_ENGINE_MAX_TOP, &n_probs, b))
@@ -459,14 +463,18 @@ static json_t *logprobs_json(srv_job *j, const srv_choice *ch, size_t from)
         for (size_t i = from; i < ch->n_pieces; i++) {
             const srv_piece *p = &ch->pieces[i];
             json_t *bytes, *tops = json_array();
+            /* post_sampling_probs: llama-server's keys and the probability itself */
+            const int ps = j->post_sampling;
             for (uint32_t k = 0; k < p->n_top; k++) {
                 json_t *tb, *tt = token_text(S, p->top_token[k], &tb);
-                json_array_append_new(tops, json_pack("{s:o,s:f,s:o}", "token", tt, "logprob",
-                                                      (double)p->top_logprob[k], "bytes", tb));
+                const double v = ps ? (double)expf(p->top_logprob[k]) : (double)p->top_logprob[k];
+                json_array_append_new(tops, json_pack("{s:o,s:f,s:o}", "token", tt, ps ? "prob" : "logprob", v,
+                                                      "bytes", tb));
             }
             json_t *tt = token_text(S, p->token, &bytes);
-            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", tt, "logprob", (double)p->logprob,
-                                                     "bytes", bytes, "top_logprobs", tops));
+            const double v = ps ? (double)expf(p->logprob) : (double)p->logprob;
+            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", tt, ps ? "prob" : "logprob", v,
+                                                     "bytes", bytes, ps ? "top_probs" : "top_logprobs", tops));
         }
         return json_pack("{s:o}", "content", content);
     }
@@ -721,6 +729,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             j->stream = p.stream;
             j->include_usage = p.include_usage;
             j->logprobs = p.logprobs;
+            j->post_sampling = p.r.post_sampling_probs;
             j->tenant = tenant;
             j->owns_slot = 1;
             j->prompt_tokens = (uint32_t)p.n_tokens;

@@ -3,7 +3,10 @@
  * token, bytes, logprob, top_logprobs: [{id, token, bytes, logprob}...]}
  * (the token's text cut to its whole UTF-8 characters, its bytes all of
  * it).  Whole: every token's in the answer; streamed: each event carries
- * one token and its entry, as llama-server's (the summary event none). */
+ * one token and its entry, as llama-server's (the summary event none).
+ * With post_sampling_probs: {id, token, bytes, prob, top_probs: [{id,
+ * token, bytes, prob}...]}, the distribution each token was drawn from. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,9 @@ static size_t whole_utf8(const char *s, size_t n)
     return i;
 }
 
-static json_t *entry(srv *S, int32_t id, float logprob)
+/* post: llama-server's post_sampling_probs shape, the probability itself
+ * under "prob" (the engine hands its log). */
+static json_t *entry(srv *S, int32_t id, float logprob, int post)
 {
     char buf[256];
     size_t len = 0;
@@ -36,7 +41,7 @@ static json_t *entry(srv *S, int32_t id, float logprob)
         json_array_append_new(bytes, json_integer((unsigned char)buf[i]));
     json_t *text = json_stringn(buf, whole_utf8(buf, len));
     return json_pack("{s:i,s:o,s:o,s:f}", "id", id, "token", text ? text : json_string(""), "bytes", bytes,
-                     "logprob", (double)logprob);
+                     post ? "prob" : "logprob", post ? (double)expf(logprob) : (double)logprob);
 }
 
 json_t *srv_native_probs(srv_job *j, srv_choice *ch, size_t from, size_t to)
@@ -44,10 +49,10 @@ json_t *srv_native_probs(srv_job *j, srv_choice *ch, size_t from, size_t to)
     json_t *out = json_array();
     for (size_t i = from; i < to && i < ch->n_pieces; i++) {
         const srv_piece *p = &ch->pieces[i];
-        json_t *e = entry(j->S, p->token, p->logprob), *top = json_array();
+        json_t *e = entry(j->S, p->token, p->logprob, j->post_sampling), *top = json_array();
         for (uint32_t k = 0; k < p->n_top; k++)
-            json_array_append_new(top, entry(j->S, p->top_token[k], p->top_logprob[k]));
-        json_object_set_new(e, "top_logprobs", top);
+            json_array_append_new(top, entry(j->S, p->top_token[k], p->top_logprob[k], j->post_sampling));
+        json_object_set_new(e, j->post_sampling ? "top_probs" : "top_logprobs", top);
         json_array_append_new(out, e);
     }
     return out;

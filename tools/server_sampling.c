@@ -300,7 +300,6 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
         {"t_max_prompt_ms", NULL, "time limits on prompts are not supported"},
         {"id_slot", "-1", "hetero-server has no slots"},
         {"return_tokens", NULL, "token ids are in /completion's answers only"},
-        {"post_sampling_probs", NULL, "probabilities after the sampling chain are not supported"},
         {"response_fields", NULL, "response_fields shapes /completion's answers only"},
         {"lora", NULL, "LoRA adapters are not supported"},
         {"sse_ping_interval", "-1", "SSE pings are not supported"},

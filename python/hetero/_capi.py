@@ -283,6 +283,7 @@ LATE_STRUCTS: Dict[str, str] = {
     float *embedding;
     size_t embedding_cap;
     hx_progress_callback on_progress;
+    int post_sampling_probs;
 """,
     "hx_engine_stats": """
     uint32_t waiting, running;
