@@ -6,6 +6,10 @@
 #include "kernels_cpu/vmath.h"
 #include "kernels_cpu/vmath_impl.h"
 
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF /* a multiply then an add stay two roundings, as at every level */
+#endif
+
 static void scalar_exp_shifted(float *x, float shift, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)

@@ -5,6 +5,10 @@
 
 #include "kernels_cpu/vmath_impl.h"
 
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF /* a multiply then an add stay two roundings, as at every level */
+#endif
+
 static inline __m256 vexp(__m256 x)
 {
     const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);

@@ -3,6 +3,10 @@
 
 #include "kernels_cpu/vmath_impl.h"
 
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF /* a multiply then an add stay two roundings, as at every level */
+#endif
+
 static inline __m512 vexp(__m512 x)
 {
     const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
