@@ -67,10 +67,11 @@ void hx_vmath_swiglu(const float *g, const float *u, float *o, int64_t n)
     by_level[hx_quant_level()](g, u, o, n);
 }
 
-/* The largest of m[0..HX_VMATH_LANES) and the sum of s[..] in double, each
- * by halving: lane k meets lane k + 8, then k + 4, k + 2, k + 1 (a
- * sequence of 16 waits on each step: a tenth of a prompt's attention). */
-float hx_vmath_lanes_max(const float *m)
+/* The scalar level's softmax terms.  The largest of m[0..HX_VMATH_LANES)
+ * and the sum of s[..] in double, each by halving: lane k meets lane
+ * k + 8, then k + 4, k + 2, k + 1 (the SIMD levels do the same in
+ * registers). */
+static float lanes_max(const float *m)
 {
     float t[HX_VMATH_LANES];
     for (int k = 0; k < HX_VMATH_LANES; k++)
@@ -81,7 +82,7 @@ float hx_vmath_lanes_max(const float *m)
     return t[0];
 }
 
-double hx_vmath_lanes_sum(const float *s)
+static double lanes_sum(const float *s)
 {
     double t[HX_VMATH_LANES];
     for (int k = 0; k < HX_VMATH_LANES; k++)
@@ -102,13 +103,13 @@ static double scalar_softmax_terms(float *x, int64_t n, float scale, float *max)
         x[i] = v;
         m[i % HX_VMATH_LANES] = v > m[i % HX_VMATH_LANES] ? v : m[i % HX_VMATH_LANES];
     }
-    const float mx = hx_vmath_lanes_max(m);
+    const float mx = lanes_max(m);
     for (int64_t i = 0; i < n; i++) {
         x[i] = expf(x[i] - mx);
         s[i % HX_VMATH_LANES] += x[i];
     }
     *max = mx;
-    return hx_vmath_lanes_sum(s);
+    return lanes_sum(s);
 }
 
 double hx_vmath_softmax_terms(float *x, int64_t n, float scale, float *max)

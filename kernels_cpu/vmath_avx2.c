@@ -96,11 +96,8 @@ void hx_vmath_avx2_geglu(const float *table, const float *g, const float *u, flo
     }
 }
 
-/* The 16 lanes are two ymm: elements i .. i + 7 of each sixteen go to lo,
- * the next eight to hi; a partial sixteen goes through a padded copy
- * (the padding -inf for the maximum, then exp's 0 kept out of the sum). */
-/* The lanes' maximum and sum by halving, as hx_vmath_lanes_max and
- * hx_vmath_lanes_sum (lo: lanes 0-7, hi: 8-15). */
+/* The lanes' maximum and sum by halving, as kernels_cpu/vmath.h defines
+ * them (lo: lanes 0-7, hi: 8-15). */
 static inline float lanes_max16(__m256 lo, __m256 hi)
 {
     const __m256 h = _mm256_max_ps(hi, lo);
@@ -118,6 +115,9 @@ static inline double lanes_sum16(__m256 lo, __m256 hi)
     return _mm_cvtsd_f64(_mm_add_sd(g, _mm_unpackhi_pd(g, g)));
 }
 
+/* The 16 lanes are two ymm: elements i .. i + 7 of each sixteen go to lo,
+ * the next eight to hi; a partial sixteen goes through a padded copy
+ * (the padding -inf for the maximum, then exp's 0 kept out of the sum). */
 double hx_vmath_avx2_softmax_terms(float *x, int64_t n, float scale, float *max)
 {
     const __m256 sc = _mm256_set1_ps(scale);
@@ -131,10 +131,12 @@ double hx_vmath_avx2_softmax_terms(float *x, int64_t n, float scale, float *max)
         m1 = _mm256_max_ps(v1, m1);
     }
     float t[16], lanes[16];
-    for (int k = 0; k < 16; k++)
-        t[k] = full + k < n ? x[full + k] * scale : -__builtin_inff();
-    m0 = _mm256_max_ps(_mm256_loadu_ps(t), m0);
-    m1 = _mm256_max_ps(_mm256_loadu_ps(t + 8), m1);
+    if (full < n) {
+        for (int k = 0; k < 16; k++)
+            t[k] = full + k < n ? x[full + k] * scale : -__builtin_inff();
+        m0 = _mm256_max_ps(_mm256_loadu_ps(t), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(t + 8), m1);
+    }
     const float mx = lanes_max16(m0, m1);
     const __m256 sh = _mm256_set1_ps(mx);
     for (int64_t i = 0; i < full; i += 16) {

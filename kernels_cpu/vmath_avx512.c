@@ -74,9 +74,9 @@ void hx_vmath_avx512_geglu(const float *table, const float *g, const float *u, f
     }
 }
 
-/* The lanes' maximum and sum by halving, as hx_vmath_lanes_max and
- * hx_vmath_lanes_sum: lane k + 8 meets lane k, then k + 4, k + 2, k + 1
- * (the maximum as t[k + w] > t[k] ? t[k + w] : t[k]). */
+/* The lanes' maximum and sum by halving, as kernels_cpu/vmath.h defines
+ * them: lane k + 8 meets lane k, then k + 4, k + 2, k + 1 (the maximum as
+ * t[k + w] > t[k] ? t[k + w] : t[k]). */
 static inline float lanes_max16(__m512 m)
 {
     __m256 h = _mm256_max_ps(_mm512_extractf32x8_ps(m, 1), _mm512_castps512_ps256(m));

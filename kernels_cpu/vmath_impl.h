@@ -4,8 +4,6 @@
 
 #include <stdint.h>
 
-#include "kernels_cpu/vmath.h"
-
 void hx_vmath_avx2_exp_shifted(float *x, float shift, int64_t n);
 void hx_vmath_avx2_swiglu(const float *g, const float *u, float *o, int64_t n);
 void hx_vmath_avx512_exp_shifted(float *x, float shift, int64_t n);
@@ -18,11 +16,6 @@ void hx_vmath_avx2_add_scaled(float *y, const float *x, float a, int64_t n);
 void hx_vmath_avx512_add_scaled(float *y, const float *x, float a, int64_t n);
 void hx_vmath_avx2_geglu(const float *table, const float *g, const float *u, float *o, int64_t n);
 void hx_vmath_avx512_geglu(const float *table, const float *g, const float *u, float *o, int64_t n);
-
-/* The lanes' maximum and double sum of kernels_cpu/vmath.h's softmax
- * terms, shared by every level. */
-float hx_vmath_lanes_max(const float *m);
-double hx_vmath_lanes_sum(const float *s);
 
 /* GeGLU's bounds: the GELU table is used strictly between them. */
 #define HX_GELU_LO -10.0f
