@@ -49,6 +49,7 @@ static hx_status session_close(hx_session *s)
         hx_kv_offload_release(s);
         pthread_mutex_unlock(&s->m->eval_lock);
     }
+    hx_session_publish_tail(s);
     hx_kv_seq_release(s->m->kv, &s->seq);
     free(s->logits);
     free(s->logit_row);

@@ -53,15 +53,17 @@ hx_status hx_session_begin(hx_session *s, uint32_t n_tokens, uint32_t n_logits);
 hx_status hx_session_fit(hx_session *s, size_t n_new, uint64_t n_more, const char *what);
 
 /* Evaluates a request's tokens (hx_session_eval), first attaching the
- * cached blocks of its leading full blocks unless logits_all, and making
+ * cached blocks of its leading tokens unless logits_all, and making
  * sure of the KV for n_more tokens after it (hx_session_fit).  engine/eval.c */
 hx_status hx_session_eval_request(hx_session *s, const int32_t *tokens, size_t n, int logits_all, uint64_t n_more,
                                   const char *what);
 
 /* The prefix cache (engine/session_prefix.c).  With the session at a block
  * boundary, attaches the cached blocks that hold the leading full blocks
- * of `tokens`, always leaving the last token to evaluate, and advances the
- * session past them; *reused says how many tokens that was. */
+ * of `tokens`, then a copy of the rows a cached block shares with what
+ * follows (hx_kv_seq_attach_partial), always leaving the last token to
+ * evaluate, and advances the session past them; *reused says how many
+ * tokens that was. */
 hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused);
 /* hx_session_reuse_prefix for a caller that evaluates the rest later, in
  * chunks of its own (the serving engine, at admission): the whole cached
@@ -86,6 +88,9 @@ hx_status hx_batch_reuse_prefix(size_t n, const int32_t *tokens, hx_session *con
 uint64_t hx_session_salt_hash(const char *salt);
 /* After an evaluation: keys the session's blocks it filled. */
 void hx_session_publish(hx_session *s);
+/* As the session ends: keys its last block, partly filled, as a partial
+ * block (model/kv_cache.h), so that it stays cached once let go. */
+void hx_session_publish_tail(hx_session *s);
 /* Context shift (engine/session_shift.c) under the model's evaluation
  * lock; and, where the session asked for it and its context is full, the
  * shift it asked for (*shifted says whether one happened). */

@@ -99,10 +99,21 @@ static hx_status reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, in
         s->keys[j] = key;
         s->n_keys = j + 1;
     }
-    hx_kv_pool_count(p, hits, count_misses ? candidates - hits : 0);
-    s->pos = pos0 + hits * bs;
-    *reused = hits * bs;
-    return HX_OK;
+    /* Then the rows a cached block after the last one attached shares
+     * with what follows: a partial block, or a full one whose tokens part
+     * from these inside it. */
+    const uint32_t j = pos0 / bs + hits, rest = (uint32_t)(n - 1) - hits * bs;
+    uint32_t shared = 0;
+    st = hx_kv_seq_attach_partial(p, &s->seq, j, parent_key(s, j), tokens + (size_t)hits * bs,
+                                  rest < bs ? rest : bs - 1, &shared);
+    if (shared)
+        memcpy(s->tokens + (size_t)j * bs, tokens + (size_t)hits * bs, sizeof *tokens * shared);
+    /* The session is off a block boundary now, so no evaluation after
+     * this one probes the blocks not found: they count here. */
+    hx_kv_pool_count(p, hits, count_misses || shared ? candidates - hits : 0);
+    s->pos = pos0 + hits * bs + shared;
+    *reused = hits * bs + shared;
+    return st;
 }
 
 hx_status hx_session_reuse_prefix(hx_session *s, const int32_t *tokens, size_t n, uint32_t *reused)
@@ -189,6 +200,17 @@ void hx_session_publish(hx_session *s)
         s->n_keys = j + 1;
         hx_kv_seq_publish(p, &s->seq, j, key, parent, t);
     }
+}
+
+void hx_session_publish_tail(hx_session *s)
+{
+    hx_kv_pool *p = s->m->kv;
+    const uint32_t bs = p->block_size, j = s->pos / bs;
+    /* Its parent must be the key of the block before: every earlier block
+     * keyed, and none moved by a context shift. */
+    if (!p->prefix_cache || s->uncached || s->embd || s->shifted || s->pos % bs == 0 || s->n_keys != j)
+        return;
+    hx_kv_seq_publish_partial(p, &s->seq, j, parent_key(s, j), s->tokens + (size_t)j * bs, s->pos % bs);
 }
 
 void hx_session_slide(hx_session *s)

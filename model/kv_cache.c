@@ -70,11 +70,13 @@ hx_status hx_kv_pool_create_layers(hx_runtime *rt, hx_kv_types types, uint32_t n
     p->blocks = calloc(p->n_blocks, sizeof *p->blocks);
     p->tokens = malloc(sizeof *p->tokens * p->n_blocks * block_size);
     p->buckets = malloc(sizeof *p->buckets * p->n_buckets);
-    if (!p->k || !p->v || !p->free_ids || !p->blocks || !p->tokens || !p->buckets) {
+    p->parents = malloc(sizeof *p->parents * p->n_buckets);
+    if (!p->k || !p->v || !p->free_ids || !p->blocks || !p->tokens || !p->buckets || !p->parents) {
         hx_kv_pool_free(p);
         return hx_error(HX_ERR_NO_MEMORY, "KV pool tables");
     }
     memset(p->buckets, 0xff, sizeof *p->buckets * p->n_buckets);
+    memset(p->parents, 0xff, sizeof *p->parents * p->n_buckets);
     hx_status sp = hx_block_space_create(rt, p->n_blocks, &p->space);
     if (sp) {
         hx_kv_pool_free(p);
@@ -130,6 +132,7 @@ void hx_kv_pool_free(hx_kv_pool *p)
     free(p->blocks);
     free(p->tokens);
     free(p->buckets);
+    free(p->parents);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -138,13 +141,55 @@ void hx_kv_pool_free(hx_kv_pool *p)
 
 static uint32_t *bucket_of(hx_kv_pool *p, uint64_t key) { return &p->buckets[key & (p->n_buckets - 1)]; }
 
+/* Keys are hashes already; a parent is one too (or the pool's seed, mixed
+ * with a salt), so its low bits spread as well. */
+static uint32_t *parent_bucket_of(hx_kv_pool *p, uint64_t parent) { return &p->parents[parent & (p->n_buckets - 1)]; }
+
+static void unlink_from(hx_kv_pool *p, uint32_t *at, uint32_t b, int by_parent)
+{
+    while (*at != b)
+        at = by_parent ? &p->blocks[*at].pnext : &p->blocks[*at].hnext;
+    *at = by_parent ? p->blocks[b].pnext : p->blocks[b].hnext;
+}
+
 static void unkey(hx_kv_pool *p, uint32_t b)
 {
-    uint32_t *at = bucket_of(p, p->blocks[b].key);
-    while (*at != b)
-        at = &p->blocks[*at].hnext;
-    *at = p->blocks[b].hnext;
-    p->blocks[b].keyed = 0;
+    hx_kv_block *k = &p->blocks[b];
+    if (k->fill == p->block_size)
+        unlink_from(p, bucket_of(p, k->key), b, 0);
+    unlink_from(p, parent_bucket_of(p, k->parent), b, 1);
+    k->keyed = 0;
+}
+
+/* Keys block b, holding `fill` tokens after `parent`: a full block by its
+ * key and its parent, a partial one by its parent alone. */
+static void key_block(hx_kv_pool *p, uint32_t b, uint64_t key, uint64_t parent, const int32_t *tokens, uint32_t fill)
+{
+    hx_kv_block *k = &p->blocks[b];
+    k->keyed = 1;
+    k->key = key;
+    k->parent = parent;
+    k->fill = fill;
+    memcpy(p->tokens + (size_t)b * p->block_size, tokens, sizeof *tokens * fill);
+    if (fill == p->block_size) {
+        uint32_t *at = bucket_of(p, key);
+        k->hnext = *at;
+        *at = b;
+    }
+    uint32_t *at = parent_bucket_of(p, parent);
+    k->pnext = *at;
+    *at = b;
+}
+
+/* How many of the first n tokens block b holds as `tokens` does. */
+static uint32_t common_prefix(const hx_kv_pool *p, uint32_t b, const int32_t *tokens, uint32_t n)
+{
+    const int32_t *t = p->tokens + (size_t)b * p->block_size;
+    const uint32_t m = n < p->blocks[b].fill ? n : p->blocks[b].fill;
+    uint32_t i = 0;
+    while (i < m && t[i] == tokens[i])
+        i++;
+    return i;
 }
 
 static uint32_t find(hx_kv_pool *p, uint64_t key, uint64_t parent, const int32_t *tokens)
@@ -152,7 +197,7 @@ static uint32_t find(hx_kv_pool *p, uint64_t key, uint64_t parent, const int32_t
     /* The token ids are compared too: a 64-bit collision must not hand a
      * sequence another prompt's keys and values. */
     for (uint32_t b = *bucket_of(p, key); b != HX_KV_NONE; b = p->blocks[b].hnext)
-        if (p->blocks[b].key == key && p->blocks[b].parent == parent &&
+        if (p->blocks[b].key == key && p->blocks[b].parent == parent && p->blocks[b].fill == p->block_size &&
             !memcmp(p->tokens + (size_t)b * p->block_size, tokens, sizeof *tokens * p->block_size))
             return b;
     return HX_KV_NONE;
@@ -443,17 +488,83 @@ void hx_kv_seq_publish(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key
 {
     pthread_mutex_lock(&p->lock);
     uint32_t b = s->blocks[index];
-    if (b != HX_KV_NONE && !p->blocks[b].keyed && find(p, key, parent, tokens) == HX_KV_NONE) {
-        hx_kv_block *k = &p->blocks[b];
-        k->keyed = 1;
-        k->key = key;
-        k->parent = parent;
-        memcpy(p->tokens + (size_t)b * p->block_size, tokens, sizeof *tokens * p->block_size);
-        uint32_t *at = bucket_of(p, key);
-        k->hnext = *at;
-        *at = b;
-    }
+    if (b != HX_KV_NONE && !p->blocks[b].keyed && find(p, key, parent, tokens) == HX_KV_NONE)
+        key_block(p, b, key, parent, tokens, p->block_size);
     pthread_mutex_unlock(&p->lock);
+}
+
+void hx_kv_seq_publish_partial(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t parent, const int32_t *tokens,
+                               uint32_t fill)
+{
+    if (index >= s->n_blocks || !fill || fill >= p->block_size)
+        return;
+    pthread_mutex_lock(&p->lock);
+    const uint32_t b = s->blocks[index];
+    int keep = b != HX_KV_NONE && p->blocks[b].ref == 1 && !p->blocks[b].keyed;
+    for (uint32_t e = *parent_bucket_of(p, parent), next; keep && e != HX_KV_NONE; e = next) {
+        next = p->blocks[e].pnext;
+        if (p->blocks[e].parent != parent)
+            continue;
+        const uint32_t common = common_prefix(p, e, tokens, fill);
+        if (common == fill)
+            keep = 0; /* e begins with these tokens already */
+        else if (common == p->blocks[e].fill && p->blocks[e].ref == 0) {
+            /* e holds a shorter prefix of them: this block replaces it */
+            lru_remove(p, e);
+            unkey(p, e);
+            p->free_ids[p->n_free++] = e;
+        }
+    }
+    if (keep)
+        key_block(p, b, 0, parent, tokens, fill);
+    pthread_mutex_unlock(&p->lock);
+}
+
+hx_status hx_kv_seq_attach_partial(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t parent,
+                                   const int32_t *tokens, uint32_t n, uint32_t *out)
+{
+    *out = 0;
+    if (!n || n >= p->block_size || index > s->n_blocks)
+        return HX_OK;
+    hx_status st = grow_table(s, index + 1);
+    if (st)
+        return st;
+    pthread_mutex_lock(&p->lock);
+    uint32_t best = HX_KV_NONE, shared = 0;
+    for (uint32_t e = *parent_bucket_of(p, parent); e != HX_KV_NONE; e = p->blocks[e].pnext) {
+        const uint32_t common = p->blocks[e].parent == parent ? common_prefix(p, e, tokens, n) : 0;
+        if (common > shared) {
+            best = e;
+            shared = common;
+        }
+    }
+    /* The copy needs a block besides the source, which stays pinned
+     * meanwhile so that taking one cannot evict it. */
+    if (best == HX_KV_NONE || (!p->n_free && p->n_cached <= (p->blocks[best].ref == 0))) {
+        pthread_mutex_unlock(&p->lock);
+        return HX_OK;
+    }
+    if (p->blocks[best].ref++ == 0)
+        lru_remove(p, best);
+    const uint32_t c = take(p);
+    st = copy_block(p, best, c);
+    if (st == HX_OK && p->log_copies)
+        st = log_copy(p, best, c);
+    drop(p, best);
+    if (st) {
+        drop(p, c);
+        pthread_mutex_unlock(&p->lock);
+        return st;
+    }
+    if (index < s->n_blocks)
+        drop(p, s->blocks[index]);
+    else
+        s->n_blocks++;
+    s->blocks[index] = c;
+    p->count.tokens_reused += shared;
+    pthread_mutex_unlock(&p->lock);
+    *out = shared;
+    return HX_OK;
 }
 
 void hx_kv_pool_count(hx_kv_pool *p, uint32_t hits, uint32_t misses)

@@ -9,7 +9,16 @@
  * a block held by several sequences, or keyed, is read-only, and a
  * sequence that must write into one takes a private copy first.  A keyed
  * block no sequence holds stays in the pool on an LRU list until its room
- * is needed.  Every block is in exactly one of three states:
+ * is needed.
+ *
+ * A sequence's last block, partly written when the sequence ends, is kept
+ * too (a partial block: found by its parent alone, holding `fill` tokens):
+ * a later sequence whose tokens after that parent begin as the block's do
+ * takes a copy of it and keeps the rows they share (a full block whose
+ * tokens part from the sequence's inside it serves so too), so a prompt
+ * shorter than a block, or a prompt's tail, is not computed twice (as
+ * llama-server reuses any common prefix of a slot's cache).  Every block
+ * is in exactly one of three states:
  *   held     ref > 0 (keyed or not)
  *   cached   ref == 0, keyed: on the LRU list, evictable
  *   free     ref == 0, not keyed: on the free stack */
@@ -25,9 +34,11 @@
 
 typedef struct {
     uint32_t ref;        /* sequences holding the block */
-    uint32_t keyed;      /* its key is in the table: full and read-only */
+    uint32_t keyed;      /* its key is in the table: read-only */
+    uint32_t fill;       /* positions a keyed block holds: block_size, or fewer for a partial block */
     uint64_t key, parent;
-    uint32_t hnext;      /* next block of its hash bucket */
+    uint32_t hnext;      /* next block of its key's hash bucket (full blocks) */
+    uint32_t pnext;      /* next block of its parent's hash bucket (every keyed block) */
     uint32_t prev, next; /* LRU neighbours while cached */
 } hx_kv_block;
 
@@ -67,7 +78,8 @@ typedef struct {
     uint32_t *free_ids;     /* stack of free block ids */
     uint32_t n_free;
     uint32_t lru_head, lru_tail, n_cached; /* head: least recently used */
-    uint32_t *buckets, n_buckets;          /* hash table of keyed blocks */
+    uint32_t *buckets, n_buckets;          /* hash table of full keyed blocks, by key */
+    uint32_t *parents;                     /* [n_buckets]: of every keyed block, by parent */
     hx_kv_counters count;
     pthread_mutex_t lock;
 } hx_kv_pool;
@@ -127,6 +139,22 @@ int hx_kv_seq_attach(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key, 
  * already has a block with that key. */
 void hx_kv_seq_publish(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t key, uint64_t parent,
                        const int32_t *tokens);
+/* Keys the sequence's block `index`, whose first `fill` (< block_size)
+ * positions hold tokens[0, fill) after the block keyed `parent`, as a
+ * partial block: called as the sequence ends, so that the block stays
+ * cached once it is let go.  Nothing when the block is shared or a cached
+ * partial block after the same parent already begins with these tokens;
+ * a cached one that holds a shorter prefix of them is freed. */
+void hx_kv_seq_publish_partial(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t parent, const int32_t *tokens,
+                               uint32_t fill);
+/* The sequence's block `index` (its block count, or a block of it not yet
+ * written, which goes back to the pool) becomes a new block holding a copy
+ * of the cached block after `parent` (partial, or full) whose tokens share
+ * the longest prefix with tokens[0, n), n < block_size; *shared says how
+ * many positions that is (0: no such block, or no block free for the
+ * copy: nothing changed). */
+hx_status hx_kv_seq_attach_partial(hx_kv_pool *p, hx_kv_seq *s, uint32_t index, uint64_t parent,
+                                   const int32_t *tokens, uint32_t n, uint32_t *shared);
 /* Counts a lookup's outcome: `hits` blocks attached, `misses` not found. */
 void hx_kv_pool_count(hx_kv_pool *p, uint32_t hits, uint32_t misses);
 

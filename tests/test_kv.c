@@ -84,10 +84,11 @@ static void reference(hx_model *ref, const int32_t *t, size_t n, const int32_t *
 }
 
 /* Sessions with a common prefix and different suffixes: the second on
- * evaluate their suffixes only, hold the prefix's blocks together, and
- * give the logits of a model that shares nothing, prefill and decode.
- * The loop runs a prefix a whole number of evaluation chunks long and one
- * that is not. */
+ * evaluate their suffixes only, hold the prefix's full blocks together,
+ * and give the logits of a model that shares nothing, prefill and decode.
+ * The loop runs a prefix a whole number of blocks (and evaluation chunks)
+ * long and one that is not: that one's last 8 tokens are copied from the
+ * first session's block that holds them beside its own suffix. */
 START_TEST(common_prefix_is_evaluated_once)
 {
     const size_t prefix = _i ? 72 : 128, suffix = 9, n = prefix + suffix, n_sess = 4, n_dec = 3;
@@ -103,7 +104,7 @@ START_TEST(common_prefix_is_evaluated_once)
         HX_ASSERT_OK(hx_session_open(m, &s[k]));
         HX_ASSERT_OK(hx_session_eval(s[k], t[k], n, 0));
         const uint32_t reused = hx_session_reused_tokens(s[k]);
-        ck_assert_uint_eq(reused, k ? prefix / BS * BS : 0);
+        ck_assert_uint_eq(reused, k ? prefix : 0);
         ck_assert_uint_eq(hx_session_position(s[k]), n);
         reference(ref, t[k], n, t[k] + n, n_dec, want);
         same_logits(s[k], want, V, "prefill");
@@ -120,15 +121,16 @@ START_TEST(common_prefix_is_evaluated_once)
     }
     hx_model_stats st = stats(m);
     ck_assert_uint_eq(st.kv_hits, (n_sess - 1) * (prefix / BS));
-    ck_assert_uint_eq(st.kv_tokens_reused, (n_sess - 1) * (prefix / BS) * BS);
+    ck_assert_uint_eq(st.kv_tokens_reused, (n_sess - 1) * prefix);
     ck_assert_uint_gt(st.kv_bytes_used, 0);
     for (size_t k = 0; k < n_sess; k++)
         HX_ASSERT_OK(hx_session_close(s[k]));
     st = stats(m);
     ck_assert_uint_eq(st.kv_blocks_used, 0);
     /* Kept for the next prompt: the prefix's full blocks once, and each
-     * session's own full ones. */
-    ck_assert_uint_eq(st.kv_blocks_cached, prefix / BS + n_sess * ((n + n_dec) / BS - prefix / BS));
+     * session's own full ones and its last, partial, block (their first
+     * tokens are their own). */
+    ck_assert_uint_eq(st.kv_blocks_cached, prefix / BS + n_sess * ((n + n_dec) / BS - prefix / BS) + n_sess);
     hx_model_stats rs = stats(ref);
     ck_assert_uint_eq(rs.kv_blocks_cached, 0);
     ck_assert_uint_eq(rs.kv_hits, 0);
@@ -139,7 +141,8 @@ START_TEST(common_prefix_is_evaluated_once)
 END_TEST
 
 /* A prompt the cache holds whole still evaluates its last token (its
- * logits are the answer), and every-token logits evaluate every token. */
+ * logits are the answer): three blocks attached, 15 rows of the fourth
+ * copied; every-token logits evaluate every token. */
 START_TEST(last_token_and_logits_all_are_evaluated)
 {
     hx_model *m = load(512, 0), *ref = load(512, -1);
@@ -152,7 +155,7 @@ START_TEST(last_token_and_logits_all_are_evaluated)
     HX_ASSERT_OK(hx_session_eval(a, t, 64, 0));
     HX_ASSERT_OK(hx_session_open(m, &b));
     HX_ASSERT_OK(hx_session_eval(b, t, 64, 0));
-    ck_assert_uint_eq(hx_session_reused_tokens(b), 48);
+    ck_assert_uint_eq(hx_session_reused_tokens(b), 63);
     reference(ref, t, 64, NULL, 0, want);
     same_logits(b, want, V, "whole prompt cached");
     HX_ASSERT_OK(hx_session_open(m, &c));
@@ -246,16 +249,16 @@ START_TEST(cached_blocks_are_evicted_least_recently_used_first)
     st = stats(m);
     ck_assert_uint_eq(st.kv_evictions, 3);
     const uint64_t hits = st.kv_hits;
-    /* B survived whole: its first 4 blocks are found (the 5th holds the
-     * last token, always evaluated). */
+    /* B survived whole: its first 4 blocks are found, and the first 15
+     * rows of the 5th copied (its last token is always evaluated). */
     HX_ASSERT_OK(hx_session_open(m, &s));
     HX_ASSERT_OK(hx_session_eval(s, p[1], n, 0));
-    ck_assert_uint_eq(hx_session_reused_tokens(s), 4 * BS);
+    ck_assert_uint_eq(hx_session_reused_tokens(s), 5 * BS - 1);
     reference(ref, p[1], n, NULL, 0, want);
     same_logits(s, want, V, "B again");
     HX_ASSERT_OK(hx_session_close(s));
-    /* B's last block took the next in line, A's second: A kept its first
-     * block only. */
+    /* The copy of B's last block took the next in line, A's second: A
+     * kept its first block only. */
     HX_ASSERT_OK(hx_session_open(m, &s));
     HX_ASSERT_OK(hx_session_eval(s, p[0], n, 0));
     ck_assert_uint_eq(hx_session_reused_tokens(s), BS);
@@ -267,8 +270,8 @@ START_TEST(cached_blocks_are_evicted_least_recently_used_first)
             (unsigned long long)st.kv_hits, (unsigned long long)st.kv_misses,
             (unsigned long long)st.kv_evictions);
     ck_assert_uint_eq(st.kv_hits - hits, 5);
-    /* C 3, B's last block 1, A's four: the one B held unkeyed (its key
-     * was cached already) was free, so 3. */
+    /* C 3, the copy of B's last block 1, A's four: the copy (its key was
+     * cached already, so it stayed unkeyed) was free, so 3. */
     ck_assert_uint_eq(st.kv_evictions, 3 + 1 + 3);
     ck_assert_uint_ge(st.kv_misses, 2);
     free(want);
@@ -336,6 +339,90 @@ START_TEST(full_pool_refuses_with_nothing_changed)
     HX_ASSERT_OK(hx_session_close(c));
     free(before);
     HX_ASSERT_OK(hx_model_free(m));
+}
+END_TEST
+
+/* A sequence's last block, partly filled, stays cached when it ends: a
+ * prompt shorter than a block is computed once, and a prompt that shares
+ * only its first tokens with it takes those rows.  Every logit, prefill
+ * and decode, equals a model's that shares nothing.  The same prompt
+ * again keeps one partial block, not one per run; a longer one that
+ * begins as a cached partial block replaces it. */
+START_TEST(partial_blocks_are_reused)
+{
+    hx_model *m = load(512, 0), *ref = load(512, -1);
+    const size_t V = vocab(m), n = 10, n_dec = 3;
+    int32_t t[10 + 3], u[10 + 3], w[14];
+    hx_kv_test_tokens(t, n + n_dec, 5);
+    hx_kv_test_tokens(u, n + n_dec, 6);
+    memcpy(u, t, sizeof *u * 6); /* shares 6 tokens with t */
+    memcpy(w, t, sizeof *w * 13);
+    w[13] = 77; /* t and what t generated, and one more */
+    float *want = malloc(sizeof(float) * V * (n_dec + 1));
+    hx_session *s;
+    for (int run = 0; run < 3; run++) {
+        HX_ASSERT_OK(hx_session_open(m, &s));
+        HX_ASSERT_OK(hx_session_eval(s, t, n, 0));
+        /* the first run computes all; then all but the last token were
+         * kept (the last block of the run before held 12 of them) */
+        ck_assert_uint_eq(hx_session_reused_tokens(s), run ? n - 1 : 0);
+        reference(ref, t, n, t + n, n_dec, want);
+        same_logits(s, want, V, "a prompt shorter than a block, again");
+        for (size_t d = 0; d < n_dec; d++) {
+            HX_ASSERT_OK(hx_session_eval(s, &t[n + d], 1, 0));
+            same_logits(s, want + (d + 1) * V, V, "decode after a partial block");
+        }
+        HX_ASSERT_OK(hx_session_close(s));
+        ck_assert_uint_eq(stats(m).kv_blocks_cached, 1);
+    }
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    HX_ASSERT_OK(hx_session_eval(s, u, n, 0));
+    ck_assert_uint_eq(hx_session_reused_tokens(s), 6);
+    reference(ref, u, n, NULL, 0, want);
+    same_logits(s, want, V, "a prompt sharing 6 tokens");
+    HX_ASSERT_OK(hx_session_close(s));
+    /* u's block parts from t's after 6 tokens: both are kept */
+    ck_assert_uint_eq(stats(m).kv_blocks_cached, 2);
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    HX_ASSERT_OK(hx_session_eval(s, w, 14, 0));
+    ck_assert_uint_eq(hx_session_reused_tokens(s), 13);
+    reference(ref, w, 14, NULL, 0, want);
+    same_logits(s, want, V, "a prompt extending a partial block");
+    HX_ASSERT_OK(hx_session_close(s));
+    /* w's block begins with all of t's: it replaces it */
+    ck_assert_uint_eq(stats(m).kv_blocks_cached, 2);
+    ck_assert_uint_eq(stats(m).kv_tokens_reused, 2 * (n - 1) + 6 + 13);
+    free(want);
+    HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_model_free(ref));
+}
+END_TEST
+
+/* With no block free beside the cached partial one, nothing is copied:
+ * the prompt is computed whole, and right. */
+START_TEST(partial_block_without_room_is_computed)
+{
+    hx_model *m = load(2 * BS, 0), *ref = load(2 * BS, -1);
+    const size_t V = vocab(m);
+    int32_t t[2 * BS];
+    hx_kv_test_tokens(t, 2 * BS, 8);
+    float *want = malloc(sizeof(float) * V);
+    hx_session *a, *b;
+    HX_ASSERT_OK(hx_session_open(m, &a));
+    HX_ASSERT_OK(hx_session_eval(a, t, 10, 0));
+    HX_ASSERT_OK(hx_session_close(a)); /* 1 partial block cached, 1 free */
+    HX_ASSERT_OK(hx_session_open(m, &a));
+    HX_ASSERT_OK(hx_session_eval(a, t + BS, 12, 0)); /* holds the free block */
+    HX_ASSERT_OK(hx_session_open(m, &b));
+    HX_ASSERT_OK(hx_session_eval(b, t, 10, 0));
+    ck_assert_uint_eq(hx_session_reused_tokens(b), 0);
+    reference(ref, t, 10, NULL, 0, want);
+    same_logits(b, want, V, "no room for the copy");
+    HX_ASSERT_OK(hx_session_close(a));
+    HX_ASSERT_OK(hx_session_close(b));
+    free(want);
+    HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_model_free(ref));
 }
 END_TEST
 
@@ -510,6 +597,8 @@ Suite *suite_kv(void)
     tcase_add_test(c, batch_reuses_prefixes);
     tcase_add_test(c, cached_blocks_are_evicted_least_recently_used_first);
     tcase_add_test(c, full_pool_refuses_with_nothing_changed);
+    tcase_add_test(c, partial_blocks_are_reused);
+    tcase_add_test(c, partial_block_without_room_is_computed);
     tcase_add_loop_test(c, fork_continues_as_an_independent_session, 0, 2);
     tcase_add_test(c, kv_types_share_prefixes_and_shrink);
     tcase_add_test(c, k_and_v_types_apart);
