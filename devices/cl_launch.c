@@ -285,19 +285,22 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
                              HX_CL_ATTENTION_DH_MAX);
     REQUIRE_BUFFER("attention", sizes, 0, "q", (uint64_t)a->kv.T * a->Hq, a->Dh, 4);
     REQUIRE_BUFFER("attention", sizes, 4, "out", (uint64_t)a->kv.T * a->Hq, a->Dh, 4);
-    static const char *const kernels[][3] = {
-        {"attention_prefill_f32", "attention_prefill_f16", "attention_prefill_q8_0"},
-        {"attention_decode_f32", "attention_decode_f16", "attention_decode_q8_0"},
+    /* [wide][decode][type]: heads over DH_NARROW take the _dh256 set. */
+    static const char *const kernels[2][2][3] = {
+        {{"attention_prefill_f32", "attention_prefill_f16", "attention_prefill_q8_0"},
+         {"attention_decode_f32", "attention_decode_f16", "attention_decode_q8_0"}},
+        {{"attention_prefill_f32_dh256", "attention_prefill_f16_dh256", "attention_prefill_q8_0_dh256"},
+         {"attention_decode_f32_dh256", "attention_decode_f16_dh256", "attention_decode_q8_0_dh256"}},
     };
     uint32_t rep = a->Hq / a->Hkv;
-    int type = a->kv_type == T_F32 ? 0 : a->kv_type == T_F16 ? 1 : 2;
+    int type = a->kv_type == T_F32 ? 0 : a->kv_type == T_F16 ? 1 : 2, wide = a->Dh > HX_CL_ATTENTION_DH_NARROW;
     /* One token per sequence is a decode step: split each query's keys over
      * the work-group.  Otherwise tile the queries (prefill, mixed batches). */
     if (a->kv.T <= a->kv.S && rep <= 64)
-        *l = (hx_cl_launch){.kernel = kernels[1][type], .work_dim = 2, .global = {(size_t)64 * a->kv.T, a->Hkv},
-                            .local = {64, 1}};
+        *l = (hx_cl_launch){.kernel = kernels[wide][1][type], .work_dim = 2,
+                            .global = {(size_t)64 * a->kv.T, a->Hkv}, .local = {64, 1}};
     else
-        *l = (hx_cl_launch){.kernel = kernels[0][type], .work_dim = 2,
+        *l = (hx_cl_launch){.kernel = kernels[wide][0][type], .work_dim = 2,
                             .global = {round_up((size_t)a->kv.T * rep, 16) / 16 * 64, a->Hkv}, .local = {64, 1}};
     attention_args(l, a, sizes, 5);
     arg_buffer(l, HX_OPENCL_ARG_STATUS);

@@ -29,8 +29,10 @@ int hx_cl_launch_moe_route(const void *args, const size_t *sizes, hx_cl_launch *
 int hx_cl_launch_moe_gate_up(const void *args, const size_t *sizes, hx_cl_launch *l);
 int hx_cl_launch_moe_down(const void *args, const size_t *sizes, hx_cl_launch *l);
 
-/* Largest head dimension the attention kernels hold in local memory
- * (DH_MAX in kernels_cl/attention.cl). */
-#define HX_CL_ATTENTION_DH_MAX 128
+/* Largest head dimension the attention kernels hold in local memory:
+ * DH_MAX in kernels_cl/attention.cl, and up to 256 its _dh256 kernels
+ * (PART_DH_MAX in kernels_cl/attention_part.cl). */
+#define HX_CL_ATTENTION_DH_NARROW 128
+#define HX_CL_ATTENTION_DH_MAX 256
 
 #endif

@@ -22,6 +22,10 @@
 #define ATT_WG 64
 #define ATT_ROWS 16
 #define ATT_KEYS 16
+/* Head sizes up to DH_MAX; a second set of kernels (_dh256) holds up to
+ * 256 (Gemma 3, Gemma 2 9B/27B's 256-wide heads): its prefill tiles take
+ * 33 KiB of local memory where these take 17, and its accumulators twice
+ * the private memory, which the common sizes (64, 128) should not pay. */
 #define DH_MAX 128
 #define DEC_CHUNK 16
 
@@ -49,9 +53,9 @@
         KVs[c][d] = s >= 0 ? LOAD(CACHE, (ulong)s * Hkv + g, Dh, d) : 0.0f;                         \
     }
 
-#define HX_ATTENTION_PREFILL(ROW_BYTES, LOAD, LOAD8)                                               \
-    __local float Qs[ATT_ROWS][DH_MAX];                                                             \
-    __local float KVs[ATT_KEYS][DH_MAX];                                                            \
+#define HX_ATTENTION_PREFILL(ROW_BYTES, LOAD, LOAD8, DHM)                                           \
+    __local float Qs[ATT_ROWS][DHM];                                                                \
+    __local float KVs[ATT_KEYS][DHM];                                                               \
     __local float P[ATT_ROWS][ATT_KEYS];                                                            \
     __local float Ms[ATT_ROWS], Ls[ATT_ROWS], Alpha[ATT_ROWS];                                      \
     __local int RowSeq[ATT_ROWS], RowPos[ATT_ROWS], RowFirst[ATT_ROWS], Done[ATT_ROWS], Slots[ATT_KEYS]; \
@@ -81,9 +85,9 @@
         Qs[r][d] = R < nrows ? q[((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh + d] : 0.0f;      \
     }                                                                                               \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
-    /* Accumulators: item (my_row, lane) owns dims lane * dq .. + dq - 1. */                       \
+    /* Accumulators: item (my_row, lane) owns dims lane * dq .. + dq - 1. */                        \
     const uint my_row = lid / 4, lane = lid % 4, dq = (Dh + 3) / 4, base = lane * dq;               \
-    float acc[DH_MAX / 4];                                                                          \
+    float acc[DHM / 4];                                                                             \
     for (uint it = 0; it < ATT_ROWS; it++) {                                                        \
         if (lid == 0) {                                                                             \
             int s = -1, n = 0, f = INT_MAX;                                                         \
@@ -107,11 +111,11 @@
             Ms[lid] = -INFINITY;                                                                    \
             Ls[lid] = 0.0f;                                                                         \
         }                                                                                           \
-        for (uint k = 0; k < DH_MAX / 4; k++)                                                       \
+        for (uint k = 0; k < DHM / 4; k++)                                                          \
             acc[k] = 0.0f;                                                                          \
         for (uint j0 = first; j0 < nkeys; j0 += ATT_KEYS) {                                         \
             if (lid < ATT_KEYS) {                                                                   \
-                /* Only a key some row attends to is read (a window's gap may be gone). */         \
+                /* Only a key some row attends to is read (a window's gap may be gone). */          \
                 const int j = (int)(j0 + lid);                                                      \
                 int need = 0;                                                                       \
                 for (uint r = 0; r < ATT_ROWS; r++)                                                 \
@@ -194,7 +198,7 @@
             o[d] = NAN;                                                                             \
     }
 
-#define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPY)                                                  \
+#define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPY, DHM)                                              \
     __local float Mloc[ATT_WG], Lloc[ATT_WG], Mh[ATT_WG], Lh[ATT_WG];                               \
     __local float Buf[ATT_WG][DEC_CHUNK];                                                           \
     const uint lid = get_local_id(0), t = get_group_id(0), g = get_group_id(1);                     \
@@ -209,8 +213,8 @@
     const uint nkeys = valid ? (uint)pos + 1 - first : 0, chunk = (nkeys + nsplit - 1) / nsplit;    \
     const uint j_begin = first + min(nkeys, split * chunk), j_end = first + min(nkeys, split * chunk + chunk); \
     __global const float *qv = q + ((ulong)t * Hq + g * rep + hh) * Dh;                             \
-    float m = -INFINITY, l = 0.0f, acc[DH_MAX];                                                     \
-    for (uint d = 0; d < DH_MAX; d++)                                                               \
+    float m = -INFINITY, l = 0.0f, acc[DHM];                                                        \
+    for (uint d = 0; d < DHM; d++)                                                                  \
         acc[d] = 0.0f;                                                                              \
     for (uint j = active ? j_begin : j_end; j < j_end; j++) {                                       \
         const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);        \
@@ -257,14 +261,26 @@
     }
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_prefill_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32, hx_kv8_f32) }
+void attention_prefill_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32, hx_kv8_f32, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_prefill_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16, hx_kv8_f16) }
+void attention_prefill_f32_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F32_KV_ROW, hx_kv_f32, hx_kv8_f32, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0) }
+void attention_prefill_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16, hx_kv8_f16, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32) }
+void attention_prefill_f16_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(F16_KV_ROW, hx_kv_f16, hx_kv8_f16, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16) }
+void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0) }
+void attention_prefill_q8_0_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0, 256) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, DH_MAX) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f32_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, 256) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, DH_MAX) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_f16_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, 256) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, DH_MAX) }
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_q8_0_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, 256) }

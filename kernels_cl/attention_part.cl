@@ -12,7 +12,10 @@
  * and set HX_BAD_META in the status word. */
 #include "common.cl"
 
-#define PART_DH_MAX 128
+/* Heads up to 256 wide (Gemma 3's): the accumulators are one item's
+ * private array, indexed at run time, so its size costs nothing when a
+ * head is narrower. */
+#define PART_DH_MAX 256
 
 #define HX_ATTENTION_PART_PARAMS                                                                    \
     __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \

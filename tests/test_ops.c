@@ -712,6 +712,13 @@ START_TEST(attention_prefill_matches_reference)
     check_attention(&u, &tail, &seed, "Dh 20");
     hx_att_case tail32 = {HX_REF_F32, 3, 1, 36, 8, 1, {25}, {25}, 0};
     check_attention(&u, &tail32, &seed, "f32 Dh 36");
+    /* Gemma 3's 256-wide heads (OpenCL's _dh256 kernels), every type. */
+    for (int ti = 0; ti < 3; ti++) {
+        hx_att_case gemma = {types[ti], 4, 1, 256, 16, 2, {41, 19}, {21, 19}, 1};
+        check_attention(&u, &gemma, &seed, "Dh 256");
+    }
+    hx_att_case wider = {HX_REF_F16, 2, 2, 200, 16, 1, {30}, {30}, 0};
+    check_attention(&u, &wider, &seed, "Dh 200 (between the kernel sets)");
     end(&u);
 }
 END_TEST
@@ -737,6 +744,10 @@ START_TEST(attention_decode_matches_reference)
     check_attention(&u, &tail, &seed, "Dh 20");
     hx_att_case wide = {HX_REF_Q8_0, 32, 4, 128, 16, 2, {129, 64}, {1, 1}, 0};
     check_attention(&u, &wide, &seed, "Dh 128, 8 heads per KV head");
+    for (int ti = 0; ti < 3; ti++) {
+        hx_att_case gemma = {types[ti], 8, 2, 256, 16, 3, {70, 1, 33}, {1, 1, 1}, 0};
+        check_attention(&u, &gemma, &seed, "Dh 256");
+    }
     end(&u);
 }
 END_TEST
@@ -874,6 +885,8 @@ START_TEST(attention_part_matches_reference)
         }
     hx_att_case odd = {HX_REF_F16, 6, 3, 40, 7, 2, {30, 3}, {30, 2}, 0};
     check_attention_part(&u, &odd, 9, &seed, "Dh 40, block 7");
+    hx_att_case gemma = {HX_REF_Q8_0, 4, 1, 256, 16, 2, {60, 33}, {1, 1}, 0};
+    check_attention_part(&u, &gemma, 16, &seed, "Dh 256");
     end(&u);
 }
 END_TEST
