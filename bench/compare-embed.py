@@ -152,12 +152,12 @@ def main():
                 req = dict(body, temperature=0, n_predict=a.n_predict, seed=1)
                 h = post(hp, "/infill", req)
                 l = post(lp, "/infill", dict(req, top_k=1))
-                ht, lt = h["choices"][0]["text"], l["content"]
+                ht, lt = h["content"], l["content"]  # both answer llama-server's native shape
                 same = ht == lt
                 fails += not same
                 print(f"pair {i}{' (input_extra)' if 'input_extra' in body else ''}: "
                       f"{'same' if same else 'DIFFERENT'}, {len(ht)} chars, "
-                      f"prompt tokens hetero {h['usage']['prompt_tokens']} llama {l['tokens_evaluated']}")
+                      f"prompt tokens hetero {h['tokens_evaluated']} llama {l['tokens_evaluated']}")
                 print(f"  hetero: {ht!r}")
                 if not same:
                     print(f"  llama:  {lt!r}")
