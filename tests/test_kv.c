@@ -398,6 +398,66 @@ START_TEST(partial_blocks_are_reused)
 }
 END_TEST
 
+/* Random prompts made of the first L tokens of one of three texts and a
+ * few of their own, each decoding a few tokens, one session after the
+ * other in a pool that evicts nothing: each reuses exactly the longest
+ * prefix it shares with any sequence before it (whole blocks, then rows
+ * of a partial or full one; never its last token), and every logit,
+ * prefill and decode, equals a model's that shares nothing. */
+START_TEST(reuse_is_the_longest_common_prefix)
+{
+    enum { ROUNDS = 30, BASE = 80, MAXN = BASE + 20 + 4 };
+    hx_model *m = load(8192, 0), *ref = load(8192, -1);
+    const size_t V = vocab(m);
+    int32_t base[3][BASE], seq[ROUNDS][MAXN];
+    size_t len[ROUNDS];
+    for (int b = 0; b < 3; b++)
+        hx_kv_test_tokens(base[b], BASE, 300 + (unsigned)b);
+    float *want = malloc(sizeof(float) * V * 5);
+    unsigned r = 12345;
+    uint64_t reused_all = 0;
+    for (int k = 0; k < ROUNDS; k++) {
+        r = r * 1103515245u + 12345u;
+        const size_t L = (r >> 8) % 70, own = 1 + (r >> 16) % 20, n_dec = (r >> 24) % 4, n = L + own;
+        int32_t *t = seq[k];
+        memcpy(t, base[k % 3], sizeof *t * L);
+        hx_kv_test_tokens(t + L, own + n_dec, 1000 + (unsigned)k);
+        size_t expect = 0;
+        for (int h = 0; h < k; h++) {
+            size_t c = 0;
+            while (c < len[h] && c < n && seq[h][c] == t[c])
+                c++;
+            expect = c > expect ? c : expect;
+        }
+        if (n < 2)
+            expect = 0;
+        else if (expect > n - 1)
+            expect = n - 1;
+        hx_session *s;
+        HX_ASSERT_OK(hx_session_open(m, &s));
+        HX_ASSERT_OK(hx_session_eval(s, t, n, 0));
+        ck_assert_msg(hx_session_reused_tokens(s) == expect, "round %d (%zu shared, %zu own): %u reused, %zu expected",
+                      k, L, own, hx_session_reused_tokens(s), expect);
+        reused_all += expect;
+        reference(ref, t, n, t + n, n_dec, want);
+        same_logits(s, want, V, "prefill after a reused prefix");
+        for (size_t d = 0; d < n_dec; d++) {
+            HX_ASSERT_OK(hx_session_eval(s, &t[n + d], 1, 0));
+            same_logits(s, want + (d + 1) * V, V, "decode after a reused prefix");
+        }
+        len[k] = n + n_dec; /* what it evaluated */
+        HX_ASSERT_OK(hx_session_close(s));
+    }
+    hx_model_stats st = stats(m);
+    ck_assert_uint_eq(st.kv_tokens_reused, reused_all);
+    ck_assert_uint_eq(st.kv_evictions, 0);
+    ck_assert_uint_gt(reused_all, 0);
+    free(want);
+    HX_ASSERT_OK(hx_model_free(m));
+    HX_ASSERT_OK(hx_model_free(ref));
+}
+END_TEST
+
 /* With no block free beside the cached partial one, nothing is copied:
  * the prompt is computed whole, and right. */
 START_TEST(partial_block_without_room_is_computed)
@@ -599,6 +659,7 @@ Suite *suite_kv(void)
     tcase_add_test(c, full_pool_refuses_with_nothing_changed);
     tcase_add_test(c, partial_blocks_are_reused);
     tcase_add_test(c, partial_block_without_room_is_computed);
+    tcase_add_test(c, reuse_is_the_longest_common_prefix);
     tcase_add_loop_test(c, fork_continues_as_an_independent_session, 0, 2);
     tcase_add_test(c, kv_types_share_prefixes_and_shrink);
     tcase_add_test(c, k_and_v_types_apart);
