@@ -14,14 +14,17 @@ TESTPKG := check
 # hetero-server's HTTP library (tools/server_*.c); jansson, the JSON
 # library it shares with libhetero (JSON Schemas, text/json_schema.c).
 SERVER_PKGS := libmicrohttpd jansson
+# NO_SERVER=1 builds everything but hetero-server, so libmicrohttpd is not
+# needed (a GPU machine with no package registry: bench/gpu-check).
+NEEDED_PKGS := $(PKGS) $(TESTPKG) $(if $(NO_SERVER),,$(SERVER_PKGS))
 
-DEPS_OK := $(shell pkg-config --exists $(PKGS) $(TESTPKG) $(SERVER_PKGS) && echo yes)
+DEPS_OK := $(shell pkg-config --exists $(NEEDED_PKGS) && echo yes)
 ifneq ($(DEPS_OK),yes)
   ifneq ($(filter-out deps help,$(or $(MAKECMDGOALS),all)),)
     $(info hetero: some dependencies are missing; running tools/install-deps.sh)
     DEPS_RC := $(shell sh tools/install-deps.sh >&2; echo $$?)
     ifneq ($(DEPS_RC),0)
-      $(error hetero: missing dependencies (pkg-config: $(PKGS) $(TESTPKG) $(SERVER_PKGS)). Install them with 'sudo sh tools/install-deps.sh' or see README.md)
+      $(error hetero: missing dependencies (pkg-config: $(NEEDED_PKGS)). Install them with 'sudo sh tools/install-deps.sh' or see README.md)
     endif
   endif
 endif
@@ -50,7 +53,7 @@ LIB_SRC := $(sort $(wildcard ops/*.c runtime/*.c kernels_cpu/*.c devices/*.c ggu
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CL_SRC  := $(sort $(wildcard kernels_cl/*.cl))
 CL_OBJ  := $(if $(CL_SRC),$(BUILD)/obj/kernels_cl_embed.o)
-TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/hetero-*.c))
+TOOLS   := $(filter-out $(if $(NO_SERVER),$(BUILD)/hetero-server),$(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/hetero-*.c)))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCHES := $(patsubst bench/%.c,$(BUILD)/%,$(filter bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC)))
 BENCH_LIB_SRC := $(filter-out bench/hetero-bench.c bench/bench-%.c,$(BENCH_SRC))
