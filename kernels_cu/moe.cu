@@ -225,7 +225,7 @@ __device__ float hx_cu_warp_dot(uint32_t type, const uint8_t *row, uint32_t K, c
 __global__ void k_moe_gate_up(const float *__restrict__ x, const int32_t *__restrict__ route, const uint8_t *G,
                               const uint8_t *U, float *__restrict__ h, uint32_t T, uint32_t D, uint32_t F, uint32_t E,
                               uint32_t k, uint32_t gt, uint32_t ut, uint32_t act, uint64_t gb, uint64_t ub,
-                              unsigned *flag)
+                              uint32_t e_lo, uint32_t e_n, unsigned *flag)
 {
     const uint64_t tk = (uint64_t)T * k, total = tk * F;
     const uint64_t warps = (uint64_t)gridDim.x * (blockDim.x / 32);
@@ -241,19 +241,27 @@ __global__ void k_moe_gate_up(const float *__restrict__ x, const int32_t *__rest
             }
             continue;
         }
+        /* a group (e_n > 0) writes its own experts' entries alone; its
+         * weights hold those experts, from e_lo on */
+        if (e_n && ((uint32_t)e < e_lo || (uint32_t)e >= e_lo + e_n))
+            continue;
+        const uint64_t r = (uint64_t)((uint32_t)e - (e_n ? e_lo : 0)) * F + f;
         const float *xt = x + (uint64_t)(entry / (int32_t)k) * D;
-        const float g = hx_cu_warp_dot(gt, G + ((uint64_t)e * F + f) * gb, D, xt);
-        const float u = hx_cu_warp_dot(ut, U + ((uint64_t)e * F + f) * ub, D, xt);
+        const float g = hx_cu_warp_dot(gt, G + r * gb, D, xt);
+        const float u = hx_cu_warp_dot(ut, U + r * ub, D, xt);
         if ((threadIdx.x & 31) == 0)
             h[i * F + f] = (act ? hx_cu_gelu_table(g) : g / (1.0f + expf(-g))) * u;
     }
 }
 
 /* out[t][d]: the token's k entries in turn, each weight times its
- * expert's product, added as llama.cpp does. */
+ * expert's product, added as llama.cpp does; a group (e_n > 0) sums its
+ * own experts' entries alone, added to what the groups before it wrote
+ * when accumulate. */
 __global__ void k_moe_down(const float *__restrict__ hbuf, const int32_t *__restrict__ route, const uint8_t *W,
                            float *__restrict__ out, uint32_t T, uint32_t D, uint32_t F, uint32_t E, uint32_t k,
-                           uint32_t type, uint64_t rb, unsigned *flag)
+                           uint32_t type, uint64_t rb, uint32_t e_lo, uint32_t e_n, uint32_t accumulate,
+                           unsigned *flag)
 {
     const uint64_t tk = (uint64_t)T * k, total = (uint64_t)T * D;
     const float *wts = (const float *)(route + tk);
@@ -262,7 +270,7 @@ __global__ void k_moe_down(const float *__restrict__ hbuf, const int32_t *__rest
     for (uint64_t w = blockIdx.x * (uint64_t)(blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
         const uint32_t t = (uint32_t)(w / D), d = (uint32_t)(w % D);
         float o = 0.0f;
-        bool bad = false;
+        bool bad = false, first = true;
         for (uint32_t j = 0; j < k && !bad; j++) {
             const uint64_t at = (uint64_t)t * k + j;
             const int32_t e = route[at], place = inv[at];
@@ -270,14 +278,17 @@ __global__ void k_moe_down(const float *__restrict__ hbuf, const int32_t *__rest
                 bad = true;
                 break;
             }
-            const float v = wts[at] * hx_cu_warp_dot(type, W + ((uint64_t)e * D + d) * rb, F,
-                                                     hbuf + (uint64_t)place * F);
-            o = j ? o + v : v;
+            if (e_n && ((uint32_t)e < e_lo || (uint32_t)e >= e_lo + e_n))
+                continue;
+            const uint64_t r = (uint64_t)((uint32_t)e - (e_n ? e_lo : 0)) * D + d;
+            const float v = wts[at] * hx_cu_warp_dot(type, W + r * rb, F, hbuf + (uint64_t)place * F);
+            o = first ? v : o + v;
+            first = false;
         }
         if ((threadIdx.x & 31) == 0) {
             if (bad)
                 atomicOr(flag, HX_CU_BAD_ROUTE);
-            out[w] = bad ? HX_CU_NAN : o;
+            out[w] = bad ? HX_CU_NAN : accumulate ? out[w] + o : o;
         }
     }
 }
@@ -292,7 +303,7 @@ HX_CU_LAUNCHER(hx_cu_moe_gate_up)
     k_moe_gate_up<<<hx_cu_blocks(warps * 32, MOE_THREADS, c), MOE_THREADS, 0, c->stream>>>(
         (const float *)bufs[0], (const int32_t *)bufs[1], (const uint8_t *)bufs[2], (const uint8_t *)bufs[3],
         (float *)bufs[4], a->T, a->D, a->F, a->E, a->k, a->gate_type, a->up_type, a->act,
-        hx_dq_row_bytes(a->gate_type, a->D), hx_dq_row_bytes(a->up_type, a->D), c->flag_dev);
+        hx_dq_row_bytes(a->gate_type, a->D), hx_dq_row_bytes(a->up_type, a->D), a->e_lo, a->e_n, c->flag_dev);
     HX_CU_LAUNCHED("moe_gate_up");
     return HX_OK;
 }
@@ -306,7 +317,8 @@ HX_CU_LAUNCHER(hx_cu_moe_down)
         return HX_OK;
     k_moe_down<<<hx_cu_blocks(warps * 32, MOE_THREADS, c), MOE_THREADS, 0, c->stream>>>(
         (const float *)bufs[0], (const int32_t *)bufs[1], (const uint8_t *)bufs[2], (float *)bufs[3], a->T, a->D,
-        a->F, a->E, a->k, a->down_type, hx_dq_row_bytes(a->down_type, a->F), c->flag_dev);
+        a->F, a->E, a->k, a->down_type, hx_dq_row_bytes(a->down_type, a->F), a->e_lo, a->e_n, a->accumulate,
+        c->flag_dev);
     HX_CU_LAUNCHED("moe_down");
     return HX_OK;
 }

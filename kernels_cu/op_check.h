@@ -357,9 +357,12 @@ static inline int hx_oc_moe_gate_up(const hx_op_moe_gate_up *a, const size_t *s,
         return hx_oc_fail(msg, len, op, "k must be 1..16, act 0 or 1");
     if (a->T > HX_OC_DIM_MAX / HX_MOE_MAX_USED || a->D > HX_OC_DIM_MAX || a->F > HX_OC_DIM_MAX)
         return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
+    if (a->e_n && (a->e_lo >= a->E || a->e_n > a->E - a->e_lo))
+        return hx_oc_fail(msg, len, op, "expert group beyond the layer's experts");
     const uint64_t tk = (uint64_t)a->T * a->k;
-    return hx_oc_experts(a->gate_type, a->E, a->F, a->D, s[2], msg, len, op, "gate") ||
-           hx_oc_experts(a->up_type, a->E, a->F, a->D, s[3], msg, len, op, "up") ||
+    const uint32_t held = a->e_n ? a->e_n : a->E; /* the experts its weights hold */
+    return hx_oc_experts(a->gate_type, held, a->F, a->D, s[2], msg, len, op, "gate") ||
+           hx_oc_experts(a->up_type, held, a->F, a->D, s[3], msg, len, op, "up") ||
            hx_oc_size(a->T, a->D, 4, s[0], msg, len, op, "x") ||
            hx_oc_size(hx_moe_route_words(a->T, a->k, a->E), 4, 1, s[1], msg, len, op, "route") ||
            hx_oc_size(tk, a->F, 4, s[4], msg, len, op, "h");
@@ -374,7 +377,9 @@ static inline int hx_oc_moe_down(const hx_op_moe_down *a, const size_t *s, int n
         return hx_oc_fail(msg, len, op, "k must be 1..16");
     if (a->T > HX_OC_DIM_MAX / HX_MOE_MAX_USED || a->D > HX_OC_DIM_MAX || a->F > HX_OC_DIM_MAX)
         return hx_oc_fail(msg, len, op, "dimension above 2^31-1");
-    return hx_oc_experts(a->down_type, a->E, a->D, a->F, s[2], msg, len, op, "down") ||
+    if (a->e_n && (a->e_lo >= a->E || a->e_n > a->E - a->e_lo))
+        return hx_oc_fail(msg, len, op, "expert group beyond the layer's experts");
+    return hx_oc_experts(a->down_type, a->e_n ? a->e_n : a->E, a->D, a->F, s[2], msg, len, op, "down") ||
            hx_oc_size((uint64_t)a->T * a->k, a->F, 4, s[0], msg, len, op, "h") ||
            hx_oc_size(hx_moe_route_words(a->T, a->k, a->E), 4, 1, s[1], msg, len, op, "route") ||
            hx_oc_size(a->T, a->D, 4, s[3], msg, len, op, "out");
@@ -383,15 +388,13 @@ static inline int hx_oc_moe_down(const hx_op_moe_down *a, const size_t *s, int n
 static inline int hx_oc_covers_moe_gate_up(const void *args)
 {
     const hx_op_moe_gate_up *a = (const hx_op_moe_gate_up *)args;
-    /* expert groups (the planner's split of a layer's experts) stay on
-     * the CPU: the CUDA kernels take a layer's experts whole */
-    return hx_dq_supported(a->gate_type) && hx_dq_supported(a->up_type) && !a->e_n;
+    return hx_dq_supported(a->gate_type) && hx_dq_supported(a->up_type);
 }
 
 static inline int hx_oc_covers_moe_down(const void *args)
 {
     const hx_op_moe_down *a = (const hx_op_moe_down *)args;
-    return hx_dq_supported(a->down_type) && !a->e_n && !a->accumulate; /* groups: as above */
+    return hx_dq_supported(a->down_type);
 }
 
 static inline int hx_oc_covers_get_rows(const void *args)
