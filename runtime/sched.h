@@ -33,6 +33,8 @@ typedef struct {
     int rebalances;      /* an idle device looks again every HX_REBALANCE_S
                             while others hold queued tasks (their predictions
                             go stale while it sleeps) */
+    int follows_prefer;  /* a task preferring one device it can run on goes
+                            there (static, plan, ngl) */
     hx_status (*init)(hx_sched *s);
     void (*deinit)(hx_sched *s);
     /* Called with s->lock held, for a task some device in service may run.

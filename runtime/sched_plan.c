@@ -84,11 +84,11 @@ static hx_task *planned_pop(hx_sched *s, hx_device *d)
 }
 
 const hx_sched_policy hx_sched_plan = {
-    .name = "plan", .placement = HX_PLACE_PLAN, .push = planned_push, .pop = planned_pop,
+    .name = "plan", .follows_prefer = 1, .placement = HX_PLACE_PLAN, .push = planned_push, .pop = planned_pop,
     .drain = hx_sched_drain_queues,
 };
 
 const hx_sched_policy hx_sched_ngl = {
-    .name = "ngl", .placement = HX_PLACE_NGL, .push = planned_push, .pop = planned_pop,
+    .name = "ngl", .follows_prefer = 1, .placement = HX_PLACE_NGL, .push = planned_push, .pop = planned_pop,
     .drain = hx_sched_drain_queues,
 };

@@ -25,5 +25,5 @@ static hx_task *static_pop(hx_sched *s, hx_device *d)
 }
 
 const hx_sched_policy hx_sched_static = {
-    .name = "static", .push = static_push, .pop = static_pop, .drain = hx_sched_drain_queues,
+    .name = "static", .follows_prefer = 1, .push = static_push, .pop = static_pop, .drain = hx_sched_drain_queues,
 };

@@ -365,12 +365,23 @@ static int graph_not_run(const hx_cpu_call *call)
 
 const hx_codelet hx_graph_codelet = {.name = "graph", .cpu = graph_not_run};
 
+/* Whether a recorded task runs on device 0, the CPU: pinned there, the
+ * only device, or preferring it alone under a policy that follows
+ * preferences (a plan that keeps a step on the CPU of a machine with a
+ * GPU). */
+static int placed_on_cpu(const hx_runtime *rt, const hx_task_recorded *r)
+{
+    if (!(r->capable & 1u) || r->desc.device > 0)
+        return 0;
+    return r->desc.device == 0 || rt->ndevices == 1 || (r->desc.prefer == 1u && rt->sched.policy->follows_prefer);
+}
+
 /* Whether the n tasks may go as one graph task (task.h): an executor whose
- * workers run graphs, one device, the CPU's, in service, with every task
- * eligible there. */
+ * workers run graphs, device 0 the CPU's, in service, with every task
+ * placed there. */
 static int graph_launchable(hx_runtime *rt, const hx_task_recorded *r, size_t n)
 {
-    if (!rt->graph_launch || n < 2 || rt->ndevices != 1 || !rt->executor->runs_graphs)
+    if (!rt->graph_launch || n < 2 || !rt->executor->runs_graphs)
         return 0;
     const hx_device *d = rt->devices[0];
     hx_worker *w = d->worker;
@@ -379,7 +390,7 @@ static int graph_launchable(hx_runtime *rt, const hx_task_recorded *r, size_t n)
         atomic_load_explicit(&rt->trace.on, memory_order_relaxed) || atomic_load(&rt->sched.retired))
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (!(r[i].capable & 1u) || r[i].desc.device > 0)
+        if (!placed_on_cpu(rt, &r[i]))
             return 0;
     return 1;
 }

@@ -72,12 +72,16 @@ hx_status hx_task_record(hx_runtime *rt, const hx_task_desc *desc, hx_task_recor
  * (no handles), linking a few at a time under one hold of the runtime's
  * lock.  On failure the tasks submitted before it stay submitted.
  *
- * On a runtime whose only device is the CPU, with nothing else in flight,
- * no trace and no injection, the n tasks go as one task instead (a graph
- * launch, as a CUDA graph is one launch): every policy would place each
- * of them on that one device, so nothing is decided for the scheduler,
+ * When every one of the n tasks is placed on device 0, the CPU (it is the
+ * only device, or each task is pinned there, or prefers it alone under a
+ * policy that follows preferences: a plan that keeps a step on the CPU of
+ * a machine with a GPU), with nothing else in flight, no trace and no
+ * injection, the n tasks go as one task instead (a graph launch, as a
+ * CUDA graph is one launch): nothing is left for the scheduler to decide,
  * and the per-task submission, dependency tracking, queueing and
  * completion — most of a decode step of a small model — are paid once.
+ * Beside other devices each buffer is still brought to the host and
+ * marked written as for a task alone (worker.c).
  * Then `r` (and what its descriptors name) must stay alive until the
  * runtime is drained, and no task submitted meanwhile may use their
  * buffers: the model's evaluation, which waits for its graph under its

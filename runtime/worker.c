@@ -185,16 +185,33 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     hx_task_complete(rt, t, s, NULL);
 }
 
-/* A task of a graph launch, as prepare() readies one, on a runtime whose
- * one device works in host memory (hx_buffer_host_handle). */
+/* A task of a graph launch, as prepare() readies one.  On a runtime of
+ * one device working in host memory every buffer is there
+ * (hx_buffer_host_handle); beside other devices a buffer's newest copy
+ * may be elsewhere, so each is brought over as for a task alone, and
+ * what the task writes is marked written (graph_written). */
 static hx_status prepare_in_host(hx_device *d, const hx_task_recorded *r, hx_exec *x)
 {
     const hx_task_desc *desc = &r->desc;
     const hx_block_list blocks = {desc->blocks, desc->nblocks};
     hx_status s = exec_of(d, desc, r->flops, r->bytes, x);
+    const int alone = d->rt->ndevices == 1;
     for (int i = 0; i < desc->nbuffers && s == HX_OK; i++)
-        s = hx_buffer_host_handle(desc->buffers[i], blocks, &x->handles[i]);
+        s = alone ? hx_buffer_host_handle(desc->buffers[i], blocks, &x->handles[i])
+                  : hx_buffer_prepare(desc->buffers[i], d, desc->modes[i], blocks, &x->handles[i]);
     return s;
+}
+
+static hx_status graph_written(hx_device *d, const hx_task_recorded *r)
+{
+    const hx_task_desc *desc = &r->desc;
+    hx_status first = HX_OK;
+    for (int i = 0; i < desc->nbuffers && d->rt->ndevices > 1; i++)
+        if (desc->modes[i] & HX_W) {
+            hx_status s = hx_buffer_written(desc->buffers[i], d, (hx_block_list){desc->blocks, desc->nblocks});
+            first = first ? first : s;
+        }
+    return first;
 }
 
 /* Runs a graph launch reports per hold of the performance model's and the
@@ -254,6 +271,8 @@ static void execute_graph(hx_device *d, hx_task *t)
         s = prepare_in_host(d, r, &x);
         if (s == HX_OK)
             s = d->ops->run(d, &x);
+        if (s == HX_OK)
+            s = graph_written(d, r);
         const double now = hx_now();
         if (s != HX_OK) { /* in the monitor, as a failed task is; not a measurement for the model */
             report_runs(d, &runs);

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "ops/ops.h"
+#include "runtime/runtime.h"
+#include "runtime/task.h"
 #include "tests/cl_test.h"
 #include "tests/op_cases.h"
 #include "tests/ref_ops.h"
@@ -205,6 +207,73 @@ START_TEST(bad_arguments_are_refused)
 }
 END_TEST
 
+/* out = in + x, recorded for a graph launch, on `device` (-1: anywhere). */
+static hx_task_recorded recorded_add_on(hx_runtime *rt, int device, hx_buffer *in, hx_buffer *x, hx_buffer *out,
+                                        const hx_args_vector_add *a)
+{
+    hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3, .buffers = {in, x, out},
+                      .modes = {HX_R, HX_R, HX_W}, .args = a, .args_size = sizeof *a, .device = device};
+    hx_task_recorded r;
+    HX_ASSERT_OK(hx_task_record(rt, &d, &r));
+    return r;
+}
+
+static float first_value(hx_buffer *b)
+{
+    float *p;
+    HX_ASSERT_OK(hx_buffer_acquire(b, HX_R, (void **)&p));
+    return p[0];
+}
+
+/* Recorded tasks all on the CPU go as one graph launch beside another
+ * device too, one with memory of its own: a buffer whose newest copy is
+ * on that device is brought over first, and what the graph writes is
+ * what the device reads next.  Tasks the scheduler may place elsewhere
+ * go one by one. */
+START_TEST(a_graph_launch_beside_a_device_with_its_own_memory)
+{
+    hx_runtime *rt = hx_cl_test_open("cpu,fpga", 1);
+    const int fpga = hx_cl_test_device(rt);
+    hx_device_info *info = &rt->devices[fpga]->info;
+    info->unified_memory = 0;
+    info->memory_node = rt->n_memory_nodes++;
+    enum { N = 64 };
+    float ones[N], zeros[N] = {0};
+    for (int i = 0; i < N; i++)
+        ones[i] = 1.0f;
+    hx_buffer *x = hx_case_buffer(rt, ones, sizeof ones), *acc = hx_case_buffer(rt, zeros, sizeof zeros),
+              *out = hx_case_buffer(rt, zeros, sizeof zeros);
+    const hx_args_vector_add a = {N};
+    hx_task_recorded on_fpga = recorded_add_on(rt, fpga, x, x, acc, &a); /* acc = 2, there only */
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, &on_fpga, 1));
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    hx_task_recorded g[2] = {recorded_add_on(rt, 0, acc, x, out, &a), recorded_add_on(rt, 0, out, x, acc, &a)};
+    hx_runtime_stats st;
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, g, 2)); /* out = 3, acc = 4 */
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.graph_launches, 1);
+    ck_assert_uint_eq(st.tasks_done, 2);
+    hx_task_recorded back = recorded_add_on(rt, fpga, acc, x, out, &a); /* out = 5, on the device */
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, &back, 1));
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    ck_assert_float_eq(first_value(out), 5.0f);
+    ck_assert_float_eq(first_value(acc), 4.0f);
+    hx_task_recorded loose[2] = {recorded_add_on(rt, -1, acc, x, out, &a), recorded_add_on(rt, -1, out, x, acc, &a)};
+    hx_runtime_stats_reset(rt);
+    HX_ASSERT_OK(hx_task_submit_recorded(rt, loose, 2)); /* out = 5, acc = 6, wherever */
+    HX_ASSERT_OK(hx_runtime_wait_all(rt));
+    hx_runtime_stats_get(rt, &st);
+    ck_assert_uint_eq(st.graph_launches, 0);
+    ck_assert_float_eq(first_value(acc), 6.0f);
+    hx_buffer_destroy(x);
+    hx_buffer_destroy(acc);
+    hx_buffer_destroy(out);
+    hx_runtime_close(rt);
+}
+END_TEST
+
 Suite *suite_cl_placement(void)
 {
     Suite *s = suite_create("cl_placement");
@@ -216,6 +285,7 @@ Suite *suite_cl_placement(void)
     tcase_add_test(tc, q4_0_cache_goes_to_the_cpu);
     tcase_add_test(tc, partial_bitstream_splits_by_kernel);
     tcase_add_test(tc, bad_arguments_are_refused);
+    tcase_add_test(tc, a_graph_launch_beside_a_device_with_its_own_memory);
     suite_add_tcase(s, tc);
     return s;
 }
