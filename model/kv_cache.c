@@ -195,9 +195,10 @@ static uint32_t common_prefix(const hx_kv_pool *p, uint32_t b, const int32_t *to
 static uint32_t find(hx_kv_pool *p, uint64_t key, uint64_t parent, const int32_t *tokens)
 {
     /* The token ids are compared too: a 64-bit collision must not hand a
-     * sequence another prompt's keys and values. */
+     * sequence another prompt's keys and values.  Only full blocks are in
+     * this table (key_block). */
     for (uint32_t b = *bucket_of(p, key); b != HX_KV_NONE; b = p->blocks[b].hnext)
-        if (p->blocks[b].key == key && p->blocks[b].parent == parent && p->blocks[b].fill == p->block_size &&
+        if (p->blocks[b].key == key && p->blocks[b].parent == parent &&
             !memcmp(p->tokens + (size_t)b * p->block_size, tokens, sizeof *tokens * p->block_size))
             return b;
     return HX_KV_NONE;

@@ -40,37 +40,47 @@ static hx_status exec_of(hx_device *d, const hx_task_desc *desc, double flops, d
     return HX_OK;
 }
 
-static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
+/* The task's buffers made valid on d, their handles in x. */
+static hx_status prepare_buffers(hx_device *d, const hx_task_desc *desc, hx_block_list blocks, hx_exec *x)
 {
-    double flops, bytes;
-    hx_task_cost(t, &flops, &bytes);
-    hx_status s = exec_of(d, &t->desc, flops, bytes, x);
+    hx_status s = HX_OK;
     /* Buffers holding block references last: translated for d under the
      * slots the task's blocks were given (buffer.h). */
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
-            hx_buffer *b = t->desc.buffers[i];
+        for (int i = 0; i < desc->nbuffers && s == HX_OK; i++) {
+            hx_buffer *b = desc->buffers[i];
             if ((b->refs_space != NULL) != pass)
                 continue;
-            s = hx_buffer_prepare(b, d, t->desc.modes[i], hx_task_blocks(t), &x->handles[i]);
+            s = hx_buffer_prepare(b, d, desc->modes[i], blocks, &x->handles[i]);
             x->host[i] = b->host; /* a simulated buffer's storage is made on its first use */
             x->sizes[i] = hx_buffer_device_bytes(b, d);
         }
     return s;
 }
 
-static hx_status finish(hx_device *d, hx_task *t)
+/* What the task wrote is d's, the other copies stale. */
+static hx_status mark_written(hx_device *d, const hx_task_desc *desc, hx_block_list blocks)
 {
     hx_status first = HX_OK;
-    for (int i = 0; i < t->desc.nbuffers; i++) {
-        if (!(t->desc.modes[i] & HX_W))
+    for (int i = 0; i < desc->nbuffers; i++) {
+        if (!(desc->modes[i] & HX_W))
             continue;
-        hx_status s = hx_buffer_written(t->desc.buffers[i], d, hx_task_blocks(t));
+        hx_status s = hx_buffer_written(desc->buffers[i], d, blocks);
         if (s && !first)
             first = s;
     }
     return first;
 }
+
+static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
+{
+    double flops, bytes;
+    hx_task_cost(t, &flops, &bytes);
+    hx_status s = exec_of(d, &t->desc, flops, bytes, x);
+    return s ? s : prepare_buffers(d, &t->desc, hx_task_blocks(t), x);
+}
+
+static hx_status finish(hx_device *d, hx_task *t) { return mark_written(d, &t->desc, hx_task_blocks(t)); }
 
 /* Keeps the buffers a failure would corrupt and a retry reads: RW ones.
  * (W buffers are rewritten whole by the retry.) */
@@ -186,32 +196,20 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
 }
 
 /* A task of a graph launch, as prepare() readies one.  On a runtime of
- * one device working in host memory every buffer is there
- * (hx_buffer_host_handle); beside other devices a buffer's newest copy
- * may be elsewhere, so each is brought over as for a task alone, and
- * what the task writes is marked written (graph_written). */
+ * one device working in host memory every buffer is there and its handle
+ * is its host storage (hx_buffer_host_handle); beside other devices a
+ * buffer's newest copy may be elsewhere, so each is prepared as for a
+ * task alone (and marked written after it, in execute_graph). */
 static hx_status prepare_in_host(hx_device *d, const hx_task_recorded *r, hx_exec *x)
 {
     const hx_task_desc *desc = &r->desc;
     const hx_block_list blocks = {desc->blocks, desc->nblocks};
     hx_status s = exec_of(d, desc, r->flops, r->bytes, x);
-    const int alone = d->rt->ndevices == 1;
+    if (s || d->rt->ndevices > 1)
+        return s ? s : prepare_buffers(d, desc, blocks, x);
     for (int i = 0; i < desc->nbuffers && s == HX_OK; i++)
-        s = alone ? hx_buffer_host_handle(desc->buffers[i], blocks, &x->handles[i])
-                  : hx_buffer_prepare(desc->buffers[i], d, desc->modes[i], blocks, &x->handles[i]);
+        s = hx_buffer_host_handle(desc->buffers[i], blocks, &x->handles[i]);
     return s;
-}
-
-static hx_status graph_written(hx_device *d, const hx_task_recorded *r)
-{
-    const hx_task_desc *desc = &r->desc;
-    hx_status first = HX_OK;
-    for (int i = 0; i < desc->nbuffers && d->rt->ndevices > 1; i++)
-        if (desc->modes[i] & HX_W) {
-            hx_status s = hx_buffer_written(desc->buffers[i], d, (hx_block_list){desc->blocks, desc->nblocks});
-            first = first ? first : s;
-        }
-    return first;
 }
 
 /* Runs a graph launch reports per hold of the performance model's and the
@@ -271,8 +269,8 @@ static void execute_graph(hx_device *d, hx_task *t)
         s = prepare_in_host(d, r, &x);
         if (s == HX_OK)
             s = d->ops->run(d, &x);
-        if (s == HX_OK)
-            s = graph_written(d, r);
+        if (s == HX_OK && rt->ndevices > 1)
+            s = mark_written(d, &r->desc, (hx_block_list){r->desc.blocks, r->desc.nblocks});
         const double now = hx_now();
         if (s != HX_OK) { /* in the monitor, as a failed task is; not a measurement for the model */
             report_runs(d, &runs);
