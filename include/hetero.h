@@ -1299,10 +1299,11 @@ typedef struct {
      * waits for is released at once, so this stays at the work in flight
      * however long the runtime runs (hx_runtime_stats_reset leaves it). */
     uint64_t tasks_alive;
-    /* Recorded graphs (a model's replayed evaluations) run as one task:
-     * on a runtime whose only device is the CPU, every policy places
-     * each task there, so the tasks go in order without being queued and
-     * tracked one by one (HX_GRAPH_LAUNCH=0: never).  Their tasks count
+    /* Recorded graphs (a model's replayed evaluations) run as one task
+     * when every task is placed on the CPU (its only device; or pinned
+     * there, or preferring it under a policy that follows preferences):
+     * the tasks go in order without being queued and tracked one by one
+     * (HX_GRAPH_LAUNCH=0: never).  Their tasks count
      * in the task figures above as if submitted one by one. */
     uint64_t graph_launches;
 } hx_runtime_stats;

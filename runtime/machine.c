@@ -20,7 +20,11 @@
  *     unified = yes             works in host memory (default: yes for cpu)
  *     link = 55G                bytes per second to host memory (own memory)
  *     latency = 10us            per transfer
- *     launch = 4us              per task
+ *     launch = 4us              per task: its time outside the kernel
+ *                               (hand-over, wake-up, the worker's own work);
+ *                               "measured 2us": this host's measured time
+ *                               (task_launch in the performance models, see
+ *                               runtime/perfmodel.h), 2us where none was
  *     efficiency = 0.7 0.8      of peak flops, of peak bandwidth
  *     runs = attention kv_store codelets it implements (default: all)
  *     times = roofline          or "measured": this host's performance
@@ -194,8 +198,13 @@ static hx_status device_key(const where *w, hx_machine_device *d, const char *k,
         return number(w, k, v, 0, &d->link_bw);
     if (!strcmp(k, "latency"))
         return number(w, k, v, 1, &d->link_latency);
-    if (!strcmp(k, "launch"))
+    if (!strcmp(k, "launch")) {
+        d->launch_measured = !strncmp(v, "measured", 8) && (!v[8] || isspace((unsigned char)v[8]));
+        if (d->launch_measured && !*(v = trim(v + 8)))
+            return hx_error(HX_ERR_FORMAT, "%s:%d: launch = measured: the time to use where none was measured "
+                                           "is missing (launch = measured 2us)", w->origin, w->line);
         return number(w, k, v, 1, &d->launch);
+    }
     if (!strcmp(k, "unified")) {
         *seen_unified = 1;
         return yes_no(w, k, v, &d->unified);

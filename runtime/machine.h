@@ -29,6 +29,7 @@ typedef struct {
     int unified;                   /* works in host memory: no copies    */
     double link_bw, link_latency;  /* to host memory (own memory only)   */
     double launch;                 /* seconds added to every task        */
+    int launch_measured;           /* launch from this host's models where they have it */
     double compute_eff, mem_eff;   /* fraction of peak kernels reach     */
     int measured;                  /* times from this host's performance models where they know */
     int shares;                    /* index of a device whose cores it runs on (one task at a

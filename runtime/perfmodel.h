@@ -45,6 +45,15 @@ void hx_perfmodel_record_runs(hx_perfmodel *pm, int dev, const hx_pm_run *runs, 
  * size's first samples (the smallest), 0: unknown. */
 int hx_perfmodel_estimate(hx_perfmodel *pm, const hx_codelet *cl, int dev, double flops, double bytes,
                           double *seconds);
+/* A device's time per task outside its kernels, as a codelet of its own
+ * (flops and bytes 0): from the moment a task could start (handed to the
+ * scheduler, its device free) to its kernel starting, and on a device in
+ * host memory its buffers' preparation too.  Workers record the mean of
+ * HX_PM_LAUNCH_BATCH tasks as one sample; the simulator charges it per
+ * task ("launch = measured", runtime/machine.c). */
+extern const hx_codelet hx_launch_codelet;
+#define HX_PM_LAUNCH_BATCH 32
+
 /* From now on, device `dev`'s measurements are not its own (injection). */
 void hx_perfmodel_taint(hx_perfmodel *pm, int dev);
 

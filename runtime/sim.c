@@ -52,21 +52,37 @@ hx_status hx_sim_open(hx_runtime *rt, const char *path)
 
 const hx_machine *hx_sim_machine(const hx_runtime *rt) { return &sim_of(rt)->machine; }
 
-/* After the device table is final (selection may drop devices). */
+/* The described device behind runtime device d, the simulator's own copy. */
+static hx_machine_device *described(hx_runtime *rt, int d)
+{
+    hx_sim *sim = sim_of(rt);
+    return &sim->machine.dev[hx_sim_device_described(rt->devices[d]) - sim->machine.dev];
+}
+
+/* After the device table is final (selection may drop devices): the
+ * measured models, and from them the launch times described as measured. */
 static hx_status open_measured(hx_runtime *rt, const char *dir)
 {
     int any = 0;
     for (int d = 0; d < rt->ndevices; d++)
-        any |= hx_sim_device_described(rt->devices[d])->measured;
+        any |= described(rt, d)->measured || described(rt, d)->launch_measured;
     if (!any)
         return HX_OK;
     if (!dir || !*dir)
-        return hx_error(HX_ERR_INVALID_ARG, "the machine has devices with 'times = measured' but the performance "
-                                            "models are off (perfmodel_dir)");
+        return hx_error(HX_ERR_INVALID_ARG, "the machine has devices with times or launch measured but the "
+                                            "performance models are off (perfmodel_dir)");
     hx_status s = hx_runtime_perfmodels_open(rt, dir, &sim_of(rt)->measured);
-    if (s == HX_OK)
-        hx_perfmodel_read_only(sim_of(rt)->measured);
-    return s;
+    if (s)
+        return s;
+    hx_perfmodel_read_only(sim_of(rt)->measured);
+    for (int d = 0; d < rt->ndevices; d++) {
+        double sec;
+        hx_machine_device *m = described(rt, d);
+        if (m->launch_measured &&
+            hx_perfmodel_estimate(sim_of(rt)->measured, &hx_launch_codelet, d, 0, 0, &sec) && sec >= 0)
+            m->launch = sec;
+    }
+    return HX_OK;
 }
 
 /* After device selection: the devices' counters, and the measured models.
@@ -118,19 +134,37 @@ double hx_sim_estimate(hx_runtime *rt, int d, const hx_codelet *cl, hx_precision
     return hx_machine_roofline(m, p, flops, bytes);
 }
 
-/* How long the task takes on the device, copies apart. */
+/* How long a task of this descriptor takes on the device, copies apart. */
+static double desc_seconds(hx_runtime *rt, int d, const hx_task_desc *desc, double flops, double bytes)
+{
+    hx_precision p = HX_PREC_F32;
+    if (desc->codelet->precision) {
+        size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
+        for (int i = 0; i < desc->nbuffers; i++)
+            sizes[i] = desc->buffers[i]->size;
+        p = desc->codelet->precision(desc->args, sizes);
+    }
+    return hx_sim_estimate(rt, d, desc->codelet, p, flops, bytes);
+}
+
+/* A graph launch (task.h) is one task to its worker: its tasks' times,
+ * and one launch for them all, as the worker runs them back to back. */
+static double graph_seconds(hx_runtime *rt, int d, const hx_graph_args *g)
+{
+    const double launch = hx_sim_device_described(rt->devices[d])->launch;
+    double sec = launch;
+    for (size_t i = 0; i < g->n; i++)
+        sec += desc_seconds(rt, d, &g->r[i].desc, g->r[i].flops, g->r[i].bytes) - launch;
+    return sec;
+}
+
 static double task_seconds(hx_runtime *rt, int d, hx_task *t)
 {
+    if (t->desc.codelet == &hx_graph_codelet)
+        return graph_seconds(rt, d, t->desc.args);
     double flops, bytes;
     hx_task_cost(t, &flops, &bytes);
-    hx_precision p = HX_PREC_F32;
-    if (t->desc.codelet->precision) {
-        size_t sizes[HX_TASK_MAX_BUFFERS] = {0};
-        for (int i = 0; i < t->desc.nbuffers; i++)
-            sizes[i] = t->desc.buffers[i]->size;
-        p = t->desc.codelet->precision(t->desc.args, sizes);
-    }
-    return hx_sim_estimate(rt, d, t->desc.codelet, p, flops, bytes);
+    return desc_seconds(rt, d, &t->desc, flops, bytes);
 }
 
 /* Devices that compute on the same cores (PoCL on this host's CPU) take
@@ -142,6 +176,27 @@ static int cores_busy(hx_runtime *rt, int d)
             hx_sched_cores_shared(&rt->devices[d]->info, &rt->devices[e]->info))
             return 1;
     return 0;
+}
+
+/* The descriptor of part k of a task: the task itself, or a graph
+ * launch's k-th recorded task.  A graph's buffers are handled only beside
+ * other devices, as the worker does (prepare_in_host). */
+static size_t nparts(hx_runtime *rt, const hx_task *t)
+{
+    if (t->desc.codelet != &hx_graph_codelet)
+        return 1;
+    return rt->ndevices > 1 ? ((const hx_graph_args *)t->desc.args)->n : 0;
+}
+
+static const hx_task_desc *part(hx_task *t, size_t k, hx_block_list *blocks)
+{
+    if (t->desc.codelet != &hx_graph_codelet) {
+        *blocks = hx_task_blocks(t);
+        return &t->desc;
+    }
+    const hx_task_desc *desc = &((const hx_graph_args *)t->desc.args)->r[k].desc;
+    *blocks = (hx_block_list){desc->blocks, desc->nblocks};
+    return desc;
 }
 
 /* Starts the device's next task, if the scheduler has one for it.
@@ -170,9 +225,13 @@ static int start_next(hx_runtime *rt, int d)
         hx_status s = inj.risky ? hx_error(HX_ERR_UNSUPPORTED, "injected failures are not simulated (slowdowns are)")
                                 : HX_OK;
         sim->copies_end = sim->now;
-        for (int i = 0; i < t->desc.nbuffers && s == HX_OK; i++) {
-            void *handle;
-            s = hx_buffer_prepare(t->desc.buffers[i], dev, t->desc.modes[i], hx_task_blocks(t), &handle);
+        for (size_t k = 0, n = nparts(rt, t); k < n && s == HX_OK; k++) {
+            hx_block_list blocks;
+            const hx_task_desc *desc = part(t, k, &blocks);
+            for (int i = 0; i < desc->nbuffers && s == HX_OK; i++) {
+                void *handle;
+                s = hx_buffer_prepare(desc->buffers[i], dev, desc->modes[i], blocks, &handle);
+            }
         }
         if (s) {
             hx_sched_finished(&rt->sched, d, NULL);
@@ -196,19 +255,26 @@ static void finish(hx_runtime *rt, int d)
     hx_task *t = sl->task;
     sl->task = NULL;
     hx_status s = HX_OK;
-    for (int i = 0; i < t->desc.nbuffers; i++)
-        if (t->desc.modes[i] & HX_W) {
-            hx_status si = hx_buffer_written(t->desc.buffers[i], dev, hx_task_blocks(t));
-            s = s ? s : si;
-        }
+    const int graph = t->desc.codelet == &hx_graph_codelet;
+    for (size_t k = 0, n = nparts(rt, t); k < n; k++) {
+        hx_block_list blocks;
+        const hx_task_desc *desc = part(t, k, &blocks);
+        for (int i = 0; i < desc->nbuffers; i++)
+            if (desc->modes[i] & HX_W) {
+                hx_status si = hx_buffer_written(desc->buffers[i], dev, blocks);
+                s = s ? s : si;
+            }
+    }
     t->t_end = sl->end;
     double sec = sl->end - sl->start, flops, bytes;
-    atomic_fetch_add(&w->tasks, 1);
+    size_t tasks = graph ? ((const hx_graph_args *)t->desc.args)->n : 1;
+    atomic_fetch_add(&w->tasks, tasks);
+    atomic_fetch_add(&rt->stats.done, tasks - 1); /* the graph task itself counts when it completes */
     atomic_fetch_add(&w->busy_ns, (uint64_t)(sec * 1e9));
     hx_task_cost(t, &flops, &bytes);
     hx_monitor_task(&w->monitor, sl->start, sl->end, t->desc.codelet->flops ? flops : 0);
     hx_trace_task(rt, t, d, sl->start, sl->end, s == HX_OK);
-    if (rt->sched.pm) {
+    if (rt->sched.pm && !graph) {
         /* As a real worker: the kernel's time, copies apart. */
         double run = sl->end - sl->run;
         hx_perfmodel_record_run(rt->sched.pm, t->desc.codelet, d, flops, bytes, run);
@@ -256,4 +322,5 @@ static const hx_executor sim_executor = {
     .close = sim_close,
     .host_storage_on_demand = 1,
     .simulated = 1,
+    .runs_graphs = 1,
 };

@@ -303,8 +303,10 @@ static void task_release(hx_runtime *rt, hx_task *t, hx_status linked)
         t->dep_failed = 1;
         t->msg = strdup(hx_last_error());
     }
-    if (atomic_fetch_sub(&t->pending, 1) == 1)
+    if (atomic_fetch_sub(&t->pending, 1) == 1) {
+        t->t_ready = hx_runtime_now(rt);
         hx_sched_push(&rt->sched, t);
+    }
 }
 
 static hx_status task_submit(hx_runtime *rt, const hx_task_desc *desc, hx_task **out)
@@ -516,10 +518,15 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         pthread_cond_broadcast(&rt->idle);
     pthread_mutex_unlock(&rt->lock);
 
+    /* A successor could run from the end of this task's kernel on: the
+     * completion's work up to its push is the hand-over the worker
+     * measures (worker.c, note_launch). */
+    const double ended = t->t_end > 0 ? t->t_end : hx_runtime_now(rt);
     for (int i = 0; i < nsucc; i++) {
         if (failed)
             succ[i]->dep_failed = 1;
         if (atomic_fetch_sub(&succ[i]->pending, 1) == 1) {
+            succ[i]->t_ready = ended;
             if (nready == 64) {
                 for (int k = 0; k < nready; k++)
                     hx_sched_push(&rt->sched, ready[k]);

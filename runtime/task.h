@@ -30,6 +30,8 @@ struct hx_task {
     int device;                 /* where it ran */
     char *msg;                  /* failure detail */
     double t_submit, t_start, t_end;
+    double t_ready;             /* when it could run: its last predecessor's end, or
+                                   its hand-over to the scheduler */
     hx_task *next;              /* scheduler queue link */
     hx_task *prev;              /* per-device queues are doubly linked */
     uint64_t id;                /* submission number, for traces */

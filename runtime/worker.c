@@ -72,6 +72,27 @@ static hx_status mark_written(hx_device *d, const hx_task_desc *desc, hx_block_l
     return first;
 }
 
+/* What the task waited outside its kernel (perfmodel.h): from the later of
+ * its hand-over to the scheduler and its device's last kernel ending, to
+ * its kernel starting (`run`); the wake-up, the scheduler's pop, and on a
+ * device in host memory its buffers' preparation, which is no copy there
+ * (elsewhere copies are the bus model's, so preparation is left out). */
+static void note_launch(hx_device *d, const hx_task *t, double t0, double run)
+{
+    hx_worker *w = d->worker;
+    hx_perfmodel *pm = d->rt->sched.pm;
+    double from = t->t_ready > w->last_end ? t->t_ready : w->last_end;
+    double sec = (d->info.memory_node == 0 ? run : t0) - from;
+    if (!pm || !(sec >= 0))
+        return;
+    w->launch_sum += sec;
+    if (++w->launch_n == HX_PM_LAUNCH_BATCH) {
+        hx_perfmodel_record_run(pm, &hx_launch_codelet, d->info.index, 0, 0, w->launch_sum / w->launch_n);
+        w->launch_sum = 0;
+        w->launch_n = 0;
+    }
+}
+
 static hx_status prepare(hx_device *d, hx_task *t, hx_exec *x)
 {
     double flops, bytes;
@@ -187,6 +208,7 @@ static void failed(hx_device *d, hx_task *t, hx_status s, void **saved)
     if (retry && hx_sched_eligible(&rt->sched, t)) {
         atomic_fetch_add(&rt->stats.retries, 1);
         hx_trace_mark(rt, HX_TRACE_RETRY, me, t);
+        t->t_ready = hx_runtime_now(rt);
         hx_sched_push(&rt->sched, t);
         return;
     }
@@ -263,6 +285,7 @@ static void execute_graph(hx_device *d, hx_task *t)
     const double t0 = hx_now();
     double prev = t0;
     t->t_start = t0;
+    note_launch(d, t, t0, t0);
     for (; i < g->n; i++) {
         const hx_task_recorded *r = &g->r[i];
         hx_exec x;
@@ -286,6 +309,7 @@ static void execute_graph(hx_device *d, hx_task *t)
     report_runs(d, &runs);
     const double t1 = hx_now();
     t->t_end = t1;
+    w->last_end = t1;
     atomic_fetch_add(&w->tasks, i + (s != HX_OK));
     atomic_fetch_add(&w->busy_ns, (uint64_t)((t1 - t0) * 1e9));
     if (s != HX_OK) {
@@ -335,6 +359,7 @@ static void execute(hx_device *d, hx_task *t)
      * model's (dmda adds them for the inputs a device lacks), and a
      * weight's first copy must not make a device look slow for good. */
     double t_run = hx_now();
+    note_launch(d, t, t0, t_run);
     if (s == HX_OK && (inj.risky || w->consecutive_failures > 0))
         checkpoint(d, t, saved);
     if (s == HX_OK)
@@ -351,6 +376,7 @@ static void execute(hx_device *d, hx_task *t)
         t1 = hx_now();
     }
     t->t_end = t1;
+    w->last_end = t1;
     atomic_fetch_add(&w->tasks, 1);
     atomic_fetch_add(&w->busy_ns, (uint64_t)((t1 - t0) * 1e9));
     double flops, bytes;

@@ -20,6 +20,9 @@ typedef struct {
     _Atomic uint64_t failures;
     int consecutive_failures;   /* worker thread only */
     uint64_t graph_launches;    /* worker thread only: launches run */
+    double last_end;            /* worker thread only: when its last task's kernel ended */
+    double launch_sum;          /* worker thread only: time outside kernels, not yet recorded */
+    int launch_n;               /* ... over this many tasks */
     _Atomic int retired;
     hx_inject_state inject;
     hx_monitor monitor;

@@ -4,7 +4,9 @@
  * blocks that move alone (bytes as the runtime's statistics count them). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hx_test.h"
@@ -12,6 +14,9 @@
 #include "runtime/block_space.h"
 #include "runtime/buffer.h"
 #include "runtime/machine.h"
+#include "runtime/perfmodel.h"
+#include "runtime/sim.h"
+#include "runtime/task.h"
 
 /* One CPU device: 1 Tflop/s at 50 %, 100 GB/s at 80 %, 3 us per task. */
 static const char *const cpu_only = "machine = test box\n"
@@ -111,6 +116,8 @@ START_TEST(broken_descriptions_are_refused)
         {"[device a]\noverlap = sometimes\n", "overlap = 'sometimes': expected yes or no"},
         {"[device a]\nruns = ,\n", "empty list"},
         {"[device a]\ntimes = guessed\n", "roofline, measured"},
+        {"[device a]\nlaunch = measured\n", "the time to use where none was measured"},
+        {"[device a]\nlaunch = measured soon\n", "launch = 'soon'"},
         {"[device a]\nname\n", "expected 'key = value'"},
         {"[device a]\nname =\n", "has no value"},
         {"[dev a]\n", "expected a section"},
@@ -206,6 +213,117 @@ START_TEST(task_time_is_the_roofline)
     hx_buffer_destroy(C);
     hx_runtime_close(rt);
     unlink(path);
+}
+END_TEST
+
+/* A graph launch (all of a step's tasks on the CPU) is one task to the
+ * simulated worker as to a real one: its tasks' times and one launch,
+ * where the same tasks one by one pay a launch each. */
+START_TEST(a_graph_launch_pays_one_launch)
+{
+    char path[64];
+    hx_runtime *rt = open_sim(cpu_only, "eager", path, sizeof path);
+    enum { N = 1 << 16, TASKS = 20 };
+    hx_buffer *x, *y, *z;
+    HX_ASSERT_OK(hx_buffer_create(rt, 4 * N, &x));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4 * N, &y));
+    HX_ASSERT_OK(hx_buffer_create(rt, 4 * N, &z));
+    const hx_args_vector_add a = {N};
+    hx_task_recorded r[TASKS];
+    for (int i = 0; i < TASKS; i++) {
+        hx_task_desc d = {.codelet = hx_codelet_builtin("vector_add"), .nbuffers = 3,
+                          .buffers = {i % 2 ? z : y, x, i % 2 ? y : z}, .modes = {HX_R, HX_R, HX_W},
+                          .args = &a, .args_size = sizeof a, .device = -1};
+        HX_ASSERT_OK(hx_task_record(rt, &d, &r[i]));
+    }
+    double took[2];
+    for (int launch = 1; launch >= 0; launch--) {
+        rt->graph_launch = launch;
+        hx_runtime_stats_reset(rt);
+        const double t0 = hx_runtime_now(rt);
+        HX_ASSERT_OK(hx_task_submit_recorded(rt, r, TASKS));
+        HX_ASSERT_OK(hx_runtime_wait_all(rt));
+        took[launch] = hx_runtime_now(rt) - t0;
+        hx_runtime_stats st;
+        hx_runtime_stats_get(rt, &st);
+        ck_assert_int_eq(st.graph_launches, launch);
+        ck_assert_int_eq(st.tasks_done, TASKS);
+        hx_device_stats ds;
+        HX_ASSERT_OK(hx_device_stats_get(rt, 0, &ds));
+        ck_assert_int_eq(ds.tasks, TASKS);
+    }
+    ck_assert_msg(fabs(took[0] - took[1] - (TASKS - 1) * 3e-6) < 1e-12, "one by one %.9g s, as a graph %.9g s",
+                  took[0], took[1]);
+    hx_buffer_destroy(x);
+    hx_buffer_destroy(y);
+    hx_buffer_destroy(z);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
+/* A 1 ms task: a kernel much longer than any hand-over. */
+static int nap_cpu(const hx_cpu_call *c)
+{
+    if (c->ith == 0)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    return 0;
+}
+
+/* Workers measure each device's time per task outside its kernels
+ * (task_launch in the models) and "launch = measured" reads it: a chain of
+ * 1 ms tasks on this host's CPU measures well under 1 ms (the kernels are
+ * not in it), and a description of that CPU takes it in place of its
+ * stated 1 s; without measurements the stated time stands. */
+START_TEST(launch_measured_is_the_time_outside_kernels)
+{
+    static const hx_codelet nap = {.name = "nap", .cpu = nap_cpu};
+    char dir[] = "/tmp/hx-launch-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu";
+    o.perfmodel_dir = dir;
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *real;
+    HX_ASSERT_OK(hx_runtime_open(&real, &o));
+    hx_buffer *b;
+    HX_ASSERT_OK(hx_buffer_create(real, 64, &b));
+    for (int i = 0; i < 4 * HX_PM_LAUNCH_BATCH; i++) {
+        hx_task_desc d = {.codelet = &nap, .nbuffers = 1, .buffers = {b}, .modes = {HX_RW}, .device = -1};
+        HX_ASSERT_OK(hx_task_submit(real, &d, NULL));
+    }
+    HX_ASSERT_OK(hx_runtime_wait_all(real));
+    hx_device_info in;
+    HX_ASSERT_OK(hx_runtime_device_info(real, 0, &in));
+    hx_buffer_destroy(b);
+    hx_runtime_close(real); /* saves the models */
+
+    char text[1024], path[64];
+    for (int measured = 1; measured >= 0; measured--) {
+        snprintf(text, sizeof text,
+                 "[device 0]\nname = %s\nfamily = cpu\nunits = %d\nflops.f32 = 1T\nmemory = 1G\n"
+                 "bandwidth = 10G\ntimes = measured\nlaunch = measured 1s\n",
+                 in.name, in.compute_units);
+        write_file(path, sizeof path, text);
+        hx_runtime_options so = hx_runtime_options_default();
+        so.machine = path;
+        so.perfmodel_dir = measured ? dir : "/nonexistent/none measured";
+        so.inject = "";
+        so.trace = "";
+        hx_runtime *rt;
+        HX_ASSERT_OK(hx_runtime_open(&rt, &so));
+        const double launch = hx_sim_device_described(rt->devices[0])->launch;
+        if (measured)
+            ck_assert_msg(launch > 0 && launch < 0.5e-3, "measured launch %.3g s", launch);
+        else
+            ck_assert_msg(launch == 1, "launch %.3g s without measurements", launch);
+        hx_runtime_close(rt);
+        unlink(path);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -1060,6 +1178,8 @@ Suite *suite_sim(void)
     tcase_add_test(c, example_machines_parse);
     tcase_add_test(c, broken_descriptions_are_refused);
     tcase_add_test(c, task_time_is_the_roofline);
+    tcase_add_test(c, a_graph_launch_pays_one_launch);
+    tcase_add_test(c, launch_measured_is_the_time_outside_kernels);
     tcase_add_test(c, copies_cost_the_link);
     tcase_add_test(c, injection_in_the_simulator);
     tcase_add_test(c, models_without_weights);

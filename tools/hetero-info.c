@@ -154,9 +154,10 @@ static void print_machine(hx_runtime *rt, const hx_topology_info *t)
     static const char *const kinds[] = {"cpu", "gpu", "fpga", "accelerator"};
     double bw = read_bandwidth();
     printf("# This machine, written by hetero-info --machine.  Times are this host's\n"
-           "# measured performance models (HX_CACHE_DIR); the peaks below, a rough\n"
-           "# 32 flops per cycle per core at 2.5 GHz and one thread's measured read\n"
-           "# bandwidth, stand in only for sizes the models never saw.\n");
+           "# measured performance models (HX_CACHE_DIR), each task's time outside its\n"
+           "# kernel too (launch; 2us for a device never measured); the peaks below, a\n"
+           "# rough 32 flops per cycle per core at 2.5 GHz and one thread's measured\n"
+           "# read bandwidth, stand in only for sizes the models never saw.\n");
     printf("machine = this host (%d cores)\n", t->cores);
     int cpu = -1;
     for (int d = 0; d < hx_runtime_device_count(rt) && cpu < 0; d++) {
@@ -186,7 +187,7 @@ static void print_machine(hx_runtime *rt, const hx_topology_info *t)
                in.unified_memory ? "yes" : "no");
         if (!in.unified_memory)
             printf("link = 10G\nlatency = 10us\n");
-        printf("launch = 2us\ntimes = measured\nruns =%s\n", all ? " all" : runs);
+        printf("launch = measured 2us\ntimes = measured\nruns =%s\n", all ? " all" : runs);
         /* An OpenCL device on this host's CPU (PoCL, also as an emulated
          * FPGA) runs on the CPU device's cores. */
         if (cpu >= 0 && d != cpu && in.family == HX_FAMILY_OPENCL && (in.kind == HX_KIND_CPU || in.emulated))
