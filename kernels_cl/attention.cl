@@ -59,7 +59,7 @@
     __local float P[ATT_ROWS][ATT_KEYS];                                                            \
     __local float Ms[ATT_ROWS], Ls[ATT_ROWS], Alpha[ATT_ROWS];                                      \
     __local int RowSeq[ATT_ROWS], RowPos[ATT_ROWS], RowFirst[ATT_ROWS], Done[ATT_ROWS], Slots[ATT_KEYS]; \
-    __local int cur_seq, cur_keys, cur_first;                                                       \
+    __local int cur_seq, cur_keys, cur_first, n_seqs;                                               \
     const uint lid = get_local_id(0), g = get_group_id(1), rep = Hq / Hkv;                          \
     const uint row0 = get_group_id(0) * ATT_ROWS, nrows = T * rep;                                  \
     const ulong n_slots = min(k_bytes, v_bytes) / (Hkv * (ROW_BYTES));                              \
@@ -85,10 +85,25 @@
         Qs[r][d] = R < nrows ? q[((ulong)(R / rep) * Hq + g * rep + R % rep) * Dh + d] : 0.0f;      \
     }                                                                                               \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    /* One pass per sequence among the rows: a count every item reads, so that the loop             \
+     * around the barriers runs alike in all (no break out of it after a barrier, which             \
+     * PoCL 5's work-group compiler aborts on). */                                                  \
+    if (lid == 0) {                                                                                 \
+        int n = 0;                                                                                  \
+        for (uint r = 0; r < ATT_ROWS; r++) {                                                       \
+            int seen = Done[r];                                                                     \
+            for (uint e = 0; e < r && !seen; e++)                                                   \
+                seen = !Done[e] && RowSeq[e] == RowSeq[r];                                          \
+            n += !seen;                                                                             \
+        }                                                                                           \
+        n_seqs = n;                                                                                 \
+    }                                                                                               \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    const uint nseqs = (uint)n_seqs;                                                                \
     /* Accumulators: item (my_row, lane) owns dims lane * dq .. + dq - 1. */                        \
     const uint my_row = lid / 4, lane = lid % 4, dq = (Dh + 3) / 4, base = lane * dq;               \
     float acc[DHM / 4];                                                                             \
-    for (uint it = 0; it < ATT_ROWS; it++) {                                                        \
+    for (uint it = 0; it < nseqs; it++) {                                                           \
         if (lid == 0) {                                                                             \
             int s = -1, n = 0, f = INT_MAX;                                                         \
             for (uint r = 0; r < ATT_ROWS; r++)                                                     \
@@ -104,8 +119,6 @@
         barrier(CLK_LOCAL_MEM_FENCE);                                                               \
         const int seq = cur_seq;                                                                    \
         const uint nkeys = (uint)cur_keys, first = (uint)cur_first;                                 \
-        if (seq < 0)                                                                                \
-            break;                                                                                  \
         const int mine = !Done[my_row] && RowSeq[my_row] == seq;                                    \
         if (lid < ATT_ROWS) {                                                                       \
             Ms[lid] = -INFINITY;                                                                    \
