@@ -173,7 +173,11 @@
             }                                                                                       \
             HX_ATTENTION_TILE(vc, LOAD, LOAD8)                                                      \
             barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-            if (mine && dq % 8 == 0) {                                                              \
+            /* Every item sums, its row this sequence's or not (an item whose row is not            \
+             * sums what its output write ignores; acc starts again at the next pass):              \
+             * PoCL 6 computes this loop's results wrong with a branch on the row here.             \
+             */                                                                                     \
+            if (dq % 8 == 0) {                                                                      \
                 const float a = Alpha[my_row];                                                      \
                 for (uint k = 0; k < dq; k += 8) {                                                  \
                     float8 v = vload8(0, acc + k) * a;                                              \
@@ -181,7 +185,7 @@
                         v += P[my_row][c] * vload8(0, &KVs[c][base + k]);                           \
                     vstore8(v, 0, acc + k);                                                         \
                 }                                                                                   \
-            } else if (mine) {                                                                      \
+            } else {                                                                                \
                 const float a = Alpha[my_row];                                                      \
                 for (uint k = 0; k < dq && base + k < Dh; k++) {                                    \
                     float v = acc[k] * a;                                                           \
