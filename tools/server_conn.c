@@ -103,14 +103,17 @@ void srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
     srv_conns *C = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         srv_conn *k = calloc(1, sizeof *k);
+        /* Each answer is read before the next call: libmicrohttpd 1.0 gives
+         * every call the same storage, so the address's call would
+         * overwrite the descriptor (and shutdown(2) would close nothing). */
         const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (!k || !fd) {
             free(k);
             return; /* unlisted: MHD's own timeout still applies */
         }
         k->C = C;
         k->fd = fd->connect_fd;
+        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (ad && ad->client_addr) {
             k->addr_len = ad->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                                   : sizeof(struct sockaddr_in);
