@@ -30,7 +30,10 @@ mkdir -p "$dir/sdist" || exit 1
 sdist=$dir/sdist/$name.tar.gz
 if [ ! -s "$sdist" ]; then
     say "downloading llama-cpp-python==$version's source distribution (77 MB) with pip into $dir"
-    if ! python3 -m pip download -q --retries 2 --no-deps --no-binary :all: "llama-cpp-python==$version" \
+    # --no-binary for this package alone: with :all: pip also builds its
+    # build tools (cmake) from source to read the metadata, which fails on
+    # a machine without OpenSSL's headers (Debian 13).
+    if ! python3 -m pip download -q --retries 2 --no-deps --no-binary llama-cpp-python "llama-cpp-python==$version" \
         -d "$dir/sdist" >"$dir/pip.log" 2>&1 || [ ! -s "$sdist" ]; then
         say "pip could not download llama-cpp-python==$version (its sdist, for llama.cpp's models/ folder:" \
             "chat templates and tokenizer vocabularies): is the package registry reachable?" \
