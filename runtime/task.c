@@ -482,6 +482,11 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
 {
     hx_task *ready[64], *inline_succ[HX_TASK_SUCC_INLINE];
     int nready = 0;
+    /* A successor could run from the end of this task's kernel on: the
+     * completion's work up to its push is the hand-over the worker
+     * measures (worker.c, note_launch).  Read now: the record may be
+     * released below. */
+    const double ended = t->t_end > 0 ? t->t_end : hx_runtime_now(rt);
     if (s != HX_OK && msg && !t->msg)
         t->msg = strdup(msg);
     pthread_mutex_lock(&rt->lock);
@@ -518,10 +523,6 @@ void hx_task_complete(hx_runtime *rt, hx_task *t, hx_status s, const char *msg)
         pthread_cond_broadcast(&rt->idle);
     pthread_mutex_unlock(&rt->lock);
 
-    /* A successor could run from the end of this task's kernel on: the
-     * completion's work up to its push is the hand-over the worker
-     * measures (worker.c, note_launch). */
-    const double ended = t->t_end > 0 ? t->t_end : hx_runtime_now(rt);
     for (int i = 0; i < nsucc; i++) {
         if (failed)
             succ[i]->dep_failed = 1;
