@@ -76,21 +76,8 @@ START_TEST(a_generation_reads_the_same_over_ranks)
     ck_assert_msg(rc == 0, "%s", err);
     static char one[sizeof out];
     memcpy(one, out, sizeof out);
-    /* Rank 0's text straight into a file of its own, not through mpirun:
-     * Open MPI 5.0's forwarding of a rank's standard output (Debian 13)
-     * sometimes loses what was written just before the rank exits. */
-    char mpi[256], cmd[8192], path[128];
-    launcher(2, mpi, sizeof mpi);
-    snprintf(cmd, sizeof cmd,
-             "timeout 120 %ssh -c \"exec %s/hetero-run --devices cpu -t 1 %s > %s/out.\\$OMPI_COMM_WORLD_RANK\" "
-             "> /dev/null 2> %s/err",
-             mpi, hx_test_build_dir(), args, tmpdir, tmpdir);
-    const int st = system(cmd);
-    snprintf(path, sizeof path, "%s/err", tmpdir);
-    slurp(path, err, sizeof err);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s", cmd, err);
-    snprintf(path, sizeof path, "%s/out.0", tmpdir);
-    slurp(path, out, sizeof out);
+    rc = job_rank0_out(2, "hetero-run", args);
+    ck_assert_msg(rc == 0, "%s", err);
     ck_assert_str_eq(out, one);
     /* rank 0 sent each step's announcement and hidden states, rank 1 the rows back */
     ck_assert_msg(strstr(err, "rank 1 of 2: layers") && strstr(err, "messages"), "%s", err);

@@ -133,7 +133,7 @@ START_TEST(a_tensor_parallel_generation_reads_the_same)
     memcpy(one, out, sizeof out);
     char tp[256];
     snprintf(tp, sizeof tp, "%s --tensor-parallel", args);
-    rc = job(2, "hetero-run", tp);
+    rc = job_rank0_out(2, "hetero-run", tp);
     ck_assert_msg(rc == 0, "%s", err);
     ck_assert_str_eq(out, one);
     /* two all-reduces per layer per step: 5 layers, 1 prompt step and 23 decode steps */
