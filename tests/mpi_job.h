@@ -83,6 +83,21 @@ static inline void launcher(int n, char *buf, size_t cap)
                  n, getenv("ASAN_OPTIONS") ? " -x ASAN_OPTIONS" : "");
 }
 
+/* Runs a job's command line; out gets the file `out_name` of tmpdir, err
+ * its stderr; returns the exit status. */
+static inline int run_job(const char *cmd, const char *out_name)
+{
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st), "%s did not exit", cmd);
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, out_name);
+    slurp(path, out, sizeof out);
+    snprintf(path, sizeof path, "%s/err", tmpdir);
+    slurp(path, err, sizeof err);
+    ck_assert_msg(WEXITSTATUS(st) != 124, "%s ran past its timeout: %s", cmd, err);
+    return WEXITSTATUS(st);
+}
+
 /* Runs `tool args` on n ranks under a 120 s timeout; stdout and stderr
  * into out/err; returns the exit status. */
 static inline int job(int n, const char *tool, const char *args)
@@ -91,15 +106,7 @@ static inline int job(int n, const char *tool, const char *args)
     launcher(n, mpi, sizeof mpi);
     snprintf(cmd, sizeof cmd, "timeout 120 %s%s/%s --devices cpu -t 1 %s > %s/out 2> %s/err", mpi,
              hx_test_build_dir(), tool, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    ck_assert_msg(WIFEXITED(st), "%s did not exit", cmd);
-    char path[128];
-    snprintf(path, sizeof path, "%s/out", tmpdir);
-    slurp(path, out, sizeof out);
-    snprintf(path, sizeof path, "%s/err", tmpdir);
-    slurp(path, err, sizeof err);
-    ck_assert_msg(WEXITSTATUS(st) != 124, "%s ran past its timeout: %s", cmd, err);
-    return WEXITSTATUS(st);
+    return run_job(cmd, "out");
 }
 
 /* As job(), rank 0's standard output written to a file by the rank itself
@@ -108,20 +115,13 @@ static inline int job(int n, const char *tool, const char *args)
  * out holds rank 0's text. */
 static inline int job_rank0_out(int n, const char *tool, const char *args)
 {
-    char cmd[8192], mpi[256], path[128];
+    char cmd[8192], mpi[256];
     launcher(n, mpi, sizeof mpi);
     snprintf(cmd, sizeof cmd,
              "timeout 120 %ssh -c \"exec %s/%s --devices cpu -t 1 %s > %s/out.\\$OMPI_COMM_WORLD_RANK\" "
              "> /dev/null 2> %s/err",
              mpi, hx_test_build_dir(), tool, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    ck_assert_msg(WIFEXITED(st), "%s did not exit", cmd);
-    snprintf(path, sizeof path, "%s/err", tmpdir);
-    slurp(path, err, sizeof err);
-    ck_assert_msg(WEXITSTATUS(st) != 124, "%s ran past its timeout: %s", cmd, err);
-    snprintf(path, sizeof path, "%s/out.0", tmpdir);
-    slurp(path, out, sizeof out);
-    return WEXITSTATUS(st);
+    return run_job(cmd, "out.0");
 }
 
 static inline long file_bytes(const char *path, char **data)
