@@ -68,33 +68,43 @@ INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const i
     int64_t i = 0;
     for (; i + 8 * VECS <= n; i += 8 * VECS) {
         __m256 a[COLS][VECS];
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
+#pragma GCC unroll 2
             for (int k = 0; k < VECS; k++)
                 a[c][k] = _mm256_loadu_ps(acc + (size_t)c * as + i + 8 * k);
         for (int64_t r = 0; r < rows; r++) {
             const uint8_t *row = x + (size_t)r * xs;
             __m256 v[VECS];
+#pragma GCC unroll 2
             for (int k = 0; k < VECS; k++)
                 v[k] = row8(row, i + 8 * k, t);
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const __m256 wv = _mm256_set1_ps(w[(size_t)c * ws + (size_t)r]);
+#pragma GCC unroll 2
                 for (int k = 0; k < VECS; k++)
                     a[c][k] = _mm256_fmadd_ps(wv, v[k], a[c][k]);
             }
         }
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
+#pragma GCC unroll 2
             for (int k = 0; k < VECS; k++)
                 _mm256_storeu_ps(acc + (size_t)c * as + i + 8 * k, a[c][k]);
     }
     for (; i + 8 <= n; i += 8) {
         __m256 a[COLS];
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             a[c] = _mm256_loadu_ps(acc + (size_t)c * as + i);
         for (int64_t r = 0; r < rows; r++) {
             const __m256 v = row8(x + (size_t)r * xs, i, t);
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++)
                 a[c] = _mm256_fmadd_ps(_mm256_set1_ps(w[(size_t)c * ws + (size_t)r]), v, a[c]);
         }
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             _mm256_storeu_ps(acc + (size_t)c * as + i, a[c]);
     }

@@ -58,34 +58,44 @@ INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const i
     int64_t i = 0;
     for (; i + 16 * VECS <= n; i += 16 * VECS) {
         __m512 a[COLS][VECS];
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
+#pragma GCC unroll 2
             for (int k = 0; k < VECS; k++)
                 a[c][k] = _mm512_loadu_ps(acc + (size_t)c * as + i + 16 * k);
         for (int64_t r = 0; r < rows; r++) {
             const uint8_t *row = x + (size_t)r * xs;
             __m512 v[VECS];
+#pragma GCC unroll 2
             for (int k = 0; k < VECS; k++)
                 v[k] = row16(row, i + 16 * k, 0xffff, t);
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const __m512 wv = _mm512_set1_ps(w[(size_t)c * ws + (size_t)r]);
+#pragma GCC unroll 2
                 for (int k = 0; k < VECS; k++)
                     a[c][k] = _mm512_fmadd_ps(wv, v[k], a[c][k]);
             }
         }
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
+#pragma GCC unroll 2
             for (int k = 0; k < VECS; k++)
                 _mm512_storeu_ps(acc + (size_t)c * as + i + 16 * k, a[c][k]);
     }
     for (; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 a[COLS];
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             a[c] = _mm512_maskz_loadu_ps(m, acc + (size_t)c * as + i);
         for (int64_t r = 0; r < rows; r++) {
             const __m512 v = row16(x + (size_t)r * xs, i, m, t);
+#pragma GCC unroll 8
             for (int c = 0; c < C; c++)
                 a[c] = _mm512_fmadd_ps(_mm512_set1_ps(w[(size_t)c * ws + (size_t)r]), v, a[c]);
         }
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             _mm512_mask_storeu_ps(acc + (size_t)c * as + i, m, a[c]);
     }
