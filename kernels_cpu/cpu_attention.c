@@ -109,14 +109,14 @@ static size_t partial_bytes(const hx_op_attention *a) { return ALIGN64(sizeof(at
 
 /* Per thread, for its columns: a chunk's scores, the queries quantized to
  * the K rows' dot partner, the columns, the chunk's stats and V sums;
- * then ATTN_CHUNK dequantized V rows and a gemm tile's outputs for a lone
- * K row. */
+ * then ATTN_CHUNK dequantized V rows, as many converted K rows and a gemm
+ * tile's outputs for a lone K row. */
 static size_t attn_thread_bytes(const hx_op_attention *a, int nth)
 {
     const uint64_t cols = cols_cap(a, nth);
     return cols * (ATTN_CHUNK * sizeof(float) + qstride_of(a)) + ALIGN64(cols * sizeof(attn_col)) +
            ALIGN64(cols * sizeof(attn_stat)) + ALIGN64(cols * a->Dh * sizeof(float)) +
-           ALIGN64(ATTN_CHUNK * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS_MAX * sizeof(float));
+           2 * ALIGN64(ATTN_CHUNK * a->Dh * sizeof(float)) + ALIGN64(4 * HX_GEMM_COLS_MAX * sizeof(float));
 }
 
 /* Split mode's partials, after the threads' areas: [T][Hq][chunks]. */
@@ -188,6 +188,7 @@ static int32_t seen_run(const attn_col *col, uint32_t ncol, int32_t p, uint32_t 
 typedef struct {
     const hx_op_attention *a;
     const hx_quant_ops *kq, *vq, *qq;
+    int k_to_f32; /* K rows convert to F32 (exactly) with their own tile's bits in the F32 tile */
     size_t rbytes, hbytes, qstride; /* K's row and head bytes */
     size_t vrbytes, vhbytes;        /* V's */
     uint64_t slots;
@@ -205,19 +206,53 @@ typedef struct {
     attn_stat *st;     /* [ncol] this chunk's */
     float *o;          /* [ncol][Dh] this chunk's */
     float *vbuf;       /* [ATTN_CHUNK][Dh] */
+    float *kbuf;       /* [ATTN_CHUNK][Dh] K rows converted to F32 */
     float *lone;       /* [HX_GEMM_COLS_MAX][4] */
 } attn_tile;
 
+/* score[j][i] for i < n from the K rows of positions p .. p + n - 1 of
+ * one block, as stored (k0: the first): four rows a gemm tile, a last one
+ * to three alone. */
+static void score_rows(const attn_tile *w, uint32_t ncol, const uint8_t *k0, int32_t n, float *score, int32_t p)
+{
+    const attn_geom *g = w->g;
+    const hx_op_attention *a = g->a;
+    const hx_quant_ops *kq = g->kq;
+    const size_t rstride = g->rbytes;
+    const uint32_t step = (uint32_t)kq->gemm_cols;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        for (int32_t f = 0; f < 4 && p + i + KV_AHEAD + f <= w->ahead_end; f++)
+            prefetch_row(g->kc, &a->kv, w->blocks, p + i + KV_AHEAD + f, g->rbytes, w->kvh * g->hbytes, g->hbytes);
+        for (uint32_t j = 0; j < ncol; j += step) {
+            const int nc = (int)(ncol - j < step ? ncol - j : step);
+            kq->gemm(a->Dh, nc, score + j * ATTN_CHUNK + i, ATTN_CHUNK, k0 + (size_t)i * rstride, rstride,
+                     w->q + j * g->qstride, g->qstride);
+        }
+    }
+    for (; i < n; i++)
+        for (uint32_t j = 0; j < ncol; j += step) {
+            const int nc = (int)(ncol - j < step ? ncol - j : step);
+            kq->gemm(a->Dh, nc, w->lone, 4, k0 + (size_t)i * rstride, 0, w->q + j * g->qstride, g->qstride);
+            for (int c = 0; c < nc; c++)
+                score[(j + c) * ATTN_CHUNK + i] = w->lone[4 * c];
+        }
+}
+
 /* score[j][p - c0] = dot(K row p, query j) for every position p in
- * [lo, hi] some column sees, four rows a gemm tile where a block's run has
- * them. */
+ * [lo, hi] some column sees.  Many columns over F16 or BF16 rows (a
+ * prompt's tile): the rows are converted to F32 once (exactly) into
+ * w->kbuf and meet the queries in the F32 tile, which gives the bits the
+ * rows' own tile gives (kernels_cpu/quant.h, gemm_keep_f32) at a
+ * fraction of the conversions; otherwise the rows as stored, a block's
+ * run at a time. */
 static void chunk_scores(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0, int32_t lo, int32_t hi)
 {
     const attn_geom *g = w->g;
     const hx_op_attention *a = g->a;
     const hx_kv_layout *l = &a->kv;
-    const uint32_t step = (uint32_t)g->kq->gemm_cols;
     const size_t koff = w->kvh * g->hbytes;
+    const int convert = g->k_to_f32 && ncol > ATTN_INPLACE_COLS;
     for (int32_t p = lo, next; p <= hi;) {
         int32_t e = seen_run(col, ncol, p, l->block_size, &next);
         if (e < 0) {
@@ -226,25 +261,18 @@ static void chunk_scores(const attn_tile *w, const attn_col *col, uint32_t ncol,
         }
         e = e < hi ? e : hi;
         const uint8_t *k0 = kv_row(g->kc, l, w->blocks, p, g->rbytes) + koff;
-        const int32_t n = e - p + 1;
-        int32_t i = 0;
-        for (; i + 4 <= n; i += 4) {
-            for (int32_t f = 0; f < 4 && p + i + KV_AHEAD + f <= w->ahead_end; f++)
-                prefetch_row(g->kc, l, w->blocks, p + i + KV_AHEAD + f, g->rbytes, koff, g->hbytes);
-            for (uint32_t j = 0; j < ncol; j += step) {
-                const int nc = (int)(ncol - j < step ? ncol - j : step);
-                g->kq->gemm(a->Dh, nc, w->score + j * ATTN_CHUNK + (p + i - c0), ATTN_CHUNK,
-                            k0 + (size_t)i * g->rbytes, g->rbytes, w->q + j * g->qstride, g->qstride);
+        if (!convert) {
+            score_rows(w, ncol, k0, e - p + 1, w->score + (p - c0), p);
+        } else {
+            for (int32_t r = p; r <= e; r++) {
+                if (r + KV_AHEAD <= w->ahead_end)
+                    prefetch_row(g->kc, l, w->blocks, r + KV_AHEAD, g->rbytes, koff, g->hbytes);
+                g->kq->dequantize_row(k0 + (size_t)(r - p) * g->rbytes, w->kbuf + (size_t)(r - c0) * a->Dh, a->Dh);
             }
+            hx_quant_gemm_f32_block(a->Dh, e - p + 1, ncol, w->score + (p - c0), ATTN_CHUNK,
+                                    w->kbuf + (size_t)(p - c0) * a->Dh, a->Dh * sizeof(float),
+                                    (const float *)(const void *)w->q, g->qstride);
         }
-        for (; i < n; i++)
-            for (uint32_t j = 0; j < ncol; j += step) {
-                const int nc = (int)(ncol - j < step ? ncol - j : step);
-                g->kq->gemm(a->Dh, nc, w->lone, 4, k0 + (size_t)i * g->rbytes, 0, w->q + j * g->qstride,
-                            g->qstride);
-                for (int c = 0; c < nc; c++)
-                    w->score[(j + c) * ATTN_CHUNK + (p + i - c0)] = w->lone[4 * c];
-            }
         p = e + 1;
     }
 }
@@ -486,6 +514,7 @@ static int geom_init(const hx_cpu_call *c, const hx_op_attention *a, attn_geom *
                      .vrbytes = hx_type_row_size((hx_type)a->v_type, kvrow),
                      .vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh), .kc = c->buffers[1],
                      .vc = c->buffers[2]};
+    g->k_to_f32 = kq->gemm_keep_f32 && kq->vec_dot_type == HX_TYPE_F32;
     if (!g->qq || !g->rbytes || !g->hbytes || g->hbytes * a->Hkv != g->rbytes || !g->vrbytes || !g->vhbytes ||
         g->vhbytes * a->Hkv != g->vrbytes)
         return HX_ERR_INVALID_ARG; /* rows must split into whole blocks per head */
@@ -514,6 +543,8 @@ static void tile_buffers(const hx_cpu_call *c, const attn_geom *g, attn_tile *w,
     w->o = (float *)p;
     p += ALIGN64(cols * a->Dh * sizeof(float));
     w->vbuf = (float *)p;
+    p += ALIGN64(ATTN_CHUNK * a->Dh * sizeof(float));
+    w->kbuf = (float *)p;
     p += ALIGN64(ATTN_CHUNK * a->Dh * sizeof(float));
     w->lone = (float *)p;
 }

@@ -283,6 +283,15 @@ void hx_quant_add_scaled_rows(float *acc, const float *x, size_t x_stride, const
 void hx_quant_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
                                   int64_t n);
 
+/* s[c*s_stride + r] = dot(x row r, y row c) for r < rows and c < cols,
+ * rows of n F32 (strides in bytes for x and y, in floats for s), at the
+ * current level: the F32 gemm tiles' sums bit for bit, every tile of the
+ * block in one call and without the tiles' prefetches, for rows already
+ * in L1 (attention's K rows of a chunk, converted to F32 once for a
+ * prompt's many queries). */
+void hx_quant_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+                             size_t x_stride, const float *y, size_t y_stride);
+
 /* HX_OK if a row of n elements of t has kernels and whole blocks; else an
  * error naming the type (HX_ERR_UNSUPPORTED / HX_ERR_INVALID_ARG). */
 hx_status hx_quant_row_check(hx_type t, int64_t n);

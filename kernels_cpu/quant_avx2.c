@@ -793,7 +793,7 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
  * first (`keep`: they are also left there, row r at keep + r*n). */
 static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, float *s, size_t ss, const uint8_t *x,
                                                                   size_t bx, const uint8_t *y, size_t by, const int C,
-                                                                  const int T, float *keep)
+                                                                  const int T, float *keep, const int PF)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     const int64_t L = 64 / E;                /* weights per cache line: 16 or 32 */
@@ -807,14 +807,14 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
     int64_t i = 0;
     for (; i < nl; i += L) {
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; PF && r < 4; r++)
             _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
 #pragma GCC unroll 4
         for (int64_t k = 0; k < L; k += 8)
             plain_step(acc, x, bx, y, by, i + k, C, T, keep, n);
     }
     for (; i < n8; i += 8) {
-        if (!((E * i) & 63))
+        if (PF && !((E * i) & 63))
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
                 _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
@@ -824,7 +824,10 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
         for (int r = 0; r < 4; r++)
             keep[r * n + k] = plain1(x + r * bx + E * k, T);
 #pragma GCC unroll 3
-    for (int c = 0; c < C; c++) {
+    for (int c = 0; c < C && n8 == n; c++)
+        _mm_storeu_ps(s + c * ss, hsum4x8(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
+#pragma GCC unroll 3
+    for (int c = 0; c < C && n8 < n; c++) {
         float t[4];
         _mm_storeu_ps(t, hsum4x8(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
         const float *yc = (const float *)(const void *)(y + c * by);
@@ -851,11 +854,11 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
         (void)k;                                                                                                  \
         int c = 0;                                                                                                \
         for (; c + 3 <= ncols; c += 3)                                                                            \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, T, c ? NULL : keep);    \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, T, c ? NULL : keep, 1);    \
         if (ncols - c == 2)                                                                                       \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, c ? NULL : keep);    \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, c ? NULL : keep, 1);    \
         else if (ncols - c == 1)                                                                                  \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, c ? NULL : keep);    \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, c ? NULL : keep, 1);    \
     }
 PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
@@ -866,15 +869,48 @@ static void gemm_f32(int64_t n, int ncols, float *s, size_t ss, const void *x, s
     gemm_f32_cols(n, ncols, s, ss, x, bx, y, by, NULL);
 }
 
+/* hx_quant_gemm_f32_block at AVX2: gemm_f32's tiles, four rows by three
+ * columns, over the whole block in one call and without the prefetches
+ * (its rows are in L1).  A last one to three rows each run alone (stride
+ * 0, the first of four equal outputs), as a lone row's tile does. */
+static inline __attribute__((always_inline)) void block_cols(int64_t n, int64_t cols, float *s, size_t ss,
+                                                             const uint8_t *x, size_t bx, const uint8_t *y, size_t by)
+{
+    int64_t c = 0;
+    for (; c + 3 <= cols; c += 3)
+        gemm_plain_cols(n, s + c * ss, ss, x, bx, y + c * by, by, 3, HX_TYPE_F32, NULL, 0);
+    if (cols - c == 2)
+        gemm_plain_cols(n, s + c * ss, ss, x, bx, y + c * by, by, 2, HX_TYPE_F32, NULL, 0);
+    else if (cols - c == 1)
+        gemm_plain_cols(n, s + c * ss, ss, x, bx, y + c * by, by, 1, HX_TYPE_F32, NULL, 0);
+}
+
+void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x,
+                                  size_t bx, const float *y, size_t by)
+{
+    const uint8_t *xb = (const uint8_t *)x, *yb = (const uint8_t *)y;
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+        block_cols(n, cols, s + r, ss, xb + (size_t)r * bx, bx, yb, by);
+    for (; r < rows; r++)
+        for (int64_t c = 0; c < cols; c += 3) {
+            float t[4 * 3];
+            const int64_t nc = cols - c < 3 ? cols - c : 3;
+            block_cols(n, nc, t, 4, xb + (size_t)r * bx, 0, yb + (size_t)c * by, by);
+            for (int64_t k = 0; k < nc; k++)
+                s[(size_t)(c + k) * ss + (size_t)r] = t[4 * k];
+        }
+}
+
 /* Pairs of columns, converting each weight vector once for both. */
 #define GEMM_PLAIN_PAIRS(name, T)                                                                                 \
     static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
     {                                                                                                             \
         int c = 0;                                                                                                \
         for (; c + 2 <= ncols; c += 2)                                                                            \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, NULL);               \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, NULL, 1);               \
         if (c < ncols)                                                                                            \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, NULL);               \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, NULL, 1);               \
     }
 GEMM_PLAIN_PAIRS(gemm_f16, HX_TYPE_F16)
 GEMM_PLAIN_PAIRS(gemm_bf16, HX_TYPE_BF16)

@@ -694,7 +694,7 @@ INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS_MAX], const uint8_t *x, size_t
  * over the row, so an output's bits are the same at any width, and the
  * same for F16 or BF16 rows as for those rows converted to F32 first. */
 INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
-                            const int C, const int T, float *keep)
+                            const int C, const int T, float *keep, const int PF)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     const int64_t L = 64 / E;                /* weights per cache line: 16 or 32 */
@@ -708,7 +708,7 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
     int64_t i = 0;
     for (; i < nl; i += L) {
         #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; PF && r < 4; r++)
             prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 4, 64);
         #pragma GCC unroll 2
         for (int64_t k = 0; k < L; k += 16)
@@ -716,7 +716,7 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
     }
     for (; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        if (!((E * i) & 63))
+        if (PF && !((E * i) & 63))
             #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
                 prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 4, 64);
@@ -738,12 +738,12 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
     {                                                                                                             \
         (void)k;                                                                                                  \
         switch (ncols) {                                                                                          \
-        case 6: gemm_plain_tile(n, s, ss, x, bx, y, by, 6, T, keep); break;                                       \
-        case 5: gemm_plain_tile(n, s, ss, x, bx, y, by, 5, T, keep); break;                                       \
-        case 4: gemm_plain_tile(n, s, ss, x, bx, y, by, 4, T, keep); break;                                       \
-        case 3: gemm_plain_tile(n, s, ss, x, bx, y, by, 3, T, keep); break;                                       \
-        case 2: gemm_plain_tile(n, s, ss, x, bx, y, by, 2, T, keep); break;                                       \
-        default: gemm_plain_tile(n, s, ss, x, bx, y, by, 1, T, keep); break;                                      \
+        case 6: gemm_plain_tile(n, s, ss, x, bx, y, by, 6, T, keep, 1); break;                                       \
+        case 5: gemm_plain_tile(n, s, ss, x, bx, y, by, 5, T, keep, 1); break;                                       \
+        case 4: gemm_plain_tile(n, s, ss, x, bx, y, by, 4, T, keep, 1); break;                                       \
+        case 3: gemm_plain_tile(n, s, ss, x, bx, y, by, 3, T, keep, 1); break;                                       \
+        case 2: gemm_plain_tile(n, s, ss, x, bx, y, by, 2, T, keep, 1); break;                                       \
+        default: gemm_plain_tile(n, s, ss, x, bx, y, by, 1, T, keep, 1); break;                                      \
         }                                                                                                         \
     }
 PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
@@ -758,8 +758,45 @@ static void gemm_f32(int64_t n, int ncols, float *s, size_t ss, const void *x, s
 {
     gemm_f32_cols(n, ncols, s, ss, x, bx, y, by, NULL);
 }
-HX_QUANT_GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16, NULL)
-HX_QUANT_GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16, NULL)
+/* hx_quant_gemm_f32_block at AVX-512: gemm_f32's tiles, four rows by six
+ * columns, over the whole block in one call and without the prefetches
+ * (its rows are in L1).  A last one to three rows each run alone (stride
+ * 0, the first of four equal outputs), as a lone row's tile does. */
+INLINE void block_cols(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,
+                       size_t by)
+{
+    int64_t c = 0;
+    for (; c + 6 <= cols; c += 6)
+        gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 6, HX_TYPE_F32, NULL, 0);
+    switch (cols - c) {
+    case 5: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 5, HX_TYPE_F32, NULL, 0); break;
+    case 4: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 4, HX_TYPE_F32, NULL, 0); break;
+    case 3: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 3, HX_TYPE_F32, NULL, 0); break;
+    case 2: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 2, HX_TYPE_F32, NULL, 0); break;
+    case 1: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 1, HX_TYPE_F32, NULL, 0); break;
+    default: break;
+    }
+}
+
+void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x,
+                                    size_t bx, const float *y, size_t by)
+{
+    const uint8_t *xb = (const uint8_t *)x, *yb = (const uint8_t *)y;
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+        block_cols(n, cols, s + r, ss, xb + (size_t)r * bx, bx, yb, by);
+    for (; r < rows; r++)
+        for (int64_t c = 0; c < cols; c += 6) {
+            float t[4 * 6];
+            const int64_t nc = cols - c < 6 ? cols - c : 6;
+            block_cols(n, nc, t, 4, xb + (size_t)r * bx, 0, yb + (size_t)c * by, by);
+            for (int64_t k = 0; k < nc; k++)
+                s[(size_t)(c + k) * ss + (size_t)r] = t[4 * k];
+        }
+}
+
+HX_QUANT_GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16, NULL, 1)
+HX_QUANT_GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16, NULL, 1)
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */

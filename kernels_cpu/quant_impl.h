@@ -53,6 +53,13 @@ void hx_quant_avx2_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_st
 void hx_quant_avx512_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
                                          int64_t n);
 
+/* Each SIMD level's hx_quant_gemm_f32_block (the scalar level loops over
+ * its gemm tiles in quant.c). */
+void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+                                  size_t x_stride, const float *y, size_t y_stride);
+void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+                                    size_t x_stride, const float *y, size_t y_stride);
+
 /* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048

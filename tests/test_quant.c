@@ -1320,6 +1320,60 @@ START_TEST(test_gguf_py_reference)
 }
 END_TEST
 
+/* hx_quant_gemm_f32_block: at each level, every output has the bits of
+ * the level's F32 gemm tile for that row and column alone, over blocks
+ * whose rows and columns leave partial tiles and lengths with partial
+ * vectors; nothing outside the block's outputs is written. */
+START_TEST(test_gemm_f32_block)
+{
+    const hx_simd_level saved = hx_quant_level();
+    uint64_t seed = 0xb10c;
+    enum { MAXR = 11, MAXC = 14, SS = 13 };
+    const int64_t lens[] = {8, 37, 64, 128};
+    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+        const int64_t n = lens[k];
+        const size_t xs = (size_t)(n + 3) * sizeof(float), ys = (size_t)(n + 5) * sizeof(float);
+        float *x = malloc(MAXR * xs), *y = malloc(MAXC * ys);
+        ck_assert_ptr_nonnull(x);
+        ck_assert_ptr_nonnull(y);
+        for (size_t i = 0; i < MAXR * xs / sizeof(float); i++)
+            x[i] = rng_normal(&seed, 1.0f);
+        for (size_t i = 0; i < MAXC * ys / sizeof(float); i++)
+            y[i] = rng_normal(&seed, 1.0f);
+        for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+            HX_ASSERT_OK(hx_quant_set_level(l));
+            const hx_quant_ops *o = hx_quant_ops_get_level(HX_TYPE_F32, l);
+            for (int64_t rows = 1; rows <= MAXR; rows += 3)
+                for (int64_t cols = 1; cols <= MAXC; cols += 4) {
+                    float out[MAXC * SS];
+                    for (int i = 0; i < MAXC * SS; i++)
+                        out[i] = -777.0f;
+                    hx_quant_gemm_f32_block(n, rows, cols, out, SS, x, xs, y, ys);
+                    for (int64_t c = 0; c < MAXC; c++)
+                        for (int64_t r = 0; r < SS; r++) {
+                            const float got = out[c * SS + r];
+                            if (c >= cols || r >= rows) {
+                                ck_assert_msg(got == -777.0f, "%s: block %lldx%lld wrote outside it",
+                                              hx_cpu_simd_name(l), (long long)rows, (long long)cols);
+                                continue;
+                            }
+                            float one[4];
+                            o->gemm(n, 1, one, 4, (const uint8_t *)x + (size_t)r * xs, 0,
+                                    (const uint8_t *)y + (size_t)c * ys, ys);
+                            ck_assert_msg(!memcmp(&got, &one[0], sizeof got),
+                                          "%s, n %lld, block %lldx%lld, row %lld col %lld: %.9g, the tile's %.9g",
+                                          hx_cpu_simd_name(l), (long long)n, (long long)rows, (long long)cols,
+                                          (long long)r, (long long)c, got, one[0]);
+                        }
+                }
+        }
+        free(x);
+        free(y);
+    }
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+}
+END_TEST
+
 /* Attention's value sum: each level gives the plain loop's bits (a
  * multiply, then an add, row after row), one row or several, at lengths
  * with and without a partial vector and past the register slices; over
@@ -1588,6 +1642,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_extremes);
     tcase_add_test(tc, test_gemm_keep);
+    tcase_add_test(tc, test_gemm_f32_block);
     tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
     tcase_add_test(tc, test_quantize_ties);
