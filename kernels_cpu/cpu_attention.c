@@ -10,9 +10,10 @@
  * exp(difference)), and the merged sum is divided by the merged l at the
  * end.  The scores of a chunk live in L1, so nothing proportional to the
  * context is written; K rows meet the queries in the KV type's gemm tile
- * straight from the cache (F16, Q8_0, Q4_0 as stored), V rows are read
- * in place or dequantized ATTN_CHUNK rows at a time, and each is added
- * to a block of columns at once (kernels_cpu/attn_values.h).
+ * straight from the cache (F16, Q8_0, Q4_0 as stored; a prompt tile's
+ * F16 rows converted to F32 once per chunk, with the same bits), V rows
+ * are read in place or dequantized ATTN_CHUNK rows at a time, and each is
+ * added to a block of columns at once (kernels_cpu/attn_values.h).
  *
  * Work:
  * - a prompt (or any batch with enough tokens) is cut into tiles of up
