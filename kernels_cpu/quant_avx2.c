@@ -885,22 +885,7 @@ static inline __attribute__((always_inline)) void block_cols(int64_t n, int64_t 
         gemm_plain_cols(n, s + c * ss, ss, x, bx, y + c * by, by, 1, HX_TYPE_F32, NULL, 0);
 }
 
-void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x,
-                                  size_t bx, const float *y, size_t by)
-{
-    const uint8_t *xb = (const uint8_t *)x, *yb = (const uint8_t *)y;
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4)
-        block_cols(n, cols, s + r, ss, xb + (size_t)r * bx, bx, yb, by);
-    for (; r < rows; r++)
-        for (int64_t c = 0; c < cols; c += 3) {
-            float t[4 * 3];
-            const int64_t nc = cols - c < 3 ? cols - c : 3;
-            block_cols(n, nc, t, 4, xb + (size_t)r * bx, 0, yb + (size_t)c * by, by);
-            for (int64_t k = 0; k < nc; k++)
-                s[(size_t)(c + k) * ss + (size_t)r] = t[4 * k];
-        }
-}
+HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx2_gemm_f32_block, block_cols, 3)
 
 /* Pairs of columns, converting each weight vector once for both. */
 #define GEMM_PLAIN_PAIRS(name, T)                                                                                 \

@@ -778,22 +778,7 @@ INLINE void block_cols(int64_t n, int64_t cols, float *s, size_t ss, const uint8
     }
 }
 
-void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x,
-                                    size_t bx, const float *y, size_t by)
-{
-    const uint8_t *xb = (const uint8_t *)x, *yb = (const uint8_t *)y;
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4)
-        block_cols(n, cols, s + r, ss, xb + (size_t)r * bx, bx, yb, by);
-    for (; r < rows; r++)
-        for (int64_t c = 0; c < cols; c += 6) {
-            float t[4 * 6];
-            const int64_t nc = cols - c < 6 ? cols - c : 6;
-            block_cols(n, nc, t, 4, xb + (size_t)r * bx, 0, yb + (size_t)c * by, by);
-            for (int64_t k = 0; k < nc; k++)
-                s[(size_t)(c + k) * ss + (size_t)r] = t[4 * k];
-        }
-}
+HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx512_gemm_f32_block, block_cols, 6)
 
 HX_QUANT_GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16, NULL, 1)
 HX_QUANT_GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16, NULL, 1)

@@ -60,6 +60,28 @@ void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *
 void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
                                     size_t x_stride, const float *y, size_t y_stride);
 
+/* A level's hx_quant_gemm_f32_block over its `cols_fn(n, cols, s, ss, x,
+ * bx, y, by)`, which runs four rows by any number of columns in tiles of
+ * up to W: whole fours of rows, then each last row alone (stride 0, the
+ * first of the tile's four equal outputs), as a lone row's tile runs. */
+#define HX_QUANT_GEMM_F32_BLOCK(name, cols_fn, W)                                                                 \
+    void name(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x, size_t bx,             \
+              const float *y, size_t by)                                                                          \
+    {                                                                                                             \
+        const uint8_t *xb = (const uint8_t *)x, *yb = (const uint8_t *)y;                                         \
+        int64_t r = 0;                                                                                            \
+        for (; r + 4 <= rows; r += 4)                                                                             \
+            cols_fn(n, cols, s + r, ss, xb + (size_t)r * bx, bx, yb, by);                                         \
+        for (; r < rows; r++)                                                                                     \
+            for (int64_t c = 0; c < cols; c += (W)) {                                                             \
+                float t[4 * (W)];                                                                                 \
+                const int64_t nc = cols - c < (W) ? cols - c : (W);                                               \
+                cols_fn(n, nc, t, 4, xb + (size_t)r * bx, 0, yb + (size_t)c * by, by);                            \
+                for (int64_t k = 0; k < nc; k++)                                                                  \
+                    s[(size_t)(c + k) * ss + (size_t)r] = t[4 * k];                                               \
+            }                                                                                                     \
+    }
+
 /* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048
