@@ -150,35 +150,25 @@ void hx_quant_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride,
     by_level[hx_quant_level()](acc, x, x_stride, w, rows, n);
 }
 
-/* The scalar level: its F32 gemm tiles (4 rows by HX_GEMM_COLS columns),
- * a last one to three rows each alone as a lone row's tile runs. */
-static void gemm_f32_block_scalar(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x,
-                                  size_t bx, const float *y, size_t by)
+/* The scalar level's columns for HX_QUANT_GEMM_F32_BLOCK: its F32 gemm
+ * tiles, HX_GEMM_COLS columns at a time. */
+static void scalar_block_cols(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx,
+                              const uint8_t *y, size_t by)
 {
     const hx_gemm_fn gemm = hx_quant_scalar_kernels[HX_TYPE_F32].gemm;
-    for (int64_t r = 0; r < rows; r += 4)
-        for (int64_t c = 0; c < cols; c += HX_GEMM_COLS) {
-            const int nc = (int)(cols - c < HX_GEMM_COLS ? cols - c : HX_GEMM_COLS);
-            const float *yc = (const float *)(const void *)((const uint8_t *)y + (size_t)c * by);
-            if (rows - r >= 4) {
-                gemm(n, nc, s + (size_t)c * ss + (size_t)r, ss, (const uint8_t *)x + (size_t)r * bx, bx, yc, by);
-                continue;
-            }
-            for (int64_t k = r; k < rows; k++) {
-                float t[4 * HX_GEMM_COLS];
-                gemm(n, nc, t, 4, (const uint8_t *)x + (size_t)k * bx, 0, yc, by);
-                for (int j = 0; j < nc; j++)
-                    s[(size_t)(c + j) * ss + (size_t)k] = t[4 * j];
-            }
-        }
+    for (int64_t c = 0; c < cols; c += HX_GEMM_COLS)
+        gemm(n, (int)(cols - c < HX_GEMM_COLS ? cols - c : HX_GEMM_COLS), s + (size_t)c * ss, ss, x, bx,
+             y + (size_t)c * by, by);
 }
+
+HX_QUANT_GEMM_F32_BLOCK(hx_quant_scalar_gemm_f32_block, scalar_block_cols, HX_GEMM_COLS)
 
 void hx_quant_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
                              size_t x_stride, const float *y, size_t y_stride)
 {
     static void (*const by_level[HX_SIMD_COUNT])(int64_t, int64_t, int64_t, float *, size_t, const float *, size_t,
                                                  const float *, size_t) = {
-        gemm_f32_block_scalar, hx_quant_avx2_gemm_f32_block, hx_quant_avx512_gemm_f32_block};
+        hx_quant_scalar_gemm_f32_block, hx_quant_avx2_gemm_f32_block, hx_quant_avx512_gemm_f32_block};
     by_level[hx_quant_level()](n, rows, cols, s, s_stride, x, x_stride, y, y_stride);
 }
 

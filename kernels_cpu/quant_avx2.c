@@ -854,11 +854,11 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
         (void)k;                                                                                                  \
         int c = 0;                                                                                                \
         for (; c + 3 <= ncols; c += 3)                                                                            \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, T, c ? NULL : keep, 1);    \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 3, T, c ? NULL : keep, 1); \
         if (ncols - c == 2)                                                                                       \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, c ? NULL : keep, 1);    \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, c ? NULL : keep, 1); \
         else if (ncols - c == 1)                                                                                  \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, c ? NULL : keep, 1);    \
+            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, c ? NULL : keep, 1); \
     }
 PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)

@@ -53,8 +53,9 @@ void hx_quant_avx2_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_st
 void hx_quant_avx512_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
                                          int64_t n);
 
-/* Each SIMD level's hx_quant_gemm_f32_block (the scalar level loops over
- * its gemm tiles in quant.c). */
+/* Each level's hx_quant_gemm_f32_block. */
+void hx_quant_scalar_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+                                    size_t x_stride, const float *y, size_t y_stride);
 void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
                                   size_t x_stride, const float *y, size_t y_stride);
 void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
