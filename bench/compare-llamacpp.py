@@ -61,7 +61,9 @@ once, the token embedding table only where the output projection is
 separate from it, then one row of it; the KV cache left out: about 1 %
 of the weights at tg64 from an empty context) times tokens/s, as a share of the
 machine's read bandwidth at the same thread count (`--bandwidth`, else
-measured by build/bench-quant --bandwidth-only).
+measured by build/bench-quant --bandwidth-only just before and just after
+each group of rows, the larger reading kept: on a shared machine the rate
+moves by half between minutes).  The column names the rate it used.
 
 A file llama.cpp fails on (a build whose kernels crash on this CPU, say)
 keeps hetero's figures; the last column then says how llama.cpp ended.
@@ -352,7 +354,7 @@ def compare(a):
                if a.reps_in_process else "alternating repetitions, medians")
         bw_text = ", ".join(f"{bws[t]:.1f} GB/s at {t} thread{'s' if t > 1 else ''}" for t in threads)
         print(f"threads {a.t}, {a.r} repetitions, {how}; load average {' '.join(load)} at the start; "
-              f"read bandwidth {bw_text}{' (given)' if a.bandwidth else ' (bench-quant)'}\n")
+              f"read bandwidth {bw_text}{' (given)' if a.bandwidth else ' (bench-quant, at the start)'}\n")
         print("| model | type | KV | threads | hetero SIMD | llama.cpp SIMD | test | hetero t/s | llama.cpp t/s "
               "| hetero / llama.cpp | roofline (hetero, llama.cpp), or note |")
         print("| --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |")
@@ -371,19 +373,24 @@ def compare(a):
                 reps = a.r if a.reps_in_process else 1
                 fns = [lambda rp=rp: hetero_once(path, a, level, rp, kv, nt, reps) for rp in repacks]
                 failed = []
+                bw_before = a.bandwidth or measured_bandwidth(nt)
                 llama = guarded(lambda: seen(llama_once(bench, path, a, kv, nt, reps), commits), failed)
                 if a.reps_in_process:
                     *hss, ls = in_process(flip, *fns, llama)
                     flip = not flip
                 else:
                     *hss, ls = alternate(a.r, *fns, llama)
-                bw = bws[nt]
+                # The machine's read rate moves with its neighbours' load, so
+                # each group of rows is held to the larger of the readings
+                # taken just before and just after its runs.
+                bw = a.bandwidth or max(bw_before, measured_bandwidth(nt))
                 for rp, hs in zip(repacks, hss):
                     for test in tests_of(a):
                         h, l = hs.get(test), ls.get(test)
                         roof = failed[0] if failed else ""
                         if test.startswith("tg") and h and l:
-                            roof = f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
+                            roof = (f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
+                                    f" of {bw:.1f} GB/s")
                             if (path, test) in IN_LLC:
                                 roof = f"in LLC ({roof} of the memory's)"
                         row(label, typ, f"{level}, repack {rp}" if rp else level, llama_level, test, h, l, roof,

@@ -31,8 +31,11 @@ static void detect(void)
     if (!__get_cpuid(0, &a, &b, &c, &d))
         return;
     const int intel = b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e; /* "GenuineIntel" */
+    const int amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163; /* "AuthenticAMD" */
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return;
+    /* the family as AMD numbers it: 0x19 Zen 3 and 4, 0x1A Zen 5 */
+    const unsigned family = ((a >> 8) & 0xf) == 0xf ? 0xf + ((a >> 20) & 0xff) : (a >> 8) & 0xf;
     const int osxsave = (c >> 27) & 1;
     if ((c >> 28) & 1)
         f |= HX_CPU_AVX;
@@ -70,7 +73,15 @@ static void detect(void)
                 f |= HX_CPU_AVX512BF16;
         }
     }
-    if (intel && (f & HX_CPU_AVX512F))
+    if (intel)
+        f |= HX_CPU_INTEL;
+    if (intel)
+        f |= HX_CPU_INTEL;
+    /* Zen 5's server and desktop cores run 512-bit instructions whole
+     * (its mobile ones split them, as Zen 4 does; cpuid does not say
+     * which: they are taken as whole, a choice hx_repack_set_pairs can
+     * undo). */
+    if ((intel || (amd && family >= 0x1a)) && (f & HX_CPU_AVX512F))
         f |= HX_CPU_ZMM_FULL;
     features = f;
     simd_max = level_of(f);

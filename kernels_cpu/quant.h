@@ -186,10 +186,11 @@ enum {
     HX_CPU_AVXVNNI = 1u << 10,
     HX_CPU_OS_YMM = 1u << 11, /* the OS saves ymm state (XCR0)         */
     HX_CPU_OS_ZMM = 1u << 12, /* the OS saves zmm and opmask state     */
-    /* Its cores run a 512-bit instruction at full width, as Intel's do,
-     * where AMD's Zen 4 runs it as two 256-bit halves: wider kernels pay
-     * on the first kind only (kernels_cpu/repack.c). */
+    /* Its cores run a 512-bit instruction at full width, as Intel's and
+     * AMD's Zen 5 do, where Zen 4 runs it as two 256-bit halves: wider
+     * prompt kernels pay on the first kind only (kernels_cpu/repack.c). */
     HX_CPU_ZMM_FULL = 1u << 13,
+    HX_CPU_INTEL = 1u << 14, /* "GenuineIntel": a few kernel choices were measured to differ by vendor */
 };
 
 /* HX_CPU_* bits of this CPU (cpuid + xgetbv); computed once. */

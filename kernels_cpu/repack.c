@@ -208,26 +208,33 @@ static _Atomic int pairs_mode = HX_REPACK_PAIRS_PAYING;
 
 void hx_repack_set_pairs(hx_repack_pairs mode) { atomic_store(&pairs_mode, (int)mode); }
 
-/* Where the 512-bit pair kernels beat the 256-bit ones (docs/repack.md).
- * On cores that run 512-bit instructions at full width (Intel's) they
- * pay for every type that has them, prompts and decode alike: whole
- * small models, prompt +9-19 % and decode +17-60 % on a Xeon with
- * AVX-512.  On Zen 4, which splits each into two 256-bit halves, only
- * Q4_K's prompts gained: its unsigned nibbles take one vpdpbusd per
- * column and vector, while a decode step's single column measured slower
- * through the pair kernel in whole models, and Q4_0 and Q8_0's signed
- * quants need a mask and a masked subtraction per column.  At AVX2 the
- * pairs (two 256-bit tiles side by side) pay for decode, where two
- * streams of weights keep more loads in flight: small q8_0 tg64 +16 %,
- * SmolLM2 Q4_1 +6 % on the Xeon; prompts keep the one-group tiles, whose
- * column tiles already reuse each load. */
+/* Where the pair kernels beat the one-group ones (docs/repack.md), by
+ * whole-model measurements:
+ * - Prompts at AVX-512 on cores that run 512-bit instructions whole pay
+ *   for every type that has 512-bit pairs: prompt +9-19 % on a Xeon, on
+ *   Zen 5 small q4_0 pp128 1910 -> 3300 t/s, q8_0 2150 -> 3000, q4_K
+ *   level.  On Zen 4, which splits each into two 256-bit halves, only
+ *   Q4_K's gained: its unsigned nibbles take one vpdpbusd per column and
+ *   vector, where Q4_0 and Q8_0's signed quants need a mask and a masked
+ *   subtraction per column.  At AVX2 prompts keep the one-group tiles,
+ *   whose column tiles already reuse each load.
+ * - Decode (one column) paid on Intel's cores only, at both levels: on a
+ *   Xeon +17-60 % at AVX-512; at AVX2 (two 256-bit tiles side by side,
+ *   two streams of weights in flight) small q8_0 tg64 +16 %, SmolLM2
+ *   Q4_1 +6 %.  On Zen 4 it measured slower at AVX-512, and on Zen 5 a
+ *   third slower at both: at AVX2 small q4_0 tg128 600-660 t/s without
+ *   the pairs against 370-440 with them, q8_0 380-420 against 250-280,
+ *   SmolLM2 Q4_1 315-325 against 210-220; at AVX-512 small q4_0 600-670
+ *   against 460, q8_0 375-435 against 290-320, q4_K_M 600-630 against
+ *   375-400. */
 static int pair_pays(hx_type t, uint32_t cols, hx_simd_level level)
 {
+    const uint32_t f = hx_cpu_features();
+    if (cols == 1)
+        return (f & HX_CPU_INTEL) != 0;
     if (level == HX_SIMD_AVX2)
-        return cols == 1;
-    if (hx_cpu_features() & HX_CPU_ZMM_FULL)
-        return 1;
-    return t == HX_TYPE_Q4_K && cols > 1;
+        return 0;
+    return (f & HX_CPU_ZMM_FULL) || t == HX_TYPE_Q4_K;
 }
 
 hx_repack_gemm_fn hx_repack_gemm_pair_level(hx_type t, hx_simd_level level)
