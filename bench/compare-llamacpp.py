@@ -61,9 +61,10 @@ once, the token embedding table only where the output projection is
 separate from it, then one row of it; the KV cache left out: about 1 %
 of the weights at tg64 from an empty context) times tokens/s, as a share of the
 machine's read bandwidth at the same thread count (`--bandwidth`, else
-measured by build/bench-quant --bandwidth-only just before and just after
-each group of rows, the larger reading kept: on a shared machine the rate
-moves by half between minutes).  The column names the rate it used.
+measured by build/bench-quant --bandwidth-only in turn with the programs'
+repetitions, as one more of them, and its median taken: on a shared
+machine the rate moves by half between minutes).  The column names the
+rate it used.
 
 A file llama.cpp fails on (a build whose kernels crash on this CPU, say)
 keeps hetero's figures; the last column then says how llama.cpp ended.
@@ -373,17 +374,16 @@ def compare(a):
                 reps = a.r if a.reps_in_process else 1
                 fns = [lambda rp=rp: hetero_once(path, a, level, rp, kv, nt, reps) for rp in repacks]
                 failed = []
-                bw_before = a.bandwidth or measured_bandwidth(nt)
                 llama = guarded(lambda: seen(llama_once(bench, path, a, kv, nt, reps), commits), failed)
+                # The machine's read rate moves with its neighbours' load, so it
+                # is read in turn with the programs' runs, as one more of them.
+                rate = lambda nt=nt: {"bw": a.bandwidth or measured_bandwidth(nt)}
                 if a.reps_in_process:
-                    *hss, ls = in_process(flip, *fns, llama)
+                    *hss, ls, rates = in_process(flip, *fns, llama, rate)
                     flip = not flip
                 else:
-                    *hss, ls = alternate(a.r, *fns, llama)
-                # The machine's read rate moves with its neighbours' load, so
-                # each group of rows is held to the larger of the readings
-                # taken just before and just after its runs.
-                bw = a.bandwidth or max(bw_before, measured_bandwidth(nt))
+                    *hss, ls, rates = alternate(a.r, *fns, llama, rate)
+                bw = rates["bw"]
                 for rp, hs in zip(repacks, hss):
                     for test in tests_of(a):
                         h, l = hs.get(test), ls.get(test)
