@@ -342,18 +342,18 @@ int hx_cpu_rope(const hx_cpu_call *c)
 
 /* One token's row of Hkv heads into the cache: each head rotated first
  * when `rot` is set (a copy on the stack; the input is read-only). */
-static void store_row(const hx_quant_ops *q, const float *x, uint8_t *dst, uint32_t Hkv, uint32_t Dh, size_t hbytes,
-                      uint32_t rot)
+static void store_row(hx_quantize_row_fn store, const float *x, uint8_t *dst, uint32_t Hkv, uint32_t Dh,
+                      size_t hbytes, uint32_t rot)
 {
     if (!rot) {
-        q->quantize_row(x, dst, (int64_t)Hkv * Dh);
+        store(x, dst, (int64_t)Hkv * Dh);
         return;
     }
     float head[HX_HADAMARD_MAX];
     for (uint32_t h = 0; h < Hkv; h++) {
         memcpy(head, x + (size_t)h * Dh, Dh * sizeof(float));
         hx_hadamard_rotate(head, Dh, rot);
-        q->quantize_row(head, dst + h * hbytes, Dh);
+        store(head, dst + h * hbytes, Dh);
     }
 }
 
@@ -362,7 +362,8 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
     const hx_op_kv_store *a = c->args;
     const uint64_t row = (uint64_t)a->Hkv * a->Dh;
     const size_t krb = hx_type_row_size((hx_type)a->kv_type, row), vrb = hx_type_row_size((hx_type)a->v_type, row);
-    const hx_quant_ops *kq = hx_quant_ops_get((hx_type)a->kv_type), *vq = hx_quant_ops_get((hx_type)a->v_type);
+    const hx_quantize_row_fn kq = hx_quant_kv_quantizer((hx_type)a->kv_type, 0),
+                             vq = hx_quant_kv_quantizer((hx_type)a->v_type, 1);
     if (!kq || !vq || !krb || !vrb)
         return HX_ERR_UNSUPPORTED;
     /* A rotated head must be whole blocks of its type. */

@@ -26,7 +26,8 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
     const size_t hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh);
     const size_t vrbytes = hx_type_row_size((hx_type)a->v_type, (uint64_t)a->Hkv * a->Dh);
     const size_t vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh);
-    if (!q || !q->dequantize_row || !rbytes || !hbytes || hbytes * a->Hkv != rbytes || a->n_rot > a->Dh ||
+    const hx_quantize_row_fn store = hx_quant_kv_quantizer((hx_type)a->kv_type, 0);
+    if (!q || !q->dequantize_row || !store || !rbytes || !hbytes || hbytes * a->Hkv != rbytes || a->n_rot > a->Dh ||
         a->n_rot % 2 || a->n_rot > 1024 || !vrbytes || vhbytes * a->Hkv != vrbytes ||
         !hx_hadamard_width_ok(a->rot_k, a->Dh))
         return HX_ERR_INVALID_ARG;
@@ -68,7 +69,7 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
             }
             if (a->rot_k)
                 hx_hadamard_rotate(k, a->Dh, a->rot_k);
-            q->quantize_row(k, kc + dst, a->Dh);
+            store(k, kc + dst, a->Dh);
         }
     }
     return 0;

@@ -114,6 +114,18 @@ const hx_quant_ops *hx_quant_ops_get_level(hx_type t, hx_simd_level level)
 
 const hx_quant_ops *hx_quant_ops_get(hx_type t) { return table_of_type(current(), t); }
 
+hx_quantize_row_fn hx_quant_kv_quantizer(hx_type t, int values)
+{
+    const hx_quant_ops *q = hx_quant_ops_get(t);
+    if (!q)
+        return NULL;
+    if (t != HX_TYPE_Q4_0)
+        return q->quantize_row;
+    if (q->level >= HX_SIMD_AVX2)
+        return values ? hx_quant_avx2_quantize_q4_0_values : hx_quant_avx2_quantize_q4_0_keys;
+    return values ? hx_quant_quantize_q4_0_values : hx_quant_quantize_q4_0_keys;
+}
+
 hx_status hx_quant_set_level(hx_simd_level level)
 {
     pthread_once(&tables_once, build_tables);

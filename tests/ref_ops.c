@@ -200,9 +200,26 @@ void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n)
     }
 }
 
-/* llama.cpp's quantize_row_q4_0_ref: d = the value of largest magnitude
- * over -8, q = x / d + 8 truncated after adding 0.5, at most 15. */
-void hx_ref_quantize_q4_0(const float *x, uint8_t *out, uint32_t n)
+/* How the KV cache stores Q4_0: for each block, quants l = round(x * s)
+ * (half to even) clamped to -8..7 for the inverse scales s = -8/max and
+ * -(8 + k/10)/max, k = ±1..±9, max the value of largest magnitude; each
+ * rounding's weighted least-squares scale sum(w x l) / sum(w l l), with
+ * w = x^2 for keys and 1 for values; the rounding whose
+ * sum(w x l)^2 / sum(w l l) is largest (the first such) wins, stored as
+ * d = that scale, q = l + 8.  Sums in float, in element order. */
+static float ref_q4_0_fit(const float *x, float s, int values, int *l, float *sumlx, float *suml2)
+{
+    *sumlx = *suml2 = 0;
+    for (int i = 0; i < 32; i++) {
+        float r = nearbyintf(s * x[i]), w = values ? 1.0f : x[i] * x[i];
+        l[i] = r < -8 ? -8 : r > 7 ? 7 : (int)r;
+        *sumlx += w * x[i] * (float)l[i];
+        *suml2 += w * (float)l[i] * (float)l[i];
+    }
+    return *suml2 != 0 ? *sumlx / *suml2 : 0.0f;
+}
+
+void hx_ref_quantize_q4_0_kv(const float *x, uint8_t *out, uint32_t n, int values)
 {
     for (uint32_t b = 0; b < n / 32; b++, x += 32, out += 18) {
         float amax = 0, max = 0;
@@ -211,14 +228,30 @@ void hx_ref_quantize_q4_0(const float *x, uint8_t *out, uint32_t n)
                 amax = fabsf(x[i]);
                 max = x[i];
             }
-        float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        int l[32], best_l[32];
+        for (int i = 0; i < 32; i++)
+            best_l[i] = -8; /* a block of zeros: d = 0, every q 0 */
+        float d = 0;
+        if (amax >= 1e-15f) {
+            float sumlx, suml2;
+            d = ref_q4_0_fit(x, -8.0f / max, values, best_l, &sumlx, &suml2);
+            float best = d * sumlx;
+            for (int k = -9; k <= 9; k++) {
+                if (k == 0)
+                    continue;
+                float scale = ref_q4_0_fit(x, -(8.0f + 0.1f * (float)k) / max, values, l, &sumlx, &suml2);
+                if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+                    memcpy(best_l, l, sizeof l);
+                    d = scale;
+                    best = scale * sumlx;
+                }
+            }
+        }
         uint16_t h = hx_ref_f32_to_f16(d);
         out[0] = (uint8_t)h;
         out[1] = (uint8_t)(h >> 8);
-        for (int i = 0; i < 16; i++) {
-            int q0 = (int8_t)(x[i] * id + 8.5f), q1 = (int8_t)(x[16 + i] * id + 8.5f);
-            out[2 + i] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
-        }
+        for (int i = 0; i < 16; i++)
+            out[2 + i] = (uint8_t)((best_l[i] + 8) | (best_l[16 + i] + 8) << 4);
     }
 }
 
@@ -365,14 +398,14 @@ void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, const 
 
 static size_t kv_row_bytes(uint32_t kv_type, uint32_t Dh) { return hx_ref_row_bytes(kv_type, Dh); }
 
-static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t Dh)
+static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t Dh, int values)
 {
     if (kv_type == HX_REF_Q8_0) {
         hx_ref_quantize_q8_0(src, dst, Dh);
         return;
     }
     if (kv_type == HX_REF_Q4_0) {
-        hx_ref_quantize_q4_0(src, dst, Dh);
+        hx_ref_quantize_q4_0_kv(src, dst, Dh, values);
         return;
     }
     if (kv_type == HX_REF_F32) {
@@ -403,11 +436,12 @@ void hx_ref_hadamard(double *x, uint32_t n, uint32_t w)
     free(y);
 }
 
-/* One head's row written in the cache's type, rotated first when w > 0. */
-static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint32_t Dh, uint32_t w)
+/* One head's row of keys or (`values`) values written in the cache's
+ * type, rotated first when w > 0. */
+static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint32_t Dh, uint32_t w, int values)
 {
     if (!w) {
-        kv_write(type, src, dst, Dh);
+        kv_write(type, src, dst, Dh, values);
         return;
     }
     double *x = malloc(sizeof(double) * Dh);
@@ -417,7 +451,7 @@ static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint
     hx_ref_hadamard(x, Dh, w);
     for (uint32_t d = 0; d < Dh; d++)
         f[d] = (float)x[d];
-    kv_write(type, f, dst, Dh);
+    kv_write(type, f, dst, Dh, values);
     free(x);
     free(f);
 }
@@ -432,8 +466,8 @@ void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, ui
             continue;
         for (uint32_t h = 0; h < a->Hkv; h++) {
             size_t src = ((size_t)t * a->Hkv + h) * a->Dh, dst = (size_t)slot * a->Hkv + h;
-            kv_write_rotated(a->kv_type, k + src, kc + dst * row, a->Dh, a->rot_k);
-            kv_write_rotated(a->v_type, v + src, vc + dst * vrow, a->Dh, a->rot_v);
+            kv_write_rotated(a->kv_type, k + src, kc + dst * row, a->Dh, a->rot_k, 0);
+            kv_write_rotated(a->v_type, v + src, vc + dst * vrow, a->Dh, a->rot_v, 1);
         }
     }
 }
@@ -537,7 +571,7 @@ void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const in
             hx_ref_hadamard(k, a->Dh, a->rot_k);
             for (uint32_t d = 0; d < a->Dh; d++)
                 kf[d] = (float)k[d];
-            kv_write(a->kv_type, kf, kc + dst, a->Dh);
+            kv_write(a->kv_type, kf, kc + dst, a->Dh, 0);
         }
     free(k);
     free(kf);

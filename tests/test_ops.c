@@ -1055,9 +1055,9 @@ START_TEST(rotated_q4_0_cache_loses_less)
 }
 END_TEST
 
-/* kv_store into K and V caches of different types, rows rotated: what the
- * CPU kernel wrote decodes to the reference's rows, and turned back, to
- * the stored values within the type's step. */
+/* kv_store into K and V caches of different types, rows rotated or not:
+ * what the CPU kernel wrote decodes to the reference's rows, and turned
+ * back, to the stored values within the type's step. */
 START_TEST(kv_store_mixed_and_rotated)
 {
     under_test u;
@@ -1070,8 +1070,8 @@ START_TEST(kv_store_mixed_and_rotated)
     unsigned seed = 37;
     const uint32_t T = 5, Hkv = 2, Dh = 128, n_slots = 16;
     const uint32_t kinds[][4] = {{HX_REF_Q4_0, HX_REF_F16, 128, 0}, {HX_REF_Q8_0, HX_REF_Q4_0, 64, 64},
-                                 {HX_REF_F16, HX_REF_Q8_0, 0, 64}};
-    for (int i = 0; i < 3; i++) {
+                                 {HX_REF_F16, HX_REF_Q8_0, 0, 64}, {HX_REF_Q4_0, HX_REF_Q4_0, 0, 0}};
+    for (int i = 0; i < 4; i++) {
         const uint32_t types[2] = {kinds[i][0], kinds[i][1]}, rots[2] = {kinds[i][2], kinds[i][3]};
         size_t rows[2], caches[2];
         uint8_t *mine[2], *ref[2];
@@ -1108,9 +1108,13 @@ START_TEST(kv_store_mixed_and_rotated)
                     for (uint32_t d = 0; d < Dh; d++)
                         gotf[d] = (float)got[d];
                     /* Rotating in float may round a value across a Q4_0
-                     * step where the double reference did not. */
+                     * step where the double reference did not, or tip a
+                     * block's scale fit to the next rounding (a step of
+                     * the scale for the whole block).  Rows stored as
+                     * they are must be the reference's (Q4_0's keys and
+                     * values are fitted with different weights). */
                     double e = hx_ref_nmse(gotf, want, Dh);
-                    ck_assert_msg(e <= 1e-3, "%s: %s of case %d: nmse %g from the reference", u.tg->name,
+                    ck_assert_msg(e <= (rots[w] ? 5e-3 : types[w] == HX_REF_Q8_0 ? 1e-6 : NMSE_EXACT), "%s: %s of case %d: nmse %g from the reference", u.tg->name,
                                   w ? "V" : "K", i, e);
                     hx_ref_hadamard(got, Dh, rots[w]);
                     for (uint32_t d = 0; d < Dh; d++) {

@@ -1186,6 +1186,79 @@ START_TEST(test_activation_sums)
 }
 END_TEST
 
+/* ---- the KV cache's quantizer ------------------------------------------ */
+
+/* The sum over n elements of (x - q)^2, times x^2 with `by_square`. */
+static double kv_fit_error(const float *x, const float *q, int n, int by_square)
+{
+    double e = 0;
+    for (int i = 0; i < n; i++)
+        e += (by_square ? (double)x[i] * x[i] : 1.0) * ((double)x[i] - q[i]) * ((double)x[i] - q[i]);
+    return e;
+}
+
+/* hx_quant_kv_quantizer: Q4_0 keys and values take their fits, whose
+ * blocks are the same bytes at every level (edge blocks included), and
+ * lower the error each is fitted for below the reference quantizer's;
+ * every other type keeps its quantize_row. */
+START_TEST(test_kv_quantizer)
+{
+    enum { BLOCKS = 400, N = 32 * BLOCKS };
+    float *x = malloc(sizeof(float) * N), *q = malloc(sizeof(float) * N);
+    uint8_t *want = malloc(18 * BLOCKS), *got = malloc(18 * BLOCKS);
+    unsigned seed = 77;
+    for (int b = 0; b < BLOCKS; b++) { /* scales from 1e-3 to 1e3, a Gaussian-like sum of uniforms */
+        const float scale = powf(10.0f, (float)(b % 7) - 3.0f);
+        for (int i = 0; i < 32; i++)
+            x[32 * b + i] = scale * (hx_ref_uniform(&seed) + hx_ref_uniform(&seed) + hx_ref_uniform(&seed));
+    }
+    memset(x, 0, 32 * sizeof(float)); /* a block of zeros */
+    for (int i = 0; i < 32; i++) {
+        x[32 + i] = 0.25f;                          /* all equal */
+        x[64 + i] = (float)(i % 16) - 8.0f;         /* the quants themselves */
+        x[96 + i] = i == 5 ? -1e4f : 1e-3f * (float)i; /* one outlier */
+        x[128 + i] = 0.5f * (float)(i - 16);        /* ties at every step */
+    }
+    const hx_simd_level saved = hx_quant_level();
+    for (int values = 0; values < 2; values++) {
+        HX_ASSERT_OK(hx_quant_set_level(HX_SIMD_SCALAR));
+        hx_quant_kv_quantizer(HX_TYPE_Q4_0, values)(x, want, N);
+        for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+            HX_ASSERT_OK(hx_quant_set_level(l));
+            const hx_quantize_row_fn f = hx_quant_kv_quantizer(HX_TYPE_Q4_0, values);
+            ck_assert_ptr_nonnull(f);
+            memset(got, 0xa5, 18 * BLOCKS);
+            f(x, got, N);
+            for (int b = 0; b < BLOCKS; b++)
+                ck_assert_msg(!memcmp(got + 18 * b, want + 18 * b, 18), "%s at %s: block %d differs from scalar",
+                              values ? "values" : "keys", hx_cpu_simd_name(l), b);
+            ck_assert_ptr_eq(hx_quant_kv_quantizer(HX_TYPE_Q8_0, values), hx_quant_ops_get(HX_TYPE_Q8_0)->quantize_row);
+            ck_assert_ptr_eq(hx_quant_kv_quantizer(HX_TYPE_F16, values), hx_quant_ops_get(HX_TYPE_F16)->quantize_row);
+        }
+        /* the error each fit is for, over the random blocks, against the reference's */
+        const hx_quant_ops *o = hx_quant_ops_get_level(HX_TYPE_Q4_0, HX_SIMD_SCALAR);
+        o->dequantize_row(want, q, N);
+        const double fitted = kv_fit_error(x + 160, q + 160, N - 160, !values);
+        o->quantize_row(x, got, N);
+        o->dequantize_row(got, q, N);
+        const double reference = kv_fit_error(x + 160, q + 160, N - 160, !values);
+        ck_assert_msg(fitted < 0.97 * reference, "%s: fitted error %g, the reference's %g", values ? "values" : "keys",
+                      fitted, reference);
+        o->dequantize_row(want, q, 160); /* the edge blocks decode to what they should */
+        for (int i = 0; i < 32; i++) {
+            ck_assert_float_eq(q[i], 0.0f);
+            ck_assert_float_eq(q[32 + i], 0.25f);
+            ck_assert_float_eq(q[64 + i], x[64 + i]);
+        }
+    }
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+    free(x);
+    free(q);
+    free(want);
+    free(got);
+}
+END_TEST
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 START_TEST(test_dispatch)
@@ -1648,6 +1721,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_quantize_ties);
     tcase_add_test(tc, test_activation_sums);
     tcase_add_test(tc, test_dispatch);
+    tcase_add_test(tc, test_kv_quantizer);
     tcase_add_test(tc, test_add_scaled);
     tcase_add_test(tc, test_vmath);
     tcase_add_test(tc, test_vmath_geglu);
