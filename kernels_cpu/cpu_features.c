@@ -75,8 +75,6 @@ static void detect(void)
     }
     if (intel)
         f |= HX_CPU_INTEL;
-    if (intel)
-        f |= HX_CPU_INTEL;
     /* Zen 5's server and desktop cores run 512-bit instructions whole
      * (its mobile ones split them, as Zen 4 does; cpuid does not say
      * which: they are taken as whole, a choice hx_repack_set_pairs can

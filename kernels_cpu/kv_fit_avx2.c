@@ -79,8 +79,7 @@ static void quantize_q4_0_fit(const float *x, uint8_t *y, int64_t n, int equal)
     int8_t L[HX_QK];
     for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += sizeof(hx_block_q4_0)) {
         hx_st16(y, hx_fp32_to_fp16(fit_q4_0(x, L, equal)));
-        for (int j = 0; j < HX_QK / 2; j++)
-            y[offsetof(hx_block_q4_0, qs) + j] = (uint8_t)((L[j] & 0xf) | (L[j + HX_QK / 2] & 0xf) << 4);
+        hx_quant_pack32((const uint8_t *)L, y + offsetof(hx_block_q4_0, qs), NULL);
     }
 }
 

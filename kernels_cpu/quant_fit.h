@@ -27,6 +27,19 @@ static inline int hx_rne(float v)
 
 static inline void hx_st16(uint8_t *p, uint16_t v) { memcpy(p, &v, sizeof v); }
 
+/* Packs 32 quants of 0..31 as nibbles (and, for 5 bits, the qh word). */
+static inline void hx_quant_pack32(const uint8_t *L, uint8_t *qs, uint8_t *qh)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((L[j] & 0xf) | ((L[j + 16] & 0xf) << 4));
+        h |= (uint32_t)((L[j] >> 4) & 1) << j;
+        h |= (uint32_t)((L[j + 16] >> 4) & 1) << (j + 16);
+    }
+    if (qh)
+        memcpy(qh, &h, 4);
+}
+
 /* The element of largest magnitude, with its sign (the first such). */
 float hx_quant_signed_absmax(const float *x, int n, float *amax_out);
 

@@ -12,19 +12,6 @@
 
 #include "kernels_cpu/quant_fit.h"
 
-/* Packs 32 quants of 0..31 as nibbles (and, for 5 bits, the qh word). */
-static void pack32(const uint8_t *L, uint8_t *qs, uint8_t *qh)
-{
-    uint32_t h = 0;
-    for (int j = 0; j < 16; j++) {
-        qs[j] = (uint8_t)((L[j] & 0xf) | ((L[j + 16] & 0xf) << 4));
-        h |= (uint32_t)((L[j] >> 4) & 1) << j;
-        h |= (uint32_t)((L[j + 16] >> 4) & 1) << (j + 16);
-    }
-    if (qh)
-        memcpy(qh, &h, 4);
-}
-
 /* Q4_0 / Q5_0: symmetric, x = d * (q - 2^(bits-1)). */
 static void weighted_sym(const float *x, uint8_t *y, int64_t n, const float *qw, int bits)
 {
@@ -37,9 +24,9 @@ static void weighted_sym(const float *x, uint8_t *y, int64_t n, const float *qw,
         const float d = hx_quant_fit_sym(HX_QK, 1 << (bits - 1), x, L, w);
         hx_st16(y, hx_fp32_to_fp16(d));
         if (bits == 4)
-            pack32((const uint8_t *)L, y + offsetof(hx_block_q4_0, qs), NULL);
+            hx_quant_pack32((const uint8_t *)L, y + offsetof(hx_block_q4_0, qs), NULL);
         else
-            pack32((const uint8_t *)L, y + offsetof(hx_block_q5_0, qs), y + offsetof(hx_block_q5_0, qh));
+            hx_quant_pack32((const uint8_t *)L, y + offsetof(hx_block_q5_0, qs), y + offsetof(hx_block_q5_0, qh));
     }
 }
 
@@ -56,9 +43,9 @@ static void weighted_asym(const float *x, uint8_t *y, int64_t n, const float *qw
         hx_st16(y, hx_fp32_to_fp16(d));
         hx_st16(y + 2, hx_fp32_to_fp16(-min));
         if (bits == 4)
-            pack32(L, y + offsetof(hx_block_q4_1, qs), NULL);
+            hx_quant_pack32(L, y + offsetof(hx_block_q4_1, qs), NULL);
         else
-            pack32(L, y + offsetof(hx_block_q5_1, qs), y + offsetof(hx_block_q5_1, qh));
+            hx_quant_pack32(L, y + offsetof(hx_block_q5_1, qs), y + offsetof(hx_block_q5_1, qh));
     }
 }
 
@@ -83,7 +70,7 @@ static void quantize_q4_0_fit(const float *x, uint8_t *y, int64_t n, int equal_w
     for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += sizeof(hx_block_q4_0)) {
         const float d = hx_quant_fit_sym(HX_QK, 8, x, L, equal_weights ? equal : NULL);
         hx_st16(y, hx_fp32_to_fp16(d));
-        pack32((const uint8_t *)L, y + offsetof(hx_block_q4_0, qs), NULL);
+        hx_quant_pack32((const uint8_t *)L, y + offsetof(hx_block_q4_0, qs), NULL);
     }
 }
 
