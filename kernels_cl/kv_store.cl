@@ -3,7 +3,11 @@
  * through the status word. */
 #include "common.cl"
 
+/* Every product and sum its own rounded operation, as on the CPU. */
+#pragma OPENCL FP_CONTRACT OFF
+
 #define KV_WG 32
+#define HX_KV_Q8_FITS 16
 
 __kernel __attribute__((reqd_work_group_size(KV_WG, 1, 1)))
 void kv_store_f16(__global const float *k, __global const float *v, __global uchar *kc, __global uchar *vc,
@@ -43,17 +47,50 @@ void kv_store_f32(__global const float *k, __global const float *v, __global uch
     ((__global float *)vc)[dst] = v[src];
 }
 
-/* Q8_0 as GGUF stores it: d = max|x| / 127 (kept as half), q = round(x / d). */
+/* Q8_0 as GGUF stores it (d as half, q in -127..127), the scale fitted:
+ * ops/kv_fit.h's hx_kv_fit_q8_0, operation for operation (no contraction,
+ * see the pragma above).  On a device whose division is not correctly rounded (OpenCL
+ * 1.2 allows 2.5 ulp) a block at a near-tie may round otherwise. */
+float hx_kv_q8_round(float x, float inv)
+{
+    return fmin(fmax(rint(inv * x), -127.0f), 127.0f);
+}
+
 void hx_quantize_q8_0(__global const float *x, __global uchar *b)
 {
     float amax = 0.0f;
     for (uint i = 0; i < HX_QK; i++)
         amax = fmax(amax, fabs(x[i]));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    vstore_half_rte(d, 0, (__global half *)b);
     __global char *q = (__global char *)(b + 2);
+    if (amax < 1e-15f) {
+        vstore_half_rte(0.0f, 0, (__global half *)b);
+        for (uint i = 0; i < HX_QK; i++)
+            q[i] = 0;
+        return;
+    }
+    int pick = 0;
+    float scale = 0.0f, best = 0.0f;
+    for (int c = 0; c < HX_KV_Q8_FITS; c++) {
+        const float inv = (float)(127 - c) / amax;
+        float sumlx = 0.0f, suml2 = 0.0f;
+        for (uint i = 0; i < HX_QK; i++) {
+            const float l = hx_kv_q8_round(x[i], inv);
+            sumlx += x[i] * l;
+            suml2 += l * l;
+        }
+        if (c == 0) {
+            scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+            best = scale * sumlx;
+        } else if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+            pick = c;
+        }
+    }
+    const float inv = (float)(127 - pick) / amax;
+    vstore_half_rte(scale, 0, (__global half *)b);
     for (uint i = 0; i < HX_QK; i++)
-        q[i] = (char)clamp(round(x[i] * id), -127.0f, 127.0f);
+        q[i] = (char)hx_kv_q8_round(x[i], inv);
 }
 
 /* One work-item per 32-element block of a (token, head) row. */

@@ -119,11 +119,14 @@ hx_quantize_row_fn hx_quant_kv_quantizer(hx_type t, int values)
     const hx_quant_ops *q = hx_quant_ops_get(t);
     if (!q)
         return NULL;
-    if (t != HX_TYPE_Q4_0)
-        return q->quantize_row;
-    if (q->level >= HX_SIMD_AVX2)
+    const int avx2 = q->level >= HX_SIMD_AVX2;
+    if (t == HX_TYPE_Q4_0 && avx2)
         return values ? hx_quant_avx2_quantize_q4_0_values : hx_quant_avx2_quantize_q4_0_keys;
-    return values ? hx_quant_quantize_q4_0_values : hx_quant_quantize_q4_0_keys;
+    if (t == HX_TYPE_Q4_0)
+        return values ? hx_quant_quantize_q4_0_values : hx_quant_quantize_q4_0_keys;
+    if (t == HX_TYPE_Q8_0)
+        return avx2 ? hx_quant_avx2_quantize_q8_0_kv : hx_quant_quantize_q8_0_kv;
+    return q->quantize_row;
 }
 
 hx_status hx_quant_set_level(hx_simd_level level)

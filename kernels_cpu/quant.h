@@ -266,10 +266,10 @@ typedef struct {
 const hx_quant_ops *hx_quant_ops_get(hx_type t);
 
 /* How the KV cache stores a row of type t, of keys or (`values`) of
- * values (kv_store, kv_shift): Q4_0 by a least-squares fit of each
- * block's scale (the blocks as stored; kernels_cpu/quant_weighted.c
- * says how each is weighed), every other type by its quantize_row; NULL
- * for a type without kernels. */
+ * values (kv_store, kv_shift): Q4_0 and Q8_0 by a least-squares fit of
+ * each block's scale (the blocks as stored; kernels_cpu/kv_fit.c says
+ * how each is weighed), every other type by its quantize_row; NULL for a
+ * type without kernels. */
 hx_quantize_row_fn hx_quant_kv_quantizer(hx_type t, int values);
 /* The kernels of a given level, or NULL if t has none or the CPU cannot
  * run that level (for tests and benchmarks). */

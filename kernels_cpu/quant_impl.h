@@ -135,11 +135,14 @@ void hx_quant_quantize_q8_K(const float *x, void *y, int64_t n);
 /* Weight quantizers with importance weights (qw NULL: quantize_row's
  * blocks, as ggml's quantize_* without an importance matrix). */
 void hx_quant_weighted_q4_0(const float *x, void *y, int64_t n, const float *qw);
+/* The KV cache's quantizers (kernels_cpu/kv_fit.c), and the same blocks
+ * at AVX2 (kernels_cpu/kv_fit_avx2.c). */
 void hx_quant_quantize_q4_0_keys(const float *x, void *y, int64_t n);
 void hx_quant_quantize_q4_0_values(const float *x, void *y, int64_t n);
-/* The same blocks at AVX2 (kernels_cpu/kv_fit_avx2.c). */
+void hx_quant_quantize_q8_0_kv(const float *x, void *y, int64_t n);
 void hx_quant_avx2_quantize_q4_0_keys(const float *x, void *y, int64_t n);
 void hx_quant_avx2_quantize_q4_0_values(const float *x, void *y, int64_t n);
+void hx_quant_avx2_quantize_q8_0_kv(const float *x, void *y, int64_t n);
 void hx_quant_weighted_q4_1(const float *x, void *y, int64_t n, const float *qw);
 void hx_quant_weighted_q5_0(const float *x, void *y, int64_t n, const float *qw);
 void hx_quant_weighted_q5_1(const float *x, void *y, int64_t n, const float *qw);

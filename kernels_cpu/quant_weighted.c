@@ -49,34 +49,6 @@ static void weighted_asym(const float *x, uint8_t *y, int64_t n, const float *qw
     }
 }
 
-/* Q4_0 for the KV cache (hx_quant_kv_quantizer): the symmetric fit above,
- * the least-squares scale of the best of 19 roundings around -8/max, the
- * blocks as Q4_0 stores them.  A cache row has no importance matrix, so
- * the weights stand in for one:
- * - values (`equal`) weigh every element alike: attention sums V rows,
- *   so what it loses is their plain squared error, about a tenth below
- *   the reference's (max -> -8) on Gaussian blocks;
- * - keys weigh each element by its square (as ggml's make_qx_quants
- *   does without an importance matrix): a score q.k is carried by the
- *   key's large elements, which the queries' large elements meet, and
- *   plain least squares trades their precision away.  On SmolLM2 Q4_1
- *   over GPL-3 (14 chunks of 512) the mean KLD from the F16 cache was,
- *   reference -> equal -> squares: K alone 0.0642 -> 0.0654 -> 0.0627;
- *   V alone 0.0112 -> 0.0100 -> 0.0103. */
-static void quantize_q4_0_fit(const float *x, uint8_t *y, int64_t n, int equal_weights)
-{
-    static const float equal[HX_QK] = {[0 ... HX_QK - 1] = 1.0f};
-    int8_t L[HX_QK];
-    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += sizeof(hx_block_q4_0)) {
-        const float d = hx_quant_fit_sym(HX_QK, 8, x, L, equal_weights ? equal : NULL);
-        hx_st16(y, hx_fp32_to_fp16(d));
-        hx_quant_pack32((const uint8_t *)L, y + offsetof(hx_block_q4_0, qs), NULL);
-    }
-}
-
-void hx_quant_quantize_q4_0_keys(const float *x, void *y, int64_t n) { quantize_q4_0_fit(x, y, n, 0); }
-void hx_quant_quantize_q4_0_values(const float *x, void *y, int64_t n) { quantize_q4_0_fit(x, y, n, 1); }
-
 void hx_quant_weighted_q4_0(const float *x, void *y, int64_t n, const float *qw)
 {
     if (!qw)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "kernels_cu/common.cuh"
+#include "ops/kv_fit.h"
 
 #define ATT_WARPS 8
 
@@ -25,7 +26,7 @@
 enum { KV_F16 = 0, KV_Q8 = 1, KV_F32 = 2 };
 
 /* blockIdx.y: 0 stores K, 1 stores V.  One thread per element (F16, F32) or
- * per 32-element block (Q8_0, quantized as the CPU does: d = amax / 127). */
+ * per 32-element block (Q8_0, fitted as every device does: ops/kv_fit.h). */
 __global__ void k_kv_store(const float *__restrict__ k, const float *__restrict__ v, uint8_t *__restrict__ kc,
                            uint8_t *__restrict__ vc, const int32_t *__restrict__ slots, uint64_t nslots, uint32_t T,
                            uint32_t E, int kt, unsigned *flag)
@@ -53,16 +54,14 @@ __global__ void k_kv_store(const float *__restrict__ k, const float *__restrict_
             continue;
         }
         x += u * 32;
-        float amax = 0.0f;
-        for (int e = 0; e < 32; e++)
-            amax = fmaxf(amax, fabsf(x[e]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int8_t q[32];
+        const float d = hx_kv_fit_q8_0(x, q);
         uint8_t *b = dst + (uint64_t)slot * (E / 32) * 34 + u * 34;
         uint16_t dh = hx_dq_f32_to_f16(d);
         b[0] = (uint8_t)(dh & 0xff);
         b[1] = (uint8_t)(dh >> 8);
         for (int e = 0; e < 32; e++)
-            b[2 + e] = (uint8_t)(int8_t)roundf(x[e] * id);
+            b[2 + e] = (uint8_t)q[e];
     }
 }
 

@@ -104,6 +104,9 @@ typedef struct {
  * dot products are unchanged), and the sum of rotated values is rotated
  * back (H is its own inverse), so the ops' inputs and outputs are the
  * plain ones whatever the cache holds.
+ * A quantized row's blocks are stored with a fitted scale: Q8_0's as
+ * ops/kv_fit.h defines it, the same bytes on every device; Q4_0's (the
+ * CPU's only) as kernels_cpu/kv_fit.c does.
  * The meta buffer of a batch (int32), laid out as:
  *   [0, T)                 slot of each token: block * block_size + offset
  *   [T, 2T)                position of each token in its sequence

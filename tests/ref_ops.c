@@ -183,23 +183,6 @@ void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n)
     }
 }
 
-void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n)
-{
-    for (uint32_t b = 0; b < n / 32; b++, x += 32, out += 34) {
-        float amax = 0;
-        for (int i = 0; i < 32; i++)
-            amax = fmaxf(amax, fabsf(x[i]));
-        float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-        uint16_t h = hx_ref_f32_to_f16(d);
-        out[0] = (uint8_t)h;
-        out[1] = (uint8_t)(h >> 8);
-        for (int i = 0; i < 32; i++) {
-            float q = roundf(x[i] * id);
-            out[2 + i] = (uint8_t)(int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
-        }
-    }
-}
-
 /* How the KV cache stores Q4_0: for each block, quants l = round(x * s)
  * (half to even) clamped to -8..7 for the inverse scales s = -8/max and
  * -(8 + k/10)/max, k = ±1..±9, max the value of largest magnitude; each
@@ -252,6 +235,44 @@ void hx_ref_quantize_q4_0_kv(const float *x, uint8_t *out, uint32_t n, int value
         out[1] = (uint8_t)(h >> 8);
         for (int i = 0; i < 16; i++)
             out[2 + i] = (uint8_t)((best_l[i] + 8) | (best_l[16 + i] + 8) << 4);
+    }
+}
+
+/* How the KV cache stores Q8_0, keys and values alike: for each block,
+ * quants l = round(x * s) (half to even) clamped to -127..127 for the
+ * inverse scales s = (127 - c) / amax, c = 0..15; each rounding's
+ * least-squares scale sum(x l) / sum(l l); the rounding whose
+ * sum(x l)^2 / sum(l l) is largest (the first such) wins, stored as
+ * d = that scale, q = l.  Sums in float, in element order. */
+void hx_ref_quantize_q8_0_kv(const float *x, uint8_t *out, uint32_t n)
+{
+    for (uint32_t b = 0; b < n / 32; b++, x += 32, out += 34) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        int best_l[32] = {0};
+        float d = 0, best = 0;
+        for (int c = 0; amax >= 1e-15f && c < 16; c++) {
+            const float s = (float)(127 - c) / amax;
+            int l[32];
+            float sumlx = 0, suml2 = 0;
+            for (int i = 0; i < 32; i++) {
+                float r = nearbyintf(s * x[i]);
+                l[i] = r < -127 ? -127 : r > 127 ? 127 : (int)r;
+                sumlx += x[i] * (float)l[i];
+                suml2 += (float)l[i] * (float)l[i];
+            }
+            if (c == 0 || (suml2 > 0 && sumlx * sumlx > best * suml2)) {
+                memcpy(best_l, l, sizeof l);
+                d = suml2 != 0 ? sumlx / suml2 : 0.0f;
+                best = d * sumlx;
+            }
+        }
+        uint16_t h = hx_ref_f32_to_f16(d);
+        out[0] = (uint8_t)h;
+        out[1] = (uint8_t)(h >> 8);
+        for (int i = 0; i < 32; i++)
+            out[2 + i] = (uint8_t)(int8_t)best_l[i];
     }
 }
 
@@ -401,7 +422,7 @@ static size_t kv_row_bytes(uint32_t kv_type, uint32_t Dh) { return hx_ref_row_by
 static void kv_write(uint32_t kv_type, const float *src, uint8_t *dst, uint32_t Dh, int values)
 {
     if (kv_type == HX_REF_Q8_0) {
-        hx_ref_quantize_q8_0(src, dst, Dh);
+        hx_ref_quantize_q8_0_kv(src, dst, Dh);
         return;
     }
     if (kv_type == HX_REF_Q4_0) {

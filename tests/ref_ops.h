@@ -30,12 +30,13 @@ uint32_t hx_ref_block_bytes(uint32_t type);
 size_t hx_ref_row_bytes(uint32_t type, uint32_t n);
 /* Decodes n elements (a whole number of blocks) of a row. */
 void hx_ref_dequantize(uint32_t type, const void *row, double *out, uint32_t n);
-/* Q8_0 as GGUF defines it: d = max|x| / 127 stored as f16, q = round(x / d). */
-void hx_ref_quantize_q8_0(const float *x, uint8_t *out, uint32_t n);
 /* Q4_0 as the KV cache stores keys or (`values`) values: each block's
  * scale fitted by weighted least squares (hx_quant_kv_quantizer),
  * written from the definition. */
 void hx_ref_quantize_q4_0_kv(const float *x, uint8_t *out, uint32_t n, int values);
+/* Q8_0 as the KV cache stores keys and values: the same kind of fit,
+ * every element weighed alike (ops/kv_fit.h). */
+void hx_ref_quantize_q8_0_kv(const float *x, uint8_t *out, uint32_t n);
 /* Fills a row of n elements of `type` with random but valid encodings. */
 void hx_ref_random_row(uint32_t type, void *row, uint32_t n, unsigned *seed);
 float hx_ref_uniform(unsigned *seed); /* in [-1, 1) */

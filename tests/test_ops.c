@@ -557,7 +557,7 @@ static void check_written_row(const under_test *u, uint32_t kv_type, uint32_t Dh
     for (uint32_t d = 1; d < Dh; d++)
         if (fabs(got[d] - want[d]) > fabs(got[worst] - want[worst]))
             worst = d;
-    ck_assert_msg(e <= (kv_type != HX_REF_Q8_0 ? NMSE_EXACT : 1e-6),
+    ck_assert_msg(e <= NMSE_EXACT,
                   "%s: type %u slot %llu: nmse %g (element %u: %.9g, the reference %.9g, stored %.9g)", u->tg->name,
                   kv_type, slot, e, worst, got[worst], want[worst], src[worst]);
     for (uint32_t d = 0; d < Dh; d++)

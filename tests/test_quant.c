@@ -1197,15 +1197,16 @@ static double kv_fit_error(const float *x, const float *q, int n, int by_square)
     return e;
 }
 
-/* hx_quant_kv_quantizer: Q4_0 keys and values take their fits, whose
- * blocks are the same bytes at every level (edge blocks included), and
- * lower the error each is fitted for below the reference quantizer's;
+/* hx_quant_kv_quantizer: Q4_0 and Q8_0 keys and values take their fits
+ * (Q8_0 one for both),
+ * whose blocks are the same bytes at every level (edge blocks included),
+ * and lower the error each is fitted for below the reference quantizer's;
  * every other type keeps its quantize_row. */
 START_TEST(test_kv_quantizer)
 {
-    enum { BLOCKS = 400, N = 32 * BLOCKS };
+    enum { BLOCKS = 400, N = 32 * BLOCKS, EDGE = 6 * 32, MAXB = 34 };
     float *x = malloc(sizeof(float) * N), *q = malloc(sizeof(float) * N);
-    uint8_t *want = malloc(18 * BLOCKS), *got = malloc(18 * BLOCKS);
+    uint8_t *want = malloc(MAXB * BLOCKS), *got = malloc(MAXB * BLOCKS);
     unsigned seed = 77;
     for (int b = 0; b < BLOCKS; b++) { /* scales from 1e-3 to 1e3, a Gaussian-like sum of uniforms */
         const float scale = powf(10.0f, (float)(b % 7) - 3.0f);
@@ -1214,43 +1215,63 @@ START_TEST(test_kv_quantizer)
     }
     memset(x, 0, 32 * sizeof(float)); /* a block of zeros */
     for (int i = 0; i < 32; i++) {
-        x[32 + i] = 0.25f;                          /* all equal */
-        x[64 + i] = (float)(i % 16) - 8.0f;         /* the quants themselves */
+        x[32 + i] = 0.25f;                             /* all equal */
+        x[64 + i] = (float)(i % 16) - 8.0f;            /* Q4_0's quants themselves */
         x[96 + i] = i == 5 ? -1e4f : 1e-3f * (float)i; /* one outlier */
-        x[128 + i] = 0.5f * (float)(i - 16);        /* ties at every step */
+        x[128 + i] = 0.5f * (float)(i - 16);           /* ties at every step */
+        x[160 + i] = (float)(8 * i - 127);             /* Q8_0's quants themselves */
     }
+    const struct {
+        hx_type type;
+        size_t bytes;
+        int exact;      /* the edge block its blocks store exactly */
+        int key_square; /* keys are fitted weighing each element by its square */
+    } types[] = {{HX_TYPE_Q4_0, 18, 64, 1}, {HX_TYPE_Q8_0, 34, 160, 0}};
     const hx_simd_level saved = hx_quant_level();
-    for (int values = 0; values < 2; values++) {
-        HX_ASSERT_OK(hx_quant_set_level(HX_SIMD_SCALAR));
-        hx_quant_kv_quantizer(HX_TYPE_Q4_0, values)(x, want, N);
-        for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
-            HX_ASSERT_OK(hx_quant_set_level(l));
-            const hx_quantize_row_fn f = hx_quant_kv_quantizer(HX_TYPE_Q4_0, values);
-            ck_assert_ptr_nonnull(f);
-            memset(got, 0xa5, 18 * BLOCKS);
-            f(x, got, N);
-            for (int b = 0; b < BLOCKS; b++)
-                ck_assert_msg(!memcmp(got + 18 * b, want + 18 * b, 18), "%s at %s: block %d differs from scalar",
-                              values ? "values" : "keys", hx_cpu_simd_name(l), b);
-            ck_assert_ptr_eq(hx_quant_kv_quantizer(HX_TYPE_Q8_0, values), hx_quant_ops_get(HX_TYPE_Q8_0)->quantize_row);
-            ck_assert_ptr_eq(hx_quant_kv_quantizer(HX_TYPE_F16, values), hx_quant_ops_get(HX_TYPE_F16)->quantize_row);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (int values = 0; values < 2; values++) {
+            const size_t B = types[t].bytes;
+            const char *name = hx_type_name(types[t].type), *part = values ? "values" : "keys";
+            HX_ASSERT_OK(hx_quant_set_level(HX_SIMD_SCALAR));
+            hx_quant_kv_quantizer(types[t].type, values)(x, want, N);
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                HX_ASSERT_OK(hx_quant_set_level(l));
+                const hx_quantize_row_fn f = hx_quant_kv_quantizer(types[t].type, values);
+                ck_assert_ptr_nonnull(f);
+                ck_assert_ptr_ne(f, hx_quant_ops_get(types[t].type)->quantize_row);
+                memset(got, 0xa5, B * BLOCKS);
+                f(x, got, N);
+                for (int b = 0; b < BLOCKS; b++)
+                    ck_assert_msg(!memcmp(got + B * b, want + B * b, B), "%s %s at %s: block %d differs from scalar",
+                                  name, part, hx_cpu_simd_name(l), b);
+                ck_assert_ptr_eq(hx_quant_kv_quantizer(HX_TYPE_F16, values), hx_quant_ops_get(HX_TYPE_F16)->quantize_row);
+                if (!types[t].key_square) /* one fit for keys and values */
+                    ck_assert_ptr_eq(f, hx_quant_kv_quantizer(types[t].type, !values));
+            }
+            /* the error each fit is for, over the random blocks, against the reference's */
+            const hx_quant_ops *o = hx_quant_ops_get_level(types[t].type, HX_SIMD_SCALAR);
+            o->dequantize_row(want, q, N);
+            const int by_square = !values && types[t].key_square;
+            const double fitted = kv_fit_error(x + EDGE, q + EDGE, N - EDGE, by_square);
+            o->quantize_row(x, got, N);
+            o->dequantize_row(got, q, N);
+            const double reference = kv_fit_error(x + EDGE, q + EDGE, N - EDGE, by_square);
+            ck_assert_msg(fitted < 0.97 * reference, "%s %s: fitted error %g, the reference's %g", name, part, fitted,
+                          reference);
+            o->dequantize_row(want, q, EDGE); /* the edge blocks decode to what they should */
+            const int e = types[t].exact;
+            for (int i = 0; i < 32; i++) {
+                ck_assert_float_eq(q[i], 0.0f);
+                /* Q8_0's scale 0.25/127 (or the fit's) is not exact in f16 */
+                const float tol = types[t].type == HX_TYPE_Q8_0 ? 0.25f / 1024 : 0.0f;
+                ck_assert_msg(fabsf(q[32 + i] - 0.25f) <= tol, "%s %s: all-equal block decodes to %g", name, part,
+                              q[32 + i]);
+                ck_assert_float_eq(q[e + i], x[e + i]);
+            }
+            for (int i = 0; i < EDGE; i++) /* Q8_0 stores no quant of -128 (the int8 dot products' sign steps) */
+                if (types[t].type == HX_TYPE_Q8_0)
+                    ck_assert_int_ne((int8_t)want[i / 32 * B + 2 + i % 32], -128);
         }
-        /* the error each fit is for, over the random blocks, against the reference's */
-        const hx_quant_ops *o = hx_quant_ops_get_level(HX_TYPE_Q4_0, HX_SIMD_SCALAR);
-        o->dequantize_row(want, q, N);
-        const double fitted = kv_fit_error(x + 160, q + 160, N - 160, !values);
-        o->quantize_row(x, got, N);
-        o->dequantize_row(got, q, N);
-        const double reference = kv_fit_error(x + 160, q + 160, N - 160, !values);
-        ck_assert_msg(fitted < 0.97 * reference, "%s: fitted error %g, the reference's %g", values ? "values" : "keys",
-                      fitted, reference);
-        o->dequantize_row(want, q, 160); /* the edge blocks decode to what they should */
-        for (int i = 0; i < 32; i++) {
-            ck_assert_float_eq(q[i], 0.0f);
-            ck_assert_float_eq(q[32 + i], 0.25f);
-            ck_assert_float_eq(q[64 + i], x[64 + i]);
-        }
-    }
     HX_ASSERT_OK(hx_quant_set_level(saved));
     free(x);
     free(q);
