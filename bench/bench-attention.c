@@ -3,12 +3,14 @@
  * shapes; then what the OpenCL program cache saves: the first call of a
  * runtime that must compile the attention program vs one that loads it.
  *
- *   bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS] [--depth]
+ *   bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS]
+ *                   [--depth [--device cpu|opencl]]
  *
- * --depth: the CPU alone at long contexts (decode at 4096 to 32768
- * positions, a 512-token prompt after 0 to 16384), with the process's
- * CPU time beside the wall time (on a loaded machine the CPU time is the
- * steadier figure) and, for decode, the rate the cache is read at.
+ * --depth: one device alone (the CPU by default) at long contexts (decode
+ * at 4096 to 32768 positions, a 512-token prompt after 0 to 16384), with
+ * the process's CPU time beside the wall time (on a loaded machine the CPU
+ * time is the steadier figure; PoCL's threads are the process's too) and,
+ * for decode, the rate the cache is read at.
  *
  * small: 12 query heads, 4 KV heads, head size 64 (a ~125M LLaMA);
  * large: 32, 8, 128 (an 8B one).  Times are medians of REPS calls, each a
@@ -212,23 +214,30 @@ static int find_device(hx_runtime *rt, hx_device_family f)
     return -1;
 }
 
-/* --depth: the CPU at long contexts. */
-static int depth_table(const model *m, const char *model_name, const char *kv_name, int threads, int reps)
+/* --depth: one device (cpu or opencl) at long contexts. */
+static int depth_table(const model *m, const char *model_name, const char *kv_name, int threads, int reps,
+                       const char *device)
 {
+    const int opencl = !strcmp(device, "opencl");
     hx_runtime_options o = hx_runtime_options_default();
-    o.devices = "cpu";
+    o.devices = opencl ? "cpu,opencl" : "cpu";
     o.cpu_threads = threads;
     hx_runtime *rt;
     if (hx_runtime_open(&rt, &o)) {
         fprintf(stderr, "bench-attention: %s\n", hx_last_error());
         return 1;
     }
-    int cpu = find_device(rt, HX_FAMILY_CPU);
+    int dev = find_device(rt, opencl ? HX_FAMILY_OPENCL : HX_FAMILY_CPU);
+    if (dev < 0) {
+        fprintf(stderr, "bench-attention: no OpenCL device: %s\n", hx_runtime_absence_reason(rt, HX_FAMILY_OPENCL));
+        hx_runtime_close(rt);
+        return 1;
+    }
     hx_device_info ci;
-    hx_runtime_device_info(rt, cpu, &ci);
-    printf("# attention on the CPU at depth, model %s (Hq %u, Hkv %u, Dh %u), KV %s, block %d, median of %d\n",
+    hx_runtime_device_info(rt, dev, &ci);
+    printf("# attention on %s at depth, model %s (Hq %u, Hkv %u, Dh %u), KV %s, block %d, median of %d\n", device,
            model_name, m->Hq, m->Hkv, m->Dh, kv_name, BLOCK, reps);
-    printf("# cpu: %s, %d threads; cpu-time = the process's CPU time per call (all threads)\n", ci.name,
+    printf("# %s: %s, %d compute units; cpu-time = the process's CPU time per call (all threads)\n", device, ci.name,
            ci.compute_units);
     printf("| test | ctx | T | wall ms | cpu-time ms | KV read GB/s (wall) |\n|---|---|---|---|---|---|\n");
     const shape shapes[] = {
@@ -242,7 +251,12 @@ static int depth_table(const model *m, const char *model_name, const char *kv_na
             fprintf(stderr, "bench-attention: %s\n", hx_last_error());
             break;
         }
-        double cms = 0, ms = time_calls_cpu(rt, &p, cpu, reps, &cms);
+        double cms = 0, ms = time_calls_cpu(rt, &p, dev, reps, &cms);
+        if (ms < 0) {
+            fprintf(stderr, "bench-attention: %s: %s\n", s->name, hx_last_error());
+            free_problem(&p);
+            break;
+        }
         const double kv = 2.0 * s->ctx * m->Hkv * row_bytes(m->kv_type, m->Dh);
         char bw[32] = "";
         if (s->fresh == 1 && ms > 0)
@@ -315,9 +329,10 @@ int main(int argc, char **argv)
     model m = {12, 4, 64, 1};
     const char *kv_name = "f16", *model_name = "small";
     int depth = 0;
+    const char *device = "cpu";
     static const char usage[] =
         "usage: bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS] "
-        "[--depth]\n";
+        "[--depth [--device cpu|opencl]]\n";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return fputs(usage, stdout), 0;
@@ -348,6 +363,12 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--depth")) {
             depth = 1;
+        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            device = argv[++i];
+            if (strcmp(device, "cpu") && strcmp(device, "opencl")) {
+                fprintf(stderr, "bench-attention: --device takes cpu or opencl, not '%s'\n", device);
+                return CLI_EXIT_USAGE;
+            }
         } else {
             fputs(usage, stderr);
             return CLI_EXIT_USAGE;
@@ -356,7 +377,7 @@ int main(int argc, char **argv)
     if (reps < 1)
         reps = 1;
     if (depth)
-        return depth_table(&m, model_name, kv_name, threads, reps);
+        return depth_table(&m, model_name, kv_name, threads, reps, device);
 
     /* Program cache first, in a fresh directory, before anything else has
      * built the program in this process. */
