@@ -39,6 +39,7 @@ static const struct {
     {"hetero-bench", "-p 64,abc", "hetero-bench: -p takes whole numbers from 0 to 65536 (one, a comma-separated "
                                   "list, or ranges A-B, A-B+STEP, A-B*FACTOR), not '64,abc'"},
     {"bench-attention", "-r x", "bench-attention: -r takes a whole number from 1 to 10000, not 'x'"},
+    {"bench-attention", "--depth --device gpu", "bench-attention: --device takes cpu or opencl, not 'gpu'"},
     {"bench-cuda-ops", "--perf-n abc", "bench-cuda-ops: --perf-n takes a whole number from 256 to 65536, not 'abc'"},
     {"bench-decode", "-n 0", "bench-decode: -n takes a whole number from 1 to 1048576, not '0'"},
     {"bench-quant", "--reps 99", "bench-quant: --reps takes a whole number from 1 to 31, not '99'"},
