@@ -36,12 +36,6 @@ void hx_quant_quantize_q4_0_keys(const float *x, void *y, int64_t n) { quantize_
 void hx_quant_quantize_q4_0_values(const float *x, void *y, int64_t n) { quantize_q4_0_fit(x, y, n, 1); }
 
 /* Q8_0: ops/kv_fit.h, the fit every device runs, keys and values alike. */
-void hx_quant_quantize_q8_0_kv(const float *x, void *vy, int64_t n)
-{
-    uint8_t *y = vy;
-    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += sizeof(hx_block_q8_0)) {
-        int8_t q[HX_QK];
-        hx_st16(y, hx_fp32_to_fp16(hx_kv_fit_q8_0(x, q)));
-        memcpy(y + offsetof(hx_block_q8_0, qs), q, HX_QK);
-    }
-}
+static float fit_q8_0(const float *x, int8_t *q) { return hx_kv_fit_q8_0(x, q); }
+
+void hx_quant_quantize_q8_0_kv(const float *x, void *y, int64_t n) { hx_quant_q8_0_blocks(x, y, n, fit_q8_0); }

@@ -18,6 +18,29 @@
 
 enum { CANDIDATES = 19, LANES = 24 };
 
+/* The candidate the scalar fits keep, of n whose sums are the lanes of
+ * sx and s2: the first, replaced by each later one of larger
+ * sumlx^2 / suml2 (least weighted squared error); its least-squares scale
+ * to *scale. */
+static int best_candidate(const __m256 *sx, const __m256 *s2, int n, float *scale)
+{
+    float sumlx[LANES], suml2[LANES];
+    for (int v = 0; 8 * v < n; v++) {
+        _mm256_storeu_ps(sumlx + 8 * v, sx[v]);
+        _mm256_storeu_ps(suml2 + 8 * v, s2[v]);
+    }
+    int pick = 0;
+    float s = suml2[0] != 0 ? sumlx[0] / suml2[0] : 0.0f, best = s * sumlx[0];
+    for (int c = 1; c < n; c++)
+        if (suml2[c] > 0 && sumlx[c] * sumlx[c] > best * suml2[c]) {
+            s = sumlx[c] / suml2[c];
+            best = s * sumlx[c];
+            pick = c;
+        }
+    *scale = s;
+    return pick;
+}
+
 /* Q4_0: hx_quant_fit_sym(HX_QK, 8, x, L, weights), weights 1 (`equal`) or NULL
  * (each element's square). */
 static float fit_q4_0(const float *x, int8_t *L, int equal)
@@ -56,20 +79,8 @@ static float fit_q4_0(const float *x, int8_t *L, int equal)
             s2[v] = _mm256_add_ps(s2[v], _mm256_mul_ps(_mm256_mul_ps(w, l), l));
         }
     }
-    float sumlx[LANES], suml2[LANES];
-    for (int v = 0; v < 3; v++) {
-        _mm256_storeu_ps(sumlx + 8 * v, sx[v]);
-        _mm256_storeu_ps(suml2 + 8 * v, s2[v]);
-    }
-    int pick = 0;
-    float scale = suml2[0] != 0 ? sumlx[0] / suml2[0] : 0.0f;
-    float best = scale * sumlx[0];
-    for (int c = 1; c < CANDIDATES; c++)
-        if (suml2[c] > 0 && sumlx[c] * sumlx[c] > best * suml2[c]) {
-            scale = sumlx[c] / suml2[c];
-            best = scale * sumlx[c];
-            pick = c;
-        }
+    float scale;
+    const int pick = best_candidate(sx, s2, CANDIDATES, &scale);
     for (int i = 0; i < HX_QK; i++)
         L[i] = (int8_t)(nmax + hx_clampi(hx_rne(inv[pick] * x[i]), -nmax, nmax - 1));
     return scale;
@@ -117,20 +128,8 @@ static float fit_q8_0(const float *x, int8_t *q)
             s2[v] = _mm256_add_ps(s2[v], _mm256_mul_ps(l, l));
         }
     }
-    float sumlx[HX_KV_Q8_FITS], suml2[HX_KV_Q8_FITS];
-    for (int v = 0; v < 2; v++) {
-        _mm256_storeu_ps(sumlx + 8 * v, sx[v]);
-        _mm256_storeu_ps(suml2 + 8 * v, s2[v]);
-    }
-    int pick = 0;
-    float scale = suml2[0] != 0 ? sumlx[0] / suml2[0] : 0.0f;
-    float best = scale * sumlx[0];
-    for (int c = 1; c < HX_KV_Q8_FITS; c++)
-        if (suml2[c] > 0 && sumlx[c] * sumlx[c] > best * suml2[c]) {
-            scale = sumlx[c] / suml2[c];
-            best = scale * sumlx[c];
-            pick = c;
-        }
+    float scale;
+    const int pick = best_candidate(sx, s2, HX_KV_Q8_FITS, &scale);
     float l[HX_QK];
     for (int i = 0; i < HX_QK; i += 8) {
         const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_set1_ps(inv[pick]), _mm256_loadu_ps(x + i)),
@@ -142,12 +141,4 @@ static float fit_q8_0(const float *x, int8_t *q)
     return scale;
 }
 
-void hx_quant_avx2_quantize_q8_0_kv(const float *x, void *vy, int64_t n)
-{
-    uint8_t *y = vy;
-    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += sizeof(hx_block_q8_0)) {
-        int8_t q[HX_QK];
-        hx_st16(y, hx_fp32_to_fp16(fit_q8_0(x, q)));
-        memcpy(y + offsetof(hx_block_q8_0, qs), q, HX_QK);
-    }
-}
+void hx_quant_avx2_quantize_q8_0_kv(const float *x, void *y, int64_t n) { hx_quant_q8_0_blocks(x, y, n, fit_q8_0); }

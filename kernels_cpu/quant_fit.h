@@ -7,6 +7,7 @@
 #ifndef HX_KERNELS_CPU_QUANT_FIT_H
 #define HX_KERNELS_CPU_QUANT_FIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -38,6 +39,18 @@ static inline void hx_quant_pack32(const uint8_t *L, uint8_t *qs, uint8_t *qh)
     }
     if (qh)
         memcpy(qh, &h, 4);
+}
+
+/* Q8_0 blocks of n elements (whole blocks), each block's scale and quants
+ * from `fit` (the KV cache's fits). */
+static inline void hx_quant_q8_0_blocks(const float *x, void *vy, int64_t n, float (*fit)(const float *, int8_t *))
+{
+    uint8_t *y = vy;
+    for (int64_t b = 0; b < n / HX_QK; b++, x += HX_QK, y += sizeof(hx_block_q8_0)) {
+        int8_t q[HX_QK];
+        hx_st16(y, hx_fp32_to_fp16(fit(x, q)));
+        memcpy(y + offsetof(hx_block_q8_0, qs), q, HX_QK);
+    }
 }
 
 /* The element of largest magnitude, with its sign (the first such). */
