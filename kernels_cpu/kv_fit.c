@@ -11,7 +11,6 @@
  *   plain least squares trades their precision away.
  * kernels_cpu/kv_fit_avx2.c gives the same bytes at AVX2 and AVX-512;
  * the OpenCL and CUDA kv_store kernels run the Q8_0 fit's steps too. */
-#include <math.h>
 #include <stddef.h>
 
 #include "kernels_cpu/quant_fit.h"
@@ -36,6 +35,4 @@ void hx_quant_quantize_q4_0_keys(const float *x, void *y, int64_t n) { quantize_
 void hx_quant_quantize_q4_0_values(const float *x, void *y, int64_t n) { quantize_q4_0_fit(x, y, n, 1); }
 
 /* Q8_0: ops/kv_fit.h, the fit every device runs, keys and values alike. */
-static float fit_q8_0(const float *x, int8_t *q) { return hx_kv_fit_q8_0(x, q); }
-
-void hx_quant_quantize_q8_0_kv(const float *x, void *y, int64_t n) { hx_quant_q8_0_blocks(x, y, n, fit_q8_0); }
+void hx_quant_quantize_q8_0_kv(const float *x, void *y, int64_t n) { hx_quant_q8_0_blocks(x, y, n, hx_kv_fit_q8_0); }
