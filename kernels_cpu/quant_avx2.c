@@ -779,12 +779,27 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
     }
 }
 
+/* One plain weight row against one f32 activation row (a decode step),
+ * one FMA chain over its eights in order, as the tile sums the row, read
+ * as one stream without a software prefetch: see the AVX-512 plain_row,
+ * whose measurements hold here too.  Elements past the last whole eight
+ * are left to the caller, as in the tile. */
+static inline __attribute__((always_inline)) __m256 plain_row(const uint8_t *x, const float *y, int64_t n8,
+                                                              const int T)
+{
+    const int E = T == HX_TYPE_F32 ? 4 : 2;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n8; i += 8)
+        acc = _mm256_fmadd_ps(plain8(x + E * i, T), _mm256_loadu_ps(y + i), acc);
+    return acc;
+}
+
 /* 4 plain (F32, F16, BF16) weight rows x C (1 to 3) f32 activation rows:
  * each weight vector is converted once for both activation rows, and
  * with two columns eight accumulators are as many FMA chains as two FMA
- * units with a latency of four keep busy.  One column (decode) reads the
- * four rows together too: one row alone is one chain, a third of the
- * ports' rate (1T hot vec_dot4 f16 9 -> 35 GB/s, bench-quant).  Whole
+ * units with a latency of four keep busy.  One column streamed from
+ * memory (a decode step; PF without keep) reads the rows one at a time
+ * (plain_row).  Whole
  * cache lines of the rows run as one unrolled pass after one prefetch
  * per row, free of per-step tests; the eights past the last whole line
  * follow, and elements past the last whole eight are added in scalar
@@ -805,6 +820,12 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
             acc[r][c] = _mm256_setzero_ps();
     const int64_t n8 = n / 8 * 8, nl = n / L * L;
     int64_t i = 0;
+    if (C == 1 && PF && !keep) {
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            acc[r][0] = plain_row(x + r * bx, (const float *)(const void *)y, n8, T);
+        i = n8;
+    }
     for (; i < nl; i += L) {
 #pragma GCC unroll 4
         for (int r = 0; PF && r < 4; r++)

@@ -683,12 +683,33 @@ INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS_MAX], const uint8_t *x, size_t
     }
 }
 
+/* One plain weight row against one f32 activation row (a decode step):
+ * one FMA chain over the row's sixteens in order, the lanes and order of
+ * the row's output in a tile, so its bits are the same.  The tile reads
+ * its rows one after another here, one sequential stream with no software
+ * prefetch, as HX_TILE_ROWS does for the quantized types: on rows of a
+ * few KB, four interleaved streams (or two) left the hardware
+ * prefetchers behind, and a prefetch ahead of the one stream only got in
+ * their way (SmolLM-sized F16 file, tg64, 2 threads: four rows 97 t/s,
+ * two 83, one with a prefetch 2 KB ahead 117, without 134).  One chain
+ * converts and adds a sixteen per FMA latency: twice the memory's rate
+ * per core, half a tile's from L2 (bench-quant's hot dot4). */
+INLINE void plain_row(__m512 *acc, const uint8_t *x, const float *y, int64_t n, const int T)
+{
+    const int E = T == HX_TYPE_F32 ? 4 : 2;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        *acc = _mm512_fmadd_ps(plain16(x + E * i, 0xffff, T), _mm512_loadu_ps(y + i), *acc);
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        *acc = _mm512_fmadd_ps(plain16(x + E * i, m, T), _mm512_maskz_loadu_ps(m, y + i), *acc);
+    }
+}
+
 /* 4 plain (F32, F16, BF16) weight rows x C f32 activation rows: 4 x C
- * independent FMA chains.  One column (decode) reads the four rows
- * together too: one row alone is one chain, which at an FMA latency of
- * four cycles converts and adds one vector per four cycles, a third of
- * what the core's conversion and FMA ports do (1T hot vec_dot4 f16 16 ->
- * 56 GB/s, bench-quant).  The whole sixteens run unmasked, a cache line of
+ * independent FMA chains.  One column streamed from memory (a decode
+ * step; PF without keep) reads the rows one at a time (plain_row).  The
+ * whole sixteens run unmasked, a cache line of
  * each row's weights (one prefetch) per pass, and the last, partial one
  * under a mask: the lanes and their order are those of one masked loop
  * over the row, so an output's bits are the same at any width, and the
@@ -705,6 +726,13 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     const int64_t nl = n / L * L;
+    if (C == 1 && PF && !keep) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            plain_row(&acc[r][0], x + r * bx, (const float *)(const void *)vy, n, T);
+        store_tile(s, ss, acc, 1);
+        return;
+    }
     int64_t i = 0;
     for (; i < nl; i += L) {
         #pragma GCC unroll 4
