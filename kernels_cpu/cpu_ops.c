@@ -150,7 +150,7 @@ static uint64_t convert_rows(uint32_t K)
 size_t hx_matmul_convert_bytes(uint32_t wtype, uint32_t K, uint32_t T)
 {
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)wtype);
-    if (!q || !q->gemm_keep_f32 || T < 2)
+    if (!q || !hx_quant_convert_first(q) || T < 2)
         return 0;
     return ALIGN64(convert_rows(K) * K * sizeof(float));
 }

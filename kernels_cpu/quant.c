@@ -20,8 +20,8 @@ static const hx_type dot_type[HX_TYPE_COUNT] = {
 /* Level and type whose gemm tile runs other than HX_GEMM_COLS columns at
  * once (hx_quant_ops.gemm_cols). */
 static const unsigned char gemm_cols[HX_SIMD_COUNT][HX_TYPE_COUNT] = {
-    [HX_SIMD_AVX2] = {[HX_TYPE_F32] = 3},
-    [HX_SIMD_AVX512] = {[HX_TYPE_F32] = 6},
+    [HX_SIMD_AVX2] = {[HX_TYPE_F32] = 3, [HX_TYPE_F16] = 3, [HX_TYPE_BF16] = 3},
+    [HX_SIMD_AVX512] = {[HX_TYPE_F32] = 6, [HX_TYPE_F16] = 6, [HX_TYPE_BF16] = 6},
 };
 
 const hx_type hx_quant_lowbit_types[HX_QUANT_LOWBIT_TYPES] = {HX_TYPE_Q2_K, HX_TYPE_Q3_K, HX_TYPE_IQ4_NL,
@@ -83,6 +83,28 @@ static void build_tables(void)
         level = want;
     atomic_store(&current_level, (int)level);
     atomic_store_explicit(&current_table, tables[level], memory_order_release);
+}
+
+static _Atomic int convert_mode = HX_CONVERT_PAYING;
+
+void hx_quant_set_convert(hx_convert_mode mode) { atomic_store(&convert_mode, (int)mode); }
+
+/* Intel's cores convert F16 (and widen BF16) with a uop on a port the
+ * FMAs use, so there a prompt's rows are converted once per block, as
+ * they have been since that beat the narrower 16-bit tiles of the time
+ * (F16 prompts +36 %).  On Zen 5 the 16-bit tile at the F32 tile's width
+ * beats the pass and the F32 tile (small f16 pp128, 2 threads: AVX2 810
+ * -> 848 t/s, AVX-512 896 -> 918); the other AMD cores take the same
+ * choice unmeasured. */
+int hx_quant_convert_first(const hx_quant_ops *q)
+{
+    if (!q->gemm_keep_f32)
+        return 0;
+    switch (atomic_load(&convert_mode)) {
+    case HX_CONVERT_NEVER: return 0;
+    case HX_CONVERT_ALWAYS: return 1;
+    default: return (hx_cpu_features() & HX_CPU_INTEL) != 0;
+    }
 }
 
 /* The current level's table, the tables built on first use. */

@@ -243,14 +243,12 @@ typedef struct {
     hx_vec_dot_fn vec_dot;               /* NULL for activation-only types  */
     hx_vec_dot4_fn vec_dot4;             /* NULL where vec_dot is NULL      */
     hx_gemm_fn gemm;                     /* NULL where vec_dot is NULL      */
-    /* Set where a prompt's tiles run faster over the weight rows
-     * converted to F32 (exactly, so with the same bits) by the F32 tile of
-     * the same level than over the rows as stored: F16 and BF16 at AVX2
-     * and AVX-512, whose tiles spend a conversion on the FMA ports per
-     * weight vector.  It is that F32 tile (up to its gemm_cols columns)
-     * over 4 rows as stored, converting them on the way and leaving them
-     * converted at `keep` (row r at keep + r*n), for a block's first
-     * token tile; NULL elsewhere. */
+    /* F16 and BF16 at AVX2 and AVX-512: the F32 tile of the same level
+     * (up to its gemm_cols columns) over 4 rows as stored, converting
+     * them on the way (exactly, so with the same bits as `gemm`) and
+     * leaving them converted at `keep` (row r at keep + r*n), for a
+     * block's first token tile where hx_quant_convert_first says so;
+     * NULL elsewhere. */
     hx_gemm_keep_fn gemm_keep_f32;
     /* The columns `gemm` runs at once (1 .. HX_GEMM_COLS): a caller with
      * more tokens hands it chunks of this many, so that no chunk leaves a
@@ -258,6 +256,20 @@ typedef struct {
     int gemm_cols;
     hx_simd_level level;                 /* the level these ops were chosen for */
 } hx_quant_ops;
+
+/* 1 where a prompt's tiles over q's rows run over each block of rows
+ * converted to F32 first (q->gemm_keep_f32 for a block's first token
+ * tile, the F32 tile for the others) rather than over the rows as stored:
+ * the same bits either way, chosen for speed (kernels_cpu/quant.c says by
+ * what), or as hx_quant_set_convert says. */
+int hx_quant_convert_first(const hx_quant_ops *q);
+typedef enum {
+    HX_CONVERT_PAYING, /* the default: where it was measured to pay */
+    HX_CONVERT_NEVER,
+    HX_CONVERT_ALWAYS, /* wherever the type has gemm_keep_f32 */
+} hx_convert_mode;
+/* Process-wide, for tests and benches comparing the two. */
+void hx_quant_set_convert(hx_convert_mode mode);
 
 /* The kernels of type t at the current level, or NULL if hetero has none
  * for t.  The current level is the best the CPU runs, lowered by HX_SIMD

@@ -860,14 +860,13 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
     }
 }
 
-/* F32 rows (as stored, or a prompt's F16/BF16 rows converted once per
- * block) run three columns at a time: twelve accumulators, three
+/* Plain rows run three columns at a time: twelve accumulators, three
  * activation vectors and the weight vector fill the 16 registers, and
  * each weight vector loaded from L2 meets 12 FMAs where a pair's meets 8.
- * Callers hand it columns in threes (hx_quant_ops.gemm_cols).  With
- * `keep` (a prompt's first token tile over a block of F16 or BF16 rows,
- * hx_quant_ops.gemm_keep_f32), the rows are converted on the way and left
- * there for the block's other tiles. */
+ * Callers hand it columns in threes (hx_quant_ops.gemm_cols).  F16 and
+ * BF16 rows are converted as they are used; with `keep` (a prompt's first
+ * token tile over a block of F16 or BF16 rows, hx_quant_ops.gemm_keep_f32)
+ * they are also left there, converted, for the block's other tiles. */
 #define PLAIN_GEMM(name, T, keep)                                                                                 \
     static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by, \
                      float *k)                                                                                    \
@@ -882,13 +881,20 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
             gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, c ? NULL : keep, 1); \
     }
 PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
+PLAIN_GEMM(gemm_f16_cols, HX_TYPE_F16, NULL)
+PLAIN_GEMM(gemm_bf16_cols, HX_TYPE_BF16, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
 PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
 
-static void gemm_f32(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
-{
-    gemm_f32_cols(n, ncols, s, ss, x, bx, y, by, NULL);
-}
+/* The plain types' gemm entries: their tiles with nothing kept. */
+#define PLAIN_GEMM_ENTRY(name, cols)                                                                              \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        cols(n, ncols, s, ss, x, bx, y, by, NULL);                                                                \
+    }
+PLAIN_GEMM_ENTRY(gemm_f32, gemm_f32_cols)
+PLAIN_GEMM_ENTRY(gemm_f16, gemm_f16_cols)
+PLAIN_GEMM_ENTRY(gemm_bf16, gemm_bf16_cols)
 
 /* hx_quant_gemm_f32_block at AVX2: gemm_f32's tiles, four rows by three
  * columns, over the whole block in one call and without the prefetches
@@ -907,19 +913,6 @@ static inline __attribute__((always_inline)) void block_cols(int64_t n, int64_t 
 }
 
 HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx2_gemm_f32_block, block_cols, 3)
-
-/* Pairs of columns, converting each weight vector once for both. */
-#define GEMM_PLAIN_PAIRS(name, T)                                                                                 \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                             \
-        int c = 0;                                                                                                \
-        for (; c + 2 <= ncols; c += 2)                                                                            \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 2, T, NULL, 1);               \
-        if (c < ncols)                                                                                            \
-            gemm_plain_cols(n, s + c * ss, ss, x, bx, (const uint8_t *)y + c * by, by, 1, T, NULL, 1);               \
-    }
-GEMM_PLAIN_PAIRS(gemm_f16, HX_TYPE_F16)
-GEMM_PLAIN_PAIRS(gemm_bf16, HX_TYPE_BF16)
 
 /* 4 weight rows of a 4/5-bit type (Q4_0, Q4_1, Q5_0, Q5_1) x C Q8_0/Q8_1
  * activation rows, a block at a time, every column in one pass: each

@@ -775,6 +775,10 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
         }                                                                                                         \
     }
 PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
+/* F16 and BF16 rows at the F32 tile's width, each weight vector converted
+ * as it is used. */
+PLAIN_GEMM(gemm_f16_cols, HX_TYPE_F16, NULL)
+PLAIN_GEMM(gemm_bf16_cols, HX_TYPE_BF16, NULL)
 /* A prompt's first token tile over a block of F16 or BF16 rows: the F32
  * tile's sums, converting each weight vector on the way and leaving the
  * rows converted at `keep` for the block's other tiles
@@ -782,10 +786,15 @@ PLAIN_GEMM(gemm_f32_cols, HX_TYPE_F32, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
 PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
 
-static void gemm_f32(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by)
-{
-    gemm_f32_cols(n, ncols, s, ss, x, bx, y, by, NULL);
-}
+/* The plain types' gemm entries: their tiles with nothing kept. */
+#define PLAIN_GEMM_ENTRY(name, cols)                                                                              \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        cols(n, ncols, s, ss, x, bx, y, by, NULL);                                                                \
+    }
+PLAIN_GEMM_ENTRY(gemm_f32, gemm_f32_cols)
+PLAIN_GEMM_ENTRY(gemm_f16, gemm_f16_cols)
+PLAIN_GEMM_ENTRY(gemm_bf16, gemm_bf16_cols)
 /* hx_quant_gemm_f32_block at AVX-512: gemm_f32's tiles, four rows by six
  * columns, over the whole block in one call and without the prefetches
  * (its rows are in L1).  A last one to three rows each run alone (stride
@@ -808,8 +817,6 @@ INLINE void block_cols(int64_t n, int64_t cols, float *s, size_t ss, const uint8
 
 HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx512_gemm_f32_block, block_cols, 6)
 
-HX_QUANT_GEMM_BY_COLS(gemm_f16, gemm_plain_tile, HX_TYPE_F16, NULL, 1)
-HX_QUANT_GEMM_BY_COLS(gemm_bf16, gemm_plain_tile, HX_TYPE_BF16, NULL, 1)
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */

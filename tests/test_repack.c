@@ -386,12 +386,13 @@ START_TEST(matmul_reads_the_copy)
 }
 END_TEST
 
-/* F16 and BF16 prompts whose tiles run over the rows converted to F32 a
- * block at a time (hx_quant_ops.gemm_over_f32, at AVX2 and AVX-512, in
- * chunks of the F32 tile's hx_quant_ops.gemm_cols columns): every token's
- * outputs keep the bits of that token alone, whose one-column tile reads
- * the rows as stored, across several blocks and a last short tile; and
- * they are the products (against a double sum). */
+/* F16 and BF16 prompts, their rows converted to F32 by each block's
+ * first token tile (hx_quant_convert_first, forced on) or read as stored
+ * by the 16-bit tile (forced off), at every level, in chunks of the tile's
+ * hx_quant_ops.gemm_cols columns: every token's outputs keep the bits of
+ * that token alone (its one-column tile reads the rows as stored), across
+ * several blocks and a last short tile, either way; and they are the
+ * products (against a double sum). */
 START_TEST(converted_rows_keep_the_bits)
 {
     uint64_t seed = 91;
@@ -400,38 +401,45 @@ START_TEST(converted_rows_keep_the_bits)
     const hx_simd_level saved = hx_quant_level();
     int converted = 0;
     for (int level = HX_SIMD_SCALAR; level <= (int)hx_cpu_simd_max(); level++)
-        for (size_t ti = 0; ti < 2; ti++) {
-            const hx_type t = types[ti];
-            HX_ASSERT_OK(hx_quant_set_level((hx_simd_level)level));
-            const size_t wrow = hx_type_row_size(t, K);
-            uint8_t *w = random_rows(t, K, N, &seed);
-            float *x = malloc(sizeof(float) * T * K), *bias = malloc(sizeof(float) * N);
-            float *y = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N), *wf = malloc(sizeof(float) * K);
-            for (uint32_t i = 0; i < T * K; i++)
-                x[i] = rng_normal(&seed);
-            for (uint32_t i = 0; i < N; i++)
-                bias[i] = rng_normal(&seed);
-            const hx_op_matmul a = {.wtype = t, .T = T, .N = N, .K = K, .has_bias = 1};
-            converted += hx_matmul_convert_bytes(t, K, T) > 0;
-            run_matmul(&a, w, wrow * N, NULL, x, y, bias, 3);
-            const hx_op_matmul one = {.wtype = t, .T = 1, .N = N, .K = K, .has_bias = 1};
-            for (uint32_t tok = 0; tok < T; tok++) {
-                run_matmul(&one, w, wrow * N, NULL, x + tok * K, y1, bias, 2);
-                ck_assert_msg(!memcmp(y1, y + tok * N, sizeof(float) * N), "%s level %d token %u: not its bits alone",
-                              hx_type_name(t), level, tok);
-                for (uint32_t n = 0; n < N; n++) {
-                    hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->dequantize_row(w + n * wrow, wf, K);
-                    double want = bias[n], mag = fabs(bias[n]);
-                    for (uint32_t k = 0; k < K; k++) {
-                        want += (double)wf[k] * x[tok * K + k];
-                        mag += fabs((double)wf[k] * x[tok * K + k]);
+        for (size_t ti = 0; ti < 2; ti++)
+            for (int mode = HX_CONVERT_NEVER; mode <= HX_CONVERT_ALWAYS; mode++) {
+                const hx_type t = types[ti];
+                HX_ASSERT_OK(hx_quant_set_level((hx_simd_level)level));
+                hx_quant_set_convert((hx_convert_mode)mode);
+                const size_t wrow = hx_type_row_size(t, K);
+                uint8_t *w = random_rows(t, K, N, &seed);
+                float *x = malloc(sizeof(float) * T * K), *bias = malloc(sizeof(float) * N);
+                float *y = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N), *wf = malloc(sizeof(float) * K);
+                for (uint32_t i = 0; i < T * K; i++)
+                    x[i] = rng_normal(&seed);
+                for (uint32_t i = 0; i < N; i++)
+                    bias[i] = rng_normal(&seed);
+                const hx_op_matmul a = {.wtype = t, .T = T, .N = N, .K = K, .has_bias = 1};
+                const int converts = hx_matmul_convert_bytes(t, K, T) > 0;
+                ck_assert_int_eq(converts, mode == HX_CONVERT_ALWAYS && level > HX_SIMD_SCALAR);
+                converted += converts;
+                run_matmul(&a, w, wrow * N, NULL, x, y, bias, 3);
+                const hx_op_matmul one = {.wtype = t, .T = 1, .N = N, .K = K, .has_bias = 1};
+                for (uint32_t tok = 0; tok < T; tok++) {
+                    run_matmul(&one, w, wrow * N, NULL, x + tok * K, y1, bias, 2);
+                    ck_assert_msg(!memcmp(y1, y + tok * N, sizeof(float) * N),
+                                  "%s level %d convert %d token %u: not its bits alone", hx_type_name(t), level, mode,
+                                  tok);
+                    for (uint32_t n = 0; n < N; n++) {
+                        hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->dequantize_row(w + n * wrow, wf, K);
+                        double want = bias[n], mag = fabs(bias[n]);
+                        for (uint32_t k = 0; k < K; k++) {
+                            want += (double)wf[k] * x[tok * K + k];
+                            mag += fabs((double)wf[k] * x[tok * K + k]);
+                        }
+                        ck_assert_msg(fabs(y[tok * N + n] - want) <= 1e-5 * mag,
+                                      "%s level %d token %u row %u: %.9g, want %.9g", hx_type_name(t), level, tok, n,
+                                      y[tok * N + n], want);
                     }
-                    ck_assert_msg(fabs(y[tok * N + n] - want) <= 1e-5 * mag, "%s level %d token %u row %u: %.9g, want %.9g",
-                                  hx_type_name(t), level, tok, n, y[tok * N + n], want);
                 }
+                free(w), free(x), free(bias), free(y), free(y1), free(wf);
             }
-            free(w), free(x), free(bias), free(y), free(y1), free(wf);
-        }
+    hx_quant_set_convert(HX_CONVERT_PAYING);
     HX_ASSERT_OK(hx_quant_set_level(saved));
     /* F16 and BF16 at each of AVX2 and AVX-512 that the CPU runs */
     const int want = 2 * (int)hx_cpu_simd_max();
