@@ -886,15 +886,9 @@ PLAIN_GEMM(gemm_bf16_cols, HX_TYPE_BF16, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
 PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
 
-/* The plain types' gemm entries: their tiles with nothing kept. */
-#define PLAIN_GEMM_ENTRY(name, cols)                                                                              \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                             \
-        cols(n, ncols, s, ss, x, bx, y, by, NULL);                                                                \
-    }
-PLAIN_GEMM_ENTRY(gemm_f32, gemm_f32_cols)
-PLAIN_GEMM_ENTRY(gemm_f16, gemm_f16_cols)
-PLAIN_GEMM_ENTRY(gemm_bf16, gemm_bf16_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_f32, gemm_f32_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_f16, gemm_f16_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_bf16, gemm_bf16_cols)
 
 /* hx_quant_gemm_f32_block at AVX2: gemm_f32's tiles, four rows by three
  * columns, over the whole block in one call and without the prefetches

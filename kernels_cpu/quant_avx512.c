@@ -753,8 +753,8 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
     store_tile(s, ss, acc, C);
 }
 
-/* F32 rows (as stored, or a prompt's F16/BF16 rows converted once per
- * block) run six columns at a time: 24 accumulators, the four weight
+/* Plain rows (F32, F16 and BF16 as stored, or a prompt's F16/BF16 rows
+ * converted once per block) run six columns at a time: 24 accumulators, the four weight
  * vectors and an activation vector fill 29 of the 32 registers, and each
  * weight vector read from L2 meets six FMAs where four columns' meet
  * four: with four, the block's weights streaming from L2 bound the tile
@@ -786,15 +786,10 @@ PLAIN_GEMM(gemm_bf16_cols, HX_TYPE_BF16, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
 PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
 
-/* The plain types' gemm entries: their tiles with nothing kept. */
-#define PLAIN_GEMM_ENTRY(name, cols)                                                                              \
-    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
-    {                                                                                                             \
-        cols(n, ncols, s, ss, x, bx, y, by, NULL);                                                                \
-    }
-PLAIN_GEMM_ENTRY(gemm_f32, gemm_f32_cols)
-PLAIN_GEMM_ENTRY(gemm_f16, gemm_f16_cols)
-PLAIN_GEMM_ENTRY(gemm_bf16, gemm_bf16_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_f32, gemm_f32_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_f16, gemm_f16_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_bf16, gemm_bf16_cols)
+
 /* hx_quant_gemm_f32_block at AVX-512: gemm_f32's tiles, four rows by six
  * columns, over the whole block in one call and without the prefetches
  * (its rows are in L1).  A last one to three rows each run alone (stride

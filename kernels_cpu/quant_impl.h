@@ -223,6 +223,14 @@ static inline void hx_quant_k4_unpack(const uint8_t *scales, uint64_t *sc, uint6
         }                                                                                                         \
     }
 
+/* A gemm entry calling a gemm_keep_f32-shaped tile (the plain types')
+ * with nothing kept. */
+#define HX_QUANT_GEMM_OF_KEEP(name, cols)                                                                         \
+    static void name(int64_t n, int ncols, float *s, size_t ss, const void *x, size_t bx, const void *y, size_t by) \
+    {                                                                                                             \
+        cols(n, ncols, s, ss, x, bx, y, by, NULL);                                                                \
+    }
+
 /* Every weight type's vec_dot4 (dot4_f32 ...) as its one-column tile, for
  * a level whose file defines gemm_f32 ... gemm_q6_K. */
 #define HX_QUANT_DOT4S_OF_GEMMS                         \
