@@ -94,8 +94,10 @@ void hx_quant_set_convert(hx_convert_mode mode) { atomic_store(&convert_mode, (i
  * they have been since that beat the narrower 16-bit tiles of the time
  * (F16 prompts +36 %).  On Zen 5 the 16-bit tile at the F32 tile's width
  * beats the pass and the F32 tile (small f16 pp128, 2 threads: AVX2 810
- * -> 848 t/s, AVX-512 896 -> 918); the other AMD cores take the same
- * choice unmeasured. */
+ * -> 848 t/s, AVX-512 896 -> 918; bf16 at AVX-512 818 -> 929), except
+ * for BF16 at AVX2, whose widening is two integer instructions per
+ * vector on the FMAs' pipes (803 -> 743); the other AMD cores take the
+ * same choices unmeasured. */
 int hx_quant_convert_first(const hx_quant_ops *q)
 {
     if (!q->gemm_keep_f32)
@@ -103,7 +105,8 @@ int hx_quant_convert_first(const hx_quant_ops *q)
     switch (atomic_load(&convert_mode)) {
     case HX_CONVERT_NEVER: return 0;
     case HX_CONVERT_ALWAYS: return 1;
-    default: return (hx_cpu_features() & HX_CPU_INTEL) != 0;
+    default:
+        return (hx_cpu_features() & HX_CPU_INTEL) || (q->type == HX_TYPE_BF16 && q->level == HX_SIMD_AVX2);
     }
 }
 
