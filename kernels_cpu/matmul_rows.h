@@ -22,7 +22,8 @@ typedef struct {
     const float *bias; /* NULL without */
     uint32_t T, N, K;
     /* This share's room for a block of weight rows converted to F32, where
-     * the type's prompt tiles run faster that way (hx_quant_convert_first), hx_matmul_convert_bytes long; NULL: rows as stored. */
+     * the type's prompt tiles run faster that way (hx_quant_convert_first),
+     * hx_matmul_convert_bytes long; NULL: rows as stored. */
     float *conv;
 } hx_matmul_rows;
 

@@ -692,8 +692,11 @@ INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS_MAX], const uint8_t *x, size_t
  * prefetchers behind, and a prefetch ahead of the one stream only got in
  * their way (SmolLM-sized F16 file, tg64, 2 threads: four rows 97 t/s,
  * two 83, one with a prefetch 2 KB ahead 117, without 134).  One chain
- * converts and adds a sixteen per FMA latency: twice the memory's rate
- * per core, half a tile's from L2 (bench-quant's hot dot4). */
+ * adds a sixteen per FMA latency, about one core's share of the memory's
+ * rate: one thread reads at about 80 % of it.  Two chains per row (even
+ * and odd sixteens, the tile summing them in two passes for the same
+ * bits) gained a tenth there but cost prompts 5 % and the hot F32 tile
+ * 15-35 %. */
 INLINE void plain_row(__m512 *acc, const uint8_t *x, const float *y, int64_t n, const int T)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2;
@@ -754,10 +757,10 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
 }
 
 /* Plain rows (F32, F16 and BF16 as stored, or a prompt's F16/BF16 rows
- * converted once per block) run six columns at a time: 24 accumulators, the four weight
- * vectors and an activation vector fill 29 of the 32 registers, and each
- * weight vector read from L2 meets six FMAs where four columns' meet
- * four: with four, the block's weights streaming from L2 bound the tile
+ * converted once per block) run six columns at a time: 24 accumulators,
+ * the four weight vectors and an activation vector fill 29 of the 32
+ * registers, and each weight vector read from L2 meets six FMAs where
+ * four columns' meet four: with four, the block's weights streaming from L2 bound the tile
  * (1T hot, K 512, 32 rows: 65 -> 76 GMAC/s).  Callers hand it columns in
  * sixes (hx_quant_ops.gemm_cols). */
 #define PLAIN_GEMM(name, T, keep)                                                                                 \
@@ -811,7 +814,6 @@ INLINE void block_cols(int64_t n, int64_t cols, float *s, size_t ss, const uint8
 }
 
 HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx512_gemm_f32_block, block_cols, 6)
-
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */

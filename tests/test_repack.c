@@ -409,7 +409,8 @@ START_TEST(converted_rows_keep_the_bits)
                 const size_t wrow = hx_type_row_size(t, K);
                 uint8_t *w = random_rows(t, K, N, &seed);
                 float *x = malloc(sizeof(float) * T * K), *bias = malloc(sizeof(float) * N);
-                float *y = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N), *wf = malloc(sizeof(float) * K);
+                float *y = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N);
+                float *wf = malloc(sizeof(float) * K);
                 for (uint32_t i = 0; i < T * K; i++)
                     x[i] = rng_normal(&seed);
                 for (uint32_t i = 0; i < N; i++)
