@@ -110,6 +110,28 @@ int hx_quant_convert_first(const hx_quant_ops *q)
     }
 }
 
+static _Atomic int decode_rows_mode = HX_DECODE_ROWS_PAYING;
+
+void hx_quant_set_decode_rows(hx_decode_rows_mode mode) { atomic_store(&decode_rows_mode, (int)mode); }
+
+/* A decode step's plain tile, rows of a SmolLM-sized F16 file (tg64, 2
+ * threads).  On Zen 5 the four rows read interleaved left the hardware
+ * prefetchers behind, and one row at a time, one FMA chain each, streams
+ * faster (AVX-512 96 -> 134 t/s).  On Intel's Emerald Rapids it is the
+ * other way round: one chain adds a vector per FMA latency, below a
+ * core's share of the memory's rate, and four rows interleaved, four
+ * chains, stream faster (AVX-512 71 -> 100 t/s, AVX2 55 -> 95; one
+ * thread 36 -> 52 and 29 -> 51).  The other AMD cores take Zen 5's
+ * choice unmeasured.  Either way the sums are the tile's, bit for bit. */
+int hx_quant_decode_rows_alone(void)
+{
+    switch (atomic_load_explicit(&decode_rows_mode, memory_order_relaxed)) {
+    case HX_DECODE_ROWS_ALONE: return 1;
+    case HX_DECODE_ROWS_TOGETHER: return 0;
+    default: return !(hx_cpu_features() & HX_CPU_INTEL);
+    }
+}
+
 /* The current level's table, the tables built on first use. */
 static const hx_quant_ops *current(void)
 {

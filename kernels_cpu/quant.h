@@ -271,6 +271,21 @@ typedef enum {
 /* Process-wide, for tests and benches comparing the two. */
 void hx_quant_set_convert(hx_convert_mode mode);
 
+/* 1 where a decode step's tile over plain (F32, F16, BF16) rows, one
+ * activation column streamed against four weight rows, reads the rows
+ * one after another (one FMA chain each), 0 where it reads them
+ * interleaved (four chains): the same bits either way, chosen by CPU for
+ * speed (kernels_cpu/quant.c says by what), or as hx_quant_set_decode_rows
+ * says. */
+int hx_quant_decode_rows_alone(void);
+typedef enum {
+    HX_DECODE_ROWS_PAYING, /* the default: where it was measured to pay */
+    HX_DECODE_ROWS_ALONE,
+    HX_DECODE_ROWS_TOGETHER,
+} hx_decode_rows_mode;
+/* Process-wide, for tests and benches comparing the two. */
+void hx_quant_set_decode_rows(hx_decode_rows_mode mode);
+
 /* The kernels of type t at the current level, or NULL if hetero has none
  * for t.  The current level is the best the CPU runs, lowered by HX_SIMD
  * (scalar|avx2|avx512) or hx_quant_set_level.  Entries a level does not

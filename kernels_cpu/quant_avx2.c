@@ -799,7 +799,7 @@ static inline __attribute__((always_inline)) __m256 plain_row(const uint8_t *x, 
  * with two columns eight accumulators are as many FMA chains as two FMA
  * units with a latency of four keep busy.  One column streamed from
  * memory (a decode step; PF without keep) reads the rows one at a time
- * (plain_row).  Whole
+ * (plain_row) where hx_quant_decode_rows_alone says so.  Whole
  * cache lines of the rows run as one unrolled pass after one prefetch
  * per row, free of per-step tests; the eights past the last whole line
  * follow, and elements past the last whole eight are added in scalar
@@ -820,7 +820,7 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
             acc[r][c] = _mm256_setzero_ps();
     const int64_t n8 = n / 8 * 8, nl = n / L * L;
     int64_t i = 0;
-    if (C == 1 && PF && !keep) {
+    if (C == 1 && PF && !keep && hx_quant_decode_rows_alone()) {
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++)
             acc[r][0] = plain_row(x + r * bx, (const float *)(const void *)y, n8, T);

@@ -683,20 +683,22 @@ INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS_MAX], const uint8_t *x, size_t
     }
 }
 
-/* One plain weight row against one f32 activation row (a decode step):
- * one FMA chain over the row's sixteens in order, the lanes and order of
- * the row's output in a tile, so its bits are the same.  The tile reads
- * its rows one after another here, one sequential stream with no software
- * prefetch, as HX_TILE_ROWS does for the quantized types: on rows of a
- * few KB, four interleaved streams (or two) left the hardware
- * prefetchers behind, and a prefetch ahead of the one stream only got in
- * their way (SmolLM-sized F16 file, tg64, 2 threads: four rows 97 t/s,
- * two 83, one with a prefetch 2 KB ahead 117, without 134).  One chain
- * adds a sixteen per FMA latency, about one core's share of the memory's
- * rate: one thread reads at about 80 % of it.  Two chains per row (even
- * and odd sixteens, the tile summing them in two passes for the same
- * bits) gained a tenth there but cost prompts 5 % and the hot F32 tile
- * 15-35 %. */
+/* One plain weight row against one f32 activation row (a decode step
+ * where hx_quant_decode_rows_alone says so): one FMA chain over the row's
+ * sixteens in order, the lanes and order of the row's output in a tile,
+ * so its bits are the same.  The tile reads its rows one after another
+ * here, one sequential stream with no software prefetch, as HX_TILE_ROWS
+ * does for the quantized types: on Zen 5, over rows of a few KB, four
+ * interleaved streams (or two) left the hardware prefetchers behind, and
+ * a prefetch ahead of the one stream only got in their way (SmolLM-sized
+ * F16 file, tg64, 2 threads: four rows 97 t/s, two 83, one with a
+ * prefetch 2 KB ahead 117, without 134).  One chain adds a sixteen per
+ * FMA latency, about one core's share of the memory's rate there (one
+ * thread reads at about 80 % of it), and less than that on Intel's cores,
+ * which therefore keep the four rows interleaved.  Two chains per row
+ * (even and odd sixteens, the tile summing them in two passes for the
+ * same bits) gained a tenth on Zen 5 but cost prompts 5 % and the hot F32
+ * tile 15-35 %. */
 INLINE void plain_row(__m512 *acc, const uint8_t *x, const float *y, int64_t n, const int T)
 {
     const int E = T == HX_TYPE_F32 ? 4 : 2;
@@ -711,7 +713,8 @@ INLINE void plain_row(__m512 *acc, const uint8_t *x, const float *y, int64_t n, 
 
 /* 4 plain (F32, F16, BF16) weight rows x C f32 activation rows: 4 x C
  * independent FMA chains.  One column streamed from memory (a decode
- * step; PF without keep) reads the rows one at a time (plain_row).  The
+ * step; PF without keep) reads the rows one at a time (plain_row) where
+ * hx_quant_decode_rows_alone says so.  The
  * whole sixteens run unmasked, a cache line of
  * each row's weights (one prefetch) per pass, and the last, partial one
  * under a mask: the lanes and their order are those of one masked loop
@@ -729,7 +732,7 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     const int64_t nl = n / L * L;
-    if (C == 1 && PF && !keep) {
+    if (C == 1 && PF && !keep && hx_quant_decode_rows_alone()) {
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++)
             plain_row(&acc[r][0], x + r * bx, (const float *)(const void *)vy, n, T);

@@ -825,12 +825,19 @@ START_TEST(test_gemm)
                  * matmul relies on it: one token or a prompt, same logits) */
                 float tile[HX_GEMM_COLS_MAX * 4];
                 o->gemm(n, o->gemm_cols, tile, 4, x + xo, xs, y + yo, ys);
-                for (int c = 0; c < o->gemm_cols; c++) {
-                    float col[4];
-                    o->gemm(n, 1, col, 4, x + xo, xs, y + yo + c * ys, ys);
-                    ck_assert_msg(!memcmp(col, tile + 4 * c, sizeof col), "%s gemm at %s: column %d alone differs",
-                                  hx_type_name(t), hx_cpu_simd_name(l), c);
+                /* a lone column reads plain rows one at a time or
+                 * interleaved (hx_quant_decode_rows_alone): both ways */
+                for (int mode = HX_DECODE_ROWS_ALONE; mode <= HX_DECODE_ROWS_TOGETHER; mode++) {
+                    hx_quant_set_decode_rows((hx_decode_rows_mode)mode);
+                    for (int c = 0; c < o->gemm_cols; c++) {
+                        float col[4];
+                        o->gemm(n, 1, col, 4, x + xo, xs, y + yo + c * ys, ys);
+                        ck_assert_msg(!memcmp(col, tile + 4 * c, sizeof col),
+                                      "%s gemm at %s: column %d alone differs (rows %s)", hx_type_name(t),
+                                      hx_cpu_simd_name(l), c, mode == HX_DECODE_ROWS_ALONE ? "alone" : "together");
+                    }
                 }
+                hx_quant_set_decode_rows(HX_DECODE_ROWS_PAYING);
             }
             free(x);
             free(y);
