@@ -110,10 +110,6 @@ int hx_quant_convert_first(const hx_quant_ops *q)
     }
 }
 
-static _Atomic int decode_rows_mode = HX_DECODE_ROWS_PAYING;
-
-void hx_quant_set_decode_rows(hx_decode_rows_mode mode) { atomic_store(&decode_rows_mode, (int)mode); }
-
 /* A decode step's plain tile, rows of a SmolLM-sized F16 file (tg64, 2
  * threads).  On Zen 5 the four rows read interleaved left the hardware
  * prefetchers behind, and one row at a time, one FMA chain each, streams
@@ -123,13 +119,27 @@ void hx_quant_set_decode_rows(hx_decode_rows_mode mode) { atomic_store(&decode_r
  * chains, stream faster (AVX-512 71 -> 100 t/s, AVX2 55 -> 95; one
  * thread 36 -> 52 and 29 -> 51).  The other AMD cores take Zen 5's
  * choice unmeasured.  Either way the sums are the tile's, bit for bit. */
+static int decode_rows_alone_pays(void) { return !(hx_cpu_features() & HX_CPU_INTEL); }
+
+/* The choice resolved (1 or 0), -1 until first asked: every decode tile
+ * asks, so it is one load there. */
+static _Atomic int decode_rows_alone = -1;
+
+void hx_quant_set_decode_rows(hx_decode_rows_mode mode)
+{
+    atomic_store(&decode_rows_alone, mode == HX_DECODE_ROWS_ALONE      ? 1
+                                     : mode == HX_DECODE_ROWS_TOGETHER ? 0
+                                                                       : decode_rows_alone_pays());
+}
+
 int hx_quant_decode_rows_alone(void)
 {
-    switch (atomic_load_explicit(&decode_rows_mode, memory_order_relaxed)) {
-    case HX_DECODE_ROWS_ALONE: return 1;
-    case HX_DECODE_ROWS_TOGETHER: return 0;
-    default: return !(hx_cpu_features() & HX_CPU_INTEL);
+    int v = atomic_load_explicit(&decode_rows_alone, memory_order_relaxed);
+    if (v < 0) { /* racing first callers store the same value */
+        v = decode_rows_alone_pays();
+        atomic_store_explicit(&decode_rows_alone, v, memory_order_relaxed);
     }
+    return v;
 }
 
 /* The current level's table, the tables built on first use. */
