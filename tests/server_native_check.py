@@ -38,10 +38,13 @@ def check(cond, msg):
 
 
 class Server:
-    def __init__(self, *args):
+    """hetero-server on 127.0.0.1 (port 0: a free one), with `env` added
+    to the environment."""
+
+    def __init__(self, *args, env=None, port=0):
         model = ["-m", SMOLLM2] if SMOLLM2 and os.path.exists(SMOLLM2) else []
-        self.p = subprocess.Popen([f"{BUILD}/hetero-server", "--port", "0", "-t", "2", "--devices", "cpu", *model,
-                                   *args], stderr=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen([f"{BUILD}/hetero-server", "--port", str(port), "-t", "2", "--devices", "cpu",
+                                   *model, *args], stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
         self.err, self.port = [], None
         deadline = time.time() + 60
         while time.time() < deadline:

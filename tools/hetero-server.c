@@ -766,6 +766,18 @@ int main(int argc, char **argv)
             S.conns.max_total = (uint32_t)room;
         }
     }
+    /* Vertex AI names the port in its environment (server_predict.c). */
+    const char *aip_port = srv_predict_route() ? getenv("AIP_HTTP_PORT") : NULL;
+    long long aip_n;
+    if (aip_port && *aip_port) {
+        if (cli_long(PROG, "AIP_HTTP_PORT", aip_port, 0, 65535, &aip_n))
+            return 1;
+        if (aip_n != o.port)
+            fprintf(stderr, PROG ": AIP_MODE=PREDICTION: port %lld from AIP_HTTP_PORT, not %d\n", aip_n, o.port);
+        o.port = (int)aip_n;
+    }
+    if (srv_predict_route())
+        fprintf(stderr, PROG ": AIP_MODE=PREDICTION: predictions on POST %s\n", srv_predict_route());
     srv_listeners L; /* server_listen.c: --host may list several addresses */
     if (srv_listen(o.host, (unsigned)o.port, &L))
         return 1;

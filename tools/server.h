@@ -290,8 +290,74 @@ typedef struct srv_job {
     struct srv_job *prev, *next; /* srv.jobs */
     srv_tools *tools;          /* the tools offered (server_tools.c), or NULL; owned */
     int timings_per_token, return_progress; /* llama-server's stream fields (server_progress.c) */
+    const struct srv_dialect *dialect; /* answered in another API's shape (Anthropic's, Responses'), or NULL */
+    void *dialect_state;       /* the dialect's, owned */
 } srv_job;
 
+/* Another API's answer shape over a chat completion (server_anthropic.c,
+ * server_responses.c): the request was turned into a chat body, runs as
+ * one, and its answer is told in that API's shape.  Streamed, the chat's
+ * chunks (a choice's delta, built by srv_choice_json) become the API's
+ * named events; there is no role chunk, usage chunk or [DONE]. */
+typedef struct srv_dialect {
+    /* The job's state from the chat body (NULL: out of memory). */
+    void *(*open)(srv_job *j, json_t *chat_body);
+    /* The whole answer from the chat completion's (takes it). */
+    json_t *(*whole)(srv_job *j, json_t *chat_answer);
+    /* Streamed: the events of one chunk of choice 0 (takes `choice`, the
+     * chunk's choice object; NULL at the start, before any token). */
+    void (*chunk)(srv_job *j, srv_choice *ch, json_t *choice, int final);
+    /* Streamed: the prompt's progress (return_progress; takes `progress`). */
+    void (*progress)(srv_job *j, srv_choice *ch, json_t *progress);
+    /* Streamed: the answer failed (type: OpenAI's error type). */
+    void (*error)(srv_job *j, const char *type, const char *message);
+    void (*close)(void *state);
+} srv_dialect;
+extern const srv_dialect srv_anthropic_dialect, srv_responses_dialect;
+/* srv_completion's modes beyond OpenAI's (0, 1) and SRV_NATIVE: a chat
+ * completion answered as Anthropic's Messages / OpenAI's Responses. */
+#define SRV_ANTHROPIC 3
+#define SRV_RESPONSES 4
+/* POST /v1/messages and /v1/responses, the body turned into a chat
+ * completion's (count: /v1/messages/count_tokens and
+ * /v1/responses/input_tokens, the prompt's tokens). */
+enum MHD_Result srv_anthropic(srv *S, struct MHD_Connection *c, const char *body, size_t len, int count,
+                              srv_tenant *tenant);
+enum MHD_Result srv_responses(srv *S, struct MHD_Connection *c, const char *body, size_t len, int count,
+                              srv_tenant *tenant);
+/* Vertex AI's prediction route (server_predict.c), on when the
+ * environment says AIP_MODE=PREDICTION: AIP_PREDICT_ROUTE (default
+ * /predict) takes {"instances": [...]}, each a request to the route its
+ * "@requestFormat" names, answered together as {"predictions": [...]};
+ * AIP_HEALTH_ROUTE answers as /health, AIP_HTTP_PORT is the port. */
+const char *srv_predict_route(void);   /* NULL unless AIP_MODE=PREDICTION */
+const char *srv_predict_health(void);  /* NULL when not set */
+enum MHD_Result srv_predict(srv *S, struct MHD_Connection *c, const char *method, const char *body, size_t len);
+/* server_dialect.c: what those APIs share.  An API's request as a chat
+ * completion's body (count: for counting its tokens), or NULL with the
+ * 400's message; srv_dialect_request reads the body, translates it and
+ * answers it (mode SRV_ANTHROPIC, SRV_RESPONSES) or counts it. */
+typedef json_t *(*srv_to_chat)(json_t *in, int count, char *msg, size_t cap);
+enum MHD_Result srv_dialect_request(srv *S, struct MHD_Connection *c, const char *body, size_t len,
+                                    srv_to_chat to_chat, int count, int mode, srv_tenant *tenant);
+/* The body's fields the translation did not take into out (for the chat
+ * path, which takes its own and refuses llama-server's that it does not
+ * do), but the `refused` ones, a 400 unless inert (null, false, 0), and
+ * the `taken` ones; 0, or -1 with the message. */
+int srv_dialect_rest(json_t *in, json_t *out, const char *const *refused, size_t n_refused, const char *const *taken,
+                     size_t n_taken, char *msg, size_t cap);
+/* The answer's prompt tokens, those of them read from the prefix cache,
+ * and the generated tokens. */
+void srv_dialect_usage(srv_job *j, json_int_t *prompt, json_int_t *cached, json_int_t *completion);
+/* One SSE event with an event name ("event: NAME", when not NULL; takes
+ * the reference; under the job's lock). */
+void srv_stream_named(srv_job *j, const char *event, json_t *v);
+
+/* server_parts.c: a template that reads content as a string only (asked
+ * with a probe) gets each message's text parts joined with "\n", as
+ * llama.cpp gives them; *messages_json is rewritten.  0, or -1 (out of
+ * memory). */
+int srv_chat_join_parts(srv *S, const char *tmpl, char **messages_json);
 /* server_prefill.c: llama-server's checks of a last assistant message
  * (two at the end refused) and its content parts joined with "\n\n",
  * rewritten in the body; 0, or -1 with the 400's message. */

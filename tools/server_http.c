@@ -174,7 +174,8 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health") ||
                                      !strcmp(url + 3, "/chat/completions/input_tokens")))
         url += 3; /* the same routes with or without /v1, as llama-server */
-    if (!strcmp(url, "/health") && get)
+    const char *aip_health = srv_predict_health(); /* Vertex AI's names for two routes (server_predict.c) */
+    if ((!strcmp(url, "/health") || (aip_health && !strcmp(url, aip_health))) && get)
         return S->draining ? srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.")
                            : srv_json(c, 200, json_pack("{s:s}", "status", "ok"));
     /* The web page is public; /machine follows the keys as /metrics does. */
@@ -192,9 +193,9 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
      * completion, /v1/completions OpenAI's. */
     enum {
         MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE,
-        EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL, INPUT_TOKENS
+        EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL, INPUT_TOKENS, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSE_TOKENS, PREDICT
     };
-    static const struct {
+    const struct { /* not static: the prediction route comes from the environment */
         const char *path;
         int route, post, get;
     } routes[] = {{"/v1/models", MODELS, 0, 1}, {"/models", MODELS, 0, 1}, {"/tokenize", TOKENIZE, 1, 0},
@@ -206,10 +207,15 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                   {"/v1/embeddings", EMBEDDINGS_OAI, 1, 0}, {"/embedding", EMBEDDINGS, 1, 0},
                   {"/embeddings", EMBEDDINGS, 1, 0}, {"/v1/rerank", RERANK, 1, 0}, {"/rerank", RERANK, 1, 0},
                   {"/v1/reranking", RERANK, 1, 0}, {"/reranking", RERANK, 1, 0}, {"/infill", INFILL, 1, 0},
-                  {"/chat/completions/input_tokens", INPUT_TOKENS, 1, 0}};
+                  {"/chat/completions/input_tokens", INPUT_TOKENS, 1, 0},
+                  /* other APIs over the chat (server_anthropic.c, server_responses.c, server_predict.c) */
+                  {"/v1/messages", MESSAGES, 1, 0}, {"/v1/messages/count_tokens", COUNT_TOKENS, 1, 0},
+                  {"/v1/responses", RESPONSES, 1, 0}, {"/responses", RESPONSES, 1, 0},
+                  {"/v1/responses/input_tokens", RESPONSE_TOKENS, 1, 0},
+                  {srv_predict_route(), PREDICT, 1, 0}};
     int known = -1;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (!strcmp(url, routes[i].path))
+        if (routes[i].path && !strcmp(url, routes[i].path))
             known = (int)i;
     if (known < 0)
         return srv_error(c, 404, "not_found_error", "not_found", "No route %s %s.", method, url);
@@ -240,6 +246,9 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     case EMBEDDINGS_OAI:
     case EMBEDDINGS: return srv_embeddings(S, c, body, len, route == EMBEDDINGS_OAI, t);
     case RERANK: return srv_rerank(S, c, body, len, t);
+    case COUNT_TOKENS: return srv_anthropic(S, c, body, len, 1, t);
+    case RESPONSE_TOKENS: return srv_responses(S, c, body, len, 1, t);
+    case PREDICT: return srv_predict(S, c, method, body, len); /* each instance takes its route's key check */
     default:
         /* --embedding serves embeddings only, as llama-server's. */
         if (S->embedding_only)
@@ -247,6 +256,10 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
                              "This server does not support completions. Start it without `--embeddings`");
         if (route == INFILL)
             return srv_infill(S, c, body, len, t);
+        if (route == MESSAGES)
+            return srv_anthropic(S, c, body, len, 0, t);
+        if (route == RESPONSES)
+            return srv_responses(S, c, body, len, 0, t);
         if (route != CHAT && srv_batch_size(body, len)) /* several prompts (server_batch.c) */
             return srv_batch(S, c, body, len, route == COMPLETION ? SRV_NATIVE : 0, t);
         return srv_completion(S, c, body, len, route == COMPLETION ? SRV_NATIVE : route == CHAT, t);

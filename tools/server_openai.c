@@ -349,6 +349,9 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     json_decref(plain);
     if (!rc && !text)
         rc = fail(b, "server_error", "out of memory");
+    const char *tmpl = srv_tools_template(p->tools) ? srv_tools_template(p->tools) : S->chat_template;
+    if (!rc && S->jinja && srv_chat_join_parts(S, tmpl, &text))
+        rc = fail(b, "server_error", "out of memory");
     hx_chat_render_options ro = hx_chat_render_options_default();
     ro.messages = text;
     ro.tools = srv_tools_json(p->tools);
@@ -364,7 +367,6 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     if (!rc && S->jinja && !extra)
         rc = fail(b, "invalid_value", "%s", why);
     ro.extra = extra;
-    const char *tmpl = srv_tools_template(p->tools) ? srv_tools_template(p->tools) : S->chat_template;
     size_t len = 0;
     if (!rc && hx_model_chat_render(S->m, tmpl, &ro, NULL, 0, &len) != HX_ERR_RANGE)
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
@@ -591,9 +593,12 @@ static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
     json_t *body = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",
                              j->chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created,
                              "model", j->S->model_name, "choices", choices, "usage", srv_usage_json(j));
-    if (j->native) /* --verbose */
+    if (j->native && !j->dialect) /* --verbose */
         json_object_set_new(body, "__verbose", srv_native_final(j));
-    enum MHD_Result r = srv_json(c, 200, body);
+    if (j->dialect)
+        body = j->dialect->whole(j, body);
+    enum MHD_Result r = body ? srv_json(c, 200, body) : srv_error(c, 500, "server_error", "out_of_memory",
+                                                                  "out of memory");
     srv_job_free(j);
     return r;
 }
@@ -677,7 +682,10 @@ static void cache_salt(srv *S, const parsed *p, const srv_tenant *t, char *out, 
 enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *body, size_t len, int mode,
                                srv_tenant *tenant)
 {
-    const int chat = mode == 1, native = mode == SRV_NATIVE;
+    const int native = mode == SRV_NATIVE, chat = mode == 1 || mode == SRV_ANTHROPIC || mode == SRV_RESPONSES;
+    const srv_dialect *dialect = mode == SRV_ANTHROPIC   ? &srv_anthropic_dialect
+                                 : mode == SRV_RESPONSES ? &srv_responses_dialect
+                                                         : NULL;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o)
@@ -702,6 +710,8 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
         rc = parse_logprobs(o, &p, chat, &b);
     if (!rc)
         rc = parse_grammar(o, &p, &b);
+    if (!rc && dialect && p.n != 1)
+        rc = fail(&b, "invalid_value", "'n' is %d: this API answers one choice", p.n);
     if (!rc && srv_tools_grammar(p.tools) && p.grammar)
         rc = fail(&b, "invalid_value", "a forced tool call (tool_choice) cannot be combined with 'grammar', "
                   "'json_schema' or a JSON 'response_format'");
@@ -748,6 +758,12 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             if (p.stream && (per_token || progress))
                 p.r.on_progress = srv_on_progress;
             j->native_answer = native;
+            j->dialect = dialect;
+            if (dialect && !(j->dialect_state = dialect->open(j, o))) {
+                srv_job_free(j);
+                ret = srv_error(c, 500, "server_error", "out_of_memory", "out of memory");
+                goto done; /* the parsed request's cleanup */
+            }
             if (native || S->native.verbose || verbose)
                 srv_native_keep(S, j, o, &p.r, p.stream);
             const uint64_t seed = p.r.sampling.seed;
@@ -765,6 +781,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             }
         }
     }
+done:
     free(p.prompt);
     free(p.tokens);
     free(p.grammar);
@@ -843,7 +860,9 @@ char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap)
 {
     parsed p = {.r = hx_request_default()};
     bad b = {{0}, NULL};
-    if (parse_messages(S, body, &p, &b)) {
+    const int rc = parse_messages(S, body, &p, &b);
+    srv_tools_free(p.tools);
+    if (rc) {
         snprintf(err, cap, "%s", b.msg);
         free(p.prompt);
         return NULL;

@@ -67,7 +67,11 @@ void srv_on_progress(void *user, const hx_engine_progress *p)
         json_t *prog = json_pack("{s:i,s:i,s:i,s:I}", "total", (int)p->total, "cache", (int)p->cached, "processed",
                                  (int)p->processed, "time_ms", (json_int_t)((now - j->t_submit) * 1e3));
         json_t *ev;
-        if (j->native_answer)
+        if (j->dialect) { /* the API says it in its own event */
+            j->dialect->progress(j, ch, prog);
+            prog = NULL;
+            ev = NULL;
+        } else if (j->native_answer)
             ev = json_pack("{s:i,s:s,s:[],s:b,s:i,s:i,s:I}", "index", ch->index, "content", "", "tokens", "stop", 0,
                            "id_slot", -1, "tokens_predicted", 0, "tokens_evaluated", (json_int_t)p->total);
         else

@@ -86,6 +86,8 @@ void srv_job_free(srv_job *j)
     if (j->owns_slot)
         srv_request_end(j->S, j->tenant);
     free(j->out);
+    if (j->dialect && j->dialect_state)
+        j->dialect->close(j->dialect_state);
     json_decref(j->native);
     srv_tools_free(j->tools);
     pthread_cond_destroy(&j->cond);
@@ -201,22 +203,27 @@ int srv_job_wait_client(srv_job *j, struct MHD_Connection *c)
     return 0;
 }
 
-/* Appends one SSE event, "data: JSON\n\n" (takes the reference). */
-void srv_stream_event(srv_job *j, json_t *v)
+/* Appends one SSE event, "[event: NAME\n]data: JSON\n\n" (takes the
+ * reference). */
+void srv_stream_named(srv_job *j, const char *event, json_t *v)
 {
     char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
     json_decref(v);
     if (!s)
         return;
-    size_t n = strlen(s);
-    if (!grow((void **)&j->out, &j->out_cap, j->out_len + n + 9, 1)) {
-        memcpy(j->out + j->out_len, "data: ", 6);
-        memcpy(j->out + j->out_len + 6, s, n);
-        memcpy(j->out + j->out_len + 6 + n, "\n\n", 2);
-        j->out_len += n + 8;
+    const size_t n = strlen(s), e = event ? strlen(event) + 8 : 0; /* "event: " and "\n" */
+    if (!grow((void **)&j->out, &j->out_cap, j->out_len + e + n + 9, 1)) {
+        if (event)
+            snprintf(j->out + j->out_len, e + 1, "event: %s\n", event);
+        memcpy(j->out + j->out_len + e, "data: ", 6);
+        memcpy(j->out + j->out_len + e + 6, s, n);
+        memcpy(j->out + j->out_len + e + 6 + n, "\n\n", 2);
+        j->out_len += e + n + 8;
     }
     free(s);
 }
+
+void srv_stream_event(srv_job *j, json_t *v) { srv_stream_named(j, NULL, v); }
 
 json_t *srv_stream_chunk(srv_job *j, json_t *choices)
 {
@@ -242,7 +249,7 @@ static void format_events(srv_job *j)
         srv_choice *ch = &j->ch[i];
         if (ch->reported)
             continue;
-        if (j->chat && !ch->sent_role) {
+        if (j->chat && !ch->sent_role && !j->dialect) {
             /* content null, as llama-server's (and OpenAI's) role chunk */
             json_t *c = json_pack("{s:i,s:{s:s,s:n},s:n,s:n}", "index", i, "delta", "role", "assistant", "content",
                                   "logprobs", "finish_reason");
@@ -253,13 +260,28 @@ static void format_events(srv_job *j)
          * stop string, an end-of-generation token) waits for text, unless
          * its log-probability is asked for. */
         int fresh = ch->text_len > ch->sent_text || (j->logprobs && ch->n_pieces > ch->sent_pieces);
+        static const char shut[] = "The server shut down before the answer was complete (--drain-timeout).";
         if (ch->ended && j->cut && ch->res.stats.finish == HX_FINISH_CANCELLED) {
-            srv_stream_event(j, srv_error_object("server_error", "shutting_down",
-                                                 "The server shut down before the answer was complete "
-                                                 "(--drain-timeout)."));
+            if (j->dialect)
+                j->dialect->error(j, "server_error", shut);
+            else
+                srv_stream_event(j, srv_error_object("server_error", "shutting_down", shut));
         } else if (ch->ended && ch->res.status != HX_OK) {
-            srv_stream_event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type",
-                                          "server_error", "code", hx_status_str(ch->res.status)));
+            if (j->dialect)
+                j->dialect->error(j, "server_error", ch->res.error);
+            else
+                srv_stream_event(j, json_pack("{s:{s:s,s:s,s:s}}", "error", "message", ch->res.error, "type",
+                                              "server_error", "code", hx_status_str(ch->res.status)));
+        } else if (j->dialect) {
+            /* the API's start events at once, then each chunk's as it comes */
+            if (fresh || ch->ended || !ch->sent_role)
+                j->dialect->chunk(j, ch, fresh || ch->ended ? srv_choice_json(j, ch, ch->sent_pieces, ch->sent_text,
+                                                                              ch->ended)
+                                                            : NULL,
+                                  ch->ended);
+            ch->sent_role = 1;
+            ch->sent_pieces = ch->n_pieces;
+            ch->sent_text = ch->text_len;
         } else if (j->native_answer) {
             /* llama-server's events: the text as it comes, then the summary (stop: true); with n_probs
              * one token an event (server_probs.c), the text so far with the last of them */
@@ -285,14 +307,14 @@ static void format_events(srv_job *j)
         all_reported &= ch->reported;
     }
     if (all_reported && !j->done_sent) {
-        if (j->include_usage && !j->native_answer) {
+        if (j->include_usage && !j->native_answer && !j->dialect) {
             json_t *u = timed(j, &j->ch[0], srv_stream_chunk(j, json_array()));
             json_object_set_new(u, "usage", srv_usage_json(j));
             srv_stream_event(j, u);
         }
         static const char done[] = "data: [DONE]\n\n";
-        /* llama-server's /completion stream ends without it */
-        if (!j->native_answer && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) {
+        /* llama-server's /completion stream ends without it, and the other APIs' */
+        if (!j->native_answer && !j->dialect && !grow((void **)&j->out, &j->out_cap, j->out_len + sizeof done, 1)) {
             memcpy(j->out + j->out_len, done, sizeof done - 1);
             j->out_len += sizeof done - 1;
         }
