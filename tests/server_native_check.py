@@ -7,7 +7,7 @@ and /completions, /props (GET; POST with and without --props), /slots
 CORS (preflight and every answer; --cors-origins), --api-key with
 Authorization: Bearer and X-Api-Key on every route but /health, the error
 types and statuses, and llama-server's flags (-c with -np, --kv-unified,
--ngl, --alias list, --tags).  Prints one line per check; exits 1 at the
+-ngl, --alias list, --tags), and --sleep-idle-seconds.  Prints one line per check; exits 1 at the
 first failure.
 
     server_native_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, for its vocabulary)
@@ -322,6 +322,70 @@ def unkeyed():
     print("ok -fa refused naming why; -ngl lots refused; -c 4 -np 8 refused (no context left per request)")
 
 
+def props_sleeping(srv):
+    st, _, p = srv.req("GET", "/props")
+    check(st == 200, f"/props: {st}")
+    return p["is_sleeping"]
+
+
+def wait_asleep(srv, what):
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if props_sleeping(srv):
+            return
+        time.sleep(0.05)
+    fail(f"{what}: the server did not fall asleep within 10 s")
+
+
+def sleeping():
+    """--sleep-idle-seconds: the model freed after the idle time, read-only
+    routes answering without waking it, a request that needs it loading it
+    again with the same answers, the idle time counted from the last
+    answer, many requests at a sleeping server loading it once."""
+    for bad in ("0", "x", "-2"):
+        p = subprocess.run([f"{BUILD}/hetero-server", "--sleep-idle-seconds", bad], stderr=subprocess.PIPE,
+                           text=True, timeout=30)
+        check(p.returncode == 2 and "--sleep-idle-seconds" in p.stderr, f"--sleep-idle-seconds {bad} refused")
+    srv = Server("-c", "1024", "-np", "8", "--metrics", "--sleep-idle-seconds", "1")
+    try:
+        body = {"prompt": "Once upon a time", "n_predict": 12, "temperature": 0}
+        st, _, before = srv.req("POST", "/completion", body)
+        check(st == 200 and not props_sleeping(srv), "awake while answering")
+        wait_asleep(srv, "idle")
+        for path in ("/health", "/props", "/models", "/v1/models", "/metrics"):
+            st, _, out = srv.req("GET", path)
+            check(st == 200, f"GET {path} while asleep: {st}")
+        check(props_sleeping(srv), "/health, /props, /models and /metrics do not wake it")
+        st, _, m = srv.req("GET", "/metrics")
+        check(re.search(r"^hetero_kv_blocks_used 0$", m, re.M), "asleep, /metrics shows no KV block held")
+        st, _, tok = srv.req("POST", "/tokenize", {"content": "Hello"})
+        check(st == 200 and tok["tokens"] and not props_sleeping(srv), "/tokenize wakes it")
+        st, _, after = srv.req("POST", "/completion", body)
+        check(st == 200 and after["content"] == before["content"], "loaded again, the same greedy answer")
+        # the idle time counts from the last answer
+        st, _, again = srv.req("POST", "/completion", body)
+        t_end = time.time()
+        wait_asleep(srv, "after an answer")
+        idle = time.time() - t_end
+        check(st == 200 and idle >= 0.9, f"asleep {idle:.2f} s after the last answer (--sleep-idle-seconds 1)")
+        loads = sum("loaded again" in line for line in srv.err)
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(srv.req("POST", "/completion", body)[2]["content"]))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(0.2)
+        check(out == [before["content"]] * 8 and sum("loaded again" in line for line in srv.err) == loads + 1,
+              "8 requests at a sleeping server: loaded once, each the same answer")
+    finally:
+        srv.stop()
+    print(f"ok --sleep-idle-seconds 1: asleep {idle:.2f} s after the last answer (the model freed, /metrics shows no "
+          "KV block), /health /props /models /metrics answer asleep, /tokenize wakes it, the same greedy answer "
+          "after; 8 requests at once load it once; 0, x and -2 refused")
+
+
 def main():
     t0 = time.time()
     srv = Server("-c", "512", "-np", "2", "--api-key", KEY, "--seed", "42", "--temp", "0.8", "--alias",
@@ -332,6 +396,7 @@ def main():
         srv.stop()
     small_context()
     unkeyed()
+    sleeping()
     print(f"server_native_check: all passed in {time.time() - t0:.1f} s")
 
 

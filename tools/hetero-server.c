@@ -121,7 +121,9 @@ static void usage(FILE *f)
           "  --timeout S          seconds without any byte moving on a connection being answered, as a\n"
           "                       client that stops reading (default 600)\n"
           "  --drain-timeout S    on SIGTERM/SIGINT/SIGHUP, seconds the requests in flight have to\n"
-          "                       finish before they are cancelled (default 30)\n",
+          "                       finish before they are cancelled (default 30)\n"
+          "  --sleep-idle-seconds N  after N seconds with nothing to answer, free the model and its KV\n"
+          "                       pool until a request needs them (loaded again first); -1 never (default)\n",
           f);
 }
 
@@ -131,6 +133,7 @@ typedef struct {
     const char *keys[64];       /* --api-key values */
     int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui, metrics;
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
+    long long sleep_idle; /* --sleep-idle-seconds, -1: never */
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
     double temperature;
@@ -190,7 +193,7 @@ static int kv_type_ok(const char *t)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
-                   .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30,
+                   .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30, .sleep_idle = -1,
                    .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
     srv_native_defaults(&o->native);
     for (int i = 1; i < argc; i++) {
@@ -249,6 +252,15 @@ static int parse_args(int argc, char **argv, options *o)
         else if (TAKE("--timeout")) U32(timeout, 1, 86400);
         else if (TAKE("--idle-timeout")) U32(idle_timeout, 1, 3600);
         else if (TAKE("--drain-timeout")) U32(drain_timeout, 0, 86400);
+        else if (TAKE("--sleep-idle-seconds")) {
+            if (cli_long(PROG, a, v, -1, 1ll << 31, &n))
+                return -1;
+            if (!n) {
+                fprintf(stderr, PROG ": --sleep-idle-seconds is -1 (never) or a number of seconds, not 0\n");
+                return -1;
+            }
+            o->sleep_idle = n;
+        }
         else if (TAKE("--max-connections")) U32(max_connections, 1, 100000);
         else if (TAKE("--max-connections-per-ip")) U32(max_per_ip, 1, 100000);
         else if (TAKE("--max-body")) {
@@ -483,6 +495,8 @@ static int load_chat_template(srv *S, const options *o)
 {
     const char *from = o->chat_template_file ? "--chat-template-file" : o->chat_template ? "--chat-template" : NULL;
     S->chat_template = o->chat_template ? o->chat_template : hx_model_chat_template(S->m);
+    if (!o->chat_template && S->chat_template) /* kept: the model may be freed while asleep */
+        S->chat_template = S->chat_template_owned = strdup(S->chat_template);
     if (o->chat_template_file) {
         char *text = cli_read_file(PROG, "--chat-template-file", o->chat_template_file, NULL);
         if (!text)
@@ -516,6 +530,60 @@ static int load_chat_template(srv *S, const options *o)
                         "requests will get 400 (--chat-template NAME to choose one)\n", hx_last_error());
     } else if (!S->jinja) {
         S->chat_template = family;
+    }
+    return 0;
+}
+
+/* What loads the model and its engine, kept for loading them again after
+ * a sleep (--sleep-idle-seconds). */
+static struct {
+    char file[4096];
+    hx_model_options mo;
+    hx_engine_options eo;
+} loaded;
+
+static int open_model(srv *S)
+{
+    if (hx_model_load(S->rt, loaded.file, &loaded.mo, &S->m) != HX_OK) {
+        fprintf(stderr, "hetero-server: %s: %s\n", loaded.file, hx_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int open_engine(srv *S)
+{
+    if (hx_engine_create(S->m, &loaded.eo, &S->e) != HX_OK) {
+        fprintf(stderr, "hetero-server: %s\n", hx_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int release(srv *S)
+{
+    hx_engine_destroy(S->e);
+    S->e = NULL;
+    if (hx_model_free(S->m) != HX_OK) { /* left loaded: it serves on, with a new engine */
+        fprintf(stderr, "hetero-server: the model stays loaded: %s\n", hx_last_error());
+        if (open_engine(S)) {
+            fprintf(stderr, "hetero-server: no engine to serve with: exiting\n");
+            _exit(1);
+        }
+        return -1;
+    }
+    S->m = NULL;
+    return 0;
+}
+
+static int reload(srv *S)
+{
+    if (open_model(S))
+        return -1;
+    if (open_engine(S)) {
+        hx_model_free(S->m);
+        S->m = NULL;
+        return -1;
     }
     return 0;
 }
@@ -581,16 +649,16 @@ static int load(srv *S, const options *o)
         uint64_t want = (uint64_t)pi.n_ctx * o->parallel;
         mo.kv_tokens = want > (1u << 20) ? (1u << 20) : (uint32_t)want;
     }
-    if (hx_model_load(S->rt, file, &mo, &S->m) != HX_OK) {
-        fprintf(stderr, "hetero-server: %s: %s\n", file, hx_last_error());
+    snprintf(loaded.file, sizeof loaded.file, "%s", file);
+    loaded.mo = mo;
+    if (open_model(S))
         return -1;
-    }
     if (cli_dist_start(PROG, S->m, HX_OK)) /* under mpirun: the other ranks load their layers */
         return -1;
     hx_model_info_get(S->m, &S->info);
     if (o->ngl && strcmp(o->ngl, "0") && srv_native_check_ngl(S, o->ngl))
         return -1;
-    S->native.model_path = file;
+    S->native.model_path = loaded.file;
     if (srv_native_open(S))
         return -1;
     hx_engine_options eo = hx_engine_options_default();
@@ -605,10 +673,9 @@ static int load(srv *S, const options *o)
         fprintf(stderr, "hetero-server: --policy is fcfs, short-first or priority, not '%s'\n", o->policy);
         return -1;
     }
-    if (hx_engine_create(S->m, &eo, &S->e) != HX_OK) {
-        fprintf(stderr, "hetero-server: %s\n", hx_last_error());
+    loaded.eo = eo;
+    if (open_engine(S))
         return -1;
-    }
     S->model_name = o->alias ? srv_native_first_alias(o->alias) : S->info.name;
     S->native.aliases = o->alias;
     if (load_chat_template(S, o) || srv_embed_setup(S, o->embedding, o->reranking ? "rank" : o->pooling,
@@ -702,6 +769,8 @@ int main(int argc, char **argv)
     pthread_mutex_init(&S.tenants.lock, NULL);
     pthread_cond_init(&S.tenants.freed, NULL);
     pthread_mutex_init(&S.jobs_lock, NULL);
+    pthread_rwlock_init(&S.sleep.lock, NULL);
+    pthread_mutex_init(&S.sleep.mu, NULL);
     S.max_body = o.max_body;
     S.native = o.native;
     S.native.parallel = o.parallel;
@@ -785,7 +854,14 @@ int main(int argc, char **argv)
         unload(&S);
         return 1;
     }
-    if (srv_conns_start(&S.conns)) {
+    hx_dist_info di;
+    if (o.sleep_idle > 0 && !hx_dist_info_get(&di) && di.size > 1) {
+        fprintf(stderr, PROG ": --sleep-idle-seconds is not supported under mpirun (the other ranks hold their "
+                "layers)\n");
+        unload(&S);
+        return 1;
+    }
+    if (srv_conns_start(&S.conns) || srv_sleep_start(&S, (double)o.sleep_idle, reload, release)) {
         fprintf(stderr, PROG ": cannot start a thread\n");
         return 1;
     }
@@ -834,6 +910,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < L.n; i++)
         MHD_stop_daemon(d[i]);
     srv_conns_stop(&S.conns);
+    srv_sleep_stop(&S);
     unload(&S);
     hx_dist_finalize();
     srv_tenants_free(&S.tenants);

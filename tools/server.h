@@ -94,7 +94,24 @@ typedef struct {
     int verbose;                /* --verbose: OpenAI answers carry llama-server's "__verbose" */
 } srv_native;
 
+/* --sleep-idle-seconds (server_sleep.c). */
+typedef struct srv srv_t;
 typedef struct {
+    pthread_rwlock_t lock;     /* readers: requests using the model; the writer frees or loads it */
+    pthread_mutex_t mu;        /* last_active */
+    double idle_seconds;       /* 0: never sleeps */
+    double last_active;
+    volatile int asleep;       /* under lock */
+    int (*reload)(srv_t *S);   /* loads the model and engine again: 0, or -1 said on stderr */
+    int (*release)(srv_t *S);  /* frees them: 0, or -1 (said on stderr) with them still in place */
+    hx_engine_stats engine;    /* the counters when it fell asleep, for /metrics and /machine */
+    hx_model_stats model;
+    pthread_t thread;
+    int started;
+    volatile int stop;
+} srv_sleep;
+
+typedef struct srv {
     hx_runtime *rt;
     hx_model *m;
     hx_engine *e;
@@ -131,7 +148,21 @@ typedef struct {
     hx_model_embedding_info embd_info;
     hx_fim_tokens fim;
     uint32_t n_batch;
+    srv_sleep sleep;
 } srv;
+
+/* server_sleep.c: --sleep-idle-seconds.  srv_awake_enter holds the model
+ * in place for a handler (wake: loading it first if it sleeps; else the
+ * caller reads srv_asleep and the counters in S->sleep); -1 when it could
+ * not be loaded again (said on stderr).  Every enter is paired with a
+ * leave of the same wake, which then counts as activity. */
+int srv_sleep_start(srv *S, double idle_seconds, int (*reload)(srv *), int (*release)(srv *));
+void srv_sleep_stop(srv *S);
+int srv_awake_enter(srv *S, int wake);
+void srv_awake_leave(srv *S, int wake);
+int srv_asleep(srv *S);
+/* A request ended (its slot given back): activity. */
+void srv_sleep_touch(srv *S);
 
 /* The OpenAI error object, {"error":{"message","type","code"}}, as a
  * response of `status`; a 503 says Retry-After: 1, and while the server

@@ -160,6 +160,47 @@ void srv_request_end(srv *S, srv_tenant *t)
     pthread_mutex_lock(&S->metrics.lock);
     S->metrics.in_flight--;
     pthread_mutex_unlock(&S->metrics.lock);
+    srv_sleep_touch(S);
+}
+
+/* llama-server's routes; /completion and /completions are its own
+ * completion, /v1/completions OpenAI's. */
+enum {
+    MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE,
+    EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL, INPUT_TOKENS, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSE_TOKENS, PREDICT
+};
+
+static enum MHD_Result dispatch(srv *S, struct MHD_Connection *c, int route, int post, const char *body, size_t len,
+                                srv_tenant *t)
+{
+    switch (route) {
+    case MODELS: return srv_models(S, c);
+    case TOKENIZE: return srv_tokenize(S, c, body, len, 0);
+    case DETOKENIZE: return srv_detokenize(S, c, body, len);
+    case PROPS: return srv_props(S, c, post, body, len);
+    case SLOTS: return srv_slots(S, c);
+    case APPLY_TEMPLATE: return srv_apply_template(S, c, body, len);
+    case INPUT_TOKENS: return srv_input_tokens(S, c, body, len);
+    case EMBEDDINGS_OAI:
+    case EMBEDDINGS: return srv_embeddings(S, c, body, len, route == EMBEDDINGS_OAI, t);
+    case RERANK: return srv_rerank(S, c, body, len, t);
+    case COUNT_TOKENS: return srv_anthropic(S, c, body, len, 1, t);
+    case RESPONSE_TOKENS: return srv_responses(S, c, body, len, 1, t);
+    default:
+        /* --embedding serves embeddings only, as llama-server's. */
+        if (S->embedding_only)
+            return srv_error(c, 501, "not_supported_error", NULL,
+                             "This server does not support completions. Start it without `--embeddings`");
+        if (route == INFILL)
+            return srv_infill(S, c, body, len, t);
+        if (route == MESSAGES)
+            return srv_anthropic(S, c, body, len, 0, t);
+        if (route == RESPONSES)
+            return srv_responses(S, c, body, len, 0, t);
+        if (route != CHAT && srv_batch_size(body, len)) /* several prompts (server_batch.c) */
+            return srv_batch(S, c, body, len, route == COMPLETION ? SRV_NATIVE : 0, t);
+        return srv_completion(S, c, body, len, route == COMPLETION ? SRV_NATIVE : route == CHAT, t);
+    }
 }
 
 enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, const char *url, const char *body,
@@ -187,14 +228,15 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
         if (!get)
             return srv_error(c, 405, "invalid_request_error", "method_not_allowed", "/machine takes GET, not %s.",
                              method);
-        return S->metrics_public || authorize(S, c, &who, &page) ? srv_machine_page(S, c) : page;
+        if (!S->metrics_public && !authorize(S, c, &who, &page))
+            return page;
+        srv_awake_enter(S, 0); /* asleep: the counters as they were (server_sleep.c) */
+        page = srv_machine_page(S, c);
+        srv_awake_leave(S, 0);
+        return page;
     }
     /* llama-server's routes; /completion and /completions are its own
      * completion, /v1/completions OpenAI's. */
-    enum {
-        MODELS, TOKENIZE, DETOKENIZE, V1_COMPLETIONS, CHAT, METRICS, COMPLETION, PROPS, SLOTS, APPLY_TEMPLATE,
-        EMBEDDINGS_OAI, EMBEDDINGS, RERANK, INFILL, INPUT_TOKENS, MESSAGES, COUNT_TOKENS, RESPONSES, RESPONSE_TOKENS, PREDICT
-    };
     const struct { /* not static: the prediction route comes from the environment */
         const char *path;
         int route, post, get;
@@ -229,39 +271,27 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
      * llama-server's; /metrics too, unless --metrics-public. */
     if (!(route == METRICS && S->metrics_public) && !authorize(S, c, &t, &ret))
         return ret;
-    if (route == METRICS) /* off unless asked for, as llama-server's */
-        return S->metrics_on ? srv_metrics_page(S, c)
-                             : srv_error(c, 501, "not_supported_error", NULL,
-                                         "This server does not support metrics endpoint. Start it with `--metrics`");
+    if (route == METRICS && !S->metrics_on) /* off unless asked for, as llama-server's */
+        return srv_error(c, 501, "not_supported_error", NULL,
+                         "This server does not support metrics endpoint. Start it with `--metrics`");
+    if (route == METRICS) { /* asleep: the counters as they were (server_sleep.c) */
+        srv_awake_enter(S, 0);
+        ret = srv_metrics_page(S, c);
+        srv_awake_leave(S, 0);
+        return ret;
+    }
     if (S->draining)
         return srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.");
-    switch (route) {
-    case MODELS: return srv_models(S, c);
-    case TOKENIZE: return srv_tokenize(S, c, body, len, 0);
-    case DETOKENIZE: return srv_detokenize(S, c, body, len);
-    case PROPS: return srv_props(S, c, post, body, len);
-    case SLOTS: return srv_slots(S, c);
-    case APPLY_TEMPLATE: return srv_apply_template(S, c, body, len);
-    case INPUT_TOKENS: return srv_input_tokens(S, c, body, len);
-    case EMBEDDINGS_OAI:
-    case EMBEDDINGS: return srv_embeddings(S, c, body, len, route == EMBEDDINGS_OAI, t);
-    case RERANK: return srv_rerank(S, c, body, len, t);
-    case COUNT_TOKENS: return srv_anthropic(S, c, body, len, 1, t);
-    case RESPONSE_TOKENS: return srv_responses(S, c, body, len, 1, t);
-    case PREDICT: return srv_predict(S, c, method, body, len); /* each instance takes its route's key check */
-    default:
-        /* --embedding serves embeddings only, as llama-server's. */
-        if (S->embedding_only)
-            return srv_error(c, 501, "not_supported_error", NULL,
-                             "This server does not support completions. Start it without `--embeddings`");
-        if (route == INFILL)
-            return srv_infill(S, c, body, len, t);
-        if (route == MESSAGES)
-            return srv_anthropic(S, c, body, len, 0, t);
-        if (route == RESPONSES)
-            return srv_responses(S, c, body, len, 0, t);
-        if (route != CHAT && srv_batch_size(body, len)) /* several prompts (server_batch.c) */
-            return srv_batch(S, c, body, len, route == COMPLETION ? SRV_NATIVE : 0, t);
-        return srv_completion(S, c, body, len, route == COMPLETION ? SRV_NATIVE : route == CHAT, t);
-    }
+    if (route == PREDICT) /* each instance takes the model itself (server_predict.c) */
+        return srv_predict(S, c, method, body, len);
+    /* The model stays in place while the handler runs; a route that reads
+     * it wakes it when it sleeps (server_sleep.c), /props and /models do
+     * not. */
+    const int wake = route != PROPS && route != MODELS;
+    if (srv_awake_enter(S, wake))
+        return srv_error(c, 503, "unavailable_error", "loading_failed", "The model could not be loaded again: %s",
+                         hx_last_error());
+    ret = dispatch(S, c, route, post, body, len, t);
+    srv_awake_leave(S, wake);
+    return ret;
 }

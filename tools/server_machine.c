@@ -31,9 +31,9 @@ static json_t *devices(srv *S)
 
 enum MHD_Result srv_machine_page(srv *S, struct MHD_Connection *c)
 {
-    hx_engine_stats es = {0};
-    hx_model_stats ms = {0};
-    if (hx_engine_stats_get(S->e, &es) || hx_model_stats_get(S->m, &ms))
+    hx_engine_stats es = S->sleep.engine; /* asleep: as they were, the pool freed (server_sleep.c) */
+    hx_model_stats ms = S->sleep.model;
+    if (!srv_asleep(S) && (hx_engine_stats_get(S->e, &es) || hx_model_stats_get(S->m, &ms)))
         return srv_error(c, 500, "server_error", "stats_unavailable", "The engine's counters could not be read: %s",
                          hx_last_error());
     pthread_mutex_lock(&S->metrics.lock);

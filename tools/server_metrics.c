@@ -97,10 +97,12 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     pthread_mutex_lock(&S->metrics.lock);
     m = S->metrics;
     pthread_mutex_unlock(&S->metrics.lock);
-    hx_engine_stats es = {0};
-    hx_engine_stats_get(S->e, &es);
-    hx_model_stats ms = {0};
-    hx_model_stats_get(S->m, &ms);
+    hx_engine_stats es = S->sleep.engine; /* asleep: as they were (server_sleep.c) */
+    hx_model_stats ms = S->sleep.model;
+    if (!srv_asleep(S)) {
+        hx_engine_stats_get(S->e, &es);
+        hx_model_stats_get(S->m, &ms);
+    }
     text t = {0};
     static const char *const classes[6] = {"2xx", "400", "401", "429", "5xx", "other"};
     metric(&t, "requests_total", "counter", "HTTP requests answered, by status.");

@@ -290,7 +290,7 @@ enum MHD_Result srv_props(srv *S, struct MHD_Connection *c, int post, const char
                               S->native.model_path, "modalities", "vision", 0, "video", 0, "audio", 0,
                               "endpoint_slots", S->native.slots, "endpoint_props", S->native.props_post,
                               "endpoint_metrics", 1, "ui", !S->no_webui, "chat_template", S->chat_template,
-                              "bos_token", bos, "eos_token", eos, "build_info", build, "is_sleeping", 0);
+                              "bos_token", bos, "eos_token", eos, "build_info", build, "is_sleeping", srv_asleep(S));
     return srv_json(c, 200, props);
 }
 

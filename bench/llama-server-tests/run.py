@@ -31,7 +31,6 @@ OUT_OF_SCOPE = {
     "test_mcp_servers.py": "MCP servers (router/web UI)",
     "test_tools_builtin.py": "server-side built-in tools",
     "test_proxy.py": "web UI's CORS proxy",
-    "test_sleep.py": "sleeping (unloading) on idle",
 }
 
 
