@@ -28,9 +28,14 @@ OUT_OF_SCOPE = {
     "test_speculative.py": "speculative decoding",
     "test_router.py": "router mode (several models)",
     "test_slot_save.py": "slot saving",
-    "test_mcp_servers.py": "MCP servers (router/web UI)",
-    "test_tools_builtin.py": "server-side built-in tools",
-    "test_proxy.py": "web UI's CORS proxy",
+    # These two start llama-server as a router (ServerPreset.router(): no
+    # model of its own), which serves the web UI's agent its tools.
+    "test_mcp_servers.py": "router mode: MCP servers for the web UI's agent",
+    "test_tools_builtin.py": "router mode: built-in tools (files, shell) for the web UI's agent",
+    # A server-side fetcher of any URL for the web UI's MCP client, which
+    # hetero's page does not have: a surface for server-side request
+    # forgery that hetero-server does not open.
+    "test_proxy.py": "the web UI's MCP CORS proxy",
 }
 
 
