@@ -121,6 +121,7 @@ hx_status hx_engine_req_create(hx_engine *e, const hx_request *r, hx_engine_req 
     q->r.sampling.n_dry_breakers = 0;
     q->r.sampling.samplers = NULL;
     q->r.sampling.grammar = NULL;
+    q->r.sampling.reasoning_start = q->r.sampling.reasoning_end = q->r.sampling.reasoning_message = NULL;
     if (st) {
         hx_engine_req_free(q);
         return st;

@@ -33,6 +33,16 @@ typedef struct {
     int32_t *eog_ids;
     uint32_t n_eog;
     float *eog_masked;
+    /* The reasoning budget (hx_sampling.reasoning_*): the tags as tokens,
+     * the forced sequence (message and end tag), the last tokens generated
+     * (as many as the longer tag) to match them, and where the thought
+     * stands. */
+    int rb_on;
+    uint32_t rb_budget, rb_left;
+    int32_t *rb_start, *rb_end, *rb_forced, *rb_recent;
+    size_t n_rb_start, n_rb_end, n_rb_forced, n_rb_recent, rb_window, rb_pos;
+    enum { HX_RB_IDLE, HX_RB_COUNTING, HX_RB_WAIT_CHAR, HX_RB_FORCING, HX_RB_DONE } rb_state;
+    int rb_forced_last; /* the last draw was forced */
 } hx_generation;
 
 /* Validates `sp` (its stop strings are not copied: they must outlive g;

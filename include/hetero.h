@@ -936,6 +936,22 @@ typedef struct {
     /* Top-p, min-p, typical and XTC keep at least this many tokens
      * (llama.cpp's min_keep).  0 = off. */
     int32_t min_keep;
+    /* A budget on the model's thought (llama.cpp's reasoning budget), when
+     * reasoning_budget_on: once the tokens of reasoning_start (NULL:
+     * "<think>") are generated, or from the first token when
+     * reasoning_open says the prompt opened the thought, at most
+     * reasoning_budget tokens follow (0: none) before the tokens of
+     * reasoning_message (NULL: none) and reasoning_end (NULL: "</think>")
+     * are forced, one a step, each with probability 1; the model's own
+     * end tag ends the budget first, and a later start tag opens a new
+     * one.  A token that leaves a character unfinished is let through
+     * before the forcing starts.  Tags match as token sequences, as the
+     * tokenizer writes them (parse_special: a control token's text is
+     * that token).  Not with a grammar (HX_ERR_UNSUPPORTED). */
+    int reasoning_budget_on;
+    uint32_t reasoning_budget;
+    int reasoning_open;
+    const char *reasoning_start, *reasoning_end, *reasoning_message;
 } hx_sampling;
 
 HX_API hx_sampling hx_sampling_default(void);

@@ -139,6 +139,9 @@ def anthropic_api(srv):
     # thinking's switch reaches the template (these templates have none: the same answer)
     st, mt = srv.post("/v1/messages", {**body, "thinking": {"type": "adaptive"}})
     check(st == 200 and mt["content"] == m["content"], f"thinking adaptive: the template's switch ({st})")
+    st, mt = srv.post("/v1/messages", {**body, "thinking": {"type": "enabled", "budget_tokens": 5}})
+    check(st == 200 and mt["content"] == m["content"],
+          f"thinking enabled with budget_tokens 5: the reasoning budget (no thought opened here: the same answer; {st})")
     # count_tokens: the prompt's tokens, as the chat counts them
     st, ct = srv.post("/v1/messages/count_tokens", {"model": "m", "system": SYSTEM, "messages": CONV})
     check(st == 200 and ct == {"input_tokens": cu["prompt_tokens"]}, f"count_tokens: {ct}")

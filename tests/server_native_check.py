@@ -7,7 +7,7 @@ and /completions, /props (GET; POST with and without --props), /slots
 CORS (preflight and every answer; --cors-origins), --api-key with
 Authorization: Bearer and X-Api-Key on every route but /health, the error
 types and statuses, and llama-server's flags (-c with -np, --kv-unified,
--ngl, --alias list, --tags), and --sleep-idle-seconds.  Prints one line per check; exits 1 at the
+-ngl, --alias list, --tags), --sleep-idle-seconds and the reasoning budget.  Prints one line per check; exits 1 at the
 first failure.
 
     server_native_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, for its vocabulary)
@@ -386,6 +386,51 @@ def sleeping():
           "after; 8 requests at once load it once; 0, x and -2 refused")
 
 
+def reasoning_budget():
+    """reasoning_budget_tokens (and --reasoning-budget by default): a
+    prompt that opens a thought gets N free tokens, then the message and
+    </think> forced, token for token."""
+    srv = Server("-c", "1024", "-np", "2", "--reasoning-budget", "2")
+    try:
+        prompt = "Think about it.<think>\n"
+        st, _, t = srv.req("POST", "/tokenize", {"content": "[enough]</think>", "parse_special": True})
+        forced = t["tokens"]
+
+        def run(**kw):
+            st, _, r = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": 24, "temperature": 0,
+                                                       "ignore_eos": True, "return_tokens": True,
+                                                       "reasoning_budget_message": "[enough]", **kw})
+            check(st == 200, f"/completion with {kw}: {st} {r}")
+            return r["tokens"]
+
+        def forced_at(toks):
+            return next((j for j in range(len(toks)) if toks[j:j + len(forced)] == forced), None)
+
+        free = run(reasoning_budget_tokens=-1)
+        check(forced_at(free) is None, "no budget (-1): nothing forced")
+        for budget, kw in ((2, {}), (5, {"reasoning_budget_tokens": 5}), (0, {"thinking_budget_tokens": 0})):
+            toks = run(**kw)
+            j = forced_at(toks)
+            check(j is not None and budget <= j <= budget + 3 and toks[:j] == free[:j],
+                  f"budget {budget} ({kw or '--reasoning-budget 2'}): forced from token {j}")
+        st, _, e = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": 4, "reasoning_budget_tokens": 3,
+                                                   "thinking_budget_tokens": 4})
+        check(st == 400 and "disagree" in e["error"]["message"], "two budgets that disagree: 400")
+        st, _, e = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": 4, "reasoning_budget_tokens": 3,
+                                                   "json_schema": {"type": "object"}})
+        check(st == 400 and "reasoning budget" in e["error"]["message"], "a budget with a grammar: 400")
+        st, _, e = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": 4, "json_schema": {"type": "object"}})
+        check(st == 200, "the server's default budget is left out with a grammar")
+        st, _, e = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": 4,
+                                                   "reasoning_budget_end_tags": ["</a>", "</b>"]})
+        check(st == 400 and "reasoning_budget_end_tags" in e["error"]["message"], "two end tags: 400")
+    finally:
+        srv.stop()
+    print("ok reasoning budget: --reasoning-budget 2, reasoning_budget_tokens 5, thinking_budget_tokens 0 each force "
+          "'[enough]</think>' token for token after the free ones; -1 forces nothing; two budgets that disagree, a "
+          "budget with a grammar and two end tags are 400s")
+
+
 def main():
     t0 = time.time()
     srv = Server("-c", "512", "-np", "2", "--api-key", KEY, "--seed", "42", "--temp", "0.8", "--alias",
@@ -397,6 +442,7 @@ def main():
     small_context()
     unkeyed()
     sleeping()
+    reasoning_budget()
     print(f"server_native_check: all passed in {time.time() - t0:.1f} s")
 
 

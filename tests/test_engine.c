@@ -25,6 +25,7 @@
 /* What a request's callback saw. */
 typedef struct {
     int32_t tokens[MAX_OUT];
+    float logprob[MAX_OUT];
     uint32_t n;
     char text[1024];
     int first_rank;           /* order of its first token among all requests */
@@ -43,8 +44,10 @@ static int on_token(void *user, const hx_engine_token *t)
         s->lasts++;
         s->last_finish = t->result->stats.finish;
     }
-    if (t->token >= 0 && s->n < MAX_OUT)
+    if (t->token >= 0 && s->n < MAX_OUT) {
+        s->logprob[s->n] = t->logprob;
         s->tokens[s->n++] = t->token;
+    }
     if (s->n == 1 && t->token >= 0 && s->rank)
         s->first_rank = atomic_fetch_add(s->rank, 1);
     strncat(s->text, t->piece, sizeof s->text - strlen(s->text) - 1);
@@ -1013,6 +1016,139 @@ START_TEST(min_tokens_hold_the_end_back)
 }
 END_TEST
 
+/* The tokens of text (control tokens' text as those tokens), no BOS. */
+static size_t tokens_of(hx_model *m, const char *text, int32_t *out, size_t cap)
+{
+    size_t n = 0;
+    HX_ASSERT_OK(hx_model_tokenize(m, text, strlen(text), 0, 1, out, cap, &n));
+    return n;
+}
+
+/* Where the forced sequence starts in s's tokens (s->n if nowhere). */
+static uint32_t forced_at(const seen *s, const int32_t *forced, size_t nf)
+{
+    for (uint32_t j = 0; j + nf <= s->n; j++)
+        if (!memcmp(s->tokens + j, forced, sizeof *forced * nf))
+            return j;
+    return s->n;
+}
+
+/* A reasoning budget (llama.cpp's): from an opened thought (or its start
+ * tag), `budget` free tokens, then the message and end tag forced one a
+ * step with probability 1, then free generation again; the model's own
+ * end tag ends the budget first; a later start tag opens a new one. */
+START_TEST(a_reasoning_budget_forces_the_end_of_the_thought)
+{
+    fixture f;
+    open_fixture(&f, 0, NULL);
+    seen base = {0};
+    hx_request r = greedy(prompts[2], 40, &base);
+    r.ignore_eos = 1;
+    run_one(f.e, &r);
+    ck_assert_uint_eq(base.n, 40);
+    int32_t forced[64];
+    const size_t nf = tokens_of(f.m, "[done]</think>", forced, 64);
+    ck_assert_uint_ge(nf, 1);
+    for (uint32_t budget = 0; budget <= 5; budget += 5) {
+        seen got = {0};
+        r = greedy(prompts[2], 40, &got);
+        r.ignore_eos = 1;
+        r.sampling.reasoning_budget_on = 1;
+        r.sampling.reasoning_budget = budget;
+        r.sampling.reasoning_open = 1;
+        r.sampling.reasoning_message = "[done]";
+        run_one(f.e, &r);
+        /* the first `budget` tokens as without a budget (and up to 3 more
+         * that finish a character: this vocabulary has byte tokens), then
+         * the forced ones, each at probability 1 */
+        const uint32_t j = forced_at(&got, forced, nf);
+        ck_assert_msg(j >= budget && j <= budget + 3, "forced from token %u, budget %u", j, budget);
+        ck_assert_int_eq(memcmp(got.tokens, base.tokens, sizeof *got.tokens * j), 0);
+        ck_assert_uint_eq(got.n, 40);
+    }
+    /* Sampled (temperature 1): the drawn tokens have their probabilities,
+     * the forced ones 1. */
+    seen drawn = {0};
+    r = greedy(prompts[2], 40, &drawn);
+    r.ignore_eos = 1;
+    r.post_sampling_probs = 1;
+    r.top_logprobs = 2;
+    r.sampling = hx_sampling_default();
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 1.0f;
+    r.sampling.min_p = 0.0f;
+    r.sampling.seed = 7;
+    r.sampling.reasoning_budget_on = 1;
+    r.sampling.reasoning_budget = 4;
+    r.sampling.reasoning_open = 1;
+    r.sampling.reasoning_message = "[done]";
+    run_one(f.e, &r);
+    const uint32_t jd = forced_at(&drawn, forced, nf);
+    ck_assert_msg(jd >= 4 && jd <= 7, "forced from token %u, budget 4", jd);
+    int below_one = 0;
+    for (uint32_t k = 0; k < jd; k++)
+        below_one |= drawn.logprob[k] < 0.0f;
+    ck_assert_msg(below_one, "every drawn token had probability 1: the check below would prove nothing");
+    for (size_t k = jd; k < jd + nf; k++)
+        ck_assert_msg(drawn.logprob[k] == 0.0f, "forced token %zu: log-probability %g, not 0", k,
+                      (double)drawn.logprob[k]);
+    /* A start tag the greedy text writes: the budget counts from after it.
+     * The tag is a token of the baseline whose text tokenizes back to it. */
+    uint32_t at = 0;
+    int32_t one[8];
+    char piece[64];
+    for (at = 3; at < 20; at++) {
+        size_t len = 0;
+        HX_ASSERT_OK(hx_model_token_to_piece(f.m, base.tokens[at], piece, sizeof piece, &len));
+        piece[len] = '\0';
+        int earlier = 0;
+        for (uint32_t k = 0; k < at; k++)
+            earlier |= base.tokens[k] == base.tokens[at];
+        if (len && !earlier && tokens_of(f.m, piece, one, 8) == 1 && one[0] == base.tokens[at])
+            break;
+    }
+    ck_assert_msg(at < 20, "no baseline token tokenizes back to itself");
+    seen tagged = {0};
+    r = greedy(prompts[2], 40, &tagged);
+    r.ignore_eos = 1;
+    r.sampling.reasoning_budget_on = 1;
+    r.sampling.reasoning_budget = 2;
+    r.sampling.reasoning_start = piece;
+    run_one(f.e, &r);
+    const size_t ne = tokens_of(f.m, "</think>", forced, 64);
+    const uint32_t j = forced_at(&tagged, forced, ne);
+    ck_assert_msg(j >= at + 3 && j <= at + 6, "forced from token %u, the tag at %u", j, at);
+    ck_assert_int_eq(memcmp(tagged.tokens, base.tokens, sizeof *base.tokens * j), 0);
+    /* the model's own end tag (the token after the start here) ends the budget: nothing forced */
+    size_t len = 0;
+    char end[64];
+    HX_ASSERT_OK(hx_model_token_to_piece(f.m, base.tokens[at + 1], end, sizeof end, &len));
+    end[len] = '\0';
+    if (tokens_of(f.m, end, one, 8) == 1 && one[0] == base.tokens[at + 1]) {
+        seen natural = {0};
+        r = greedy(prompts[2], 40, &natural);
+        r.ignore_eos = 1;
+        r.sampling.reasoning_budget_on = 1;
+        r.sampling.reasoning_budget = 3;
+        r.sampling.reasoning_start = piece;
+        r.sampling.reasoning_end = end;
+        run_one(f.e, &r);
+        ck_assert_int_eq(memcmp(natural.tokens, base.tokens, sizeof *base.tokens * 40), 0);
+    }
+    /* refused: with a grammar, an empty tag */
+    uint64_t id;
+    r = greedy(prompts[2], 4, NULL);
+    r.sampling.reasoning_budget_on = 1;
+    r.sampling.grammar = "root ::= \"a\"";
+    ck_assert_int_eq(hx_engine_submit(f.e, &r, &id), HX_ERR_UNSUPPORTED);
+    r.sampling.grammar = NULL;
+    r.sampling.reasoning_end = "";
+    ck_assert_int_eq(hx_engine_submit(f.e, &r, &id), HX_ERR_INVALID_ARG);
+    close_fixture(&f);
+}
+END_TEST
+
 Suite *suite_engine(void)
 {
     Suite *s = suite_create("engine");
@@ -1034,6 +1170,7 @@ Suite *suite_engine(void)
     tcase_add_test(tc, bad_requests_are_refused_at_submission);
     tcase_add_test(tc, ignore_eos_runs_to_max_tokens);
     tcase_add_test(tc, min_tokens_hold_the_end_back);
+    tcase_add_test(tc, a_reasoning_budget_forces_the_end_of_the_thought);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -122,6 +122,8 @@ static void usage(FILE *f)
           "                       client that stops reading (default 600)\n"
           "  --drain-timeout S    on SIGTERM/SIGINT/SIGHUP, seconds the requests in flight have to\n"
           "                       finish before they are cancelled (default 30)\n"
+          "  --reasoning-budget N  a thought (<think>) ends after N tokens (0: at once), its end tag forced;\n"
+          "                       -1 none (default); a request's reasoning_budget_tokens overrides it\n"
           "  --sleep-idle-seconds N  after N seconds with nothing to answer, free the model and its KV\n"
           "                       pool until a request needs them (loaded again first); -1 never (default)\n",
           f);
@@ -134,6 +136,7 @@ typedef struct {
     int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui, metrics;
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
     long long sleep_idle; /* --sleep-idle-seconds, -1: never */
+    long long reasoning_budget; /* --reasoning-budget, -1: none */
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
     double temperature;
@@ -168,7 +171,6 @@ static const struct {
      "give it per request, in the body"},
     {"-ub --ubatch-size", "-b sets the step's tokens"},
     {"-dev --device -sm --split-mode -ts --tensor-split -mg --main-gpu", "--devices LIST"},
-    {"--reasoning-budget", "not supported"},
     {"--context-shift", "the engine does not shift a full context: the answer ends there ('length')"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
     {"-cram --cache-ram", "--kv-tokens N sizes the KV pool"},
@@ -193,7 +195,7 @@ static int kv_type_ok(const char *t)
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
-                   .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30, .sleep_idle = -1,
+                   .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30, .sleep_idle = -1, .reasoning_budget = -1,
                    .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
     srv_native_defaults(&o->native);
     for (int i = 1; i < argc; i++) {
@@ -252,7 +254,11 @@ static int parse_args(int argc, char **argv, options *o)
         else if (TAKE("--timeout")) U32(timeout, 1, 86400);
         else if (TAKE("--idle-timeout")) U32(idle_timeout, 1, 3600);
         else if (TAKE("--drain-timeout")) U32(drain_timeout, 0, 86400);
-        else if (TAKE("--sleep-idle-seconds")) {
+        else if (TAKE("--reasoning-budget")) {
+            if (cli_long(PROG, a, v, -1, INT32_MAX, &n))
+                return -1;
+            o->reasoning_budget = n;
+        } else if (TAKE("--sleep-idle-seconds")) {
             if (cli_long(PROG, a, v, -1, 1ll << 31, &n))
                 return -1;
             if (!n) {
@@ -777,6 +783,7 @@ int main(int argc, char **argv)
     S.max_in_flight = o.max_requests;
     S.started = srv_now();
     S.n_predict = o.n_predict;
+    S.reasoning_budget = (int32_t)o.reasoning_budget;
     S.temperature = o.temperature;
     S.seed = o.seed;
     S.metrics_public = o.metrics_public;

@@ -149,6 +149,7 @@ typedef struct srv {
     hx_fim_tokens fim;
     uint32_t n_batch;
     srv_sleep sleep;
+    int32_t reasoning_budget;   /* --reasoning-budget: requests' default, -1 none */
 } srv;
 
 /* server_sleep.c: --sleep-idle-seconds.  srv_awake_enter holds the model

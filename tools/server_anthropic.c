@@ -8,8 +8,8 @@
  * message after it), the tools as functions (input_schema as parameters),
  * tool_choice (auto, any, tool, none; disable_parallel_tool_use),
  * stop_sequences as stop, max_tokens (4096 when absent, as llama-server),
- * thinking's type as the template's enable_thinking (budget_tokens is
- * refused: no budget ends a thought here), output_config.format as
+ * thinking's type as the template's enable_thinking and its budget_tokens
+ * as the reasoning budget, output_config.format as
  * response_format.  Fields that change nothing here (metadata,
  * cache_control marks: the prefix cache is automatic; service tier,
  * region, account) are dropped; Anthropic's fields for what this server
@@ -229,21 +229,24 @@ static json_t *to_chat(json_t *in, int count, char *msg, size_t cap)
     }
     json_t *thinking = json_object_get(in, "thinking");
     if (!rc && thinking) {
-        /* The template's thinking switch.  A thought is not split from
-         * the answer here and no budget ends it (as on the chat path,
-         * which refuses reasoning budgets): budget_tokens is refused. */
+        /* The template's thinking switch, and budget_tokens as the
+         * reasoning budget (below max_tokens, as Anthropic asks).  A
+         * thought is not split from the answer here. */
         const char *type = json_string_value(json_object_get(thinking, "type"));
-        json_t *budget = json_object_get(thinking, "budget_tokens");
+        json_t *budget = json_object_get(thinking, "budget_tokens"), *max = json_object_get(in, "max_tokens");
         const char *display = json_string_value(json_object_get(thinking, "display"));
         if (!type || (strcmp(type, "enabled") && strcmp(type, "disabled") && strcmp(type, "adaptive") &&
                       strcmp(type, "between_tools")))
             rc = FAIL("'thinking.type' must be \"enabled\", \"adaptive\", \"between_tools\" or \"disabled\"");
-        else if (budget && !json_is_null(budget))
-            rc = FAIL("'thinking.budget_tokens' is not supported: no budget ends a thought here (use "
-                      "{\"type\": \"adaptive\"}; max_tokens bounds the thought and the answer together)");
+        else if (budget && !json_is_null(budget) &&
+                 (!json_is_integer(budget) || json_integer_value(budget) < 0 ||
+                  (json_is_integer(max) && json_integer_value(budget) >= json_integer_value(max))))
+            rc = FAIL("'thinking.budget_tokens' must be an integer from 0 to below max_tokens");
         else if (display && strcmp(display, "summarized"))
             rc = FAIL("'thinking.display' \"%s\" is not supported: a thought is not split from the answer", display);
-        else {
+        if (!rc && json_is_integer(budget) && strcmp(type, "disabled"))
+            json_object_set(out, "reasoning_budget_tokens", budget);
+        if (!rc) {
             json_t *kw = json_object_get(in, "chat_template_kwargs");
             kw = json_is_object(kw) ? json_copy(kw) : json_object();
             json_object_set_new(kw, "enable_thinking", json_boolean(strcmp(type, "disabled")));

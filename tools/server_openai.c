@@ -649,6 +649,20 @@ static int tokenize_prompt(srv *S, parsed *p, bad *b)
     return 0;
 }
 
+/* Whether the prompt's text ends by opening a thought (the start tag,
+ * then only white space), so that a reasoning budget counts from the
+ * first token. */
+static int opens_thought(const char *prompt, const char *start)
+{
+    if (!prompt)
+        return 0;
+    start = start ? start : "<think>";
+    size_t n = strlen(prompt), k = strlen(start);
+    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\r' || prompt[n - 1] == '\t'))
+        n--;
+    return n >= k && !memcmp(prompt + n - k, start, k);
+}
+
 /* /completion's n_predict (llama-server's name for max_tokens): -1 is
  * the context; 0 (llama-server: evaluate the prompt only) is refused. */
 static int native_n_predict(srv *S, json_t *o, parsed *p, bad *b)
@@ -716,6 +730,18 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
         rc = fail(&b, "invalid_value", "a forced tool call (tool_choice) cannot be combined with 'grammar', "
                   "'json_schema' or a JSON 'response_format'");
     p.r.sampling.grammar = srv_tools_grammar(p.tools) ? srv_tools_grammar(p.tools) : p.grammar;
+    /* A grammar shapes the whole text: a budget the request asks for
+     * cannot be kept with it, the server's default (--reasoning-budget)
+     * is left out. */
+    json_t *rbt = json_object_get(o, "reasoning_budget_tokens"), *tbt = json_object_get(o, "thinking_budget_tokens");
+    const int asked_budget = (rbt && !json_is_null(rbt)) || (tbt && !json_is_null(tbt));
+    if (!rc && p.r.sampling.reasoning_budget_on && p.r.sampling.grammar && asked_budget)
+        rc = fail(&b, "unsupported_parameter", "a reasoning budget cannot be combined with a grammar, a JSON "
+                  "'response_format' or a forced tool call (set 'reasoning_budget_tokens' to -1)");
+    if (p.r.sampling.grammar)
+        p.r.sampling.reasoning_budget_on = 0;
+    if (!rc && p.r.sampling.reasoning_budget_on)
+        p.r.sampling.reasoning_open = opens_thought(p.prompt, p.r.sampling.reasoning_start);
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
     int verbose = 0; /* llama-server's per-request switch for __verbose */

@@ -229,6 +229,52 @@ static int parse_breakers(json_t *o, srv_sampling_store *st, hx_sampling *s, cha
     return 0;
 }
 
+/* Optional non-empty string; absent or null leaves *out (which points
+ * into o). */
+static int text_field(json_t *o, const char *key, int empty_ok, const char **out, char *msg, size_t cap,
+                      const char **code)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || (!empty_ok && !json_string_length(v)))
+        return BAD("invalid_type", "'%s' must be a%s string", key, empty_ok ? "" : " non-empty");
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* llama-server's reasoning budget: reasoning_budget_tokens (or
+ * thinking_budget_tokens, its Anthropic spelling; -1 none, else the
+ * thought's tokens; --reasoning-budget by default), its tags and the
+ * message written before the end tag. */
+static int parse_reasoning_budget(srv *S, json_t *o, hx_sampling *s, char *msg, size_t cap, const char **code)
+{
+    int32_t budget = S->reasoning_budget, other = INT32_MIN;
+    if (integer(o, "reasoning_budget_tokens", -1, INT32_MAX, &budget, msg, cap, code) ||
+        integer(o, "thinking_budget_tokens", -1, INT32_MAX, &other, msg, cap, code))
+        return -1;
+    if (other != INT32_MIN && json_object_get(o, "reasoning_budget_tokens") && other != budget)
+        return BAD("invalid_value", "'reasoning_budget_tokens' %d and 'thinking_budget_tokens' %d disagree", budget,
+                   other);
+    if (other != INT32_MIN)
+        budget = other;
+    json_t *ends = json_object_get(o, "reasoning_budget_end_tags");
+    if (ends && !json_is_null(ends) && !(json_is_array(ends) && json_array_size(ends) <= 1))
+        return BAD("unsupported_parameter", "'reasoning_budget_end_tags': one end tag is supported "
+                   "('reasoning_budget_end_tag')");
+    if (json_array_size(ends) && !json_is_string(json_array_get(ends, 0)))
+        return BAD("invalid_type", "'reasoning_budget_end_tags' must hold strings");
+    if (json_array_size(ends))
+        s->reasoning_end = json_string_value(json_array_get(ends, 0));
+    if (text_field(o, "reasoning_budget_start_tag", 0, &s->reasoning_start, msg, cap, code) ||
+        text_field(o, "reasoning_budget_end_tag", 0, &s->reasoning_end, msg, cap, code) ||
+        text_field(o, "reasoning_budget_message", 1, &s->reasoning_message, msg, cap, code))
+        return -1;
+    s->reasoning_budget_on = budget >= 0;
+    s->reasoning_budget = budget >= 0 ? (uint32_t)budget : 0;
+    return 0;
+}
+
 int srv_parse_sampling_extra(srv *S, json_t *o, hx_sampling *s, srv_sampling_store *st, char *msg, size_t cap,
                              const char **code)
 {
@@ -251,7 +297,7 @@ int srv_parse_sampling_extra(srv *S, json_t *o, hx_sampling *s, srv_sampling_sto
         return -1;
     s->min_tokens = (uint32_t)min_tokens;
     if (parse_samplers(o, st, s, msg, cap, code) || parse_breakers(o, st, s, msg, cap, code) ||
-        parse_logit_bias(S, o, st, msg, cap, code))
+        parse_logit_bias(S, o, st, msg, cap, code) || parse_reasoning_budget(S, o, s, msg, cap, code))
         return -1;
     s->logit_bias = st->bias;
     s->n_logit_bias = st->n_bias;
@@ -314,11 +360,6 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
         {"reasoning_format", "none", "reasoning parsing is not supported"},
         {"reasoning_effort", NULL, "reasoning_effort is not supported"},
         {"reasoning_control", NULL, "reasoning control is not supported"},
-        {"reasoning_budget_tokens", "-1", "reasoning budgets are not supported"},
-        {"reasoning_budget_start_tag", NULL, "reasoning budgets are not supported"},
-        {"reasoning_budget_end_tag", NULL, "reasoning budgets are not supported"},
-        {"reasoning_budget_end_tags", NULL, "reasoning budgets are not supported"},
-        {"reasoning_budget_message", NULL, "reasoning budgets are not supported"},
         {"generation_prompt", NULL, "generation_prompt is not supported"},
         {"parse_tool_calls", NULL, "tool calls are always parsed (llama-server's switch is not taken)"},
         {"multimodal_data", NULL, "multimodal input is not supported"},

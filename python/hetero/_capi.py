@@ -200,6 +200,10 @@ STRUCTS: Dict[str, str] = {
     float dynatemp_range, dynatemp_exponent;
     const char *samplers;
     int32_t min_keep;
+    int reasoning_budget_on;
+    uint32_t reasoning_budget;
+    int reasoning_open;
+    const char *reasoning_start, *reasoning_end, *reasoning_message;
 """,
     "hx_generation_stats": """
     uint32_t prompt_tokens, generated_tokens;

@@ -50,6 +50,15 @@ class Sampling:
     samplers: Optional[str] = None
     min_keep: int = 0
     ignore_eos: bool = False
+    #: llama.cpp's reasoning budget: None off, else the thought's tokens
+    #: before ``reasoning_message`` and the end tag are forced (hetero.h).
+    reasoning_budget: Optional[int] = None
+    #: The prompt ends by opening the thought: the budget counts from the first token.
+    reasoning_open: bool = False
+    #: None: "<think>" and "</think>"; the message: none.
+    reasoning_start: Optional[str] = None
+    reasoning_end: Optional[str] = None
+    reasoning_message: Optional[str] = None
 
     def to_c(self) -> Tuple[C.hx_sampling, object]:
         """The C struct, and what must stay alive while C reads it."""
@@ -97,4 +106,12 @@ class Sampling:
         s.samplers = order
         s.min_keep = self.min_keep
         s.ignore_eos = int(self.ignore_eos)
-        return s, (arr, stops, gbnf, bias, brk, brk_arr, order)
+        if self.reasoning_budget is not None and self.reasoning_budget < 0:
+            raise ValueError(f"reasoning_budget is {self.reasoning_budget}: None (off) or >= 0")
+        s.reasoning_budget_on = int(self.reasoning_budget is not None)
+        s.reasoning_budget = self.reasoning_budget or 0
+        s.reasoning_open = int(self.reasoning_open)
+        tags = [x.encode() if x is not None else None
+                for x in (self.reasoning_start, self.reasoning_end, self.reasoning_message)]
+        s.reasoning_start, s.reasoning_end, s.reasoning_message = tags
+        return s, (arr, stops, gbnf, bias, brk, brk_arr, order, tags)

@@ -169,6 +169,21 @@ def test_stop_strings_and_callbacks(tiny):
     assert g.stats.finish_reason == "callback" and len(g.tokens) == 1
 
 
+def test_reasoning_budget_forces_the_end_tag(tiny):
+    """hx_sampling's reasoning budget through the session: an opened
+    thought gets its free tokens, then "</think>" token for token."""
+    with tiny.session() as s:
+        free = s.generate(tiny.tokenize("Once"), 24, hetero.Sampling(temperature=0, ignore_eos=True)).tokens
+    end = tiny.tokenize("</think>", add_special=False, parse_special=True)
+    with tiny.session() as s:
+        g = s.generate(tiny.tokenize("Once"), 24, hetero.Sampling(temperature=0, ignore_eos=True,
+                                                                  reasoning_budget=3, reasoning_open=True)).tokens
+    at = next(j for j in range(len(g)) if g[j:j + len(end)] == end)
+    assert 3 <= at <= 6 and g[:at] == free[:at]
+    with pytest.raises(ValueError):
+        hetero.Sampling(reasoning_budget=-1).to_c()
+
+
 def test_embedded_model_writer(tmp_path, runtime):
     p = tmp_path / "m.gguf"
     hetero.write_synthetic(str(p), "tiny", "f16", seed=5)
