@@ -196,6 +196,7 @@ def anthropic_api(srv):
                                                            "data": "AAAA"}}]}]}, "image input is not supported"),
                           ("container", {**body, "container": "c1"}, "container"),
                           ("mcp_servers", {**body, "mcp_servers": [{"url": "x"}]}, "mcp_servers"),
+                          ("logprobs", {**body, "logprobs": True}, "logprobs"),
                           ("thinking type", {**body, "thinking": {"type": "sometimes"}}, "thinking.type"),
                           ("thinking budget", {**body, "thinking": {"type": "enabled", "budget_tokens": 99}},
                            "budget_tokens"),
@@ -295,7 +296,8 @@ def responses_api(srv):
                           ("no input", {"model": "m"}, "input"),
                           ("an image", {**body, "input": [{"role": "user", "content": [
                               {"type": "input_image", "image_url": "data:,"}]}]}, "input_image"),
-                          ("background", {**body, "background": True}, "background")]:
+                          ("background", {**body, "background": True}, "background"),
+                          ("n_probs", {**body, "n_probs": 3}, "n_probs")]:
         st, e = srv.post("/v1/responses", b)
         check(st == 400 and word in e["error"]["message"], f"{name}: 400 naming it ({st}: {str(e)[:120]})")
 

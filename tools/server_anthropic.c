@@ -285,12 +285,15 @@ static json_t *to_chat(json_t *in, int count, char *msg, size_t cap)
                 json_is_true(json_object_get(in, "return_progress"))))
         rc = FAIL("'timings_per_token' and 'return_progress' have no place in Anthropic's events (use "
                   "/v1/chat/completions)");
-    /* Anthropic's fields for what this server does not do are refused;
+    /* Anthropic's fields for what this server does not do are refused
+     * (and the chat's log-probabilities, which its answer cannot carry);
      * taken above, or changing nothing here: metadata, cache_control (the
      * prefix cache is automatic), service_tier, speed, inference_geo,
      * workspace_id, user_profile_id (one machine, one account); the rest
      * passes to the chat path. */
-    static const char *const refused[] = {"container", "mcp_servers", "context_management", "diagnostics"};
+    static const char *const refused[] = {"container", "mcp_servers", "context_management", "diagnostics",
+                                          /* the chat's, which Anthropic's answer has no place for */
+                                          "logprobs", "top_logprobs", "n_probs", "post_sampling_probs"};
     static const char *const taken[] = {"messages", "system", "tools", "tool_choice", "thinking", "stop_sequences",
                                         "max_tokens", "chat_template_kwargs", "model", "output_config",
                                         "metadata", "cache_control", "service_tier", "speed", "inference_geo",

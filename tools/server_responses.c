@@ -233,7 +233,9 @@ static json_t *to_chat(json_t *in, int count, char *msg, size_t cap)
      * nothing here (store: nothing is kept either way; stream_options'
      * obfuscation padding; caching and safety hints).  The rest passes to
      * the chat path. */
-    static const char *const refused[] = {"conversation", "prompt", "max_tool_calls", "top_logprobs"};
+    static const char *const refused[] = {"conversation", "prompt", "max_tool_calls", "top_logprobs",
+                                          /* the chat's, which this answer does not carry */
+                                          "logprobs", "n_probs", "post_sampling_probs"};
     static const char *const taken[] = {"input", "instructions", "previous_response_id", "tools", "tool_choice",
                                         "text", "max_output_tokens", "reasoning", "truncation", "include",
                                         "background", "store", "metadata", "user", "model", "stream_options",
