@@ -34,16 +34,29 @@ static int enabled(void)
     return mode && !strcmp(mode, "PREDICTION");
 }
 
+/* Read once: every request asks, from many threads. */
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static const char *predict_route, *health_route;
+
+static void read_env(void)
+{
+    static char predict[256], health[256];
+    if (!enabled())
+        return;
+    predict_route = route_env("AIP_PREDICT_ROUTE", "/predict", predict, sizeof predict);
+    health_route = route_env("AIP_HEALTH_ROUTE", NULL, health, sizeof health);
+}
+
 const char *srv_predict_route(void)
 {
-    static char buf[256];
-    return enabled() ? route_env("AIP_PREDICT_ROUTE", "/predict", buf, sizeof buf) : NULL;
+    pthread_once(&env_once, read_env);
+    return predict_route;
 }
 
 const char *srv_predict_health(void)
 {
-    static char buf[256];
-    return enabled() ? route_env("AIP_HEALTH_ROUTE", NULL, buf, sizeof buf) : NULL;
+    pthread_once(&env_once, read_env);
+    return health_route;
 }
 
 /* The routes an instance may name (POST ones), by path and camelCase. */
