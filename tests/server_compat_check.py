@@ -17,7 +17,8 @@
   a function_call_output conversation counted as its chat form,
   text.format's JSON schema, return_progress and timings_per_token,
   previous_response_id and non-function tools refused; the openai client.
-- mutated bodies for each route (a 200 or a 4xx, never a 5xx).
+- mutated bodies for each route (a 200 or a 4xx, never a 5xx); a stream
+  cut by the drain ending with its API's error event.
 - Vertex AI's /predict (AIP_MODE=PREDICTION): instances to several routes
   answered in order, a bad @requestFormat an error in its place, the
   health route, the port from AIP_HTTP_PORT, and the API key asked for.
@@ -30,6 +31,7 @@ import http.client
 import json
 import os
 import random
+import signal
 import socket
 import sys
 import tempfile
@@ -357,6 +359,37 @@ def fuzz(srv):
     check(True, f"{n} mutated bodies: each a 200 or a 4xx")
 
 
+def cut_streams():
+    """A stream the drain cuts (SIGTERM, --drain-timeout 0) ends with the
+    API's own error event: Anthropic's {"type": "error", "error": {...}},
+    the Responses API's numbered "error" event; the server exits 0."""
+    for path, body, check_error in (
+            ("/v1/messages", {"max_tokens": 4000, "messages": CONV, "stream": True, "ignore_eos": True,
+                              "temperature": 1},
+             lambda n, d: n == "error" and d["type"] == "error" and d["error"]["type"] == "api_error" and
+             "drain" in d["error"]["message"]),
+            ("/v1/responses", {"max_output_tokens": 4000, "input": "Hi", "stream": True, "ignore_eos": True,
+                               "temperature": 1},
+             lambda n, d: n == "error" and d["type"] == "error" and "drain" in d["message"] and
+             isinstance(d["sequence_number"], int))):
+        srv = Server("-c", "8192", "--drain-timeout", "0")
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        first = r.read(6)
+        srv.p.send_signal(signal.SIGTERM)
+        events, name = [], None
+        for raw in (first + r.read()).decode().split("\n"):
+            if raw.startswith("event: "):
+                name = raw[7:]
+            elif raw.startswith("data: "):
+                events.append((name, json.loads(raw[6:])))
+        c.close()
+        rc = srv.p.wait(timeout=60)
+        check(rc == 0 and events and check_error(*events[-1]) and not any(n == "error" for n, _ in events[:-1]),
+              f"{path}: a stream cut by the drain ends with its API's error event ({events[-1] if events else None})")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -410,6 +443,7 @@ def main():
     finally:
         srv.stop()
     predict()
+    cut_streams()
     print(f"server_compat_check: all passed in {time.time() - t0:.1f} s")
 
 
