@@ -10,12 +10,13 @@ round trip on a real model: the forced call, the tool's result sent back
 with role "tool", the final answer.  Prints one line per check; exits 1 at
 the first failure (3 when the openai package is missing).
 
-    server_tools_check.py BUILD_DIR
+    server_tools_check.py BUILD_DIR [--tool-use-model FILE]   (FILE: a model whose template has a tool_use variant)
 """
 import json
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_check as sc  # noqa: E402 - the Server class, http() and check()
@@ -210,7 +211,35 @@ def smollm2_round_trip(path):
         srv.stop()
 
 
+def tool_use_template(path):
+    """A file's own template with a tool_use variant (tokenizer.chat_template.tool_use):
+    a request that offers tools is rendered with it, one that does not with
+    the default; the same after the model slept and was loaded again."""
+    srv = sc.Server("-m", path, "-c", "512", "--sleep-idle-seconds", "1")
+    try:
+        msgs = [{"role": "user", "content": "Hi"}]
+        for when in ("loaded", "after a sleep"):
+            st, _, with_tools = sc.http(srv, "POST", "/apply-template", {"messages": msgs, "tools": TOOLS})
+            st2, _, without = sc.http(srv, "POST", "/apply-template", {"messages": msgs})
+            sc.check(st == 200 and with_tools["prompt"].startswith(f"[tool_use template: {len(TOOLS)} tools][user:Hi]") and
+                     st2 == 200 and without["prompt"].startswith("[default template][user:Hi]"),
+                     f"{when}: tools render with the file's tool_use template, else its default: {with_tools} "
+                     f"{without}")
+            if when == "loaded":
+                for _ in range(200):
+                    if sc.http(srv, "GET", "/props")[2]["is_sleeping"]:
+                        break
+                    time.sleep(0.05)
+                sc.check(sc.http(srv, "GET", "/props")[2]["is_sleeping"], "the server fell asleep")
+    finally:
+        srv.stop()
+    print("ok the file's tool_use template serves requests with tools, its default the others, before and after a "
+          "sleep")
+
+
 def main():
+    if "--tool-use-model" in sys.argv:
+        tool_use_template(sys.argv[sys.argv.index("--tool-use-model") + 1])
     d = tempfile.mkdtemp()
     generic, hermes = f"{d}/chatml-tools.jinja", f"{d}/hermes.jinja"
     open(generic, "w").write(CHATML_TOOLS)

@@ -8,12 +8,26 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include "quantize/synthetic.h"
 #include "tests/hx_test.h"
 
 START_TEST(tool_calls_through_the_openai_client)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "python3 tests/server_tools_check.py %s", hx_test_build_dir());
+    /* A file whose own template has a tool_use variant, which serves the
+     * requests that offer tools (server_tools_check.py checks it). */
+    char dir[64], path[96], cmd[512];
+    hx_test_tmpdir(dir, sizeof dir, "tooluse");
+    snprintf(path, sizeof path, "%s/t.gguf", dir);
+    static const hx_synthetic_config small = {"chat", 256, 1, 4, 4, 512, 512, "llama", 0};
+    static const char *const named[] = {"tool_use", "[tool_use template: {{ tools | length }} tools]"
+                                                    "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}",
+                                        NULL};
+    hx_synthetic_extras x = {.chat_template = "[default template]{% for m in messages %}[{{ m.role }}:"
+                                              "{{ m.content }}]{% endfor %}",
+                             .named_templates = named};
+    HX_ASSERT_OK(hx_synthetic_write_with(path, &small, &x, "q8_0", 7));
+    snprintf(cmd, sizeof cmd, "python3 tests/server_tools_check.py %s --tool-use-model %s", hx_test_build_dir(),
+             path);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st), "%s did not exit", cmd);
     ck_assert_msg(WEXITSTATUS(st) != 3, "python3 lacks the openai or jsonschema package: pip install -r "

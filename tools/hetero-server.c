@@ -537,6 +537,7 @@ static int load_chat_template(srv *S, const options *o)
     } else if (!S->jinja) {
         S->chat_template = family;
     }
+    S->template_is_models = !from && !o->chat_template && S->jinja && hx_model_chat_template(S->m);
     return 0;
 }
 

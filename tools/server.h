@@ -120,6 +120,7 @@ typedef struct srv {
     const char *chat_template;  /* the template source or family name, NULL = none */
     char *chat_template_owned;  /* --chat-template-file's text */
     int jinja;                  /* chat_template is rendered by the Jinja engine (else: a built-in family) */
+    int template_is_models;     /* it is the model file's own (Jinja): its tool_use variant serves tools */
     size_t max_body;
     uint32_t max_in_flight;     /* completion requests at once; more get 503 */
     srv_tenants tenants;        /* n == 0: no API keys asked */

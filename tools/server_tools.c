@@ -377,7 +377,7 @@ int srv_tools_request(srv *S, json_t *body, srv_tools **out, char **messages_jso
     /* The template: the file's tool_use one when there are tools and the
      * server was not given one (llama.cpp's choice), else the default. */
     const char *tmpl = NULL, *src = S->chat_template;
-    if (tools && S->chat_template == hx_model_chat_template(S->m) && hx_model_chat_template_named(S->m, "tool_use"))
+    if (tools && S->template_is_models && hx_model_chat_template_named(S->m, "tool_use"))
         src = tmpl = hx_model_chat_template_named(S->m, "tool_use");
     const int knows_tools = src && strstr(src, "tools"), knows_calls = src && strstr(src, "tool_calls");
     const int offered = tools && strcmp(mode, "none");
