@@ -340,7 +340,8 @@ typedef struct srv_dialect {
     /* Streamed: the events of one chunk of choice 0 (takes `choice`, the
      * chunk's choice object; NULL at the start, before any token). */
     void (*chunk)(srv_job *j, srv_choice *ch, json_t *choice, int final);
-    /* Streamed: the prompt's progress (return_progress; takes `progress`). */
+    /* Streamed: the prompt's progress (return_progress; takes `progress`);
+     * NULL where the API refuses return_progress. */
     void (*progress)(srv_job *j, srv_choice *ch, json_t *progress);
     /* Streamed: the answer failed (type: OpenAI's error type). */
     void (*error)(srv_job *j, const char *type, const char *message);

@@ -486,16 +486,11 @@ static void a_chunk(srv_job *j, srv_choice *ch, json_t *choice, int final)
     json_decref(choice);
 }
 
-static void a_progress(srv_job *j, srv_choice *ch, json_t *progress)
-{
-    (void)j, (void)ch; /* return_progress is refused for this API (to_chat) */
-    json_decref(progress);
-}
-
 static void a_error(srv_job *j, const char *type, const char *message)
 {
     event(j, "error", json_pack("{s:{s:s,s:s}}", "error", "type", !strcmp(type, "server_error") ? "api_error" : type,
                                 "message", message ? message : ""));
 }
 
-const srv_dialect srv_anthropic_dialect = {a_open, a_whole, a_chunk, a_progress, a_error, a_close};
+/* No progress events: return_progress is refused for this API (to_chat). */
+const srv_dialect srv_anthropic_dialect = {a_open, a_whole, a_chunk, NULL, a_error, a_close};

@@ -57,6 +57,9 @@ static json_t *joined(json_t *parts)
 
 int srv_chat_join_parts(srv *S, const char *tmpl, char **messages_json)
 {
+    /* the messages as jansson writes them compact: no list, nothing to do */
+    if (!strstr(*messages_json, "\"content\":["))
+        return 0;
     json_t *msgs = json_loads(*messages_json, 0, NULL);
     if (!json_is_array(msgs) || !has_parts(msgs) || reads_parts(S, tmpl)) {
         json_decref(msgs);

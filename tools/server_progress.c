@@ -68,7 +68,10 @@ void srv_on_progress(void *user, const hx_engine_progress *p)
                                  (int)p->processed, "time_ms", (json_int_t)((now - j->t_submit) * 1e3));
         json_t *ev;
         if (j->dialect) { /* the API says it in its own event */
-            j->dialect->progress(j, ch, prog);
+            if (j->dialect->progress)
+                j->dialect->progress(j, ch, prog);
+            else
+                json_decref(prog);
             prog = NULL;
             ev = NULL;
         } else if (j->native_answer)
