@@ -378,8 +378,14 @@ def cut_streams():
         r = c.getresponse()
         first = r.read(6)
         srv.p.send_signal(signal.SIGTERM)
+        try:
+            rest = r.read()
+        except http.client.IncompleteRead as e:
+            # the process may close the socket before the chunked body's
+            # last (empty) chunk: what came before it is what is judged
+            rest = e.partial
         events, name = [], None
-        for raw in (first + r.read()).decode().split("\n"):
+        for raw in (first + rest).decode().split("\n"):
             if raw.startswith("event: "):
                 name = raw[7:]
             elif raw.startswith("data: "):
