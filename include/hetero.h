@@ -1669,6 +1669,37 @@ HX_API hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t 
 HX_API hx_status hx_tool_calls_grammar(hx_tool_format f, const char *tools_json, const char *only, int parallel,
                                        char *buf, size_t cap, size_t *len);
 
+/* ------------------------------------------------------------------------
+ * Reasoning: a model's thought before its answer ("<think>...</think>"),
+ * split out as llama.cpp's reasoning formats "auto" and "deepseek" do.
+ * ---------------------------------------------------------------------- */
+
+/* The tags the model of Jinja template source `tmpl` thinks between, known
+ * by the template writing both: "<think>"/"</think>" (Qwen3, DeepSeek-R1,
+ * QwQ, SmolLM3, GLM), "<seed:think>" (Seed-OSS), "[THINK]" (Magistral),
+ * "<|START_THINKING|>" (Command R7B/A), "\u25c1think\u25b7" (Kimi).  1 with
+ * *start and *end set to static strings; 0 when it writes none (NULL too). */
+HX_API int hx_reasoning_tags(const char *tmpl, const char **start, const char **end);
+typedef struct {
+    size_t reasoning_at, reasoning_len; /* the thought in the text, white space around it left out */
+    size_t content_at, content_len;     /* the answer in the text */
+    int has_reasoning;                  /* a thought was opened, by the text or by the prompt */
+    int closed;                         /* and its end tag written */
+} hx_reasoning_span;
+/* Splits a model's answer (n bytes of text) into its thought and the
+ * answer proper.  The thought opens with `start` at the beginning of the
+ * text (after white space), or before it when `opened` (the prompt ended
+ * with the start tag, as DeepSeek-R1's and some Qwen3 templates' do), and
+ * ends at `end`; the answer is what follows, white space skipped.  With
+ * no thought the whole text is the answer; a thought never closed is all
+ * of it.  partial: the text is the answer so far; a tag being written and
+ * a character cut short are withheld, so that every partial span's
+ * thought and answer are prefixes of the final ones (streaming).
+ * HX_ERR_INVALID_ARG for NULL text with n > 0, a NULL or empty tag, or
+ * NULL out. */
+HX_API hx_status hx_reasoning_split(const char *text, size_t n, const char *start, const char *end, int opened,
+                                    int partial, hx_reasoning_span *out);
+
 #ifdef __cplusplus
 }
 #endif

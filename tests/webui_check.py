@@ -39,6 +39,7 @@ except ImportError:
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 MODEL = sys.argv[2] if len(sys.argv) > 2 else None
 KEY = "sk-webui-check-key"
+THINK_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "think-chatml.jinja")
 SHOTS = os.path.join(BUILD, "webui")
 
 
@@ -399,6 +400,42 @@ def browser_checks(srv, b):
           "an inline script is refused by the page's CSP, and the refusal is seen")
 
 
+def thought_checks(srv, b):
+    """A template that opens a thought (<think>) and a budget of 4 tokens:
+    the page shows the streamed thought folded above the answer, as the
+    server's reasoning_content and content, and sends it back with the
+    next turn."""
+    b.navigate(srv.url + "/")
+    b.wait("document.getElementById('model').textContent", "the thinking server's page reads /machine")
+    b.click("#settings summary")
+    b.type("#temperature", "0")
+    b.type("#max_tokens", "24")
+    b.type("#prompt", "Tell me a story.")
+    b.click("#send")
+    b.wait("document.getElementById('stop').disabled && !!document.querySelector('#log li.assistant .note')",
+           "the thinking answer ends", 120)
+    shown = b.js("(() => { const t = document.querySelector('#log li.assistant details.thought span');"
+                 " return t ? t.textContent : null; })()")
+    answer = b.js("document.querySelector('#log li.assistant .text').textContent")
+    st, _, whole = srv.get("/v1/chat/completions", None, "POST", json.dumps(
+        {"messages": [{"role": "user", "content": "Tell me a story."}], "temperature": 0,
+         "max_tokens": 24}).encode())
+    m = json.loads(whole)["choices"][0]["message"]
+    check(st == 200 and m.get("reasoning_content") and shown == m["reasoning_content"] and answer == m["content"],
+          f"the page shows the thought {shown!r} folded above the answer {answer[:40]!r}..., as the server's "
+          f"reasoning_content and content")
+    check(b.js("!document.querySelector('#log li.assistant details.thought').open"),
+          "the thought folds once the answer begins")
+    b.type("#prompt", "And then?")
+    b.click("#send")
+    b.wait("document.querySelectorAll('#log li.assistant .note').length == 2", "the second answer ends", 120)
+    sent = [e["params"]["request"] for e in b.events if e["method"] == "Network.requestWillBeSent"
+            and e["params"]["request"]["url"].endswith("/v1/chat/completions")]
+    back = json.loads(sent[-1].get("postData", "{}"))["messages"][-2]
+    check(back == {"role": "assistant", "content": answer, "reasoning_content": shown},
+          "the next turn sends the thought back as the assistant's reasoning_content")
+
+
 def main():
     if not MODEL:
         fail("usage: webui_check.py BUILD_DIR MODEL.gguf")
@@ -421,6 +458,9 @@ def main():
         b.wait("document.getElementById('model').textContent && "
                "Number(document.getElementById('m-kv-total').dataset.value) > 0", "no keys: the panel reads /machine")
         check(b.js("document.getElementById('key-form').hidden"), "no keys: the page shows no key field")
+        srv.stop()
+        srv = Server("-m", MODEL, "-c", "2048", "--chat-template-file", THINK_TEMPLATE, "--reasoning-budget", "4")
+        thought_checks(srv, b)
     finally:
         if b:
             b.close()

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "text/unicode.h"
 
 #define MAX_DEPTH 256 /* nested JSON values a call may hold */
 
@@ -197,24 +198,6 @@ static int scan_value(const char *s, size_t n, size_t *i, int depth)
     }
 }
 
-/* The length of the longest prefix of s[0, n) that ends on a whole UTF-8
- * character (a streamed fragment never splits one). */
-static size_t utf8_whole(const char *s, size_t n)
-{
-    size_t k = n;
-    for (size_t back = 0; back < 4 && k > 0; back++) {
-        unsigned char c = (unsigned char)s[k - 1];
-        if (c < 0x80)
-            return n;
-        if ((c & 0xC0) == 0xC0) { /* a lead byte: is its character whole? */
-            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-            return n - (k - 1) >= need ? n : k - 1;
-        }
-        k--;
-    }
-    return n;
-}
-
 /* ---- one call: {"name": "f", "arguments"|"parameters": {...}} ---- */
 
 typedef struct {
@@ -337,7 +320,7 @@ static int scan_call(parse *P, size_t *i, call *c)
             return r;
         if (r == SCAN_MORE) {
             if (is_args && v_at < n && s[v_at] == '{')
-                c->args_len = utf8_whole(s + v_at, n - v_at);
+                c->args_len = hx_unicode_whole_prefix(s + v_at, n - v_at);
             return SCAN_MORE;
         }
         if (is_args) {
@@ -607,7 +590,7 @@ static char *trimmed(const char *s, size_t n, int partial, size_t *out_len)
     while (n > a && is_ws(s[n - 1]))
         n--;
     if (partial)
-        n = a + utf8_whole(s + a, n - a);
+        n = a + hx_unicode_whole_prefix(s + a, n - a);
     *out_len = n - a;
     return (char *)s + a;
 }

@@ -24,6 +24,22 @@ size_t hx_unicode_seq_len(uint8_t lead)
     return len[lead >> 4];
 }
 
+size_t hx_unicode_whole_prefix(const char *s, size_t n)
+{
+    size_t k = n;
+    for (size_t back = 0; back < 4 && k > 0; back++) {
+        unsigned char c = (unsigned char)s[k - 1];
+        if (c < 0x80)
+            return n;
+        if ((c & 0xC0) == 0xC0) { /* a lead byte: is its character whole? */
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            return n - (k - 1) >= need ? n : k - 1;
+        }
+        k--;
+    }
+    return n;
+}
+
 static int is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
 
 uint32_t hx_unicode_decode(const uint8_t *s, size_t n, size_t *used)

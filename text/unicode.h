@@ -30,6 +30,10 @@ unsigned hx_unicode_flags(uint32_t cp);
  * alone (continuation and invalid bytes count as 1). */
 size_t hx_unicode_seq_len(uint8_t lead);
 
+/* The length of the longest prefix of s[0, n) that ends on a whole UTF-8
+ * character: a streamed fragment of text never splits one. */
+size_t hx_unicode_whole_prefix(const char *s, size_t n);
+
 /* Decodes one code point from s[0..n), n > 0, storing the bytes consumed in
  * *used.  The lead byte fixes the length; continuation bytes must be
  * 10xxxxxx; overlong forms and surrogates pass unchecked.  Anything else

@@ -96,7 +96,9 @@ static void usage(FILE *f)
           "  --tags LIST          the model's tags in /models\n"
           "  --reasoning on|off|auto  off: templates get enable_thinking false, and a prompt that opens a\n"
           "                       thought (<think>) has it closed; on and auto: the template's default\n"
-          "  --reasoning-format none  accepted (thoughts stay in 'content'); other formats refused\n"
+          "  --reasoning-format F  auto (default): a thought between the template's tags (<think>...) is\n"
+          "                       the answer's reasoning_content; deepseek: <think> where the template\n"
+          "                       writes no tags; deepseek-legacy: in content too; none: left in content\n"
           "  --no-ui, --no-webui  no web page at /\n"
           "  --cors-origins O     '*' (default: with credentials, the request's Origin is echoed),\n"
           "                       'localhost' (only localhost origins), or one origin\n"
@@ -137,6 +139,7 @@ typedef struct {
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
     long long sleep_idle; /* --sleep-idle-seconds, -1: never */
     long long reasoning_budget; /* --reasoning-budget, -1: none */
+    int reasoning_format;       /* --reasoning-format (SRV_REASONING_*) */
     uint32_t max_connections, max_per_ip;
     long long n_predict, seed;
     double temperature;
@@ -196,6 +199,7 @@ static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
                    .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30, .sleep_idle = -1, .reasoning_budget = -1,
+                   .reasoning_format = SRV_REASONING_AUTO,
                    .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
     srv_native_defaults(&o->native);
     for (int i = 1; i < argc; i++) {
@@ -321,10 +325,9 @@ static int parse_args(int argc, char **argv, options *o)
             }
             o->native.reasoning_off = !strcmp(v, "off");
         } else if (TAKE("--reasoning-format")) {
-            /* hetero leaves a thought in the answer's content: llama-server's "none" */
-            if (strcmp(v, "none")) {
-                fprintf(stderr, PROG ": --reasoning-format %s: hetero-server leaves the model's thoughts in "
-                        "'content' (llama-server's 'none'); it does not split out reasoning_content\n", v);
+            if (srv_reasoning_format_from_name(v, &o->reasoning_format)) {
+                fprintf(stderr, PROG ": --reasoning-format takes none, auto, deepseek or deepseek-legacy, not '%s'\n",
+                        v);
                 return -1;
             }
         }
@@ -501,13 +504,13 @@ static int load_chat_template(srv *S, const options *o)
 {
     const char *from = o->chat_template_file ? "--chat-template-file" : o->chat_template ? "--chat-template" : NULL;
     S->chat_template = o->chat_template ? o->chat_template : hx_model_chat_template(S->m);
-    if (!o->chat_template && S->chat_template) /* kept: the model may be freed while asleep */
-        S->chat_template = S->chat_template_owned = strdup(S->chat_template);
     if (o->chat_template_file) {
         char *text = cli_read_file(PROG, "--chat-template-file", o->chat_template_file, NULL);
         if (!text)
             return -1;
         S->chat_template = S->chat_template_owned = text;
+    } else if (!o->chat_template && S->chat_template) { /* kept: the model may be freed while asleep */
+        S->chat_template = S->chat_template_owned = strdup(S->chat_template);
     }
     if (!S->chat_template)
         S->chat_template = "chatml";
@@ -785,6 +788,7 @@ int main(int argc, char **argv)
     S.started = srv_now();
     S.n_predict = o.n_predict;
     S.reasoning_budget = (int32_t)o.reasoning_budget;
+    S.reasoning_format = o.reasoning_format;
     S.temperature = o.temperature;
     S.seed = o.seed;
     S.metrics_public = o.metrics_public;

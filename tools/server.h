@@ -151,6 +151,7 @@ typedef struct srv {
     uint32_t n_batch;
     srv_sleep sleep;
     int32_t reasoning_budget;   /* --reasoning-budget: requests' default, -1 none */
+    int reasoning_format;       /* --reasoning-format: requests' default (SRV_REASONING_*) */
 } srv;
 
 /* server_sleep.c: --sleep-idle-seconds.  srv_awake_enter holds the model
@@ -289,6 +290,7 @@ typedef struct srv_choice {
     srv_piece *pieces;
     size_t n_pieces, cap_pieces;
     size_t sent_pieces, sent_text; /* streamed so far */
+    size_t sent_reasoning, sent_content; /* of the thought and the answer, streamed so far (server_thought.c) */
     int ended, reported, sent_role;
     int limited;               /* stopped by the tenant's tokens per minute */
     hx_request_result res;
@@ -298,6 +300,21 @@ typedef struct srv_choice {
     double t_first, t_progress, t_eval_start;
     hx_engine_progress progress;
 } srv_choice;
+
+/* llama-server's reasoning formats (server_thought.c): none leaves a
+ * thought in content; auto reads it out where the template writes thought
+ * tags; deepseek reads "<think>" where the template writes none;
+ * deepseek-legacy reads it out and leaves it in content too. */
+enum { SRV_REASONING_NONE, SRV_REASONING_AUTO, SRV_REASONING_DEEPSEEK, SRV_REASONING_LEGACY };
+int srv_reasoning_format_from_name(const char *name, int *out); /* 0, or -1 for no such format */
+const char *srv_reasoning_format_name(int f);
+/* How a chat request's answer is split: start NULL: it is not. */
+typedef struct {
+    const char *start, *end; /* the template's thought tags */
+    int opened;              /* the prompt opened the thought */
+    int legacy;              /* deepseek-legacy: the thought stays in content too */
+    int format;              /* the request's SRV_REASONING_* */
+} srv_thought;
 
 typedef struct srv_job {
     srv *S;
@@ -325,7 +342,27 @@ typedef struct srv_job {
     int timings_per_token, return_progress; /* llama-server's stream fields (server_progress.c) */
     const struct srv_dialect *dialect; /* answered in another API's shape (Anthropic's, Responses'), or NULL */
     void *dialect_state;       /* the dialect's, owned */
+    srv_thought thought;       /* its answer's thought, read out as reasoning_content */
 } srv_job;
+
+/* A chat request's srv_thought: its reasoning_format (else the server's)
+ * and tmpl, the template its prompt was rendered with; prompt: the
+ * rendered text; grammar: a grammar shapes the answer from its first
+ * token.  0, or -1 with the 400's message. */
+int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int grammar, int stream,
+                      srv_thought *out, char *msg, size_t cap);
+/* The choice's text split into thought and answer (partial: so far); the
+ * whole text the answer when the job reads no thought. */
+void srv_thought_split(const srv_job *j, const srv_choice *ch, int partial, hx_reasoning_span *sp);
+/* The choice's chat message (whole) or delta (streamed: what is new; NULL
+ * when there is nothing to send yet): reasoning_content, content and tool
+ * calls (srv_tools_message) read from its answer. */
+json_t *srv_thought_message(srv_job *j, srv_choice *ch, int final);
+/* The choice's tokens before its answer: the thought, its tags and the
+ * white space after it (OpenAI's reasoning_tokens). */
+uint32_t srv_thought_tokens(const srv_job *j, const srv_choice *ch);
+/* Text as JSON, bytes that are not UTF-8 replaced by U+FFFD. */
+json_t *srv_utf8_string(const char *s, size_t n);
 
 /* Another API's answer shape over a chat completion (server_anthropic.c,
  * server_responses.c): the request was turned into a chat body, runs as
@@ -381,8 +418,9 @@ enum MHD_Result srv_dialect_request(srv *S, struct MHD_Connection *c, const char
 int srv_dialect_rest(json_t *in, json_t *out, const char *const *refused, size_t n_refused, const char *const *taken,
                      size_t n_taken, char *msg, size_t cap);
 /* The answer's prompt tokens, those of them read from the prefix cache,
- * and the generated tokens. */
-void srv_dialect_usage(srv_job *j, json_int_t *prompt, json_int_t *cached, json_int_t *completion);
+ * the generated tokens and those of the thought (reasoning may be NULL). */
+void srv_dialect_usage(srv_job *j, json_int_t *prompt, json_int_t *cached, json_int_t *completion,
+                       json_int_t *reasoning);
 /* One SSE event with an event name ("event: NAME", when not NULL; takes
  * the reference; under the job's lock). */
 void srv_stream_named(srv_job *j, const char *event, json_t *v);
@@ -433,7 +471,8 @@ const char *srv_tools_grammar(const srv_tools *t);  /* the forcing grammar, or N
 const char *srv_tools_template(const srv_tools *t); /* the template to render with, or NULL (the server's) */
 void srv_tools_free(srv_tools *t);
 /* The choice's message (whole) or delta (streamed: what is new; NULL
- * when there is nothing to send yet), its calls read out of its text. */
+ * when there is nothing to send yet), its calls read out of its answer
+ * (the text after its thought, srv_thought_split). */
 json_t *srv_tools_message(srv_job *j, srv_choice *ch, int final);
 /* "tool_calls" when the choice ended on calls, else NULL. */
 const char *srv_tools_finish(srv_job *j, srv_choice *ch);
@@ -512,12 +551,14 @@ enum MHD_Result srv_cors_preflight(srv *S, struct MHD_Connection *c);
 char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap);
 /* What a Jinja chat template gets beside the messages, as llama-server
  * gives it: enable_thinking (--reasoning), datetime and date_string
- * (today), and the body's chat_template_kwargs: a JSON object, malloc'd,
- * or NULL with the 400's message in err. */
+ * (today), the body's chat_template_kwargs and its reasoning_effort ("none":
+ * enable_thinking false): a JSON object, malloc'd, or NULL with the 400's
+ * message in err. */
 char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap);
-/* With thinking off, a prompt that ends by opening a thought ("<think>\n")
- * gets it closed, as llama-server does. */
-void srv_chat_close_thought(char **prompt, int thinking);
+/* With thinking off, a prompt that ends by opening a thought (the start
+ * tag of template tmpl, else "<think>", then a newline or not) gets it
+ * closed, as llama-server does. */
+void srv_chat_close_thought(char **prompt, int thinking, const char *tmpl);
 /* /completion's sampling defaults are llama-server's (top_k 40, top_p
  * 0.95, min_p 0.05, temperature 0.8 unless --temp): set in the body
  * where it does not say, before its checks. */
@@ -550,7 +591,8 @@ int srv_parse_sampling_extra(srv *S, json_t *o, hx_sampling *s, srv_sampling_sto
 void srv_sampling_store_free(srv_sampling_store *st);
 /* -1 with msg and code (a 400) when a field hetero-server does not do is
  * given a value that would change the answer (docs/server-fields.md);
- * native: /completion, whose answers take return_tokens and response_fields. */
-int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char **code);
+ * native: /completion, whose answers take return_tokens and response_fields;
+ * chat: a chat completion, whose answers take reasoning_format. */
+int srv_refused_field(json_t *o, int native, int chat, char *msg, size_t cap, const char **code);
 
 #endif

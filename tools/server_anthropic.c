@@ -320,12 +320,14 @@ enum MHD_Result srv_anthropic(srv *S, struct MHD_Connection *c, const char *body
 
 /* The answer's side. */
 
+enum { TOOL_USE, TEXT, THINKING };
+
 typedef struct {
     json_t *stop;       /* the request's stop strings, for stop_sequence */
     char id[64];
     int started;        /* message_start sent */
     int open;           /* the block open now, -1 none */
-    int open_is_text;
+    int open_kind;      /* its kind: TEXT, THINKING or TOOL_USE */
     int n_blocks;       /* blocks opened so far */
     int tool_block[SRV_MAX_TOOL_CALLS]; /* each call's block */
 } anthropic;
@@ -371,7 +373,7 @@ static const char *stop_reason(srv_job *j, const char *finish, json_t **seq)
 static json_t *usage(srv_job *j, int whole)
 {
     json_int_t prompt, cached, out;
-    srv_dialect_usage(j, &prompt, &cached, &out);
+    srv_dialect_usage(j, &prompt, &cached, &out, NULL);
     return whole ? json_pack("{s:I,s:I,s:I,s:I}", "input_tokens", prompt - cached, "cache_read_input_tokens", cached,
                              "cache_creation_input_tokens", (json_int_t)0, "output_tokens", out)
                  : json_pack("{s:I}", "output_tokens", out);
@@ -394,7 +396,12 @@ static json_t *a_whole(srv_job *j, json_t *chat)
 {
     anthropic *a = j->dialect_state;
     json_t *choice = json_array_get(json_object_get(chat, "choices"), 0), *m = json_object_get(choice, "message");
-    json_t *content = json_array(), *text = json_object_get(m, "content");
+    json_t *content = json_array(), *text = json_object_get(m, "content"), *thought = json_object_get(m, "reasoning_content");
+    /* The thought first, as Anthropic's extended thinking: a local model
+     * signs nothing, so the signature is empty (as llama-server's). */
+    if (json_string_length(thought))
+        json_array_append_new(content, json_pack("{s:s,s:O,s:s}", "type", "thinking", "thinking", thought, "signature",
+                                                 ""));
     if (json_string_length(text))
         json_array_append_new(content, json_pack("{s:s,s:O}", "type", "text", "text", text));
     size_t i;
@@ -424,6 +431,11 @@ static void event(srv_job *j, const char *type, json_t *v)
 
 static void close_block(srv_job *j, anthropic *a)
 {
+    /* Anthropic's clients wait for a thinking block's signature before
+     * its end: an empty one, as for the whole answer */
+    if (a->open >= 0 && a->open_kind == THINKING)
+        event(j, "content_block_delta", json_pack("{s:i,s:{s:s,s:s}}", "index", a->open, "delta", "type",
+                                                  "signature_delta", "signature", ""));
     if (a->open >= 0)
         event(j, "content_block_stop", json_pack("{s:i}", "index", a->open));
     a->open = -1;
@@ -444,11 +456,23 @@ static void a_chunk(srv_job *j, srv_choice *ch, json_t *choice, int final)
     if (!choice)
         return;
     json_t *delta = json_object_get(choice, "delta"), *text = json_object_get(delta, "content");
-    if (json_string_length(text)) {
-        if (a->open < 0 || !a->open_is_text) {
+    json_t *thought = json_object_get(delta, "reasoning_content");
+    if (json_string_length(thought)) {
+        if (a->open < 0 || a->open_kind != THINKING) {
             close_block(j, a);
             a->open = a->n_blocks++;
-            a->open_is_text = 1;
+            a->open_kind = THINKING;
+            event(j, "content_block_start", json_pack("{s:i,s:{s:s,s:s,s:s}}", "index", a->open, "content_block", "type",
+                                                      "thinking", "thinking", "", "signature", ""));
+        }
+        event(j, "content_block_delta", json_pack("{s:i,s:{s:s,s:O}}", "index", a->open, "delta", "type",
+                                                  "thinking_delta", "thinking", thought));
+    }
+    if (json_string_length(text)) {
+        if (a->open < 0 || a->open_kind != TEXT) {
+            close_block(j, a);
+            a->open = a->n_blocks++;
+            a->open_kind = TEXT;
             event(j, "content_block_start", json_pack("{s:i,s:{s:s,s:s}}", "index", a->open, "content_block", "type",
                                                       "text", "text", ""));
         }
@@ -465,7 +489,7 @@ static void a_chunk(srv_job *j, srv_choice *ch, json_t *choice, int final)
         if (json_object_get(call, "id")) { /* a new call: its block */
             close_block(j, a);
             a->open = a->tool_block[k] = a->n_blocks++;
-            a->open_is_text = 0;
+            a->open_kind = TOOL_USE;
             event(j, "content_block_start", json_pack("{s:i,s:{s:s,s:O,s:O,s:{}}}", "index", a->open, "content_block",
                                                       "type", "tool_use", "id", json_object_get(call, "id"), "name",
                                                       json_object_get(fn, "name"), "input"));

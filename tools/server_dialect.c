@@ -59,9 +59,13 @@ int srv_dialect_rest(json_t *in, json_t *out, const char *const *refused, size_t
     return 0;
 }
 
-void srv_dialect_usage(srv_job *j, json_int_t *prompt, json_int_t *cached, json_int_t *completion)
+void srv_dialect_usage(srv_job *j, json_int_t *prompt, json_int_t *cached, json_int_t *completion,
+                       json_int_t *reasoning)
 {
     json_t *u = srv_usage_json(j);
+    if (reasoning)
+        *reasoning = json_integer_value(json_object_get(json_object_get(u, "completion_tokens_details"),
+                                                        "reasoning_tokens"));
     *prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
     *cached = json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
     *completion = json_integer_value(json_object_get(u, "completion_tokens"));

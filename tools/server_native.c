@@ -413,6 +413,20 @@ char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap)
         }
         json_object_update(x, kw);
     }
+    /* OpenAI's reasoning_effort, as llama-server takes it: "none" turns
+     * thinking off, another level reaches the template (GPT-OSS's reads it) */
+    json_t *effort = json_object_get(body, "reasoning_effort");
+    if (effort && !json_is_null(effort)) {
+        if (!json_is_string(effort) || !json_string_length(effort)) {
+            snprintf(err, cap, "'reasoning_effort' must be a string (\"none\", \"low\", \"medium\", \"high\"...)");
+            json_decref(x);
+            return NULL;
+        }
+        if (!strcmp(json_string_value(effort), "none"))
+            json_object_set_new(x, "enable_thinking", json_false());
+        else
+            json_object_set(x, "reasoning_effort", effort);
+    }
     *thinking = json_is_true(json_object_get(x, "enable_thinking"));
     char *text = json_dumps(x, JSON_COMPACT);
     json_decref(x);
@@ -421,21 +435,20 @@ char *srv_chat_extra(srv *S, json_t *body, int *thinking, char *err, size_t cap)
     return text;
 }
 
-void srv_chat_close_thought(char **prompt, int thinking)
+void srv_chat_close_thought(char **prompt, int thinking, const char *tmpl)
 {
-    static const char *const opens[] = {"<think>\n", "<think>"};
-    size_t n = *prompt ? strlen(*prompt) : 0;
+    const char *start = "<think>", *end = "</think>";
+    hx_reasoning_tags(tmpl, &start, &end); /* the template's own, else <think> */
+    size_t n = *prompt ? strlen(*prompt) : 0, k = strlen(start), e = strlen(end);
     if (thinking || !n)
         return;
-    for (size_t i = 0; i < sizeof opens / sizeof opens[0]; i++) {
-        size_t k = strlen(opens[i]);
-        if (n >= k && !strcmp(*prompt + n - k, opens[i])) {
-            char *p = realloc(*prompt, n + sizeof "</think>");
-            if (p) {
-                memcpy(p + n, "</think>", sizeof "</think>");
-                *prompt = p;
-            }
-            return;
+    /* the start tag, then a newline or nothing */
+    const size_t at = n >= 1 && (*prompt)[n - 1] == '\n' ? n - 1 : n;
+    if (at >= k && !memcmp(*prompt + at - k, start, k)) {
+        char *p = realloc(*prompt, n + e + 1);
+        if (p) {
+            memcpy(p + n, end, e + 1);
+            *prompt = p;
         }
     }
 }

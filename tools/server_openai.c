@@ -167,7 +167,8 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
     /* Fields that would change the answer, which hetero does not do. */
-    return srv_refused_field(o, chat == SRV_NATIVE, b->msg, sizeof b->msg, &b->code);
+    return srv_refused_field(o, chat == SRV_NATIVE, chat == 1 || chat == SRV_ANTHROPIC || chat == SRV_RESPONSES, b->msg,
+                             sizeof b->msg, &b->code);
 }
 
 /* A JSON Schema as the GBNF grammar hetero constrains decoding with. */
@@ -374,7 +375,7 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
                 hx_model_chat_render(S->m, tmpl, &ro, p->prompt, len + 1, &len) != HX_OK))
         rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
     if (!rc)
-        srv_chat_close_thought(&p->prompt, thinking);
+        srv_chat_close_thought(&p->prompt, thinking, tmpl);
     free(text);
     free(extra);
     return rc;
@@ -417,7 +418,7 @@ static int parse_logprobs(json_t *o, parsed *p, int chat, bad *b)
 
 /* Text as JSON, bytes that are not UTF-8 replaced by U+FFFD (a token's
  * piece may be part of a character). */
-static json_t *utf8_string(const char *s, size_t n)
+json_t *srv_utf8_string(const char *s, size_t n)
 {
     json_t *v = json_stringn(s, n);
     if (v)
@@ -454,7 +455,7 @@ static json_t *token_text(srv *S, int32_t id, json_t **bytes)
         for (size_t i = 0; i < len; i++)
             json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
     }
-    return utf8_string(buf, len);
+    return srv_utf8_string(buf, len);
 }
 
 static json_t *logprobs_json(srv_job *j, const srv_choice *ch, size_t from)
@@ -517,11 +518,11 @@ const char *srv_finish_str(const srv_choice *ch)
 
 json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t from_text, int final)
 {
-    json_t *text = utf8_string(ch->text ? ch->text + from_text : "", ch->text_len - from_text);
+    json_t *text = srv_utf8_string(ch->text ? ch->text + from_text : "", ch->text_len - from_text);
     json_t *c = json_pack("{s:i}", "index", ch->index);
     const char *finish = final ? srv_finish_str(ch) : NULL;
-    if (j->chat && j->tools) { /* content and tool calls (server_tools.c) */
-        json_t *m = srv_tools_message(j, ch, final);
+    if (j->chat && (j->tools || j->thought.start)) { /* thought, content and tool calls (server_thought.c) */
+        json_t *m = srv_thought_message(j, ch, final);
         if (!m) {
             json_decref(text);
             json_decref(c);
@@ -557,9 +558,16 @@ json_t *srv_usage_json(srv_job *j)
         json_int_t c = j->ch[i].res.prompt_tokens_cached;
         cached = cached < 0 || c < cached ? c : cached;
     }
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens",
-                     completion, "total_tokens", (json_int_t)j->prompt_tokens + completion, "prompt_tokens_details",
-                     "cached_tokens", cached < 0 ? 0 : cached);
+    json_t *u = json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens",
+                          completion, "total_tokens", (json_int_t)j->prompt_tokens + completion, "prompt_tokens_details",
+                          "cached_tokens", cached < 0 ? 0 : cached);
+    if (u && j->chat && j->thought.start) { /* the thought's share (server_thought.c) */
+        json_int_t reasoning = 0;
+        for (int i = 0; i < j->n; i++)
+            reasoning += srv_thought_tokens(j, &j->ch[i]);
+        json_object_set_new(u, "completion_tokens_details", json_pack("{s:I}", "reasoning_tokens", reasoning));
+    }
+    return u;
 }
 
 static enum MHD_Result respond_whole(struct MHD_Connection *c, srv_job *j)
@@ -740,6 +748,19 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
                   "'response_format' or a forced tool call (set 'reasoning_budget_tokens' to -1)");
     if (p.r.sampling.grammar)
         p.r.sampling.reasoning_budget_on = 0;
+    /* The thought's tags, the template's: read out of the answer
+     * (server_thought.c), and the budget's unless the request names its own. */
+    srv_thought thought = {0};
+    if (!rc && chat) {
+        const char *tmpl = srv_tools_template(p.tools) ? srv_tools_template(p.tools) : S->chat_template, *ts, *te;
+        if (srv_thought_setup(S, o, tmpl, p.prompt, p.r.sampling.grammar != NULL, p.stream, &thought, b.msg,
+                              sizeof b.msg))
+            rc = -1, b.code = "invalid_value";
+        if (S->jinja && hx_reasoning_tags(tmpl, &ts, &te)) {
+            p.r.sampling.reasoning_start = p.r.sampling.reasoning_start ? p.r.sampling.reasoning_start : ts;
+            p.r.sampling.reasoning_end = p.r.sampling.reasoning_end ? p.r.sampling.reasoning_end : te;
+        }
+    }
     if (!rc && p.r.sampling.reasoning_budget_on)
         p.r.sampling.reasoning_open = opens_thought(p.prompt, p.r.sampling.reasoning_start);
     if (!rc)
@@ -770,6 +791,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             j->owns_slot = 1;
             j->prompt_tokens = (uint32_t)p.n_tokens;
             j->tools = p.tools; /* the job reads the answer's calls with them */
+            j->thought = thought;
             p.tools = NULL;
             char salt[160];
             cache_salt(S, &p, tenant, salt, sizeof salt);
@@ -849,7 +871,7 @@ enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body,
                 n += pl;
             }
         }
-        ret = ok ? srv_json(c, 200, json_pack("{s:o}", "content", utf8_string(text ? text : "", n)))
+        ret = ok ? srv_json(c, 200, json_pack("{s:o}", "content", srv_utf8_string(text ? text : "", n)))
                  : srv_error(c, 400, "invalid_request_error", "invalid_value",
                              "'tokens' must be an array of token ids below %u", S->info.n_vocab);
         free(text);

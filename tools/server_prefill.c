@@ -76,8 +76,8 @@ int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t
         return 0;
     const char *s = json_string_value(v);
     if (s && !strcmp(s, "reasoning_content")) {
-        snprintf(msg, cap, "'continue_final_message': \"reasoning_content\" needs reasoning parsing, which "
-                           "hetero-server does not do (thoughts stay in 'content')");
+        snprintf(msg, cap, "'continue_final_message': \"reasoning_content\" (continuing the last message's "
+                           "thought) is not supported; \"content\" is");
         return -1;
     }
     if (!json_is_true(v) && !(s && !strcmp(s, "content"))) {

@@ -259,11 +259,11 @@ enum MHD_Result srv_responses(srv *S, struct MHD_Connection *c, const char *body
 /* The answer's side. */
 
 typedef struct {
-    char id[64], msg_id[64], fc_id[80];
+    char id[64], msg_id[64], rs_id[64], fc_id[80];
     long created;
     long long seq;      /* sequence_number of the next event */
     int started;        /* response.created sent */
-    int open;           /* 0 none, 1 a message, 2 a function call */
+    int open;           /* 0 none, 1 a message, 2 a function call, 3 a reasoning item */
     json_t *output;     /* the items done */
     json_t *item;       /* the open one */
     char *acc;          /* its text or arguments so far */
@@ -281,6 +281,7 @@ static void *r_open(srv_job *j, json_t *chat_body)
     const char *dash = strchr(j->id, '-');
     snprintf(r->id, sizeof r->id, "resp_%s", dash ? dash + 1 : j->id);
     snprintf(r->msg_id, sizeof r->msg_id, "msg_%s", dash ? dash + 1 : j->id);
+    snprintf(r->rs_id, sizeof r->rs_id, "rs_%s", dash ? dash + 1 : j->id);
     r->created = (long)time(NULL);
     return r;
 }
@@ -296,11 +297,11 @@ static void r_close(void *state)
 
 static json_t *usage(srv_job *j)
 {
-    json_int_t prompt, cached, out;
-    srv_dialect_usage(j, &prompt, &cached, &out);
-    return json_pack("{s:I,s:{s:I},s:I,s:{s:i},s:I}", "input_tokens", prompt, "input_tokens_details", "cached_tokens",
-                     cached, "output_tokens", out, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
-                     prompt + out);
+    json_int_t prompt, cached, out, reasoning;
+    srv_dialect_usage(j, &prompt, &cached, &out, &reasoning);
+    return json_pack("{s:I,s:{s:I},s:I,s:{s:I},s:I}", "input_tokens", prompt, "input_tokens_details", "cached_tokens",
+                     cached, "output_tokens", out, "output_tokens_details", "reasoning_tokens", reasoning,
+                     "total_tokens", prompt + out);
 }
 
 /* The response object; status "completed", "incomplete" (the length
@@ -327,6 +328,15 @@ static json_t *message_item(const char *id, json_t *text, const char *status)
                      "assistant", "content", "type", "output_text", "text", text, "annotations", "logprobs");
 }
 
+/* The thought as a reasoning item (its text whole; no summary, nothing
+ * encrypted), as llama-server writes it. */
+static json_t *reasoning_item(const char *id, json_t *text, const char *status)
+{
+    return json_pack("{s:s,s:s,s:s,s:[],s:o,s:s}", "type", "reasoning", "id", id, "status", status, "summary",
+                     "content", text ? json_pack("[{s:s,s:O}]", "type", "reasoning_text", "text", text) : json_array(),
+                     "encrypted_content", "");
+}
+
 static json_t *call_item(json_t *call, const char *status)
 {
     json_t *fn = json_object_get(call, "function"), *id = json_object_get(call, "id");
@@ -340,7 +350,9 @@ static json_t *r_whole(srv_job *j, json_t *chat)
 {
     responses *r = j->dialect_state;
     json_t *choice = json_array_get(json_object_get(chat, "choices"), 0), *m = json_object_get(choice, "message");
-    json_t *text = json_object_get(m, "content");
+    json_t *text = json_object_get(m, "content"), *thought = json_object_get(m, "reasoning_content");
+    if (json_string_length(thought))
+        json_array_append_new(r->output, reasoning_item(r->rs_id, thought, "completed"));
     if (json_string_length(text))
         json_array_append_new(r->output, message_item(r->msg_id, text, "completed"));
     size_t i;
@@ -400,6 +412,11 @@ static void close_item(srv_job *j)
                                     "logprobs"));
         json_decref(r->item);
         r->item = message_item(r->msg_id, acc, "completed");
+    } else if (r->open == 3) {
+        event(j, "response.reasoning_text.done", json_pack("{s:s,s:I,s:i,s:O}", "item_id", r->rs_id, "output_index",
+                                                           at, "content_index", 0, "text", acc));
+        json_decref(r->item);
+        r->item = reasoning_item(r->rs_id, acc, "completed");
     } else if (r->open == 2) {
         event(j, "response.function_call_arguments.done",
                           json_pack("{s:s,s:I,s:O}", "item_id", r->fc_id, "output_index", at, "arguments", acc));
@@ -432,6 +449,21 @@ static void r_chunk(srv_job *j, srv_choice *ch, json_t *choice, int final)
     if (!choice)
         return;
     json_t *delta = json_object_get(choice, "delta"), *text = json_object_get(delta, "content");
+    json_t *thought = json_object_get(delta, "reasoning_content");
+    if (json_string_length(thought)) {
+        if (r->open != 3) {
+            close_item(j);
+            r->open = 3;
+            r->item = reasoning_item(r->rs_id, NULL, "in_progress");
+            event(j, "response.output_item.added", json_pack("{s:I,s:O}", "output_index",
+                                                             (json_int_t)json_array_size(r->output), "item", r->item));
+        }
+        accumulate(r, json_string_value(thought));
+        json_t *ev = json_pack("{s:s,s:I,s:i,s:O}", "item_id", r->rs_id, "output_index",
+                               (json_int_t)json_array_size(r->output), "content_index", 0, "delta", thought);
+        timed(j, ch, ev);
+        event(j, "response.reasoning_text.delta", ev);
+    }
     if (json_string_length(text)) {
         if (r->open != 1) {
             close_item(j);

@@ -328,7 +328,7 @@ static int inert(json_t *v, const char *deflt)
     return 0;
 }
 
-int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char **code)
+int srv_refused_field(json_t *o, int native, int chat, char *msg, size_t cap, const char **code)
 {
     /* Each with the reason a client reads, and its inert default. */
     static const struct { const char *name, *deflt, *why; } refused[] = {
@@ -357,8 +357,8 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
         {"preserved_tokens", NULL, "preserved tokens are not supported"},
         {"chat_format", NULL, "chat_format is internal to llama-server"},
         {"chat_parser", NULL, "chat_parser is internal to llama-server"},
-        {"reasoning_format", "none", "reasoning parsing is not supported"},
-        {"reasoning_effort", NULL, "reasoning_effort is not supported"},
+        {"reasoning_format", "none", "a thought is read out of chat completions only"},
+        {"reasoning_effort", NULL, "reasoning_effort reaches chat templates only"},
         {"reasoning_control", NULL, "reasoning control is not supported"},
         {"generation_prompt", NULL, "generation_prompt is not supported"},
         {"parse_tool_calls", NULL, "tool calls are always parsed (llama-server's switch is not taken)"},
@@ -366,6 +366,8 @@ int srv_refused_field(json_t *o, int native, char *msg, size_t cap, const char *
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (!(native && (!strcmp(refused[i].name, "return_tokens") || !strcmp(refused[i].name, "response_fields"))) &&
+            !(chat && (!strcmp(refused[i].name, "reasoning_format") || /* server_thought.c's */
+                       !strcmp(refused[i].name, "reasoning_effort"))) &&  /* the template's (srv_chat_extra) */
             !inert(json_object_get(o, refused[i].name), refused[i].deflt))
             return BAD("unsupported_parameter", "'%s' is not supported: %s", refused[i].name, refused[i].why);
     return 0;

@@ -138,6 +138,8 @@ int srv_on_token(void *user, const hx_engine_token *t)
         !grow((void **)&ch->pieces, &ch->cap_pieces, ch->n_pieces + 1, sizeof *ch->pieces)) {
         srv_piece *p = &ch->pieces[ch->n_pieces++];
         p->token = t->token;
+        p->text_at = ch->text_len - len;
+        p->text_len = len;
         p->logprob = t->logprob;
         p->n_top = t->n_top;
         memcpy(p->top_token, t->top_token, sizeof p->top_token);

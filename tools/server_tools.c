@@ -475,15 +475,18 @@ static void new_id(char *out, size_t cap)
     out[n] = '\0';
 }
 
-/* The choice's text so far read for calls (a JSON object, see hx_tool_calls_parse). */
-static json_t *read_calls(const srv_tools *t, const srv_choice *ch, int partial)
+/* The choice's answer so far read for calls (a JSON object, see hx_tool_calls_parse). */
+static json_t *read_calls(const srv_job *j, const srv_choice *ch, int partial)
 {
-    size_t len = 0;
-    const char *text = ch->text ? ch->text : "";
-    hx_status st = hx_tool_calls_parse(t->format, text, ch->text_len, partial, NULL, 0, &len);
+    hx_reasoning_span sp;
+    srv_thought_split(j, ch, partial, &sp);
+    const srv_tools *t = j->tools;
+    const char *text = ch->text ? ch->text + sp.content_at : "";
+    size_t len = 0, n = ch->text ? ch->text_len - sp.content_at : 0; /* a character cut short: the parser's */
+    hx_status st = hx_tool_calls_parse(t->format, text, n, partial, NULL, 0, &len);
     char *buf = st == HX_ERR_RANGE ? malloc(len + 1) : NULL;
     json_t *v = NULL;
-    if (buf && hx_tool_calls_parse(t->format, text, ch->text_len, partial, buf, len + 1, &len) == HX_OK)
+    if (buf && hx_tool_calls_parse(t->format, text, n, partial, buf, len + 1, &len) == HX_OK)
         v = json_loads(buf, 0, NULL);
     free(buf);
     return v;
@@ -492,7 +495,7 @@ static json_t *read_calls(const srv_tools *t, const srv_choice *ch, int partial)
 json_t *srv_tools_message(srv_job *j, srv_choice *ch, int final)
 {
     srv_tools *t = j->tools;
-    json_t *parsed = read_calls(t, ch, j->stream && !final);
+    json_t *parsed = read_calls(j, ch, j->stream && !final);
     if (!parsed)
         return NULL;
     json_t *content = json_object_get(parsed, "content"), *calls = json_object_get(parsed, "tool_calls");
@@ -564,7 +567,7 @@ const char *srv_tools_finish(srv_job *j, srv_choice *ch)
         return NULL;
     if (j->stream)
         return j->tools->st[ch->index].n_calls ? "tool_calls" : NULL;
-    json_t *parsed = read_calls(j->tools, ch, 0);
+    json_t *parsed = read_calls(j, ch, 0);
     const char *r = json_array_size(json_object_get(parsed, "tool_calls")) ? "tool_calls" : NULL;
     json_decref(parsed);
     return r;

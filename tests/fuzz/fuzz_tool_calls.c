@@ -1,9 +1,12 @@
-/* libFuzzer target for the tool-call parser and grammar: the first byte
- * picks the format and whether the text is a partial answer, the rest is
- * a model's answer (parsed whole and at every eighth prefix) and, as JSON,
- * a tools list for hx_tool_calls_grammar, so that hostile bytes meet the
- * scanner and the schema path under the sanitizers. */
+/* libFuzzer target for the tool-call parser and grammar and the thought's
+ * split: the first byte picks the format and whether the text is a
+ * partial answer, the rest is a model's answer (parsed and split whole and
+ * at every eighth prefix: a prefix's thought and answer must be prefixes
+ * of the whole's) and, as JSON, a tools list for hx_tool_calls_grammar, so
+ * that hostile bytes meet the scanner and the schema path under the
+ * sanitizers. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +25,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)hx_tool_calls_parse(f, text, n, partial, out, sizeof out, &len);
     for (size_t k = 0; k < n; k += 8)
         (void)hx_tool_calls_parse(f, text, k, 1, out, sizeof out, &len);
+    const int opened = (data[0] >> 5) & 1;
+    hx_reasoning_span whole, part;
+    if (hx_reasoning_split(text, n, "<think>", "</think>", opened, 0, &whole) != HX_OK)
+        abort();
+    for (size_t k = 0; k < n; k += 8) {
+        if (hx_reasoning_split(text, k, "<think>", "</think>", opened, 1, &part) != HX_OK)
+            abort();
+        /* streaming sends what a partial split shows: it must never be taken back */
+        if (part.reasoning_len && (part.reasoning_at != whole.reasoning_at || part.reasoning_len > whole.reasoning_len))
+            abort();
+        if (part.content_len && (part.content_at != whole.content_at || part.content_len > whole.content_len))
+            abort();
+    }
     char *tools = malloc(n + 1);
     if (tools) {
         memcpy(tools, text, n);

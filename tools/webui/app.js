@@ -123,7 +123,8 @@ async function send(text) {
   controller = new AbortController();
   busy(true);
   const t0 = performance.now();
-  let answer = "", usage = null, finish = null;
+  let answer = "", thought = "", usage = null, finish = null;
+  let thoughtText = null;  // the thought's box, made at its first delta
   try {
     const res = await fetch("/v1/chat/completions", {method: "POST", signal: controller.signal,
         headers: headers({"Content-Type": "application/json"}), body: JSON.stringify(body)});
@@ -135,15 +136,32 @@ async function send(text) {
       if (chunk.error) throw new Error("The server: " + chunk.error.message);
       if (chunk.usage) usage = chunk.usage;
       for (const c of chunk.choices || []) {
+        if (c.delta && c.delta.reasoning_content) {
+          // The model's thought (the server reads it out of <think>...</think>): shown folded above the answer
+          if (!thoughtText) {
+            const box = document.createElement("details");
+            box.className = "thought";
+            box.open = true;
+            const summary = document.createElement("summary");
+            summary.textContent = "Thought";
+            thoughtText = document.createElement("span");
+            box.append(summary, thoughtText);
+            out.before(box);
+          }
+          thought += c.delta.reasoning_content;
+          thoughtText.textContent = thought;
+        }
         if (c.delta && c.delta.content) {
           answer += c.delta.content;
           out.textContent = answer;
+          if (thoughtText) thoughtText.parentElement.open = false;
         }
         if (c.finish_reason) finish = c.finish_reason;
       }
     });
     if (!complete) throw new Error("The stream ended before its end ([DONE] never came).");
-    conversation.push({role: "assistant", content: answer});
+    conversation.push(thought ? {role: "assistant", content: answer, reasoning_content: thought}
+                              : {role: "assistant", content: answer});
     const secs = (performance.now() - t0) / 1000;
     note(li, (usage ? usage.completion_tokens + " tokens, " : "") + secs.toFixed(1) + " s" +
          (finish ? ", " + finish : ""));

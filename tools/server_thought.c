@@ -1,0 +1,134 @@
+/* A chat answer's thought as reasoning_content (llama-server's
+ * --reasoning-format): which tags a request's template thinks between,
+ * whether its prompt opened the thought, and each choice's text split at
+ * them (hx_reasoning_split) into reasoning_content and the answer that
+ * the content and the tool calls are read from, whole or streamed. */
+#include <string.h>
+
+#include "tools/server.h"
+
+static const char *const format_names[] = {"none", "auto", "deepseek", "deepseek-legacy"};
+
+int srv_reasoning_format_from_name(const char *name, int *out)
+{
+    for (int i = 0; name && i < (int)(sizeof format_names / sizeof format_names[0]); i++)
+        if (!strcmp(name, format_names[i])) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *srv_reasoning_format_name(int f)
+{
+    return f >= 0 && f < (int)(sizeof format_names / sizeof format_names[0]) ? format_names[f] : "none";
+}
+
+/* Whether the prompt ends by opening a thought (its start tag, then only
+ * white space). */
+static int opens(const char *prompt, const char *start)
+{
+    size_t n = prompt ? strlen(prompt) : 0, k = strlen(start);
+    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\r' || prompt[n - 1] == '\t'))
+        n--;
+    return n >= k && !memcmp(prompt + n - k, start, k);
+}
+
+int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int grammar, int stream,
+                      srv_thought *out, char *msg, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    int format = S->reasoning_format;
+    json_t *v = json_object_get(body, "reasoning_format");
+    if (v && !json_is_null(v) &&
+        (!json_is_string(v) || srv_reasoning_format_from_name(json_string_value(v), &format))) {
+        snprintf(msg, cap, "'reasoning_format' must be \"none\", \"auto\", \"deepseek\" or \"deepseek-legacy\"");
+        return -1;
+    }
+    out->format = format;
+    if (format == SRV_REASONING_NONE)
+        return 0;
+    /* auto: the tags the template writes, if any; deepseek names its own
+     * where the template writes none */
+    if (!S->jinja || !hx_reasoning_tags(tmpl, &out->start, &out->end)) {
+        if (format == SRV_REASONING_AUTO)
+            return 0;
+        out->start = "<think>";
+        out->end = "</think>";
+    }
+    /* A grammar shapes the text from its first token: what it writes is
+     * the answer, even where the prompt opened a thought. */
+    out->opened = !grammar && opens(prompt, out->start);
+    /* deepseek-legacy keeps the thought in content too; streamed, it is
+     * content only (as llama.cpp streamed it), so nothing is split */
+    out->legacy = format == SRV_REASONING_LEGACY;
+    if (out->legacy && stream)
+        out->start = out->end = NULL;
+    return 0;
+}
+
+void srv_thought_split(const srv_job *j, const srv_choice *ch, int partial, hx_reasoning_span *sp)
+{
+    const char *text = ch->text ? ch->text : "";
+    memset(sp, 0, sizeof *sp);
+    if (!j->thought.start || hx_reasoning_split(text, ch->text_len, j->thought.start, j->thought.end,
+                                                j->thought.opened, partial, sp) != HX_OK) {
+        sp->content_len = ch->text_len; /* no thought read: the whole text is the answer */
+        return;
+    }
+    if (j->thought.legacy) { /* the whole text stays the answer */
+        sp->content_at = 0;
+        sp->content_len = ch->text_len;
+    }
+}
+
+json_t *srv_thought_message(srv_job *j, srv_choice *ch, int final)
+{
+    const int partial = j->stream && !final;
+    hx_reasoning_span sp;
+    srv_thought_split(j, ch, partial, &sp);
+    json_t *m;
+    if (j->tools) { /* content and calls, read from the answer (server_tools.c) */
+        m = srv_tools_message(j, ch, final);
+        if (!m && (!j->stream || sp.reasoning_len <= ch->sent_reasoning))
+            return NULL;
+        m = m ? m : json_object();
+    } else if (!j->stream) {
+        m = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                      srv_utf8_string(ch->text ? ch->text + sp.content_at : "", sp.content_len));
+    } else {
+        m = json_object();
+        if (sp.content_len > ch->sent_content) {
+            json_object_set_new(m, "content", srv_utf8_string(ch->text + sp.content_at + ch->sent_content,
+                                                           sp.content_len - ch->sent_content));
+            ch->sent_content = sp.content_len;
+        }
+    }
+    if (!m)
+        return NULL;
+    if (!j->stream && sp.reasoning_len)
+        json_object_set_new(m, "reasoning_content", srv_utf8_string(ch->text + sp.reasoning_at, sp.reasoning_len));
+    else if (j->stream && sp.reasoning_len > ch->sent_reasoning) {
+        json_object_set_new(m, "reasoning_content", srv_utf8_string(ch->text + sp.reasoning_at + ch->sent_reasoning,
+                                                                 sp.reasoning_len - ch->sent_reasoning));
+        ch->sent_reasoning = sp.reasoning_len;
+    }
+    if (j->stream && !json_object_size(m) && !final && !j->logprobs) {
+        json_decref(m);
+        return NULL; /* nothing to say yet: a tag or a character is being written */
+    }
+    return m;
+}
+
+uint32_t srv_thought_tokens(const srv_job *j, const srv_choice *ch)
+{
+    hx_reasoning_span sp;
+    srv_thought_split(j, ch, 0, &sp);
+    if (!sp.has_reasoning)
+        return 0;
+    const size_t answer = sp.closed ? sp.content_at : ch->text_len;
+    uint32_t n = 0;
+    for (size_t i = 0; i < ch->n_pieces && ch->pieces[i].text_at < answer; i++)
+        n++;
+    return n;
+}
