@@ -1681,7 +1681,7 @@ HX_API hx_status hx_tool_calls_grammar(hx_tool_format f, const char *tools_json,
  * *start and *end set to static strings; 0 when it writes none (NULL too). */
 HX_API int hx_reasoning_tags(const char *tmpl, const char **start, const char **end);
 typedef struct {
-    size_t reasoning_at, reasoning_len; /* the thought in the text, white space around it left out */
+    size_t reasoning_at, reasoning_len; /* the thought in the text, as written */
     size_t content_at, content_len;     /* the answer in the text */
     int has_reasoning;                  /* a thought was opened, by the text or by the prompt */
     int closed;                         /* and its end tag written */
@@ -1690,7 +1690,8 @@ typedef struct {
  * answer proper.  The thought opens with `start` at the beginning of the
  * text (after white space), or before it when `opened` (the prompt ended
  * with the start tag, as DeepSeek-R1's and some Qwen3 templates' do), and
- * ends at `end`; the answer is what follows, white space skipped.  With
+ * ends at `end`; the answer is what follows, line breaks skipped (as
+ * llama.cpp's parser skips those its templates write after the tag).  With
  * no thought the whole text is the answer; a thought never closed is all
  * of it.  partial: the text is the answer so far; a tag being written and
  * a character cut short are withheld, so that every partial span's

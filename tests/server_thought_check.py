@@ -4,8 +4,8 @@ on 127.0.0.1 and free ports:
 
 - a template that opens a thought (tests/fixtures/think-chatml.jinja) and
   a reasoning budget that closes it: reasoning_content is the thought and
-  content the answer, as the raw text (reasoning_format none) splits at
-  </think>; streamed, the reasoning deltas come first and add up to the
+  content the answer, as the raw text (reasoning_format none: the prompt's
+  <think> first, as llama-server gives it) splits at </think>; streamed, the reasoning deltas come first and add up to the
   thought, the content deltas to the answer, no tag in either;
   deepseek-legacy keeps the text in content too; usage counts the
   thought's tokens; the thought goes back with the next turn;
@@ -69,12 +69,13 @@ def gbnf(text):
 
 def thinking_template(srv):
     raw = chat(srv, reasoning_budget_tokens=4, reasoning_format="none")["choices"][0]["message"]["content"]
-    check("</think>" in raw, f"the budget closes the thought the prompt opened: {raw[:50]!r}...")
-    thought, answer = raw.split("</think>", 1)
+    check(raw.startswith("<think>\n") and "</think>" in raw,
+          f"none: content begins with the thought the prompt opened, its end forced by the budget: {raw[:50]!r}...")
+    thought, answer = raw[len("<think>\n"):].split("</think>", 1)
     out = chat(srv, reasoning_budget_tokens=4)
     m = out["choices"][0]["message"]
-    check(m["reasoning_content"] == thought.strip() and m["content"] == answer.lstrip(),
-          f"auto (the default): reasoning_content {m['reasoning_content']!r}, content the rest")
+    check(m["reasoning_content"] == thought and m["content"] == answer.lstrip("\n"),
+          f"auto (the default): reasoning_content {m['reasoning_content']!r} as written, content the rest")
     u = out["usage"]
     check(0 < u["completion_tokens_details"]["reasoning_tokens"] < u["completion_tokens"],
           f"usage: {u['completion_tokens_details']['reasoning_tokens']} of {u['completion_tokens']} tokens thought")

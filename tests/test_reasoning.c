@@ -1,6 +1,7 @@
 /* Reasoning (text/reasoning.c): the tags each family's template is known
  * by; answers split into thought and answer as llama.cpp's "deepseek"
- * format splits them (a thought at the start or opened by the prompt, one
+ * format splits them (the thought as written, the line breaks after it
+ * skipped) (a thought at the start or opened by the prompt, one
  * never closed, none at all, a start tag later in the text left alone);
  * every prefix of an answer split as a partial one gives prefixes of the
  * final thought and answer and never shows a tag; bad arguments refused. */
@@ -62,10 +63,11 @@ END_TEST
 
 START_TEST(answers_split_as_llama_cpp_splits_them)
 {
-    expect("<think>\nI add.\n</think>\n\n4", 0, "I add.", "4", 1);
+    expect("<think>\nI add.\n</think>\n\n4", 0, "\nI add.\n", "4", 1); /* as written; the line breaks after */
     expect("  <think>x</think>y", 0, "x", "y", 1);
-    expect("I add.\n</think>\n\n4", 1, "I add.", "4", 1);      /* opened by the prompt */
-    expect("<think>\n\n</think>\n\n4", 0, "", "4", 1);         /* an empty thought */
+    expect("I add.\n</think>\n\n4", 1, "I add.\n", "4", 1);    /* opened by the prompt */
+    expect("<think></think>\n\n4", 0, "", "4", 1);             /* an empty thought */
+    expect("<think>x</think> 4", 0, "x", " 4", 1);               /* a space is the answer's */
     expect("<think>still thinking", 0, "still thinking", "", 0); /* cut off: all thought */
     expect("still thinking", 1, "still thinking", "", 0);
     expect("4", 0, "", "4", 0);                                /* no thought */
@@ -73,7 +75,7 @@ START_TEST(answers_split_as_llama_cpp_splits_them)
     expect("", 1, "", "", 0);
     expect("The tag <think> here is text", 0, "", "The tag <think> here is text", 0);
     expect("<think>a</think>b</think>c", 0, "a", "b</think>c", 1); /* one thought, the first end */
-    expect("<think>a</think>  <think>b</think>c", 0, "a", "<think>b</think>c", 1);
+    expect("<think>a</think>\n<think>b</think>c", 0, "a", "<think>b</think>c", 1);
     expect("<think>a</think><tool_call>{}</tool_call>", 0, "a", "<tool_call>{}</tool_call>", 1);
     /* another family's tags */
     hx_reasoning_span sp;

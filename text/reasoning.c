@@ -84,25 +84,23 @@ static void split(const char *text, size_t n, const char *start, const char *end
     }
     out->has_reasoning = 1;
     const char *e = find(text + at, n - at, end);
+    /* the thought as written, white space and all (llama.cpp's parser
+     * keeps it: p.reasoning(p.until(end))) */
     size_t stop = e ? (size_t)(e - text) : partial ? at + tag_being_written(text + at, n - at, end) : n;
-    while (at < stop && is_ws(text[at]))
-        at++;
-    size_t r_end = stop;
-    while (r_end > at && is_ws(text[r_end - 1]))
-        r_end--;
     out->reasoning_at = at;
-    out->reasoning_len = partial && !e ? hx_unicode_whole_prefix(text + at, r_end - at) : r_end - at;
+    out->reasoning_len = partial && !e ? hx_unicode_whole_prefix(text + at, stop - at) : stop - at;
     if (!e) {
         out->content_at = n;
         return;
     }
     out->closed = 1;
+    /* the line breaks templates write after the end tag ("</think>\n\n")
+     * are not the answer's; a space is */
     size_t c = stop + strlen(end);
-    while (c < n && is_ws(text[c]))
+    while (c < n && (text[c] == '\n' || text[c] == '\r'))
         c++;
     out->content_at = c;
     out->content_len = partial ? hx_unicode_whole_prefix(text + c, n - c) : n - c;
-    return;
 }
 
 hx_status hx_reasoning_split(const char *text, size_t n, const char *start, const char *end, int opened, int partial,

@@ -521,7 +521,7 @@ json_t *srv_choice_json(srv_job *j, srv_choice *ch, size_t from_piece, size_t fr
     json_t *text = srv_utf8_string(ch->text ? ch->text + from_text : "", ch->text_len - from_text);
     json_t *c = json_pack("{s:i}", "index", ch->index);
     const char *finish = final ? srv_finish_str(ch) : NULL;
-    if (j->chat && (j->tools || j->thought.start)) { /* thought, content and tool calls (server_thought.c) */
+    if (j->chat && (j->tools || j->thought.start || *j->thought.prefix)) { /* server_thought.c */
         json_t *m = srv_thought_message(j, ch, final);
         if (!m) {
             json_decref(text);
@@ -671,6 +671,22 @@ static int opens_thought(const char *prompt, const char *start)
     return n >= k && !memcmp(prompt + n - k, start, k);
 }
 
+/* The tokens of what follows the prompt's last start tag. */
+static uint32_t after_start(srv *S, const char *prompt, const char *start)
+{
+    start = start ? start : "<think>";
+    const char *tag = strstr(prompt, start), *next;
+    while (tag && (next = strstr(tag + 1, start)))
+        tag = next;
+    const char *tail = tag ? tag + strlen(start) : "";
+    size_t n = 0;
+    if (*tail && hx_model_tokenize(S->m, tail, strlen(tail), 0, 1, NULL, 0, &n) != HX_ERR_RANGE)
+        n = 0;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
 /* /completion's n_predict (llama-server's name for max_tokens): -1 is
  * the context; 0 (llama-server: evaluate the prompt only) is refused. */
 static int native_n_predict(srv *S, json_t *o, parsed *p, bad *b)
@@ -763,6 +779,11 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     }
     if (!rc && p.r.sampling.reasoning_budget_on)
         p.r.sampling.reasoning_open = opens_thought(p.prompt, p.r.sampling.reasoning_start);
+    /* A chat's budget counts the thought's tokens that its prompt wrote
+     * after the start tag (the template's "\n"), as llama.cpp's does. */
+    if (!rc && chat && p.r.sampling.reasoning_budget_on && p.r.sampling.reasoning_open)
+        p.r.sampling.reasoning_budget -= min_u32(p.r.sampling.reasoning_budget,
+                                                 after_start(S, p.prompt, p.r.sampling.reasoning_start));
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
     int verbose = 0; /* llama-server's per-request switch for __verbose */

@@ -46,19 +46,33 @@ int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt
         return -1;
     }
     out->format = format;
-    if (format == SRV_REASONING_NONE)
+    /* the tags the template writes; deepseek names its own where it writes none */
+    const char *start = NULL, *end = NULL;
+    if (!(S->jinja && hx_reasoning_tags(tmpl, &start, &end)) && format != SRV_REASONING_DEEPSEEK &&
+        format != SRV_REASONING_LEGACY)
         return 0;
-    /* auto: the tags the template writes, if any; deepseek names its own
-     * where the template writes none */
-    if (!S->jinja || !hx_reasoning_tags(tmpl, &out->start, &out->end)) {
-        if (format == SRV_REASONING_AUTO)
-            return 0;
-        out->start = "<think>";
-        out->end = "</think>";
-    }
+    start = start ? start : "<think>";
+    end = end ? end : "</think>";
     /* A grammar shapes the text from its first token: what it writes is
      * the answer, even where the prompt opened a thought. */
-    out->opened = !grammar && opens(prompt, out->start);
+    const int opened = !grammar && opens(prompt, start);
+    /* Where the thought stays in content (none, deepseek-legacy), content
+     * begins with what the prompt wrote of it, its tag and the white space
+     * after (llama.cpp's parser reads the generation prompt's thought as
+     * the answer's start): a client that reads <think> in content sees
+     * both tags. */
+    if (opened && (format == SRV_REASONING_NONE || format == SRV_REASONING_LEGACY)) {
+        const char *tag = strstr(prompt, start), *next;
+        while (tag && (next = strstr(tag + 1, start)))
+            tag = next;
+        if (tag && strlen(tag) < sizeof out->prefix)
+            snprintf(out->prefix, sizeof out->prefix, "%s", tag);
+    }
+    if (format == SRV_REASONING_NONE)
+        return 0;
+    out->start = start;
+    out->end = end;
+    out->opened = opened;
     /* deepseek-legacy keeps the thought in content too; streamed, it is
      * content only (as llama.cpp streamed it), so nothing is split */
     out->legacy = format == SRV_REASONING_LEGACY;
@@ -93,16 +107,20 @@ json_t *srv_thought_message(srv_job *j, srv_choice *ch, int final)
         if (!m && (!j->stream || sp.reasoning_len <= ch->sent_reasoning))
             return NULL;
         m = m ? m : json_object();
-    } else if (!j->stream) {
-        m = json_pack("{s:s,s:o}", "role", "assistant", "content",
-                      srv_utf8_string(ch->text ? ch->text + sp.content_at : "", sp.content_len));
     } else {
-        m = json_object();
-        if (sp.content_len > ch->sent_content) {
-            json_object_set_new(m, "content", srv_utf8_string(ch->text + sp.content_at + ch->sent_content,
-                                                           sp.content_len - ch->sent_content));
-            ch->sent_content = sp.content_len;
+        /* the content: the prompt's part of the thought (when it stays in
+         * content), then the answer; streamed, from what was sent */
+        const size_t pl = strlen(j->thought.prefix), total = pl + sp.content_len;
+        const size_t from = j->stream ? ch->sent_content : 0;
+        m = j->stream ? json_object() : json_pack("{s:s}", "role", "assistant");
+        char *c = total > from || !j->stream ? malloc(total - from + 1) : NULL;
+        if (c) {
+            for (size_t i = from; i < total; i++)
+                c[i - from] = i < pl ? j->thought.prefix[i] : ch->text[sp.content_at + i - pl];
+            json_object_set_new(m, "content", srv_utf8_string(c, total - from));
+            ch->sent_content = total;
         }
+        free(c);
     }
     if (!m)
         return NULL;
