@@ -1676,7 +1676,7 @@ HX_API hx_status hx_tool_calls_grammar(hx_tool_format f, const char *tools_json,
 
 /* The tags the model of Jinja template source `tmpl` thinks between, known
  * by the template writing both: "<think>"/"</think>" (Qwen3, DeepSeek-R1,
- * QwQ, SmolLM3, GLM), "<seed:think>" (Seed-OSS), "[THINK]" (Magistral),
+ * QwQ, SmolLM3, GLM), "<seed:think>" (Seed-OSS), "<mm:think>" (MiniMax), "[THINK]" (Magistral),
  * "<|START_THINKING|>" (Command R7B/A), "\u25c1think\u25b7" (Kimi).  1 with
  * *start and *end set to static strings; 0 when it writes none (NULL too). */
 HX_API int hx_reasoning_tags(const char *tmpl, const char **start, const char **end);

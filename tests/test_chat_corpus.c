@@ -7,7 +7,9 @@
  * continued as llama-server does), tools offered, a tool call and its
  * result.  Every text must be
  * the same byte for byte; where jinja2 refuses a conversation, hetero must
- * refuse it too (with raise_exception's message, when that is why). */
+ * refuse it too (with raise_exception's message, when that is why).  And
+ * the thought tags of the families that think, read from their templates. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/hx_test.h"
@@ -114,12 +116,49 @@ START_TEST(templates_render_as_jinja2)
 }
 END_TEST
 
+/* The thought tags of the families that think, read from their real
+ * templates (hx_reasoning_tags), and none from families that do not. */
+START_TEST(thinking_templates_name_their_tags)
+{
+    static const struct {
+        const char *file, *start; /* start NULL: the template writes no thought */
+    } cases[] = {
+        {"Qwen-Qwen3-0.6B", "<think>"}, {"Qwen-QwQ-32B", "<think>"},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<think>"}, {"deepseek-ai-DeepSeek-V3.1", "<think>"},
+        {"HuggingFaceTB-SmolLM3-3B", "<think>"}, {"GLM-4.6", "<think>"}, {"ByteDance-Seed-OSS", "<seed:think>"},
+        {"MiniMax-M3", "<mm:think>"}, {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", "<|START_THINKING|>"},
+        {"mistralai-Ministral-3-14B-Reasoning-2512", "[THINK]"}, {"Qwen-Qwen2.5-7B-Instruct", NULL},
+        {"meta-llama-Llama-3.1-8B-Instruct", NULL}, {"google-gemma-2-2b-it", NULL},
+        {"mistralai-Mistral-Nemo-Instruct-2407", NULL}, {"Qwen3-Coder", NULL},
+    };
+    const char *models = getenv("HX_LLAMACPP_MODELS");
+    if (!models || !*models) {
+        ck_assert_msg(!getenv("CI"), "chat corpus: HX_LLAMACPP_MODELS is not set");
+        fprintf(stderr, "SKIPPED thought tags: HX_LLAMACPP_MODELS is not set\n");
+        return;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/templates/%s.jinja", models, cases[i].file);
+        char *t = read_or_null(path);
+        ck_assert_msg(t != NULL, "%s is missing", path);
+        const char *start = NULL, *end = NULL;
+        const int found = hx_reasoning_tags(t, &start, &end);
+        ck_assert_msg(found == (cases[i].start != NULL) && (!found || !strcmp(start, cases[i].start)),
+                      "%s: thought tags %s, want %s", cases[i].file, found ? start : "none",
+                      cases[i].start ? cases[i].start : "none");
+        free(t);
+    }
+}
+END_TEST
+
 Suite *suite_chat_corpus(void)
 {
     Suite *s = suite_create("chat_corpus");
     TCase *t = tcase_create("corpus");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, templates_render_as_jinja2);
+    tcase_add_test(t, thinking_templates_name_their_tags);
     suite_add_tcase(s, t);
     return s;
 }

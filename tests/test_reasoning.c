@@ -49,6 +49,8 @@ START_TEST(tags_are_known_by_the_template)
     ck_assert_str_eq(e, "</think>");
     ck_assert_int_eq(hx_reasoning_tags("{{'<seed:think>'}}{{'</seed:think>'}}", &s, &e), 1);
     ck_assert_str_eq(s, "<seed:think>");
+    ck_assert_int_eq(hx_reasoning_tags("{%- set b = '<mm:think>' %}{%- set e = '</mm:think>' %}", &s, &e), 1);
+    ck_assert_str_eq(s, "<mm:think>");
     ck_assert_int_eq(hx_reasoning_tags("[THINK]{{ m.reasoning_content }}[/THINK]", &s, &e), 1);
     ck_assert_str_eq(e, "[/THINK]");
     ck_assert_int_eq(hx_reasoning_tags("<|START_THINKING|>x<|END_THINKING|>", &s, &e), 1);

@@ -16,6 +16,7 @@ static const struct {
 } tags[] = {
     {"<think>", "</think>"},                           /* Qwen3, DeepSeek-R1, QwQ, SmolLM3, GLM-4.5, Hermes 4 */
     {"<seed:think>", "</seed:think>"},                 /* Seed-OSS */
+    {"<mm:think>", "</mm:think>"},                     /* MiniMax-M3 */
     {"[THINK]", "[/THINK]"},                           /* Magistral, Ministral 3 */
     {"<|START_THINKING|>", "<|END_THINKING|>"},        /* Command R7B, Command A */
     {"\xe2\x97\x81think\xe2\x96\xb7", "\xe2\x97\x81/think\xe2\x96\xb7"}, /* Kimi (◁think▷) */
@@ -25,8 +26,8 @@ int hx_reasoning_tags(const char *tmpl, const char **start, const char **end)
 {
     if (!tmpl)
         return 0;
-    /* "<seed:think>" holds no "<think>", but a Seed template's "</seed:think>"
-     * does not hold "<think>" either: the first pair found is the one */
+    /* "<seed:think>" and "<mm:think>" hold no "<think>": the first pair
+     * whose two tags the template writes is the one */
     for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
         if (strstr(tmpl, tags[i].start) && strstr(tmpl, tags[i].end)) {
             if (start)
