@@ -347,6 +347,10 @@ typedef struct srv_job {
     srv_thought thought;       /* its answer's thought, read out as reasoning_content */
 } srv_job;
 
+/* Whether the prompt ends by opening a thought (the start tag, then only
+ * white space), and where its last start tag is (NULL: none). */
+int srv_thought_opens(const char *prompt, const char *start);
+const char *srv_thought_last_tag(const char *prompt, const char *start);
 /* A chat request's srv_thought: its reasoning_format (else the server's)
  * and tmpl, the template its prompt was rendered with; prompt: the
  * rendered text; grammar: a grammar shapes the answer from its first

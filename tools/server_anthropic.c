@@ -396,7 +396,8 @@ static json_t *a_whole(srv_job *j, json_t *chat)
 {
     anthropic *a = j->dialect_state;
     json_t *choice = json_array_get(json_object_get(chat, "choices"), 0), *m = json_object_get(choice, "message");
-    json_t *content = json_array(), *text = json_object_get(m, "content"), *thought = json_object_get(m, "reasoning_content");
+    json_t *content = json_array(), *text = json_object_get(m, "content");
+    json_t *thought = json_object_get(m, "reasoning_content");
     /* The thought first, as Anthropic's extended thinking: a local model
      * signs nothing, so the signature is empty (as llama-server's). */
     if (json_string_length(thought))
@@ -462,8 +463,8 @@ static void a_chunk(srv_job *j, srv_choice *ch, json_t *choice, int final)
             close_block(j, a);
             a->open = a->n_blocks++;
             a->open_kind = THINKING;
-            event(j, "content_block_start", json_pack("{s:i,s:{s:s,s:s,s:s}}", "index", a->open, "content_block", "type",
-                                                      "thinking", "thinking", "", "signature", ""));
+            event(j, "content_block_start", json_pack("{s:i,s:{s:s,s:s,s:s}}", "index", a->open, "content_block",
+                                                      "type", "thinking", "thinking", "", "signature", ""));
         }
         event(j, "content_block_delta", json_pack("{s:i,s:{s:s,s:O}}", "index", a->open, "delta", "type",
                                                   "thinking_delta", "thinking", thought));

@@ -558,9 +558,9 @@ json_t *srv_usage_json(srv_job *j)
         json_int_t c = j->ch[i].res.prompt_tokens_cached;
         cached = cached < 0 || c < cached ? c : cached;
     }
-    json_t *u = json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->prompt_tokens, "completion_tokens",
-                          completion, "total_tokens", (json_int_t)j->prompt_tokens + completion, "prompt_tokens_details",
-                          "cached_tokens", cached < 0 ? 0 : cached);
+    json_t *u = json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->prompt_tokens,
+                          "completion_tokens", completion, "total_tokens", (json_int_t)j->prompt_tokens + completion,
+                          "prompt_tokens_details", "cached_tokens", cached < 0 ? 0 : cached);
     if (u && j->chat && j->thought.start) { /* the thought's share (server_thought.c) */
         json_int_t reasoning = 0;
         for (int i = 0; i < j->n; i++)
@@ -657,28 +657,11 @@ static int tokenize_prompt(srv *S, parsed *p, bad *b)
     return 0;
 }
 
-/* Whether the prompt's text ends by opening a thought (the start tag,
- * then only white space), so that a reasoning budget counts from the
- * first token. */
-static int opens_thought(const char *prompt, const char *start)
-{
-    if (!prompt)
-        return 0;
-    start = start ? start : "<think>";
-    size_t n = strlen(prompt), k = strlen(start);
-    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\r' || prompt[n - 1] == '\t'))
-        n--;
-    return n >= k && !memcmp(prompt + n - k, start, k);
-}
-
-/* The tokens of what follows the prompt's last start tag. */
+/* The tokens of what follows the prompt's thought tag: a chat's budget
+ * counts them (the template's "\n" after "<think>"), as llama.cpp's does. */
 static uint32_t after_start(srv *S, const char *prompt, const char *start)
 {
-    start = start ? start : "<think>";
-    const char *tag = strstr(prompt, start), *next;
-    while (tag && (next = strstr(tag + 1, start)))
-        tag = next;
-    const char *tail = tag ? tag + strlen(start) : "";
+    const char *tag = srv_thought_last_tag(prompt, start), *tail = tag ? tag + strlen(start) : "";
     size_t n = 0;
     if (*tail && hx_model_tokenize(S->m, tail, strlen(tail), 0, 1, NULL, 0, &n) != HX_ERR_RANGE)
         n = 0;
@@ -777,13 +760,11 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
             p.r.sampling.reasoning_end = p.r.sampling.reasoning_end ? p.r.sampling.reasoning_end : te;
         }
     }
+    const char *budget_start = p.r.sampling.reasoning_start ? p.r.sampling.reasoning_start : "<think>";
     if (!rc && p.r.sampling.reasoning_budget_on)
-        p.r.sampling.reasoning_open = opens_thought(p.prompt, p.r.sampling.reasoning_start);
-    /* A chat's budget counts the thought's tokens that its prompt wrote
-     * after the start tag (the template's "\n"), as llama.cpp's does. */
+        p.r.sampling.reasoning_open = srv_thought_opens(p.prompt, budget_start);
     if (!rc && chat && p.r.sampling.reasoning_budget_on && p.r.sampling.reasoning_open)
-        p.r.sampling.reasoning_budget -= min_u32(p.r.sampling.reasoning_budget,
-                                                 after_start(S, p.prompt, p.r.sampling.reasoning_start));
+        p.r.sampling.reasoning_budget -= min_u32(p.r.sampling.reasoning_budget, after_start(S, p.prompt, budget_start));
     if (!rc)
         rc = tokenize_prompt(S, &p, &b);
     int verbose = 0; /* llama-server's per-request switch for __verbose */

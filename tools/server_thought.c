@@ -24,14 +24,20 @@ const char *srv_reasoning_format_name(int f)
     return f >= 0 && f < (int)(sizeof format_names / sizeof format_names[0]) ? format_names[f] : "none";
 }
 
-/* Whether the prompt ends by opening a thought (its start tag, then only
- * white space). */
-static int opens(const char *prompt, const char *start)
+int srv_thought_opens(const char *prompt, const char *start)
 {
     size_t n = prompt ? strlen(prompt) : 0, k = strlen(start);
     while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\r' || prompt[n - 1] == '\t'))
         n--;
     return n >= k && !memcmp(prompt + n - k, start, k);
+}
+
+const char *srv_thought_last_tag(const char *prompt, const char *start)
+{
+    const char *tag = prompt ? strstr(prompt, start) : NULL, *next;
+    while (tag && (next = strstr(tag + 1, start)))
+        tag = next;
+    return tag;
 }
 
 int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int grammar, int stream,
@@ -55,16 +61,14 @@ int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt
     end = end ? end : "</think>";
     /* A grammar shapes the text from its first token: what it writes is
      * the answer, even where the prompt opened a thought. */
-    const int opened = !grammar && opens(prompt, start);
+    const int opened = !grammar && srv_thought_opens(prompt, start);
     /* Where the thought stays in content (none, deepseek-legacy), content
      * begins with what the prompt wrote of it, its tag and the white space
      * after (llama.cpp's parser reads the generation prompt's thought as
      * the answer's start): a client that reads <think> in content sees
      * both tags. */
     if (opened && (format == SRV_REASONING_NONE || format == SRV_REASONING_LEGACY)) {
-        const char *tag = strstr(prompt, start), *next;
-        while (tag && (next = strstr(tag + 1, start)))
-            tag = next;
+        const char *tag = srv_thought_last_tag(prompt, start);
         if (tag && strlen(tag) < sizeof out->prefix)
             snprintf(out->prefix, sizeof out->prefix, "%s", tag);
     }
