@@ -1643,10 +1643,13 @@ typedef enum {
                                  * or the whole answer that object without the tags */
     HX_TOOL_FORMAT_LLAMA3 = 2,  /* the answer {"name":...,"parameters":{...}}, <|python_tag|> before it or not */
     HX_TOOL_FORMAT_MISTRAL = 3, /* text, then [TOOL_CALLS][{"name":...,"arguments":{...},"id":...}] (Nemo) */
+    HX_TOOL_FORMAT_XML = 4,     /* <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>
+                                 * </tool_call> (Qwen3-Coder, Qwen3.5, Nemotron 3, Step 3.5) */
+    HX_TOOL_FORMAT_SEED = 5,    /* the same inside <seed:tool_call> (Seed-OSS) */
 } hx_tool_format;
 /* The format of Jinja template source `tmpl` (NULL: generic). */
 HX_API hx_tool_format hx_tool_format_detect(const char *tmpl);
-/* "generic", "hermes", "llama3", "mistral"; NULL for another value. */
+/* "generic", "hermes", "llama3", "mistral", "xml", "seed"; NULL for another value. */
 HX_API const char *hx_tool_format_name(hx_tool_format f);
 HX_API hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out);
 /* Reads the calls out of a model's answer (n bytes of text), as the JSON
@@ -1660,6 +1663,12 @@ HX_API hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out)
  * final ones (streaming).  Same buffer contract as hx_tokenizer_decode. */
 HX_API hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t n, int partial, char *buf,
                                      size_t cap, size_t *len);
+/* The same, the tools offered (OpenAI's tool array as JSON, or NULL) at
+ * hand: the xml formats write values as text, which the function's schema
+ * types ("string": the text as a string; else its JSON value when it is
+ * one).  Without them a value is its JSON value when it is one. */
+HX_API hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, const char *text, size_t n,
+                                           int partial, char *buf, size_t cap, size_t *len);
 /* A GBNF grammar whose sentences are calls in format f of the tools in
  * tools_json (OpenAI's [{"type":"function","function":{"name","parameters"}}]),
  * arguments valid against each function's parameters (hx_json_schema_to_grammar's

@@ -37,6 +37,19 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
          {"type": "function", "function": {"name": "get_time", "description": "The time now",
                                            "parameters": {"type": "object", "properties": {}}}}]
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
+# The xml format writes a string as text: a grammar holds it to a length, not to a pattern.
+PATTERNED = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "pattern": "^[A-Z]"}}}}}]
+DAYS_TOOL = {"type": "function", "function": {"name": "forecast", "parameters": {
+    "type": "object", "properties": {"days": {"type": "integer"}}}}}
+# Qwen3-Coder's way of writing calls (xml), its arguments as parameters.
+XML = ("{% if tools %}<|im_start|>system\nYou may call:{% for t in tools %}\n{{ t | tojson }}{% endfor %}\n"
+       "Call as <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n</tool_call>"
+       "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+       "{% for c in m.tool_calls %}<tool_call>\n<function={{ c.function.name }}>\n"
+       "{% for k, v in c.function.arguments.items() %}<parameter={{ k }}>\n{{ v }}\n</parameter>\n{% endfor %}"
+       "</function>\n</tool_call>{% endfor %}<|im_end|>\n{% endfor %}"
+       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 # ChatML that offers tools, written as generic templates do (no <tool_call>).
 CHATML_TOOLS = ("{% if tools %}<|im_start|>system\nTools: {{ tools | tojson }}<|im_end|>\n{% endif %}"
@@ -101,11 +114,11 @@ def bad_requests(srv):
     print(f"ok tools: {len(rows)} malformed requests, each a 400 naming its field")
 
 
-def validate_call(tc, where):
+def validate_call(tc, where, schema=WEATHER):
     check(tc.type == "function" and tc.id and tc.function.name in ("get_weather", "get_time"), f"{where}: {tc}")
     args = json.loads(tc.function.arguments)
     if tc.function.name == "get_weather":
-        jsonschema.validate(args, WEATHER)
+        jsonschema.validate(args, schema)
     return args
 
 
@@ -126,18 +139,18 @@ def streamed(c, **kw):
     return content, calls, finish
 
 
-def forced(srv, model, fmt):
+def forced(srv, model, fmt, tools=TOOLS, schema=WEATHER):
     c = srv.client()
     for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
         for seed in range(3):
-            kw = dict(model=model, messages=USER, tools=TOOLS, tool_choice=choice, temperature=1.0, seed=seed,
+            kw = dict(model=model, messages=USER, tools=tools, tool_choice=choice, temperature=1.0, seed=seed,
                       max_tokens=400)
             r = c.chat.completions.create(**kw)
             m = r.choices[0].message
             check(r.choices[0].finish_reason == "tool_calls" and m.tool_calls and len(m.tool_calls) == 1,
                   f"{fmt} {choice}: no call: {r}")
             check(m.content is None, f"{fmt}: the call came as content too: {m.content!r}")
-            validate_call(m.tool_calls[0], f"{fmt} {choice}")
+            validate_call(m.tool_calls[0], f"{fmt} {choice}", schema)
             if isinstance(choice, dict):
                 check(m.tool_calls[0].function.name == "get_weather", f"{fmt}: the named function was not called")
             content, calls, finish = streamed(c, **kw)
@@ -149,6 +162,34 @@ def forced(srv, model, fmt):
                   f"{fmt}: streamed {name} {args} but whole {m.tool_calls[0].function}")
     print(f"ok tools ({fmt}): tool_choice required and a named function give one call whose arguments validate, "
           f"whole and streamed alike")
+
+
+def xml(srv, model):
+    """Qwen3-Coder's format: a forced call through its hand-written
+    grammar (the city's maxLength held), a call the model writes under
+    auto read with its values typed by the schema, a keyword a text value
+    cannot be held to a 400."""
+    forced(srv, model, "xml")
+    c = srv.client()
+    text = ("I will look it up.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+            "<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>")
+    r = c.chat.completions.create(model=model, messages=USER, tools=TOOLS + [DAYS_TOOL], max_tokens=200,
+                                  extra_body={"grammar": "root ::= " + json.dumps(text)})
+    m = r.choices[0].message
+    check(m.content == "I will look it up." and len(m.tool_calls) == 1 and
+          json.loads(m.tool_calls[0].function.arguments) == {"city": "42", "unit": "celsius"} and
+          r.choices[0].finish_reason == "tool_calls",
+          f"xml under auto: the call read, '42' a string as its schema says: {m}")
+    content, calls, finish = streamed(c, model=model, messages=USER, tools=TOOLS, max_tokens=200,
+                                      extra_body={"grammar": "root ::= " + json.dumps(text)})
+    check(content == "I will look it up." and [v[1:] for v in calls.values()] ==
+          [["get_weather", '{"city": "42", "unit": "celsius"}']] and finish == "tool_calls",
+          f"xml streamed: the same call, its arguments adding up ({calls})")
+    st, _, e = http(srv, "POST", "/v1/chat/completions", {"messages": USER, "tools": PATTERNED,
+                                                         "tool_choice": "required"})
+    check(st == 400 and "pattern" in e["error"]["message"],
+          f"xml: a pattern on a text value cannot be forced: 400 naming it ({st})")
+    print("ok tools (xml): forced calls validate, a written call is read with typed values, whole and streamed")
 
 
 def auto_and_none(srv, model):
@@ -256,6 +297,13 @@ def main():
     srv = sc.Server("-c", "8192", "-np", "8", "--chat-template-file", hermes)
     try:
         forced(srv, srv.client().models.list().data[0].id, "hermes")
+    finally:
+        srv.stop()
+    xml_file = f"{d}/xml.jinja"
+    open(xml_file, "w").write(XML)
+    srv = sc.Server("-c", "8192", "-np", "8", "--chat-template-file", xml_file)
+    try:
+        xml(srv, srv.client().models.list().data[0].id)
     finally:
         srv.stop()
     smollm2 = os.environ.get("HX_TEST_SMOLLM2")

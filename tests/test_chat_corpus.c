@@ -117,7 +117,8 @@ START_TEST(templates_render_as_jinja2)
 END_TEST
 
 /* The thought tags of the families that think, read from their real
- * templates (hx_reasoning_tags), and none from families that do not. */
+ * templates (hx_reasoning_tags), and none from families that do not; the
+ * tool-call format of the newest families (hx_tool_format_detect). */
 START_TEST(thinking_templates_name_their_tags)
 {
     static const struct {
@@ -147,6 +148,25 @@ START_TEST(thinking_templates_name_their_tags)
         ck_assert_msg(found == (cases[i].start != NULL) && (!found || !strcmp(start, cases[i].start)),
                       "%s: thought tags %s, want %s", cases[i].file, found ? start : "none",
                       cases[i].start ? cases[i].start : "none");
+        free(t);
+    }
+    /* and the tool-call formats of the newest families */
+    static const struct {
+        const char *file;
+        hx_tool_format f;
+    } calls[] = {
+        {"Qwen3-Coder", HX_TOOL_FORMAT_XML}, {"Qwen3.5-4B", HX_TOOL_FORMAT_XML},
+        {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", HX_TOOL_FORMAT_XML}, {"StepFun3.5-Flash", HX_TOOL_FORMAT_XML},
+        {"ByteDance-Seed-OSS", HX_TOOL_FORMAT_SEED}, {"Qwen-Qwen3-0.6B", HX_TOOL_FORMAT_HERMES},
+        {"Qwen-Qwen2.5-7B-Instruct", HX_TOOL_FORMAT_HERMES}, {"meetkai-functionary-medium-v3.1", HX_TOOL_FORMAT_LLAMA3},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/templates/%s.jinja", models, calls[i].file);
+        char *t = read_or_null(path);
+        ck_assert_msg(t != NULL, "%s is missing", path);
+        ck_assert_msg(hx_tool_format_detect(t) == calls[i].f, "%s: tool-call format %s, want %s", calls[i].file,
+                      hx_tool_format_name(hx_tool_format_detect(t)), hx_tool_format_name(calls[i].f));
         free(t);
     }
 }

@@ -83,8 +83,13 @@ START_TEST(formats_are_recognised_from_the_template)
     ck_assert_int_eq(hx_tool_format_detect("{% for m in messages %}{{ m.content }}{% endfor %}"),
                      HX_TOOL_FORMAT_GENERIC);
     ck_assert_int_eq(hx_tool_format_detect(NULL), HX_TOOL_FORMAT_GENERIC);
+    ck_assert_int_eq(hx_tool_format_detect("{{- '\\n<tool_call>\\n<function=' + c.name + '>' }}{{ '<parameter=' }}"),
+                     HX_TOOL_FORMAT_XML);
+    ck_assert_int_eq(hx_tool_format_detect("<seed:tool_call>\n<function=x>\n<parameter=y>"), HX_TOOL_FORMAT_SEED);
+    ck_assert_int_eq(hx_tool_format_detect("<|python_tag|><function=f>{\"a\": 1}</function>"),
+                     HX_TOOL_FORMAT_GENERIC); /* functionary's, JSON after <function=: not the xml format */
     hx_tool_format f;
-    for (int i = 0; i <= HX_TOOL_FORMAT_MISTRAL; i++) {
+    for (int i = 0; i <= HX_TOOL_FORMAT_SEED; i++) {
         HX_ASSERT_OK(hx_tool_format_from_name(hx_tool_format_name((hx_tool_format)i), &f));
         ck_assert_int_eq(f, i);
     }
@@ -184,8 +189,59 @@ START_TEST(llama3_mistral_and_generic)
 }
 END_TEST
 
+static json_t *parse_tools(hx_tool_format f, const char *tools, const char *text)
+{
+    size_t len = 0;
+    ck_assert_int_eq(hx_tool_calls_parse_tools(f, tools, text, strlen(text), 0, NULL, 0, &len), HX_ERR_RANGE);
+    char *buf = malloc(len + 1);
+    HX_ASSERT_OK(hx_tool_calls_parse_tools(f, tools, text, strlen(text), 0, buf, len + 1, &len));
+    json_t *v = json_loads(buf, 0, NULL);
+    free(buf);
+    ck_assert_ptr_nonnull(v);
+    return v;
+}
+
+START_TEST(xml_calls_and_their_values)
+{
+    /* Qwen3-Coder's: text, then calls; values typed by the schema when given */
+    const char *t = "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n"
+                    "<parameter=days>\n3\n</parameter>\n<parameter=zip>\n10001\n</parameter>\n</function>\n"
+                    "</tool_call>\n<tool_call>\n<function=now>\n</function>\n</tool_call>";
+    expect(HX_TOOL_FORMAT_XML, t,
+           "{\"content\": \"Let me check.\", \"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": "
+           "\"{\\\"city\\\": \\\"New York\\\", \\\"days\\\": 3, \\\"zip\\\": 10001}\"}, "
+           "{\"name\": \"now\", \"arguments\": \"{}\"}]}");
+    static const char tools[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+                                "\"days\":{\"type\":\"integer\"},\"zip\":{\"type\":\"string\"}}}}}]";
+    json_t *v = parse_tools(HX_TOOL_FORMAT_XML, tools, t);
+    json_t *args = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(v, "tool_calls"), 0),
+                                                                "arguments")), 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(args, "zip")), "10001"); /* a string by its schema */
+    ck_assert_int_eq(json_integer_value(json_object_get(args, "days")), 3);
+    json_decref(args);
+    json_decref(v);
+    /* a value keeps its own line breaks and markup; Seed's wrapper, no line breaks */
+    expect(HX_TOOL_FORMAT_SEED, "<seed:tool_call><function=run><parameter=code>a < b\n\nc</parameter></function>"
+                                "</seed:tool_call>",
+           "{\"content\": null, \"tool_calls\": [{\"name\": \"run\", \"arguments\": "
+           "\"{\\\"code\\\": \\\"a < b\\\\n\\\\nc\\\"}\"}]}");
+    /* malformed blocks stay text */
+    expect(HX_TOOL_FORMAT_XML, "<tool_call>\n<function=bad name>\n</function>\n</tool_call>",
+           "{\"content\": \"<tool_call>\\n<function=bad name>\\n</function>\\n</tool_call>\", \"tool_calls\": []}");
+    expect(HX_TOOL_FORMAT_XML, "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>",
+           "{\"content\": \"<tool_call>\\n<function=f>\\n<parameter=a>\\n1\\n</function>\", \"tool_calls\": []}");
+}
+END_TEST
+
 START_TEST(partial_answers_are_prefixes_of_the_final_one)
 {
+    prefixes_agree(HX_TOOL_FORMAT_XML,
+                   "Sure.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nK\xc3\xb8" "benhavn\n</parameter>\n"
+                   "<parameter=days>\n[1, 2]\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=now>\n"
+                   "</function>\n</tool_call>",
+                   "<tool");
+    prefixes_agree(HX_TOOL_FORMAT_XML, "No <tool_call here, <function=x> neither.", NULL);
     prefixes_agree(HX_TOOL_FORMAT_HERMES,
                    "I will look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"K\xc3\xb8" "benhavn\", "
                    "\"days\": [1, 2]}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
@@ -282,6 +338,53 @@ START_TEST(grammar_forces_a_valid_call)
     g = tool_grammar(HX_TOOL_FORMAT_GENERIC, TOOLS, NULL, 1);
     ck_assert(matches(g, "{\"tool_calls\": [{\"name\": \"now\", \"arguments\": {}}]}"));
     hx_grammar_free(g);
+    /* the xml formats: the function, its parameters in order, required
+     * ones present, a string as text, another type its JSON value */
+    static const char XML_TOOLS[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"c\",\"f\"]},"
+        "\"days\":{\"type\":\"integer\"}},\"required\":[\"city\"]}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+    g = tool_grammar(HX_TOOL_FORMAT_XML, XML_TOOLS, NULL, 0);
+    const char *xml_ok = "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jos\xc3\xa9 <CA>\n</parameter>\n"
+                         "<parameter=unit>\nf\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+                         "</tool_call>";
+    ck_assert(matches(g, xml_ok));
+    ck_assert(matches(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
+    ck_assert(matches(g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n"
+                         "</tool_call>"));
+    ck_assert(!matches(g, "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>")); /* city required */
+    ck_assert(!matches(g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n"
+                          "<parameter=days>\nthree\n</parameter>\n</function>\n</tool_call>"));
+    ck_assert(!matches(g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n"
+                          "<parameter=unit>\nk\n</parameter>\n</function>\n</tool_call>"));
+    ck_assert(!matches(g, "<tool_call>\n<function=other>\n</function>\n</tool_call>"));
+    hx_grammar_free(g);
+    g = tool_grammar(HX_TOOL_FORMAT_SEED, XML_TOOLS, "now", 1);
+    ck_assert(matches(g, "<seed:tool_call>\n<function=now>\n</function>\n</seed:tool_call>\n<seed:tool_call>\n"
+                         "<function=now>\n</function>\n</seed:tool_call>"));
+    ck_assert(!matches(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
+    hx_grammar_free(g);
+    size_t len;
+    ck_assert_int_eq(hx_tool_calls_grammar(HX_TOOL_FORMAT_XML, "[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                                           "\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":"
+                                           "\"string\",\"pattern\":\"^a\"}}}}}]", NULL, 0, NULL, 0, &len),
+                     HX_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hx_last_error(), "pattern"), "%s", hx_last_error());
+    g = tool_grammar(HX_TOOL_FORMAT_XML, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                                         "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+                                         "\"maxLength\":3}},\"required\":[\"s\"]}}}]", NULL, 0);
+    ck_assert(matches(g, "<tool_call>\n<function=f>\n<parameter=s>\nRom\n</parameter>\n</function>\n</tool_call>"));
+    ck_assert(!matches(g, "<tool_call>\n<function=f>\n<parameter=s>\nRome\n</parameter>\n</function>\n</tool_call>"));
+    hx_grammar_free(g);
+    /* the xml grammar's sentence parses as its call, typed by the schema */
+    json_t *xv = parse_tools(HX_TOOL_FORMAT_XML, XML_TOOLS, xml_ok);
+    json_t *xa = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(xv, "tool_calls"), 0),
+                                                              "arguments")), 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(xa, "city")), "San Jos\xc3\xa9 <CA>");
+    ck_assert_int_eq(json_integer_value(json_object_get(xa, "days")), 3);
+    json_decref(xa);
+    json_decref(xv);
     /* Every sentence of the grammar parses as the call it is. */
     const char *ok = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
     json_t *v = parse(HX_TOOL_FORMAT_HERMES, ok, strlen(ok), 0);
@@ -321,6 +424,7 @@ Suite *suite_tool_calls(void)
     tcase_add_test(tc, hermes_calls_and_text);
     tcase_add_test(tc, malformed_calls_stay_content);
     tcase_add_test(tc, llama3_mistral_and_generic);
+    tcase_add_test(tc, xml_calls_and_their_values);
     tcase_add_test(tc, partial_answers_are_prefixes_of_the_final_one);
     tcase_add_test(tc, grammar_forces_a_valid_call);
     tcase_add_test(tc, grammar_refusals_name_the_problem);

@@ -14,6 +14,14 @@
  *   mistral  text, then [TOOL_CALLS] and a JSON array of calls (Nemo)
  *   generic  the whole answer {"tool_calls": [calls]}, {"tool_call": call}
  *            or {"response": "text"} (any other template)
+ *   xml      text and <tool_call><function=NAME><parameter=KEY>VALUE
+ *            </parameter>...</function></tool_call> blocks, white space
+ *            between (Qwen3-Coder, Qwen3.5, Nemotron 3, Step 3.5); seed: the
+ *            same in <seed:tool_call> (Seed-OSS).  A value is text: it is
+ *            the argument's JSON string where the function's schema says
+ *            "string", else its JSON value when it is one (42, true, [1]),
+ *            else a string.  Its arguments object is built, a parameter at
+ *            a time, so the partial ones still grow as prefixes.
  *
  * A call's arguments are returned as the JSON text the model wrote (the
  * value's exact bytes), so that a prefix of the answer gives a prefix of
@@ -29,7 +37,7 @@
 
 #define MAX_DEPTH 256 /* nested JSON values a call may hold */
 
-static const char *const format_names[] = {"generic", "hermes", "llama3", "mistral"};
+static const char *const format_names[] = {"generic", "hermes", "llama3", "mistral", "xml", "seed"};
 
 const char *hx_tool_format_name(hx_tool_format f)
 {
@@ -44,7 +52,8 @@ hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out)
             *out = (hx_tool_format)i;
             return hx_api_leave(HX_OK);
         }
-    return hx_api_leave(hx_error(HX_ERR_INVALID_ARG, "tool-call format '%s': generic, hermes, llama3 or mistral",
+    return hx_api_leave(hx_error(HX_ERR_INVALID_ARG,
+                                 "tool-call format '%s': generic, hermes, llama3, mistral, xml or seed",
                                  name ? name : "(null)"));
 }
 
@@ -52,6 +61,8 @@ hx_tool_format hx_tool_format_detect(const char *tmpl)
 {
     if (!tmpl)
         return HX_TOOL_FORMAT_GENERIC;
+    if (strstr(tmpl, "<function=") && strstr(tmpl, "<parameter="))
+        return strstr(tmpl, "<seed:tool_call>") ? HX_TOOL_FORMAT_SEED : HX_TOOL_FORMAT_XML;
     if (strstr(tmpl, "<tool_call>"))
         return HX_TOOL_FORMAT_HERMES;
     if (strstr(tmpl, "[TOOL_CALLS]"))
@@ -205,6 +216,7 @@ typedef struct {
     size_t args_at, args_len; /* the arguments' bytes in the text */
     int args_seen, args_string; /* arguments given as a JSON string */
     char *id;             /* Mistral's own */
+    char *args_built;     /* xml: the arguments object built so far (owned), else NULL */
     int complete;
 } call;
 
@@ -212,6 +224,7 @@ typedef struct {
     const char *s;
     size_t n;
     int partial;
+    json_t *tools;        /* xml: the tools offered, for their parameters' types, or NULL */
     call *calls;
     size_t n_calls, cap_calls;
     char *content;
@@ -242,6 +255,7 @@ static void drop_calls(parse *P, size_t keep)
         call *c = &P->calls[--P->n_calls];
         free(c->name);
         free(c->id);
+        free(c->args_built);
     }
 }
 
@@ -524,6 +538,192 @@ static void parse_mistral(parse *P)
 }
 
 /* Generic: {"tool_calls": [...]}, {"tool_call": {...}} or {"response": "..."}. */
+/* ---- xml: <function=NAME><parameter=KEY>VALUE</parameter></function> ---- */
+
+/* Literal `lit` at *k: SCAN_OK past it, SCAN_MORE when the text ends
+ * inside it, else SCAN_BAD. */
+static int expect(const char *s, size_t n, size_t *k, const char *lit)
+{
+    size_t L = strlen(lit), have = n - *k < L ? n - *k : L;
+    if (memcmp(s + *k, lit, have))
+        return SCAN_BAD;
+    if (have < L)
+        return SCAN_MORE;
+    *k += L;
+    return SCAN_OK;
+}
+
+/* A name up to '>' (letters, digits, "_.-:"), at most 256 bytes. */
+static int scan_name(const char *s, size_t n, size_t *k, size_t *at, size_t *len)
+{
+    size_t i = *k;
+    while (i < n && i - *k <= 256 && s[i] != '>') {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-' || c == ':'))
+            return SCAN_BAD;
+        i++;
+    }
+    if (i - *k > 256 || (i < n && i == *k))
+        return SCAN_BAD;
+    if (i >= n)
+        return SCAN_MORE;
+    *at = *k;
+    *len = i - *k;
+    *k = i + 1;
+    return SCAN_OK;
+}
+
+/* The JSON type the function `name`'s schema gives parameter `key`, or NULL. */
+static const char *param_type(json_t *tools, const char *name, const char *key, size_t key_len)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        const char *fn_name = json_string_value(json_object_get(fn, "name"));
+        if (fn_name && !strcmp(fn_name, name)) {
+            json_t *props = json_object_get(json_object_get(fn, "parameters"), "properties");
+            json_t *p = json_object_getn(props, key, key_len);
+            return json_string_value(json_object_get(p, "type"));
+        }
+    }
+    return NULL;
+}
+
+/* A parameter's value text as JSON text (malloc'd): a string where its
+ * type is "string", else its own JSON value when it is one, else a string. */
+static char *value_json(const char *v, size_t n, const char *type)
+{
+    json_t *x = NULL;
+    if (!type || strcmp(type, "string")) {
+        x = json_loadb(v, n, JSON_DECODE_ANY, NULL);
+        if (json_is_string(x) && type == NULL) { /* "quoted" text is that text, as a string would be */
+            json_decref(x);
+            x = NULL;
+        }
+    }
+    if (!x)
+        x = json_stringn(v, n);
+    char *out = x ? json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    json_decref(x);
+    return out;
+}
+
+static int append(char **buf, const char *a, const char *b, const char *c)
+{
+    size_t have = *buf ? strlen(*buf) : 0, need = have + strlen(a) + strlen(b) + strlen(c) + 1;
+    char *m = realloc(*buf, need);
+    if (!m)
+        return -1;
+    m[have] = '\0';
+    strcat(strcat(strcat(m, a), b), c);
+    *buf = m;
+    return 0;
+}
+
+/* One call after its wrapper's open tag: <function=NAME>, its parameters,
+ * </function> and the wrapper's close tag, white space between.  On
+ * SCAN_MORE, c holds the name once whole and the arguments of the
+ * parameters closed so far. */
+static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
+{
+    static const char fn_open[] = "<function=", fn_close[] = "</function>", p_open[] = "<parameter=",
+                      p_close[] = "</parameter>";
+    const char *s = P->s;
+    size_t n = P->n, k = skip_ws(s, n, *i), at, len;
+    int r = k >= n ? SCAN_MORE : expect(s, n, &k, fn_open);
+    if (r == SCAN_OK)
+        r = scan_name(s, n, &k, &at, &len);
+    if (r != SCAN_OK)
+        return r;
+    if (!(c->name = malloc(len + 1)) || append(&c->args_built, "{", "", "")) {
+        P->bad = 1;
+        return SCAN_BAD;
+    }
+    memcpy(c->name, s + at, len);
+    c->name[len] = '\0';
+    for (int first = 1;; first = 0) {
+        k = skip_ws(s, n, k);
+        if (k >= n)
+            return SCAN_MORE;
+        size_t j = k;
+        if ((r = expect(s, n, &j, fn_close)) != SCAN_BAD) {
+            if (r == SCAN_MORE)
+                return SCAN_MORE;
+            k = j;
+            break;
+        }
+        if ((r = expect(s, n, &k, p_open)) == SCAN_OK)
+            r = scan_name(s, n, &k, &at, &len);
+        if (r != SCAN_OK)
+            return r;
+        const char *e = find(s, n, k, p_close);
+        if (!e)
+            return SCAN_MORE;
+        /* the line breaks the format writes around a value are not its */
+        size_t v = k, ve = (size_t)(e - s);
+        if (v < ve && s[v] == '\n')
+            v++;
+        if (ve > v && s[ve - 1] == '\n')
+            ve--;
+        char *key = value_json(s + at, len, "string");
+        char *val = value_json(s + v, ve - v, P->tools ? param_type(P->tools, c->name, s + at, len) : NULL);
+        int bad = !key || !val || append(&c->args_built, first ? "" : ", ", key, ": ") ||
+                  append(&c->args_built, val, "", "");
+        free(key);
+        free(val);
+        if (bad) {
+            P->bad = 1;
+            return SCAN_BAD;
+        }
+        k = (size_t)(e - s) + sizeof p_close - 1;
+    }
+    k = skip_ws(s, n, k);
+    if (k >= n)
+        return SCAN_MORE;
+    if ((r = expect(s, n, &k, close)) != SCAN_OK)
+        return r;
+    if (append(&c->args_built, "}", "", "")) {
+        P->bad = 1;
+        return SCAN_BAD;
+    }
+    c->complete = 1;
+    *i = k;
+    return SCAN_OK;
+}
+
+/* Text and <tool_call> (or Seed's <seed:tool_call>) blocks, each one call. */
+static void parse_xml(parse *P, const char *open, const char *close)
+{
+    const char *s = P->s;
+    size_t n = P->n, i = 0;
+    while (i < n) {
+        const char *o = find(s, n, i, open);
+        if (!o) {
+            size_t keep = P->partial ? marker_prefix_at_end(s + i, n - i, open) : 0;
+            add_content(P, s + i, n - i - keep);
+            return;
+        }
+        add_content(P, s + i, (size_t)(o - s) - i);
+        size_t k = (size_t)(o - s) + strlen(open), before = P->n_calls;
+        call *c = new_call(P);
+        if (!c)
+            return;
+        int r = scan_xml_call(P, &k, c, close);
+        if (r == SCAN_MORE && P->partial)
+            return; /* the call being written: what is known of it stays */
+        if (r != SCAN_OK) {
+            drop_calls(P, before);
+            size_t end = r == SCAN_MORE ? n : (size_t)(o - s) + strlen(open);
+            add_content(P, o, end - (size_t)(o - s));
+            i = end;
+            continue;
+        }
+        i = k;
+    }
+}
+
 static void parse_generic(parse *P)
 {
     const char *s = P->s;
@@ -598,17 +798,26 @@ static char *trimmed(const char *s, size_t n, int partial, size_t *out_len)
 hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t n, int partial, char *buf, size_t cap,
                               size_t *len)
 {
+    return hx_tool_calls_parse_tools(f, NULL, text, n, partial, buf, cap, len);
+}
+
+hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, const char *text, size_t n, int partial,
+                                    char *buf, size_t cap, size_t *len)
+{
     hx_api_enter();
-    if (!text || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_MISTRAL)
+    if (!text || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_SEED)
         return hx_api_leave(
             hx_error(HX_ERR_INVALID_ARG, "hx_tool_calls_parse: text, len, a buffer for cap and a format"));
-    parse P = {.s = text, .n = n, .partial = partial};
+    parse P = {.s = text, .n = n, .partial = partial, .tools = tools_json ? json_loads(tools_json, 0, NULL) : NULL};
     switch (f) {
     case HX_TOOL_FORMAT_HERMES: parse_hermes(&P); break;
     case HX_TOOL_FORMAT_LLAMA3: parse_bare(&P, "<|python_tag|>"); break;
     case HX_TOOL_FORMAT_MISTRAL: parse_mistral(&P); break;
+    case HX_TOOL_FORMAT_XML: parse_xml(&P, "<tool_call>", "</tool_call>"); break;
+    case HX_TOOL_FORMAT_SEED: parse_xml(&P, "<seed:tool_call>", "</seed:tool_call>"); break;
     default: parse_generic(&P); break;
     }
+    json_decref(P.tools);
     json_t *calls = json_array(), *out = NULL;
     size_t cl = 0;
     const char *c = trimmed(P.content ? P.content : "", P.content_len, partial, &cl);
@@ -620,7 +829,9 @@ hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t n, int 
         if (!k->name)
             continue; /* a call being written shows once its name is whole */
         json_t *args;
-        if (k->args_string && k->complete) {
+        if (k->args_built) {
+            args = json_string(k->args_built);
+        } else if (k->args_string && k->complete) {
             char *v = decode_string(text + k->args_at, k->args_len);
             args = v ? json_string(v) : NULL;
             free(v);

@@ -483,10 +483,10 @@ static json_t *read_calls(const srv_job *j, const srv_choice *ch, int partial)
     const srv_tools *t = j->tools;
     const char *text = ch->text ? ch->text + sp.content_at : "";
     size_t len = 0, n = ch->text ? ch->text_len - sp.content_at : 0; /* a character cut short: the parser's */
-    hx_status st = hx_tool_calls_parse(t->format, text, n, partial, NULL, 0, &len);
+    hx_status st = hx_tool_calls_parse_tools(t->format, t->tools_json, text, n, partial, NULL, 0, &len);
     char *buf = st == HX_ERR_RANGE ? malloc(len + 1) : NULL;
     json_t *v = NULL;
-    if (buf && hx_tool_calls_parse(t->format, text, n, partial, buf, len + 1, &len) == HX_OK)
+    if (buf && hx_tool_calls_parse_tools(t->format, t->tools_json, text, n, partial, buf, len + 1, &len) == HX_OK)
         v = json_loads(buf, 0, NULL);
     free(buf);
     return v;

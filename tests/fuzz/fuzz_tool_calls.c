@@ -16,13 +16,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!size)
         return 0;
-    const hx_tool_format f = (hx_tool_format)(data[0] & 3);
+    const hx_tool_format f = (hx_tool_format)(data[0] % 6);
     const int partial = (data[0] >> 2) & 1;
     const char *text = (const char *)data + 1;
     const size_t n = size - 1;
     static char out[1 << 16];
     size_t len;
     (void)hx_tool_calls_parse(f, text, n, partial, out, sizeof out, &len);
+    /* the xml formats read values by the tools' schemas */
+    (void)hx_tool_calls_parse_tools(f, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                                       "{\"properties\":{\"a\":{\"type\":\"string\"}}}}}]",
+                                    text, n, partial, out, sizeof out, &len);
     for (size_t k = 0; k < n; k += 8)
         (void)hx_tool_calls_parse(f, text, k, 1, out, sizeof out, &len);
     const int opened = (data[0] >> 5) & 1;
