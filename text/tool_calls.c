@@ -429,17 +429,29 @@ static const char *find(const char *s, size_t n, size_t from, const char *needle
 
 static void parse_bare(parse *P, const char *tag);
 
-/* Hermes: text and <tool_call>...</tool_call> blocks.  A block that is
- * not a call stays in the content as it was written. */
-static void parse_hermes(parse *P)
+/* Literal `lit` at *k: SCAN_OK past it, SCAN_MORE when the text ends
+ * inside it, else SCAN_BAD. */
+static int expect(const char *s, size_t n, size_t *k, const char *lit)
 {
-    static const char open[] = "<tool_call>", close[] = "</tool_call>";
+    size_t L = strlen(lit), have = n - *k < L ? n - *k : L;
+    if (memcmp(s + *k, lit, have))
+        return SCAN_BAD;
+    if (have < L)
+        return SCAN_MORE;
+    *k += L;
+    return SCAN_OK;
+}
+
+/* One call after its block's open tag, through the block's close tag:
+ * SCAN_OK with *i past it, SCAN_MORE (c holds what is known) or SCAN_BAD. */
+typedef int (*scan_block)(parse *P, size_t *i, call *c, const char *close);
+
+/* Text and open...close blocks, each one call read by `scan`.  A block
+ * that is not a call stays in the content as it was written. */
+static void parse_blocks(parse *P, const char *open, const char *close, scan_block scan)
+{
     const char *s = P->s;
     size_t n = P->n, i = 0;
-    if (skip_ws(s, n, 0) < n && s[skip_ws(s, n, 0)] == '{') {
-        parse_bare(P, NULL);
-        return;
-    }
     while (i < n) {
         const char *o = find(s, n, i, open);
         if (!o) {
@@ -448,33 +460,43 @@ static void parse_hermes(parse *P)
             return;
         }
         add_content(P, s + i, (size_t)(o - s) - i);
-        size_t k = (size_t)(o - s) + sizeof open - 1, before = P->n_calls;
+        size_t k = (size_t)(o - s) + strlen(open), before = P->n_calls;
         call *c = new_call(P);
         if (!c)
             return;
-        int r = scan_call(P, &k, c);
-        if (r == SCAN_OK) {
-            k = skip_ws(s, n, k);
-            size_t have = n - k < sizeof close - 1 ? n - k : sizeof close - 1;
-            if (memcmp(s + k, close, have))
-                r = SCAN_BAD;
-            else if (have < sizeof close - 1)
-                r = SCAN_MORE;
-            else
-                k += sizeof close - 1;
-        }
+        int r = scan(P, &k, c, close);
         if (r == SCAN_MORE && P->partial)
             return; /* the call being written: what is known of it stays */
         if (r != SCAN_OK) {
             /* Not a call (or one cut short): its text is the model's answer. */
             drop_calls(P, before);
-            size_t end = r == SCAN_MORE ? n : (size_t)(o - s) + sizeof open - 1;
+            size_t end = r == SCAN_MORE ? n : (size_t)(o - s) + strlen(open);
             add_content(P, o, end - (size_t)(o - s));
             i = end;
             continue;
         }
         i = k;
     }
+}
+
+/* Hermes' block: a call object, then the close tag. */
+static int scan_hermes_call(parse *P, size_t *i, call *c, const char *close)
+{
+    int r = scan_call(P, i, c);
+    size_t k = skip_ws(P->s, P->n, *i);
+    if (r == SCAN_OK && (r = expect(P->s, P->n, &k, close)) == SCAN_OK)
+        *i = k;
+    return r;
+}
+
+/* Hermes: text and <tool_call>...</tool_call> blocks, or the whole answer
+ * one call without them. */
+static void parse_hermes(parse *P)
+{
+    if (skip_ws(P->s, P->n, 0) < P->n && P->s[skip_ws(P->s, P->n, 0)] == '{')
+        parse_bare(P, NULL);
+    else
+        parse_blocks(P, "<tool_call>", "</tool_call>", scan_hermes_call);
 }
 
 /* The whole answer one call: Llama 3.x's (after <|python_tag|> or not),
@@ -539,19 +561,6 @@ static void parse_mistral(parse *P)
 
 /* Generic: {"tool_calls": [...]}, {"tool_call": {...}} or {"response": "..."}. */
 /* ---- xml: <function=NAME><parameter=KEY>VALUE</parameter></function> ---- */
-
-/* Literal `lit` at *k: SCAN_OK past it, SCAN_MORE when the text ends
- * inside it, else SCAN_BAD. */
-static int expect(const char *s, size_t n, size_t *k, const char *lit)
-{
-    size_t L = strlen(lit), have = n - *k < L ? n - *k : L;
-    if (memcmp(s + *k, lit, have))
-        return SCAN_BAD;
-    if (have < L)
-        return SCAN_MORE;
-    *k += L;
-    return SCAN_OK;
-}
 
 /* A name up to '>' (letters, digits, "_.-:"), at most 256 bytes. */
 static int scan_name(const char *s, size_t n, size_t *k, size_t *at, size_t *len)
@@ -693,37 +702,6 @@ static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
     return SCAN_OK;
 }
 
-/* Text and <tool_call> (or Seed's <seed:tool_call>) blocks, each one call. */
-static void parse_xml(parse *P, const char *open, const char *close)
-{
-    const char *s = P->s;
-    size_t n = P->n, i = 0;
-    while (i < n) {
-        const char *o = find(s, n, i, open);
-        if (!o) {
-            size_t keep = P->partial ? marker_prefix_at_end(s + i, n - i, open) : 0;
-            add_content(P, s + i, n - i - keep);
-            return;
-        }
-        add_content(P, s + i, (size_t)(o - s) - i);
-        size_t k = (size_t)(o - s) + strlen(open), before = P->n_calls;
-        call *c = new_call(P);
-        if (!c)
-            return;
-        int r = scan_xml_call(P, &k, c, close);
-        if (r == SCAN_MORE && P->partial)
-            return; /* the call being written: what is known of it stays */
-        if (r != SCAN_OK) {
-            drop_calls(P, before);
-            size_t end = r == SCAN_MORE ? n : (size_t)(o - s) + strlen(open);
-            add_content(P, o, end - (size_t)(o - s));
-            i = end;
-            continue;
-        }
-        i = k;
-    }
-}
-
 static void parse_generic(parse *P)
 {
     const char *s = P->s;
@@ -813,8 +791,8 @@ hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, co
     case HX_TOOL_FORMAT_HERMES: parse_hermes(&P); break;
     case HX_TOOL_FORMAT_LLAMA3: parse_bare(&P, "<|python_tag|>"); break;
     case HX_TOOL_FORMAT_MISTRAL: parse_mistral(&P); break;
-    case HX_TOOL_FORMAT_XML: parse_xml(&P, "<tool_call>", "</tool_call>"); break;
-    case HX_TOOL_FORMAT_SEED: parse_xml(&P, "<seed:tool_call>", "</seed:tool_call>"); break;
+    case HX_TOOL_FORMAT_XML: parse_blocks(&P, "<tool_call>", "</tool_call>", scan_xml_call); break;
+    case HX_TOOL_FORMAT_SEED: parse_blocks(&P, "<seed:tool_call>", "</seed:tool_call>", scan_xml_call); break;
     default: parse_generic(&P); break;
     }
     json_decref(P.tools);

@@ -33,54 +33,6 @@ static json_t *call_schema(hx_tool_format f, json_t *fn)
                      "additionalProperties", 0);
 }
 
-/* Renames rule `root` to `to` where it is defined or referred to (outside
- * literals and character classes): the schema's rules become part of a
- * larger grammar. */
-static char *rename_root(const char *g, const char *to)
-{
-    size_t n = strlen(g), tl = strlen(to), cap = n + 1, w = 0;
-    for (const char *p = strstr(g, "root"); p; p = strstr(p + 1, "root"))
-        cap += tl;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    char quote = 0;
-    for (size_t i = 0; i < n;) {
-        char c = g[i];
-        if (quote) {
-            out[w++] = g[i++];
-            if (c == '\\' && i < n)
-                out[w++] = g[i++];
-            else if (c == quote)
-                quote = 0;
-            continue;
-        }
-        if (c == '"' || c == '[') {
-            quote = c == '"' ? '"' : ']';
-            out[w++] = g[i++];
-            continue;
-        }
-        if (c == '#') { /* a comment, to the line's end */
-            while (i < n && g[i] != '\n')
-                out[w++] = g[i++];
-            continue;
-        }
-        int word_start = i == 0 || !(g[i - 1] == '-' || g[i - 1] == '_' || (g[i - 1] >= 'a' && g[i - 1] <= 'z') ||
-                                     (g[i - 1] >= 'A' && g[i - 1] <= 'Z') || (g[i - 1] >= '0' && g[i - 1] <= '9'));
-        char e = i + 4 < n ? g[i + 4] : '\0';
-        int word_end = !(e == '-' || e == '_' || (e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'));
-        if (word_start && word_end && !strncmp(g + i, "root", 4)) {
-            memcpy(out + w, to, tl);
-            w += tl;
-            i += 4;
-            continue;
-        }
-        out[w++] = g[i++];
-    }
-    out[w] = '\0';
-    return out;
-}
-
 static hx_status schema_grammar(json_t *schema, char **out)
 {
     char *text = json_dumps(schema, JSON_COMPACT);
@@ -100,7 +52,7 @@ static hx_status schema_grammar(json_t *schema, char **out)
 
 /* Every rule of grammar g renamed: root to `prefix`, another rule X to
  * prefix-X (references too, outside literals and classes), so that the
- * converter's grammars of several schemas live in one. */
+ * converter's grammars (one per schema) become parts of a larger one. */
 static char *prefixed(const char *g, const char *prefix)
 {
     /* the rules g defines: a name at a line's start, then " ::=" */
@@ -399,7 +351,7 @@ static hx_status build(hx_tool_format f, const char *tools_json, const char *onl
     if (f == HX_TOOL_FORMAT_HERMES || f == HX_TOOL_FORMAT_MISTRAL) {
         /* Hermes: <tool_call>\n{...}\n</tool_call>, once or (parallel)
          * several times; Mistral: [TOOL_CALLS] and the array. */
-        char *calls = rename_root(g, "tool-call-json");
+        char *calls = prefixed(g, "tool-call-json");
         static const char hermes[] =
             "root ::= tool-call-block%s\n"
             "tool-call-block ::= \"<tool_call>\" \"\\n\"? tool-call-json \"\\n\"? \"</tool_call>\"\n";
