@@ -1646,10 +1646,12 @@ typedef enum {
     HX_TOOL_FORMAT_XML = 4,     /* <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>
                                  * </tool_call> (Qwen3-Coder, Qwen3.5, Nemotron 3, Step 3.5) */
     HX_TOOL_FORMAT_SEED = 5,    /* the same inside <seed:tool_call> (Seed-OSS) */
+    HX_TOOL_FORMAT_GLM = 6,     /* <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
+                                 * (GLM 4.5-4.7) */
 } hx_tool_format;
 /* The format of Jinja template source `tmpl` (NULL: generic). */
 HX_API hx_tool_format hx_tool_format_detect(const char *tmpl);
-/* "generic", "hermes", "llama3", "mistral", "xml", "seed"; NULL for another value. */
+/* "generic", "hermes", "llama3", "mistral", "xml", "seed", "glm"; NULL for another value. */
 HX_API const char *hx_tool_format_name(hx_tool_format f);
 HX_API hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out);
 /* Reads the calls out of a model's answer (n bytes of text), as the JSON
@@ -1664,7 +1666,7 @@ HX_API hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out)
 HX_API hx_status hx_tool_calls_parse(hx_tool_format f, const char *text, size_t n, int partial, char *buf,
                                      size_t cap, size_t *len);
 /* The same, the tools offered (OpenAI's tool array as JSON, or NULL) at
- * hand: the xml formats write values as text, which the function's schema
+ * hand: the xml and glm formats write values as text, which the function's schema
  * types ("string": the text as a string; else its JSON value when it is
  * one).  Without them a value is its JSON value when it is one. */
 HX_API hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, const char *text, size_t n,

@@ -65,6 +65,13 @@ HERMES = ("{% if tools %}<|im_start|>system\n<tools>{% for t in tools %}\n{{ t |
           "{% endif %}")
 
 
+# GLM 4.5-4.7's: the name after <tool_call>, each argument in <arg_key> and <arg_value>.
+GLM = ("{% if tools %}<|im_start|>system\nYou may call:{% for t in tools %}\n{{ t | tojson }}{% endfor %}\n"
+       "Call as <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n</tool_call><|im_end|>\n"
+       "{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
 def bad_requests(srv):
     rows = []
 
@@ -297,6 +304,13 @@ def main():
     srv = sc.Server("-c", "8192", "-np", "8", "--chat-template-file", hermes)
     try:
         forced(srv, srv.client().models.list().data[0].id, "hermes")
+    finally:
+        srv.stop()
+    glm_file = f"{d}/glm.jinja"
+    open(glm_file, "w").write(GLM)
+    srv = sc.Server("-c", "8192", "-np", "8", "--chat-template-file", glm_file)
+    try:
+        forced(srv, srv.client().models.list().data[0].id, "glm")
     finally:
         srv.stop()
     xml_file = f"{d}/xml.jinja"

@@ -157,7 +157,8 @@ START_TEST(thinking_templates_name_their_tags)
     } calls[] = {
         {"Qwen3-Coder", HX_TOOL_FORMAT_XML}, {"Qwen3.5-4B", HX_TOOL_FORMAT_XML},
         {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", HX_TOOL_FORMAT_XML}, {"StepFun3.5-Flash", HX_TOOL_FORMAT_XML},
-        {"ByteDance-Seed-OSS", HX_TOOL_FORMAT_SEED}, {"Qwen-Qwen3-0.6B", HX_TOOL_FORMAT_HERMES},
+        {"ByteDance-Seed-OSS", HX_TOOL_FORMAT_SEED}, {"GLM-4.6", HX_TOOL_FORMAT_GLM},
+        {"GLM-4.7-Flash", HX_TOOL_FORMAT_GLM}, {"Qwen-Qwen3-0.6B", HX_TOOL_FORMAT_HERMES},
         {"Qwen-Qwen2.5-7B-Instruct", HX_TOOL_FORMAT_HERMES}, {"meetkai-functionary-medium-v3.1", HX_TOOL_FORMAT_LLAMA3},
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {

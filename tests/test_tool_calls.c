@@ -86,10 +86,13 @@ START_TEST(formats_are_recognised_from_the_template)
     ck_assert_int_eq(hx_tool_format_detect("{{- '\\n<tool_call>\\n<function=' + c.name + '>' }}{{ '<parameter=' }}"),
                      HX_TOOL_FORMAT_XML);
     ck_assert_int_eq(hx_tool_format_detect("<seed:tool_call>\n<function=x>\n<parameter=y>"), HX_TOOL_FORMAT_SEED);
+    ck_assert_int_eq(hx_tool_format_detect("{{ '\\n<tool_call>' + tc.name }}\n<arg_key>{{ k }}</arg_key>\n"
+                                           "<arg_value>{{ v }}</arg_value>"),
+                     HX_TOOL_FORMAT_GLM);
     ck_assert_int_eq(hx_tool_format_detect("<|python_tag|><function=f>{\"a\": 1}</function>"),
                      HX_TOOL_FORMAT_GENERIC); /* functionary's, JSON after <function=: not the xml format */
     hx_tool_format f;
-    for (int i = 0; i <= HX_TOOL_FORMAT_SEED; i++) {
+    for (int i = 0; i <= HX_TOOL_FORMAT_GLM; i++) {
         HX_ASSERT_OK(hx_tool_format_from_name(hx_tool_format_name((hx_tool_format)i), &f));
         ck_assert_int_eq(f, i);
     }
@@ -226,6 +229,13 @@ START_TEST(xml_calls_and_their_values)
                                 "</seed:tool_call>",
            "{\"content\": null, \"tool_calls\": [{\"name\": \"run\", \"arguments\": "
            "\"{\\\"code\\\": \\\"a < b\\\\n\\\\nc\\\"}\"}]}");
+    /* GLM's: the name after the tag, keys and values in their own tags, a value as written */
+    expect(HX_TOOL_FORMAT_GLM, "Checking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\n"
+                               "</arg_value>\n<arg_key>days</arg_key>\n<arg_value>[1, 2]</arg_value>\n</tool_call>"
+                               "<tool_call>now</tool_call>",
+           "{\"content\": \"Checking.\", \"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": "
+           "\"{\\\"city\\\": \\\"Paris\\\\n\\\", \\\"days\\\": [1,2]}\"}, "
+           "{\"name\": \"now\", \"arguments\": \"{}\"}]}");
     /* malformed blocks stay text */
     expect(HX_TOOL_FORMAT_XML, "<tool_call>\n<function=bad name>\n</function>\n</tool_call>",
            "{\"content\": \"<tool_call>\\n<function=bad name>\\n</function>\\n</tool_call>\", \"tool_calls\": []}");
@@ -242,6 +252,10 @@ START_TEST(partial_answers_are_prefixes_of_the_final_one)
                    "</function>\n</tool_call>",
                    "<tool");
     prefixes_agree(HX_TOOL_FORMAT_XML, "No <tool_call here, <function=x> neither.", NULL);
+    prefixes_agree(HX_TOOL_FORMAT_GLM,
+                   "Ok.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>K\xc3\xb8" "benhavn</arg_value>\n"
+                   "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+                   "<tool");
     prefixes_agree(HX_TOOL_FORMAT_HERMES,
                    "I will look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"K\xc3\xb8" "benhavn\", "
                    "\"days\": [1, 2]}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
@@ -365,6 +379,21 @@ START_TEST(grammar_forces_a_valid_call)
                          "<function=now>\n</function>\n</seed:tool_call>"));
     ck_assert(!matches(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
     hx_grammar_free(g);
+    g = tool_grammar(HX_TOOL_FORMAT_GLM, XML_TOOLS, NULL, 0);
+    const char *glm_ok = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome</arg_value>\n"
+                         "<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>";
+    ck_assert(matches(g, glm_ok));
+    ck_assert(matches(g, "<tool_call>now\n</tool_call>"));
+    ck_assert(!matches(g, "<tool_call>get_weather\n</tool_call>"));
+    ck_assert(!matches(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
+    hx_grammar_free(g);
+    json_t *gv = parse_tools(HX_TOOL_FORMAT_GLM, XML_TOOLS, glm_ok);
+    json_t *ga = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(gv, "tool_calls"), 0),
+                                                              "arguments")), 0, NULL);
+    ck_assert_str_eq(json_string_value(json_object_get(ga, "city")), "Rome");
+    ck_assert_int_eq(json_integer_value(json_object_get(ga, "days")), 2);
+    json_decref(ga);
+    json_decref(gv);
     size_t len;
     ck_assert_int_eq(hx_tool_calls_grammar(HX_TOOL_FORMAT_XML, "[{\"type\":\"function\",\"function\":{\"name\":\"f\","
                                            "\"parameters\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":"

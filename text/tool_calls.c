@@ -22,6 +22,9 @@
  *            "string", else its JSON value when it is one (42, true, [1]),
  *            else a string.  Its arguments object is built, a parameter at
  *            a time, so the partial ones still grow as prefixes.
+ *   glm      text and <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE
+ *            </arg_value>...</tool_call> blocks, white space between (GLM
+ *            4.5-4.7), values as the xml format's
  *
  * A call's arguments are returned as the JSON text the model wrote (the
  * value's exact bytes), so that a prefix of the answer gives a prefix of
@@ -37,7 +40,7 @@
 
 #define MAX_DEPTH 256 /* nested JSON values a call may hold */
 
-static const char *const format_names[] = {"generic", "hermes", "llama3", "mistral", "xml", "seed"};
+static const char *const format_names[] = {"generic", "hermes", "llama3", "mistral", "xml", "seed", "glm"};
 
 const char *hx_tool_format_name(hx_tool_format f)
 {
@@ -53,7 +56,7 @@ hx_status hx_tool_format_from_name(const char *name, hx_tool_format *out)
             return hx_api_leave(HX_OK);
         }
     return hx_api_leave(hx_error(HX_ERR_INVALID_ARG,
-                                 "tool-call format '%s': generic, hermes, llama3, mistral, xml or seed",
+                                 "tool-call format '%s': generic, hermes, llama3, mistral, xml, seed or glm",
                                  name ? name : "(null)"));
 }
 
@@ -61,6 +64,8 @@ hx_tool_format hx_tool_format_detect(const char *tmpl)
 {
     if (!tmpl)
         return HX_TOOL_FORMAT_GENERIC;
+    if (strstr(tmpl, "<arg_key>") && strstr(tmpl, "<arg_value>"))
+        return HX_TOOL_FORMAT_GLM;
     if (strstr(tmpl, "<function=") && strstr(tmpl, "<parameter="))
         return strstr(tmpl, "<seed:tool_call>") ? HX_TOOL_FORMAT_SEED : HX_TOOL_FORMAT_XML;
     if (strstr(tmpl, "<tool_call>"))
@@ -562,15 +567,16 @@ static void parse_mistral(parse *P)
 /* Generic: {"tool_calls": [...]}, {"tool_call": {...}} or {"response": "..."}. */
 /* ---- xml: <function=NAME><parameter=KEY>VALUE</parameter></function> ---- */
 
-/* A name up to '>' (letters, digits, "_.-:"), at most 256 bytes. */
+/* A name (letters, digits, "_.-:", at most 256 bytes) up to the first
+ * other byte, which it leaves: SCAN_MORE when the text ends first. */
 static int scan_name(const char *s, size_t n, size_t *k, size_t *at, size_t *len)
 {
     size_t i = *k;
-    while (i < n && i - *k <= 256 && s[i] != '>') {
+    while (i < n && i - *k <= 256) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
               c == '-' || c == ':'))
-            return SCAN_BAD;
+            break;
         i++;
     }
     if (i - *k > 256 || (i < n && i == *k))
@@ -579,7 +585,7 @@ static int scan_name(const char *s, size_t n, size_t *k, size_t *at, size_t *len
         return SCAN_MORE;
     *at = *k;
     *len = i - *k;
-    *k = i + 1;
+    *k = i;
     return SCAN_OK;
 }
 
@@ -631,19 +637,31 @@ static int append(char **buf, const char *a, const char *b, const char *c)
     return 0;
 }
 
-/* One call after its wrapper's open tag: <function=NAME>, its parameters,
- * </function> and the wrapper's close tag, white space between.  On
- * SCAN_MORE, c holds the name once whole and the arguments of the
- * parameters closed so far. */
-static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
+/* The tags of a format that writes each argument as text: a call is
+ * fn_open NAME name_end, then key_open KEY key_close val_open VALUE
+ * val_close for each argument (white space between), then fn_close (if
+ * any) and the block's close tag. */
+typedef struct {
+    const char *fn_open, *name_end, *fn_close; /* "" / NULL: none */
+    const char *key_open, *key_close, *val_open, *val_close;
+    int trim; /* one line break on each side of a value is the format's */
+} text_args;
+
+static const text_args QWEN_XML = {"<function=", ">", "</function>", "<parameter=", ">", "", "</parameter>", 1};
+static const text_args GLM_ARGS = {"", NULL, NULL, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", 0};
+
+/* One call after its block's open tag, through the block's close tag.  On
+ * SCAN_MORE, c holds the name once whole and the arguments of those closed
+ * so far. */
+static int scan_text_args(parse *P, size_t *i, call *c, const char *close, const text_args *t)
 {
-    static const char fn_open[] = "<function=", fn_close[] = "</function>", p_open[] = "<parameter=",
-                      p_close[] = "</parameter>";
     const char *s = P->s;
     size_t n = P->n, k = skip_ws(s, n, *i), at, len;
-    int r = k >= n ? SCAN_MORE : expect(s, n, &k, fn_open);
+    int r = k >= n ? SCAN_MORE : *t->fn_open ? expect(s, n, &k, t->fn_open) : SCAN_OK;
     if (r == SCAN_OK)
         r = scan_name(s, n, &k, &at, &len);
+    if (r == SCAN_OK && t->name_end)
+        r = expect(s, n, &k, t->name_end);
     if (r != SCAN_OK)
         return r;
     if (!(c->name = malloc(len + 1)) || append(&c->args_built, "{", "", "")) {
@@ -652,29 +670,32 @@ static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
     }
     memcpy(c->name, s + at, len);
     c->name[len] = '\0';
+    const char *end = t->fn_close ? t->fn_close : close;
     for (int first = 1;; first = 0) {
         k = skip_ws(s, n, k);
         if (k >= n)
             return SCAN_MORE;
         size_t j = k;
-        if ((r = expect(s, n, &j, fn_close)) != SCAN_BAD) {
+        if ((r = expect(s, n, &j, end)) != SCAN_BAD) {
             if (r == SCAN_MORE)
                 return SCAN_MORE;
             k = j;
             break;
         }
-        if ((r = expect(s, n, &k, p_open)) == SCAN_OK)
-            r = scan_name(s, n, &k, &at, &len);
+        if ((r = expect(s, n, &k, t->key_open)) == SCAN_OK && (r = scan_name(s, n, &k, &at, &len)) == SCAN_OK &&
+            (r = expect(s, n, &k, t->key_close)) == SCAN_OK && *t->val_open) {
+            k = skip_ws(s, n, k);
+            r = k >= n ? SCAN_MORE : expect(s, n, &k, t->val_open);
+        }
         if (r != SCAN_OK)
             return r;
-        const char *e = find(s, n, k, p_close);
+        const char *e = find(s, n, k, t->val_close);
         if (!e)
             return SCAN_MORE;
-        /* the line breaks the format writes around a value are not its */
         size_t v = k, ve = (size_t)(e - s);
-        if (v < ve && s[v] == '\n')
+        if (t->trim && v < ve && s[v] == '\n')
             v++;
-        if (ve > v && s[ve - 1] == '\n')
+        if (t->trim && ve > v && s[ve - 1] == '\n')
             ve--;
         char *key = value_json(s + at, len, "string");
         char *val = value_json(s + v, ve - v, P->tools ? param_type(P->tools, c->name, s + at, len) : NULL);
@@ -686,13 +707,15 @@ static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
             P->bad = 1;
             return SCAN_BAD;
         }
-        k = (size_t)(e - s) + sizeof p_close - 1;
+        k = (size_t)(e - s) + strlen(t->val_close);
     }
-    k = skip_ws(s, n, k);
-    if (k >= n)
-        return SCAN_MORE;
-    if ((r = expect(s, n, &k, close)) != SCAN_OK)
-        return r;
+    if (t->fn_close) {
+        k = skip_ws(s, n, k);
+        if (k >= n)
+            return SCAN_MORE;
+        if ((r = expect(s, n, &k, close)) != SCAN_OK)
+            return r;
+    }
     if (append(&c->args_built, "}", "", "")) {
         P->bad = 1;
         return SCAN_BAD;
@@ -700,6 +723,16 @@ static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
     c->complete = 1;
     *i = k;
     return SCAN_OK;
+}
+
+static int scan_xml_call(parse *P, size_t *i, call *c, const char *close)
+{
+    return scan_text_args(P, i, c, close, &QWEN_XML);
+}
+
+static int scan_glm_call(parse *P, size_t *i, call *c, const char *close)
+{
+    return scan_text_args(P, i, c, close, &GLM_ARGS);
 }
 
 static void parse_generic(parse *P)
@@ -783,7 +816,7 @@ hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, co
                                     char *buf, size_t cap, size_t *len)
 {
     hx_api_enter();
-    if (!text || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_SEED)
+    if (!text || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_GLM)
         return hx_api_leave(
             hx_error(HX_ERR_INVALID_ARG, "hx_tool_calls_parse: text, len, a buffer for cap and a format"));
     parse P = {.s = text, .n = n, .partial = partial, .tools = tools_json ? json_loads(tools_json, 0, NULL) : NULL};
@@ -793,6 +826,7 @@ hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, co
     case HX_TOOL_FORMAT_MISTRAL: parse_mistral(&P); break;
     case HX_TOOL_FORMAT_XML: parse_blocks(&P, "<tool_call>", "</tool_call>", scan_xml_call); break;
     case HX_TOOL_FORMAT_SEED: parse_blocks(&P, "<seed:tool_call>", "</seed:tool_call>", scan_xml_call); break;
+    case HX_TOOL_FORMAT_GLM: parse_blocks(&P, "<tool_call>", "</tool_call>", scan_glm_call); break;
     default: parse_generic(&P); break;
     }
     json_decref(P.tools);

@@ -4,9 +4,9 @@
  * the answer parses as a call and its arguments validate.  The call
  * objects go through the JSON Schema converter as one schema (an anyOf of
  * the functions); Hermes' text wrapper is written around its rules.  The
- * xml formats are not JSON: their grammar is written here, a function's
- * parameters in its schema's order (the required ones present), a value
- * that is a string as text, any other through the converter (xml_call). */
+ * xml and glm formats are not JSON: their grammar is written here, a
+ * function's parameters in its schema's order (the required ones present),
+ * a value that is a string as text, any other through the converter. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -156,15 +156,30 @@ static void add_literal(char **g, const char *s)
     add(g, "\"");
 }
 
-/* The rules of function i's call in an xml format: "NAME>" and its
- * parameters (rule xml-fI), each "<parameter=KEY>\n" VALUE "\n</parameter>\n". */
-static hx_status xml_function(char **g, size_t i, json_t *fn)
+/* How a format that writes arguments as text writes a call (literals):
+ * call_open NAME after_name, then arg_open KEY arg_mid VALUE arg_close for
+ * each argument, then call_close. */
+typedef struct {
+    const char *call_open, *after_name, *arg_open, *arg_mid, *arg_close, *call_close;
+} text_style;
+
+static const text_style QWEN_XML = {"<tool_call>\n<function=", ">\n", "<parameter=", ">\n", "\n</parameter>\n",
+                                    "</function>\n</tool_call>"};
+static const text_style SEED_XML = {"<seed:tool_call>\n<function=", ">\n", "<parameter=", ">\n",
+                                    "\n</parameter>\n", "</function>\n</seed:tool_call>"};
+static const text_style GLM_ARGS = {"<tool_call>", "\n", "<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n",
+                                    "</tool_call>"};
+
+/* The rules of function i's call: NAME and its parameters (rule xml-fI),
+ * each written as the style writes one. */
+static hx_status xml_function(char **g, size_t i, json_t *fn, const text_style *st)
 {
     json_t *params = json_object_get(fn, "parameters"), *props = json_object_get(params, "properties");
     json_t *req = json_object_get(params, "required");
     add(g, "xml-f%zu ::= ", i);
     add_literal(g, json_string_value(json_object_get(fn, "name")));
-    add(g, " \">\\n\"");
+    add(g, " ");
+    add_literal(g, st->after_name);
     const char *key;
     json_t *p;
     size_t j = 0;
@@ -180,10 +195,14 @@ static hx_status xml_function(char **g, size_t i, json_t *fn)
     j = 0;
     json_object_foreach(props, key, p) {
         add(g, "xml-f%zu-p%zu ::= ", i, j);
-        add_literal(g, "<parameter=");
+        add_literal(g, st->arg_open);
         add(g, " ");
         add_literal(g, key);
-        add(g, " \">\\n\" xml-f%zu-v%zu \"\\n</parameter>\\n\"\n", i, j);
+        add(g, " ");
+        add_literal(g, st->arg_mid);
+        add(g, " xml-f%zu-v%zu ", i, j);
+        add_literal(g, st->arg_close);
+        add(g, "\n");
         const char *type = json_string_value(json_object_get(p, "type"));
         json_t *en = json_object_get(p, "enum");
         int text_enum = json_array_size(en) > 0;
@@ -237,24 +256,30 @@ static hx_status xml_function(char **g, size_t i, json_t *fn)
  * function's parameters, one call or (parallel) several. */
 static hx_status xml_grammar(hx_tool_format f, json_t *tools, const char *only, int parallel, char **result)
 {
-    const int seed = f == HX_TOOL_FORMAT_SEED;
+    const text_style *style = f == HX_TOOL_FORMAT_SEED  ? &SEED_XML
+                              : f == HX_TOOL_FORMAT_GLM ? &GLM_ARGS
+                                                        : &QWEN_XML;
     char *g = strdup("");
     add(&g, "root ::= xml-call%s\n", parallel ? " (\"\\n\" xml-call)*" : "");
-    add(&g, "xml-call ::= \"<%stool_call>\\n<function=\" (", seed ? "seed:" : "");
+    add(&g, "xml-call ::= ");
+    add_literal(&g, style->call_open);
+    add(&g, " (");
     size_t n = 0;
     for (size_t i = 0; i < json_array_size(tools); i++) {
         json_t *fn = json_object_get(json_array_get(tools, i), "function");
         if (!only || !strcmp(only, json_string_value(json_object_get(fn, "name"))))
             add(&g, "%sxml-f%zu", n++ ? " | " : " ", i);
     }
-    add(&g, " ) \"</function>\\n</%stool_call>\"\n", seed ? "seed:" : "");
+    add(&g, " ) ");
+    add_literal(&g, style->call_close);
+    add(&g, "\n");
     /* a text value: anything that does not close a tag */
     add(&g, "xml-text ::= ([^<] | \"<\" [^/])*\n");
     hx_status st = n ? HX_OK : hx_error(HX_ERR_INVALID_ARG, "no tool is named '%s'", only ? only : "");
     for (size_t i = 0; !st && i < json_array_size(tools); i++) {
         json_t *fn = json_object_get(json_array_get(tools, i), "function");
         if (!only || !strcmp(only, json_string_value(json_object_get(fn, "name"))))
-            st = xml_function(&g, i, fn);
+            st = xml_function(&g, i, fn, style);
     }
     if (!st && !g)
         st = hx_error(HX_ERR_NO_MEMORY, "tool-call grammar: out of memory");
@@ -272,7 +297,7 @@ hx_status hx_tool_calls_grammar(hx_tool_format f, const char *tools_json, const 
                                 size_t cap, size_t *len)
 {
     hx_api_enter();
-    if (!tools_json || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_SEED)
+    if (!tools_json || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_GLM)
         return hx_api_leave(
             hx_error(HX_ERR_INVALID_ARG, "hx_tool_calls_grammar: tools, len, a buffer for cap and a format"));
     char *out = NULL;
@@ -315,7 +340,7 @@ static hx_status build(hx_tool_format f, const char *tools_json, const char *onl
         if (!only || !strcmp(only, json_string_value(name)))
             json_array_append_new(alts, call_schema(f, fn));
     }
-    if (!st && (f == HX_TOOL_FORMAT_XML || f == HX_TOOL_FORMAT_SEED)) {
+    if (!st && (f == HX_TOOL_FORMAT_XML || f == HX_TOOL_FORMAT_SEED || f == HX_TOOL_FORMAT_GLM)) {
         st = xml_grammar(f, tools, only, parallel, result);
         json_decref(alts);
         json_decref(tools);

@@ -16,14 +16,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!size)
         return 0;
-    const hx_tool_format f = (hx_tool_format)(data[0] % 6);
+    const hx_tool_format f = (hx_tool_format)(data[0] % 7);
     const int partial = (data[0] >> 2) & 1;
     const char *text = (const char *)data + 1;
     const size_t n = size - 1;
     static char out[1 << 16];
     size_t len;
     (void)hx_tool_calls_parse(f, text, n, partial, out, sizeof out, &len);
-    /* the xml formats read values by the tools' schemas */
+    /* the xml and glm formats read values by the tools' schemas */
     (void)hx_tool_calls_parse_tools(f, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
                                        "{\"properties\":{\"a\":{\"type\":\"string\"}}}}}]",
                                     text, n, partial, out, sizeof out, &len);
