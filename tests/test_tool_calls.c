@@ -204,6 +204,15 @@ static json_t *parse_tools(hx_tool_format f, const char *tools, const char *text
     return v;
 }
 
+/* The arguments of the answer's call i, parsed (a new reference). */
+static json_t *call_args(json_t *answer, size_t i)
+{
+    json_t *a = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(answer, "tool_calls"), i),
+                                                             "arguments")), 0, NULL);
+    ck_assert_ptr_nonnull(a);
+    return a;
+}
+
 START_TEST(xml_calls_and_their_values)
 {
     /* Qwen3-Coder's: text, then calls; values typed by the schema when given */
@@ -218,8 +227,7 @@ START_TEST(xml_calls_and_their_values)
                                 "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
                                 "\"days\":{\"type\":\"integer\"},\"zip\":{\"type\":\"string\"}}}}}]";
     json_t *v = parse_tools(HX_TOOL_FORMAT_XML, tools, t);
-    json_t *args = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(v, "tool_calls"), 0),
-                                                                "arguments")), 0, NULL);
+    json_t *args = call_args(v, 0);
     ck_assert_str_eq(json_string_value(json_object_get(args, "zip")), "10001"); /* a string by its schema */
     ck_assert_int_eq(json_integer_value(json_object_get(args, "days")), 3);
     json_decref(args);
@@ -388,8 +396,7 @@ START_TEST(grammar_forces_a_valid_call)
     ck_assert(!matches(g, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
     hx_grammar_free(g);
     json_t *gv = parse_tools(HX_TOOL_FORMAT_GLM, XML_TOOLS, glm_ok);
-    json_t *ga = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(gv, "tool_calls"), 0),
-                                                              "arguments")), 0, NULL);
+    json_t *ga = call_args(gv, 0);
     ck_assert_str_eq(json_string_value(json_object_get(ga, "city")), "Rome");
     ck_assert_int_eq(json_integer_value(json_object_get(ga, "days")), 2);
     json_decref(ga);
@@ -408,8 +415,7 @@ START_TEST(grammar_forces_a_valid_call)
     hx_grammar_free(g);
     /* the xml grammar's sentence parses as its call, typed by the schema */
     json_t *xv = parse_tools(HX_TOOL_FORMAT_XML, XML_TOOLS, xml_ok);
-    json_t *xa = json_loads(json_string_value(json_object_get(json_array_get(json_object_get(xv, "tool_calls"), 0),
-                                                              "arguments")), 0, NULL);
+    json_t *xa = call_args(xv, 0);
     ck_assert_str_eq(json_string_value(json_object_get(xa, "city")), "San Jos\xc3\xa9 <CA>");
     ck_assert_int_eq(json_integer_value(json_object_get(xa, "days")), 3);
     json_decref(xa);

@@ -819,7 +819,11 @@ hx_status hx_tool_calls_parse_tools(hx_tool_format f, const char *tools_json, co
     if (!text || !len || (cap && !buf) || (unsigned)f > HX_TOOL_FORMAT_GLM)
         return hx_api_leave(
             hx_error(HX_ERR_INVALID_ARG, "hx_tool_calls_parse: text, len, a buffer for cap and a format"));
-    parse P = {.s = text, .n = n, .partial = partial, .tools = tools_json ? json_loads(tools_json, 0, NULL) : NULL};
+    /* only the formats that write values as text read the tools (a
+     * streamed answer is parsed again at every chunk) */
+    const int typed = f == HX_TOOL_FORMAT_XML || f == HX_TOOL_FORMAT_SEED || f == HX_TOOL_FORMAT_GLM;
+    parse P = {.s = text, .n = n, .partial = partial};
+    P.tools = typed && tools_json ? json_loads(tools_json, 0, NULL) : NULL;
     switch (f) {
     case HX_TOOL_FORMAT_HERMES: parse_hermes(&P); break;
     case HX_TOOL_FORMAT_LLAMA3: parse_bare(&P, "<|python_tag|>"); break;

@@ -307,14 +307,12 @@ typedef struct srv_choice {
  * deepseek-legacy reads it out and leaves it in content too. */
 enum { SRV_REASONING_NONE, SRV_REASONING_AUTO, SRV_REASONING_DEEPSEEK, SRV_REASONING_LEGACY };
 int srv_reasoning_format_from_name(const char *name, int *out); /* 0, or -1 for no such format */
-const char *srv_reasoning_format_name(int f);
 /* How a chat request's answer is split (start NULL: it is not) and what
  * its content begins with. */
 typedef struct {
     const char *start, *end; /* the template's thought tags */
     int opened;              /* the prompt opened the thought */
     int legacy;              /* deepseek-legacy: the thought stays in content too */
-    int format;              /* the request's SRV_REASONING_* */
     char prefix[48];         /* none, deepseek-legacy: what the prompt wrote of the thought, content's start */
 } srv_thought;
 

@@ -19,11 +19,6 @@ int srv_reasoning_format_from_name(const char *name, int *out)
     return -1;
 }
 
-const char *srv_reasoning_format_name(int f)
-{
-    return f >= 0 && f < (int)(sizeof format_names / sizeof format_names[0]) ? format_names[f] : "none";
-}
-
 int srv_thought_opens(const char *prompt, const char *start)
 {
     size_t n = prompt ? strlen(prompt) : 0, k = strlen(start);
@@ -51,7 +46,6 @@ int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt
         snprintf(msg, cap, "'reasoning_format' must be \"none\", \"auto\", \"deepseek\" or \"deepseek-legacy\"");
         return -1;
     }
-    out->format = format;
     /* the tags the template writes; deepseek names its own where it writes none */
     const char *start = NULL, *end = NULL;
     if (!(S->jinja && hx_reasoning_tags(tmpl, &start, &end)) && format != SRV_REASONING_DEEPSEEK &&
