@@ -301,12 +301,13 @@ def continue_and_schema():
                           ({"continue_final_message": True, "add_generation_prompt": False,
                             "messages": [{"role": "user", "content": "Q"}]}, "assistant"),
                           ({"continue_final_message": "reasoning_content", "add_generation_prompt": False},
-                           "reasoning"),
+                           "no thought tags"),
                           ({"continue_final_message": 3}, "boolean")):
             st, _, r = srv.req("POST", "/v1/chat/completions", {"max_tokens": 2, "messages": msgs, **body})
             check(st == 400 and why in r["error"]["message"], f"{body}: {st} {r}")
         print("ok continue_final_message: continues the assistant's message (add_generation_prompt false); with "
-              "add_generation_prompt, a last user message, reasoning_content or a number: 400")
+              "add_generation_prompt, a last user message, reasoning_content (a template with no thought tags) or a "
+              "number: 400")
         st, _, r = srv.req("POST", "/v1/chat/completions", {"max_tokens": 8, "messages": msgs[:1], "response_format": {
             "type": "json_object", "schema": {"items": [{"type": "integer"}]}}})
         c = r["choices"][0]["message"]["content"] if st == 200 else ""

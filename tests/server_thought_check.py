@@ -19,6 +19,13 @@ on 127.0.0.1 and free ports:
   whole and streamed, as the chat's;
 - reasoning_effort: "none" closes a thought the prompt opened, a level
   reaches the template;
+- continue_final_message "reasoning_content" (and true, and the prefill,
+  for a last message with a thought and no content) continues the
+  thought: the prompt opens it after the generation prompt and writes it
+  as far as it went, the answer's reasoning_content goes on from there;
+  continuing the content closes the thought before it (llama.cpp's
+  continuation), so a prefill is never read as thought;
+  tool calls in that message, or a template without thought tags, a 400;
 - --reasoning-format none on the server, a bad format a 400 (request) or
   an error at start (flag), reasoning_format on a plain completion refused.
 
@@ -103,6 +110,8 @@ def thinking_template(srv):
     check(st == 200 and f"<think>\n{m['reasoning_content']}\n</think>" in t["prompt"],
           "the next turn's prompt holds the thought sent back as reasoning_content")
 
+    continue_thought(srv)
+
     # reasoning_effort: "none" closes the opened thought, a level reaches the template
     m = chat(srv, reasoning_budget_tokens=4, reasoning_effort="none")["choices"][0]["message"]
     check("reasoning_content" not in m and "</think>" not in m["content"],
@@ -165,6 +174,46 @@ def thinking_template(srv):
     check(st == 200, "reasoning_format none on a plain completion: 200")
 
 
+def continue_thought(srv):
+    begun = ASK + [{"role": "assistant", "reasoning_content": "The story is about"}]
+    want = "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n<think>The story is about"
+    for how, extra in (("\"reasoning_content\"", {"continue_final_message": "reasoning_content"}),
+                       ("true", {"continue_final_message": True}), ("the prefill", {})):
+        body = dict({"messages": begun, "add_generation_prompt": False}, **extra)
+        if not extra:
+            del body["add_generation_prompt"]
+        st, t = srv.post("/apply-template", body)
+        check(st == 200 and t["prompt"] == want, f"continue {how}: the thought opened and written as far as it went "
+              f"({t.get('prompt', t)!r})")
+    body = {"messages": begun, "continue_final_message": "reasoning_content", "add_generation_prompt": False}
+    # the budget counts the thought's tokens in the prompt too (4 here), as llama.cpp's does
+    raw = chat(srv, reasoning_budget_tokens=8, reasoning_format="none", **body)["choices"][0]["message"]["content"]
+    check("</think>" in raw and not raw.startswith(("<think>", "</think>")),
+          f"continued, none: the text goes on inside the thought, then closes it ({raw[:40]!r}...)")
+    m = chat(srv, reasoning_budget_tokens=8, **body)["choices"][0]["message"]
+    thought, answer = raw.split("</think>", 1)
+    check(m["reasoning_content"] == thought and m["content"] == answer.lstrip("\n"),
+          f"continued: reasoning_content {m['reasoning_content']!r} goes on from the last one, content the rest")
+    with_content = ASK + [{"role": "assistant", "reasoning_content": "Hm.", "content": "Once"}]
+    st, t = srv.post("/apply-template", {"messages": with_content, "continue_final_message": True,
+                                         "add_generation_prompt": False})
+    check(st == 200 and t["prompt"] == want.replace("The story is about", "Hm.</think>Once"),
+          f"continue true with content: the thought written and closed, then the content continued ({t['prompt']!r})")
+    called = [dict(begun[-1], tool_calls=[{"id": "c1", "type": "function", "function": {
+        "name": "get_weather", "arguments": "{}"}}])]
+    st, e = srv.post("/v1/chat/completions", {"messages": ASK + called, "max_tokens": 2,
+                                              "continue_final_message": "reasoning_content",
+                                              "add_generation_prompt": False})
+    check(st == 400 and "tool calls" in e["error"]["message"], f"a message with tool calls: 400 ({e['error']['message']})")
+    st, e = srv.post("/v1/chat/completions", {"messages": ASK, "max_tokens": 2,
+                                              "continue_final_message": "reasoning_content",
+                                              "add_generation_prompt": False})
+    check(st == 400 and "assistant" in e["error"]["message"], "no assistant message to continue: 400")
+    st, e = srv.post("/v1/chat/completions", {"messages": begun, "max_tokens": 2, "continue_final_message": "thought",
+                                              "add_generation_prompt": False})
+    check(st == 400 and "reasoning_content" in e["error"]["message"], "continue_final_message \"thought\": 400")
+
+
 def tools(srv):
     call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
     text = "<think>It is about weather.</think>\n" + call
@@ -182,6 +231,12 @@ def tools(srv):
     check(joined(deltas, "reasoning_content") == "It is about weather." and calls and
           calls[0]["function"]["name"] == "get_weather" and finish == "tool_calls",
           "deepseek streamed: the thought's deltas, then the call")
+    begun = [{"role": "user", "content": "Weather?"}, {"role": "assistant", "reasoning_content": "Hm"}]
+    st, e = srv.post("/v1/chat/completions", {"messages": begun, "max_tokens": 2,
+                                              "continue_final_message": "reasoning_content",
+                                              "add_generation_prompt": False})
+    check(st == 400 and "thought tags" in e["error"]["message"],
+          "continuing a thought with a template that writes no thought tags: 400")
     inside = "<think>I could write " + call + " here.</think>\nNo call."
     m = chat(srv, tools=[FN], grammar=gbnf(inside), reasoning_format="deepseek", max_tokens=200)["choices"][0]["message"]
     check(m["content"] == "No call." and "tool_calls" not in m and "<tool_call>" in m["reasoning_content"],

@@ -82,6 +82,7 @@ typedef struct {
     srv_sampling_store store;  /* logit biases, DRY breakers, sampler order */
     char *grammar;             /* GBNF the answer must follow (grammar, json_schema, response_format), owned */
     srv_tools *tools;          /* the tools offered (chat), owned */
+    int thought_continued;     /* the prompt ends inside the last message's thought (continue_final_message) */
 } parsed;
 
 static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
@@ -298,9 +299,70 @@ static char *content_text(json_t *c, bad *b, size_t i)
     return s;
 }
 
+/* The template's text for the messages and options, malloc'd into *out. */
+static int render_chat(srv *S, const char *tmpl, const hx_chat_render_options *ro, char **out, bad *b)
+{
+    size_t len = 0;
+    if (hx_model_chat_render(S->m, tmpl, ro, NULL, 0, &len) != HX_ERR_RANGE)
+        return fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    if (!(*out = malloc(len + 1)))
+        return fail(b, "server_error", "out of memory");
+    if (hx_model_chat_render(S->m, tmpl, ro, *out, len + 1, &len) != HX_OK) {
+        free(*out);
+        *out = NULL;
+        return fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    }
+    return 0;
+}
+
+/* The last message continued (srv_chat_pop_final) after *prompt, the
+ * messages before it with the generation prompt, as llama.cpp's
+ * peg_generator continues it.  Where the template writes thought tags,
+ * the generation prompt (what the template adds after the messages) is
+ * kept up to its start tag, then the tag and the thought as far as it
+ * went; continuing the content, the end tag and the content follow.
+ * Elsewhere the content is appended. */
+static int continue_final(srv *S, const char *tmpl, hx_chat_render_options ro, char **prompt, int thought_only,
+                          const char *thought, const char *content, bad *b)
+{
+    const char *start = NULL, *end = NULL;
+    const int tags = hx_reasoning_tags(tmpl, &start, &end);
+    if (thought_only && !tags)
+        return fail(b, "invalid_value", "'continue_final_message': the chat template writes no thought tags, so "
+                    "there is no thought to continue");
+    const size_t n = strlen(*prompt);
+    size_t keep = n;
+    if (tags) {
+        char *bare = NULL;
+        ro.add_generation_prompt = 0;
+        if (render_chat(S, tmpl, &ro, &bare, b))
+            return -1;
+        const size_t n0 = strlen(bare);
+        const char *tag = strstr(*prompt + (n0 <= n && !memcmp(*prompt, bare, n0) ? n0 : n), start);
+        free(bare);
+        keep = tag ? (size_t)(tag - *prompt) : n;
+    }
+    const char *parts[4] = {tags ? start : "", tags ? thought : "", tags && !thought_only ? end : "",
+                            thought_only ? "" : content};
+    size_t len = keep;
+    for (int i = 0; i < 4; i++)
+        len += strlen(parts[i]);
+    char *out = malloc(len + 1);
+    if (!out)
+        return fail(b, "server_error", "out of memory");
+    memcpy(out, *prompt, keep);
+    out[keep] = '\0';
+    for (int i = 0; i < 4; i++)
+        strcat(out + keep, parts[i]);
+    free(*prompt);
+    *prompt = out;
+    return 0;
+}
+
 /* The conversation through the chat template into p->prompt: the
  * messages, checked, go to the template as JSON (hx_model_chat_render),
- * where a last assistant message is continued, as llama-server does. */
+ * where a last assistant message is continued, as llama-server does: its
+ * content, or its thought (server_prefill.c). */
 static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
 {
     json_t *msgs = json_object_get(o, "messages");
@@ -341,6 +403,25 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
                 rc = fail(b, "server_error", "out of memory");
         }
     }
+    hx_chat_render_options ro = hx_chat_render_options_default();
+    if (!rc)
+        rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
+    /* vLLM's continue_final_message (server_prefill.c) */
+    if (!rc && srv_chat_continue(o, ro.add_generation_prompt, pwhy, sizeof pwhy))
+        rc = fail(b, "invalid_value", "%s", pwhy);
+    /* The continued message is the server's to write after the others
+     * (continue_final); the built-in families' renderer continues it. */
+    const int cont = rc ? SRV_CONTINUE_NONE : srv_chat_continuation(o);
+    char *thought = NULL, *content = NULL;
+    ro.continue_final = !S->jinja && cont != SRV_CONTINUE_NONE;
+    if (cont == SRV_CONTINUE_THOUGHT && !S->jinja)
+        rc = fail(b, "invalid_value", "'continue_final_message': continuing a thought needs a Jinja chat template");
+    if (!rc && S->jinja && cont != SRV_CONTINUE_NONE) {
+        if (srv_chat_pop_final(o, &thought, &content, pwhy, sizeof pwhy))
+            rc = fail(b, "invalid_value", "%s", pwhy);
+        ro.add_generation_prompt = 1;
+        p->thought_continued = cont == SRV_CONTINUE_THOUGHT;
+    }
     /* Tools, and the messages as the template reads them (server_tools.c). */
     char *text = NULL;
     if (!rc && srv_tools_request(S, o, &p->tools, &text, b->msg, sizeof b->msg, &b->code))
@@ -353,29 +434,23 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     const char *tmpl = srv_tools_template(p->tools) ? srv_tools_template(p->tools) : S->chat_template;
     if (!rc && S->jinja && srv_chat_join_parts(S, tmpl, &text))
         rc = fail(b, "server_error", "out of memory");
-    hx_chat_render_options ro = hx_chat_render_options_default();
     ro.messages = text;
     ro.tools = srv_tools_json(p->tools);
     ro.no_jinja = !S->jinja;
-    if (!rc)
-        rc = get_bool(o, "add_generation_prompt", &ro.add_generation_prompt, b); /* llama-server's, default true */
-    /* vLLM's continue_final_message (server_prefill.c) */
-    if (!rc && srv_chat_continue(o, ro.add_generation_prompt, pwhy, sizeof pwhy))
-        rc = fail(b, "invalid_value", "%s", pwhy);
     int thinking = 1;
     char why[256];
     char *extra = !rc && S->jinja ? srv_chat_extra(S, o, &thinking, why, sizeof why) : NULL;
     if (!rc && S->jinja && !extra)
         rc = fail(b, "invalid_value", "%s", why);
     ro.extra = extra;
-    size_t len = 0;
-    if (!rc && hx_model_chat_render(S->m, tmpl, &ro, NULL, 0, &len) != HX_ERR_RANGE)
-        rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
-    if (!rc && (!(p->prompt = malloc(len + 1)) ||
-                hx_model_chat_render(S->m, tmpl, &ro, p->prompt, len + 1, &len) != HX_OK))
-        rc = fail(b, "chat_template", "the chat template cannot format this conversation: %s", hx_last_error());
+    if (!rc)
+        rc = render_chat(S, tmpl, &ro, &p->prompt, b);
+    if (!rc && thought)
+        rc = continue_final(S, tmpl, ro, &p->prompt, p->thought_continued, thought, content, b);
     if (!rc)
         srv_chat_close_thought(&p->prompt, thinking, tmpl);
+    free(thought);
+    free(content);
     free(text);
     free(extra);
     return rc;
@@ -752,7 +827,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     srv_thought thought = {0};
     if (!rc && chat) {
         const char *tmpl = srv_tools_template(p.tools) ? srv_tools_template(p.tools) : S->chat_template, *ts, *te;
-        if (srv_thought_setup(S, o, tmpl, p.prompt, p.r.sampling.grammar != NULL, p.stream, &thought, b.msg,
+        if (srv_thought_setup(S, o, tmpl, p.prompt, p.thought_continued, p.r.sampling.grammar != NULL, p.stream, &thought, b.msg,
                               sizeof b.msg))
             rc = -1, b.code = "invalid_value";
         if (S->jinja && hx_reasoning_tags(tmpl, &ts, &te)) {
@@ -762,7 +837,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     }
     const char *budget_start = p.r.sampling.reasoning_start ? p.r.sampling.reasoning_start : "<think>";
     if (!rc && p.r.sampling.reasoning_budget_on)
-        p.r.sampling.reasoning_open = srv_thought_opens(p.prompt, budget_start);
+        p.r.sampling.reasoning_open = p.thought_continued || srv_thought_opens(p.prompt, budget_start);
     if (!rc && chat && p.r.sampling.reasoning_budget_on && p.r.sampling.reasoning_open)
         p.r.sampling.reasoning_budget -= min_u32(p.r.sampling.reasoning_budget, after_start(S, p.prompt, budget_start));
     if (!rc)

@@ -8,7 +8,10 @@
  * The body's messages are rewritten in place before the template reads
  * them, so the Jinja and built-in paths see the same prefill.
  * continue_final_message (vLLM's name for the same continuation, which
- * llama-server also takes) asks for it explicitly. */
+ * llama-server also takes) asks for it explicitly; "reasoning_content"
+ * continues the message's thought instead (llama.cpp's
+ * common_chat_continuation), which true and the prefill also do where the
+ * message has a thought and no content. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,19 +72,39 @@ int srv_chat_prefill(json_t *body, char *msg, size_t cap)
     return 0;
 }
 
+/* An assistant message with no content: none, null, "" or no parts. */
+static int no_content(json_t *m)
+{
+    json_t *c = json_object_get(m, "content");
+    return !c || json_is_null(c) || (json_is_string(c) && !json_string_length(c)) ||
+           (json_is_array(c) && !json_array_size(c));
+}
+
+int srv_chat_continuation(json_t *body)
+{
+    json_t *v = json_object_get(body, "continue_final_message"), *msgs = json_object_get(body, "messages");
+    json_t *last = json_array_get(msgs, json_array_size(msgs) ? json_array_size(msgs) - 1 : 0);
+    const char *s = json_string_value(v);
+    if (s && !strcmp(s, "reasoning_content"))
+        return SRV_CONTINUE_THOUGHT;
+    if (s && !strcmp(s, "content"))
+        return SRV_CONTINUE_CONTENT;
+    /* true, or llama-server's prefill: a last assistant message, the field not given */
+    if (!(json_is_true(v) || ((!v || json_is_null(v)) && last && is_assistant(last))))
+        return SRV_CONTINUE_NONE;
+    json_t *thought = json_object_get(last, "reasoning_content");
+    return json_is_string(thought) && json_string_length(thought) && no_content(last) ? SRV_CONTINUE_THOUGHT
+                                                                                       : SRV_CONTINUE_CONTENT;
+}
+
 int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap)
 {
     json_t *v = json_object_get(body, "continue_final_message"), *msgs = json_object_get(body, "messages");
     if (!v || json_is_null(v) || json_is_false(v))
         return 0;
     const char *s = json_string_value(v);
-    if (s && !strcmp(s, "reasoning_content")) {
-        snprintf(msg, cap, "'continue_final_message': \"reasoning_content\" (continuing the last message's "
-                           "thought) is not supported; \"content\" is");
-        return -1;
-    }
-    if (!json_is_true(v) && !(s && !strcmp(s, "content"))) {
-        snprintf(msg, cap, "'continue_final_message' must be a boolean or \"content\"");
+    if (!json_is_true(v) && !(s && (!strcmp(s, "content") || !strcmp(s, "reasoning_content")))) {
+        snprintf(msg, cap, "'continue_final_message' must be a boolean, \"content\" or \"reasoning_content\"");
         return -1;
     }
     if (add_generation_prompt) {
@@ -93,4 +116,63 @@ int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t
         return -1;
     }
     return 0;
+}
+
+int srv_chat_pop_final(json_t *body, char **thought, char **content, char *msg, size_t cap)
+{
+    json_t *msgs = json_object_get(body, "messages");
+    size_t n = json_array_size(msgs);
+    json_t *last = n ? json_array_get(msgs, n - 1) : NULL, *calls = json_object_get(last, "tool_calls");
+    *thought = *content = NULL;
+    if (!last || !is_assistant(last)) {
+        snprintf(msg, cap, "'continue_final_message': the last message must be the assistant's, to continue it");
+        return -1;
+    }
+    if (json_array_size(calls)) {
+        snprintf(msg, cap, "Cannot continue an assistant message that contains tool calls.");
+        return -1;
+    }
+    json_t *r = json_object_get(last, "reasoning_content"), *c = json_object_get(last, "content");
+    if (r && !json_is_null(r) && !json_is_string(r)) {
+        snprintf(msg, cap, "'reasoning_content' of the last message must be a string");
+        return -1;
+    }
+    /* its text parts joined as render_content joins them */
+    size_t len = json_string_length(c) + 1, k;
+    json_t *part;
+    json_array_foreach(c, k, part) {
+        json_t *text = json_object_get(part, "text");
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (!type || strcmp(type, "text") || !json_is_string(text)) {
+            snprintf(msg, cap, "the assistant message to continue has a content part that is not text");
+            return -1;
+        }
+        len += json_string_length(text) + 2;
+    }
+    if (!(*thought = strdup(json_is_string(r) ? json_string_value(r) : "")) || !(*content = malloc(len)))
+        goto oom;
+    char *w = *content;
+    if (json_is_string(c)) {
+        memcpy(w, json_string_value(c), json_string_length(c));
+        w += json_string_length(c);
+    }
+    json_array_foreach(c, k, part) {
+        json_t *text = json_object_get(part, "text");
+        if (k) {
+            memcpy(w, "\n\n", 2);
+            w += 2;
+        }
+        memcpy(w, json_string_value(text), json_string_length(text));
+        w += json_string_length(text);
+    }
+    *w = '\0';
+    if (json_array_remove(msgs, n - 1))
+        goto oom;
+    return 0;
+oom:
+    free(*thought);
+    free(*content);
+    *thought = *content = NULL;
+    snprintf(msg, cap, "out of memory");
+    return -1;
 }

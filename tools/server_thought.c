@@ -35,7 +35,7 @@ const char *srv_thought_last_tag(const char *prompt, const char *start)
     return tag;
 }
 
-int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int grammar, int stream,
+int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int continued, int grammar, int stream,
                       srv_thought *out, char *msg, size_t cap)
 {
     memset(out, 0, sizeof *out);
@@ -55,13 +55,13 @@ int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt
     end = end ? end : "</think>";
     /* A grammar shapes the text from its first token: what it writes is
      * the answer, even where the prompt opened a thought. */
-    const int opened = !grammar && srv_thought_opens(prompt, start);
+    const int opened = !grammar && (continued || srv_thought_opens(prompt, start));
     /* Where the thought stays in content (none, deepseek-legacy), content
      * begins with what the prompt wrote of it, its tag and the white space
      * after (llama.cpp's parser reads the generation prompt's thought as
      * the answer's start): a client that reads <think> in content sees
      * both tags. */
-    if (opened && (format == SRV_REASONING_NONE || format == SRV_REASONING_LEGACY)) {
+    if (opened && !continued && (format == SRV_REASONING_NONE || format == SRV_REASONING_LEGACY)) {
         const char *tag = srv_thought_last_tag(prompt, start);
         if (tag && strlen(tag) < sizeof out->prefix)
             snprintf(out->prefix, sizeof out->prefix, "%s", tag);
