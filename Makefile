@@ -190,7 +190,7 @@ python:
 
 # The whole test suite under AddressSanitizer and UBSan.  At -O2, as the
 # release build: the sanitizers see the code that ships, and the suite
-# runs in about 0.55x the time it took at -O1 (the kernels and the models
+# runs in about half the time it took at -O1 (the kernels and the models
 # the server checks run dominate it); the frame pointers keep the reports'
 # stacks whole.
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
