@@ -447,9 +447,9 @@ int srv_chat_prefill(json_t *body, char *msg, size_t cap);
 int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap);
 /* What a chat continues, as llama.cpp resolves it: "reasoning_content"
  * the thought, "content" the content; true and llama-server's prefill (a
- * last assistant message, continue_final_message not given) the thought
- * where that message has reasoning_content and no content, else the
- * content. */
+ * last assistant message without tool calls, continue_final_message not
+ * given) the thought where that message has reasoning_content and no
+ * content, else the content. */
 enum { SRV_CONTINUE_NONE, SRV_CONTINUE_CONTENT, SRV_CONTINUE_THOUGHT };
 int srv_chat_continuation(json_t *body);
 /* The message a chat continues, taken out of the body's messages (the

@@ -89,8 +89,13 @@ int srv_chat_continuation(json_t *body)
         return SRV_CONTINUE_THOUGHT;
     if (s && !strcmp(s, "content"))
         return SRV_CONTINUE_CONTENT;
-    /* true, or llama-server's prefill: a last assistant message, the field not given */
-    if (!(json_is_true(v) || ((!v || json_is_null(v)) && last && is_assistant(last))))
+    /* true, or llama-server's prefill: a last assistant message, the field
+     * not given.  One with tool calls is a finished turn, rendered as it is
+     * (llama-server refuses to continue it; asked for explicitly, so does
+     * srv_chat_pop_final), its calls' arguments checked as any message's. */
+    const int prefill = (!v || json_is_null(v)) && last && is_assistant(last) &&
+                        !json_array_size(json_object_get(last, "tool_calls"));
+    if (!json_is_true(v) && !prefill)
         return SRV_CONTINUE_NONE;
     json_t *thought = json_object_get(last, "reasoning_content");
     return json_is_string(thought) && json_string_length(thought) && no_content(last) ? SRV_CONTINUE_THOUGHT
