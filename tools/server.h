@@ -354,8 +354,8 @@ const char *srv_thought_last_tag(const char *prompt, const char *start);
  * rendered text; continued: it ends inside the thought it continues
  * (srv_chat_pop_final); grammar: a grammar shapes the answer from its
  * first token.  0, or -1 with the 400's message. */
-int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int continued, int grammar, int stream,
-                      srv_thought *out, char *msg, size_t cap);
+int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int continued, int grammar,
+                      int stream, srv_thought *out, char *msg, size_t cap);
 /* The choice's text split into thought and answer (partial: so far); the
  * whole text the answer when the job reads no thought. */
 void srv_thought_split(const srv_job *j, const srv_choice *ch, int partial, hx_reasoning_span *sp);

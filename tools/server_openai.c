@@ -827,8 +827,8 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     srv_thought thought = {0};
     if (!rc && chat) {
         const char *tmpl = srv_tools_template(p.tools) ? srv_tools_template(p.tools) : S->chat_template, *ts, *te;
-        if (srv_thought_setup(S, o, tmpl, p.prompt, p.thought_continued, p.r.sampling.grammar != NULL, p.stream, &thought, b.msg,
-                              sizeof b.msg))
+        if (srv_thought_setup(S, o, tmpl, p.prompt, p.thought_continued, p.r.sampling.grammar != NULL, p.stream,
+                              &thought, b.msg, sizeof b.msg))
             rc = -1, b.code = "invalid_value";
         if (S->jinja && hx_reasoning_tags(tmpl, &ts, &te)) {
             p.r.sampling.reasoning_start = p.r.sampling.reasoning_start ? p.r.sampling.reasoning_start : ts;

@@ -24,6 +24,43 @@ static int is_assistant(json_t *m)
     return r && !strcmp(r, "assistant");
 }
 
+/* Content c as one text, malloc'd into *out (length *len): a string as it
+ * is, none or null "", text parts joined as render_content joins them
+ * ("\n\n" after any text so far).  1, 0 where c holds something else (a
+ * part that is not text), -1 out of memory. */
+static int joined_text(json_t *c, char **out, size_t *len)
+{
+    size_t cap = json_string_length(c) + 1, k;
+    json_t *part;
+    if (c && !json_is_null(c) && !json_is_string(c) && !json_is_array(c))
+        return 0;
+    json_array_foreach(c, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (!type || strcmp(type, "text") || !json_is_string(json_object_get(part, "text")))
+            return 0;
+        cap += json_string_length(json_object_get(part, "text")) + 2;
+    }
+    char *w = *out = malloc(cap);
+    if (!w)
+        return -1;
+    if (json_is_string(c)) {
+        memcpy(w, json_string_value(c), json_string_length(c));
+        w += json_string_length(c);
+    }
+    json_array_foreach(c, k, part) {
+        json_t *text = json_object_get(part, "text");
+        if (w != *out) {
+            memcpy(w, "\n\n", 2);
+            w += 2;
+        }
+        memcpy(w, json_string_value(text), json_string_length(text));
+        w += json_string_length(text);
+    }
+    *w = '\0';
+    *len = (size_t)(w - *out);
+    return 1;
+}
+
 int srv_chat_prefill(json_t *body, char *msg, size_t cap)
 {
     json_t *msgs = json_object_get(body, "messages");
@@ -39,31 +76,16 @@ int srv_chat_prefill(json_t *body, char *msg, size_t cap)
     json_t *last = json_array_get(msgs, n - 1), *parts = json_object_get(last, "content");
     if (!json_is_array(parts))
         return 0;
-    size_t len = 0, k;
-    json_t *part;
-    json_array_foreach(parts, k, part) {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        json_t *text = json_object_get(part, "text");
-        /* a part of another kind is left for the content checks to refuse */
-        if (!type || strcmp(type, "text") || !json_is_string(text))
-            return 0;
-        len += json_string_length(text) + 2;
-    }
-    char *joined = malloc(len + 1), *w = joined;
-    if (!joined) {
+    char *joined = NULL;
+    size_t len = 0;
+    const int got = joined_text(parts, &joined, &len);
+    if (got < 0) {
         snprintf(msg, cap, "out of memory");
         return -1;
     }
-    json_array_foreach(parts, k, part) {
-        json_t *text = json_object_get(part, "text");
-        if (w != joined) { /* after any text so far, as render_content */
-            memcpy(w, "\n\n", 2);
-            w += 2;
-        }
-        memcpy(w, json_string_value(text), json_string_length(text));
-        w += json_string_length(text);
-    }
-    json_t *s = json_stringn(joined, (size_t)(w - joined));
+    if (!got) /* a part of another kind is left for the content checks to refuse */
+        return 0;
+    json_t *s = json_stringn(joined, len);
     free(joined);
     if (!s || json_object_set_new(last, "content", s)) {
         snprintf(msg, cap, "the assistant message's content is not valid UTF-8");
@@ -142,35 +164,14 @@ int srv_chat_pop_final(json_t *body, char **thought, char **content, char *msg, 
         snprintf(msg, cap, "'reasoning_content' of the last message must be a string");
         return -1;
     }
-    /* its text parts joined as render_content joins them */
-    size_t len = json_string_length(c) + 1, k;
-    json_t *part;
-    json_array_foreach(c, k, part) {
-        json_t *text = json_object_get(part, "text");
-        const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type || strcmp(type, "text") || !json_is_string(text)) {
-            snprintf(msg, cap, "the assistant message to continue has a content part that is not text");
-            return -1;
-        }
-        len += json_string_length(text) + 2;
+    size_t len;
+    const int got = joined_text(c, content, &len);
+    if (!got) {
+        snprintf(msg, cap, "the assistant message to continue has content that is not text");
+        return -1;
     }
-    if (!(*thought = strdup(json_is_string(r) ? json_string_value(r) : "")) || !(*content = malloc(len)))
+    if (got < 0 || !(*thought = strdup(json_is_string(r) ? json_string_value(r) : "")))
         goto oom;
-    char *w = *content;
-    if (json_is_string(c)) {
-        memcpy(w, json_string_value(c), json_string_length(c));
-        w += json_string_length(c);
-    }
-    json_array_foreach(c, k, part) {
-        json_t *text = json_object_get(part, "text");
-        if (k) {
-            memcpy(w, "\n\n", 2);
-            w += 2;
-        }
-        memcpy(w, json_string_value(text), json_string_length(text));
-        w += json_string_length(text);
-    }
-    *w = '\0';
     if (json_array_remove(msgs, n - 1))
         goto oom;
     return 0;

@@ -35,8 +35,8 @@ const char *srv_thought_last_tag(const char *prompt, const char *start)
     return tag;
 }
 
-int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int continued, int grammar, int stream,
-                      srv_thought *out, char *msg, size_t cap)
+int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int continued, int grammar,
+                      int stream, srv_thought *out, char *msg, size_t cap)
 {
     memset(out, 0, sizeof *out);
     int format = S->reasoning_format;
