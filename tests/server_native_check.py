@@ -225,8 +225,14 @@ def keyed(srv):
     check(st == 400 and "continue_final_message" in b["error"]["message"], f"both: {st} {b}")
     st, _, b = srv.req("POST", "/apply-template", {"messages": "no"}, A)
     check(st == 400 and b["error"]["type"] == "invalid_request_error", f"/apply-template bad: {st} {b}")
-    print(f"ok /apply-template: {t['prompt']!r}; add_generation_prompt false leaves the assistant's turn out; bad "
-          "messages 400")
+    # no messages: the generation prompt alone, and a chat answers it (as llama-server)
+    st, _, e = srv.req("POST", "/apply-template", {"messages": []}, A)
+    check(st == 200 and e["prompt"] and t["prompt"].endswith(e["prompt"]) and "hello" not in e["prompt"],
+          f"/apply-template of no messages: {st} {e}")
+    st, _, v = srv.req("POST", "/chat/completions", {"messages": [], "max_tokens": 2}, A)
+    check(st == 200 and v["usage"]["completion_tokens"] == 2, f"a chat of no messages: {st} {v}")
+    print(f"ok /apply-template: {t['prompt']!r}; add_generation_prompt false leaves the assistant's turn out; no "
+          f"messages {e['prompt']!r}; bad messages 400")
 
     # /tokenize with_pieces, /detokenize keeping special tokens
     st, _, tk = srv.req("POST", "/tokenize", {"content": "hello world", "with_pieces": True}, A)
@@ -358,6 +364,16 @@ def sleeping():
         check(props_sleeping(srv), "/health, /props, /models and /metrics do not wake it")
         st, _, m = srv.req("GET", "/metrics")
         check(re.search(r"^hetero_kv_blocks_used 0$", m, re.M), "asleep, /metrics shows no KV block held")
+        # monitoring reads answered 2xx are not counted: the scrape repeats itself
+        for path in ("/health", "/props", "/v1/models", "/metrics"):
+            srv.req("GET", path)
+        st, _, m2 = srv.req("GET", "/metrics")
+        counted = lambda text: re.findall(r"^hetero_requests_total.*$", text, re.M)  # noqa: E731
+        check(counted(m2) == counted(m) and re.search(r'^hetero_requests_total\{code="2xx"\} [1-9]', m, re.M),
+              f"probes and scrapes leave hetero_requests_total as it was: {counted(m)} {counted(m2)}")
+        srv.req("GET", "/no-such-route")
+        st, _, m3 = srv.req("GET", "/metrics")
+        check(re.search(r'^hetero_requests_total\{code="other"\} 1$', m3, re.M), f"a 404 is counted: {m3}")
         st, _, tok = srv.req("POST", "/tokenize", {"content": "Hello"})
         check(st == 200 and tok["tokens"] and not props_sleeping(srv), "/tokenize wakes it")
         st, _, after = srv.req("POST", "/completion", body)
@@ -383,7 +399,7 @@ def sleeping():
         srv.stop()
     print(f"ok --sleep-idle-seconds 1: asleep {idle:.2f} s after the last answer (the model freed, /metrics shows no "
           "KV block), /health /props /models /metrics answer asleep, /tokenize wakes it, the same greedy answer "
-          "after; 8 requests at once load it once; 0, x and -2 refused")
+          "after; 8 requests at once load it once; 0, x and -2 refused; probes and scrapes not counted, a 404 counted")
 
 
 def reasoning_budget():

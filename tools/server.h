@@ -258,6 +258,9 @@ void srv_listen_close(srv_listeners *L);
 void srv_metrics_init(srv_metrics *M);
 void srv_hist_add(srv_metrics *M, srv_hist *h, double seconds);
 void srv_metrics_status(srv_metrics *M, unsigned status);
+/* The request this thread answers now is a monitoring read (GET /health,
+ * /metrics, /props, /slots, /models, /machine, the page; a preflight). */
+void srv_metrics_monitoring_read(int yes);
 enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c);
 /* server_metrics_llama.c: llama-server's metrics (llamacpp:*): a request's
  * end counted, and the text (malloc'd) of a scrape, which starts the

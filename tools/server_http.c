@@ -208,6 +208,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
 {
     the_server = S;
     /* A CORS preflight, on any path, before any key is asked for. */
+    srv_metrics_monitoring_read(!strcmp(method, "OPTIONS"));
     if (!strcmp(method, "OPTIONS"))
         return srv_cors_preflight(S, c);
     /* HEAD is GET without the body (libmicrohttpd leaves the body out). */
@@ -215,6 +216,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
     if (!strncmp(url, "/v1/", 4) && (!strcmp(url + 3, "/chat/completions") || !strcmp(url + 3, "/health") ||
                                      !strcmp(url + 3, "/chat/completions/input_tokens")))
         url += 3; /* the same routes with or without /v1, as llama-server */
+    srv_metrics_monitoring_read(get); /* /health, the page, /machine; the routes below say again */
     const char *aip_health = srv_predict_health(); /* Vertex AI's names for two routes (server_predict.c) */
     if ((!strcmp(url, "/health") || (aip_health && !strcmp(url, aip_health))) && get)
         return S->draining ? srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.")
@@ -265,6 +267,7 @@ enum MHD_Result srv_route(srv *S, struct MHD_Connection *c, const char *method, 
         return srv_error(c, 405, "invalid_request_error", "method_not_allowed", "%s takes %s, not %s.", url,
                          routes[known].post ? routes[known].get ? "GET or POST" : "POST" : "GET", method);
     const int route = routes[known].route;
+    srv_metrics_monitoring_read(get && (route == MODELS || route == METRICS || route == PROPS || route == SLOTS));
     srv_tenant *t = NULL;
     enum MHD_Result ret = MHD_NO;
     /* Every route but /health needs a key when keys are set, as

@@ -32,8 +32,19 @@ void srv_hist_add(srv_metrics *M, srv_hist *h, double s)
     pthread_mutex_unlock(&M->lock);
 }
 
+/* A monitoring read answered 2xx (a health check, a scrape, a /props
+ * poll, a preflight, the page) is not counted: a prober asking every
+ * second would bury the API's answers, and a sleeping server's scrape
+ * would change what it reports.  Its errors (a 401 above all) are
+ * counted.  Per thread: each connection has its own. */
+static __thread int monitoring_read;
+
+void srv_metrics_monitoring_read(int yes) { monitoring_read = yes; }
+
 void srv_metrics_status(srv_metrics *M, unsigned status)
 {
+    if (monitoring_read && status / 100 == 2)
+        return;
     int k = status / 100 == 2 ? 0 : status == 400 ? 1 : status == 401 ? 2 : status == 429 ? 3 : status >= 500 ? 4 : 5;
     pthread_mutex_lock(&M->lock);
     M->requests[k]++;
@@ -105,7 +116,7 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     }
     text t = {0};
     static const char *const classes[6] = {"2xx", "400", "401", "429", "5xx", "other"};
-    metric(&t, "requests_total", "counter", "HTTP requests answered, by status.");
+    metric(&t, "requests_total", "counter", "HTTP requests answered, by status (monitoring reads answered 2xx left out).");
     for (int k = 0; k < 6; k++)
         put(&t, "hetero_requests_total{code=\"%s\"} %llu\n", classes[k], (unsigned long long)m.requests[k]);
     scalar(&t, "requests_in_flight", "gauge", "Completion requests being answered now.", (double)m.in_flight);

@@ -366,9 +366,11 @@ static int continue_final(srv *S, const char *tmpl, hx_chat_render_options ro, c
 static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
 {
     json_t *msgs = json_object_get(o, "messages");
-    if (!json_is_array(msgs) || !json_array_size(msgs))
+    /* An empty conversation is the template's generation prompt alone, as
+     * llama-server takes it (OpenAI refuses it). */
+    if (!json_is_array(msgs))
         return fail(b, msgs ? "invalid_type" : "missing_parameter",
-                    msgs ? "'messages' must be a non-empty array" : "'messages' is missing");
+                    msgs ? "'messages' must be an array" : "'messages' is missing");
     char pwhy[256];
     if (srv_chat_prefill(o, pwhy, sizeof pwhy))
         return fail(b, "invalid_value", "%s", pwhy);
