@@ -284,7 +284,8 @@ def unkeyed():
     tmpl = ("{{ date_string }}|{{ datetime }}|{{ enable_thinking }}|{{ flavour }}|{{ messages[0].content }}"
             "{% if add_generation_prompt %}<think>\n{% endif %}")
     srv = Server("-c", "512", "-np", "2", "--kv-unified", "--no-slots", "--props", "--cors-origins", "localhost",
-                 "-ngl", "0", "--offline", "--jinja", "--chat-template", tmpl, "--reasoning", "off", "--verbose")
+                 "-ngl", "0", "--offline", "--jinja", "--chat-template", tmpl, "--reasoning", "off", "--verbose",
+                 "--backend_sampling")
     try:
         import datetime
         today = datetime.date.today()
@@ -315,10 +316,21 @@ def unkeyed():
         check(h.get("access-control-allow-origin") == "http://localhost:3000", f"localhost origin: {h}")
         st, h, _ = srv.req("GET", "/health", None, {"Origin": "http://evil.example"})
         check("access-control-allow-origin" not in h, f"non-localhost origin: {h}")
+        # --backend_sampling (llama-server's spelling with _): on the CPU, where hetero samples
+        check(any("--backend-sampling: the logits are computed on the CPU" in line for line in srv.err),
+              "--backend_sampling taken, said at start")
+        body = {"prompt": "Once upon a time", "n_predict": 6, "seed": 7, "n_probs": 3}
+        answers = [srv.req("POST", "/completion", dict(body, backend_sampling=bs))[2] for bs in (True, False)]
+        check(answers[0]["content"] == answers[1]["content"] and
+              answers[0]["completion_probabilities"] == answers[1]["completion_probabilities"],
+              f"backend_sampling true and false: the same answer: {answers}")
+        st, _, b = srv.req("POST", "/completion", dict(body, backend_sampling="on"))
+        check(st == 400 and "backend_sampling" in b["error"]["message"], f"backend_sampling \"on\": {st} {b}")
     finally:
         srv.stop()
     print("ok --no-slots (501 not_supported_error), --props (POST {} succeeds, a field is refused), --kv-unified "
-          "(n_ctx 512), --cors-origins localhost, -ngl 0, --offline")
+          "(n_ctx 512), --cors-origins localhost, -ngl 0, --offline, --backend_sampling (the same answer and "
+          "probabilities with backend_sampling true and false)")
     p = subprocess.run([f"{BUILD}/hetero-server", "-fa", "on"], capture_output=True, text=True, timeout=30)
     check(p.returncode == 2 and "attention" in p.stderr, f"-fa refused: {p.returncode} {p.stderr}")
     p = subprocess.run([f"{BUILD}/hetero-server", "-ngl", "lots"], capture_output=True, text=True, timeout=30)

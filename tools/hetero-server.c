@@ -88,6 +88,8 @@ static void usage(FILE *f)
           "                       all, auto, -1 or at least the model's layers: hetero places them on\n"
           "                       every device (with no GPU, said at start: all on the CPU); a number\n"
           "                       between is refused (hetero does not split by layer count)\n"
+          "  -bs, --backend-sampling  llama-server's: the logits sampled on the device that computes them;\n"
+          "                       hetero samples on the host, so taken without a GPU, refused with one\n"
           "llama-server's endpoints and flags:\n"
           "  --slots, --no-slots  GET /slots shows the running requests (default), or answers 501\n"
           "  --props              POST /props is allowed (it changes nothing; GET /props always answers)\n"
@@ -148,6 +150,7 @@ typedef struct {
     size_t max_body;
     srv_native native;          /* llama-server's endpoints and CORS: --slots, --props, --cors-*, --tags ... */
     const char *ngl;            /* -ngl: "0" = the CPU only; else every layer where hetero places it */
+    int backend_sampling;       /* -bs: the logits sampled where they are computed (srv_native_backend_sampling) */
     int np_given, kv_unified;   /* -np given; --kv-unified: each request may fill -c (see load) */
     int embedding, reranking;   /* --embedding, --reranking */
     const char *pooling;        /* --pooling */
@@ -206,6 +209,12 @@ static int parse_args(int argc, char **argv, options *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long n;
         uint64_t u;
+        char dashed[64]; /* --a_b is --a-b, as llama-server reads its long options */
+        if (!strncmp(a, "--", 2) && strchr(a, '_') && strlen(a) < sizeof dashed) {
+            for (size_t k = 0; (dashed[k] = a[k] == '_' ? '-' : a[k]); k++)
+                ;
+            a = dashed;
+        }
 #define IS(name) (!strcmp(a, name))
 #define TAKE(name) (IS(name) && v && ++i)
 #define U32(field, lo, hi)                                                                                     \
@@ -335,6 +344,7 @@ static int parse_args(int argc, char **argv, options *o)
         else if (TAKE("--cors-methods")) o->native.cors_methods = v;
         else if (TAKE("--cors-headers")) o->native.cors_headers = v;
         else if (IS("--cors-credentials") || IS("--no-cors-credentials")) o->native.cors_credentials = a[2] == 'c';
+        else if (IS("-bs") || IS("--backend-sampling")) o->backend_sampling = 1;
         else if (TAKE("-ngl") || TAKE("--gpu-layers") || TAKE("--n-gpu-layers")) {
             if (strcmp(v, "all") && strcmp(v, "auto") && cli_long(PROG, a, v, -1, 1 << 20, &n))
                 return -1;
@@ -671,6 +681,13 @@ static int load(srv *S, const options *o)
     S->native.model_path = loaded.file;
     if (srv_native_open(S))
         return -1;
+    char why[160];
+    if (o->backend_sampling && srv_native_backend_sampling(S, why, sizeof why)) {
+        fprintf(stderr, PROG ": --backend-sampling: %s\n", why);
+        return -1;
+    }
+    if (o->backend_sampling)
+        fprintf(stderr, PROG ": --backend-sampling: the logits are computed on the CPU, where hetero samples them\n");
     hx_engine_options eo = hx_engine_options_default();
     eo.max_running = o->parallel;
     eo.token_budget = o->batch;

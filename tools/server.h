@@ -92,6 +92,7 @@ typedef struct {
     int cors_credentials;       /* --cors-credentials (default) / --no-cors-credentials */
     int reasoning_off;          /* --reasoning off: templates get enable_thinking false, an opened thought is closed */
     int verbose;                /* --verbose: OpenAI answers carry llama-server's "__verbose" */
+    int gpus;                   /* GPUs among the runtime's devices (srv_native_open) */
 } srv_native;
 
 /* --sleep-idle-seconds (server_sleep.c). */
@@ -544,6 +545,11 @@ void srv_native_close(srv *S);
 /* -ngl N (N > 0, all, auto) after the runtime opened: 0, or -1 said on
  * stderr for a partial offload hetero cannot do. */
 int srv_native_check_ngl(srv *S, const char *ngl);
+/* llama-server's backend sampling (--backend-sampling, a request's
+ * backend_sampling: true) asks that the logits be sampled on the device
+ * that computed them.  hetero samples on the host: that holds on a
+ * machine without a GPU, and is refused with one.  0, or -1 with why. */
+int srv_native_backend_sampling(const srv *S, char *why, size_t cap);
 /* --alias a,b,c: the model's id, the first in alphabetical order (static). */
 const char *srv_native_first_alias(const char *list);
 /* The request's settings as llama-server's generation_settings, kept in

@@ -23,8 +23,20 @@ void srv_native_defaults(srv_native *N)
     N->cors_credentials = 1;
 }
 
+static int count_gpus(srv *S)
+{
+    int gpus = 0;
+    for (int i = 0; i < hx_runtime_device_count(S->rt); i++) {
+        hx_device_info d;
+        if (hx_runtime_device_info(S->rt, i, &d) == HX_OK && d.kind == HX_KIND_GPU)
+            gpus++;
+    }
+    return gpus;
+}
+
 int srv_native_open(srv *S)
 {
+    S->native.gpus = count_gpus(S);
     if (hx_tokenizer_open(S->native.model_path, &S->native.tok) != HX_OK) {
         fprintf(stderr, "hetero-server: %s: its vocabulary: %s\n", S->native.model_path, hx_last_error());
         return -1;
@@ -548,15 +560,19 @@ json_t *srv_piece_json(srv *S, int32_t id)
 
 /* -ngl N > 0: every layer goes where hetero places it, which is what
  * llama-server's "all layers" means; said plainly when there is no GPU. */
+int srv_native_backend_sampling(const srv *S, char *why, size_t cap)
+{
+    if (!S->native.gpus)
+        return 0;
+    snprintf(why, cap, "hetero samples on the host, and this server's logits come from a GPU (%d here): leave "
+             "backend sampling off", S->native.gpus);
+    return -1;
+}
+
 int srv_native_check_ngl(srv *S, const char *ngl)
 {
     long n = strtol(ngl, NULL, 10);
-    int gpus = 0;
-    for (int i = 0; i < hx_runtime_device_count(S->rt); i++) {
-        hx_device_info d;
-        if (hx_runtime_device_info(S->rt, i, &d) == HX_OK && d.kind == HX_KIND_GPU)
-            gpus++;
-    }
+    const int gpus = count_gpus(S);
     if (strcmp(ngl, "all") && strcmp(ngl, "auto") && n >= 0 && n < (long)S->info.n_layer && gpus) {
         fprintf(stderr, "hetero-server: -ngl %s: hetero places the model's %u layers over the devices itself and "
                 "cannot keep only some of them on the GPU; give -ngl all (or 0 for the CPU only), or --devices LIST\n",

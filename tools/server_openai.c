@@ -167,6 +167,11 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so) && (!json_is_object(so) || get_bool(so, "include_usage", &p->include_usage, b)))
         return b->code ? -1 : fail(b, "invalid_type", "'stream_options' must be an object");
+    int backend = 0; /* llama-server's backend sampling: where, not what (srv_native_backend_sampling) */
+    if (get_bool(o, "backend_sampling", &backend, b))
+        return -1;
+    if (backend && srv_native_backend_sampling(S, b->msg, sizeof b->msg))
+        return fail(b, "unsupported_parameter", "'backend_sampling': %s", b->msg);
     /* Fields that would change the answer, which hetero does not do. */
     return srv_refused_field(o, chat == SRV_NATIVE, chat == 1 || chat == SRV_ANTHROPIC || chat == SRV_RESPONSES, b->msg,
                              sizeof b->msg, &b->code);

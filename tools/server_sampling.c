@@ -351,7 +351,6 @@ int srv_refused_field(json_t *o, int native, int chat, char *msg, size_t cap, co
         {"sse_ping_interval", "-1", "SSE pings are not supported"},
         {"adaptive_target", "-1", "the adaptive-p sampler is not supported"},
         {"adaptive_decay", "0.9", "the adaptive-p sampler is not supported"},
-        {"backend_sampling", NULL, "backend sampling is not supported"},
         {"grammar_lazy", NULL, "lazy grammars are not supported"},
         {"grammar_triggers", NULL, "grammar triggers are not supported"},
         {"preserved_tokens", NULL, "preserved tokens are not supported"},
