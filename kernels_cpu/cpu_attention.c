@@ -10,8 +10,10 @@
  * exp(difference)), and the merged sum is divided by the merged l at the
  * end.  The scores of a chunk live in L1, so nothing proportional to the
  * context is written; K rows meet the queries in the KV type's gemm tile
- * straight from the cache (F16, Q8_0, Q4_0 as stored; a prompt tile's
- * F16 rows converted to F32 once per chunk, with the same bits), V rows
+ * straight from the cache (F16 and Q8_0 rows against F32 queries in the
+ * F32 tile, converted on the way; Q4_0 rows against queries quantized to
+ * Q8_0), a prompt tile's F16 and Q8_0 rows converted to F32 once per
+ * chunk instead, which gives the same bits (kernels_cpu/quant.h), V rows
  * are read in place or dequantized ATTN_CHUNK rows at a time, and each is
  * added to a block of columns at once (kernels_cpu/attn_values.h).
  *
@@ -99,10 +101,17 @@ static uint64_t cols_cap(const hx_op_attention *a, int nth)
     return split_mode(a, nth) && all > tile ? all : tile;
 }
 
+/* The type the queries take to meet the K rows: F32 where the K type has
+ * a tile for F32 activations (Q8_0: hx_quant_ops.gemm_f32_act), as the
+ * reference and hetero's other devices meet them; else the type's dot
+ * partner (F32 for F16 and BF16, Q8_0 for Q4_0, as llama.cpp's CPU
+ * attention quantizes it for Q4_0 and Q8_0 keys alike). */
+static hx_type query_type(const hx_quant_ops *kq) { return kq->gemm_f32_act ? HX_TYPE_F32 : kq->vec_dot_type; }
+
 static size_t qstride_of(const hx_op_attention *a)
 {
     const hx_quant_ops *q = hx_quant_ops_get((hx_type)a->kv_type);
-    return q ? ALIGN64(hx_type_row_size(q->vec_dot_type, a->Dh)) : 0;
+    return q ? ALIGN64(hx_type_row_size(query_type(q), a->Dh)) : 0;
 }
 
 /* A stored partial: its stat, then Dh floats of o. */
@@ -189,7 +198,9 @@ static int32_t seen_run(const attn_col *col, uint32_t ncol, int32_t p, uint32_t 
 typedef struct {
     const hx_op_attention *a;
     const hx_quant_ops *kq, *vq, *qq;
-    int k_to_f32; /* K rows convert to F32 (exactly) with their own tile's bits in the F32 tile */
+    hx_gemm_fn kgemm; /* K rows x queries: the type's tile, or its tile for F32 queries */
+    int kcols;        /* the columns kgemm runs at once */
+    int k_to_f32; /* K rows convert to F32 (exactly) with kgemm's bits in the F32 tile */
     size_t rbytes, hbytes, qstride; /* K's row and head bytes */
     size_t vrbytes, vhbytes;        /* V's */
     uint64_t slots;
@@ -218,33 +229,32 @@ static void score_rows(const attn_tile *w, uint32_t ncol, const uint8_t *k0, int
 {
     const attn_geom *g = w->g;
     const hx_op_attention *a = g->a;
-    const hx_quant_ops *kq = g->kq;
     const size_t rstride = g->rbytes;
-    const uint32_t step = (uint32_t)kq->gemm_cols;
+    const uint32_t step = (uint32_t)g->kcols;
     int32_t i = 0;
     for (; i + 4 <= n; i += 4) {
         for (int32_t f = 0; f < 4 && p + i + KV_AHEAD + f <= w->ahead_end; f++)
             prefetch_row(g->kc, &a->kv, w->blocks, p + i + KV_AHEAD + f, g->rbytes, w->kvh * g->hbytes, g->hbytes);
         for (uint32_t j = 0; j < ncol; j += step) {
             const int nc = (int)(ncol - j < step ? ncol - j : step);
-            kq->gemm(a->Dh, nc, score + j * ATTN_CHUNK + i, ATTN_CHUNK, k0 + (size_t)i * rstride, rstride,
+            g->kgemm(a->Dh, nc, score + j * ATTN_CHUNK + i, ATTN_CHUNK, k0 + (size_t)i * rstride, rstride,
                      w->q + j * g->qstride, g->qstride);
         }
     }
     for (; i < n; i++)
         for (uint32_t j = 0; j < ncol; j += step) {
             const int nc = (int)(ncol - j < step ? ncol - j : step);
-            kq->gemm(a->Dh, nc, w->lone, 4, k0 + (size_t)i * rstride, 0, w->q + j * g->qstride, g->qstride);
+            g->kgemm(a->Dh, nc, w->lone, 4, k0 + (size_t)i * rstride, 0, w->q + j * g->qstride, g->qstride);
             for (int c = 0; c < nc; c++)
                 score[(j + c) * ATTN_CHUNK + i] = w->lone[4 * c];
         }
 }
 
 /* score[j][p - c0] = dot(K row p, query j) for every position p in
- * [lo, hi] some column sees.  Many columns over F16 or BF16 rows (a
+ * [lo, hi] some column sees.  Many columns over F16, BF16 or Q8_0 rows (a
  * prompt's tile): the rows are converted to F32 once (exactly) into
  * w->kbuf and meet the queries in the F32 tile, which gives the bits the
- * rows' own tile gives (kernels_cpu/quant.h, gemm_keep_f32) at a
+ * rows' own tile gives (kernels_cpu/quant.h: gemm_keep_f32, gemm_f32_act) at a
  * fraction of the conversions; otherwise the rows as stored, a block's
  * run at a time. */
 static void chunk_scores(const attn_tile *w, const attn_col *col, uint32_t ncol, int32_t c0, int32_t lo, int32_t hi)
@@ -509,13 +519,15 @@ static int geom_init(const hx_cpu_call *c, const hx_op_attention *a, attn_geom *
     if (!kq || !kq->gemm || !vq || !vq->dequantize_row || a->Hkv == 0 || a->Hq % a->Hkv)
         return HX_ERR_INVALID_ARG;
     const uint64_t kvrow = (uint64_t)a->Hkv * a->Dh;
-    *g = (attn_geom){.a = a, .kq = kq, .vq = vq, .qq = hx_quant_ops_get(kq->vec_dot_type),
+    *g = (attn_geom){.a = a, .kq = kq, .vq = vq, .qq = hx_quant_ops_get(query_type(kq)),
+                     .kgemm = kq->gemm_f32_act ? kq->gemm_f32_act : kq->gemm,
+                     .kcols = kq->gemm_f32_act ? kq->gemm_f32_act_cols : kq->gemm_cols,
                      .rbytes = hx_type_row_size((hx_type)a->kv_type, kvrow),
                      .hbytes = hx_type_row_size((hx_type)a->kv_type, a->Dh), .qstride = qstride_of(a),
                      .vrbytes = hx_type_row_size((hx_type)a->v_type, kvrow),
                      .vhbytes = hx_type_row_size((hx_type)a->v_type, a->Dh), .kc = c->buffers[1],
                      .vc = c->buffers[2]};
-    g->k_to_f32 = kq->gemm_keep_f32 && kq->vec_dot_type == HX_TYPE_F32;
+    g->k_to_f32 = (kq->gemm_keep_f32 && kq->vec_dot_type == HX_TYPE_F32) || kq->gemm_f32_act;
     if (!g->qq || !g->rbytes || !g->hbytes || g->hbytes * a->Hkv != g->rbytes || !g->vrbytes || !g->vhbytes ||
         g->vhbytes * a->Hkv != g->vrbytes)
         return HX_ERR_INVALID_ARG; /* rows must split into whole blocks per head */

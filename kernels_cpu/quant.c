@@ -49,6 +49,9 @@ static _Atomic int current_level;
 static _Atomic(const hx_quant_ops *) current_table;
 static hx_simd_level max_level;
 
+static const hx_gemm_fn *const levels_f32_act[HX_SIMD_COUNT] = {
+    hx_quant_scalar_gemm_f32_act, hx_quant_avx2_gemm_f32_act, hx_quant_avx512_gemm_f32_act};
+
 static void build_tables(void)
 {
     for (int l = 0; l < HX_SIMD_COUNT; l++) {
@@ -67,6 +70,11 @@ static void build_tables(void)
                     o->quantize_weighted = q->quantize_weighted;
                 if (q->vec_dot)
                     o->vec_dot = q->vec_dot;
+                const hx_gemm_fn f32_act = levels_f32_act[k][t];
+                if (f32_act) {
+                    o->gemm_f32_act = f32_act;
+                    o->gemm_f32_act_cols = gemm_cols[k][HX_TYPE_F32] ? gemm_cols[k][HX_TYPE_F32] : HX_GEMM_COLS;
+                }
                 if (q->vec_dot4) { /* never a slower level's gemm next to a faster vec_dot4 */
                     o->vec_dot4 = q->vec_dot4;
                     o->gemm = q->gemm;

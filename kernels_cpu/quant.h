@@ -250,6 +250,14 @@ typedef struct {
      * block's first token tile where hx_quant_convert_first says so;
      * NULL elsewhere. */
     hx_gemm_keep_fn gemm_keep_f32;
+    /* Q8_0 at every level: rows as stored x F32 activation rows (1 ..
+     * gemm_f32_act_cols at once), each row converted on the way exactly
+     * (a block's byte times its scale), so the bits are those of the
+     * level's F32 tile over the dequantized rows, at any width.  For a KV
+     * cache's keys: the queries stay in F32, as on hetero's other devices
+     * and in its reference.  NULL elsewhere. */
+    hx_gemm_fn gemm_f32_act;
+    int gemm_f32_act_cols;
     /* The columns `gemm` runs at once (1 .. HX_GEMM_COLS): a caller with
      * more tokens hands it chunks of this many, so that no chunk leaves a
      * lone column to a tile built for several (F32 at AVX2 runs threes). */

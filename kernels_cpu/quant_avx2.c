@@ -257,6 +257,28 @@ static inline __attribute__((always_inline)) float plain1(const uint8_t *p, cons
     return T == HX_TYPE_F32 ? hx_ldf(p) : T == HX_TYPE_F16 ? h2f(p) : hx_bf16_to_fp32(hx_ld16(p));
 }
 
+/* Where element i (a multiple of 8) of a row of type T starts. */
+static inline __attribute__((always_inline)) size_t off_of(int64_t i, const int T)
+{
+    return T == HX_TYPE_Q8_0 ? ((size_t)i / HX_QK) * sizeof(hx_block_q8_0) + 2 + ((size_t)i % HX_QK)
+                             : (size_t)((T == HX_TYPE_F32 ? 4 : 2) * i);
+}
+
+/* Eight elements of a row from element i (a multiple of 8) as floats:
+ * plain types by their width; a Q8_0 block's bytes times its scale,
+ * exact in F32 (8 bits times an 11-bit significand), so a Q8_0 row meets
+ * F32 activations in the F32 tile with its dequantized row's bits
+ * (hx_quant_ops.gemm_f32_act). */
+static inline __attribute__((always_inline)) __m256 plain8_at(const uint8_t *row, int64_t i, const int T)
+{
+    if (T != HX_TYPE_Q8_0)
+        return plain8(row + (T == HX_TYPE_F32 ? 4 : 2) * i, T);
+    const uint8_t *b = row + ((size_t)i / HX_QK) * sizeof(hx_block_q8_0);
+    const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + (size_t)i % HX_QK));
+    const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)(b[0] | b[1] << 8)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+}
+
 /* Element-wise products summed in four accumulators of eight lanes; T is
  * the weights' type, E its bytes per element. */
 #define PLAIN_DOT(name, T, E)                                                                         \
@@ -763,14 +785,13 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
                                                              const uint8_t *y, size_t by, int64_t i, const int C,
                                                              const int T, float *keep, int64_t n)
 {
-    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m256 a[3];
 #pragma GCC unroll 3
     for (int c = 0; c < C; c++)
         a[c] = _mm256_loadu_ps((const float *)(const void *)(y + c * by) + i);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
-        const __m256 w = plain8(x + r * bx + E * i, T);
+        const __m256 w = plain8_at(x + r * bx, i, T);
         if (keep)
             _mm256_storeu_ps(keep + r * n + i, w);
 #pragma GCC unroll 3
@@ -787,10 +808,9 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
 static inline __attribute__((always_inline)) __m256 plain_row(const uint8_t *x, const float *y, int64_t n8,
                                                               const int T)
 {
-    const int E = T == HX_TYPE_F32 ? 4 : 2;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n8; i += 8)
-        acc = _mm256_fmadd_ps(plain8(x + E * i, T), _mm256_loadu_ps(y + i), acc);
+        acc = _mm256_fmadd_ps(plain8_at(x, i, T), _mm256_loadu_ps(y + i), acc);
     return acc;
 }
 
@@ -810,8 +830,8 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
                                                                   size_t bx, const uint8_t *y, size_t by, const int C,
                                                                   const int T, float *keep, const int PF)
 {
-    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
-    const int64_t L = 64 / E;                /* weights per cache line: 16 or 32 */
+    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight (Q8_0: its quants; whole blocks, no tail) */
+    const int64_t L = T == HX_TYPE_Q8_0 ? 64 : 64 / E; /* weights per cache line: 16 or 32; Q8_0's 2 blocks */
     __m256 acc[4][3];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
@@ -827,18 +847,20 @@ static inline __attribute__((always_inline)) void gemm_plain_cols(int64_t n, flo
         i = n8;
     }
     for (; i < nl; i += L) {
+        if (T == HX_TYPE_Q8_0 && ((uint64_t)i & 63)) /* whole blocks: each block's scale read once */
+            __builtin_unreachable();
 #pragma GCC unroll 4
         for (int r = 0; PF && r < 4; r++)
-            _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
-#pragma GCC unroll 4
+            _mm_prefetch(hx_tile_prefetch(x + r * bx + off_of(i, T), off_of(i, T), bx, 4), _MM_HINT_T0);
+#pragma GCC unroll 8
         for (int64_t k = 0; k < L; k += 8)
             plain_step(acc, x, bx, y, by, i + k, C, T, keep, n);
     }
     for (; i < n8; i += 8) {
-        if (PF && !((E * i) & 63))
+        if (PF && !(i & (L - 1)))
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
-                _mm_prefetch(hx_tile_prefetch(x + r * bx + E * i, E * i, bx, 4), _MM_HINT_T0);
+                _mm_prefetch(hx_tile_prefetch(x + r * bx + off_of(i, T), off_of(i, T), bx, 4), _MM_HINT_T0);
         plain_step(acc, x, bx, y, by, i, C, T, keep, n);
     }
     for (int64_t k = n8; keep && k < n; k++)
@@ -885,10 +907,14 @@ PLAIN_GEMM(gemm_f16_cols, HX_TYPE_F16, NULL)
 PLAIN_GEMM(gemm_bf16_cols, HX_TYPE_BF16, NULL)
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
 PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
+/* Q8_0 rows (a KV cache's keys) x F32 activations (its queries), each
+ * weight vector converted as it is used (hx_quant_ops.gemm_f32_act). */
+PLAIN_GEMM(gemm_q8_0_f32_cols, HX_TYPE_Q8_0, NULL)
 
 HX_QUANT_GEMM_OF_KEEP(gemm_f32, gemm_f32_cols)
 HX_QUANT_GEMM_OF_KEEP(gemm_f16, gemm_f16_cols)
 HX_QUANT_GEMM_OF_KEEP(gemm_bf16, gemm_bf16_cols)
+HX_QUANT_GEMM_OF_KEEP(gemm_q8_0_f32, gemm_q8_0_f32_cols)
 
 /* hx_quant_gemm_f32_block at AVX2: gemm_f32's tiles, four rows by three
  * columns, over the whole block in one call and without the prefetches
@@ -1115,3 +1141,5 @@ const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K, gemm_q6_K, NULL, NULL},
     [HX_TYPE_Q8_K] = {dequant_q8_K, quant_q8_K, NULL, NULL, NULL, NULL, NULL},
 };
+
+const hx_gemm_fn hx_quant_avx2_gemm_f32_act[HX_TYPE_COUNT] = {[HX_TYPE_Q8_0] = gemm_q8_0_f32};

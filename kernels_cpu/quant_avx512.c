@@ -234,6 +234,30 @@ INLINE __m512 plain16(const uint8_t *p, __mmask16 m, const int T)
     return T == HX_TYPE_F16 ? _mm512_cvtph_ps(h) : bf16x16(h);
 }
 
+/* Where element i (a multiple of 16) of a row of type T starts: plain
+ * types by their width; Q8_0 (the F32 tile over Q8_0 keys, below) inside
+ * its 34-byte block, after the scale. */
+INLINE size_t plain_off(int64_t i, const int T)
+{
+    return T == HX_TYPE_F32 ? (size_t)(4 * i)
+           : T == HX_TYPE_Q8_0 ? ((size_t)i / HX_QK) * sizeof(hx_block_q8_0) + 2 + ((size_t)i % HX_QK)
+                               : (size_t)(2 * i);
+}
+
+/* Sixteen elements of a row from element i as floats: a Q8_0 block's
+ * bytes times its scale, exact in F32 (8 bits times an 11-bit
+ * significand), so a Q8_0 row meets F32 activations in the F32 tile with
+ * the bits its dequantized row would give. */
+INLINE __m512 plain16_at(const uint8_t *row, int64_t i, __mmask16 m, const int T)
+{
+    if (T != HX_TYPE_Q8_0)
+        return plain16(row + plain_off(i, T), m, T);
+    const uint8_t *b = row + ((size_t)i / HX_QK) * sizeof(hx_block_q8_0);
+    const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16((short)(b[0] | b[1] << 8)));
+    const __m512i q = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b + 2 + (size_t)i % HX_QK));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+}
+
 /* Element-wise products summed in four accumulators of sixteen lanes; T
  * is the weights' type, E its bytes per element. */
 #define PLAIN_DOT(name, T, E)                                                                            \
@@ -666,11 +690,10 @@ INLINE void prefetch_tile(const uint8_t *p, size_t off, size_t bx, const int row
 INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS_MAX], const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
                        int64_t i, __mmask16 m, const int C, const int T, float *keep, int64_t n)
 {
-    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
     __m512 w[4];
     #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
-        w[r] = plain16(x + r * bx + E * i, m, T);
+        w[r] = plain16_at(x + r * bx, i, m, T);
         if (keep)
             _mm512_mask_storeu_ps(keep + r * n + i, m, w[r]);
     }
@@ -701,13 +724,12 @@ INLINE void plain_step(__m512 acc[4][HX_GEMM_COLS_MAX], const uint8_t *x, size_t
  * tile 15-35 %. */
 INLINE void plain_row(__m512 *acc, const uint8_t *x, const float *y, int64_t n, const int T)
 {
-    const int E = T == HX_TYPE_F32 ? 4 : 2;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
-        *acc = _mm512_fmadd_ps(plain16(x + E * i, 0xffff, T), _mm512_loadu_ps(y + i), *acc);
+        *acc = _mm512_fmadd_ps(plain16_at(x, i, 0xffff, T), _mm512_loadu_ps(y + i), *acc);
     if (i < n) {
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        *acc = _mm512_fmadd_ps(plain16(x + E * i, m, T), _mm512_maskz_loadu_ps(m, y + i), *acc);
+        *acc = _mm512_fmadd_ps(plain16_at(x, i, m, T), _mm512_maskz_loadu_ps(m, y + i), *acc);
     }
 }
 
@@ -723,8 +745,8 @@ INLINE void plain_row(__m512 *acc, const uint8_t *x, const float *y, int64_t n, 
 INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *vy, size_t by,
                             const int C, const int T, float *keep, const int PF)
 {
-    const int E = T == HX_TYPE_F32 ? 4 : 2; /* bytes per weight */
-    const int64_t L = 64 / E;                /* weights per cache line: 16 or 32 */
+    /* weights per cache line: 16 or 32; Q8_0's two blocks, 68 bytes */
+    const int64_t L = T == HX_TYPE_F32 ? 16 : T == HX_TYPE_Q8_0 ? 64 : 32;
     __m512 acc[4][HX_GEMM_COLS_MAX];
     #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
@@ -741,19 +763,21 @@ INLINE void gemm_plain_tile(int64_t n, float *s, size_t ss, const uint8_t *x, si
     }
     int64_t i = 0;
     for (; i < nl; i += L) {
+        if (T == HX_TYPE_Q8_0 && ((uint64_t)i & 63)) /* whole blocks: each block's scale read once */
+            __builtin_unreachable();
         #pragma GCC unroll 4
         for (int r = 0; PF && r < 4; r++)
-            prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 4, 64);
-        #pragma GCC unroll 2
+            prefetch_tile(x + r * bx + plain_off(i, T), plain_off(i, T), bx, 4, 64);
+        #pragma GCC unroll 4
         for (int64_t k = 0; k < L; k += 16)
             plain_step(acc, x, bx, vy, by, i + k, 0xffff, C, T, keep, n);
     }
     for (; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        if (PF && !((E * i) & 63))
+        if (PF && !(i & (L - 1)))
             #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
-                prefetch_tile(x + r * bx + E * i, (size_t)(E * i), bx, 4, 64);
+                prefetch_tile(x + r * bx + plain_off(i, T), plain_off(i, T), bx, 4, 64);
         plain_step(acc, x, bx, vy, by, i, m, C, T, keep, n);
     }
     store_tile(s, ss, acc, C);
@@ -791,6 +815,10 @@ PLAIN_GEMM(gemm_bf16_cols, HX_TYPE_BF16, NULL)
  * (hx_quant_ops.gemm_keep_f32). */
 PLAIN_GEMM(gemm_keep_f16, HX_TYPE_F16, k)
 PLAIN_GEMM(gemm_keep_bf16, HX_TYPE_BF16, k)
+/* Q8_0 rows (a KV cache's keys) x F32 activations (its queries), each
+ * weight vector converted as it is used (hx_quant_ops.gemm_f32_act). */
+PLAIN_GEMM(gemm_q8_0_f32_cols, HX_TYPE_Q8_0, NULL)
+HX_QUANT_GEMM_OF_KEEP(gemm_q8_0_f32, gemm_q8_0_f32_cols)
 
 HX_QUANT_GEMM_OF_KEEP(gemm_f32, gemm_f32_cols)
 HX_QUANT_GEMM_OF_KEEP(gemm_f16, gemm_f16_cols)
@@ -1199,3 +1227,5 @@ const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT] = {
     [HX_TYPE_Q5_K] = {NULL, NULL, dot_q5_K, dot4_q5_K, gemm_q5_K, NULL, NULL},
     [HX_TYPE_Q6_K] = {dequant_q6_K, NULL, dot_q6_K, dot4_q6_K, gemm_q6_K, NULL, NULL},
 };
+
+const hx_gemm_fn hx_quant_avx512_gemm_f32_act[HX_TYPE_COUNT] = {[HX_TYPE_Q8_0] = gemm_q8_0_f32};

@@ -25,6 +25,10 @@ typedef struct {
 extern const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx2_kernels[HX_TYPE_COUNT];
 extern const hx_quant_kernels hx_quant_avx512_kernels[HX_TYPE_COUNT];
+/* Each level's hx_quant_ops.gemm_f32_act per type (NULL: none). */
+extern const hx_gemm_fn hx_quant_scalar_gemm_f32_act[HX_TYPE_COUNT];
+extern const hx_gemm_fn hx_quant_avx2_gemm_f32_act[HX_TYPE_COUNT];
+extern const hx_gemm_fn hx_quant_avx512_gemm_f32_act[HX_TYPE_COUNT];
 
 /* The kernels of Q2_K, Q3_K, IQ4_NL and IQ4_XS (in that order), per level,
  * in tables of their own (kernels_cpu/quant_*_lowbit.c); hx_quant_ops_get

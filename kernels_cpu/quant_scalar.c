@@ -431,6 +431,25 @@ HX_QUANT_GEMM_OF(gemm_q4_1, dot4_q4_1)
 HX_QUANT_GEMM_OF(gemm_q5_0, dot4_q5_0)
 HX_QUANT_GEMM_OF(gemm_q5_1, dot4_q5_1)
 HX_QUANT_GEMM_OF(gemm_q8_0, dot4_q8_0)
+
+/* Q8_0 rows x F32 activations (hx_quant_ops.gemm_f32_act): dot_f32 over
+ * the dequantized row, each element (a byte times its block's scale)
+ * exact in F32, without writing the row. */
+static void gemm_q8_0_f32(int64_t n, int ncols, float *s, size_t ss, const void *vx, size_t bx, const void *vy,
+                          size_t by)
+{
+    for (int c = 0; c < ncols; c++)
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *x = (const uint8_t *)vx + r * bx;
+            const float *y = (const float *)(const void *)((const uint8_t *)vy + c * by);
+            double sum = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t *b = x + (size_t)(i / HX_QK) * sizeof(hx_block_q8_0);
+                sum += (double)((float)((const int8_t *)(b + 2))[i % HX_QK] * H(b)) * y[i];
+            }
+            s[c * ss + r] = (float)sum;
+        }
+}
 HX_QUANT_GEMM_OF(gemm_q4_K, dot4_q4_K)
 HX_QUANT_GEMM_OF(gemm_q5_K, dot4_q5_K)
 HX_QUANT_GEMM_OF(gemm_q6_K, dot4_q6_K)
@@ -473,3 +492,5 @@ const hx_quant_kernels hx_quant_scalar_kernels[HX_TYPE_COUNT] = {
                       hx_quant_weighted_q6_K, NULL},
     [HX_TYPE_Q8_K] = {dequant_q8_K, hx_quant_quantize_q8_K, NULL, NULL, NULL, NULL, NULL},
 };
+
+const hx_gemm_fn hx_quant_scalar_gemm_f32_act[HX_TYPE_COUNT] = {[HX_TYPE_Q8_0] = gemm_q8_0_f32};

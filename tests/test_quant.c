@@ -897,6 +897,59 @@ START_TEST(test_gemm_keep)
 }
 END_TEST
 
+/* Q8_0 rows against F32 activations (hx_quant_ops.gemm_f32_act, a KV
+ * cache's keys against F32 queries): at every level, every width up to
+ * its own and both ways of a decode step's rows, exactly the bits of the
+ * level's F32 tile over the dequantized rows; a lone row (stride 0) gives
+ * four equal outputs; the last row ends where its allocation ends. */
+START_TEST(test_gemm_f32_act)
+{
+    uint64_t s = 0xf32a;
+    const int64_t lens[] = {32, 64, 128, 96, 1024};
+    int levels = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li];
+        const size_t rb = row_bytes(HX_TYPE_Q8_0, n), xs = rb + 6, ys = 4 * (size_t)n + 8;
+        uint8_t *x = malloc(3 * xs + 2 + rb), *y = alloc_bytes(HX_GEMM_COLS_MAX * ys + 64);
+        float *conv = malloc(sizeof(float) * 4 * (size_t)n);
+        ck_assert(x && conv);
+        for (int r = 0; r < 4; r++) {
+            fill_random(HX_TYPE_Q8_0, x + 2 + r * xs, n, &s);
+            hx_quant_ops_get_level(HX_TYPE_Q8_0, HX_SIMD_SCALAR)->dequantize_row(x + 2 + r * xs, conv + r * n, n);
+        }
+        for (int c = 0; c < HX_GEMM_COLS_MAX; c++)
+            for (int64_t i = 0; i < n; i++)
+                ((float *)(void *)(y + 4 + c * ys))[i] = rng_normal(&s, 1.0f);
+        for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+            const hx_quant_ops *o = hx_quant_ops_get_level(HX_TYPE_Q8_0, l), *f = hx_quant_ops_get_level(HX_TYPE_F32, l);
+            ck_assert_msg(o->gemm_f32_act && o->gemm_f32_act_cols == f->gemm_cols, "Q8_0 at %s: no F32-query tile",
+                          hx_cpu_simd_name(l));
+            levels += li == 0;
+            for (int mode = HX_DECODE_ROWS_ALONE; mode <= HX_DECODE_ROWS_TOGETHER; mode++) {
+                hx_quant_set_decode_rows((hx_decode_rows_mode)mode);
+                for (int nc = 1; nc <= o->gemm_f32_act_cols; nc++) {
+                    float got[HX_GEMM_COLS_MAX * 4], want[HX_GEMM_COLS_MAX * 4], lone[HX_GEMM_COLS_MAX * 4];
+                    o->gemm_f32_act(n, nc, got, 4, x + 2, xs, y + 4, ys);
+                    f->gemm(n, nc, want, 4, conv, 4 * (size_t)n, y + 4, ys);
+                    ck_assert_msg(!memcmp(got, want, sizeof(float) * 4 * (size_t)nc),
+                                  "Q8_0 x F32 at %s (n %lld, %d cols): not the F32 tile's bits (%g, %g)",
+                                  hx_cpu_simd_name(l), (long long)n, nc, (double)got[0], (double)want[0]);
+                    o->gemm_f32_act(n, nc, lone, 4, x + 2 + 3 * xs, 0, y + 4, ys);
+                    for (int c = 0; c < nc; c++)
+                        for (int r = 0; r < 4; r++)
+                            ck_assert_msg(!memcmp(&lone[4 * c + r], &got[4 * c + 3], sizeof(float)),
+                                          "Q8_0 x F32 at %s (n %lld): a lone row differs", hx_cpu_simd_name(l),
+                                          (long long)n);
+                }
+            }
+            hx_quant_set_decode_rows(HX_DECODE_ROWS_PAYING);
+        }
+        free(x), free(y), free(conv);
+    }
+    ck_assert_int_eq(levels, (int)max_level() + 1);
+}
+END_TEST
+
 /* Rows that end exactly where their allocation ends: under AddressSanitizer
  * any read past a row (a vector load running over the last block) fails. */
 START_TEST(test_row_bounds)
@@ -1743,6 +1796,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_gemm);
     tcase_add_test(tc, test_gemm_extremes);
     tcase_add_test(tc, test_gemm_keep);
+    tcase_add_test(tc, test_gemm_f32_act);
     tcase_add_test(tc, test_gemm_f32_block);
     tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
