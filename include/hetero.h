@@ -1490,16 +1490,28 @@ typedef struct {
     const char *extra;  /* a JSON object of more variables (e.g. {"enable_thinking": false}), or NULL */
     const char *bos_token, *eos_token; /* their text; NULL is "" (hx_model_chat_render: the model's) */
     int add_generation_prompt; /* end with the opening of the assistant's turn */
-    /* When the last message is the assistant's, continue it, as llama-server does: the
-     * conversation before it is rendered with the generation prompt and its content
-     * appended, without the template's end of turn. */
+    /* When the last message is the assistant's (and makes no tool calls), continue it, as
+     * llama-server does: the conversation before it is rendered with the generation prompt,
+     * then the message's text follows without the template's end of turn (hx_continue). */
     int continue_final;
     int64_t now; /* strftime_now's clock, seconds since the epoch; 0: the current time */
     /* hx_model_chat_render: format with the built-in family the template is, not with
      * the Jinja engine (llama.cpp's --no-jinja); messages must then be plain text. */
     int no_jinja;
 } hx_chat_render_options;
-/* add_generation_prompt and continue_final set, everything else 0/NULL. */
+/* hx_chat_render_options.continue_final.  Where the template writes thought tags
+ * (hx_reasoning_tags), the generation prompt is kept up to its start tag, if it opens a
+ * thought, and the tag and the message's "reasoning_content" follow: continuing the thought,
+ * the prompt ends there; continuing the content, the end tag and the content follow.
+ * Elsewhere the content is appended, and a thought cannot be continued (HX_ERR_INVALID_ARG,
+ * as is a message with tool calls asked for by name). */
+enum {
+    HX_CONTINUE_NONE = 0,    /* render the last message as any other */
+    HX_CONTINUE_AUTO = 1,    /* its thought when it has one and no content, else its content */
+    HX_CONTINUE_CONTENT = 2, /* its content (after its whole thought) */
+    HX_CONTINUE_THOUGHT = 3, /* its thought */
+};
+/* add_generation_prompt set, continue_final HX_CONTINUE_AUTO, everything else 0/NULL. */
 HX_API hx_chat_render_options hx_chat_render_options_default(void);
 /* Renders Jinja template source `tmpl` (jinja2's semantics, with trim_blocks and
  * lstrip_blocks as apply_chat_template sets them, its raise_exception and strftime_now,

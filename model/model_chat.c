@@ -92,7 +92,10 @@ static hx_status render_builtin(const char *family, const hx_chat_render_options
      * assistant's opening, then its text. */
     const char *prefill = NULL;
     int add = o->add_generation_prompt;
-    if (s == HX_OK && o->continue_final && n && !strcmp(msgs[n - 1].role, "assistant")) {
+    if (s == HX_OK && o->continue_final == HX_CONTINUE_THOUGHT)
+        s = hx_error(HX_ERR_INVALID_ARG, "continuing the last message's thought: the built-in %s format writes no "
+                     "thought tags", family);
+    if (s == HX_OK && o->continue_final != HX_CONTINUE_NONE && n && !strcmp(msgs[n - 1].role, "assistant")) {
         prefill = msgs[--n].content;
         add = 1;
     }

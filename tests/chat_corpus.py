@@ -63,6 +63,11 @@ CONVERSATIONS = {
                 {"role": "assistant", "content": "Hi there."}], None, False, False),
     "prefill": ([{"role": "user", "content": "Write a haiku about the sea."},
                  {"role": "assistant", "content": "Waves fold"}], None, True, True),
+    "prefill_after_thought": ([{"role": "user", "content": "Write a haiku about the sea."},
+                               {"role": "assistant", "reasoning_content": "Five, seven, five.",
+                                "content": "Waves fold"}], None, True, True),
+    "prefill_thought": ([{"role": "user", "content": "Write a haiku about the sea."},
+                         {"role": "assistant", "reasoning_content": "Five, seven"}], None, True, True),
     "tools_offered": ([{"role": "user", "content": "What's the weather in Paris?"}], [WEATHER_TOOL], True, False),
     "tool_call": ([{"role": "system", "content": "You can call tools."},
                    {"role": "user", "content": "What's the weather in Paris?"},
@@ -125,16 +130,37 @@ def environment():
     return env
 
 
-def render(template, messages, tools, add_gen, continue_final):
-    prefill = ""
-    if continue_final and messages and messages[-1]["role"] == "assistant":
-        # llama-server: the rest with the generation prompt, then the message's text.
-        prefill = messages[-1]["content"]
-        messages = messages[:-1]
-        add_gen = True
-    text = template.render(messages=messages, tools=tools, documents=None, add_generation_prompt=add_gen,
-                           bos_token=BOS, eos_token=EOS)
-    return text + prefill
+# text/reasoning.c's pairs, in its order: the first the template writes both of.
+THOUGHT_TAGS = [("<think>", "</think>"), ("<seed:think>", "</seed:think>"), ("<mm:think>", "</mm:think>"),
+                ("[THINK]", "[/THINK]"), ("<|START_THINKING|>", "<|END_THINKING|>"),
+                ("\u25c1think\u25b7", "\u25c1/think\u25b7")]
+
+
+def render(template, source, messages, tools, add_gen, continue_final):
+    def run(msgs, gen):
+        return template.render(messages=msgs, tools=tools, documents=None, add_generation_prompt=gen,
+                               bos_token=BOS, eos_token=EOS)
+    last = messages[-1] if messages else {}
+    if not (continue_final and last.get("role") == "assistant" and not last.get("tool_calls")):
+        return run(messages, add_gen)
+    # llama-server: the rest with the generation prompt; where the template
+    # writes thought tags, that prompt up to the start tag it opens, the tag,
+    # the message's thought and (continuing the content) the end tag; then
+    # the content.  A thought alone (no content) is continued as a thought.
+    content, thought = last.get("content") or "", last.get("reasoning_content") or ""
+    if isinstance(content, list):
+        content = "\n\n".join(p["text"] for p in content)
+    thought_only = bool(thought) and not content
+    text = run(messages[:-1], True)
+    tags = next(((a, b) for a, b in THOUGHT_TAGS if a in source and b in source), None)
+    if not tags:
+        if thought_only:
+            raise ValueError("the chat template writes no thought tags, so there is no thought to continue")
+        return text + content
+    bare = run(messages[:-1], False)
+    at = text.find(tags[0], len(bare) if text.startswith(bare) else len(text))
+    keep = text[:at] if at >= 0 else text
+    return keep + tags[0] + thought + ("" if thought_only else tags[1] + content)
 
 
 def main():
@@ -170,7 +196,8 @@ def main():
                 status, text = "err", "compile: " + compile_error
             else:
                 try:
-                    status, text = "ok", render(template, json.loads(json.dumps(messages)), tools, add_gen, cont)
+                    status, text = "ok", render(template, source, json.loads(json.dumps(messages)), tools, add_gen,
+                                                cont)
                 except Raised as e:
                     status, text = "raised", str(e)
                 except Exception as e:

@@ -138,14 +138,79 @@ START_TEST(prefill_continues_the_last_assistant_message)
     o.add_generation_prompt = 0;
     HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
     ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|>Hel<|end|>");
-    /* text parts are joined; a part that is not text is refused */
+    /* text parts are joined as llama.cpp joins them; a part that is not text is refused */
     o = hx_chat_render_options_default();
     o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": "
                  "[{\"type\": \"text\", \"text\": \"A\"}, {\"type\": \"text\", \"text\": \"B\"}]}]";
     HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
-    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|>AB");
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|>A\n\nB");
     o.messages = "[{\"role\": \"assistant\", \"content\": [{\"type\": \"image_url\"}]}]";
     ck_assert_int_eq(hx_chat_render(tmpl, &o, buf, sizeof buf, &len), HX_ERR_INVALID_ARG);
+}
+END_TEST
+
+/* A template whose generation prompt opens a thought: a continued message
+ * is written after the prompt up to its start tag, its thought and, for
+ * the content, the end tag; a thought alone is continued as a thought; a
+ * message with tool calls is rendered whole unless asked for by name
+ * (then refused); without thought tags a thought cannot be continued. */
+START_TEST(continuation_writes_the_thought)
+{
+    const char *tmpl = "{% for m in messages %}<|{{ m.role }}|>{% if m.reasoning_content %}<think>"
+                       "{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}<|end|>{% endfor %}"
+                       "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}";
+    hx_chat_render_options o = hx_chat_render_options_default();
+    char buf[512];
+    size_t len;
+    o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hel\"}]";
+    HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|><think></think>Hel");
+    ck_assert_uint_eq(len, strlen(buf));
+    o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                 "\"reasoning_content\": \"So\"}]";
+    HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|><think>So");
+    o.continue_final = HX_CONTINUE_CONTENT; /* by name: after the whole thought */
+    HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|><think>So</think>");
+    o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                 "\"reasoning_content\": \"So\", \"content\": \"Hel\"}]";
+    o.continue_final = HX_CONTINUE_THOUGHT;
+    HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|><think>So");
+    o.continue_final = HX_CONTINUE_AUTO;
+    HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|><think>So</think>Hel");
+    /* a message with tool calls is a finished turn; continuing it by name is refused */
+    o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"\", "
+                 "\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}]";
+    HX_ASSERT_OK(hx_chat_render(tmpl, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|><|end|><|assistant|><think>\n");
+    o.continue_final = HX_CONTINUE_CONTENT;
+    ck_assert_int_eq(hx_chat_render(tmpl, &o, buf, sizeof buf, &len), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "tool calls"));
+    o.continue_final = 7;
+    ck_assert_int_eq(hx_chat_render(tmpl, &o, buf, sizeof buf, &len), HX_ERR_INVALID_ARG);
+    /* a reasoning_content that is not a string is refused */
+    o.continue_final = HX_CONTINUE_AUTO;
+    o.messages = "[{\"role\": \"assistant\", \"reasoning_content\": 5}]";
+    ck_assert_int_eq(hx_chat_render(tmpl, &o, buf, sizeof buf, &len), HX_ERR_INVALID_ARG);
+    /* no thought tags: the content appended; a thought refused */
+    const char *plain = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
+                        "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+    o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                 "\"reasoning_content\": \"So\", \"content\": \"Hel\"}]";
+    HX_ASSERT_OK(hx_chat_render(plain, &o, buf, sizeof buf, &len));
+    ck_assert_str_eq(buf, "<|user|>Hi<|end|><|assistant|>Hel");
+    o.continue_final = HX_CONTINUE_THOUGHT;
+    ck_assert_int_eq(hx_chat_render(plain, &o, buf, sizeof buf, &len), HX_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(hx_last_error(), "no thought tags"));
+    /* the size asked first, then the text: the same length */
+    o.continue_final = HX_CONTINUE_AUTO;
+    o.messages = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hel\"}]";
+    size_t need = 0;
+    ck_assert_int_eq(hx_chat_render(tmpl, &o, NULL, 0, &need), HX_ERR_RANGE);
+    ck_assert_uint_eq(need, strlen("<|user|>Hi<|end|><|assistant|><think></think>Hel"));
 }
 END_TEST
 
@@ -231,6 +296,7 @@ Suite *suite_jinja(void)
     tcase_add_test(t, runaway_templates_stop_at_their_limit);
     tcase_add_test(t, large_input_is_bounded);
     tcase_add_test(t, prefill_continues_the_last_assistant_message);
+    tcase_add_test(t, continuation_writes_the_thought);
     tcase_add_test(t, buffer_contract_and_bad_input);
     tcase_add_test(t, none_and_undefined_add_to_strings_as_llama_cpp);
     suite_add_tcase(s, t);

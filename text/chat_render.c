@@ -13,15 +13,19 @@
 
 hx_chat_render_options hx_chat_render_options_default(void)
 {
-    return (hx_chat_render_options){.add_generation_prompt = 1, .continue_final = 1};
+    return (hx_chat_render_options){.add_generation_prompt = 1, .continue_final = HX_CONTINUE_AUTO};
 }
 
-/* Renders into a render-owned string; *prefill is the continued message's text. */
-static hx_status render(const char *tmpl, const hx_chat_render_options *o, hx_jinja_render **out,
-                        const char **text, size_t *len, const char **prefill)
+/* Renders into a render-owned string.  With `pop`, a last assistant
+ * message (without tool calls) is taken out first (*m), and the rest
+ * rendered with the generation prompt, or without it (gen 0: where that
+ * prompt starts). */
+static hx_status render(const char *tmpl, const hx_chat_render_options *o, int pop, int gen, hx_jinja_render **out,
+                        const char **text, size_t *len, hx_jinja_popped *m)
 {
     hx_jinja_template *t = NULL;
     hx_jinja_render *r = NULL;
+    *m = (hx_jinja_popped){0};
     hx_status s = hx_jinja_parse(tmpl, strlen(tmpl), &t);
     if (s == HX_OK)
         s = hx_jinja_render_new(t, NULL, &r);
@@ -40,18 +44,10 @@ static hx_status render(const char *tmpl, const hx_chat_render_options *o, hx_ji
         s = hx_jinja_set_str(r, "bos_token", o->bos_token ? o->bos_token : "");
     if (s == HX_OK)
         s = hx_jinja_set_str(r, "eos_token", o->eos_token ? o->eos_token : "");
-    int add_gen = o->add_generation_prompt;
-    *prefill = NULL;
-    /* llama-server's prefill: a last assistant message is taken out, the
-     * rest rendered with the generation prompt, and its text appended, so
-     * the model continues it rather than answering it afresh. */
-    if (s == HX_OK && o->continue_final) {
-        s = hx_jinja_pop_last(r, "messages", "assistant", prefill);
-        if (s == HX_OK && *prefill)
-            add_gen = 1;
-    }
+    if (s == HX_OK && pop)
+        s = hx_jinja_pop_last(r, "messages", "assistant", m);
     if (s == HX_OK)
-        s = hx_jinja_set_bool(r, "add_generation_prompt", add_gen);
+        s = hx_jinja_set_bool(r, "add_generation_prompt", m->content ? gen : o->add_generation_prompt);
     if (s == HX_OK)
         s = hx_jinja_run(r, text, len);
     /* The tree is only read while rendering: freed now, the render keeps the text. */
@@ -64,28 +60,82 @@ static hx_status render(const char *tmpl, const hx_chat_render_options *o, hx_ji
     return HX_OK;
 }
 
+/* How much of the generation prompt `text` (n bytes) a continuation
+ * keeps: up to the thought's start tag it opens, found after where the
+ * prompt starts (the render without it); all of it when it opens none. */
+static hx_status kept_prompt(const char *tmpl, const hx_chat_render_options *o, const char *text, size_t n,
+                             const char *start, size_t *keep)
+{
+    hx_jinja_render *bare = NULL;
+    const char *b;
+    size_t n0;
+    hx_jinja_popped m;
+    hx_status s = render(tmpl, o, 1, 0, &bare, &b, &n0, &m);
+    if (s != HX_OK)
+        return s;
+    const char *tag = strstr(text + (n0 <= n && !memcmp(text, b, n0) ? n0 : n), start);
+    *keep = tag ? (size_t)(tag - text) : n;
+    hx_jinja_render_free(bare);
+    return HX_OK;
+}
+
+/* llama-server's continuation of a last assistant message (hx_continue):
+ * the parts that follow the kept prompt. */
+static hx_status continuation(const char *tmpl, const hx_chat_render_options *o, const hx_jinja_popped *m,
+                              const char *text, size_t n, size_t *keep, const char *parts[4])
+{
+    const char *start = NULL, *end = NULL;
+    const int tags = hx_reasoning_tags(tmpl, &start, &end);
+    const int thought_only = o->continue_final == HX_CONTINUE_THOUGHT ||
+                             (o->continue_final == HX_CONTINUE_AUTO && m->thought[0] && !m->content[0]);
+    if (thought_only && !tags)
+        return hx_error(HX_ERR_INVALID_ARG, "continuing the last message's thought: the chat template writes no "
+                        "thought tags, so there is no thought to continue");
+    *keep = n;
+    hx_status s = tags ? kept_prompt(tmpl, o, text, n, start, keep) : HX_OK;
+    parts[0] = tags ? start : "";
+    parts[1] = tags ? m->thought : "";
+    parts[2] = tags && !thought_only ? end : "";
+    parts[3] = thought_only ? "" : m->content;
+    return s;
+}
+
 static hx_status chat_render(const char *tmpl, const hx_chat_render_options *o, char *buf, size_t cap, size_t *len)
 {
     if (!tmpl || !o || !o->messages || (!buf && cap) || !len)
         return hx_error(HX_ERR_INVALID_ARG, "hx_chat_render: NULL argument");
+    if (o->continue_final < HX_CONTINUE_NONE || o->continue_final > HX_CONTINUE_THOUGHT)
+        return hx_error(HX_ERR_INVALID_ARG, "hx_chat_render: continue_final %d is not an hx_continue",
+                        o->continue_final);
     *len = 0;
     hx_jinja_render *r = NULL;
-    const char *text, *prefill;
-    size_t n;
-    hx_status s = render(tmpl, o, &r, &text, &n, &prefill);
+    const char *text, *parts[4] = {"", "", "", ""};
+    size_t n, keep;
+    hx_jinja_popped m;
+    hx_status s = render(tmpl, o, o->continue_final != HX_CONTINUE_NONE, 1, &r, &text, &n, &m);
     if (s != HX_OK)
         return s;
-    size_t extra = prefill ? strlen(prefill) : 0;
-    *len = n + extra;
+    if (m.tool_calls && o->continue_final > HX_CONTINUE_AUTO)
+        s = hx_error(HX_ERR_INVALID_ARG, "Cannot continue an assistant message that contains tool calls.");
+    keep = n;
+    if (s == HX_OK && m.content)
+        s = continuation(tmpl, o, &m, text, n, &keep, parts);
+    if (s != HX_OK) {
+        hx_jinja_render_free(r);
+        return s;
+    }
+    *len = keep;
+    for (int i = 0; i < 4; i++)
+        *len += strlen(parts[i]);
     if (*len >= cap) {
         if (cap)
             buf[0] = '\0';
         hx_jinja_render_free(r);
         return hx_error(HX_ERR_RANGE, "hx_chat_render: %zu bytes and a NUL do not fit in %zu", *len, cap);
     }
-    memcpy(buf, text, n);
-    if (extra)
-        memcpy(buf + n, prefill, extra);
+    memcpy(buf, text, keep);
+    for (size_t i = 0, at = keep; i < 4; at += strlen(parts[i]), i++)
+        memcpy(buf + at, parts[i], strlen(parts[i]));
     buf[*len] = '\0';
     hx_jinja_render_free(r);
     return HX_OK;

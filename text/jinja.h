@@ -52,12 +52,19 @@ hx_status hx_jinja_set_str(hx_jinja_render *r, const char *name, const char *s);
 hx_status hx_jinja_set_bool(hx_jinja_render *r, const char *name, int b);
 /* Every member of a JSON object, each a variable. */
 hx_status hx_jinja_set_json_members(hx_jinja_render *r, const char *json, size_t len);
+/* The message hx_jinja_pop_last took out; its strings live until the
+ * render is freed. */
+typedef struct {
+    const char *content; /* its "content" as a string ("" when none); NULL: nothing taken out */
+    const char *thought; /* its "reasoning_content" ("" when none) */
+    int tool_calls;      /* it has tool calls: left in the list, content NULL */
+} hx_jinja_popped;
 /* When the list `name` ends with a message (a mapping) whose "role" is
- * `role`, removes it and returns its "content" as a string in *content
- * (valid until the render is freed; "" when it has none); else *content
- * is NULL.  HX_ERR_INVALID_ARG when that content is neither a string nor a
- * list of {"type": "text", "text": ...} parts. */
-hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *role, const char **content);
+ * `role` and that makes no tool calls, removes it and returns its text in
+ * *m (text parts joined with "\n\n"); else m->content is NULL.  HX_ERR_INVALID_ARG when that content is
+ * neither a string nor a list of {"type": "text", "text": ...} parts, or
+ * its reasoning_content is not a string. */
+hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *role, hx_jinja_popped *m);
 /* Renders; *text (NUL-terminated, *len bytes) lives until the render is freed. */
 hx_status hx_jinja_run(hx_jinja_render *r, const char **text, size_t *len);
 

@@ -945,9 +945,9 @@ hx_status hx_jinja_set_bool(hx_jinja_render *r, const char *name, int b)
     return HX_OK;
 }
 
-hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *role, const char **content)
+hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *role, hx_jinja_popped *m)
 {
-    *content = NULL;
+    *m = (hx_jinja_popped){0};
     if (setjmp(r->jmp))
         return hx_error(r->err, "chat template: %s", r->msg);
     jv *list = jd_get(&r->globals, name);
@@ -959,6 +959,15 @@ hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *ro
     jv *rv = jd_get(last.u.d, "role");
     if (!rv || rv->t != JV_STR || strcmp(rv->u.s->s, role))
         return HX_OK;
+    jv *calls = jd_get(last.u.d, "tool_calls");
+    if (calls && calls->t == JV_LIST && calls->u.l->n) {
+        m->tool_calls = 1;
+        return HX_OK;
+    }
+    jv *th = jd_get(last.u.d, "reasoning_content");
+    if (th && th->t != JV_STR && th->t != JV_NONE)
+        return hx_error(HX_ERR_INVALID_ARG, "the last %s message's reasoning_content is a %s, not a string", role,
+                        jv_type_name(*th));
     jv *c = jd_get(last.u.d, "content");
     jbuf b = {0};
     if (c && c->t == JV_STR) {
@@ -970,6 +979,8 @@ hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *ro
             jv *text = part.t == JV_DICT ? jd_get(part.u.d, "text") : NULL;
             if (!type || type->t != JV_STR || strcmp(type->u.s->s, "text") || !text || text->t != JV_STR)
                 return hx_error(HX_ERR_INVALID_ARG, "the last %s message has a content part that is not text", role);
+            if (b.len) /* "\n\n" after any text so far, as llama.cpp's render_content joins parts */
+                jb_put(r, &b, "\n\n", 2);
             jb_put(r, &b, text->u.s->s, text->u.s->len);
         }
     } else if (c && c->t != JV_NONE) {
@@ -977,7 +988,8 @@ hx_status hx_jinja_pop_last(hx_jinja_render *r, const char *name, const char *ro
                         jv_type_name(*c));
     }
     list->u.l->n--;
-    *content = jb_value(r, &b).u.s->s;
+    m->content = jb_value(r, &b).u.s->s;
+    m->thought = th && th->t == JV_STR ? th->u.s->s : "";
     return HX_OK;
 }
 

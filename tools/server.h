@@ -356,7 +356,7 @@ const char *srv_thought_last_tag(const char *prompt, const char *start);
 /* A chat request's srv_thought: its reasoning_format (else the server's)
  * and tmpl, the template its prompt was rendered with; prompt: the
  * rendered text; continued: it ends inside the thought it continues
- * (srv_chat_pop_final); grammar: a grammar shapes the answer from its
+ * (hx_continue); grammar: a grammar shapes the answer from its
  * first token.  0, or -1 with the 400's message. */
 int srv_thought_setup(srv *S, json_t *body, const char *tmpl, const char *prompt, int continued, int grammar,
                       int stream, srv_thought *out, char *msg, size_t cap);
@@ -445,7 +445,8 @@ int srv_chat_join_parts(srv *S, const char *tmpl, char **messages_json);
 int srv_chat_prefill(json_t *body, char *msg, size_t cap);
 /* continue_final_message (vLLM's, llama-server's): true, "content" or
  * "reasoning_content" continues the last message, which must be the
- * assistant's, and excludes add_generation_prompt (true by default);
+ * assistant's and make no tool calls, and excludes add_generation_prompt
+ * (true by default);
  * false, null or absent leave llama-server's prefill as it is.  0, or -1
  * with the 400's message. */
 int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t cap);
@@ -456,12 +457,6 @@ int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t
  * content, else the content. */
 enum { SRV_CONTINUE_NONE, SRV_CONTINUE_CONTENT, SRV_CONTINUE_THOUGHT };
 int srv_chat_continuation(json_t *body);
-/* The message a chat continues, taken out of the body's messages (the
- * template renders the others, then the server continues it): its
- * reasoning_content into *thought and its text (parts joined with "\n\n")
- * into *content, both owned, "" where it has none.  One with tool calls is
- * refused, as llama-server refuses it.  0, or -1 with the 400's message. */
-int srv_chat_pop_final(json_t *body, char **thought, char **content, char *msg, size_t cap);
 
 /* server_batch.c: a batch of prompts in one /completion or
  * /v1/completions request (a "prompt" array with no token id at its top

@@ -320,54 +320,11 @@ static int render_chat(srv *S, const char *tmpl, const hx_chat_render_options *r
     return 0;
 }
 
-/* The last message continued (srv_chat_pop_final) after *prompt, the
- * messages before it with the generation prompt, as llama.cpp's
- * peg_generator continues it.  Where the template writes thought tags,
- * the generation prompt (what the template adds after the messages) is
- * kept up to its start tag, then the tag and the thought as far as it
- * went; continuing the content, the end tag and the content follow.
- * Elsewhere the content is appended. */
-static int continue_final(srv *S, const char *tmpl, hx_chat_render_options ro, char **prompt, int thought_only,
-                          const char *thought, const char *content, bad *b)
-{
-    const char *start = NULL, *end = NULL;
-    const int tags = hx_reasoning_tags(tmpl, &start, &end);
-    if (thought_only && !tags)
-        return fail(b, "invalid_value", "'continue_final_message': the chat template writes no thought tags, so "
-                    "there is no thought to continue");
-    const size_t n = strlen(*prompt);
-    size_t keep = n;
-    if (tags) {
-        char *bare = NULL;
-        ro.add_generation_prompt = 0;
-        if (render_chat(S, tmpl, &ro, &bare, b))
-            return -1;
-        const size_t n0 = strlen(bare);
-        const char *tag = strstr(*prompt + (n0 <= n && !memcmp(*prompt, bare, n0) ? n0 : n), start);
-        free(bare);
-        keep = tag ? (size_t)(tag - *prompt) : n;
-    }
-    const char *parts[4] = {tags ? start : "", tags ? thought : "", tags && !thought_only ? end : "",
-                            thought_only ? "" : content};
-    size_t len = keep;
-    for (int i = 0; i < 4; i++)
-        len += strlen(parts[i]);
-    char *out = malloc(len + 1);
-    if (!out)
-        return fail(b, "server_error", "out of memory");
-    memcpy(out, *prompt, keep);
-    out[keep] = '\0';
-    for (int i = 0; i < 4; i++)
-        strcat(out + keep, parts[i]);
-    free(*prompt);
-    *prompt = out;
-    return 0;
-}
-
 /* The conversation through the chat template into p->prompt: the
  * messages, checked, go to the template as JSON (hx_model_chat_render),
  * where a last assistant message is continued, as llama-server does: its
- * content, or its thought (server_prefill.c). */
+ * content, or its thought (server_prefill.c decides which, hx_chat_render
+ * writes it). */
 static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
 {
     json_t *msgs = json_object_get(o, "messages");
@@ -416,19 +373,15 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     /* vLLM's continue_final_message (server_prefill.c) */
     if (!rc && srv_chat_continue(o, ro.add_generation_prompt, pwhy, sizeof pwhy))
         rc = fail(b, "invalid_value", "%s", pwhy);
-    /* The continued message is the server's to write after the others
-     * (continue_final); the built-in families' renderer continues it. */
+    /* The continued message: the template renderer continues it
+     * (hx_continue), its content or its thought. */
     const int cont = rc ? SRV_CONTINUE_NONE : srv_chat_continuation(o);
-    char *thought = NULL, *content = NULL;
-    ro.continue_final = !S->jinja && cont != SRV_CONTINUE_NONE;
+    ro.continue_final = cont == SRV_CONTINUE_THOUGHT    ? HX_CONTINUE_THOUGHT
+                        : cont == SRV_CONTINUE_CONTENT ? HX_CONTINUE_CONTENT
+                                                       : HX_CONTINUE_NONE;
     if (cont == SRV_CONTINUE_THOUGHT && !S->jinja)
         rc = fail(b, "invalid_value", "'continue_final_message': continuing a thought needs a Jinja chat template");
-    if (!rc && S->jinja && cont != SRV_CONTINUE_NONE) {
-        if (srv_chat_pop_final(o, &thought, &content, pwhy, sizeof pwhy))
-            rc = fail(b, "invalid_value", "%s", pwhy);
-        ro.add_generation_prompt = 1;
-        p->thought_continued = cont == SRV_CONTINUE_THOUGHT;
-    }
+    p->thought_continued = cont == SRV_CONTINUE_THOUGHT;
     /* Tools, and the messages as the template reads them (server_tools.c). */
     char *text = NULL;
     if (!rc && srv_tools_request(S, o, &p->tools, &text, b->msg, sizeof b->msg, &b->code))
@@ -452,12 +405,8 @@ static int parse_messages(srv *S, json_t *o, parsed *p, bad *b)
     ro.extra = extra;
     if (!rc)
         rc = render_chat(S, tmpl, &ro, &p->prompt, b);
-    if (!rc && thought)
-        rc = continue_final(S, tmpl, ro, &p->prompt, p->thought_continued, thought, content, b);
     if (!rc)
         srv_chat_close_thought(&p->prompt, thinking, tmpl);
-    free(thought);
-    free(content);
     free(text);
     free(extra);
     return rc;

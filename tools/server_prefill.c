@@ -138,47 +138,16 @@ int srv_chat_continue(json_t *body, int add_generation_prompt, char *msg, size_t
         snprintf(msg, cap, "Cannot set both add_generation_prompt and continue_final_message to true.");
         return -1;
     }
-    if (!is_assistant(json_array_get(msgs, json_array_size(msgs) - 1))) {
+    json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+    if (!is_assistant(last)) {
         snprintf(msg, cap, "'continue_final_message': the last message must be the assistant's, to continue it");
         return -1;
     }
-    return 0;
-}
-
-int srv_chat_pop_final(json_t *body, char **thought, char **content, char *msg, size_t cap)
-{
-    json_t *msgs = json_object_get(body, "messages");
-    size_t n = json_array_size(msgs);
-    json_t *last = n ? json_array_get(msgs, n - 1) : NULL, *calls = json_object_get(last, "tool_calls");
-    *thought = *content = NULL;
-    if (!last || !is_assistant(last)) {
-        snprintf(msg, cap, "'continue_final_message': the last message must be the assistant's, to continue it");
-        return -1;
-    }
-    if (json_array_size(calls)) {
+    /* hx_chat_render refuses it too, but a template that writes no calls
+     * gets them as text (server_tools.c) */
+    if (json_array_size(json_object_get(last, "tool_calls"))) {
         snprintf(msg, cap, "Cannot continue an assistant message that contains tool calls.");
         return -1;
     }
-    json_t *r = json_object_get(last, "reasoning_content"), *c = json_object_get(last, "content");
-    if (r && !json_is_null(r) && !json_is_string(r)) {
-        snprintf(msg, cap, "'reasoning_content' of the last message must be a string");
-        return -1;
-    }
-    size_t len;
-    const int got = joined_text(c, content, &len);
-    if (!got) {
-        snprintf(msg, cap, "the assistant message to continue has content that is not text");
-        return -1;
-    }
-    if (got < 0 || !(*thought = strdup(json_is_string(r) ? json_string_value(r) : "")))
-        goto oom;
-    if (json_array_remove(msgs, n - 1))
-        goto oom;
     return 0;
-oom:
-    free(*thought);
-    free(*content);
-    *thought = *content = NULL;
-    snprintf(msg, cap, "out of memory");
-    return -1;
 }

@@ -263,7 +263,8 @@ static json_t *render_messages(json_t *msgs, int knows_calls, err *e)
             bad = fail(e, "invalid_value", "messages[%zu].tool_calls belongs to role 'assistant' only", i);
         else if (calls && !json_is_null(calls) && !json_is_array(calls))
             bad = fail(e, "invalid_type", "messages[%zu].tool_calls must be an array", i);
-        else if (!json_object_get(m, "content") && !json_array_size(calls))
+        else if (!json_object_get(m, "content") && !json_array_size(calls) &&
+                 !(!strcmp(role, "assistant") && json_string_length(rc))) /* a thought alone: continued */
             bad = fail(e, "missing_parameter", "messages[%zu].content is missing", i);
         if (bad) {
             json_decref(out);

@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            .max_steps = 200000};
     hx_jinja_render *r;
     if (hx_jinja_render_new(t, &lim, &r) == HX_OK) {
-        const char *text, *prefill;
+        const char *text;
+        hx_jinja_popped prefill;
         size_t len;
         hx_jinja_set_now(r, 1768478400);
         if (hx_jinja_set_json(r, "messages", msgs, mlen) == HX_OK &&
