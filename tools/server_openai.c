@@ -170,8 +170,9 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     int backend = 0; /* llama-server's backend sampling: where, not what (srv_native_backend_sampling) */
     if (get_bool(o, "backend_sampling", &backend, b))
         return -1;
-    if (backend && srv_native_backend_sampling(S, b->msg, sizeof b->msg))
-        return fail(b, "unsupported_parameter", "'backend_sampling': %s", b->msg);
+    char why[160];
+    if (backend && srv_native_backend_sampling(S, why, sizeof why))
+        return fail(b, "unsupported_parameter", "'backend_sampling': %s", why);
     /* Fields that would change the answer, which hetero does not do. */
     return srv_refused_field(o, chat == SRV_NATIVE, chat == 1 || chat == SRV_ANTHROPIC || chat == SRV_RESPONSES, b->msg,
                              sizeof b->msg, &b->code);
