@@ -273,6 +273,23 @@ static void attention_args(hx_cl_launch *l, const hx_op_attention *a, const size
     arg_value(l, &a->window, 4);
 }
 
+/* Into how many shares a decode cuts each token's keys (flash-decoding):
+ * enough work-groups over the batch's tokens and KV heads to fill a GPU
+ * (about DECODE_GROUPS), never a share under DECODE_SHARE_KEYS keys of
+ * the longest context, so a short one runs as one share with no merge. */
+#define DECODE_GROUPS 256
+#define DECODE_SHARE_KEYS 256
+#define DECODE_SHARES_MAX 64
+
+static uint32_t decode_shares(const hx_op_attention *a)
+{
+    const uint64_t keys = (uint64_t)a->kv.max_blocks * a->kv.block_size, groups = (uint64_t)a->kv.T * a->Hkv;
+    uint64_t n = (keys + DECODE_SHARE_KEYS - 1) / DECODE_SHARE_KEYS, fill = (DECODE_GROUPS + groups - 1) / groups;
+    n = n < fill ? n : fill;
+    n = n < DECODE_SHARES_MAX ? n : DECODE_SHARES_MAX;
+    return n ? (uint32_t)n : 1;
+}
+
 int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_attention *a = args;
@@ -295,15 +312,32 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     uint32_t rep = a->Hq / a->Hkv;
     int type = a->kv_type == T_F32 ? 0 : a->kv_type == T_F16 ? 1 : 2, wide = a->Dh > HX_CL_ATTENTION_DH_NARROW;
     /* One token per sequence is a decode step: split each query's keys over
-     * the work-group.  Otherwise tile the queries (prefill, mixed batches). */
-    if (a->kv.T <= a->kv.S && rep <= 64)
-        *l = (hx_cl_launch){.kernel = kernels[wide][1][type], .work_dim = 2,
-                            .global = {(size_t)64 * a->kv.T, a->Hkv}, .local = {64, 1}};
-    else
+     * work-groups and their items.  Otherwise tile the queries (prefill,
+     * mixed batches). */
+    if (a->kv.T > a->kv.S || rep > 64) {
         *l = (hx_cl_launch){.kernel = kernels[wide][0][type], .work_dim = 2,
                             .global = {round_up((size_t)a->kv.T * rep, 16) / 16 * 64, a->Hkv}, .local = {64, 1}};
+        attention_args(l, a, sizes, 5);
+        arg_buffer(l, HX_OPENCL_ARG_STATUS);
+        return 0;
+    }
+    const uint32_t nsplit = decode_shares(a);
+    *l = (hx_cl_launch){.kernel = kernels[wide][1][type], .work_dim = 3,
+                        .global = {(size_t)64 * nsplit, a->kv.T, a->Hkv}, .local = {64, 1, 1}};
     attention_args(l, a, sizes, 5);
     arg_buffer(l, HX_OPENCL_ARG_STATUS);
+    if (nsplit > 1) {
+        l->then_kernel = "attention_decode_merge";
+        l->then_global[0] = 64, l->then_global[1] = a->kv.T, l->then_global[2] = a->Hq;
+        l->then_local[0] = 64, l->then_local[1] = l->then_local[2] = 1;
+        l->scratch = (size_t)a->kv.T * a->Hq * nsplit * (a->Dh + 2) * 4;
+        arg_buffer(l, HX_CL_ARG_SCRATCH);
+    } else {
+        arg_buffer(l, 4); /* unused: with one share the kernel writes the output */
+    }
+    uint32_t *n = (uint32_t *)(void *)l->values;
+    *n = nsplit;
+    arg_value(l, n, 4);
     return 0;
 }
 

@@ -229,7 +229,8 @@ static int ocl_can_run_args(hx_device *dev, const hx_codelet *cl, const void *ar
         return 0;
     if (rc || !l.kernel)
         return 1;
-    return hx_opencl_program_has_kernel(dev->impl, cl, l.kernel);
+    return hx_opencl_program_has_kernel(dev->impl, cl, l.kernel) &&
+           (!l.then_kernel || hx_opencl_program_has_kernel(dev->impl, cl, l.then_kernel));
 }
 
 static hx_status check_launch(const hx_codelet *cl, const hx_exec *x, const hx_cl_launch *l)
@@ -242,7 +243,10 @@ static hx_status check_launch(const hx_codelet *cl, const hx_exec *x, const hx_c
                         HX_CL_MAX_ARGS);
     for (int i = 0; i < l->nargs; i++) {
         int b = l->arg[i].buffer;
-        if (b >= x->nbuffers && b != HX_OPENCL_ARG_STATUS)
+        if (b == HX_CL_ARG_SCRATCH && !l->scratch)
+            return hx_error(HX_ERR_INVALID_ARG, "codelet '%s': argument %d is scratch memory, and none was asked for",
+                            name, i);
+        if (b >= x->nbuffers && b != HX_OPENCL_ARG_STATUS && b != HX_CL_ARG_SCRATCH)
             return hx_error(HX_ERR_INVALID_ARG, "codelet '%s': argument %d names buffer %d of %d", name, i, b,
                             x->nbuffers);
         if (b < 0 && l->arg[i].size == 0)
@@ -308,6 +312,69 @@ static hx_status ocl_run_parts(hx_device *dev, const hx_codelet *matmul, const h
     return HX_OK;
 }
 
+/* The launch's scratch memory: the device's, grown to the largest asked
+ * for (a device runs one kernel at a time, as its status word does). */
+static hx_status scratch_of(hx_opencl_device *d, size_t bytes, cl_mem *out)
+{
+    if (bytes > d->scratch_bytes) {
+        if (d->scratch)
+            clReleaseMemObject(d->scratch);
+        d->scratch_bytes = 0;
+        cl_int err;
+        d->scratch = clCreateBuffer(d->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+        if (err != CL_SUCCESS) {
+            d->scratch = NULL;
+            return hx_opencl_error(err, "allocating %zu bytes of scratch memory on %s", bytes, d->device_name);
+        }
+        d->scratch_bytes = bytes;
+    }
+    *out = d->scratch;
+    return HX_OK;
+}
+
+static hx_status set_args(hx_opencl_device *d, cl_kernel k, const hx_cl_launch *l, const hx_exec *x,
+                          cl_mem scratch, const char *kernel, const char *name)
+{
+    for (int i = 0; i < l->nargs; i++) {
+        cl_int err;
+        const int b = l->arg[i].buffer;
+        if (b == HX_OPENCL_ARG_STATUS) {
+            err = clSetKernelArg(k, (cl_uint)i, sizeof d->status, &d->status);
+        } else if (b == HX_CL_ARG_SCRATCH) {
+            err = clSetKernelArg(k, (cl_uint)i, sizeof scratch, &scratch);
+        } else if (b >= 0) {
+            cl_mem m = (cl_mem)x->handles[b];
+            err = clSetKernelArg(k, (cl_uint)i, sizeof m, &m);
+        } else {
+            err = clSetKernelArg(k, (cl_uint)i, l->arg[i].size, l->arg[i].value);
+        }
+        if (err != CL_SUCCESS)
+            return hx_opencl_error(err, "argument %d of kernel '%s' (codelet '%s')", i, kernel, name);
+    }
+    return HX_OK;
+}
+
+/* Enqueues one kernel of the launch and waits for it (the queue runs in
+ * order, so a second kernel sees everything the first wrote). */
+static hx_status run_kernel(hx_opencl_device *d, cl_kernel k, unsigned dim, const size_t *global,
+                            const size_t *local, const char *kernel, const char *name)
+{
+    cl_event ev;
+    cl_int err = clEnqueueNDRangeKernel(d->queue, k, dim, NULL, global, local[0] ? local : NULL, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return hx_opencl_error(err, "launching kernel '%s' (codelet '%s') on %s", kernel, name, d->device_name);
+    err = clWaitForEvents(1, &ev);
+    cl_int exec = CL_COMPLETE;
+    if (err == CL_SUCCESS || err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+        clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+    clReleaseEvent(ev);
+    if (exec < 0)
+        err = exec;
+    if (err != CL_SUCCESS)
+        return hx_opencl_error(err, "running kernel '%s' (codelet '%s') on %s", kernel, name, d->device_name);
+    return HX_OK;
+}
+
 static hx_status ocl_run(hx_device *dev, const hx_exec *x)
 {
     hx_opencl_device *d = dev->impl;
@@ -330,24 +397,17 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x)
     for (unsigned i = 0; i < l.work_dim; i++)
         if (l.global[i] == 0)
             return HX_OK; /* an empty range: nothing to do */
-    cl_kernel k;
-    if ((s = hx_opencl_program_kernel(d, cl, l.kernel, &k)))
+    cl_kernel k, then = NULL;
+    cl_mem scratch = NULL;
+    if ((s = hx_opencl_program_kernel(d, cl, l.kernel, &k)) ||
+        (l.then_kernel && (s = hx_opencl_program_kernel(d, cl, l.then_kernel, &then))) ||
+        (l.scratch && (s = scratch_of(d, l.scratch, &scratch))) ||
+        (s = set_args(d, k, &l, x, scratch, l.kernel, name)) ||
+        (then && (s = set_args(d, then, &l, x, scratch, l.then_kernel, name))))
         return s;
     int status = 0;
-    for (int i = 0; i < l.nargs; i++) {
-        cl_int err;
-        if (l.arg[i].buffer == HX_OPENCL_ARG_STATUS) {
-            status = 1;
-            err = clSetKernelArg(k, (cl_uint)i, sizeof d->status, &d->status);
-        } else if (l.arg[i].buffer >= 0) {
-            cl_mem m = (cl_mem)x->handles[l.arg[i].buffer];
-            err = clSetKernelArg(k, (cl_uint)i, sizeof m, &m);
-        } else {
-            err = clSetKernelArg(k, (cl_uint)i, l.arg[i].size, l.arg[i].value);
-        }
-        if (err != CL_SUCCESS)
-            return hx_opencl_error(err, "argument %d of kernel '%s' (codelet '%s')", i, l.kernel, name);
-    }
+    for (int i = 0; i < l.nargs; i++)
+        status |= l.arg[i].buffer == HX_OPENCL_ARG_STATUS;
     if (d->refresh_inputs && (s = refresh_inputs(d, x)))
         return s;
     static const cl_uint zero = 0;
@@ -355,20 +415,9 @@ static hx_status ocl_run(hx_device *dev, const hx_exec *x)
                         : CL_SUCCESS;
     if (err != CL_SUCCESS)
         return hx_opencl_error(err, "resetting the status word on %s", d->device_name);
-    cl_event ev;
-    err = clEnqueueNDRangeKernel(d->queue, k, l.work_dim, NULL, l.global, l.local[0] ? l.local : NULL, 0,
-                                        NULL, &ev);
-    if (err != CL_SUCCESS)
-        return hx_opencl_error(err, "launching kernel '%s' (codelet '%s') on %s", l.kernel, name, d->device_name);
-    err = clWaitForEvents(1, &ev);
-    cl_int exec = CL_COMPLETE;
-    if (err == CL_SUCCESS || err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-        clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
-    clReleaseEvent(ev);
-    if (exec < 0)
-        err = exec;
-    if (err != CL_SUCCESS)
-        return hx_opencl_error(err, "running kernel '%s' (codelet '%s') on %s", l.kernel, name, d->device_name);
+    if ((s = run_kernel(d, k, l.work_dim, l.global, l.local, l.kernel, name)) ||
+        (then && (s = run_kernel(d, then, l.work_dim, l.then_global, l.then_local, l.then_kernel, name))))
+        return s;
     return status ? check_status(d, l.kernel, name) : HX_OK;
 }
 
@@ -381,6 +430,8 @@ static void ocl_device_free(hx_opencl_device *d)
     hx_opencl_program_release_all(d);
     if (d->status)
         clReleaseMemObject(d->status);
+    if (d->scratch)
+        clReleaseMemObject(d->scratch);
     if (d->queue)
         clReleaseCommandQueue(d->queue);
     if (d->context)

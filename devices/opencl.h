@@ -114,6 +114,8 @@ typedef struct hx_opencl_device {
     cl_context context;
     cl_command_queue queue;
     cl_mem status;            /* the kernels' status word (HX_OPENCL_ARG_STATUS) */
+    cl_mem scratch;           /* launches' scratch memory (HX_CL_ARG_SCRATCH), or NULL */
+    size_t scratch_bytes;
     cl_device_type type;
     int fpga;                 /* presented as an FPGA                    */
     int refresh_inputs;       /* map wrapped inputs before each kernel   */

@@ -295,7 +295,21 @@ typedef struct {
         size_t size;         /* scalar size, or local memory size         */
         const void *value;   /* scalar value; NULL with buffer < 0 = local */
     } arg[HX_CL_MAX_ARGS];
+    /* Optional: a second kernel of the same program, run after `kernel`
+     * with the same arguments over its own range (a reduction of what the
+     * first wrote to scratch); NULL = none. */
+    const char *then_kernel;
+    size_t then_global[3];
+    size_t then_local[3];
+    /* Bytes of device memory the kernels share for the run: the argument
+     * whose buffer is HX_CL_ARG_SCRATCH (contents undefined at the start). */
+    size_t scratch;
+    /* Scalars the launch computed, for arg[].value to point to. */
+    uint64_t values[4];
 } hx_cl_launch;
+
+/* hx_cl_launch.arg[].buffer for the launch's scratch memory. */
+#define HX_CL_ARG_SCRATCH (HX_TASK_MAX_BUFFERS + 1)
 
 /* The arithmetic a codelet's flops are done in, for machine models
  * (peak rates differ by precision). */

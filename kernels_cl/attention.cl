@@ -6,13 +6,18 @@
  *   online softmax (running max and sum per row, accumulators rescaled), so
  *   no score matrix is ever stored.  Rows of different sequences in one
  *   tile are handled one sequence at a time (at most 16 passes).
- * decode: a work-group per (token, KV head); its 64 items split into
- *   (query head, key range) pairs, each with its own online softmax, then
- *   the partial results are merged through local memory.
+ * decode (flash-decoding): a work-group per (share of the token's keys,
+ *   token, KV head); its 64 items split into (query head, key range)
+ *   pairs, each with its own online softmax, then the partial results are
+ *   merged through local memory.  With one share that is the output; with
+ *   several each share writes its unnormalised output, maximum and sum to
+ *   scratch, and attention_decode_merge weighs the shares into the output.
+ *   The launch cuts the keys into shares so that a long context keeps many
+ *   work-groups busy (devices/cl_launch.c).
  * A sliding window (window > 0) limits a token at pos to the positions
  * pos - window + 1 .. pos: the prefill's key tiles start at the earliest
  * first position of the tile's rows and each row masks the keys before
- * its own; the decode's key ranges start at the token's first position.
+ * its own; the decode's shares start at the token's first position.
  * Blocks wholly before every row's window may be -1 in the block table
  * (returned to the pool): such keys are never read.
  * Rows whose metadata points outside the batch or the cache come out NaN
@@ -215,31 +220,50 @@
             o[d] = NAN;                                                                             \
     }
 
+/* The decode kernels' parameters: the attention's, then the scratch the
+ * shares of the keys write to when there are several, and their count. */
+#define HX_ATTENTION_DECODE_PARAMS HX_ATTENTION_PARAMS, __global float *part, const uint nsplit
+
+/* A share's output for (token t, query head r, share s) in scratch: Dh
+ * floats of unnormalised output, then its running maximum and sum. */
+#define DEC_PART(t, r, s) (part + (((ulong)(t) * Hq + (r)) * nsplit + (s)) * (Dh + 2))
+
 #define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPY, DHM)                                              \
     __local float Mloc[ATT_WG], Lloc[ATT_WG], Mh[ATT_WG], Lh[ATT_WG];                               \
     __local float Buf[ATT_WG][DEC_CHUNK];                                                           \
-    const uint lid = get_local_id(0), t = get_group_id(0), g = get_group_id(1);                     \
-    const uint rep = Hq / Hkv, nsplit = ATT_WG / rep, hh = lid % rep, split = lid / rep;            \
-    const int active = split < nsplit;                                                              \
+    const uint lid = get_local_id(0), share = get_group_id(0), t = get_group_id(1), g = get_group_id(2); \
+    const uint rep = Hq / Hkv, nrange = ATT_WG / rep, hh = lid % rep, range = lid / rep;            \
+    const int active = range < nrange;                                                              \
     const ulong n_slots = min(k_bytes, v_bytes) / (Hkv * (ROW_BYTES));                              \
     const int seq = meta[2 * T + t], pos = meta[T + t];                                             \
     const int valid = seq >= 0 && (uint)seq < S && pos >= 0 && (ulong)pos < (ulong)max_blocks * block_size; \
-    if (!valid && lid == 0)                                                                         \
+    if (!valid && lid == 0 && share == 0)                                                           \
         atomic_or(status, HX_BAD_META);                                                             \
+    /* This share's keys (the token's cut into nsplit runs), then this                              \
+     * item's range of them. */                                                                     \
     const uint first = valid && window && (uint)pos >= window ? (uint)pos - window + 1 : 0;         \
-    const uint nkeys = valid ? (uint)pos + 1 - first : 0, chunk = (nkeys + nsplit - 1) / nsplit;    \
-    const uint j_begin = first + min(nkeys, split * chunk), j_end = first + min(nkeys, split * chunk + chunk); \
+    const uint nkeys = valid ? (uint)pos + 1 - first : 0, per_share = (nkeys + nsplit - 1) / nsplit; \
+    const uint s_begin = first + min(nkeys, share * per_share);                                     \
+    const uint s_keys = first + min(nkeys, share * per_share + per_share) - s_begin;                \
+    const uint chunk = (s_keys + nrange - 1) / nrange;                                              \
+    const uint j_begin = s_begin + min(s_keys, range * chunk), j_end = s_begin + min(s_keys, range * chunk + chunk); \
     __global const float *qv = q + ((ulong)t * Hq + g * rep + hh) * Dh;                             \
     float m = -INFINITY, l = 0.0f, acc[DHM];                                                        \
     for (uint d = 0; d < DHM; d++)                                                                  \
         acc[d] = 0.0f;                                                                              \
+    /* The block table is read once a block, not once a key. */                                    \
+    int base = -1;                                                                                  \
     for (uint j = active ? j_begin : j_end; j < j_end; j++) {                                       \
-        const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);        \
-        if (slot < 0) {                                                                             \
-            atomic_or(status, HX_BAD_META);                                                         \
-            continue;                                                                               \
+        if (base < 0 || j % block_size == 0) {                                                      \
+            const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);    \
+            base = slot < 0 ? -1 : slot - (int)(j % block_size);                                    \
+            if (slot < 0 || (ulong)base + block_size > n_slots) {                                   \
+                atomic_or(status, HX_BAD_META);                                                     \
+                base = -1;                                                                          \
+                continue;                                                                           \
+            }                                                                                       \
         }                                                                                           \
-        const ulong row = (ulong)slot * Hkv + g;                                                    \
+        const ulong row = ((ulong)base + j % block_size) * Hkv + g;                                 \
         const float s = DOT(kc, row, Dh, qv) * scale;                                               \
         const float mn = fmax(m, s), corr = exp(m - mn), p = exp(s - mn);                           \
         l = l * corr + p;                                                                           \
@@ -251,13 +275,17 @@
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
     if (lid < rep) {                                                                                \
         float M = -INFINITY, L = 0.0f;                                                              \
-        for (uint s = 0; s < nsplit; s++)                                                           \
+        for (uint s = 0; s < nrange; s++)                                                           \
             M = fmax(M, Mloc[s * rep + lid]);                                                       \
-        for (uint s = 0; s < nsplit; s++)                                                           \
+        for (uint s = 0; s < nrange; s++)                                                           \
             if (Mloc[s * rep + lid] != -INFINITY)                                                   \
                 L += exp(Mloc[s * rep + lid] - M) * Lloc[s * rep + lid];                            \
         Mh[lid] = M;                                                                                \
         Lh[lid] = L;                                                                                \
+        if (nsplit > 1) {                                                                           \
+            DEC_PART(t, g * rep + lid, share)[Dh] = M;                                              \
+            DEC_PART(t, g * rep + lid, share)[Dh + 1] = L;                                          \
+        }                                                                                           \
     }                                                                                               \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
     const float w = active && m != -INFINITY ? exp(m - Mh[hh]) : 0.0f;                              \
@@ -269,9 +297,12 @@
             const uint h2 = o / DEC_CHUNK, i = o % DEC_CHUNK;                                       \
             if (d0 + i < Dh) {                                                                      \
                 float sum = 0.0f;                                                                   \
-                for (uint s = 0; s < nsplit; s++)                                                   \
+                for (uint s = 0; s < nrange; s++)                                                   \
                     sum += Buf[s * rep + h2][i];                                                    \
-                out[((ulong)t * Hq + g * rep + h2) * Dh + d0 + i] = Lh[h2] > 0.0f ? sum / Lh[h2] : NAN; \
+                if (nsplit > 1)                                                                     \
+                    DEC_PART(t, g * rep + h2, share)[d0 + i] = sum;                                 \
+                else                                                                                \
+                    out[((ulong)t * Hq + g * rep + h2) * Dh + d0 + i] = Lh[h2] > 0.0f ? sum / Lh[h2] : NAN; \
             }                                                                                       \
         }                                                                                           \
         barrier(CLK_LOCAL_MEM_FENCE);                                                               \
@@ -290,14 +321,39 @@ void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention_prefill_q8_0_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f32(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, DH_MAX) }
+void attention_decode_f32(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f32_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, 256) }
+void attention_decode_f32_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f16(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, DH_MAX) }
+void attention_decode_f16(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f16_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, 256) }
+void attention_decode_f16_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, DH_MAX) }
+void attention_decode_q8_0(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_q8_0_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, 256) }
+void attention_decode_q8_0_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, 256) }
+
+/* Weighs a decode's shares into its output: a work-group per (token,
+ * query head), each share by exp(its max - the largest) over the total
+ * sum; an empty share (sum 0) counts for nothing. */
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_decode_merge(HX_ATTENTION_DECODE_PARAMS)
+{
+    const uint lid = get_local_id(0), t = get_group_id(1), r = get_group_id(2);
+    const int seq = meta[2 * T + t], pos = meta[T + t];
+    const int valid = seq >= 0 && (uint)seq < S && pos >= 0 && (ulong)pos < (ulong)max_blocks * block_size;
+    float M = -INFINITY, L = 0.0f;
+    for (uint s = 0; s < nsplit; s++)
+        if (DEC_PART(t, r, s)[Dh + 1] > 0.0f)
+            M = fmax(M, DEC_PART(t, r, s)[Dh]);
+    for (uint s = 0; s < nsplit; s++)
+        if (DEC_PART(t, r, s)[Dh + 1] > 0.0f)
+            L += exp(DEC_PART(t, r, s)[Dh] - M) * DEC_PART(t, r, s)[Dh + 1];
+    for (uint d = lid; d < Dh; d += ATT_WG) {
+        float o = 0.0f;
+        for (uint s = 0; s < nsplit; s++)
+            if (DEC_PART(t, r, s)[Dh + 1] > 0.0f)
+                o += exp(DEC_PART(t, r, s)[Dh] - M) * DEC_PART(t, r, s)[d];
+        out[((ulong)t * Hq + r) * Dh + d] = valid && L > 0.0f ? o / L : NAN;
+    }
+}

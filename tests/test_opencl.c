@@ -453,6 +453,77 @@ START_TEST(local_memory_arguments)
 }
 END_TEST
 
+/* A launch of two kernels sharing scratch memory: the first writes each
+ * work-group's sum to scratch, the second adds those sums into one.  The
+ * scratch may be asked for only by a launch that names it. */
+static int two_pass_sum_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
+{
+    const int *bad = args;
+    *l = (hx_cl_launch){.kernel = "group_sums", .work_dim = 1, .global = {sizes[0] / 4}, .local = {16}, .nargs = 4,
+                        .then_kernel = "total", .then_global = {1}, .then_local = {1}};
+    l->scratch = *bad ? 0 : sizes[0] / 16;
+    l->values[0] = sizes[0] / 64;
+    l->arg[0].buffer = 0;
+    l->arg[1].buffer = 1;
+    l->arg[2].buffer = HX_CL_ARG_SCRATCH;
+    l->arg[3].buffer = -1; /* the group count, computed here */
+    l->arg[3].size = 8;
+    l->arg[3].value = &l->values[0];
+    return 0;
+}
+static const hx_codelet two_pass_sum = {
+    .name = "two_pass_sum",
+    .cl_source = "__kernel void group_sums(__global const float *x, __global float *out, __global float *part,\n"
+                 "                         const ulong n)\n"
+                 "{\n"
+                 "    if (get_local_id(0) == 0) {\n"
+                 "        float s = 0.0f;\n"
+                 "        for (uint i = 0; i < get_local_size(0); i++)\n"
+                 "            s += x[get_group_id(0) * get_local_size(0) + i];\n"
+                 "        part[get_group_id(0)] = s;\n"
+                 "    }\n"
+                 "}\n"
+                 "__kernel void total(__global const float *x, __global float *out, __global float *part, const ulong n)\n"
+                 "{\n"
+                 "    float s = 0.0f;\n"
+                 "    for (ulong g = 0; g < n; g++)\n"
+                 "        s += part[g];\n"
+                 "    out[0] = s;\n"
+                 "}\n",
+    .cl_launch = two_pass_sum_launch,
+};
+
+START_TEST(second_kernel_reads_the_scratch)
+{
+    hx_runtime *rt = hx_cl_test_open("opencl", 0);
+    float x[64], *out;
+    hx_cl_test_random(x, 64, 111);
+    hx_buffer *bx = hx_cl_test_buffer(rt, x, sizeof x), *bo;
+    HX_ASSERT_OK(hx_buffer_create(rt, sizeof(float), &bo));
+    for (int bad = 0; bad < 2; bad++) {
+        hx_task_desc d = {.codelet = &two_pass_sum, .nbuffers = 2, .buffers = {bx, bo}, .modes = {HX_R, HX_W},
+                          .args = &bad, .args_size = sizeof bad, .device = -1};
+        hx_task *t;
+        HX_ASSERT_OK(hx_task_submit(rt, &d, &t));
+        if (bad) {
+            ck_assert_int_eq(hx_task_wait(t), HX_ERR_INVALID_ARG);
+            ck_assert_msg(strstr(hx_last_error(), "scratch"), "%s", hx_last_error());
+            continue;
+        }
+        HX_ASSERT_OK(hx_task_wait(t));
+        HX_ASSERT_OK(hx_buffer_acquire(bo, HX_R, (void **)&out));
+        double s = 0;
+        for (int i = 0; i < 64; i++)
+            s += x[i];
+        ck_assert_msg(fabs(out[0] - s) < 1e-4, "%g vs %g", out[0], s);
+    }
+    ck_assert_int_eq(hx_runtime_wait_all(rt), HX_ERR_INVALID_ARG);
+    hx_buffer_destroy(bx);
+    hx_buffer_destroy(bo);
+    hx_runtime_close(rt);
+}
+END_TEST
+
 /* A launch the device refuses: the message names the OpenCL error. */
 static int bad_group_launch(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
@@ -781,6 +852,7 @@ Suite *suite_opencl(void)
     tcase_add_test(tc, dag_of_1000_tasks_over_cpu_and_opencl);
     tcase_add_test(tc, build_failure_reports_the_log);
     tcase_add_test(tc, local_memory_arguments);
+    tcase_add_test(tc, second_kernel_reads_the_scratch);
     tcase_add_test(tc, opencl_errors_are_named);
     tcase_add_test(tc, emulated_fpga_offers_only_the_bitstream);
     tcase_add_test(tc, fpga_programs_come_from_the_bitstream);

@@ -755,6 +755,17 @@ START_TEST(attention_decode_matches_reference)
         hx_att_case gemma = {types[ti], 8, 2, 256, 16, 3, {70, 1, 33}, {1, 1, 1}, 0};
         check_attention(&u, &gemma, &seed, "Dh 256");
     }
+    /* At depth, where OpenCL cuts each token's keys into shares and merges
+     * them: a token as deep as the longest, one part way, one with fewer
+     * keys than there are shares; head sizes of both kernel sets, a tail. */
+    for (int ti = 0; ti < 3; ti++) {
+        hx_att_case deep = {types[ti], 9, 3, 64, 16, 3, {1500, 700, 5}, {1, 1, 1}, 0};
+        check_attention(&u, &deep, &seed, "at depth");
+        hx_att_case deep256 = {types[ti], 8, 2, 256, 16, 1, {900}, {1}, 0};
+        check_attention(&u, &deep256, &seed, "Dh 256 at depth");
+    }
+    hx_att_case deep_tail = {HX_REF_F16, 16, 1, 20, 5, 2, {1100, 301}, {1, 1}, 0};
+    check_attention(&u, &deep_tail, &seed, "Dh 20 at depth");
     end(&u);
 }
 END_TEST
@@ -810,6 +821,34 @@ static uint32_t return_blocks_before_windows(hx_att_setup *o)
     }
     return n;
 }
+
+/* A decode at depth with a sliding window, the blocks before the windows
+ * returned to the pool: every device's kernel against the reference. */
+START_TEST(attention_decode_window_at_depth)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    unsigned seed = 31;
+    const hx_att_case c = {HX_REF_F16, 8, 2, 64, 16, 3, {1200, 300, 90}, {1, 1, 1}, 0};
+    const uint32_t windows[] = {100, 512};
+    for (int w = 0; w < 2; w++) {
+        hx_att_setup o;
+        hx_att_setup_make(&c, &o, &seed);
+        o.a.window = windows[w];
+        ck_assert_uint_gt(return_blocks_before_windows(&o), 0);
+        double *ref = malloc(sizeof(double) * o.q_floats);
+        hx_ref_attention(&o.a, o.q, o.kc, o.vc, o.meta, ref);
+        float *out = attention_run(&u, &o, HX_OK);
+        double e = hx_ref_nmse(out, ref, o.q_floats);
+        ck_assert_msg(e <= attention_bound(&u, c.kv_type), "%s: window %u: nmse %g", u.tg->name, windows[w], e);
+        free(out);
+        free(ref);
+        hx_att_setup_free(&o);
+    }
+    end(&u);
+}
+END_TEST
 
 /* Each part of the case against the float64 reference (outputs and
  * stats), then the two merged on the same device against the whole
@@ -1372,8 +1411,13 @@ START_TEST(attention_bad_metadata_gives_nan_rows)
     if (!begin(_i, "attention", &u))
         return;
     unsigned seed = 8;
-    for (int decode = 0; decode < 2; decode++) {
-        hx_att_case c = {HX_REF_F16, 4, 2, 32, 16, 2, {20, 30}, {decode ? 1 : 4, decode ? 1 : 3}, 0};
+    const hx_att_case cases[] = {
+        {HX_REF_F16, 4, 2, 32, 16, 2, {20, 30}, {4, 3}, 0},              /* prefill */
+        {HX_REF_F16, 4, 2, 32, 16, 2, {20, 30}, {1, 1}, 0},              /* decode */
+        {HX_REF_F16, 4, 2, 32, 16, 3, {600, 1400, 300}, {1, 1, 1}, 0},   /* decode at depth, in shares */
+    };
+    for (int i = 0; i < 3; i++) {
+        const hx_att_case c = cases[i];
         hx_att_setup o;
         hx_att_setup_make(&c, &o, &seed);
         uint32_t T = o.a.kv.T;
@@ -1993,6 +2037,7 @@ Suite *suite_ops(void)
     for (int op = 0; op < HX_OP_COUNT; op++)
         tcase_add_loop_test(tc, op_test(op), 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_decode_matches_reference, 0, N_TARGETS);
+    tcase_add_loop_test(tc, attention_decode_window_at_depth, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_bad_metadata_gives_nan_rows, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_q4_0_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_window_matches_reference, 0, N_TARGETS);
