@@ -33,6 +33,7 @@
  * the private memory, which the common sizes (64, 128) should not pay. */
 #define DH_MAX 128
 #define DEC_CHUNK 16
+#define DEC_BATCH 8 /* keys a decode item scores before it rescales */
 
 #define HX_ATTENTION_PARAMS                                                                         \
     __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \
@@ -228,7 +229,7 @@
  * floats of unnormalised output, then its running maximum and sum. */
 #define DEC_PART(t, r, s) (part + (((ulong)(t) * Hq + (r)) * nsplit + (s)) * (Dh + 2))
 
-#define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPY, DHM)                                              \
+#define HX_ATTENTION_DECODE(ROW_BYTES, DOT, AXPYN, DHM)                                             \
     __local float Mloc[ATT_WG], Lloc[ATT_WG], Mh[ATT_WG], Lh[ATT_WG];                               \
     __local float Buf[ATT_WG][DEC_CHUNK];                                                           \
     const uint lid = get_local_id(0), share = get_group_id(0), t = get_group_id(1), g = get_group_id(2); \
@@ -251,24 +252,42 @@
     float m = -INFINITY, l = 0.0f, acc[DHM];                                                        \
     for (uint d = 0; d < DHM; d++)                                                                  \
         acc[d] = 0.0f;                                                                              \
-    /* The block table is read once a block, not once a key. */                                    \
+    /* Keys DEC_BATCH at a time: their scores, one rescale and one vector                           \
+     * exp for all, then their values in one pass over acc.  The block                              \
+     * table is read once a block, not once a key. */                                               \
     int base = -1;                                                                                  \
-    for (uint j = active ? j_begin : j_end; j < j_end; j++) {                                       \
-        if (base < 0 || j % block_size == 0) {                                                      \
-            const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);    \
-            base = slot < 0 ? -1 : slot - (int)(j % block_size);                                    \
-            if (slot < 0 || (ulong)base + block_size > n_slots) {                                   \
-                atomic_or(status, HX_BAD_META);                                                     \
-                base = -1;                                                                          \
-                continue;                                                                           \
+    for (uint j = active ? j_begin : j_end; j < j_end;) {                                           \
+        ulong rows[DEC_BATCH];                                                                      \
+        float sc[DEC_BATCH];                                                                        \
+        uint n = 0;                                                                                 \
+        for (; n < DEC_BATCH && j < j_end; j++) {                                                   \
+            if (base < 0 || j % block_size == 0) {                                                  \
+                const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots); \
+                base = slot < 0 ? -1 : slot - (int)(j % block_size);                                \
+                if (slot < 0 || (ulong)base + block_size > n_slots) {                               \
+                    atomic_or(status, HX_BAD_META);                                                 \
+                    base = -1;                                                                      \
+                    continue;                                                                       \
+                }                                                                                   \
             }                                                                                       \
+            rows[n] = ((ulong)base + j % block_size) * Hkv + g;                                     \
+            sc[n] = DOT(kc, rows[n], Dh, qv) * scale;                                               \
+            n++;                                                                                    \
         }                                                                                           \
-        const ulong row = ((ulong)base + j % block_size) * Hkv + g;                                 \
-        const float s = DOT(kc, row, Dh, qv) * scale;                                               \
-        const float mn = fmax(m, s), corr = exp(m - mn), p = exp(s - mn);                           \
-        l = l * corr + p;                                                                           \
-        AXPY(vc, row, Dh, p, corr, acc);                                                            \
-        m = mn;                                                                                     \
+        float mx = m;                                                                               \
+        for (uint u = 0; u < n; u++)                                                                \
+            mx = fmax(mx, sc[u]);                                                                   \
+        for (uint u = n; u < DEC_BATCH; u++)                                                        \
+            sc[u] = -INFINITY;                                                                      \
+        const float corr = exp(m - mx);                                                             \
+        const float8 p8 = exp(vload8(0, sc) - mx);                                                  \
+        float p[DEC_BATCH];                                                                         \
+        vstore8(p8, 0, p);                                                                          \
+        if (n) {                                                                                    \
+            l = l * corr + dot(p8.lo, (float4)(1.0f)) + dot(p8.hi, (float4)(1.0f));                 \
+            AXPYN(vc, rows, n, Dh, p, corr, acc);                                                   \
+            m = mx;                                                                                 \
+        }                                                                                           \
     }                                                                                               \
     Mloc[lid] = active ? m : -INFINITY;                                                             \
     Lloc[lid] = active ? l : 0.0f;                                                                  \
@@ -321,17 +340,17 @@ void attention_prefill_q8_0(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention_prefill_q8_0_dh256(HX_ATTENTION_PARAMS) { HX_ATTENTION_PREFILL(Q8_0_KV_ROW, hx_kv_q8_0, hx_kv8_q8_0, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f32(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, DH_MAX) }
+void attention_decode_f32(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpyn_f32, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f32_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32, 256) }
+void attention_decode_f32_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpyn_f32, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f16(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, DH_MAX) }
+void attention_decode_f16(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpyn_f16, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_f16_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16, 256) }
+void attention_decode_f16_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpyn_f16, 256) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_q8_0(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, DH_MAX) }
+void attention_decode_q8_0(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpyn_q8_0, DH_MAX) }
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_decode_q8_0_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0, 256) }
+void attention_decode_q8_0_dh256(HX_ATTENTION_DECODE_PARAMS) { HX_ATTENTION_DECODE(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpyn_q8_0, 256) }
 
 /* Weighs a decode's shares into its output: a work-group per (token,
  * query head), each share by exp(its max - the largest) over the total

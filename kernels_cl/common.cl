@@ -182,3 +182,62 @@ void hx_kv_axpy_q8_0(__global const uchar *cache, ulong row, uint Dh, float p, f
         }
     }
 }
+
+/* Up to 8 rows at once into an accumulator (acc = acc * corr + sum of
+ * p[u] * row u): each 8 elements of acc loaded and stored once for all. */
+void hx_kv_axpyn_f32(__global const uchar *cache, const ulong *rows, uint n, uint Dh, const float *p, float corr,
+                     float *acc)
+{
+    __global const float *v = (__global const float *)cache;
+    uint d = 0;
+    for (; d + 8 <= Dh; d += 8) {
+        float8 a = vload8(0, acc + d) * corr;
+        for (uint u = 0; u < n; u++)
+            a += p[u] * vload8(0, v + rows[u] * Dh + d);
+        vstore8(a, 0, acc + d);
+    }
+    for (; d < Dh; d++) {
+        float a = acc[d] * corr;
+        for (uint u = 0; u < n; u++)
+            a += p[u] * v[rows[u] * Dh + d];
+        acc[d] = a;
+    }
+}
+
+void hx_kv_axpyn_f16(__global const uchar *cache, const ulong *rows, uint n, uint Dh, const float *p, float corr,
+                     float *acc)
+{
+    __global const half *v = (__global const half *)cache;
+    uint d = 0;
+    for (; d + 8 <= Dh; d += 8) {
+        float8 a = vload8(0, acc + d) * corr;
+        for (uint u = 0; u < n; u++)
+            a += p[u] * vload_half8(0, v + rows[u] * Dh + d);
+        vstore8(a, 0, acc + d);
+    }
+    for (; d < Dh; d++) {
+        float a = acc[d] * corr;
+        for (uint u = 0; u < n; u++)
+            a += p[u] * vload_half(rows[u] * Dh + d, v);
+        acc[d] = a;
+    }
+}
+
+void hx_kv_axpyn_q8_0(__global const uchar *cache, const ulong *rows, uint n, uint Dh, const float *p, float corr,
+                      float *acc)
+{
+    const ulong row_bytes = (ulong)(Dh / HX_QK) * HX_Q8_0_BYTES;
+    for (uint blk = 0; blk < Dh / HX_QK; blk++) {
+        float pd[8];
+        for (uint u = 0; u < n; u++)
+            pd[u] = p[u] * hx_half(cache + rows[u] * row_bytes + blk * HX_Q8_0_BYTES);
+        for (uint i = 0; i < HX_QK; i += 8) {
+            float *ap = acc + blk * HX_QK + i;
+            float8 a = vload8(0, ap) * corr;
+            for (uint u = 0; u < n; u++)
+                a += pd[u] * convert_float8(vload8(0, (__global const char *)(cache + rows[u] * row_bytes +
+                                                                             blk * HX_Q8_0_BYTES + 2) + i));
+            vstore8(a, 0, ap);
+        }
+    }
+}
