@@ -33,7 +33,6 @@
  * the private memory, which the common sizes (64, 128) should not pay. */
 #define DH_MAX 128
 #define DEC_CHUNK 16
-#define DEC_BATCH 8 /* keys a decode item scores before it rescales */
 
 #define HX_ATTENTION_PARAMS                                                                         \
     __global const float *q, __global const uchar *kc, __global const uchar *vc, __global const int *meta, \
@@ -252,43 +251,10 @@
     float m = -INFINITY, l = 0.0f, acc[DHM];                                                        \
     for (uint d = 0; d < DHM; d++)                                                                  \
         acc[d] = 0.0f;                                                                              \
-    /* Keys DEC_BATCH at a time: their scores, one rescale and one vector                           \
-     * exp for all, then their values in one pass over acc.  The block                              \
-     * table is read once a block, not once a key. */                                               \
-    int base = -1;                                                                                  \
-    for (uint j = active ? j_begin : j_end; j < j_end;) {                                           \
-        ulong rows[DEC_BATCH];                                                                      \
-        float sc[DEC_BATCH];                                                                        \
-        uint n = 0;                                                                                 \
-        for (; n < DEC_BATCH && j < j_end; j++) {                                                   \
-            if (base < 0 || j % block_size == 0) {                                                  \
-                const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots); \
-                base = slot < 0 ? -1 : slot - (int)(j % block_size);                                \
-                if (slot < 0 || (ulong)base + block_size > n_slots) {                               \
-                    atomic_or(status, HX_BAD_META);                                                 \
-                    base = -1;                                                                      \
-                    continue;                                                                       \
-                }                                                                                   \
-            }                                                                                       \
-            rows[n] = ((ulong)base + j % block_size) * Hkv + g;                                     \
-            sc[n] = DOT(kc, rows[n], Dh, qv) * scale;                                               \
-            n++;                                                                                    \
-        }                                                                                           \
-        float mx = m;                                                                               \
-        for (uint u = 0; u < n; u++)                                                                \
-            mx = fmax(mx, sc[u]);                                                                   \
-        for (uint u = n; u < DEC_BATCH; u++)                                                        \
-            sc[u] = -INFINITY;                                                                      \
-        const float corr = exp(m - mx);                                                             \
-        const float8 p8 = exp(vload8(0, sc) - mx);                                                  \
-        float p[DEC_BATCH];                                                                         \
-        vstore8(p8, 0, p);                                                                          \
-        if (n) {                                                                                    \
-            l = l * corr + dot(p8.lo, (float4)(1.0f)) + dot(p8.hi, (float4)(1.0f));                 \
-            AXPYN(vc, rows, n, Dh, p, corr, acc);                                                   \
-            m = mx;                                                                                 \
-        }                                                                                           \
-    }                                                                                               \
+    int bad = 0;                                                                                    \
+    HX_KV_ATTEND(DOT, AXPYN, (uint)seq, active ? j_begin : j_end, j_end, g, qv, m, l, acc, bad)     \
+    if (bad)                                                                                        \
+        atomic_or(status, HX_BAD_META);                                                             \
     Mloc[lid] = active ? m : -INFINITY;                                                             \
     Lloc[lid] = active ? l : 0.0f;                                                                  \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \

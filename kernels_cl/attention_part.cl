@@ -2,9 +2,10 @@
  * each token's positions (before or from a block-aligned cut), with the
  * part's running maximum and sum beside its output, and the merge of two
  * such parts.  One work-item per (token, query head) with an online
- * softmax: the parts are the host/device split of a long context, where a
- * device attends to its recent blocks only, so a part is short and this
- * plain loop is enough (the tiled kernels are attention.cl's).
+ * softmax (common.cl's HX_KV_ATTEND, as the decode's): the parts are the
+ * host/device split of a long context, where a device attends to its
+ * recent blocks only, so a part is short and one item per row is enough
+ * (the tiled kernels are attention.cl's).
  * With a sliding window (window > 0) a token's positions start at
  * pos - window + 1: part 0 takes [start, cut), part 1 [max(start, cut),
  * pos] (ops/ops.h).
@@ -23,7 +24,7 @@
         const uint block_size, const uint Hq, const uint Hkv, const uint Dh, const float scale,     \
         const ulong k_bytes, const ulong v_bytes, const uint window, const uint recent, const uint part, __global uint *status
 
-#define HX_ATTENTION_PART(ROW_BYTES, DOT, AXPY)                                                    \
+#define HX_ATTENTION_PART(ROW_BYTES, DOT, AXPYN)                                                    \
     const uint r = get_global_id(0);                                                                \
     if (r >= T * Hq)                                                                                \
         return;                                                                                     \
@@ -46,19 +47,7 @@
     for (uint d = 0; d < Dh; d++)                                                                   \
         acc[d] = 0.0f;                                                                              \
     int bad = 0;                                                                                    \
-    for (uint j = j_begin; j < j_end; j++) {                                                        \
-        const int slot = hx_kv_slot(meta, T, max_blocks, block_size, (uint)seq, j, n_slots);        \
-        if (slot < 0) {                                                                             \
-            bad = 1;                                                                                \
-            break;                                                                                  \
-        }                                                                                           \
-        const ulong row = (ulong)slot * Hkv + g;                                                    \
-        const float s = DOT(kc, row, Dh, qv) * scale;                                               \
-        const float mn = fmax(m, s), corr = exp(m - mn), p = exp(s - mn);                           \
-        l = l * corr + p;                                                                           \
-        AXPY(vc, row, Dh, p, corr, acc);                                                            \
-        m = mn;                                                                                     \
-    }                                                                                               \
+    HX_KV_ATTEND(DOT, AXPYN, (uint)seq, j_begin, j_end, g, qv, m, l, acc, bad)                      \
     if (bad)                                                                                        \
         atomic_or(status, HX_BAD_META);                                                             \
     for (uint d = 0; d < Dh; d++)                                                                   \
@@ -70,9 +59,9 @@
 #define F16_KV_ROW ((ulong)Dh * 2)
 #define Q8_0_KV_ROW ((ulong)(Dh / HX_QK) * HX_Q8_0_BYTES)
 
-__kernel void attention_part_f32(HX_ATTENTION_PART_PARAMS) { HX_ATTENTION_PART(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpy_f32) }
-__kernel void attention_part_f16(HX_ATTENTION_PART_PARAMS) { HX_ATTENTION_PART(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpy_f16) }
-__kernel void attention_part_q8_0(HX_ATTENTION_PART_PARAMS) { HX_ATTENTION_PART(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpy_q8_0) }
+__kernel void attention_part_f32(HX_ATTENTION_PART_PARAMS) { HX_ATTENTION_PART(F32_KV_ROW, hx_kv_dot_f32, hx_kv_axpyn_f32) }
+__kernel void attention_part_f16(HX_ATTENTION_PART_PARAMS) { HX_ATTENTION_PART(F16_KV_ROW, hx_kv_dot_f16, hx_kv_axpyn_f16) }
+__kernel void attention_part_q8_0(HX_ATTENTION_PART_PARAMS) { HX_ATTENTION_PART(Q8_0_KV_ROW, hx_kv_dot_q8_0, hx_kv_axpyn_q8_0) }
 
 /* One work-item per (row, element): each part weighted by
  * exp(its max - the larger max) * its sum; an empty part (sum 0) counts

@@ -115,8 +115,8 @@ float8 hx_kv8_q8_0(__global const uchar *cache, ulong row, uint Dh, uint d0)
     return hx_half(b) * convert_float8(vload8(0, (__global const char *)(b + 2) + d0 % HX_QK));
 }
 
-/* Whole KV rows against a query (dot) and into an accumulator (acc = acc *
- * corr + p * row): Q8_0 rows decode their scale once per 32 elements. */
+/* Whole KV rows against a query (dot), and several into an accumulator
+ * (axpyn, below): Q8_0 rows decode their scale once per 32 elements. */
 float hx_kv_dot_f32(__global const uchar *cache, ulong row, uint Dh, __global const float *q)
 {
     __global const float *k = (__global const float *)cache + row * Dh;
@@ -151,36 +151,6 @@ float hx_kv_dot_q8_0(__global const uchar *cache, ulong row, uint Dh, __global c
         s += hx_half(b) * (dot(t.lo, (float4)(1.0f)) + dot(t.hi, (float4)(1.0f)));
     }
     return s;
-}
-
-void hx_kv_axpy_f32(__global const uchar *cache, ulong row, uint Dh, float p, float corr, float *acc)
-{
-    __global const float *v = (__global const float *)cache + row * Dh;
-    for (uint d = 0; d < Dh; d++)
-        acc[d] = acc[d] * corr + p * v[d];
-}
-
-void hx_kv_axpy_f16(__global const uchar *cache, ulong row, uint Dh, float p, float corr, float *acc)
-{
-    __global const half *v = (__global const half *)cache + row * Dh;
-    uint d = 0;
-    for (; d + 8 <= Dh; d += 8)
-        vstore8(vload8(0, acc + d) * corr + p * vload_half8(0, v + d), 0, acc + d);
-    for (; d < Dh; d++)
-        acc[d] = acc[d] * corr + p * vload_half(d, v);
-}
-
-void hx_kv_axpy_q8_0(__global const uchar *cache, ulong row, uint Dh, float p, float corr, float *acc)
-{
-    __global const uchar *b = cache + row * (Dh / HX_QK) * HX_Q8_0_BYTES;
-    for (uint blk = 0; blk < Dh / HX_QK; blk++, b += HX_Q8_0_BYTES) {
-        __global const char *v = (__global const char *)(b + 2);
-        const float pd = p * hx_half(b);
-        for (uint i = 0; i < HX_QK; i += 8) {
-            float *a = acc + blk * HX_QK + i;
-            vstore8(vload8(0, a) * corr + pd * convert_float8(vload8(0, v + i)), 0, a);
-        }
-    }
 }
 
 /* Up to 8 rows at once into an accumulator (acc = acc * corr + sum of
@@ -241,3 +211,49 @@ void hx_kv_axpyn_q8_0(__global const uchar *cache, const ulong *rows, uint n, ui
         }
     }
 }
+
+/* One query's online softmax over keys j_begin .. j_end - 1 of sequence
+ * seq and KV head g, into m (running maximum), l (sum) and acc
+ * (unnormalised output): HX_KV_BATCH keys at a time, their scores first,
+ * then one rescale and one vector exp for all and one pass of AXPYN over
+ * acc.  The block table is read once a block, not once a key; a key
+ * whose block points outside the cache is skipped and sets `bad`.  Uses
+ * the attention kernels' parameters meta, T, max_blocks, block_size, Hkv,
+ * Dh, scale, kc, vc and n_slots. */
+#define HX_KV_BATCH 8
+#define HX_KV_ATTEND(DOT, AXPYN, seq, j_begin, j_end, g, qv, m, l, acc, bad)                       \
+    {                                                                                               \
+        int base_ = -1;                                                                             \
+        for (uint j_ = (j_begin); j_ < (j_end);) {                                                  \
+            ulong rows_[HX_KV_BATCH];                                                               \
+            float sc_[HX_KV_BATCH], p_[HX_KV_BATCH];                                                \
+            uint n_ = 0;                                                                            \
+            for (; n_ < HX_KV_BATCH && j_ < (j_end); j_++) {                                        \
+                if (base_ < 0 || j_ % block_size == 0) {                                            \
+                    const int slot_ = hx_kv_slot(meta, T, max_blocks, block_size, (seq), j_, n_slots); \
+                    base_ = slot_ < 0 ? -1 : slot_ - (int)(j_ % block_size);                        \
+                    if (slot_ < 0 || (ulong)base_ + block_size > n_slots) {                         \
+                        (bad) = 1;                                                                  \
+                        base_ = -1;                                                                 \
+                        continue;                                                                   \
+                    }                                                                               \
+                }                                                                                   \
+                rows_[n_] = ((ulong)base_ + j_ % block_size) * Hkv + (g);                           \
+                sc_[n_] = DOT(kc, rows_[n_], Dh, (qv)) * scale;                                     \
+                n_++;                                                                               \
+            }                                                                                       \
+            float mx_ = (m);                                                                        \
+            for (uint u_ = 0; u_ < n_; u_++)                                                        \
+                mx_ = fmax(mx_, sc_[u_]);                                                           \
+            for (uint u_ = n_; u_ < HX_KV_BATCH; u_++)                                              \
+                sc_[u_] = -INFINITY;                                                                \
+            const float corr_ = exp((m) - mx_);                                                     \
+            const float8 p8_ = exp(vload8(0, sc_) - mx_);                                           \
+            vstore8(p8_, 0, p_);                                                                    \
+            if (n_) {                                                                               \
+                (l) = (l) * corr_ + dot(p8_.lo, (float4)(1.0f)) + dot(p8_.hi, (float4)(1.0f));      \
+                AXPYN(vc, rows_, n_, Dh, p_, corr_, (acc));                                         \
+                (m) = mx_;                                                                          \
+            }                                                                                       \
+        }                                                                                           \
+    }
