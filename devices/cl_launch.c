@@ -335,9 +335,8 @@ int hx_cl_launch_attention(const void *args, const size_t *sizes, hx_cl_launch *
     } else {
         arg_buffer(l, 4); /* unused: with one share the kernel writes the output */
     }
-    uint32_t *n = (uint32_t *)(void *)l->values;
-    *n = nsplit;
-    arg_value(l, n, 4);
+    memcpy(l->values, &nsplit, sizeof nsplit); /* the kernel's uint, in the launch's own storage */
+    arg_value(l, l->values, sizeof nsplit);
     return 0;
 }
 
