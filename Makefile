@@ -178,10 +178,13 @@ $(BUILD)/test-python.stamp: tests/requirements.txt tools/test-python.sh
 MODELS ?= $(CURDIR)/$(BUILD)/models
 # llama.cpp's models/ folder (chat templates), from the llama-cpp-python
 # sdist, likewise (tests/fetch-llamacpp-sdist.sh).
+# The suites run this many at a time (tests/main.c): one per core, at most
+# four; HX_TEST_JOBS=1 in the environment runs them one by one.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: check-arrows check-links all $(TEST_BIN) $(BUILD)/test-python.stamp
 	PATH="$(VENV)/bin:$$PATH" HX_TEST_SMOLLM2=$${HX_TEST_SMOLLM2:-$$(sh tests/fetch-smollm2.sh $(MODELS))} \
 	  HX_LLAMACPP_MODELS=$${HX_LLAMACPP_MODELS:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-llamacpp-sdist.sh $(MODELS))} \
-	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-vocab.sh $(TEST_DATA) $(MODELS))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache HX_EXAMPLE_FLAGS="$(LDFLAGS)" $(TEST_BIN)
+	  HX_TEST_DATA=$${HX_TEST_DATA:-$$(PATH="$(VENV)/bin:$$PATH" sh tests/fetch-vocab.sh $(TEST_DATA) $(MODELS))} HX_BUILD=$(CURDIR)/$(BUILD) HX_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache HX_EXAMPLE_FLAGS="$(LDFLAGS)" HX_TEST_JOBS=$${HX_TEST_JOBS:-$(TEST_JOBS)} $(TEST_BIN)
 
 # The Python package (python/README.md) as a wheel in $(BUILD)/wheels, with
 # libhetero.so inside; `pip install ./python` does the same in one step.

@@ -1,7 +1,13 @@
 /* The test runner: every suite of tests/test_*.c, one summary.
- * HX_TEST_SUITE=name runs only the suites whose name contains it. */
+ * HX_TEST_SUITE=name runs only the suites whose name contains it.
+ * HX_TEST_JOBS=n runs n suites at a time, each in its own worker process
+ * (most suites keep one core busy, so on two cores the run takes about
+ * half as long); the workers take the suites from one queue, the longest
+ * known ones first, so that no long suite starts last. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "tests/hx_test.h"
 
@@ -18,23 +24,154 @@
 __attribute__((visibility("default"), used)) const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "intercept_tls_get_addr=0"; }
 
-int main(void)
-{
-    const char *only = getenv("HX_TEST_SUITE");
-    SRunner *sr = NULL;
-#define HX_SUITE(fn)                                     \
-    if (!only || strstr(#fn, only)) {                    \
-        if (!sr) sr = srunner_create(fn());              \
-        else srunner_add_suite(sr, fn());                \
-    }
+typedef struct {
+    const char *name;
+    Suite *(*make)(void);
+} suite_entry;
+
+static const suite_entry all_suites[] = {
+#define HX_SUITE(fn) {#fn, fn},
 #include "suites.inc"
 #undef HX_SUITE
-    if (!sr) {
-        fprintf(stderr, "no suite matches HX_TEST_SUITE=%s\n", only ? only : "");
-        return 1;
-    }
+};
+enum { n_all = sizeof all_suites / sizeof all_suites[0] };
+
+/* The suites that take longest (a minute or more of make test), started
+ * first; the rest follow in file order.  Only the order depends on this
+ * list: a suite missing from it still runs. */
+static const char *const long_suites[] = {
+    "suite_ops",          "suite_arch_devices", "suite_mpi",           "suite_quantize_file",
+    "suite_arrows",       "suite_server_tools", "suite_mpi_tp",        "suite_server_security",
+    "suite_server_compat", "suite_webui",       "suite_model",         "suite_batch_decode",
+    "suite_perplexity",   "suite_grammar",
+};
+
+/* What one worker tells the parent after each suite. */
+typedef struct {
+    int index, checks, failed;
+} suite_result;
+
+static int run_one(int index, suite_result *r)
+{
+    SRunner *sr = srunner_create(all_suites[index].make());
+    srunner_run_all(sr, CK_NORMAL);
+    r->index = index;
+    r->checks = srunner_ntests_run(sr);
+    r->failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    fflush(stdout);
+    return r->failed;
+}
+
+static int by_length_then_file_order(int *order, const char *only)
+{
+    int n = 0;
+    char taken[n_all] = {0};
+    for (size_t l = 0; l < sizeof long_suites / sizeof long_suites[0]; l++)
+        for (int i = 0; i < n_all; i++)
+            if (!taken[i] && strcmp(all_suites[i].name, long_suites[l]) == 0 &&
+                (!only || strstr(all_suites[i].name, only)))
+                taken[i] = 1, order[n++] = i;
+    for (int i = 0; i < n_all; i++)
+        if (!taken[i] && (!only || strstr(all_suites[i].name, only)))
+            order[n++] = i;
+    return n;
+}
+
+/* One process, every suite in one runner: Check's own summary. */
+static int run_in_order(const int *order, int n)
+{
+    SRunner *sr = srunner_create(all_suites[order[0]].make());
+    for (int i = 1; i < n; i++)
+        srunner_add_suite(sr, all_suites[order[i]].make());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? 1 : 0;
+}
+
+/* A worker: reads suite indices from the queue until it is empty, runs
+ * each, and writes its result to the parent. */
+static void worker(int queue, int results)
+{
+    int index;
+    while (read(queue, &index, sizeof index) == (ssize_t)sizeof index) {
+        suite_result r;
+        run_one(index, &r);
+        if (write(results, &r, sizeof r) != (ssize_t)sizeof r)
+            _exit(2);
+    }
+    _exit(0);
+}
+
+static int run_in_workers(const int *order, int n, int jobs)
+{
+    int queue[2], results[2];
+    if (pipe(queue) || pipe(results)) {
+        perror("hetero-tests: pipe");
+        return 1;
+    }
+    /* The whole queue is written before any worker starts (73 ints fit a
+     * pipe's buffer many times over), so every read takes one whole index. */
+    if (write(queue[1], order, n * sizeof *order) != (ssize_t)(n * sizeof *order)) {
+        perror("hetero-tests: queue");
+        return 1;
+    }
+    close(queue[1]);
+    fflush(stdout);
+    fflush(stderr);
+    for (int w = 0; w < jobs; w++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("hetero-tests: fork");
+            return 1;
+        }
+        if (pid == 0) {
+            close(results[0]);
+            setvbuf(stdout, NULL, _IOLBF, 0);
+            worker(queue[0], results[1]);
+        }
+    }
+    close(queue[0]);
+    close(results[1]);
+    char done[n_all] = {0};
+    int checks = 0, failed = 0, ran = 0;
+    suite_result r;
+    ssize_t got;
+    while ((got = read(results[0], &r, sizeof r)) == (ssize_t)sizeof r || (got < 0 && errno == EINTR)) {
+        if (got < 0)
+            continue;
+        done[r.index] = r.failed ? 2 : 1;
+        checks += r.checks, failed += r.failed, ran++;
+    }
+    int worker_failed = 0, status;
+    while (wait(&status) > 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            worker_failed = 1;
+    printf("\nhetero-tests: %d suites in %d workers, %d checks, %d failed\n", ran, jobs, checks, failed);
+    for (int i = 0; i < n; i++)
+        if (done[order[i]] != 1)
+            printf("  %s %s\n", all_suites[order[i]].name, done[order[i]] ? "FAILED" : "did not finish");
+    return failed || worker_failed || ran != n ? 1 : 0;
+}
+
+int main(void)
+{
+    const char *only = getenv("HX_TEST_SUITE");
+    int order[n_all];
+    int n = by_length_then_file_order(order, only);
+    if (n == 0) {
+        fprintf(stderr, "no suite matches HX_TEST_SUITE=%s\n", only ? only : "");
+        return 1;
+    }
+    const char *jobs_env = getenv("HX_TEST_JOBS");
+    char *end = NULL;
+    long jobs = jobs_env && *jobs_env ? strtol(jobs_env, &end, 10) : 1;
+    if (jobs_env && *jobs_env && (*end || jobs < 1 || jobs > 64)) {
+        fprintf(stderr, "HX_TEST_JOBS=%s: expected a number of workers from 1 to 64\n", jobs_env);
+        return 1;
+    }
+    if (jobs > n)
+        jobs = n;
+    return jobs == 1 ? run_in_order(order, n) : run_in_workers(order, n, (int)jobs);
 }
