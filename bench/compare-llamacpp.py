@@ -58,8 +58,10 @@ each with `--npp` tokens of context, decode `--ntg` tokens each; hetero-bench
 
 Roofline (tg rows): the bytes decode reads per token (every weight tensor
 once, the token embedding table only where the output projection is
-separate from it, then one row of it; the KV cache left out: about 1 %
-of the weights at tg64 from an empty context) times tokens/s, as a share of the
+separate from it, then one row of it) and of the KV cache (the keys and
+values of every earlier token, in the row's KV type, at the test's mean
+position: hetero-bench's kv_bytes_per_token, the same bytes for both
+programs, which store them alike) times tokens/s, as a share of the
 machine's read bandwidth at the same thread count (`--bandwidth`, else
 measured by build/bench-quant --bandwidth-only in turn with the programs'
 repetitions, as one more of them, and its median taken: on a shared
@@ -133,6 +135,7 @@ def requantize(src, typ, workdir, quantize_bin):
 # ---- reading what the programs print -------------------------------------
 
 IN_LLC = set()  # (model path, test) rows hetero-bench found within the last-level cache
+KV_READ = {}  # (model path, KV type, test) -> bytes of KV cache one decoded token reads
 
 
 def parse_hetero(text, path=None):
@@ -224,6 +227,9 @@ def hetero_once(model, a, level, repack=None, kv="f16", threads=2, reps=1):
                           "-d", a.d, "--kv-type", kv,
                           "-t", str(threads), "-r", str(reps), "--devices", "cpu", "-o", "json"],
                          check=True, capture_output=True, text=True, env=hetero_env(level, repack)).stdout
+    for r in json.loads(out)["results"]:
+        if r.get("kv_bytes_per_token"):
+            KV_READ[(model, kv, r["test"])] = r["kv_bytes_per_token"]
     return parse_hetero(out, model)
 
 
@@ -389,7 +395,8 @@ def compare(a):
                         h, l = hs.get(test), ls.get(test)
                         roof = failed[0] if failed else ""
                         if test.startswith("tg") and h and l:
-                            roof = (f"{100 * h * per_token / (bw * 1e9):.0f} %, {100 * l * per_token / (bw * 1e9):.0f} %"
+                            read = per_token + KV_READ.get((path, kv, test), 0)
+                            roof = (f"{100 * h * read / (bw * 1e9):.0f} %, {100 * l * read / (bw * 1e9):.0f} %"
                                     f" of {bw:.1f} GB/s")
                             if (path, test) in IN_LLC:
                                 roof = f"in LLC ({roof} of the memory's)"

@@ -104,8 +104,10 @@ void hx_quant_set_convert(hx_convert_mode mode) { atomic_store(&convert_mode, (i
  * beats the pass and the F32 tile (small f16 pp128, 2 threads: AVX2 810
  * -> 848 t/s, AVX-512 896 -> 918; bf16 at AVX-512 818 -> 929), except
  * for BF16 at AVX2, whose widening is two integer instructions per
- * vector on the FMAs' pipes (803 -> 743); the other AMD cores take the
- * same choices unmeasured. */
+ * vector on the FMAs' pipes (803 -> 743).  Zen 4 chooses alike (the
+ * same test, medians of 12 alternating: AVX2 659 converted first -> 741,
+ * AVX-512 837 -> 881); the other AMD cores take the same choices
+ * unmeasured. */
 int hx_quant_convert_first(const hx_quant_ops *q)
 {
     if (!q->gemm_keep_f32)
@@ -125,8 +127,10 @@ int hx_quant_convert_first(const hx_quant_ops *q)
  * other way round: one chain adds a vector per FMA latency, below a
  * core's share of the memory's rate, and four rows interleaved, four
  * chains, stream faster (AVX-512 71 -> 100 t/s, AVX2 55 -> 95; one
- * thread 36 -> 52 and 29 -> 51).  The other AMD cores take Zen 5's
- * choice unmeasured.  Either way the sums are the tile's, bit for bit. */
+ * thread 36 -> 52 and 29 -> 51).  Zen 4 streams as Zen 5 does (small
+ * f16 tg64, medians of 12 alternating, interleaved -> alone: AVX2 95 ->
+ * 132, AVX-512 100 -> 138); the other AMD cores take that choice
+ * unmeasured.  Either way the sums are the tile's, bit for bit. */
 static int decode_rows_alone_pays(void) { return !(hx_cpu_features() & HX_CPU_INTEL); }
 
 /* The choice resolved (1 or 0), -1 until first asked: every decode tile

@@ -54,6 +54,12 @@ typedef struct {
 static int run_one(int index, suite_result *r)
 {
     SRunner *sr = srunner_create(all_suites[index].make());
+    /* Check's XML log (CK_XML_LOG_FILE_NAME, each test's duration): one
+     * file per suite, NAME.suite_x.xml, since the workers run side by side. */
+    const char *xml = getenv("CK_XML_LOG_FILE_NAME");
+    char xml_name[4096];
+    if (xml && *xml && snprintf(xml_name, sizeof xml_name, "%s.%s.xml", xml, all_suites[index].name) < (int)sizeof xml_name)
+        srunner_set_xml(sr, xml_name);
     srunner_run_all(sr, CK_NORMAL);
     r->index = index;
     r->checks = srunner_ntests_run(sr);
