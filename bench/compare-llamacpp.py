@@ -138,13 +138,16 @@ IN_LLC = set()  # (model path, test) rows hetero-bench found within the last-lev
 KV_READ = {}  # (model path, KV type, test) -> bytes of KV cache one decoded token reads
 
 
-def parse_hetero(text, path=None):
+def parse_hetero(text, path=None, kv=None):
     """hetero-bench -o json: {test: tokens/s}; notes the decode rows whose
-    working set fits the last-level cache (fits_llc) in IN_LLC."""
+    working set fits the last-level cache (fits_llc) in IN_LLC, and the KV
+    bytes each decoded token reads in KV_READ."""
     doc = json.loads(text)
     for r in doc["results"]:
         if r.get("fits_llc"):
             IN_LLC.add((path, r["test"]))
+        if r.get("kv_bytes_per_token"):
+            KV_READ[(path, kv, r["test"])] = r["kv_bytes_per_token"]
     return {r["test"]: r["avg_ts"] for r in doc["results"]}
 
 
@@ -227,10 +230,7 @@ def hetero_once(model, a, level, repack=None, kv="f16", threads=2, reps=1):
                           "-d", a.d, "--kv-type", kv,
                           "-t", str(threads), "-r", str(reps), "--devices", "cpu", "-o", "json"],
                          check=True, capture_output=True, text=True, env=hetero_env(level, repack)).stdout
-    for r in json.loads(out)["results"]:
-        if r.get("kv_bytes_per_token"):
-            KV_READ[(model, kv, r["test"])] = r["kv_bytes_per_token"]
-    return parse_hetero(out, model)
+    return parse_hetero(out, model, kv)
 
 
 def llama_once(bench, model, a, kv="f16", threads=2, reps=1):

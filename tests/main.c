@@ -51,7 +51,7 @@ typedef struct {
     int index, checks, failed;
 } suite_result;
 
-static int run_one(int index, suite_result *r)
+static void run_one(int index, suite_result *r)
 {
     SRunner *sr = srunner_create(all_suites[index].make());
     /* Check's XML log (CK_XML_LOG_FILE_NAME, each test's duration): one
@@ -66,21 +66,23 @@ static int run_one(int index, suite_result *r)
     r->failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     fflush(stdout);
-    return r->failed;
 }
 
+/* The selected suites (HX_TEST_SUITE), the long ones first in their list's
+ * order, then the others in file order; how many. */
 static int by_length_then_file_order(int *order, const char *only)
 {
     int n = 0;
     char taken[n_all] = {0};
+    for (int i = 0; i < n_all; i++)
+        taken[i] = only && !strstr(all_suites[i].name, only);
     for (size_t l = 0; l < sizeof long_suites / sizeof long_suites[0]; l++)
         for (int i = 0; i < n_all; i++)
-            if (!taken[i] && strcmp(all_suites[i].name, long_suites[l]) == 0 &&
-                (!only || strstr(all_suites[i].name, only)))
+            if (!taken[i] && strcmp(all_suites[i].name, long_suites[l]) == 0)
                 taken[i] = 1, order[n++] = i;
     for (int i = 0; i < n_all; i++)
-        if (!taken[i] && (!only || strstr(all_suites[i].name, only)))
-            order[n++] = i;
+        if (!taken[i])
+            taken[i] = 1, order[n++] = i;
     return n;
 }
 
@@ -117,8 +119,9 @@ static int run_in_workers(const int *order, int n, int jobs)
         perror("hetero-tests: pipe");
         return 1;
     }
-    /* The whole queue is written before any worker starts (73 ints fit a
-     * pipe's buffer many times over), so every read takes one whole index. */
+    /* The whole queue is written before any worker starts (a few hundred
+     * bytes: far within a pipe's buffer), so every read takes one whole
+     * index. */
     if (write(queue[1], order, n * sizeof *order) != (ssize_t)(n * sizeof *order)) {
         perror("hetero-tests: queue");
         return 1;
@@ -142,11 +145,13 @@ static int run_in_workers(const int *order, int n, int jobs)
     close(results[1]);
     char done[n_all] = {0};
     int checks = 0, failed = 0, ran = 0;
-    suite_result r;
-    ssize_t got;
-    while ((got = read(results[0], &r, sizeof r)) == (ssize_t)sizeof r || (got < 0 && errno == EINTR)) {
-        if (got < 0)
+    for (;;) {
+        suite_result r;
+        const ssize_t got = read(results[0], &r, sizeof r);
+        if (got < 0 && errno == EINTR)
             continue;
+        if (got != (ssize_t)sizeof r)
+            break; /* every worker has closed its end */
         done[r.index] = r.failed ? 2 : 1;
         checks += r.checks, failed += r.failed, ran++;
     }
