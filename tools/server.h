@@ -107,6 +107,10 @@ typedef struct {
     int (*release)(srv_t *S);  /* frees them: 0, or -1 (said on stderr) with them still in place */
     hx_engine_stats engine;    /* the counters when it fell asleep, for /metrics and /machine */
     hx_model_stats model;
+    char *scrape;              /* under mu: the last /metrics text awake, */
+    size_t scrape_n;
+    double scrape_active;      /* last_active when it was rendered, */
+    int frozen;                /* and whether it is the state it fell asleep in */
     pthread_t thread;
     int started;
     volatile int stop;
@@ -167,6 +171,11 @@ void srv_awake_leave(srv *S, int wake);
 int srv_asleep(srv *S);
 /* A request ended (its slot given back): activity. */
 void srv_sleep_touch(srv *S);
+/* /metrics: each awake scrape's text is kept; asleep, a copy of it (1)
+ * where no request came after it, else 0 and the caller renders from the
+ * counters in S->sleep. */
+void srv_sleep_keep_scrape(srv *S, const char *text, size_t n);
+int srv_sleep_frozen_metrics(srv *S, char **text, size_t *n);
 
 /* The OpenAI error object, {"error":{"message","type","code"}}, as a
  * response of `status`; a 503 says Retry-After: 1, and while the server

@@ -31,11 +31,15 @@ static json_t *devices(srv *S)
 
 enum MHD_Result srv_machine_page(srv *S, struct MHD_Connection *c)
 {
-    hx_engine_stats es = S->sleep.engine; /* asleep: as they were, the pool freed (server_sleep.c) */
+    hx_engine_stats es = S->sleep.engine; /* asleep: as they were (server_sleep.c) */
     hx_model_stats ms = S->sleep.model;
-    if (!srv_asleep(S) && (hx_engine_stats_get(S->e, &es) || hx_model_stats_get(S->m, &ms)))
+    if (srv_asleep(S)) { /* the pool is freed: nothing held or cached */
+        ms.sessions_open = ms.kv_blocks_used = ms.kv_blocks_cached = ms.kv_blocks_shared = 0;
+        ms.kv_bytes_used = 0;
+    } else if (hx_engine_stats_get(S->e, &es) || hx_model_stats_get(S->m, &ms)) {
         return srv_error(c, 500, "server_error", "stats_unavailable", "The engine's counters could not be read: %s",
                          hx_last_error());
+    }
     pthread_mutex_lock(&S->metrics.lock);
     const uint32_t in_flight = S->metrics.in_flight;
     pthread_mutex_unlock(&S->metrics.lock);

@@ -102,15 +102,35 @@ static void hist(text *t, const char *name, const char *help, const srv_hist *h)
         (unsigned long long)h->n, name, h->sum, name, (unsigned long long)h->n);
 }
 
+/* The text, which it frees, as /metrics' answer. */
+static enum MHD_Result respond(srv *S, struct MHD_Connection *c, char *s, size_t n)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, s, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    char start[32]; /* llama-server's header: when the process started, Unix seconds */
+    snprintf(start, sizeof start, "%lld", (long long)time(NULL) - (long long)(srv_now() - S->started));
+    MHD_add_response_header(r, "Process-Start-Time-Unix", start);
+    srv_cors_headers(S, c, r);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    srv_metrics_status(&S->metrics, 200);
+    return ret;
+}
+
 enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
 {
     srv_metrics m;
     pthread_mutex_lock(&S->metrics.lock);
     m = S->metrics;
     pthread_mutex_unlock(&S->metrics.lock);
-    hx_engine_stats es = S->sleep.engine; /* asleep: as they were (server_sleep.c) */
+    hx_engine_stats es = S->sleep.engine; /* asleep: as they were when it fell asleep (server_sleep.c) */
     hx_model_stats ms = S->sleep.model;
-    if (!srv_asleep(S)) {
+    const int asleep = srv_asleep(S);
+    char *frozen;
+    size_t frozen_n;
+    if (asleep && srv_sleep_frozen_metrics(S, &frozen, &frozen_n))
+        return respond(S, c, frozen, frozen_n);
+    if (!asleep) {
         hx_engine_stats_get(S->e, &es);
         hx_model_stats_get(S->m, &ms);
     }
@@ -192,14 +212,8 @@ enum MHD_Result srv_metrics_page(srv *S, struct MHD_Connection *c)
     free(llama);
     if (!t.s)
         return MHD_NO;
-    struct MHD_Response *r = MHD_create_response_from_buffer(t.n, t.s, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
-    char start[32]; /* llama-server's header: when the process started, Unix seconds */
-    snprintf(start, sizeof start, "%lld", (long long)time(NULL) - (long long)(srv_now() - S->started));
-    MHD_add_response_header(r, "Process-Start-Time-Unix", start);
-    srv_cors_headers(S, c, r);
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    srv_metrics_status(&S->metrics, 200);
-    return ret;
+    if (!asleep)
+        srv_sleep_keep_scrape(S, t.s, t.n);
+    return respond(S, c, t.s, t.n);
 }
+

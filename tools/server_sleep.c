@@ -2,8 +2,11 @@
  * to answer, the model and its engine are freed (weights, the KV pool, the
  * engine's thread), and the first request that needs them loads them
  * again before it is answered.  Asleep, /health, /props (is_sleeping),
- * /models, /metrics and /machine (the engine's counters as they were when
- * it slept) and the web page answer without waking it.
+ * /models, /metrics, /machine and the web page answer without waking it:
+ * /metrics with the text of the last scrape awake where no request came
+ * after it (as llama-server serves its snapshot: nothing has run since),
+ * else from the counters as they were when it fell asleep; /machine
+ * from those counters with the KV pool freed.
  *
  * A read-write lock keeps the model in place: a request that uses it
  * holds it for reading while its handler runs; a streamed answer goes on
@@ -12,6 +15,8 @@
  * waiting writer would hold up readers) to free the model; a request that
  * finds it asleep takes it for writing to load it again. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tools/server.h"
@@ -55,11 +60,10 @@ static void *sleeper(void *arg)
         if (!z->asleep && !busy(S)) { /* nothing began meanwhile: no reader, no job */
             hx_engine_stats_get(S->e, &z->engine);
             hx_model_stats_get(S->m, &z->model);
-            /* the pool is freed: nothing held or cached while asleep */
-            z->model.sessions_open = z->model.kv_blocks_used = z->model.kv_blocks_cached = 0;
-            z->model.kv_blocks_shared = 0;
-            z->model.kv_bytes_used = 0;
             if (!z->release(S)) {
+                pthread_mutex_lock(&z->mu); /* no request since the last scrape: it is the state asleep */
+                z->frozen = z->scrape && z->scrape_active == z->last_active;
+                pthread_mutex_unlock(&z->mu);
                 z->asleep = 1;
                 fprintf(stderr, "hetero-server: idle for %.0f s: the model is unloaded until a request needs it\n",
                         z->idle_seconds);
@@ -94,6 +98,8 @@ void srv_sleep_stop(srv *S)
     if (z->started)
         pthread_join(z->thread, NULL);
     z->started = 0;
+    free(z->scrape);
+    z->scrape = NULL;
 }
 
 int srv_awake_enter(srv *S, int wake)
@@ -108,6 +114,9 @@ int srv_awake_enter(srv *S, int wake)
             const double t0 = srv_now();
             rc = z->reload(S);
             if (!rc) {
+                pthread_mutex_lock(&z->mu);
+                z->frozen = 0;
+                pthread_mutex_unlock(&z->mu);
                 z->asleep = 0;
                 fprintf(stderr, "hetero-server: the model is loaded again (%.2f s)\n", srv_now() - t0);
             }
@@ -128,3 +137,31 @@ void srv_awake_leave(srv *S, int wake)
 }
 
 int srv_asleep(srv *S) { return S->sleep.asleep; }
+
+int srv_sleep_frozen_metrics(srv *S, char **text, size_t *n)
+{
+    srv_sleep *z = &S->sleep;
+    pthread_mutex_lock(&z->mu);
+    *text = NULL;
+    if (z->frozen && (*text = malloc(z->scrape_n ? z->scrape_n : 1)))
+        memcpy(*text, z->scrape, z->scrape_n);
+    *n = z->scrape_n;
+    pthread_mutex_unlock(&z->mu);
+    return *text != NULL;
+}
+
+void srv_sleep_keep_scrape(srv *S, const char *text, size_t n)
+{
+    srv_sleep *z = &S->sleep;
+    if (z->idle_seconds <= 0)
+        return;
+    char *copy = malloc(n ? n : 1);
+    if (copy)
+        memcpy(copy, text, n);
+    pthread_mutex_lock(&z->mu);
+    free(z->scrape);
+    z->scrape = copy;
+    z->scrape_n = copy ? n : 0;
+    z->scrape_active = z->last_active;
+    pthread_mutex_unlock(&z->mu);
+}
