@@ -1364,7 +1364,8 @@ static void single_token(const hx_att_setup *o, uint32_t t, hx_att_setup *one)
 /* A token's attention keeps its bits whether it is one of a prompt's
  * tiles, or alone in a decode step whose chunks the team shares: the
  * prefix cache and the serving engine rely on it.  The CPU's levels, with
- * and without a window, K and V of each type. */
+ * and without a window, K and V of each type, 3 query heads per KV head
+ * (V rows read in place) and 7 (V rows dequantized first). */
 START_TEST(attention_token_bits_alone_as_in_a_prompt)
 {
     under_test u;
@@ -1377,10 +1378,11 @@ START_TEST(attention_token_bits_alone_as_in_a_prompt)
     unsigned seed = 36;
     const uint32_t types[] = {HX_REF_F16, HX_REF_Q8_0, HX_REF_Q4_0};
     const uint32_t tokens[] = {0, 15, 63, 64, 65, 200, 333, 399};
-    for (int ti = 0; ti < 3; ti++)
+    for (int ti = 0; ti < 6; ti++)
         for (uint32_t window = 0; window <= 90; window += 90) {
-            const hx_att_case c = {types[ti], 6, 2, 64, 16, 1, {400}, {400}, 0};
-            const hx_att_kv kv = {types[ti], types[ti] == HX_REF_Q4_0 ? 64 : 0, types[ti] == HX_REF_Q4_0 ? 64 : 0};
+            const hx_att_case c = {types[ti % 3], ti < 3 ? 6 : 14, 2, 64, 16, 1, {400}, {400}, 0};
+            const uint32_t rot = types[ti % 3] == HX_REF_Q4_0 ? 64 : 0;
+            const hx_att_kv kv = {types[ti % 3], rot, rot};
             hx_att_setup o;
             hx_att_setup_make_kv(&c, &kv, &o, &seed);
             o.a.window = window;
@@ -1390,8 +1392,8 @@ START_TEST(attention_token_bits_alone_as_in_a_prompt)
                 single_token(&o, tokens[k], &one);
                 float *alone = attention_run(&u, &one, HX_OK);
                 ck_assert_msg(!memcmp(alone, all + (size_t)tokens[k] * one.q_floats, 4 * one.q_floats),
-                              "%s: type %u window %u: token %u alone differs from the prompt's", u.tg->name,
-                              types[ti], window, tokens[k]);
+                              "%s: type %u, %u heads, window %u: token %u alone differs from the prompt's",
+                              u.tg->name, types[ti % 3], c.Hq, window, tokens[k]);
                 free(alone);
                 free(one.meta);
             }
