@@ -93,11 +93,13 @@ static int split_mode(const hx_op_attention *a, int nth)
     return nth > 1 && (uint64_t)a->kv.T * a->Hkv < (uint64_t)SPLIT_PAIRS_PER_THREAD * (uint64_t)nth;
 }
 
-/* The most columns a thread holds at once: a tile's, or in split mode
- * every head of a tile (the batch's tokens at most). */
+/* The most columns a thread holds at once: a tile's or a token's every
+ * head, or in split mode every head of a tile (the batch's tokens at
+ * most). */
 static uint64_t cols_cap(const hx_op_attention *a, int nth)
 {
-    const uint64_t tile = (uint64_t)ATTN_TILE * attn_group(a), all = (uint64_t)a->kv.T * a->Hq;
+    const uint64_t tile = (uint64_t)ATTN_TILE * attn_group(a) > a->Hq ? (uint64_t)ATTN_TILE * attn_group(a) : a->Hq;
+    const uint64_t all = (uint64_t)a->kv.T * a->Hq;
     return split_mode(a, nth) && all > tile ? all : tile;
 }
 
@@ -438,8 +440,9 @@ static void prefetch_block(const uint8_t *cache, const hx_kv_layout *l, const in
         __builtin_prefetch(r + k);
 }
 
-/* Split mode's partials of one token's chunk at c0, every head at once (a
- * decode step): columns [KV head][group], all with the token's positions.
+/* One token's partials of the chunk at c0, every head at once (a decode
+ * step, in split mode or one of several sequences): columns
+ * [KV head][group], all with the token's positions.
  * A cache row holds every KV head's K (or V) one after another, so a pass
  * per head would read a slice of each row, a stride the prefetchers
  * follow badly; here every head meets a block's rows before the next
@@ -669,8 +672,11 @@ static int attend_tiles(const hx_cpu_call *c, const attn_geom *g, const hx_op_at
     for (uint32_t ta = 0; ta < l->T; ta = tile_end(l, meta, ta))
         tiles++;
     /* Items go to the team in turn: a prompt's later tiles see more
-     * positions. */
-    const uint32_t heads = tiles * a->Hkv >= 2 * (uint64_t)c->nth ? group : 1;
+     * positions.  A batch of lone tokens (a decode step of several
+     * sequences) with enough of them takes each token's heads together,
+     * walking its cache rows in order (chunk_partial_heads). */
+    const int lone = tiles == l->T && tiles >= 2 * (uint64_t)c->nth;
+    const uint32_t heads = lone ? a->Hq : tiles * a->Hkv >= 2 * (uint64_t)c->nth ? group : 1;
     const uint32_t per_tile = a->Hq / heads;
     int rc = 0;
     uint64_t it = 0;
@@ -706,7 +712,10 @@ static int attend_tiles(const hx_cpu_call *c, const attn_geom *g, const hx_op_at
                 continue;
             w.ahead_end = P1;
             for (int32_t c0 = P0 - P0 % ATTN_CHUNK; c0 <= P1; c0 += ATTN_CHUNK) {
-                chunk_partial(&w, col, ncol, c0);
+                if (lone)
+                    chunk_partial_heads(&w, col, group, c0);
+                else
+                    chunk_partial(&w, col, ncol, c0);
                 for (uint32_t j = 0; j < ncol; j++)
                     merge_partial(out + ((uint64_t)col[j].t * a->Hq + col[j].h) * a->Dh, &col[j].m, &col[j].l,
                                   w.o + (size_t)j * a->Dh, w.st[j].m, w.st[j].l, a->Dh);

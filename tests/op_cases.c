@@ -126,7 +126,7 @@ void hx_att_setup_make_kv(const hx_att_case *c, const hx_att_kv *ckv, hx_att_set
     int32_t *table = o->meta + 3 * T;
     shuffled_tables(c, table, max_blocks, n_blocks, seed);
     /* The batch's tokens. */
-    uint32_t t = 0, done[4] = {0};
+    uint32_t t = 0, done[HX_ATT_MAX_SEQS] = {0};
     while (t < T)
         for (uint32_t s = 0; s < c->S; s++) {
             uint32_t take = c->interleave ? 1 : c->fresh[s];

@@ -25,10 +25,12 @@ void hx_case_destroy(hx_buffer **b, int n);
 hx_status hx_case_run(hx_runtime *rt, int device, const char *name, const void *args, size_t args_size, int n,
                       hx_buffer **b, const hx_access *modes);
 
+#define HX_ATT_MAX_SEQS 8
+
 typedef struct {
     uint32_t kv_type, Hq, Hkv, Dh, block_size, S;
-    uint32_t ctx[4];   /* tokens each sequence holds, this batch's included */
-    uint32_t fresh[4]; /* the batch's tokens: the last `fresh` positions */
+    uint32_t ctx[HX_ATT_MAX_SEQS];   /* tokens each sequence holds, this batch's included */
+    uint32_t fresh[HX_ATT_MAX_SEQS]; /* the batch's tokens: the last `fresh` positions */
     int interleave;    /* tokens of the sequences alternate in the batch */
 } hx_att_case;
 

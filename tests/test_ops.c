@@ -1362,8 +1362,9 @@ static void single_token(const hx_att_setup *o, uint32_t t, hx_att_setup *one)
 }
 
 /* A token's attention keeps its bits whether it is one of a prompt's
- * tiles, or alone in a decode step whose chunks the team shares: the
- * prefix cache and the serving engine rely on it.  The CPU's levels, with
+ * tiles, one of a decode step's sequences, or alone in a decode step
+ * whose chunks the team shares: the prefix cache and the serving engine
+ * rely on it.  The CPU's levels, with
  * and without a window, K and V of each type, 3 query heads per KV head
  * (V rows read in place) and 7 (V rows dequantized first). */
 START_TEST(attention_token_bits_alone_as_in_a_prompt)
@@ -1394,6 +1395,24 @@ START_TEST(attention_token_bits_alone_as_in_a_prompt)
                 ck_assert_msg(!memcmp(alone, all + (size_t)tokens[k] * one.q_floats, 4 * one.q_floats),
                               "%s: type %u, %u heads, window %u: token %u alone differs from the prompt's",
                               u.tg->name, types[ti % 3], c.Hq, window, tokens[k]);
+                free(alone);
+                free(one.meta);
+            }
+            free(all);
+            hx_att_setup_free(&o);
+            /* A decode step of eight sequences (each token's heads together) against each token alone. */
+            const hx_att_case b = {types[ti % 3], c.Hq, 2, 64, 16, 8, {400, 130, 65, 257, 1, 64, 300, 17},
+                                   {1, 1, 1, 1, 1, 1, 1, 1}, 0};
+            hx_att_setup_make_kv(&b, &kv, &o, &seed);
+            o.a.window = window;
+            all = attention_run(&u, &o, HX_OK);
+            for (uint32_t t = 0; t < b.S; t++) {
+                hx_att_setup one;
+                single_token(&o, t, &one);
+                float *alone = attention_run(&u, &one, HX_OK);
+                ck_assert_msg(!memcmp(alone, all + (size_t)t * one.q_floats, 4 * one.q_floats),
+                              "%s: type %u, %u heads, window %u: sequence %u's token alone differs from the batch's",
+                              u.tg->name, types[ti % 3], c.Hq, window, t);
                 free(alone);
                 free(one.meta);
             }
