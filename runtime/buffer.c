@@ -1,7 +1,6 @@
 /* Unified buffers and their coherence between memory nodes. */
 #include <numa.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,14 +26,6 @@ static uint64_t physical_memory(const hx_runtime *rt)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
 }
 
-/* Buffers from this size are asked to sit on huge pages where the kernel
- * gives them on request (transparent huge pages in "madvise" mode, as
- * Debian sets it): weights and the KV cache are read in long streams, and
- * 4 KiB pages stop the hardware prefetchers at every page and take a
- * TLB entry each (SmolLM2, 2 threads, decode at 16k positions: 1.15x;
- * prompts of 128 tokens 1.1x). */
-#define HX_HUGE_MIN_BYTES (2u << 20)
-
 /* Host storage: NUMA-local above HX_NUMA_MIN_BYTES, 64-byte aligned. */
 static hx_status host_alloc(hx_buffer *b)
 {
@@ -42,8 +33,6 @@ static hx_status host_alloc(hx_buffer *b)
     if (bytes >= HX_NUMA_MIN_BYTES && numa_available() >= 0) {
         b->host = numa_alloc_local(bytes); /* page aligned, hence 64-byte aligned */
         b->numa_alloc = b->host != NULL;
-        if (b->host && bytes >= HX_HUGE_MIN_BYTES)
-            (void)madvise(b->host, bytes, MADV_HUGEPAGE); /* a request: without THP, plain pages */
     }
     if (!b->host && posix_memalign(&b->host, 64, (bytes + 63) & ~(size_t)63) != 0)
         b->host = NULL;
