@@ -446,9 +446,9 @@ static void prefetch_block(const uint8_t *cache, const hx_kv_layout *l, const in
  * A cache row holds every KV head's K (or V) one after another, so a pass
  * per head would read a slice of each row, a stride the prefetchers
  * follow badly; here every head meets a block's rows before the next
- * block, which is asked for whole meanwhile (SmolLM2 at 16k positions,
- * F16 cache, 2 threads: decode 1.16x).  The same kernels meet the same
- * rows in the same order as chunk_partial's: the same bits. */
+ * block, which is asked for whole meanwhile (SmolLM2, F16 cache, 2
+ * threads, decode at 8k positions: 1.34x).  The same kernels meet the
+ * same rows in the same order as chunk_partial's: the same bits. */
 static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_t group, int32_t c0)
 {
     const attn_geom *g = w->g;
