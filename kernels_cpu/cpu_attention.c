@@ -166,6 +166,13 @@ static inline const uint8_t *kv_row(const uint8_t *cache, const hx_kv_layout *l,
     return cache + (uint64_t)slot * rbytes;
 }
 
+/* The last position of the run from p within p's block, at most `last`. */
+static inline int32_t run_last(int32_t p, uint32_t block_size, int32_t last)
+{
+    const int32_t bend = (p / (int32_t)block_size + 1) * (int32_t)block_size - 1;
+    return bend < last ? bend : last;
+}
+
 static inline void prefetch_row(const uint8_t *cache, const hx_kv_layout *l, const int32_t *blocks, int32_t p,
                                 size_t rbytes, size_t off, size_t bytes)
 {
@@ -190,10 +197,7 @@ static int32_t seen_run(const attn_col *col, uint32_t ncol, int32_t p, uint32_t 
             nx = col[j].p0;
     }
     *next = nx;
-    if (end < 0)
-        return -1;
-    const int32_t bend = (p / (int32_t)block_size + 1) * (int32_t)block_size - 1;
-    return end < bend ? end : bend;
+    return end < 0 ? -1 : run_last(p, block_size, end);
 }
 
 /* What every thread's work shares: the op, its kernels and row sizes. */
@@ -306,10 +310,9 @@ static void add_values(const attn_tile *w, uint32_t j0, uint32_t nc, int32_t c0,
                        HX_TYPE_F32, p1 - p0 + 1, a->Dh);
         return;
     }
-    const int32_t bs = (int32_t)l->block_size;
     const size_t voff = w->kvh * g->vhbytes;
     for (int32_t p = p0; p <= p1;) {
-        const int32_t bend = (p / bs + 1) * bs - 1, e = bend < p1 ? bend : p1;
+        const int32_t e = run_last(p, l->block_size, p1);
         hx_attn_values(acc, a->Dh, wt + (p - p0), ATTN_CHUNK, nc, kv_row(g->vc, l, w->blocks, p, g->vrbytes) + voff,
                        g->vrbytes, (hx_type)a->v_type, e - p + 1, a->Dh);
         p = e + 1;
@@ -366,6 +369,17 @@ static void chunk_values(const attn_tile *w, const attn_col *col, uint32_t ncol,
     }
 }
 
+/* Column j's n scores from index i of its chunk turned into weights: its
+ * partial's maximum and sum, and its V sum cleared. */
+static void column_softmax(const attn_tile *w, uint32_t j, int32_t i, int32_t n)
+{
+    const hx_op_attention *a = w->g->a;
+    float mx;
+    const double sum = hx_vmath_softmax_terms(w->score + j * ATTN_CHUNK + i, n, a->scale, &mx);
+    w->st[j] = (attn_stat){mx, sum};
+    memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
+}
+
 /* The partials of the chunk starting at c0 for the tile's columns, into
  * w->st and w->o: each column's softmax over its own positions of the
  * chunk (scaled scores, their maximum, exp(score - max), their sum), then
@@ -396,12 +410,7 @@ static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol
             w->st[j] = (attn_stat){-INFINITY, 0};
             continue;
         }
-        float *sc = w->score + j * ATTN_CHUNK + (a0 - c0);
-        const int32_t n = a1 - a0 + 1;
-        float mx;
-        const double sum = hx_vmath_softmax_terms(sc, n, a->scale, &mx);
-        w->st[j] = (attn_stat){mx, sum};
-        memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
+        column_softmax(w, j, a0 - c0, a1 - a0 + 1);
     }
     const size_t voff = w->kvh * g->vhbytes;
     const int inplace = ncol <= ATTN_INPLACE_COLS && hx_attn_values_type_ok((hx_type)a->v_type);
@@ -433,9 +442,8 @@ static void prefetch_block(const uint8_t *cache, const hx_kv_layout *l, const in
 {
     if (p > last || blocks[p / l->block_size] < 0)
         return;
-    const int32_t bend = (p / (int32_t)l->block_size + 1) * (int32_t)l->block_size - 1;
     const uint8_t *r = kv_row(cache, l, blocks, p, rbytes);
-    const size_t bytes = (size_t)((bend < last ? bend : last) - p + 1) * rbytes;
+    const size_t bytes = (size_t)(run_last(p, l->block_size, last) - p + 1) * rbytes;
     for (size_t k = 0; k < bytes; k += 64)
         __builtin_prefetch(r + k);
 }
@@ -454,7 +462,6 @@ static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_
     const attn_geom *g = w->g;
     const hx_op_attention *a = g->a;
     const hx_kv_layout *l = &a->kv;
-    const int32_t bs = (int32_t)l->block_size;
     const int32_t p0 = col[0].p0 > c0 ? col[0].p0 : c0;
     const int32_t p1 = col[0].p1 < c0 + ATTN_CHUNK - 1 ? col[0].p1 : c0 + ATTN_CHUNK - 1;
     if (p0 > p1) {
@@ -465,9 +472,9 @@ static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_
     attn_tile head = *w;
     head.ahead_end = -1; /* score_rows asks for nothing: the blocks are asked for here */
     prefetch_block(g->vc, l, w->blocks, p0, w->ahead_end, g->vrbytes);
-    for (int32_t p = p0; p <= p1;) {
-        const int32_t e = (p / bs + 1) * bs - 1 < p1 ? (p / bs + 1) * bs - 1 : p1;
-        prefetch_block(g->kc, l, w->blocks, (p / bs + 1) * bs, w->ahead_end, g->rbytes);
+    for (int32_t p = p0, e; p <= p1; p = e + 1) {
+        e = run_last(p, l->block_size, p1);
+        prefetch_block(g->kc, l, w->blocks, e + 1, w->ahead_end, g->rbytes);
         const uint8_t *k0 = kv_row(g->kc, l, w->blocks, p, g->rbytes);
         for (int32_t r = p; r <= e; r += 4) /* score_rows' tiles of four rows, as over the whole run */
             for (uint32_t kv = 0; kv < a->Hkv; kv++) {
@@ -475,33 +482,20 @@ static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_
                 score_rows(&head, group, k0 + (size_t)(r - p) * g->rbytes + kv * g->hbytes, e - r + 1 < 4 ? e - r + 1 : 4,
                            w->score + (size_t)kv * group * ATTN_CHUNK + (r - c0), r);
             }
-        p = e + 1;
     }
-    for (uint32_t j = 0; j < a->Hq; j++) {
-        float mx;
-        const double sum = hx_vmath_softmax_terms(w->score + j * ATTN_CHUNK + (p0 - c0), p1 - p0 + 1, a->scale, &mx);
-        w->st[j] = (attn_stat){mx, sum};
-        memset(w->o + (size_t)j * a->Dh, 0, a->Dh * sizeof(float));
-    }
+    for (uint32_t j = 0; j < a->Hq; j++)
+        column_softmax(w, j, p0 - c0, p1 - p0 + 1);
     const int inplace = group <= ATTN_INPLACE_COLS && hx_attn_values_type_ok((hx_type)a->v_type);
-    for (int32_t p = p0; p <= p1;) {
-        const int32_t e = (p / bs + 1) * bs - 1 < p1 ? (p / bs + 1) * bs - 1 : p1;
-        prefetch_block(g->vc, l, w->blocks, (p / bs + 1) * bs, w->ahead_end, g->vrbytes);
-        const uint8_t *v0 = kv_row(g->vc, l, w->blocks, p, g->vrbytes);
+    for (int32_t p = p0, e; p <= p1; p = e + 1) {
+        e = run_last(p, l->block_size, p1);
+        prefetch_block(g->vc, l, w->blocks, e + 1, w->ahead_end, g->vrbytes);
         for (uint32_t kv = 0; kv < a->Hkv; kv++) {
-            float *acc = w->o + (size_t)kv * group * a->Dh;
-            const float *wt = w->score + (size_t)kv * group * ATTN_CHUNK + (p - c0);
-            const uint8_t *vh = v0 + kv * g->vhbytes;
-            if (inplace) {
-                hx_attn_values(acc, a->Dh, wt, ATTN_CHUNK, group, vh, g->vrbytes, (hx_type)a->v_type, e - p + 1, a->Dh);
-                continue;
-            }
-            for (int32_t r = p; r <= e; r++)
-                g->vq->dequantize_row(vh + (size_t)(r - p) * g->vrbytes, w->vbuf + (size_t)(r - p) * a->Dh, a->Dh);
-            hx_attn_values(acc, a->Dh, wt, ATTN_CHUNK, group, w->vbuf, a->Dh * sizeof(float), HX_TYPE_F32, e - p + 1,
-                           a->Dh);
+            head.kvh = kv;
+            for (int32_t r = p; !inplace && r <= e; r++)
+                g->vq->dequantize_row(kv_row(g->vc, l, w->blocks, r, g->vrbytes) + kv * g->vhbytes,
+                                      w->vbuf + (size_t)(r - c0) * a->Dh, a->Dh);
+            add_values(&head, kv * group, group, c0, p, e, inplace);
         }
-        p = e + 1;
     }
 }
 

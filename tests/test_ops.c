@@ -1367,6 +1367,38 @@ static void single_token(const hx_att_setup *o, uint32_t t, hx_att_setup *one)
  * rely on it.  The CPU's levels, with
  * and without a window, K and V of each type, 3 query heads per KV head
  * (V rows read in place) and 7 (V rows dequantized first). */
+/* A case, its cache and window, and the seed its setup draws from. */
+typedef struct {
+    hx_att_case c;
+    hx_att_kv kv;
+    uint32_t window;
+    unsigned *seed;
+} bits_case;
+
+/* Each of the batch's tokens `tokens` (NULL: every one) run alone gives
+ * the bits it gets in the batch. */
+static void check_tokens_alone(under_test *u, const bits_case *x, const uint32_t *tokens, uint32_t n,
+                               const char *batch)
+{
+    hx_att_setup o;
+    hx_att_setup_make_kv(&x->c, &x->kv, &o, x->seed);
+    o.a.window = x->window;
+    float *all = attention_run(u, &o, HX_OK);
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t t = tokens ? tokens[k] : k;
+        hx_att_setup one;
+        single_token(&o, t, &one);
+        float *alone = attention_run(u, &one, HX_OK);
+        ck_assert_msg(!memcmp(alone, all + (size_t)t * one.q_floats, 4 * one.q_floats),
+                      "%s: type %u, %u heads, window %u: token %u alone differs from the %s's", u->tg->name,
+                      x->c.kv_type, x->c.Hq, x->window, t, batch);
+        free(alone);
+        free(one.meta);
+    }
+    free(all);
+    hx_att_setup_free(&o);
+}
+
 START_TEST(attention_token_bits_alone_as_in_a_prompt)
 {
     under_test u;
@@ -1381,43 +1413,14 @@ START_TEST(attention_token_bits_alone_as_in_a_prompt)
     const uint32_t tokens[] = {0, 15, 63, 64, 65, 200, 333, 399};
     for (int ti = 0; ti < 6; ti++)
         for (uint32_t window = 0; window <= 90; window += 90) {
-            const hx_att_case c = {types[ti % 3], ti < 3 ? 6 : 14, 2, 64, 16, 1, {400}, {400}, 0};
-            const uint32_t rot = types[ti % 3] == HX_REF_Q4_0 ? 64 : 0;
-            const hx_att_kv kv = {types[ti % 3], rot, rot};
-            hx_att_setup o;
-            hx_att_setup_make_kv(&c, &kv, &o, &seed);
-            o.a.window = window;
-            float *all = attention_run(&u, &o, HX_OK);
-            for (size_t k = 0; k < sizeof tokens / sizeof tokens[0]; k++) {
-                hx_att_setup one;
-                single_token(&o, tokens[k], &one);
-                float *alone = attention_run(&u, &one, HX_OK);
-                ck_assert_msg(!memcmp(alone, all + (size_t)tokens[k] * one.q_floats, 4 * one.q_floats),
-                              "%s: type %u, %u heads, window %u: token %u alone differs from the prompt's",
-                              u.tg->name, types[ti % 3], c.Hq, window, tokens[k]);
-                free(alone);
-                free(one.meta);
-            }
-            free(all);
-            hx_att_setup_free(&o);
-            /* A decode step of eight sequences (each token's heads together) against each token alone. */
-            const hx_att_case b = {types[ti % 3], c.Hq, 2, 64, 16, 8, {400, 130, 65, 257, 1, 64, 300, 17},
-                                   {1, 1, 1, 1, 1, 1, 1, 1}, 0};
-            hx_att_setup_make_kv(&b, &kv, &o, &seed);
-            o.a.window = window;
-            all = attention_run(&u, &o, HX_OK);
-            for (uint32_t t = 0; t < b.S; t++) {
-                hx_att_setup one;
-                single_token(&o, t, &one);
-                float *alone = attention_run(&u, &one, HX_OK);
-                ck_assert_msg(!memcmp(alone, all + (size_t)t * one.q_floats, 4 * one.q_floats),
-                              "%s: type %u, %u heads, window %u: sequence %u's token alone differs from the batch's",
-                              u.tg->name, types[ti % 3], c.Hq, window, t);
-                free(alone);
-                free(one.meta);
-            }
-            free(all);
-            hx_att_setup_free(&o);
+            const uint32_t type = types[ti % 3], Hq = ti < 3 ? 6 : 14, rot = type == HX_REF_Q4_0 ? 64 : 0;
+            const bits_case prompt = {{type, Hq, 2, 64, 16, 1, {400}, {400}, 0}, {type, rot, rot}, window, &seed};
+            check_tokens_alone(&u, &prompt, tokens, sizeof tokens / sizeof tokens[0], "prompt");
+            /* A decode step of eight sequences (each token's heads together). */
+            const bits_case step = {
+                {type, Hq, 2, 64, 16, 8, {400, 130, 65, 257, 1, 64, 300, 17}, {1, 1, 1, 1, 1, 1, 1, 1}, 0},
+                {type, rot, rot}, window, &seed};
+            check_tokens_alone(&u, &step, NULL, 8, "decode step");
         }
     end(&u);
 }
