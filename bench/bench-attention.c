@@ -4,18 +4,26 @@
  * runtime that must compile the attention program vs one that loads it.
  *
  *   bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS]
- *                   [--depth [--device cpu|opencl]]
+ *                   [--depth [--device cpu|opencl] [--only decode|prefill] [--cold]]
  *
  * --depth: one device alone (the CPU by default) at long contexts (decode
  * at 4096 to 32768 positions, a 512-token prompt after 0 to 16384), with
  * the process's CPU time beside the wall time (on a loaded machine the CPU
  * time is the steadier figure; PoCL's threads are the process's too) and,
- * for decode, the rate the cache is read at.
+ * for decode, the rate the cache is read at.  `--only` runs one half of
+ * the table.  `--cold`: before each timed call the process reads a
+ * 64 MiB buffer, so the KV cache comes from memory as it does in a model's
+ * decode step (whose weights pass through the caches between two layers'
+ * attention); without it the cache of 4096 to 16384 positions stays in
+ * L2/L3 between calls and the rate is the kernel's in-cache one.  With
+ * more than one thread a cold call also wakes the team, which slept
+ * while the buffer was read: `-t 1` gives one core's rate.
  *
  * small: 12 query heads, 4 KV heads, head size 64 (a ~125M LLaMA);
  * large: 32, 8, 128 (an 8B one).  Times are medians of REPS calls, each a
  * task submitted and waited for; inputs are random. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +182,24 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* --cold: read before each timed call, larger than any last-level cache,
+ * so that the call's KV comes from memory (as a decode step's weights
+ * pass through the caches between two layers' attention: read, so the
+ * lines they leave are clean). */
+static unsigned char *evict_buf;
+#define EVICT_BYTES ((size_t)64 << 20)
+
+static void evict_caches(void)
+{
+    if (!evict_buf)
+        return;
+    const uint64_t *w = (const uint64_t *)(const void *)evict_buf;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < EVICT_BYTES / 8; i += 8)
+        sum += w[i];
+    __asm__ volatile("" : : "r"(sum)); /* the reads stay */
+}
+
 /* Median ms per call, after one warm-up call, and (cpu_ms not NULL) the
  * median of the process's CPU time per call; -1 on failure. */
 static double time_calls_cpu(hx_runtime *rt, problem *p, int device, int reps, double *cpu_ms)
@@ -182,6 +208,7 @@ static double time_calls_cpu(hx_runtime *rt, problem *p, int device, int reps, d
         return -1;
     double *ms = malloc(sizeof(double) * reps), *cms = malloc(sizeof(double) * reps);
     for (int r = 0; r < reps; r++) {
+        evict_caches();
         double t0 = now(), c0 = cpu_now();
         if (run_once(rt, p, device)) {
             free(ms);
@@ -216,7 +243,7 @@ static int find_device(hx_runtime *rt, hx_device_family f)
 
 /* --depth: one device (cpu or opencl) at long contexts. */
 static int depth_table(const model *m, const char *model_name, const char *kv_name, int threads, int reps,
-                       const char *device)
+                       const char *device, const char *only)
 {
     const int opencl = !strcmp(device, "opencl");
     hx_runtime_options o = hx_runtime_options_default();
@@ -235,8 +262,9 @@ static int depth_table(const model *m, const char *model_name, const char *kv_na
     }
     hx_device_info ci;
     hx_runtime_device_info(rt, dev, &ci);
-    printf("# attention on %s at depth, model %s (Hq %u, Hkv %u, Dh %u), KV %s, block %d, median of %d\n", device,
-           model_name, m->Hq, m->Hkv, m->Dh, kv_name, BLOCK, reps);
+    printf("# attention on %s at depth, model %s (Hq %u, Hkv %u, Dh %u), KV %s, block %d, median of %d%s\n", device,
+           model_name, m->Hq, m->Hkv, m->Dh, kv_name, BLOCK, reps,
+           evict_buf ? ", caches evicted before each call" : "");
     printf("# %s: %s, %d compute units; cpu-time = the process's CPU time per call (all threads)\n", device, ci.name,
            ci.compute_units);
     printf("| test | ctx | T | wall ms | cpu-time ms | KV read GB/s (wall) |\n|---|---|---|---|---|---|\n");
@@ -246,6 +274,8 @@ static int depth_table(const model *m, const char *model_name, const char *kv_na
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
+        if (only && strcmp(only, s->fresh == 1 ? "decode" : "prefill"))
+            continue;
         problem p;
         if (make_problem(rt, m, s, &p)) {
             fprintf(stderr, "bench-attention: %s\n", hx_last_error());
@@ -329,10 +359,11 @@ int main(int argc, char **argv)
     model m = {12, 4, 64, 1};
     const char *kv_name = "f16", *model_name = "small";
     int depth = 0;
-    const char *device = "cpu";
+    const char *device = "cpu", *only = NULL;
+    int evict = 0;
     static const char usage[] =
         "usage: bench-attention [-r REPS] [-k f16|q8_0|q4_0|f32] [-m small|large|smollm2|qwen05] [-t THREADS] "
-        "[--depth [--device cpu|opencl]]\n";
+        "[--depth [--device cpu|opencl] [--only decode|prefill] [--cold]]\n";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
             return fputs(usage, stdout), 0;
@@ -363,6 +394,14 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--depth")) {
             depth = 1;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            only = argv[++i];
+            if (strcmp(only, "decode") && strcmp(only, "prefill")) {
+                fprintf(stderr, "bench-attention: --only takes decode or prefill, not '%s'\n", only);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(argv[i], "--cold")) {
+            evict = 1;
         } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
             if (strcmp(device, "cpu") && strcmp(device, "opencl")) {
@@ -376,8 +415,21 @@ int main(int argc, char **argv)
     }
     if (reps < 1)
         reps = 1;
-    if (depth)
-        return depth_table(&m, model_name, kv_name, threads, reps, device);
+    if ((only || evict) && !depth) {
+        fputs("bench-attention: --only and --cold go with --depth\n", stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (evict && !(evict_buf = malloc(EVICT_BYTES))) {
+        fputs("bench-attention: out of memory for --cold's buffer\n", stderr);
+        return 1;
+    }
+    if (evict_buf)
+        memset(evict_buf, 1, EVICT_BYTES);
+    if (depth) {
+        const int rc = depth_table(&m, model_name, kv_name, threads, reps, device, only);
+        free(evict_buf);
+        return rc;
+    }
 
     /* Program cache first, in a fresh directory, before anything else has
      * built the program in this process. */

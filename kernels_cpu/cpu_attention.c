@@ -435,28 +435,34 @@ static void chunk_partial(const attn_tile *w, const attn_col *col, uint32_t ncol
     chunk_values(w, col, ncol, c0, inplace);
 }
 
-/* Asks for the rows of position p's block from p to the block's end (or
- * `last`), every head's: one contiguous run of the cache. */
-static void prefetch_block(const uint8_t *cache, const hx_kv_layout *l, const int32_t *blocks, int32_t p,
-                           int32_t last, size_t rbytes)
+/* Asks the L2 for part `part` of `parts` of the rows of positions p ..
+ * last, every head's (within a block, one contiguous run of the cache). */
+static void prefetch_part(const uint8_t *cache, const hx_kv_layout *l, const int32_t *blocks, int32_t p, int32_t last,
+                          size_t rbytes, uint32_t part, uint32_t parts)
 {
-    if (p > last || blocks[p / l->block_size] < 0)
-        return;
-    const uint8_t *r = kv_row(cache, l, blocks, p, rbytes);
-    const size_t bytes = (size_t)(run_last(p, l->block_size, last) - p + 1) * rbytes;
-    for (size_t k = 0; k < bytes; k += 64)
-        __builtin_prefetch(r + k);
+    for (int32_t e; p <= last; p = e + 1) {
+        e = run_last(p, l->block_size, last);
+        if (blocks[p / l->block_size] < 0)
+            continue;
+        const uint8_t *r = kv_row(cache, l, blocks, p, rbytes);
+        const size_t lines = ((size_t)(e - p + 1) * rbytes + 63) / 64;
+        for (size_t k = lines * part / parts; k < lines * (part + 1) / parts; k++)
+            __builtin_prefetch(r + 64 * k, 0, 1);
+    }
 }
 
 /* One token's partials of the chunk at c0, every head at once (a decode
  * step, in split mode or one of several sequences): columns
  * [KV head][group], all with the token's positions.
- * A cache row holds every KV head's K (or V) one after another, so a pass
- * per head would read a slice of each row, a stride the prefetchers
- * follow badly; here every head meets a block's rows before the next
- * block, which is asked for whole meanwhile (SmolLM2, F16 cache, 2
- * threads, decode at 8k positions: 1.34x).  The same kernels meet the
- * same rows in the same order as chunk_partial's: the same bits. */
+ * A cache row holds every KV head's K (or V) one after another, and the
+ * kernels read a head's slice of four or sixteen rows at a time: an order
+ * the hardware prefetchers follow badly (a thread then reads the cache
+ * from memory at a third of the rate it streams at).  So every head meets
+ * a block's rows before the next block, and the rows are asked for into
+ * the L2 in their order in memory, a slice before each kernel call: the
+ * chunk's V rows while its keys are scored, the next chunk's K rows while
+ * its values are added.  The same kernels meet the same rows in the same
+ * order as chunk_partial's: the same bits. */
 static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_t group, int32_t c0)
 {
     const attn_geom *g = w->g;
@@ -470,26 +476,28 @@ static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_
         return;
     }
     attn_tile head = *w;
-    head.ahead_end = -1; /* score_rows asks for nothing: the blocks are asked for here */
-    prefetch_block(g->vc, l, w->blocks, p0, w->ahead_end, g->vrbytes);
+    head.ahead_end = -1; /* score_rows asks for nothing: the rows are asked for here */
     for (int32_t p = p0, e; p <= p1; p = e + 1) {
         e = run_last(p, l->block_size, p1);
-        prefetch_block(g->kc, l, w->blocks, e + 1, w->ahead_end, g->rbytes);
         const uint8_t *k0 = kv_row(g->kc, l, w->blocks, p, g->rbytes);
-        for (int32_t r = p; r <= e; r += 4) /* score_rows' tiles of four rows, as over the whole run */
+        for (int32_t r = p; r <= e; r += 4) { /* score_rows' tiles of four rows, as over the whole run */
+            const int32_t n = e - r + 1 < 4 ? e - r + 1 : 4;
             for (uint32_t kv = 0; kv < a->Hkv; kv++) {
+                prefetch_part(g->vc, l, w->blocks, r, r + n - 1, g->vrbytes, kv, a->Hkv);
                 head.q = w->q + (size_t)kv * group * g->qstride;
-                score_rows(&head, group, k0 + (size_t)(r - p) * g->rbytes + kv * g->hbytes, e - r + 1 < 4 ? e - r + 1 : 4,
+                score_rows(&head, group, k0 + (size_t)(r - p) * g->rbytes + kv * g->hbytes, n,
                            w->score + (size_t)kv * group * ATTN_CHUNK + (r - c0), r);
             }
+        }
     }
     for (uint32_t j = 0; j < a->Hq; j++)
         column_softmax(w, j, p0 - c0, p1 - p0 + 1);
     const int inplace = group <= ATTN_INPLACE_COLS && hx_attn_values_type_ok((hx_type)a->v_type);
     for (int32_t p = p0, e; p <= p1; p = e + 1) {
         e = run_last(p, l->block_size, p1);
-        prefetch_block(g->vc, l, w->blocks, e + 1, w->ahead_end, g->vrbytes);
+        const int32_t n0 = p + ATTN_CHUNK, n1 = e + ATTN_CHUNK < w->ahead_end ? e + ATTN_CHUNK : w->ahead_end;
         for (uint32_t kv = 0; kv < a->Hkv; kv++) {
+            prefetch_part(g->kc, l, w->blocks, n0, n1, g->rbytes, kv, a->Hkv);
             head.kvh = kv;
             for (int32_t r = p; !inplace && r <= e; r++)
                 g->vq->dequantize_row(kv_row(g->vc, l, w->blocks, r, g->vrbytes) + kv * g->vhbytes,
