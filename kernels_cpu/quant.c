@@ -51,6 +51,10 @@ static hx_simd_level max_level;
 
 static const hx_gemm_fn *const levels_f32_act[HX_SIMD_COUNT] = {
     hx_quant_scalar_gemm_f32_act, hx_quant_avx2_gemm_f32_act, hx_quant_avx512_gemm_f32_act};
+/* Each level's blocks of the tiles above (hx_quant_ops.gemm_f32_block):
+ * none at the scalar level. */
+static const hx_gemm_block_fn *const levels_f32_block[HX_SIMD_COUNT] = {
+    NULL, hx_quant_avx2_gemm_f32_blocks, hx_quant_avx512_gemm_f32_blocks};
 
 static void build_tables(void)
 {
@@ -71,15 +75,20 @@ static void build_tables(void)
                 if (q->vec_dot)
                     o->vec_dot = q->vec_dot;
                 const hx_gemm_fn f32_act = levels_f32_act[k][t];
+                /* a block only beside the tile it runs, of the same level */
+                const hx_gemm_block_fn block = levels_f32_block[k] ? levels_f32_block[k][t] : NULL;
                 if (f32_act) {
                     o->gemm_f32_act = f32_act;
                     o->gemm_f32_act_cols = gemm_cols[k][HX_TYPE_F32] ? gemm_cols[k][HX_TYPE_F32] : HX_GEMM_COLS;
+                    o->gemm_f32_block = block;
                 }
                 if (q->vec_dot4) { /* never a slower level's gemm next to a faster vec_dot4 */
                     o->vec_dot4 = q->vec_dot4;
                     o->gemm = q->gemm;
                     o->gemm_keep_f32 = q->gemm_keep_f32;
                     o->gemm_cols = gemm_cols[k][t] ? gemm_cols[k][t] : HX_GEMM_COLS;
+                    if (dot_type[t] == HX_TYPE_F32)
+                        o->gemm_f32_block = block;
                 }
             }
         }
@@ -250,8 +259,7 @@ HX_QUANT_GEMM_F32_BLOCK(hx_quant_scalar_gemm_f32_block, scalar_block_cols, HX_GE
 void hx_quant_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
                              size_t x_stride, const float *y, size_t y_stride)
 {
-    static void (*const by_level[HX_SIMD_COUNT])(int64_t, int64_t, int64_t, float *, size_t, const float *, size_t,
-                                                 const float *, size_t) = {
+    static const hx_gemm_block_fn by_level[HX_SIMD_COUNT] = {
         hx_quant_scalar_gemm_f32_block, hx_quant_avx2_gemm_f32_block, hx_quant_avx512_gemm_f32_block};
     by_level[hx_quant_level()](n, rows, cols, s, s_stride, x, x_stride, y, y_stride);
 }

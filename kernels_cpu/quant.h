@@ -233,6 +233,11 @@ typedef void (*hx_gemm_fn)(int64_t n, int ncols, float *s, size_t s_stride, cons
                            const void *y, size_t y_stride);
 typedef void (*hx_gemm_keep_fn)(int64_t n, int ncols, float *s, size_t s_stride, const void *x, size_t x_stride,
                                 const void *y, size_t y_stride, float *keep);
+/* s[c*s_stride + r] = dot(x row r, y row c) for r < rows and c < cols: x
+ * rows of n elements as stored, y rows of n F32 (strides in bytes for x
+ * and y, in floats for s). */
+typedef void (*hx_gemm_block_fn)(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const void *x,
+                                 size_t x_stride, const float *y, size_t y_stride);
 
 typedef struct {
     hx_type type;
@@ -258,6 +263,13 @@ typedef struct {
      * and in its reference.  NULL elsewhere. */
     hx_gemm_fn gemm_f32_act;
     int gemm_f32_act_cols;
+    /* F32, F16, BF16 (the tile of `gemm`) and Q8_0 (that of
+     * gemm_f32_act) at AVX2 and AVX-512: rows as stored x F32 columns,
+     * every tile of a block in one call and without the tiles' prefetches
+     * (the caller asks for the rows): that tile's sums bit for bit, with
+     * one call where a loop over the tiles makes one per four rows.  NULL
+     * elsewhere. */
+    hx_gemm_block_fn gemm_f32_block;
     /* The columns `gemm` runs at once (1 .. HX_GEMM_COLS): a caller with
      * more tokens hands it chunks of this many, so that no chunk leaves a
      * lone column to a tile built for several (F32 at AVX2 runs threes). */

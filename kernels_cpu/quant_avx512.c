@@ -824,27 +824,49 @@ HX_QUANT_GEMM_OF_KEEP(gemm_f32, gemm_f32_cols)
 HX_QUANT_GEMM_OF_KEEP(gemm_f16, gemm_f16_cols)
 HX_QUANT_GEMM_OF_KEEP(gemm_bf16, gemm_bf16_cols)
 
-/* hx_quant_gemm_f32_block at AVX-512: gemm_f32's tiles, four rows by six
- * columns, over the whole block in one call and without the prefetches
- * (its rows are in L1).  A last one to three rows each run alone (stride
- * 0, the first of four equal outputs), as a lone row's tile does. */
-INLINE void block_cols(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,
-                       size_t by)
+/* hx_quant_gemm_f32_block and hx_quant_ops.gemm_f32_block at AVX-512:
+ * the plain tiles of rows of type T (F32, F16, BF16 as gemm runs them;
+ * Q8_0 as gemm_q8_0_f32), four rows by six columns, over the whole block
+ * in one call and without the prefetches.  A last one to three rows each
+ * run alone (stride 0, the first of four equal outputs), as a lone row's
+ * tile does. */
+INLINE void block_cols_of(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,
+                          size_t by, const int T)
 {
     int64_t c = 0;
     for (; c + 6 <= cols; c += 6)
-        gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 6, HX_TYPE_F32, NULL, 0);
+        gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 6, T, NULL, 0);
     switch (cols - c) {
-    case 5: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 5, HX_TYPE_F32, NULL, 0); break;
-    case 4: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 4, HX_TYPE_F32, NULL, 0); break;
-    case 3: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 3, HX_TYPE_F32, NULL, 0); break;
-    case 2: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 2, HX_TYPE_F32, NULL, 0); break;
-    case 1: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 1, HX_TYPE_F32, NULL, 0); break;
+    case 5: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 5, T, NULL, 0); break;
+    case 4: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 4, T, NULL, 0); break;
+    case 3: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 3, T, NULL, 0); break;
+    case 2: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 2, T, NULL, 0); break;
+    case 1: gemm_plain_tile(n, s + c * ss, ss, x, bx, y + c * by, by, 1, T, NULL, 0); break;
     default: break;
     }
 }
 
+#define BLOCK_COLS(name, T)                                                                                          \
+    static void name(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,    \
+                     size_t by)                                                                                      \
+    {                                                                                                                \
+        block_cols_of(n, cols, s, ss, x, bx, y, by, T);                                                              \
+    }
+BLOCK_COLS(block_cols, HX_TYPE_F32)
+BLOCK_COLS(block_cols_f16, HX_TYPE_F16)
+BLOCK_COLS(block_cols_bf16, HX_TYPE_BF16)
+BLOCK_COLS(block_cols_q8_0, HX_TYPE_Q8_0)
+
 HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx512_gemm_f32_block, block_cols, 6)
+static HX_QUANT_GEMM_F32_BLOCK(gemm_block_f16, block_cols_f16, 6)
+static HX_QUANT_GEMM_F32_BLOCK(gemm_block_bf16, block_cols_bf16, 6)
+static HX_QUANT_GEMM_F32_BLOCK(gemm_block_q8_0, block_cols_q8_0, 6)
+const hx_gemm_block_fn hx_quant_avx512_gemm_f32_blocks[HX_TYPE_COUNT] = {
+    [HX_TYPE_F32] = hx_quant_avx512_gemm_f32_block,
+    [HX_TYPE_F16] = gemm_block_f16,
+    [HX_TYPE_BF16] = gemm_block_bf16,
+    [HX_TYPE_Q8_0] = gemm_block_q8_0,
+};
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */

@@ -57,20 +57,23 @@ void hx_quant_avx2_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_st
 void hx_quant_avx512_add_scaled_rows_f16(float *acc, const hx_half *x, size_t x_stride, const float *w, int64_t rows,
                                          int64_t n);
 
-/* Each level's hx_quant_gemm_f32_block. */
-void hx_quant_scalar_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+/* Each level's hx_quant_gemm_f32_block, and its hx_quant_ops.gemm_f32_block
+ * by type (F32's is the first). */
+void hx_quant_scalar_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const void *x,
                                     size_t x_stride, const float *y, size_t y_stride);
-void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+void hx_quant_avx2_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const void *x,
                                   size_t x_stride, const float *y, size_t y_stride);
-void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const float *x,
+void hx_quant_avx512_gemm_f32_block(int64_t n, int64_t rows, int64_t cols, float *s, size_t s_stride, const void *x,
                                     size_t x_stride, const float *y, size_t y_stride);
+extern const hx_gemm_block_fn hx_quant_avx2_gemm_f32_blocks[HX_TYPE_COUNT];
+extern const hx_gemm_block_fn hx_quant_avx512_gemm_f32_blocks[HX_TYPE_COUNT];
 
 /* A level's hx_quant_gemm_f32_block over its `cols_fn(n, cols, s, ss, x,
  * bx, y, by)`, which runs four rows by any number of columns in tiles of
  * up to W: whole fours of rows, then each last row alone (stride 0, the
  * first of the tile's four equal outputs), as a lone row's tile runs. */
 #define HX_QUANT_GEMM_F32_BLOCK(name, cols_fn, W)                                                                 \
-    void name(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const float *x, size_t bx,             \
+    void name(int64_t n, int64_t rows, int64_t cols, float *s, size_t ss, const void *x, size_t bx,              \
               const float *y, size_t by)                                                                          \
     {                                                                                                             \
         const uint8_t *xb = (const uint8_t *)x, *yb = (const uint8_t *)y;                                         \

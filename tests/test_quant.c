@@ -1474,6 +1474,80 @@ START_TEST(test_gguf_py_reference)
 }
 END_TEST
 
+/* hx_quant_ops.gemm_f32_block (F32, F16, BF16 and Q8_0 rows against F32
+ * columns, at AVX2 and AVX-512; none at the scalar level): every output
+ * has the bits of the tile the type meets F32 columns with (gemm, or
+ * gemm_f32_act for Q8_0) for that row and column alone, over blocks whose
+ * rows and columns leave partial tiles; nothing outside the block's
+ * outputs is written. */
+START_TEST(test_gemm_f32_blocks)
+{
+    const hx_simd_level saved = hx_quant_level();
+    uint64_t seed = 0xb10c5;
+    enum { MAXR = 18, MAXC = 8, SS = 19 };
+    const hx_type types[] = {HX_TYPE_F32, HX_TYPE_F16, HX_TYPE_BF16, HX_TYPE_Q8_0};
+    const int64_t lens[] = {64, 128, 40};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
+        for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+            const hx_type t = types[ti];
+            const int64_t n = lens[k];
+            if (t == HX_TYPE_Q8_0 && n % 32)
+                continue;
+            const size_t rb = hx_type_row_size(t, (uint64_t)n), xs = rb + 6, ys = (size_t)(n + 5) * sizeof(float);
+            uint8_t *x = calloc(MAXR, xs);
+            float *y = malloc(MAXC * ys), *row = malloc((size_t)n * sizeof(float));
+            ck_assert_ptr_nonnull(x);
+            ck_assert_ptr_nonnull(y);
+            ck_assert_ptr_nonnull(row);
+            for (int r = 0; r < MAXR; r++) {
+                for (int64_t i = 0; i < n; i++)
+                    row[i] = rng_normal(&seed, 1.0f);
+                hx_quant_ops_get_level(t, HX_SIMD_SCALAR)->quantize_row(row, x + (size_t)r * xs, n);
+            }
+            for (size_t i = 0; i < MAXC * ys / sizeof(float); i++)
+                y[i] = rng_normal(&seed, 1.0f);
+            for (hx_simd_level l = HX_SIMD_SCALAR; l <= max_level(); l++) {
+                HX_ASSERT_OK(hx_quant_set_level(l));
+                const hx_quant_ops *o = hx_quant_ops_get_level(t, l);
+                if (l == HX_SIMD_SCALAR) {
+                    ck_assert_msg(!o->gemm_f32_block, "%s: a block at the scalar level", hx_type_name(t));
+                    continue;
+                }
+                ck_assert_msg(o->gemm_f32_block, "%s at %s: no block", hx_type_name(t), hx_cpu_simd_name(l));
+                const hx_gemm_fn tile = o->gemm_f32_act ? o->gemm_f32_act : o->gemm;
+                for (int64_t rows = 1; rows <= MAXR; rows += 3)
+                    for (int64_t cols = 1; cols <= MAXC; cols++) {
+                        float out[MAXC * SS];
+                        for (int i = 0; i < MAXC * SS; i++)
+                            out[i] = -777.0f;
+                        o->gemm_f32_block(n, rows, cols, out, SS, x, xs, y, ys);
+                        for (int64_t c = 0; c < MAXC; c++)
+                            for (int64_t r = 0; r < SS; r++) {
+                                const float got = out[c * SS + r];
+                                if (c >= cols || r >= rows) {
+                                    ck_assert_msg(got == -777.0f, "%s at %s: block %lldx%lld wrote outside it",
+                                                  hx_type_name(t), hx_cpu_simd_name(l), (long long)rows,
+                                                  (long long)cols);
+                                    continue;
+                                }
+                                float one[4];
+                                tile(n, 1, one, 4, x + (size_t)r * xs, 0, (const uint8_t *)y + (size_t)c * ys, ys);
+                                ck_assert_msg(!memcmp(&got, &one[0], sizeof got),
+                                              "%s at %s, n %lld, block %lldx%lld, row %lld col %lld: %.9g, the "
+                                              "tile's %.9g",
+                                              hx_type_name(t), hx_cpu_simd_name(l), (long long)n, (long long)rows,
+                                              (long long)cols, (long long)r, (long long)c, got, one[0]);
+                            }
+                    }
+            }
+            free(x);
+            free(y);
+            free(row);
+        }
+    HX_ASSERT_OK(hx_quant_set_level(saved));
+}
+END_TEST
+
 /* hx_quant_gemm_f32_block: at each level, every output has the bits of
  * the level's F32 gemm tile for that row and column alone, over blocks
  * whose rows and columns leave partial tiles and lengths with partial
@@ -1798,6 +1872,7 @@ Suite *suite_quant(void)
     tcase_add_test(tc, test_gemm_keep);
     tcase_add_test(tc, test_gemm_f32_act);
     tcase_add_test(tc, test_gemm_f32_block);
+    tcase_add_test(tc, test_gemm_f32_blocks);
     tcase_add_test(tc, test_row_bounds);
     tcase_add_test(tc, test_quantize_roundtrip);
     tcase_add_test(tc, test_quantize_ties);
