@@ -469,8 +469,12 @@ static void prefetch_part(const uint8_t *cache, const hx_kv_layout *l, const int
  * a block's rows before the next block, and the rows are asked for into
  * the L2 in their order in memory, a slice before each kernel call: the
  * chunk's V rows while its keys are scored, the next chunk's K rows while
- * its values are added.  The same kernels meet the same rows in the same
- * order as chunk_partial's: the same bits. */
+ * its values are added.  A head's keys of a block run meet its queries in
+ * one call (gemm_f32_block, where the K type has one: the tiles
+ * score_rows runs, without a call per four rows), and up to
+ * ATTN_HEADS_INPLACE_COLS query heads read the V rows in place.  The
+ * kernels give the bits chunk_partial's give over the same rows in the
+ * same order: a token's outputs are those of a prompt's token. */
 static void chunk_partial_heads(const attn_tile *w, const attn_col *col, uint32_t group, int32_t c0)
 {
     const attn_geom *g = w->g;
