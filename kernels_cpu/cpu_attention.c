@@ -66,9 +66,17 @@
 /* Columns whose positions in a chunk differ (a prompt's diagonal) go to
  * hx_attn_values this many at a time (its register block). */
 #define ATTN_MIX_COLS 4
-/* Batches with fewer than this many (token, KV head) pairs per thread
- * are cut by chunks (a decode step). */
+/* Batches with fewer than this many (token, KV head) pairs per thread,
+ * or fewer than this many tokens, are cut by chunks (a decode step).  By
+ * tokens too: a step of a few sequences of a model with many KV heads
+ * would otherwise go to the team as (token, KV head) tiles, each reading
+ * a head's slice of every cache row, an order the prefetchers follow
+ * badly, where in split mode a token's chunk takes every head together
+ * (chunk_partial_heads): an 8B's shapes (eight KV heads), one token on a
+ * team of two, 4 -> 10 GB/s; SmolLM2, six sequences at 4k positions, two
+ * threads, 89 -> 186 t/s. */
 #define SPLIT_PAIRS_PER_THREAD 4
+#define SPLIT_TOKENS_PER_THREAD 2
 
 /* A head's K or V row lies rbytes past the last one's (the other heads'
  * rows between) and a block's end jumps to another block: a stride the
@@ -97,7 +105,8 @@ static uint64_t attn_chunks(const hx_op_attention *a) { return (attn_ctx(a) + AT
 
 static int split_mode(const hx_op_attention *a, int nth)
 {
-    return nth > 1 && (uint64_t)a->kv.T * a->Hkv < (uint64_t)SPLIT_PAIRS_PER_THREAD * (uint64_t)nth;
+    return nth > 1 && ((uint64_t)a->kv.T * a->Hkv < (uint64_t)SPLIT_PAIRS_PER_THREAD * (uint64_t)nth ||
+                       a->kv.T < SPLIT_TOKENS_PER_THREAD * (uint64_t)nth);
 }
 
 /* The most columns a thread holds at once: a tile's or a token's every
