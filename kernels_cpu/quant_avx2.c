@@ -935,27 +935,7 @@ static inline __attribute__((always_inline)) void block_cols_of(int64_t n, int64
         gemm_plain_cols(n, s + c * ss, ss, x, bx, y + c * by, by, 1, T, NULL, 0);
 }
 
-#define BLOCK_COLS(name, T)                                                                                          \
-    static void name(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,    \
-                     size_t by)                                                                                      \
-    {                                                                                                                \
-        block_cols_of(n, cols, s, ss, x, bx, y, by, T);                                                              \
-    }
-BLOCK_COLS(block_cols, HX_TYPE_F32)
-BLOCK_COLS(block_cols_f16, HX_TYPE_F16)
-BLOCK_COLS(block_cols_bf16, HX_TYPE_BF16)
-BLOCK_COLS(block_cols_q8_0, HX_TYPE_Q8_0)
-
-HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx2_gemm_f32_block, block_cols, 3)
-static HX_QUANT_GEMM_F32_BLOCK(gemm_block_f16, block_cols_f16, 3)
-static HX_QUANT_GEMM_F32_BLOCK(gemm_block_bf16, block_cols_bf16, 3)
-static HX_QUANT_GEMM_F32_BLOCK(gemm_block_q8_0, block_cols_q8_0, 3)
-const hx_gemm_block_fn hx_quant_avx2_gemm_f32_blocks[HX_TYPE_COUNT] = {
-    [HX_TYPE_F32] = hx_quant_avx2_gemm_f32_block,
-    [HX_TYPE_F16] = gemm_block_f16,
-    [HX_TYPE_BF16] = gemm_block_bf16,
-    [HX_TYPE_Q8_0] = gemm_block_q8_0,
-};
+HX_QUANT_GEMM_F32_BLOCKS(hx_quant_avx2_gemm_f32_block, hx_quant_avx2_gemm_f32_blocks, block_cols_of, 3)
 
 /* 4 weight rows of a 4/5-bit type (Q4_0, Q4_1, Q5_0, Q5_1) x C Q8_0/Q8_1
  * activation rows, a block at a time, every column in one pass: each

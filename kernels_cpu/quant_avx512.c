@@ -846,27 +846,7 @@ INLINE void block_cols_of(int64_t n, int64_t cols, float *s, size_t ss, const ui
     }
 }
 
-#define BLOCK_COLS(name, T)                                                                                          \
-    static void name(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y,    \
-                     size_t by)                                                                                      \
-    {                                                                                                                \
-        block_cols_of(n, cols, s, ss, x, bx, y, by, T);                                                              \
-    }
-BLOCK_COLS(block_cols, HX_TYPE_F32)
-BLOCK_COLS(block_cols_f16, HX_TYPE_F16)
-BLOCK_COLS(block_cols_bf16, HX_TYPE_BF16)
-BLOCK_COLS(block_cols_q8_0, HX_TYPE_Q8_0)
-
-HX_QUANT_GEMM_F32_BLOCK(hx_quant_avx512_gemm_f32_block, block_cols, 6)
-static HX_QUANT_GEMM_F32_BLOCK(gemm_block_f16, block_cols_f16, 6)
-static HX_QUANT_GEMM_F32_BLOCK(gemm_block_bf16, block_cols_bf16, 6)
-static HX_QUANT_GEMM_F32_BLOCK(gemm_block_q8_0, block_cols_q8_0, 6)
-const hx_gemm_block_fn hx_quant_avx512_gemm_f32_blocks[HX_TYPE_COUNT] = {
-    [HX_TYPE_F32] = hx_quant_avx512_gemm_f32_block,
-    [HX_TYPE_F16] = gemm_block_f16,
-    [HX_TYPE_BF16] = gemm_block_bf16,
-    [HX_TYPE_Q8_0] = gemm_block_q8_0,
-};
+HX_QUANT_GEMM_F32_BLOCKS(hx_quant_avx512_gemm_f32_block, hx_quant_avx512_gemm_f32_blocks, block_cols_of, 6)
 
 /* The blocks a tile's vector loop left (fewer than it takes at once):
  * added to each of its 4 x C sums by the AVX2 vec_dot, m quants each. */

@@ -90,6 +90,31 @@ extern const hx_gemm_block_fn hx_quant_avx512_gemm_f32_blocks[HX_TYPE_COUNT];
             }                                                                                                     \
     }
 
+/* A level's hx_quant_gemm_f32_block (`f32_name`) and its table of
+ * hx_quant_ops.gemm_f32_block (`table`) over `cols_of(n, cols, s, ss, x,
+ * bx, y, by, T)`, the level's tiles of rows of type T in W columns. */
+#define HX_QUANT_BLOCK_COLS(name, cols_of, T)                                                                     \
+    static void name(int64_t n, int64_t cols, float *s, size_t ss, const uint8_t *x, size_t bx, const uint8_t *y, \
+                     size_t by)                                                                                   \
+    {                                                                                                             \
+        cols_of(n, cols, s, ss, x, bx, y, by, T);                                                                 \
+    }
+#define HX_QUANT_GEMM_F32_BLOCKS(f32_name, table, cols_of, W)                                                     \
+    HX_QUANT_BLOCK_COLS(block_cols_f32, cols_of, HX_TYPE_F32)                                                     \
+    HX_QUANT_BLOCK_COLS(block_cols_f16, cols_of, HX_TYPE_F16)                                                     \
+    HX_QUANT_BLOCK_COLS(block_cols_bf16, cols_of, HX_TYPE_BF16)                                                   \
+    HX_QUANT_BLOCK_COLS(block_cols_q8_0, cols_of, HX_TYPE_Q8_0)                                                   \
+    HX_QUANT_GEMM_F32_BLOCK(f32_name, block_cols_f32, W)                                                          \
+    static HX_QUANT_GEMM_F32_BLOCK(gemm_block_f16, block_cols_f16, W)                                             \
+    static HX_QUANT_GEMM_F32_BLOCK(gemm_block_bf16, block_cols_bf16, W)                                           \
+    static HX_QUANT_GEMM_F32_BLOCK(gemm_block_q8_0, block_cols_q8_0, W)                                           \
+    const hx_gemm_block_fn table[HX_TYPE_COUNT] = {                                                               \
+        [HX_TYPE_F32] = f32_name,                                                                                 \
+        [HX_TYPE_F16] = gemm_block_f16,                                                                           \
+        [HX_TYPE_BF16] = gemm_block_bf16,                                                                         \
+        [HX_TYPE_Q8_0] = gemm_block_q8_0,                                                                         \
+    };
+
 /* How far ahead (bytes) the SIMD dot products prefetch weight rows.  A
  * prefetch never faults, so reaching past a row's end is harmless. */
 #define HX_QUANT_PREFETCH 2048
