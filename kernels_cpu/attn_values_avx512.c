@@ -54,6 +54,27 @@ INLINE __m512 row16(const uint8_t *x, int64_t at, __mmask16 m, const hx_type t)
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
 }
 
+/* Elements [at, at + 32) of a quantized row (at a multiple of 32: one
+ * block) as F32 in v[0], v[1], the block's scale converted once. */
+INLINE void row32_quant(const uint8_t *x, int64_t at, __m512 v[2], const hx_type t)
+{
+    if (t == HX_TYPE_Q8_0) {
+        const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
+        const uint8_t *q = b + offsetof(hx_block_q8_0, qs);
+        v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q))), d);
+        v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)))), d);
+        return;
+    }
+    const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
+    const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q4_0, qs)));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0xf)), _mm_set1_epi8(8));
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xf)), _mm_set1_epi8(8));
+    v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d);
+    v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
+}
+
 /* C (<= COLS) columns. */
 INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const int C, const uint8_t *x, size_t xs,
                        const hx_type t, int64_t rows, int64_t n)
@@ -69,9 +90,12 @@ INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const i
         for (int64_t r = 0; r < rows; r++) {
             const uint8_t *row = x + (size_t)r * xs;
             __m512 v[VECS];
+            if (VECS == 2 && (t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0))
+                row32_quant(row, i, v, t);
+            else
 #pragma GCC unroll 2
-            for (int k = 0; k < VECS; k++)
-                v[k] = row16(row, i + 16 * k, 0xffff, t);
+                for (int k = 0; k < VECS; k++)
+                    v[k] = row16(row, i + 16 * k, 0xffff, t);
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const __m512 wv = _mm512_set1_ps(w[(size_t)c * ws + (size_t)r]);
