@@ -66,11 +66,12 @@
 /* Columns whose positions in a chunk differ (a prompt's diagonal) go to
  * hx_attn_values this many at a time (its register block). */
 #define ATTN_MIX_COLS 4
-/* Batches with fewer than this many (token, KV head) pairs per thread,
- * or fewer than this many tokens (and at most a tile of them: split
- * mode's scratch holds a partial per token, head and chunk of the
- * context), are cut by chunks (a decode step).  By tokens too: a step of a few sequences of a model with many KV heads
- * would otherwise go to the team as (token, KV head) tiles, each reading
+/* Batches of at most a tile of tokens (split mode's scratch holds a
+ * partial per token, head and chunk of the context, so it must not grow
+ * with the team) with fewer than this many (token, KV head) pairs per
+ * thread, or fewer than this many tokens, are cut by chunks (a decode
+ * step).  By tokens too: a step of a few sequences of a model with many
+ * KV heads would otherwise go to the team as (token, KV head) tiles, each reading
  * a head's slice of every cache row, an order the prefetchers follow
  * badly, where in split mode a token's chunk takes every head together
  * (chunk_partial_heads): an 8B's shapes (eight KV heads), one token on a
@@ -106,17 +107,18 @@ static uint64_t attn_chunks(const hx_op_attention *a) { return (attn_ctx(a) + AT
 
 static int split_mode(const hx_op_attention *a, int nth)
 {
-    return nth > 1 && ((uint64_t)a->kv.T * a->Hkv < (uint64_t)SPLIT_PAIRS_PER_THREAD * (uint64_t)nth ||
-                       (a->kv.T < SPLIT_TOKENS_PER_THREAD * (uint64_t)nth && a->kv.T <= ATTN_TILE));
+    return nth > 1 && a->kv.T <= ATTN_TILE &&
+           ((uint64_t)a->kv.T * a->Hkv < (uint64_t)SPLIT_PAIRS_PER_THREAD * (uint64_t)nth ||
+            a->kv.T < SPLIT_TOKENS_PER_THREAD * (uint64_t)nth);
 }
 
 /* The most columns a thread holds at once: a tile's or a token's every
- * head, or in split mode every head of a tile (up to ATTN_TILE of the
- * batch's tokens). */
+ * head, or in split mode every head of the batch's tokens (at most a
+ * tile of them). */
 static uint64_t cols_cap(const hx_op_attention *a, int nth)
 {
     const uint64_t tile = (uint64_t)ATTN_TILE * attn_group(a) > a->Hq ? (uint64_t)ATTN_TILE * attn_group(a) : a->Hq;
-    const uint64_t split = (uint64_t)(a->kv.T < ATTN_TILE ? a->kv.T : ATTN_TILE) * a->Hq;
+    const uint64_t split = (uint64_t)a->kv.T * a->Hq;
     return split_mode(a, nth) && split > tile ? split : tile;
 }
 

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels_cpu/cpu_kernels.h"
 #include "kernels_cpu/quant.h"
 #include "ops/op_list.h"
 #include "tests/cl_test.h"
@@ -767,6 +768,31 @@ START_TEST(attention_decode_matches_reference)
     hx_att_case deep_tail = {HX_REF_F16, 16, 1, 20, 5, 2, {1100, 301}, {1, 1}, 0};
     check_attention(&u, &deep_tail, &seed, "Dh 20 at depth");
     end(&u);
+}
+END_TEST
+
+/* The CPU's attention cuts a small batch by chunks of the context over
+ * its team ("split mode"), keeping a partial per token, head and chunk.
+ * That scratch must not grow with the team: a batch of more than a tile
+ * of tokens (here 64 tokens, one KV head, 32k positions, which a team of
+ * 512 would otherwise have split) asks each thread for what it asks at 8
+ * threads, and a decode step's partials at 512 threads are what they are
+ * at 2. */
+START_TEST(attention_scratch_does_not_grow_with_the_team)
+{
+    hx_op_attention a = {.kv = {.T = 64, .S = 64, .max_blocks = 2048, .block_size = 16},
+                         .Hq = 8, .Hkv = 1, .Dh = 64, .kv_type = HX_REF_F16, .scale = 0.125f, .v_type = HX_REF_F16};
+    const size_t at8 = hx_cpu_attention_scratch(&a, NULL, 8), at512 = hx_cpu_attention_scratch(&a, NULL, 512);
+    ck_assert_msg(at512 / 512 == at8 / 8 && at512 % 512 == 0 && at8 % 8 == 0,
+                  "64 tokens: %zu bytes at 8 threads, %zu at 512", at8, at512);
+    a.kv.T = a.kv.S = 1;
+    const size_t one2 = hx_cpu_attention_scratch(&a, NULL, 2), one512 = hx_cpu_attention_scratch(&a, NULL, 512);
+    const size_t one8 = hx_cpu_attention_scratch(&a, NULL, 8);
+    /* scratch(n) = n * per-thread + partials: the partials are the same
+     * at 2, 8 and 512 threads where per-thread is */
+    ck_assert_msg((one512 - one8) % (512 - 8) == 0 && (one8 - one2) % 6 == 0 &&
+                      (one512 - one8) / (512 - 8) == (one8 - one2) / 6,
+                  "one token: %zu, %zu, %zu bytes at 2, 8, 512 threads", one2, one8, one512);
 }
 END_TEST
 
@@ -2071,6 +2097,7 @@ Suite *suite_ops(void)
     tcase_add_loop_test(tc, attention_token_bits_alone_as_in_a_prompt, 0, N_TARGETS);
     tcase_add_loop_test(tc, kv_store_mixed_and_rotated, 0, N_TARGETS);
     tcase_add_loop_test(tc, matmul_low_bit_types, 0, N_TARGETS);
+    tcase_add_test(tc, attention_scratch_does_not_grow_with_the_team);
     suite_add_tcase(s, tc);
     return s;
 }
