@@ -55,6 +55,29 @@ INLINE __m256 row8(const uint8_t *x, int64_t at, const hx_type t)
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
 }
 
+/* Elements [at, at + 16) of a quantized row (at a multiple of 16: half
+ * a block) as F32 in v[0], v[1], the block's scale converted once. */
+INLINE void row16_quant(const uint8_t *x, int64_t at, __m256 v[2], const hx_type t)
+{
+    const int64_t o = at % HX_QK;
+    __m128i q;
+    __m256 d;
+    if (t == HX_TYPE_Q8_0) {
+        const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
+        d = _mm256_set1_ps(_cvtsh_ss(half_at(b)));
+        q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q8_0, qs) + o));
+    } else {
+        const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);
+        d = _mm256_set1_ps(_cvtsh_ss(half_at(b)));
+        q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q4_0, qs)));
+        if (o)
+            q = _mm_srli_epi16(q, 4);
+        q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0xf)), _mm_set1_epi8(8));
+    }
+    v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), d);
+}
+
 static inline float elem(const uint8_t *x, int64_t at, hx_type t)
 {
     if (t == HX_TYPE_F16)
@@ -79,9 +102,12 @@ INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const i
         for (int64_t r = 0; r < rows; r++) {
             const uint8_t *row = x + (size_t)r * xs;
             __m256 v[VECS];
+            if (VECS == 2 && (t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0))
+                row16_quant(row, i, v, t);
+            else
 #pragma GCC unroll 2
-            for (int k = 0; k < VECS; k++)
-                v[k] = row8(row, i + 8 * k, t);
+                for (int k = 0; k < VECS; k++)
+                    v[k] = row8(row, i + 8 * k, t);
 #pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const __m256 wv = _mm256_set1_ps(w[(size_t)c * ws + (size_t)r]);
