@@ -803,8 +803,13 @@ static inline __attribute__((always_inline)) void plain_step(__m256 acc[4][3], c
 /* One plain weight row against one f32 activation row (a decode step),
  * one FMA chain over its eights in order, as the tile sums the row, read
  * as one stream without a software prefetch: see the AVX-512 plain_row,
- * whose measurements hold here too.  Elements past the last whole eight
- * are left to the caller, as in the tile. */
+ * whose measurements hold here too with two threads.  With one, the
+ * chain is the limit: eight lanes per FMA latency, about 13.6 GB/s at
+ * 3.4 GHz, under one Zen 4 core's 25 (small F16 tg64, one thread: 86
+ * t/s, llama.cpp's four chains per row 128; four rows interleaved 59).
+ * More chains per row would change the tile's sums, and at AVX2 its 16
+ * registers hold no second set of accumulators.  Elements past the last
+ * whole eight are left to the caller, as in the tile. */
 static inline __attribute__((always_inline)) __m256 plain_row(const uint8_t *x, const float *y, int64_t n8,
                                                               const int T)
 {
