@@ -61,9 +61,9 @@ INLINE void row32_quant(const uint8_t *x, int64_t at, __m512 v[2], const hx_type
     if (t == HX_TYPE_Q8_0) {
         const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
         const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
-        const uint8_t *q = b + offsetof(hx_block_q8_0, qs);
-        v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q))), d);
-        v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 16)))), d);
+        const __m128i *q = (const __m128i *)(const void *)(b + offsetof(hx_block_q8_0, qs));
+        v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d);
+        v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d);
         return;
     }
     const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);

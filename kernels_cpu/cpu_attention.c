@@ -71,8 +71,8 @@
  * with the team) with fewer than this many (token, KV head) pairs per
  * thread, or fewer than this many tokens, are cut by chunks (a decode
  * step).  By tokens too: a step of a few sequences of a model with many
- * KV heads would otherwise go to the team as (token, KV head) tiles, each reading
- * a head's slice of every cache row, an order the prefetchers follow
+ * KV heads would otherwise go to the team as (token, KV head) tiles, each
+ * reading a head's slice of every cache row, an order the prefetchers follow
  * badly, where in split mode a token's chunk takes every head together
  * (chunk_partial_heads): an 8B's shapes (eight KV heads), one token on a
  * team of two, 4 -> 10 GB/s; SmolLM2, six sequences at 4k positions, two
