@@ -21,7 +21,7 @@
 #define INLINE static inline __attribute__((always_inline))
 
 #define COLS 6
-#define VECS 2
+#define VECS 2 /* half a quantized block: row16_quant */
 
 /* A binary16 at any address: cache rows need not be aligned to 2. */
 static inline hx_half half_at(const uint8_t *p)
@@ -31,32 +31,19 @@ static inline hx_half half_at(const uint8_t *p)
     return h;
 }
 
-/* Elements [at, at + 8) of a row as F32 (a quantized row: at a multiple
- * of 8). */
+/* Elements [at, at + 8) of an F32 or F16 row as F32.  Quantized rows
+ * (whole blocks) go through row16_quant. */
 INLINE __m256 row8(const uint8_t *x, int64_t at, const hx_type t)
 {
     if (t == HX_TYPE_F32)
         return _mm256_loadu_ps((const float *)(const void *)x + at);
-    if (t == HX_TYPE_F16)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const hx_half *)(const void *)x + at)));
-    if (t == HX_TYPE_Q8_0) {
-        const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(half_at(b)));
-        const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + offsetof(hx_block_q8_0, qs) + at % HX_QK));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
-    }
-    const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(half_at(b)));
-    const int64_t o = at % HX_QK;
-    __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(b + offsetof(hx_block_q4_0, qs) + o % (HX_QK / 2)));
-    if (o >= HX_QK / 2)
-        q = _mm_srli_epi16(q, 4);
-    q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0xf)), _mm_set1_epi8(8));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const hx_half *)(const void *)x + at)));
 }
 
 /* Elements [at, at + 16) of a quantized row (at a multiple of 16: half
- * a block) as F32 in v[0], v[1], the block's scale converted once. */
+ * a block) as F32 in v[0], v[1], the block's scale converted once.  A
+ * quantized row's length is a multiple of 32, so cols_block's main loop,
+ * VECS (2) vectors of 8 at a time, takes all of it. */
 INLINE void row16_quant(const uint8_t *x, int64_t at, __m256 v[2], const hx_type t)
 {
     const int64_t o = at % HX_QK;
@@ -102,7 +89,7 @@ INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const i
         for (int64_t r = 0; r < rows; r++) {
             const uint8_t *row = x + (size_t)r * xs;
             __m256 v[VECS];
-            if (VECS == 2 && (t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0))
+            if (t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0)
                 row16_quant(row, i, v, t);
             else
 #pragma GCC unroll 2

@@ -21,7 +21,7 @@
  * than 4 x 64 on a Sapphire Rapids core, and as fast as 8 x 32 (with
  * FMAs as with a multiply and an add). */
 #define COLS 4
-#define VECS 2
+#define VECS 2 /* a quantized block's 32 elements: row32_quant */
 
 /* A binary16 at any address: cache rows need not be aligned to 2. */
 static inline hx_half half_at(const uint8_t *p)
@@ -31,31 +31,19 @@ static inline hx_half half_at(const uint8_t *p)
     return h;
 }
 
-/* Elements [at, at + 16) of a row as F32, those outside m zero (a
- * quantized row: at a multiple of 16, m full). */
+/* Elements [at, at + 16) of an F32 or F16 row as F32, those outside m
+ * zero.  Quantized rows (whole blocks) go through row32_quant. */
 INLINE __m512 row16(const uint8_t *x, int64_t at, __mmask16 m, const hx_type t)
 {
     if (t == HX_TYPE_F32)
         return _mm512_maskz_loadu_ps(m, (const float *)(const void *)x + at);
-    if (t == HX_TYPE_F16)
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const hx_half *)(const void *)x + at));
-    if (t == HX_TYPE_Q8_0) {
-        const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q8_0);
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
-        const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q8_0, qs) + at % HX_QK));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
-    }
-    const uint8_t *b = x + (size_t)(at / HX_QK) * sizeof(hx_block_q4_0);
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(half_at(b)));
-    __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(b + offsetof(hx_block_q4_0, qs)));
-    if (at % HX_QK)
-        q = _mm_srli_epi16(q, 4);
-    q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0xf)), _mm_set1_epi8(8));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const hx_half *)(const void *)x + at));
 }
 
 /* Elements [at, at + 32) of a quantized row (at a multiple of 32: one
- * block) as F32 in v[0], v[1], the block's scale converted once. */
+ * block) as F32 in v[0], v[1], the block's scale converted once.  A
+ * quantized row's length is a multiple of 32, so cols_block's main loop,
+ * VECS (2) vectors of 16 at a time, takes all of it in blocks. */
 INLINE void row32_quant(const uint8_t *x, int64_t at, __m512 v[2], const hx_type t)
 {
     if (t == HX_TYPE_Q8_0) {
@@ -90,7 +78,7 @@ INLINE void cols_block(float *acc, size_t as, const float *w, size_t ws, const i
         for (int64_t r = 0; r < rows; r++) {
             const uint8_t *row = x + (size_t)r * xs;
             __m512 v[VECS];
-            if (VECS == 2 && (t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0))
+            if (t == HX_TYPE_Q8_0 || t == HX_TYPE_Q4_0)
                 row32_quant(row, i, v, t);
             else
 #pragma GCC unroll 2
