@@ -42,8 +42,15 @@ static hx_status group_sessions(hx_batch_work *w, hx_session **distinct, uint32_
     for (uint32_t k = 0; k < S && s == HX_OK; k++) {
         hx_session *se = w->seqs[k].s;
         s = hx_session_fit(se, w->seqs[k].count, 0, "batch");
-        if (se->seq.n_blocks > *max_blocks)
-            *max_blocks = se->seq.n_blocks;
+        /* The table reaches the sequence's last position in this batch, not
+         * the blocks reserved ahead for the rest of its prompt or its
+         * generation: attention reads no further, and the cost of an
+         * attention task (ops/op_list.c) is that of the table's context. */
+        uint32_t need = (se->pos + w->seqs[k].count - 1) / w->m->kv->block_size + 1;
+        if (need > se->seq.n_blocks)
+            need = se->seq.n_blocks;
+        if (need > *max_blocks)
+            *max_blocks = need;
     }
     return s;
 }
@@ -102,9 +109,10 @@ uint32_t hx_batch_sort_unique(uint32_t *ids, uint32_t n)
 }
 
 /* The KV blocks the batch's attention reads (each sequence's blocks up to
- * its last position in the batch, shared prefix blocks once: a table may
- * hold blocks reserved ahead, not yet written) and those its kv_store
- * writes (the tokens' slots). */
+ * its last position in the batch, shared prefix blocks once: the tables
+ * are as wide as the furthest-reaching sequence's, so another's may hold
+ * blocks reserved ahead, not yet written) and those its kv_store writes
+ * (the tokens' slots). */
 static hx_status list_kv_blocks(hx_batch_work *w, const int32_t *meta)
 {
     const uint32_t T = w->shape.T, S = w->shape.S, max_blocks = w->shape.max_blocks;

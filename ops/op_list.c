@@ -131,19 +131,34 @@ static double kv_store_bytes(const void *p, const size_t *s)
 }
 
 /* Attention's cost grows with context; positions are only in the meta
- * buffer, so the estimate assumes the context the block table can hold. */
+ * buffer, so the estimate takes each sequence's T / S new tokens to end
+ * where the block table ends (the batch fills it no further): token i of
+ * n sees ctx - (n-1-i) positions, at most `window` of them, as the
+ * kernels skip what the mask hides.  A window returns the blocks before
+ * it to the pool, so they are not read either. */
+static double attention_keys(const hx_op_attention *a)
+{
+    double ctx = (double)a->kv.max_blocks * a->kv.block_size;
+    double n = a->kv.S ? (double)a->kv.T / a->kv.S : a->kv.T;
+    double keys = ctx - (n - 1) / 2;
+    if (a->window && keys > a->window)
+        keys = a->window;
+    return keys > 1 ? keys : 1;
+}
 static double attention_flops(const void *p, const size_t *s)
 {
     const hx_op_attention *a = p;
-    double ctx = (double)a->kv.max_blocks * a->kv.block_size;
-    return 4.0 * a->kv.T * a->Hq * a->Dh * ctx;
+    return 4.0 * a->kv.T * a->Hq * a->Dh * attention_keys(a);
 }
 static double attention_bytes(const void *p, const size_t *s)
 {
     const hx_op_attention *a = p;
-    double ctx = (double)a->kv.max_blocks * a->kv.block_size * a->kv.S;
+    double ctx = (double)a->kv.max_blocks * a->kv.block_size;
+    double n = a->kv.S ? (double)a->kv.T / a->kv.S : a->kv.T;
+    if (a->window && ctx > a->window + n + a->kv.block_size)
+        ctx = a->window + n + a->kv.block_size;
     const uint64_t row = (uint64_t)a->Hkv * a->Dh;
-    return ctx * (wbytes(a->kv_type, 1, row) + wbytes(a->v_type, 1, row)) + 8.0 * a->kv.T * a->Hq * a->Dh;
+    return ctx * a->kv.S * (wbytes(a->kv_type, 1, row) + wbytes(a->v_type, 1, row)) + 8.0 * a->kv.T * a->Hq * a->Dh;
 }
 
 /* A part's context: part 1 at most `recent` positions and the rest of

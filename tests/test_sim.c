@@ -11,6 +11,8 @@
 
 #include "hx_test.h"
 #include "model/model.h"
+#include "ops/op_list.h"
+#include "ops/ops.h"
 #include "runtime/block_space.h"
 #include "runtime/buffer.h"
 #include "runtime/machine.h"
@@ -1132,6 +1134,55 @@ START_TEST(split_attention_bounds_the_blocks_only_the_device_holds)
 }
 END_TEST
 
+/* The time of a prompt read in chunks of max_batch is that of the same
+ * chunks evaluated one by one: each chunk's attention is costed for the
+ * positions it reads, not for the whole prompt's blocks, reserved at once
+ * (each of a 8k prompt's 16 chunks was charged 8k positions).  And the
+ * cost counts the causal mask and the window, as the kernels skip what
+ * they hide. */
+START_TEST(a_prompts_chunks_cost_the_positions_they_read)
+{
+    static const char *const box = "[device cpu]\nflops.f32 = 1T\nmemory = 64G\nbandwidth = 100G\n";
+    double sec[2];
+    int32_t ids[64];
+    for (int i = 0; i < 64; i++)
+        ids[i] = 1 + i;
+    for (int chunked = 0; chunked < 2; chunked++) {
+        char path[64];
+        hx_runtime *rt = open_sim(box, "static", path, sizeof path);
+        hx_model_options mo = hx_model_options_default();
+        mo.max_batch = 16;
+        hx_model *m;
+        HX_ASSERT_OK(hx_model_load_shapes(rt, "small", "q8_0", &mo, &m));
+        hx_session *s;
+        HX_ASSERT_OK(hx_session_open(m, &s));
+        double t0 = hx_runtime_clock(rt);
+        if (chunked)
+            for (int i = 0; i < 64; i += 16)
+                HX_ASSERT_OK(hx_session_eval(s, ids + i, 16, 0));
+        else
+            HX_ASSERT_OK(hx_session_eval(s, ids, 64, 0));
+        sec[chunked] = hx_runtime_clock(rt) - t0;
+        hx_session_close(s);
+        hx_model_free(m);
+        hx_runtime_close(rt);
+        unlink(path);
+    }
+    ck_assert_msg(fabs(sec[0] - sec[1]) <= 1e-9 * sec[1], "64 tokens at once: %.9g s; in four evaluations: %.9g s",
+                  sec[0], sec[1]);
+
+    const hx_codelet *cl = &hx_op_codelets[HX_OP_ATTENTION];
+    hx_op_attention a = {.kv = {64, 1, 4, 16}, .Hq = 2, .Hkv = 1, .Dh = 8, .kv_type = HX_TYPE_F16,
+                         .v_type = HX_TYPE_F16};
+    const double per_score = 4.0 * a.Hq * a.Dh;
+    ck_assert_double_eq_tol(cl->flops(&a, NULL), per_score * 64 * 65 / 2, 1e-6); /* a prompt: 1 + 2 + ... + 64 */
+    a.kv = (hx_kv_layout){4, 4, 64, 16}; /* four sequences' decode steps at 1024 positions */
+    ck_assert_double_eq_tol(cl->flops(&a, NULL), per_score * 4 * 1024, 1e-6);
+    a.window = 256;
+    ck_assert_double_eq_tol(cl->flops(&a, NULL), per_score * 4 * 256, 1e-6);
+}
+END_TEST
+
 /* A context shift rewrites the blocks it moves keys into and reads those
  * it moves them from, nothing else: with attention on the FPGA, the step
  * after a shift on other devices brings back only those of the blocks it
@@ -1194,6 +1245,7 @@ Suite *suite_sim(void)
     tcase_add_test(c, split_attention_moves_only_the_recent_blocks);
     tcase_add_test(c, split_attention_bounds_the_blocks_only_the_device_holds);
     tcase_add_test(c, a_context_shift_moves_only_its_blocks);
+    tcase_add_test(c, a_prompts_chunks_cost_the_positions_they_read);
     suite_add_tcase(s, c);
     return s;
 }
