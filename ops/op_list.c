@@ -1,6 +1,7 @@
 /* The built-in ops: names, argument sizes and costs.  What each op does to
  * its buffers is in ops/ops.h (and hetero.h for vector_add and gemm_f32);
  * how a device does it is bound by its backend (devices/). */
+#include <math.h>
 #include <string.h>
 
 #include "ops/op_list.h"
@@ -136,11 +137,11 @@ static double kv_store_bytes(const void *p, const size_t *s)
  * n sees ctx - (n-1-i) positions, at most `window` of them, as the
  * kernels skip what the mask hides.  A window returns the blocks before
  * it to the pool, so they are not read either. */
+static double table_positions(const hx_op_attention *a) { return (double)a->kv.max_blocks * a->kv.block_size; }
+static double new_per_seq(const hx_op_attention *a) { return a->kv.S ? (double)a->kv.T / a->kv.S : a->kv.T; }
 static double attention_keys(const hx_op_attention *a)
 {
-    double ctx = (double)a->kv.max_blocks * a->kv.block_size;
-    double n = a->kv.S ? (double)a->kv.T / a->kv.S : a->kv.T;
-    double keys = ctx - (n - 1) / 2;
+    double keys = table_positions(a) - (new_per_seq(a) - 1) / 2;
     if (a->window && keys > a->window)
         keys = a->window;
     return keys > 1 ? keys : 1;
@@ -153,10 +154,9 @@ static double attention_flops(const void *p, const size_t *s)
 static double attention_bytes(const void *p, const size_t *s)
 {
     const hx_op_attention *a = p;
-    double ctx = (double)a->kv.max_blocks * a->kv.block_size;
-    double n = a->kv.S ? (double)a->kv.T / a->kv.S : a->kv.T;
-    if (a->window && ctx > a->window + n + a->kv.block_size)
-        ctx = a->window + n + a->kv.block_size;
+    double ctx = table_positions(a);
+    if (a->window)
+        ctx = fmin(ctx, a->window + new_per_seq(a) + a->kv.block_size);
     const uint64_t row = (uint64_t)a->Hkv * a->Dh;
     return ctx * a->kv.S * (wbytes(a->kv_type, 1, row) + wbytes(a->v_type, 1, row)) + 8.0 * a->kv.T * a->Hq * a->Dh;
 }
@@ -166,7 +166,7 @@ static double attention_bytes(const void *p, const size_t *s)
  * positions grow with the sequence). */
 static double part_fraction(const hx_op_attention_part *a)
 {
-    double ctx = (double)a->at.kv.max_blocks * a->at.kv.block_size;
+    double ctx = table_positions(&a->at);
     double recent = (double)a->recent + a->at.kv.block_size;
     return a->part == 1 && ctx > 0 && recent < ctx ? recent / ctx : 1.0;
 }
