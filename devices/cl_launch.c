@@ -233,6 +233,9 @@ static int check_kv(const char *op, const hx_kv_layout *kv, uint32_t kv_type, ui
 int hx_cl_launch_kv_store(const void *args, const size_t *sizes, hx_cl_launch *l)
 {
     const hx_op_kv_store *a = args;
+    if (a->center_k)
+        return (int)hx_error(HX_ERR_UNSUPPORTED, "kv_store: keys stored centred (the OpenCL kernels store plain "
+                                                 "rows; the CPU's centre them)");
     int rc = check_kv("kv_store", &a->kv, a->kv_type, a->v_type, a->rot_k, a->rot_v, a->Hkv, a->Dh, sizes, 4);
     if (rc)
         return rc;

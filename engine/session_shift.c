@@ -22,7 +22,7 @@ static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t
 {
     hx_op_kv_shift a = {n,           m->info.n_head_kv, m->info.head_dim, m->kv_type,
                         delta,       m->hp.n_rot,       m->hp.rope_base,  m->hp.rope_scale,
-                        m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL, m->v_type, m->kv_rot_k};
+                        m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL, m->v_type, m->kv_rot_k, 0};
     hx_status st = HX_OK;
     for (uint32_t l = 0; l < m->info.n_layer && st == HX_OK; l++) {
         /* Keys are rotated with their layer's RoPE (Gemma 3's window layers
@@ -30,10 +30,20 @@ static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t
         const int swa = hx_model_layer_swa(m, l);
         a.freq_base = swa ? m->hp.rope_base_swa : m->hp.rope_base;
         a.freq_scale = swa ? 1.0f : m->hp.rope_scale;
-        hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_KV_SHIFT), .nbuffers = 3 + (int)a.has_factors, .args = &a,
-                          .args_size = sizeof a, .device = -1,
-                          .buffers = {m->kv->k[l], m->kv->v[l], moves, m->rope_freqs.buf},
-                          .modes = {HX_RW, HX_RW, HX_R, HX_R}, .blocks = blocks, .nblocks = n_blocks};
+        /* Keys stored centred are turned about their true origin: the
+         * centre follows the factors (or the moves). */
+        hx_buffer *center = m->layers[l].k_center;
+        a.center_k = center != NULL;
+        hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_KV_SHIFT),
+                          .nbuffers = 3 + (int)a.has_factors + (int)a.center_k,
+                          .args = &a,
+                          .args_size = sizeof a,
+                          .device = -1,
+                          .buffers = {m->kv->k[l], m->kv->v[l], moves,
+                                      a.has_factors ? m->rope_freqs.buf : center, center},
+                          .modes = {HX_RW, HX_RW, HX_R, HX_R, HX_R},
+                          .blocks = blocks,
+                          .nblocks = n_blocks};
         st = hx_task_submit(m->rt, &d, NULL);
     }
     hx_status waited = hx_runtime_wait_all(m->rt);

@@ -482,8 +482,11 @@ typedef struct {
      * alike, the values' sum is turned back), which spreads an outlier
      * over its group and loses less to the block scales, as llama.cpp
      * does: K in groups of the largest power of two dividing head_dim, V
-     * in groups of 64, when head_dim is a multiple of 64.  Attention then
-     * runs on the CPU.  0 = HX_KV_ROTATE ("0" turns it off), else on;
+     * in groups of 64, when head_dim is a multiple of 64.  A model with a
+     * K bias (Qwen2's) also has its quantized keys stored less the bias's
+     * mean over the context's positions, which the softmax cancels and the
+     * blocks' scales no longer carry (docs/kv-cache.md).  Attention then
+     * runs on the CPU.  0 = HX_KV_ROTATE ("0" turns both off), else on;
      * 1 = on, -1 = off. */
     int kv_rotate;
     /* A mixture of experts' router, as the placement planner expects it

@@ -340,19 +340,23 @@ int hx_cpu_rope(const hx_cpu_call *c)
 
 /* ---- paged KV cache ------------------------------------------------------ */
 
-/* One token's row of Hkv heads into the cache: each head rotated first
- * when `rot` is set (a copy on the stack; the input is read-only). */
+/* One token's row of Hkv heads into the cache: each head centred (minus
+ * `center`'s head, when set) and rotated (when `rot` is) first, in a copy
+ * on the stack: the input is read-only. */
 static void store_row(hx_quantize_row_fn store, const float *x, uint8_t *dst, uint32_t Hkv, uint32_t Dh,
-                      size_t hbytes, uint32_t rot)
+                      size_t hbytes, uint32_t rot, const float *center)
 {
-    if (!rot) {
+    if (!rot && !center) {
         store(x, dst, (int64_t)Hkv * Dh);
         return;
     }
     float head[HX_HADAMARD_MAX];
     for (uint32_t h = 0; h < Hkv; h++) {
-        memcpy(head, x + (size_t)h * Dh, Dh * sizeof(float));
-        hx_hadamard_rotate(head, Dh, rot);
+        const float *xh = x + (size_t)h * Dh;
+        for (uint32_t d = 0; d < Dh; d++)
+            head[d] = center ? xh[d] - center[(size_t)h * Dh + d] : xh[d];
+        if (rot)
+            hx_hadamard_rotate(head, Dh, rot);
         store(head, dst + h * hbytes, Dh);
     }
 }
@@ -369,8 +373,11 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
     /* A rotated head must be whole blocks of its type. */
     const size_t khb = hx_type_row_size((hx_type)a->kv_type, a->Dh), vhb = hx_type_row_size((hx_type)a->v_type, a->Dh);
     if (!hx_hadamard_width_ok(a->rot_k, a->Dh) || !hx_hadamard_width_ok(a->rot_v, a->Dh) ||
-        (a->rot_k && khb * a->Hkv != krb) || (a->rot_v && vhb * a->Hkv != vrb))
+        ((a->rot_k || a->center_k) && (khb * a->Hkv != krb || a->Dh > HX_HADAMARD_MAX)) ||
+        (a->rot_v && vhb * a->Hkv != vrb) || a->center_k > 1 ||
+        (a->center_k && c->sizes[5] < sizeof(float) * row))
         return HX_ERR_INVALID_ARG;
+    const float *center = a->center_k ? c->buffers[5] : NULL;
     const float *k = c->buffers[0], *v = c->buffers[1];
     uint8_t *kc = c->buffers[2], *vc = c->buffers[3];
     const int32_t *meta = c->buffers[4];
@@ -387,8 +394,8 @@ int hx_cpu_kv_store(const hx_cpu_call *c)
             bad = 1;
             continue;
         }
-        store_row(kq, k + t * row, kc + (uint64_t)s * krb, a->Hkv, a->Dh, khb, a->rot_k);
-        store_row(vq, v + t * row, vc + (uint64_t)s * vrb, a->Hkv, a->Dh, vhb, a->rot_v);
+        store_row(kq, k + t * row, kc + (uint64_t)s * krb, a->Hkv, a->Dh, khb, a->rot_k, center);
+        store_row(vq, v + t * row, vc + (uint64_t)s * vrb, a->Hkv, a->Dh, vhb, a->rot_v, NULL);
     }
     return bad ? HX_ERR_RANGE : 0;
 }

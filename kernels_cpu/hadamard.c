@@ -14,6 +14,8 @@ int hx_hadamard_width_ok(uint32_t w, uint32_t n)
 
 void hx_hadamard_rotate(float *x, uint32_t n, uint32_t w)
 {
+    if (!w) /* no rotation (and no groups to step over) */
+        return;
     const float scale = 1.0f / sqrtf((float)w);
     for (uint32_t g = 0; g + w <= n; g += w) {
         float *y = x + g;

@@ -16,7 +16,7 @@
 int hx_hadamard_width_ok(uint32_t w, uint32_t n);
 
 /* x[0..n) rotated in place, each consecutive group of w values by H
- * (n a multiple of w; w a power of two). */
+ * (n a multiple of w; w a power of two, or 0: x unchanged). */
 void hx_hadamard_rotate(float *x, uint32_t n, uint32_t w);
 
 #endif

@@ -29,14 +29,16 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
     const hx_quantize_row_fn store = hx_quant_kv_quantizer((hx_type)a->kv_type, 0);
     if (!q || !q->dequantize_row || !store || !rbytes || !hbytes || hbytes * a->Hkv != rbytes || a->n_rot > a->Dh ||
         a->n_rot % 2 || a->n_rot > 1024 || !vrbytes || vhbytes * a->Hkv != vrbytes ||
-        !hx_hadamard_width_ok(a->rot_k, a->Dh))
+        !hx_hadamard_width_ok(a->rot_k, a->Dh) || a->center_k > 1)
         return HX_ERR_INVALID_ARG;
     uint8_t *kc = c->buffers[0], *vc = c->buffers[1];
     const int32_t *moves = c->buffers[2];
     const uint64_t slots = c->sizes[0] / rbytes;
     if (c->sizes[2] < (uint64_t)a->n * 2 * sizeof(int32_t) || c->sizes[1] / vrbytes < slots ||
-        (a->has_factors && c->sizes[3] < sizeof(float) * (a->n_rot / 2)))
+        (a->has_factors && c->sizes[3] < sizeof(float) * (a->n_rot / 2)) ||
+        (a->center_k && c->sizes[3 + a->has_factors] < sizeof(float) * a->Hkv * a->Dh))
         return HX_ERR_INVALID_ARG;
+    const float *center = a->center_k ? c->buffers[3 + a->has_factors] : NULL;
     float *k = (float *)((uint8_t *)c->scratch + ((a->Dh * sizeof(float) + 63) & ~(size_t)63) * (size_t)c->ith);
 
     /* The rotation by delta positions, the same for every key. */
@@ -61,12 +63,18 @@ int hx_cpu_kv_shift(const hx_cpu_call *c)
             q->dequantize_row(kc + src, k, a->Dh);
             if (a->rot_k) /* back to the plain key, which RoPE rotates */
                 hx_hadamard_rotate(k, a->Dh, a->rot_k);
+            if (center)
+                for (uint32_t d = 0; d < a->Dh; d++)
+                    k[d] += center[h * a->Dh + d];
             for (uint32_t i = 0; i < half; i++) {
                 const uint32_t i0 = a->neox ? i : 2 * i, i1 = a->neox ? i + half : 2 * i + 1;
                 const float x0 = k[i0], x1 = k[i1];
                 k[i0] = x0 * cs[i] - x1 * sn[i];
                 k[i1] = x0 * sn[i] + x1 * cs[i];
             }
+            if (center)
+                for (uint32_t d = 0; d < a->Dh; d++)
+                    k[d] -= center[h * a->Dh + d];
             if (a->rot_k)
                 hx_hadamard_rotate(k, a->Dh, a->rot_k);
             store(k, kc + dst, a->Dh);

@@ -148,6 +148,8 @@ static inline int hx_oc_kv_store(const hx_op_kv_store *a, const size_t *s, int n
                                  size_t len)
 {
     const char *op = "kv_store";
+    if (a->center_k)
+        return hx_oc_fail(msg, len, op, "keys stored centred have no CUDA kernel");
     if (hx_oc_buffers(n, 5, msg, len, op))
         return 1;
     if (!hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v))
@@ -405,7 +407,8 @@ static inline int hx_oc_covers_get_rows(const void *args)
 static inline int hx_oc_covers_kv_store(const void *args)
 {
     const hx_op_kv_store *a = (const hx_op_kv_store *)args;
-    return hx_oc_kv_covered(a->kv_type, a->Dh) && hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v);
+    return hx_oc_kv_covered(a->kv_type, a->Dh) && hx_oc_kv_plain(a->kv_type, a->v_type, a->rot_k, a->rot_v) &&
+           !a->center_k;
 }
 
 static inline int hx_oc_covers_attention(const void *args)

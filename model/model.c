@@ -443,6 +443,7 @@ static hx_status resolve_kv_types(hx_model *m)
     const int quantized_v = m->v_type != HX_TYPE_F16 && m->v_type != HX_TYPE_F32;
     m->kv_rot_k = rotate && quantized_k && Dh % 64 == 0 && Dh <= 1024 ? rotation_width(Dh) : 0;
     m->kv_rot_v = rotate && quantized_v && Dh % 64 == 0 && Dh <= 1024 ? 64 : 0;
+    m->kv_center = rotate && quantized_k && Dh <= 1024;
     m->opts.kv_type_k = m->opts.kv_type_v = NULL; /* the caller's strings need not outlive the call */
     return HX_OK;
 }
@@ -538,6 +539,8 @@ hx_status hx_model_prepare(hx_model *m, const hx_model_options *opts)
         s = hx_model_stage_plan(m);
     if (s == HX_OK)
         s = hx_model_resolve_context(m);
+    if (s == HX_OK)
+        s = hx_model_kv_centers(m);
     if (s == HX_OK)
         s = hx_kv_pool_create_layers(m->rt, (hx_kv_types){m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v},
                                      m->info.n_layer, hx_model_stage_l0(m), hx_model_stage_l1(m), m->info.n_head_kv,
@@ -693,6 +696,7 @@ void hx_model_destroy(hx_model *m)
             hx_buffer_destroy(m->layers[l].groups[g].down);
         }
         free(m->layers[l].groups);
+        hx_buffer_destroy(m->layers[l].k_center);
     }
     free(m->layers);
     free(m->expert_p);

@@ -41,6 +41,9 @@ typedef struct {
     hx_weight w[HX_LAYER_SLOTS];
     hx_expert_group *groups;
     uint32_t n_groups;
+    /* What the K cache stores its keys less, f32 [Hkv][Dh] (model/kv_center.c);
+     * NULL: keys stored as they are. */
+    hx_buffer *k_center;
 } hx_layer_weights;
 
 /* A pipeline over processes (docs/mpi.md): rank r of `size` owns layers
@@ -126,6 +129,7 @@ struct hx_model {
     hx_model_options opts;
     hx_type kv_type, v_type;   /* the K cache's type, the V cache's */
     uint32_t kv_rot_k, kv_rot_v; /* their Walsh-Hadamard widths (ops/ops.h), 0 = none */
+    int kv_center;             /* a quantized K cache's keys stored centred (model/kv_center.c) */
     hx_weight tok_embd, out_norm, output;
     hx_weight rope_freqs;      /* Llama 3.1's frequency factors; buf NULL when absent */
     /* Tokens routed to each expert, [n_layer][n_expert] uint64, added to by
@@ -241,6 +245,14 @@ static inline int hx_model_layer_swa(const hx_model *m, uint32_t l)
 {
     return m->hp.swa_pattern && m->hp.layer_window && l % m->hp.swa_pattern < m->hp.swa_pattern - 1;
 }
+
+/* Each layer's K centre (hx_layer_weights.k_center) where the K cache is
+ * quantized, kv_rotate is on and the layer has a K bias (model/kv_center.c). */
+hx_status hx_model_kv_centers(hx_model *m);
+/* One head's centre: its K bias (Dh values) turned by the mean of RoPE's
+ * rotations (hx_op_rope's fields) over positions 0 .. n_pos - 1. */
+void hx_kv_center_head(const float *bias, float *out, uint32_t Dh, uint32_t n_rot, int neox, double base,
+                       double freq_scale, const float *factors, uint32_t n_pos);
 
 /* What every way of opening a model ends with (model.c): its options
  * resolved, the KV pool and the activation buffers. */

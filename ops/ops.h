@@ -104,6 +104,14 @@ typedef struct {
  * dot products are unchanged), and the sum of rotated values is rotated
  * back (H is its own inverse), so the ops' inputs and outputs are the
  * plain ones whatever the cache holds.
+ * A key row may also be stored centred: center_k set, a sixth buffer
+ * k_center (R, f32 [Hkv][Dh]) is subtracted from each head's key before it
+ * is rotated and stored.  Attention reads the centred keys as they are:
+ * every key a query meets had the same vector c subtracted, so each of its
+ * scores moves by the same q.c, which the softmax cancels (and the two
+ * parts of attention_part alike, which attn_merge then cancels).  A model
+ * whose keys carry a large constant part (Qwen2's K bias, through RoPE's
+ * slow pairs) keeps it out of the blocks' scales that way (model/kv_center.c).
  * A quantized row's blocks are stored with a fitted scale: Q8_0's as
  * ops/kv_fit.h defines it, the same bytes on every device; Q4_0's (the
  * CPU's only) as kernels_cpu/kv_fit.c does.
@@ -119,12 +127,13 @@ typedef struct {
 static inline uint32_t hx_meta_ints(const hx_kv_layout *l) { return 3 * l->T + l->S * l->max_blocks; }
 
 /* "kv_store": k (R, f32 [T][Hkv][Dh]), v (R, same), k_cache (RW),
- * v_cache (RW), meta (R). */
+ * v_cache (RW), meta (R), and with center_k, k_center (R, f32 [Hkv][Dh]). */
 typedef struct {
     hx_kv_layout kv;
     uint32_t Hkv, Dh, kv_type;
     uint32_t v_type;       /* the V cache's type */
     uint32_t rot_k, rot_v; /* Walsh-Hadamard widths (see above), 0 = none */
+    uint32_t center_k;     /* 1: keys stored centred (see above) */
 } hx_op_kv_store;
 
 /* "attention": q (R, f32 [T][Hq][Dh]), k_cache (R), v_cache (R), meta (R),
@@ -180,10 +189,13 @@ typedef struct {
  * (RoPE's angles are linear in the position, so a key at position p
  * rotated by delta is the key at p + delta), requantized to kv_type (a key
  * stored Walsh-Hadamard rotated, rot_k > 0, is rotated back first and
- * again after); values are copied as they are, v_type giving their size.
+ * again after; a key stored centred, center_k, has its centre added back
+ * before RoPE and subtracted again after); values are copied as they are,
+ * v_type giving their size.
  * Moves go to lower positions: a destination is never a later move's
  * source.  The RoPE fields are hx_op_rope's; when has_factors, a fourth
- * buffer, factors (R, f32 [n_rot/2]), divides the frequencies as rope's. */
+ * buffer, factors (R, f32 [n_rot/2]), divides the frequencies as rope's;
+ * with center_k, the next buffer is kv_store's k_center. */
 typedef struct {
     uint32_t n, Hkv, Dh, kv_type;
     int32_t delta;
@@ -192,6 +204,7 @@ typedef struct {
     uint32_t neox;
     uint32_t has_factors;
     uint32_t v_type, rot_k;
+    uint32_t center_k;
 } hx_op_kv_shift;
 
 /* "add": x (RW, f32 [n]), y (R, f32 [n]);  x += y. */

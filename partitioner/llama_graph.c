@@ -380,13 +380,14 @@ static void layer(graph *g, uint32_t l)
     rope(g, A->q, in->n_head, T);
     rope(g, A->k, in->n_head_kv, T);
 
-    hx_op_kv_store ks = {kv, in->n_head_kv, in->head_dim, m->kv_type, m->v_type, m->kv_rot_k, m->kv_rot_v};
+    hx_op_kv_store ks = {kv,        in->n_head_kv, in->head_dim, m->kv_type, m->v_type, m->kv_rot_k,
+                         m->kv_rot_v, L->k_center != NULL};
     /* An offloaded sub-batch (hx_batch_shape.kv_pinned): its cache and the
      * attention over it stay on the device whose memory holds them. */
     const int kv_dev = g->b->kv_pinned ? g->b->kv_device : -1;
-    task_pinned_on_blocks(g, kv_dev, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5,
-                   (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta},
-                   (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}, g->b->kv_written, g->b->n_kv_written);
+    task_pinned_on_blocks(g, kv_dev, HX_CLASS_ATTENTION, HX_OP_KV_STORE, &ks, sizeof ks, 5 + (int)ks.center_k,
+                   (hx_buffer *[]){A->k, A->v, m->kv->k[l], m->kv->v[l], A->meta, L->k_center},
+                   (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R, HX_R}, g->b->kv_written, g->b->n_kv_written);
     const uint32_t window = m->hp.n_swa ? m->hp.n_swa : hx_model_layer_swa(m, l) ? m->hp.layer_window : 0;
     hx_op_attention at = {kv,      in->n_head, in->n_head_kv, in->head_dim, m->kv_type, query_scale(m), window,
                           m->v_type, m->kv_rot_k, m->kv_rot_v};

@@ -278,6 +278,8 @@ static hx_status write_all(writer *wr, const hx_synthetic_config *c, const hx_sy
     const double in = 1.0 / sqrt((double)D), res = in / sqrt(2.0 * c->n_layer);
     init inits[HX_LAYER_SLOTS];
     layer_inits(inits, in, res, D, F, dims[HX_DIM_Q]);
+    if (x->k_bias_sd)
+        inits[HX_LW_K_BIAS].sd = x->k_bias_sd;
     char name[64];
     hx_status s;
     snprintf(name, sizeof name, "hetero-synthetic-%s-%s", c->name, type_name);

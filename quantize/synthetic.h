@@ -42,6 +42,9 @@ typedef struct {
     /* Multiplies the output matrix's spread (0: 1): larger makes the
      * next-token distributions more peaked. */
     float output_scale;
+    /* The K bias's spread (0: 0.5, as the other biases'); Qwen2's keys carry
+     * biases of 100 and more, far above their varying part. */
+    float k_bias_sd;
     const char *chat_template; /* tokenizer.chat_template when not NULL */
     /* tokenizer.chat_template.NAME: pairs of name and source, NULL after the last */
     const char *const *named_templates;

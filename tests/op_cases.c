@@ -93,8 +93,8 @@ static void random_caches(const hx_att_case *c, hx_att_setup *o, uint32_t n_slot
     int32_t *ident = malloc(4 * hx_meta_ints(&all));
     for (uint32_t i = 0; i < n_slots; i++)
         ident[i] = (int32_t)i;
-    hx_op_kv_store st = {all, c->Hkv, c->Dh, c->kv_type, o->a.v_type, o->a.rot_k, o->a.rot_v};
-    hx_ref_kv_store(&st, k, v, o->kc, o->vc, ident, n_slots);
+    hx_op_kv_store st = {all, c->Hkv, c->Dh, c->kv_type, o->a.v_type, o->a.rot_k, o->a.rot_v, 0};
+    hx_ref_kv_store(&st, k, v, o->kc, o->vc, ident, n_slots, NULL);
     free(ident);
     free(k);
     free(v);

@@ -458,17 +458,18 @@ void hx_ref_hadamard(double *x, uint32_t n, uint32_t w)
 }
 
 /* One head's row of keys or (`values`) values written in the cache's
- * type, rotated first when w > 0. */
-static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint32_t Dh, uint32_t w, int values)
+ * type, less `center` (when not NULL) and rotated (when w > 0) first. */
+static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint32_t Dh, uint32_t w, int values,
+                             const float *center)
 {
-    if (!w) {
+    if (!w && !center) {
         kv_write(type, src, dst, Dh, values);
         return;
     }
     double *x = malloc(sizeof(double) * Dh);
     float *f = malloc(sizeof(float) * Dh);
     for (uint32_t d = 0; d < Dh; d++)
-        x[d] = src[d];
+        x[d] = center ? (double)(src[d] - center[d]) : src[d];
     hx_ref_hadamard(x, Dh, w);
     for (uint32_t d = 0; d < Dh; d++)
         f[d] = (float)x[d];
@@ -478,7 +479,7 @@ static void kv_write_rotated(uint32_t type, const float *src, uint8_t *dst, uint
 }
 
 void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
-                     const int32_t *meta, uint64_t n_slots)
+                     const int32_t *meta, uint64_t n_slots, const float *center)
 {
     size_t row = kv_row_bytes(a->kv_type, a->Dh), vrow = kv_row_bytes(a->v_type, a->Dh);
     for (uint32_t t = 0; t < a->kv.T; t++) {
@@ -487,8 +488,9 @@ void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, ui
             continue;
         for (uint32_t h = 0; h < a->Hkv; h++) {
             size_t src = ((size_t)t * a->Hkv + h) * a->Dh, dst = (size_t)slot * a->Hkv + h;
-            kv_write_rotated(a->kv_type, k + src, kc + dst * row, a->Dh, a->rot_k, 0);
-            kv_write_rotated(a->v_type, v + src, vc + dst * vrow, a->Dh, a->rot_v, 1);
+            kv_write_rotated(a->kv_type, k + src, kc + dst * row, a->Dh, a->rot_k, 0,
+                             a->center_k ? center + (size_t)h * a->Dh : NULL);
+            kv_write_rotated(a->v_type, v + src, vc + dst * vrow, a->Dh, a->rot_v, 1, NULL);
         }
     }
 }
@@ -576,7 +578,8 @@ void hx_ref_attention_part(const hx_op_attention_part *a, const float *q, const 
 
 /* Each move in order: the value row copied, the key row decoded, rotated
  * by delta positions in double and written back in the cache's type. */
-void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors)
+void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors,
+                     const float *center)
 {
     size_t row = kv_row_bytes(a->kv_type, a->Dh), vrow = kv_row_bytes(a->v_type, a->Dh);
     double *k = malloc(sizeof(double) * a->Dh);
@@ -588,7 +591,11 @@ void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const in
                     vrow);
             hx_ref_dequantize(a->kv_type, kc + src, k, a->Dh);
             hx_ref_hadamard(k, a->Dh, a->rot_k); /* the plain key, which RoPE rotates */
+            for (uint32_t d = 0; a->center_k && d < a->Dh; d++)
+                k[d] += center[h * a->Dh + d];
             rotate(k, a->delta, a->n_rot, a->freq_base, a->freq_scale, a->neox, a->has_factors ? factors : NULL);
+            for (uint32_t d = 0; a->center_k && d < a->Dh; d++)
+                k[d] -= center[h * a->Dh + d];
             hx_ref_hadamard(k, a->Dh, a->rot_k);
             for (uint32_t d = 0; d < a->Dh; d++)
                 kf[d] = (float)k[d];

@@ -47,19 +47,22 @@ void hx_ref_rmsnorm(const hx_op_rmsnorm *a, const float *x, const float *w, doub
 void hx_ref_matmul(const hx_op_matmul *a, const void *W, const float *x, const float *bias, double *y);
 /* factors: n_rot/2 floats, read when a->has_factors. */
 void hx_ref_rope(const hx_op_rope *a, const float *x, const int32_t *pos, const float *factors, double *y);
-/* Writes the batch's rows into the caches (n_slots slots each). */
 /* x (n values) rotated by the orthonormal Walsh-Hadamard matrix of width w
  * group by group (ops/ops.h's rot_k / rot_v; w = 0: unchanged). */
 void hx_ref_hadamard(double *x, uint32_t n, uint32_t w);
+/* Writes the batch's rows into the caches (n_slots slots each); center
+ * ([Hkv][Dh]) is read when a->center_k. */
 void hx_ref_kv_store(const hx_op_kv_store *a, const float *k, const float *v, uint8_t *kc, uint8_t *vc,
-                     const int32_t *meta, uint64_t n_slots);
+                     const int32_t *meta, uint64_t n_slots, const float *center);
 void hx_ref_attention(const hx_op_attention *a, const float *q, const uint8_t *kc, const uint8_t *vc,
                       const int32_t *meta, double *out);
 /* One part (ops/ops.h): out as attention's, stats [T][Hq][2] (max, sum). */
 void hx_ref_attention_part(const hx_op_attention_part *a, const float *q, const uint8_t *kc, const uint8_t *vc,
                            const int32_t *meta, double *out, double *stats);
-/* kv_shift over caches of whole rows: moves are (source, destination) slots. */
-void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors);
+/* kv_shift over caches of whole rows: moves are (source, destination)
+ * slots; center ([Hkv][Dh]) is read when a->center_k. */
+void hx_ref_kv_shift(const hx_op_kv_shift *a, uint8_t *kc, uint8_t *vc, const int32_t *moves, const float *factors,
+                     const float *center);
 void hx_ref_add(uint64_t n, const float *x, const float *y, double *out); /* vector_add too */
 /* gemm_f32 (hetero.h): C[m][n] = sum_k A[m][k] * B[n][k]. */
 void hx_ref_gemm_f32(uint32_t M, uint32_t N, uint32_t K, const float *A, const float *B, double *C);

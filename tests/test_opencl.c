@@ -654,7 +654,7 @@ START_TEST(fpga_programs_come_from_the_bitstream)
     HX_ASSERT_OK(hx_buffer_create(rt, 4096, &b));
     hx_task_desc t = {.codelet = hx_codelet_builtin("kv_store"), .nbuffers = 5, .buffers = {b, b, b, b, b},
                       .modes = {HX_R, HX_R, HX_RW, HX_R, HX_R}, .device = 0};
-    hx_op_kv_store args = {{1, 1, 1, 16}, 1, 32, 1 /* F16 */, 1, 0, 0};
+    hx_op_kv_store args = {{1, 1, 1, 16}, 1, 32, 1 /* F16 */, 1, 0, 0, 0};
     t.args = &args;
     t.args_size = sizeof args;
     ck_assert_int_eq(hx_task_submit(rt, &t, NULL), HX_ERR_NO_DEVICE);

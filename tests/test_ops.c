@@ -597,8 +597,8 @@ static void check_kv_store(under_test *u, uint32_t kv_type, uint32_t Hkv, uint32
     float *k = malloc(4 * n), *v = malloc(4 * n);
     hx_case_random(k, n, seed);
     hx_case_random(v, n, seed);
-    hx_op_kv_store a = {kv, Hkv, Dh, kv_type, kv_type, 0, 0};
-    hx_ref_kv_store(&a, k, v, kref, vref, meta, n_slots);
+    hx_op_kv_store a = {kv, Hkv, Dh, kv_type, kv_type, 0, 0, 0};
+    hx_ref_kv_store(&a, k, v, kref, vref, meta, n_slots, NULL);
     hx_buffer *b[5] = {hx_case_buffer(u->rt, k, 4 * n), hx_case_buffer(u->rt, v, 4 * n),
                        hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
                        hx_case_buffer(u->rt, meta, 4ull * hx_meta_ints(&kv))};
@@ -1062,9 +1062,65 @@ START_TEST(attention_mixed_and_rotated_kv_match_reference)
 }
 END_TEST
 
-/* Attention over keys with outlier coordinates, as real models' are: a
- * Q4_0 cache stored rotated comes nearer the exact answer than one stored
- * as it is (the reason for the rotation), both through the CPU kernel. */
+/* Keys and values with a shape of their own (`shape` alters the random
+ * rows, [slot][head]), stored exactly (F32) and in `type` rotated in
+ * groups of `rot` (and less `center`, [Hkv][Dh], when not NULL): how far
+ * the CPU kernel's attention over the stored rows is from the exact
+ * answer (normalized squared error). */
+typedef void (*row_shape)(float *k, float *v, size_t rows, const hx_att_case *c);
+
+static double stored_attention_nmse(under_test *u, const hx_att_case *c, uint32_t type, uint32_t rot,
+                                    const float *center, row_shape shape, unsigned seed)
+{
+    unsigned s = seed;
+    hx_att_setup exact, cached;
+    hx_att_setup_make(c, &exact, &s);
+    s = seed; /* the same queries and tables */
+    const hx_att_kv kv = {type, rot, rot};
+    hx_att_case cq = *c;
+    cq.kv_type = type;
+    hx_att_setup_make_kv(&cq, &kv, &cached, &s);
+    const size_t n_rows = cached.cache_bytes / hx_ref_row_bytes(type, c->Dh);
+    float *k = malloc(sizeof(float) * n_rows * c->Dh), *v = malloc(sizeof(float) * n_rows * c->Dh);
+    hx_case_random(k, n_rows * c->Dh, &s);
+    hx_case_random(v, n_rows * c->Dh, &s);
+    shape(k, v, n_rows, c);
+    hx_kv_layout all = {(uint32_t)(n_rows / c->Hkv), 1, 0, c->block_size};
+    int32_t *ident = malloc(4 * hx_meta_ints(&all));
+    for (uint32_t i = 0; i < all.T; i++)
+        ident[i] = (int32_t)i;
+    hx_op_kv_store st = {all, c->Hkv, c->Dh, HX_REF_F32, HX_REF_F32, 0, 0, 0};
+    hx_ref_kv_store(&st, k, v, exact.kc, exact.vc, ident, all.T, NULL);
+    st = (hx_op_kv_store){all, c->Hkv, c->Dh, type, type, rot, rot, center != NULL};
+    hx_ref_kv_store(&st, k, v, cached.kc, cached.vc, ident, all.T, center);
+    double *ref = malloc(sizeof(double) * exact.q_floats);
+    hx_ref_attention(&exact.a, exact.q, exact.kc, exact.vc, exact.meta, ref);
+    float *out = attention_run(u, &cached, HX_OK);
+    const double e = hx_ref_nmse(out, ref, exact.q_floats);
+    free(out);
+    free(ref);
+    free(ident);
+    free(k);
+    free(v);
+    hx_att_setup_free(&exact);
+    hx_att_setup_free(&cached);
+    return e;
+}
+
+/* A few coordinates far larger than the rest, as real models' keys and
+ * values have. */
+static void outliers(float *k, float *v, size_t rows, const hx_att_case *c)
+{
+    for (size_t r = 0; r < rows; r++) {
+        k[r * c->Dh + 5] *= 12.0f;
+        k[r * c->Dh + 40] *= 9.0f;
+        v[r * c->Dh + 17] *= 10.0f;
+    }
+}
+
+/* Attention over keys with outlier coordinates: a Q4_0 cache stored
+ * rotated comes nearer the exact answer than one stored as it is (the
+ * reason for the rotation), both through the CPU kernel. */
 START_TEST(rotated_q4_0_cache_loses_less)
 {
     under_test u;
@@ -1074,57 +1130,60 @@ START_TEST(rotated_q4_0_cache_loses_less)
         end(&u);
         return;
     }
-    unsigned seed = 31;
     const hx_att_case c = {HX_REF_F32, 4, 2, 64, 16, 1, {256}, {8}, 0};
-    double err[2];
-    for (int rot = 0; rot < 2; rot++) {
-        unsigned s = seed; /* the same inputs both times */
-        hx_att_setup exact, q4;
-        hx_att_setup_make(&c, &exact, &s);
-        s = seed;
-        const hx_att_kv kv = {HX_REF_Q4_0, rot ? 64 : 0, rot ? 64 : 0};
-        hx_att_case cq = c;
-        cq.kv_type = HX_REF_Q4_0;
-        hx_att_setup_make_kv(&cq, &kv, &q4, &s);
-        /* The same keys and values with a few large coordinates, stored
-         * exactly (F32) and in the rotated or plain Q4_0 cache. */
-        const size_t n_rows = q4.cache_bytes / hx_ref_row_bytes(HX_REF_Q4_0, c.Dh);
-        float *k = malloc(sizeof(float) * n_rows * c.Dh), *v = malloc(sizeof(float) * n_rows * c.Dh);
-        hx_case_random(k, n_rows * c.Dh, &s);
-        hx_case_random(v, n_rows * c.Dh, &s);
-        for (size_t r = 0; r < n_rows; r++) {
-            k[r * c.Dh + 5] *= 12.0f;
-            k[r * c.Dh + 40] *= 9.0f;
-            v[r * c.Dh + 17] *= 10.0f;
-        }
-        hx_kv_layout all = {(uint32_t)(n_rows / c.Hkv), 1, 0, c.block_size};
-        int32_t *ident = malloc(4 * hx_meta_ints(&all));
-        for (uint32_t i = 0; i < all.T; i++)
-            ident[i] = (int32_t)i;
-        hx_op_kv_store st = {all, c.Hkv, c.Dh, HX_REF_F32, HX_REF_F32, 0, 0};
-        hx_ref_kv_store(&st, k, v, exact.kc, exact.vc, ident, all.T);
-        st = (hx_op_kv_store){all, c.Hkv, c.Dh, HX_REF_Q4_0, HX_REF_Q4_0, kv.rot_k, kv.rot_v};
-        hx_ref_kv_store(&st, k, v, q4.kc, q4.vc, ident, all.T);
-        double *ref = malloc(sizeof(double) * exact.q_floats);
-        hx_ref_attention(&exact.a, exact.q, exact.kc, exact.vc, exact.meta, ref);
-        float *out = attention_run(&u, &q4, HX_OK);
-        err[rot] = hx_ref_nmse(out, ref, exact.q_floats);
-        free(out);
-        free(ref);
-        free(ident);
-        free(k);
-        free(v);
-        hx_att_setup_free(&exact);
-        hx_att_setup_free(&q4);
-    }
-    ck_assert_msg(err[1] < 0.7 * err[0], "%s: rotated q4_0 nmse %g, plain %g", u.tg->name, err[1], err[0]);
+    const double plain = stored_attention_nmse(&u, &c, HX_REF_Q4_0, 0, NULL, outliers, 31),
+                 rotated = stored_attention_nmse(&u, &c, HX_REF_Q4_0, 64, NULL, outliers, 31);
+    ck_assert_msg(rotated < 0.7 * plain, "%s: rotated q4_0 nmse %g, plain %g", u.tg->name, rotated, plain);
     end(&u);
 }
 END_TEST
 
-/* kv_store into K and V caches of different types, rows rotated or not:
- * what the CPU kernel wrote decodes to the reference's rows, and turned
- * back, to the stored values within the type's step. */
+/* Qwen2's keys: a large part the same in every key (its K bias), a few
+ * coordinates of 80-140 where the rest vary by a few units. */
+static float qwen_center[2 * 64];
+
+static void biased_keys(float *k, float *v, size_t rows, const hx_att_case *c)
+{
+    (void)v;
+    for (size_t r = 0; r < rows; r++) /* rows are [slot][head] */
+        for (uint32_t d = 0; d < c->Dh; d++)
+            k[r * c->Dh + d] += qwen_center[(r % c->Hkv) * c->Dh + d];
+}
+
+/* Keys that carry a large constant part: a rotated Q4_0 cache that stores
+ * them less that part (center_k) comes far nearer the exact answer than
+ * one that stores them as they are, and an F32 cache that stores them
+ * less it gives the exact answer (the softmax cancels what the centre
+ * took from every score), through the CPU kernel. */
+START_TEST(centred_keys_lose_less)
+{
+    under_test u;
+    if (!begin(_i, "attention", &u))
+        return;
+    if (u.tg->kind != ON_CPU) {
+        end(&u);
+        return;
+    }
+    const hx_att_case c = {HX_REF_F32, 4, 2, 64, 16, 1, {256}, {8}, 0};
+    unsigned cs = 5;
+    for (uint32_t d = 0; d < 2 * 64; d++)
+        qwen_center[d] = d % 64 == 29 || d % 64 == 61 ? 80.0f + 60.0f * hx_ref_uniform(&cs)
+                                                      : 3.0f * hx_ref_uniform(&cs);
+    const double plain = stored_attention_nmse(&u, &c, HX_REF_Q4_0, 64, NULL, biased_keys, 43),
+                 centred = stored_attention_nmse(&u, &c, HX_REF_Q4_0, 64, qwen_center, biased_keys, 43),
+                 exact = stored_attention_nmse(&u, &c, HX_REF_F32, 0, qwen_center, biased_keys, 43);
+    fprintf(stderr, "  %s: q4_0 keys as they are nmse %.3g, centred %.3g; f32 centred %.3g\n", u.tg->name, plain,
+            centred, exact);
+    ck_assert_msg(centred < 0.2 * plain, "%s: centred q4_0 nmse %g, as they are %g", u.tg->name, centred, plain);
+    ck_assert_msg(exact <= 1e-9, "%s: centred f32 nmse %g", u.tg->name, exact);
+    end(&u);
+}
+END_TEST
+
+/* kv_store into K and V caches of different types, rows rotated or not,
+ * keys centred or not: what the CPU kernel wrote decodes to the
+ * reference's rows, and turned back, to the stored values (less the
+ * centre) within the type's step. */
 START_TEST(kv_store_mixed_and_rotated)
 {
     under_test u;
@@ -1136,10 +1195,18 @@ START_TEST(kv_store_mixed_and_rotated)
     }
     unsigned seed = 37;
     const uint32_t T = 5, Hkv = 2, Dh = 128, n_slots = 16;
-    const uint32_t kinds[][4] = {{HX_REF_Q4_0, HX_REF_F16, 128, 0}, {HX_REF_Q8_0, HX_REF_Q4_0, 64, 64},
-                                 {HX_REF_F16, HX_REF_Q8_0, 0, 64}, {HX_REF_Q4_0, HX_REF_Q4_0, 0, 0}};
-    for (int i = 0; i < 4; i++) {
+    /* K type, V type, their rotations, keys centred */
+    const uint32_t kinds[][5] = {{HX_REF_Q4_0, HX_REF_F16, 128, 0, 0}, {HX_REF_Q8_0, HX_REF_Q4_0, 64, 64, 0},
+                                 {HX_REF_F16, HX_REF_Q8_0, 0, 64, 0},   {HX_REF_Q4_0, HX_REF_Q4_0, 0, 0, 0},
+                                 {HX_REF_Q4_0, HX_REF_F16, 128, 0, 1},  {HX_REF_Q8_0, HX_REF_Q8_0, 0, 0, 1}};
+    /* A centre as Qwen2's keys have one: a few coordinates far larger than
+     * the rest, which the keys carry and are stored less. */
+    float center[2 * 128];
+    for (uint32_t d = 0; d < Hkv * Dh; d++)
+        center[d] = d % 37 == 5 ? 60.0f + 40.0f * hx_ref_uniform(&seed) : 0.5f * hx_ref_uniform(&seed);
+    for (int i = 0; i < 6; i++) {
         const uint32_t types[2] = {kinds[i][0], kinds[i][1]}, rots[2] = {kinds[i][2], kinds[i][3]};
+        const int centred = (int)kinds[i][4];
         size_t rows[2], caches[2];
         uint8_t *mine[2], *ref[2];
         for (int w = 0; w < 2; w++) {
@@ -1152,16 +1219,22 @@ START_TEST(kv_store_mixed_and_rotated)
         float *x[2] = {malloc(4 * n), malloc(4 * n)};
         hx_case_random(x[0], n, &seed);
         hx_case_random(x[1], n, &seed);
+        for (size_t j = 0; centred && j < n; j++)
+            x[0][j] += center[j % (Hkv * Dh)];
         hx_kv_layout kv = {T, 1, 1, 16};
         int32_t *meta = calloc(hx_meta_ints(&kv), 4);
         for (uint32_t t = 0; t < T; t++)
             meta[t] = (int32_t)(3 * t + 1);
-        hx_op_kv_store a = {kv, Hkv, Dh, types[0], types[1], rots[0], rots[1]};
-        hx_ref_kv_store(&a, x[0], x[1], ref[0], ref[1], meta, n_slots);
-        hx_buffer *b[5] = {hx_case_buffer(u.rt, x[0], 4 * n), hx_case_buffer(u.rt, x[1], 4 * n),
-                           hx_case_buffer(u.rt, mine[0], caches[0]), hx_case_buffer(u.rt, mine[1], caches[1]),
-                           hx_case_buffer(u.rt, meta, 4ull * hx_meta_ints(&kv))};
-        HX_ASSERT_OK(run(&u, "kv_store", &a, sizeof a, 5, b, (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R}));
+        hx_op_kv_store a = {kv, Hkv, Dh, types[0], types[1], rots[0], rots[1], (uint32_t)centred};
+        hx_ref_kv_store(&a, x[0], x[1], ref[0], ref[1], meta, n_slots, center);
+        hx_buffer *b[6] = {hx_case_buffer(u.rt, x[0], 4 * n),
+                           hx_case_buffer(u.rt, x[1], 4 * n),
+                           hx_case_buffer(u.rt, mine[0], caches[0]),
+                           hx_case_buffer(u.rt, mine[1], caches[1]),
+                           hx_case_buffer(u.rt, meta, 4ull * hx_meta_ints(&kv)),
+                           hx_case_buffer(u.rt, center, sizeof center)};
+        HX_ASSERT_OK(run(&u, "kv_store", &a, sizeof a, 5 + centred, b,
+                         (hx_access[]){HX_R, HX_R, HX_RW, HX_RW, HX_R, HX_R}));
         hx_case_read(b[2], mine[0], caches[0]);
         hx_case_read(b[3], mine[1], caches[1]);
         double *got = malloc(sizeof(double) * Dh), *want = malloc(sizeof(double) * Dh);
@@ -1184,9 +1257,9 @@ START_TEST(kv_store_mixed_and_rotated)
                     ck_assert_msg(e <= (rots[w] ? 5e-3 : types[w] == HX_REF_Q8_0 ? 1e-6 : NMSE_EXACT), "%s: %s of case %d: nmse %g from the reference", u.tg->name,
                                   w ? "V" : "K", i, e);
                     hx_ref_hadamard(got, Dh, rots[w]);
-                    for (uint32_t d = 0; d < Dh; d++) {
+                    for (uint32_t d = 0; d < Dh; d++) { /* a centred key: the stored values less the centre */
                         gotf[d] = (float)got[d];
-                        want[d] = x[w][((size_t)t * Hkv + h) * Dh + d];
+                        want[d] = x[w][((size_t)t * Hkv + h) * Dh + d] - (centred && !w ? center[h * Dh + d] : 0);
                     }
                     e = hx_ref_nmse(gotf, want, Dh);
                     ck_assert_msg(e <= (types[w] == HX_REF_Q4_0 ? 2e-2 : 1e-4),
@@ -1195,7 +1268,7 @@ START_TEST(kv_store_mixed_and_rotated)
         free(got);
         free(want);
         free(gotf);
-        hx_case_destroy(b, 5);
+        hx_case_destroy(b, 6);
         for (int w = 0; w < 2; w++) {
             free(mine[w]);
             free(ref[w]);
@@ -1562,7 +1635,7 @@ END_TEST
  * values are copied byte for byte; the keys are compared decoded.  With
  * `bad`, a move names a slot past the cache: HX_ERR_RANGE. */
 static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t rot_k, uint32_t Hkv, uint32_t Dh, int neox,
-                           int factors, int bad, unsigned *seed)
+                           int factors, int centred, int bad, unsigned *seed)
 {
     const uint32_t n_slots = 48, n = 20;
     size_t row = hx_ref_row_bytes(kv_type, Dh), cache = (size_t)n_slots * Hkv * row;
@@ -1582,15 +1655,23 @@ static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t rot_k, uint
     if (bad)
         moves[2 * 13] = (int32_t)n_slots;
     hx_op_kv_shift a = {n,       Hkv,  Dh, kv_type, -7, Dh - (Dh % 4 ? 2 : 0), 10000.0f, 1.0f, (uint32_t)neox,
-                        (uint32_t)factors, kv_type, rot_k};
+                        (uint32_t)factors, kv_type, rot_k, (uint32_t)centred};
     float ff[64];
     for (uint32_t i = 0; i < a.n_rot / 2; i++) /* Llama 3.1's rope_freqs: 1 .. 8 */
         ff[i] = 4.5f + 3.5f * hx_ref_uniform(seed);
+    /* A centre of a few large coordinates: a key shifted without it added
+     * back first would be turned about the wrong origin. */
+    float *center = malloc(sizeof(float) * Hkv * Dh);
+    for (uint32_t d = 0; d < Hkv * Dh; d++)
+        center[d] = d % 11 == 3 ? 20.0f * hx_ref_uniform(seed) : 0.2f * hx_ref_uniform(seed);
     if (!bad)
-        hx_ref_kv_shift(&a, kref, vref, moves, ff);
-    hx_buffer *b[4] = {hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
-                       hx_case_buffer(u->rt, moves, sizeof moves), hx_case_buffer(u->rt, ff, sizeof ff)};
-    hx_status st = run(u, "kv_shift", &a, sizeof a, 3 + factors, b, (hx_access[]){HX_RW, HX_RW, HX_R, HX_R});
+        hx_ref_kv_shift(&a, kref, vref, moves, ff, center);
+    hx_buffer *fb = hx_case_buffer(u->rt, ff, sizeof ff), *cb = hx_case_buffer(u->rt, center, sizeof(float) * Hkv * Dh);
+    /* The centre follows the factors, or the moves when there are none. */
+    hx_buffer *b[5] = {hx_case_buffer(u->rt, kc, cache), hx_case_buffer(u->rt, vc, cache),
+                       hx_case_buffer(u->rt, moves, sizeof moves), factors ? fb : cb, cb};
+    hx_status st = run(u, "kv_shift", &a, sizeof a, 3 + factors + centred, b,
+                       (hx_access[]){HX_RW, HX_RW, HX_R, HX_R, HX_R});
     if (bad) {
         ck_assert_int_eq(st, HX_ERR_RANGE);
     } else {
@@ -1616,7 +1697,10 @@ static void check_kv_shift(under_test *u, uint32_t kv_type, uint32_t rot_k, uint
         free(want);
         free(minef);
     }
-    hx_case_destroy(b, 4);
+    hx_case_destroy(b, 3);
+    hx_buffer_destroy(fb);
+    hx_buffer_destroy(cb);
+    free(center);
     free(kc);
     free(vc);
     free(kref);
@@ -1631,16 +1715,18 @@ START_TEST(kv_shift_matches_reference)
     unsigned seed = 21;
     for (int v = 0; v < 4; v++) {
         const int neox = v & 1, factors = v >> 1;
-        check_kv_shift(&u, HX_REF_F32, 0, 2, 24, neox, factors, 0, &seed);
-        check_kv_shift(&u, HX_REF_F16, 0, 3, 64, neox, factors, 0, &seed);
-        check_kv_shift(&u, HX_REF_Q8_0, 0, 2, 64, neox, factors, 0, &seed);
-        check_kv_shift(&u, HX_REF_Q4_0, 0, 1, 128, neox, factors, 0, &seed);
-        if (u.tg->kind == ON_CPU) { /* keys stored rotated: the CPU's kernels alone take them */
-            check_kv_shift(&u, HX_REF_Q4_0, 128, 2, 128, neox, factors, 0, &seed);
-            check_kv_shift(&u, HX_REF_Q8_0, 64, 1, 64, neox, factors, 0, &seed);
+        check_kv_shift(&u, HX_REF_F32, 0, 2, 24, neox, factors, 0, 0, &seed);
+        check_kv_shift(&u, HX_REF_F16, 0, 3, 64, neox, factors, 0, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q8_0, 0, 2, 64, neox, factors, 0, 0, &seed);
+        check_kv_shift(&u, HX_REF_Q4_0, 0, 1, 128, neox, factors, 0, 0, &seed);
+        if (u.tg->kind == ON_CPU) { /* keys stored rotated or centred: the CPU's kernels alone take them */
+            check_kv_shift(&u, HX_REF_Q4_0, 128, 2, 128, neox, factors, 0, 0, &seed);
+            check_kv_shift(&u, HX_REF_Q8_0, 64, 1, 64, neox, factors, 0, 0, &seed);
+            check_kv_shift(&u, HX_REF_Q4_0, 64, 2, 64, neox, factors, 1, 0, &seed);
+            check_kv_shift(&u, HX_REF_Q8_0, 0, 2, 64, neox, factors, 1, 0, &seed);
         }
     }
-    check_kv_shift(&u, HX_REF_F16, 0, 2, 32, 0, 0, 1, &seed);
+    check_kv_shift(&u, HX_REF_F16, 0, 2, 32, 0, 0, 0, 1, &seed);
     end(&u);
 }
 END_TEST
@@ -2093,6 +2179,7 @@ Suite *suite_ops(void)
     tcase_add_loop_test(tc, attention_window_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_mixed_and_rotated_kv_match_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, rotated_q4_0_cache_loses_less, 0, N_TARGETS);
+    tcase_add_loop_test(tc, centred_keys_lose_less, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_long_context_matches_reference, 0, N_TARGETS);
     tcase_add_loop_test(tc, attention_token_bits_alone_as_in_a_prompt, 0, N_TARGETS);
     tcase_add_loop_test(tc, kv_store_mixed_and_rotated, 0, N_TARGETS);
