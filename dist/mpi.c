@@ -413,7 +413,7 @@ static hx_status request_of(const hx_model *m, load_request *q)
     q->repack = o->repack;
     q->graph_replay = m->graph_replay ? 1 : -1;
     q->fuse_matmuls = m->fuse ? 1 : -1;
-    q->kv_rotate = m->kv_rot_k || m->kv_rot_v ? 1 : -1;
+    q->kv_rotate = m->kv_rot_k || m->kv_rot_v || m->kv_center ? 1 : -1;
     q->kv_device_bytes = o->kv_device_bytes;
     snprintf(q->kv_type_k, sizeof q->kv_type_k, "%s", hx_type_name(m->kv_type));
     snprintf(q->kv_type_v, sizeof q->kv_type_v, "%s", hx_type_name(m->v_type));
