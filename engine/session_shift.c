@@ -25,11 +25,9 @@ static hx_status shift_layers(hx_model *m, hx_buffer *moves, uint32_t n, int32_t
                         m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL, m->v_type, m->kv_rot_k, 0};
     hx_status st = HX_OK;
     for (uint32_t l = 0; l < m->info.n_layer && st == HX_OK; l++) {
-        /* Keys are rotated with their layer's RoPE (Gemma 3's window layers
-         * have a base of their own and no scaling, as in the graph). */
-        const int swa = hx_model_layer_swa(m, l);
-        a.freq_base = swa ? m->hp.rope_base_swa : m->hp.rope_base;
-        a.freq_scale = swa ? 1.0f : m->hp.rope_scale;
+        /* Keys are rotated with their layer's RoPE, as in the graph. */
+        a.freq_base = hx_model_layer_rope_base(m, l);
+        a.freq_scale = hx_model_layer_rope_scale(m, l);
         /* Keys stored centred are turned about their true origin: the
          * centre follows the factors (or the moves). */
         hx_buffer *center = m->layers[l].k_center;

@@ -17,7 +17,6 @@
  * would make the cache's bytes depend on which text came first. */
 #include <complex.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
@@ -65,11 +64,9 @@ static hx_status layer_center(hx_model *m, uint32_t l, const float *factors)
         s = hx_buffer_acquire(m->layers[l].k_center, HX_W, (void **)&c);
     if (s)
         return hx_error_context(s, "layer %u's K centre", l);
-    const int swa = hx_model_layer_swa(m, l);
     for (uint32_t h = 0; h < Hkv; h++)
         hx_kv_center_head(bias + (size_t)h * Dh, c + (size_t)h * Dh, Dh, m->hp.n_rot, m->arch->rope == HX_ROPE_NEOX,
-                          swa ? m->hp.rope_base_swa : m->hp.rope_base, swa ? 1.0 : m->hp.rope_scale, factors,
-                          positions(m));
+                          hx_model_layer_rope_base(m, l), hx_model_layer_rope_scale(m, l), factors, positions(m));
     return HX_OK;
 }
 

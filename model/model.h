@@ -246,6 +246,17 @@ static inline int hx_model_layer_swa(const hx_model *m, uint32_t l)
     return m->hp.swa_pattern && m->hp.layer_window && l % m->hp.swa_pattern < m->hp.swa_pattern - 1;
 }
 
+/* Layer l's RoPE base and frequency scale: Gemma 3's window layers have a
+ * base of their own and no scaling. */
+static inline float hx_model_layer_rope_base(const hx_model *m, uint32_t l)
+{
+    return hx_model_layer_swa(m, l) ? m->hp.rope_base_swa : m->hp.rope_base;
+}
+static inline float hx_model_layer_rope_scale(const hx_model *m, uint32_t l)
+{
+    return hx_model_layer_swa(m, l) ? 1.0f : m->hp.rope_scale;
+}
+
 /* Each layer's K centre (hx_layer_weights.k_center) where the K cache is
  * quantized, kv_rotate is on and the layer has a K bias (model/kv_center.c). */
 hx_status hx_model_kv_centers(hx_model *m);

@@ -147,9 +147,15 @@ static void layer_matmuls(graph *g, int n, const hx_layer_slot *slot, const hx_l
 static void rope(graph *g, hx_buffer *x, uint32_t H, uint32_t T)
 {
     const hx_model *m = g->m;
-    const int swa = hx_model_layer_swa(m, (uint32_t)g->layer);
-    hx_op_rope a = {T, H, m->info.head_dim, m->hp.n_rot, swa ? m->hp.rope_base_swa : m->hp.rope_base,
-                    swa ? 1.0f : m->hp.rope_scale, m->arch->rope == HX_ROPE_NEOX, m->rope_freqs.buf != NULL};
+    const uint32_t l = (uint32_t)g->layer;
+    hx_op_rope a = {T,
+                    H,
+                    m->info.head_dim,
+                    m->hp.n_rot,
+                    hx_model_layer_rope_base(m, l),
+                    hx_model_layer_rope_scale(m, l),
+                    m->arch->rope == HX_ROPE_NEOX,
+                    m->rope_freqs.buf != NULL};
     task(g, HX_CLASS_PREPROCESS, HX_OP_ROPE, &a, sizeof a, a.has_factors ? 3 : 2,
          (hx_buffer *[]){x, g->b->act->pos, m->rope_freqs.buf}, (hx_access[]){HX_RW, HX_R, HX_R});
 }
