@@ -11,7 +11,8 @@ measures inputs/s with C concurrent clients (one input per request),
 alternating the servers R rounds.
 infill: sends the same prefix/suffix pairs (one with input_extra) to both
 servers' /infill, greedy (temperature 0, fixed n_predict), and compares
-the middles.  The llama-server binary is given, never built.
+the middles; where two part, it prints both servers' top candidates at the
+step where they do.  The llama-server binary is given, never built.
 """
 import argparse
 import concurrent.futures as cf
@@ -88,6 +89,23 @@ def cosine(a, b):
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
+def top(step):
+    """A step's candidates as (token, probability), best first."""
+    cands = step.get("top_logprobs") or step.get("top_probs") or []
+    return [(c["token"], math.exp(c["logprob"]) if "logprob" in c else c["prob"]) for c in cands]
+
+
+def print_parting(hp, lp):
+    """Where two greedy middles part: the first step whose chosen tokens
+    differ, with each server's top candidates there."""
+    for k, (h, l) in enumerate(zip(hp, lp)):
+        if h["id"] != l["id"]:
+            for name, step in (("hetero", h), ("llama", l)):
+                print(f"  step {k}, {name} top: " + ", ".join(f"{t!r} {p:.4f}" for t, p in top(step)))
+            return
+    print("  no step's token differs in the probabilities returned")
+
+
 def throughput(port, conc, n):
     def one(i):
         post(port, "/v1/embeddings", {"input": INPUTS[i % len(INPUTS)]})
@@ -149,7 +167,10 @@ def main():
             print(f"ratio hetero/llama (best of rounds): {max(rates['hetero-server']) / max(rates['llama-server']):.2f}")
         else:
             for i, body in enumerate(INFILL):
-                req = dict(body, temperature=0, n_predict=a.n_predict, seed=1)
+                # n_probs: each step's top candidates, to tell a near-tie
+                # (two logits the runtimes' rounding can order either way)
+                # from a real difference where the middles part.
+                req = dict(body, temperature=0, n_predict=a.n_predict, seed=1, n_probs=3)
                 h = post(hp, "/infill", req)
                 l = post(lp, "/infill", dict(req, top_k=1))
                 ht, lt = h["content"], l["content"]  # both answer llama-server's native shape
@@ -161,6 +182,7 @@ def main():
                 print(f"  hetero: {ht!r}")
                 if not same:
                     print(f"  llama:  {lt!r}")
+                    print_parting(h.get("completion_probabilities", []), l.get("completion_probabilities", []))
     finally:
         for p in (hx, ll):
             p.terminate()

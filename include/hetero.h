@@ -497,6 +497,14 @@ typedef struct {
      * its own tallies as it runs.  NULL = HX_MOE_ROUTING, else "measured"
      * for a model with weights, "uniform" for shapes without them. */
     const char *moe_routing;
+    /* Room for the prefix cache beyond kv_tokens, in bytes (llama-server's
+     * --cache-ram): the pool gains as many tokens as this holds, within
+     * half of the memory the weights leave (hx_model_info.kv_prefix_tokens
+     * says how many), and finished sessions' keyed blocks stay there until
+     * no block is free.  The pool's memory is mapped as it is first
+     * written, so the room costs memory only as prefixes fill it.  0 =
+     * none. */
+    uint64_t kv_prefix_bytes;
 } hx_model_options;
 
 typedef struct {
@@ -528,6 +536,8 @@ typedef struct {
      * projection too), and the KV cache's K and V of one position in every
      * layer, times the positions it attends to. */
     uint64_t decode_weight_bytes, kv_bytes_per_token;
+    /* Of kv_tokens, those hx_model_options.kv_prefix_bytes added. */
+    uint32_t kv_prefix_tokens;
 } hx_model_info;
 
 HX_API hx_model_options hx_model_options_default(void);

@@ -30,6 +30,27 @@ static uint64_t machine_memory(hx_runtime *rt)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
 }
 
+/* kv_prefix_bytes (llama-server's --cache-ram): more blocks in the pool,
+ * which finished sessions' prefixes keep once the sessions' own room is
+ * taken (a cached block is evicted only when no block is free).  Within
+ * half of the memory the weights leave, as the default context: the
+ * pool's memory is mapped as it is first written, so the room costs
+ * memory only as prefixes fill it. */
+static void add_prefix_room(hx_model *m, uint64_t per_token, uint64_t room)
+{
+    hx_model_options *o = &m->opts;
+    const uint64_t have = (uint64_t)o->kv_tokens * per_token, cap = room / 2 > have ? room / 2 - have : 0;
+    if (o->kv_tokens >= UINT32_MAX - o->kv_block)
+        return; /* refused below */
+    uint64_t extra = (o->kv_prefix_bytes < cap ? o->kv_prefix_bytes : cap) / per_token;
+    const uint64_t most = (uint64_t)UINT32_MAX - o->kv_block - o->kv_tokens;
+    if (extra > most)
+        extra = most;
+    extra -= extra % o->kv_block;
+    o->kv_tokens += (uint32_t)extra;
+    m->info.kv_prefix_tokens = (uint32_t)extra;
+}
+
 /* A pipeline's rank holds its layers' weights and KV cache only
  * (model/stage.c).  The default context is what the rank with the most
  * fits, the same on every rank of one kind of machine (their KV pools
@@ -74,6 +95,8 @@ hx_status hx_model_resolve_context(hx_model *m)
     }
     if (!o->kv_tokens)
         o->kv_tokens = o->n_ctx;
+    if (o->kv_prefix_bytes && per_token)
+        add_prefix_room(m, per_token, room);
     if (o->kv_tokens > UINT32_MAX - o->kv_block)
         return hx_error(HX_ERR_INVALID_ARG, "KV pool of %u tokens: at most %u", o->kv_tokens,
                         UINT32_MAX - o->kv_block);

@@ -7,7 +7,7 @@ and /completions, /props (GET; POST with and without --props), /slots
 CORS (preflight and every answer; --cors-origins), --api-key with
 Authorization: Bearer and X-Api-Key on every route but /health, the error
 types and statuses, and llama-server's flags (-c with -np, --kv-unified,
--ngl, --alias list, --tags), --sleep-idle-seconds and the reasoning budget.  Prints one line per check; exits 1 at the
+-ngl, --alias list, --tags, --cache-ram), --sleep-idle-seconds and the reasoning budget.  Prints one line per check; exits 1 at the
 first failure.
 
     server_native_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, for its vocabulary)
@@ -279,6 +279,43 @@ def small_context():
           "32-token context (-c 64 -np 2), truncated")
 
 
+def prompt_cache_room():
+    """--cache-ram: a prompt pushed out of a full pool by another comes back
+    from the cache when the pool has the room, and is evaluated again when
+    it has not (-c 512 -np 1: the requests' 512 tokens; two 300-token
+    prompts do not fit there together)."""
+    words = "river house garden music story water light city road market paper money night".split()
+    got = {}
+    for mib in ("0", "64"):
+        srv = Server("-c", "512", "-np", "1", "--cache-ram", mib)
+        try:
+            line = next(x for x in srv.err if "KV pool" in x)
+            # 300 tokens each, whatever the vocabulary
+            prompts = []
+            for k in (1, 7):
+                text = " ".join(words[(i * k) % 13] + str(k) + str(i) for i in range(300))
+                st, _, t = srv.req("POST", "/tokenize", {"content": text})
+                check(st == 200 and len(t["tokens"]) >= 300, f"/tokenize: {st} {t}")
+                prompts.append(t["tokens"][:300])
+            runs = []
+            for prompt in (prompts[0], prompts[1], prompts[0]):
+                st, _, r = srv.req("POST", "/completion", {"prompt": prompt, "n_predict": 1})
+                check(st == 200, f"--cache-ram {mib}: {st} {r}")
+                runs.append(r["timings"])
+        finally:
+            srv.stop()
+        got[mib] = (line, runs)
+    n = got["0"][1][0]["prompt_n"]
+    check(n == 300, f"a prompt of {n} tokens (wanted 300: two must not fit in 512)")
+    check("(0 of them the prefix cache's" in got["0"][0], f"--cache-ram 0: {got['0'][0]}")
+    check("64 MiB)" in got["64"][0], f"--cache-ram 64: {got['64'][0]}")
+    again0, again64 = got["0"][1][2], got["64"][1][2]
+    check(again64["cache_n"] >= n - 16 and again64["prompt_n"] <= 16, f"--cache-ram 64, the first prompt again: {again64}")
+    check(again0["cache_n"] < n - 64, f"--cache-ram 0, the first prompt again: {again0} (its blocks were needed)")
+    print(f"ok --cache-ram: a {n}-token prompt sent again after another: {again64['cache_n']} tokens from the cache "
+          f"with 64 MiB of room, {again0['cache_n']} with none")
+
+
 def unkeyed():
     # --no-slots, --props, --kv-unified, --cors-origins localhost, -ngl 0
     tmpl = ("{{ date_string }}|{{ datetime }}|{{ enable_thinking }}|{{ flavour }}|{{ messages[0].content }}"
@@ -477,6 +514,7 @@ def main():
     finally:
         srv.stop()
     small_context()
+    prompt_cache_room()
     unkeyed()
     sleeping()
     reasoning_budget()

@@ -63,6 +63,10 @@ static void usage(FILE *f)
           "  -np, --parallel N    requests decoding at once (default 16)\n"
           "  --kv-tokens N        tokens the KV pool holds, all requests together\n"
           "                       (default: parallel x context, at most 1048576)\n"
+          "  -cram, --cache-ram N MiB more of KV pool for the prefix cache, as llama-server's prompt\n"
+          "                       cache in host memory: finished requests' prefixes stay there until no\n"
+          "                       block is free (default 8192, within half the memory the weights leave;\n"
+          "                       0: none; with --kv-tokens, none unless given); mapped as it fills\n"
           "  --kv-type T          KV cache type: f16 (default), q8_0, q4_0, f32\n"
           "  -ctk, --cache-type-k T / -ctv, --cache-type-v T\n"
           "                       llama-server's: hetero's K and V caches share one type, so both must\n"
@@ -138,6 +142,8 @@ typedef struct {
     const char *ctk, *ctv;
     const char *keys[64];       /* --api-key values */
     int n_keys, port, threads, no_prefix_cache, prefix_shared, metrics_public, no_webui, metrics;
+    long long cache_ram_mib; /* --cache-ram: the prefix cache's room beyond the requests' (MiB) */
+    int cache_ram_given;
     uint32_t n_ctx, parallel, kv_tokens, batch, shared_prefill, max_requests, timeout, idle_timeout, drain_timeout;
     long long sleep_idle; /* --sleep-idle-seconds, -1: never */
     long long reasoning_budget; /* --reasoning-budget, -1: none */
@@ -179,8 +185,9 @@ static const struct {
     {"-dev --device -sm --split-mode -ts --tensor-split -mg --main-gpu", "--devices LIST"},
     {"--context-shift", "the engine does not shift a full context: the answer ends there ('length')"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
-    {"-cram --cache-ram", "--kv-tokens N sizes the KV pool"},
     {"-ctxcp --ctx-checkpoints --swa-full", "not supported"},
+    {"--no-cache-idle-slots", "hetero has no slots holding KV: a finished request's stays in the prefix cache "
+                              "(--no-prefix-cache turns that off)"},
 };
 
 static const char *instead_of(const char *a)
@@ -203,7 +210,8 @@ static int parse_args(int argc, char **argv, options *o)
     *o = (options){.host = "127.0.0.1", .port = 8080, .parallel = 16, .batch = 256, .max_requests = 256,
                    .max_body = 1 << 20, .timeout = 600, .idle_timeout = 10, .drain_timeout = 30, .sleep_idle = -1, .reasoning_budget = -1,
                    .reasoning_format = SRV_REASONING_AUTO,
-                   .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1};
+                   .max_connections = 4096, .max_per_ip = 256, .policy = "fcfs", .seed = -1, .temperature = -1,
+                   .cache_ram_mib = 8192};
     srv_native_defaults(&o->native);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -258,6 +266,17 @@ static int parse_args(int argc, char **argv, options *o)
             o->np_given = 1;
         }
         else if (TAKE("--kv-tokens")) U32(kv_tokens, 0, 1u << 30);
+        else if (TAKE("-cram") || TAKE("--cache-ram")) {
+            if (cli_long(PROG, a, v, -1, 1ll << 30, &n))
+                return -1;
+            if (n < 0) {
+                fprintf(stderr, PROG ": %s -1 (no limit) is llama-server's; hetero's prefix cache is room in the "
+                        "KV pool, reserved when the model loads: give it in MiB (0 for none)\n", a);
+                return -1;
+            }
+            o->cache_ram_mib = n;
+            o->cache_ram_given = 1;
+        }
         else if (TAKE("-b") || TAKE("--batch-size")) {
             U32(batch, 1, 1 << 20);
             o->batch_given = 1;
@@ -318,9 +337,10 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
         }
         else if (IS("--metrics")) o->metrics = 1;
-        else if (IS("--offline") || IS("-cb") || IS("--cont-batching")) {
+        else if (IS("--offline") || IS("-cb") || IS("--cont-batching") || IS("--cache-idle-slots")) {
             /* llama-server's, true here already: hetero-server downloads
-             * nothing and always batches continuously */
+             * nothing, always batches continuously, and a finished
+             * request's KV stays in the prefix cache */
         } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1;
         else if (IS("--slots") || IS("--no-slots")) o->native.slots = a[2] == 's';
         else if (IS("--props")) o->native.props_post = 1;
@@ -641,6 +661,13 @@ static int load(srv *S, const options *o)
     mo.kv_type = o->kv_type;
     if (o->no_prefix_cache)
         mo.kv_prefix_cache = -1;
+    /* llama-server's --cache-ram (8192 MiB by default): its prompt cache
+     * in host memory beside the slots.  Here it is more blocks in the KV
+     * pool, which finished requests' prefixes keep until no block is
+     * free.  An explicit --kv-tokens sizes the whole pool unless
+     * --cache-ram is given too. */
+    if (!o->no_prefix_cache && (o->cache_ram_given || !o->kv_tokens))
+        mo.kv_prefix_bytes = (uint64_t)o->cache_ram_mib << 20;
     /* llama-server's -c with -np: the context of all the slots together,
      * each request's a share of it; with --kv-unified each request may
      * fill the whole of it.  Either way the KV pool holds -c tokens. */
@@ -708,8 +735,10 @@ static int load(srv *S, const options *o)
     if (load_chat_template(S, o) || srv_embed_setup(S, o->embedding, o->reranking ? "rank" : o->pooling,
                                                     o->batch_given ? o->batch : 2048))
         return -1;
-    fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens, %u parallel, chat template %s\n",
-            S->model_name, S->info.ftype, S->info.n_layer, S->info.n_ctx, S->info.kv_tokens, o->parallel,
+    fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens (%u of them the prefix "
+            "cache's, %llu MiB), %u parallel, chat template %s\n",
+            S->model_name, S->info.ftype, S->info.n_layer, S->info.n_ctx, S->info.kv_tokens, S->info.kv_prefix_tokens,
+            (unsigned long long)(((uint64_t)S->info.kv_prefix_tokens * S->info.kv_bytes_per_token + (1u << 19)) >> 20), o->parallel,
             S->jinja ? "(Jinja)" : S->chat_template);
     return 0;
 }

@@ -111,6 +111,7 @@ STRUCTS: Dict[str, str] = {
     const char *kv_type_k, *kv_type_v;
     int kv_rotate;
     const char *moe_routing;
+    uint64_t kv_prefix_bytes;
 """,
     "hx_engine_progress": """
     uint32_t total;
@@ -133,6 +134,7 @@ STRUCTS: Dict[str, str] = {
     uint64_t repacked_bytes;
     uint32_t n_expert, n_expert_used;
     uint64_t decode_weight_bytes, kv_bytes_per_token;
+    uint32_t kv_prefix_tokens;
 """,
     "hx_model_stats": """
     uint32_t sessions_open;
