@@ -2,7 +2,7 @@
 """hetero-server against llama-server on embeddings and infill, side by side.
 
   compare-embed.py embed  LLAMA_SERVER MODEL [--hetero BUILD/hetero-server] [--pooling mean]
-  compare-embed.py infill LLAMA_SERVER MODEL [--hetero ...]
+  compare-embed.py infill LLAMA_SERVER MODEL [--hetero ...] [--hetero-args "--kv-type f32"]
 
 embed: starts both servers with --embedding --pooling P on the same file,
 sends the same ~10 inputs to /v1/embeddings, prints the cosine of each
@@ -128,6 +128,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--n-predict", type=int, default=32)
+    ap.add_argument("--hetero-args", default="", help="more options for hetero-server (e.g. \"--kv-type f32\")")
     a = ap.parse_args()
     common = ["-m", a.model, "-c", str(a.ctx), "-t", str(a.threads)]
     if a.mode == "embed":
@@ -137,6 +138,7 @@ def main():
     else:
         hx_cmd = [a.hetero] + common
         ll_cmd = [a.llama_server] + common + ["-np", "1"]
+    hx_cmd += a.hetero_args.split()
     log = open(os.devnull, "w")
     hp, lp = free_port(), free_port()
     hx = start(hx_cmd, hp, "hetero-server", log)
