@@ -112,6 +112,8 @@ static void usage(FILE *f)
           "  --cors-credentials, --no-cors-credentials  Access-Control-Allow-Credentials (default true)\n"
           "  --offline, -cb, --cont-batching  accepted: hetero-server downloads nothing and always\n"
           "                       batches continuously\n"
+          "  --cache-idle-slots, --no-cache-idle-slots  accepted: a finished request's KV is neither\n"
+          "                       copied nor cleared; it stays cached and is evicted first\n"
           "Request defaults (a request's own field wins):\n"
           "  -n, --n-predict N    max_tokens (default: OpenAI's, 16 for completions and the context\n"
           "                       for chat; -1 = the context)\n"
@@ -186,8 +188,6 @@ static const struct {
     {"--context-shift", "the engine does not shift a full context: the answer ends there ('length')"},
     {"-hf -hfr --hf-repo -hff --hf-file -mu --model-url", "-m FILE (hetero-server downloads nothing)"},
     {"-ctxcp --ctx-checkpoints --swa-full", "not supported"},
-    {"--no-cache-idle-slots", "hetero has no slots holding KV: a finished request's stays in the prefix cache "
-                              "(--no-prefix-cache turns that off)"},
 };
 
 static const char *instead_of(const char *a)
@@ -337,10 +337,15 @@ static int parse_args(int argc, char **argv, options *o)
                 return -1;
         }
         else if (IS("--metrics")) o->metrics = 1;
-        else if (IS("--offline") || IS("-cb") || IS("--cont-batching") || IS("--cache-idle-slots")) {
+        else if (IS("--offline") || IS("-cb") || IS("--cont-batching") || IS("--cache-idle-slots") ||
+                 IS("--no-cache-idle-slots")) {
             /* llama-server's, true here already: hetero-server downloads
-             * nothing, always batches continuously, and a finished
-             * request's KV stays in the prefix cache */
+             * nothing and always batches continuously.  The idle-slot
+             * pair chooses whether an idle slot's KV is copied to the RAM
+             * cache and cleared, to make room, or kept in place, to save
+             * the copy; a finished request's blocks here stay where they
+             * are and hold no room a running request needs (they are
+             * evicted first), which is what each asks for. */
         } else if (IS("-kvu") || IS("--kv-unified")) o->kv_unified = 1;
         else if (IS("--slots") || IS("--no-slots")) o->native.slots = a[2] == 's';
         else if (IS("--props")) o->native.props_post = 1;
