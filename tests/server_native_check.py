@@ -7,7 +7,7 @@ and /completions, /props (GET; POST with and without --props), /slots
 CORS (preflight and every answer; --cors-origins), --api-key with
 Authorization: Bearer and X-Api-Key on every route but /health, the error
 types and statuses, and llama-server's flags (-c with -np, --kv-unified,
--ngl, --alias list, --tags, --cache-ram), --sleep-idle-seconds and the reasoning budget.  Prints one line per check; exits 1 at the
+-ngl, --alias list, --tags, --cache-ram), id_slot, --sleep-idle-seconds and the reasoning budget.  Prints one line per check; exits 1 at the
 first failure.
 
     server_native_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, for its vocabulary)
@@ -279,6 +279,46 @@ def small_context():
           "32-token context (-c 64 -np 2), truncated")
 
 
+def named_slots():
+    """id_slot: a request that names a busy slot waits for it; one that
+    names another runs beside it; /slots shows each at the slot it named."""
+    srv = Server("-c", "1024", "-np", "2", "--slots")
+    done = {}
+
+    def run(name, slot, n):
+        st, _, r = srv.req("POST", "/completion", {"prompt": "Once upon a time", "id_slot": slot, "n_predict": n,
+                                                    "ignore_eos": True})
+        done[name] = (time.time(), st, r)
+
+    try:
+        a = threading.Thread(target=run, args=("a", 1, 96))
+        a.start()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            st, _, slots = srv.req("GET", "/slots")
+            if slots[1].get("is_processing"):
+                break
+            time.sleep(0.02)
+        check(slots[1].get("is_processing") and not slots[0].get("is_processing"), f"/slots while a runs: {slots}")
+        b = threading.Thread(target=run, args=("b", 1, 2))  # waits for a
+        c = threading.Thread(target=run, args=("c", 0, 2))  # runs beside a
+        b.start()
+        c.start()
+        for t in (a, b, c):
+            t.join(120)
+        check(all(done[k][1] == 200 for k in "abc"), f"answers: {[(k, done[k][1]) for k in done]}")
+        check(done["b"][0] >= done["a"][0], "b named a's slot and ended before a")
+        check(done["c"][0] < done["a"][0], "c named the other slot and waited for a")
+        check([done[k][2]["id_slot"] for k in "abc"] == [1, 1, 0], f"id_slot in the answers: {done}")
+        for bad, why in (({"id_slot": 2}, "the server has 2 slots"), ({"id_slot": 0, "n": 2}, "one slot")):
+            st, _, r = srv.req("POST", "/completion", {"prompt": "hi", **bad})
+            check(st == 400 and why in r["error"]["message"], f"{bad}: {st} {r}")
+    finally:
+        srv.stop()
+    print("ok id_slot: a request naming a busy slot waits for it, one naming the other does not; /slots shows them "
+          "there; a slot past -np and id_slot with n > 1 are 400s")
+
+
 def prompt_cache_room():
     """--cache-ram: a prompt pushed out of a full pool by another comes back
     from the cache when the pool has the room, and is evaluated again when
@@ -514,6 +554,7 @@ def main():
     finally:
         srv.stop()
     small_context()
+    named_slots()
     prompt_cache_room()
     unkeyed()
     sleeping()

@@ -835,6 +835,10 @@ int main(int argc, char **argv)
     S.max_body = o.max_body;
     S.native = o.native;
     S.native.parallel = o.parallel;
+    if (srv_lanes_init(&S, o.parallel)) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return 1;
+    }
     S.max_in_flight = o.max_requests;
     S.started = srv_now();
     S.n_predict = o.n_predict;

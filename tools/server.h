@@ -145,6 +145,12 @@ typedef struct srv {
     volatile int stopping;      /* the drain ran out of time: what runs is cancelled */
     pthread_mutex_t jobs_lock;  /* the jobs answering now, to cancel at --drain-timeout */
     struct srv_job *jobs;
+    struct {                    /* the -np slots that requests name (id_slot; server_lanes.c) */
+        pthread_mutex_t lock;
+        pthread_cond_t freed;
+        uint32_t n;
+        uint8_t *held;          /* [n]: a request that named the slot holds it */
+    } lanes;
     srv_native native;          /* llama-server's own endpoints and CORS (server_native.c, server_cors.c) */
     /* Embeddings (server_embed.c): --embedding (completions refused), the
      * pooling (--pooling, else the file's), the file's head; the model's
@@ -356,7 +362,15 @@ typedef struct srv_job {
     const struct srv_dialect *dialect; /* answered in another API's shape (Anthropic's, Responses'), or NULL */
     void *dialect_state;       /* the dialect's, owned */
     srv_thought thought;       /* its answer's thought, read out as reasoning_content */
+    int lane;                  /* the slot its request named (id_slot), given back when freed; -1 none */
 } srv_job;
+
+/* llama-server's id_slot (server_lanes.c): requests naming slot k run one
+ * after the other.  srv_lane_take waits until k is free and holds it (0),
+ * or returns -1 when the server begins to drain; k < 0 takes nothing. */
+int srv_lanes_init(srv *S, uint32_t n);
+int srv_lane_take(srv *S, int k);
+void srv_lane_give(srv *S, int k);
 
 /* Whether the prompt ends by opening a thought (the start tag, then only
  * white space), and where its last start tag is (NULL: none). */

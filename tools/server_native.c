@@ -175,7 +175,7 @@ static json_t *final_object(srv_job *j, srv_choice *ch, const char *content, siz
         text = json_string("\xef\xbf\xbd"); /* not UTF-8: checked by the OpenAI path too */
     const uint32_t generated = ch->res.stats.generated_tokens;
     json_t *res = json_pack("{s:i,s:o,s:o,s:i,s:b,s:s,s:I,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o}", "index", ch->index,
-                            "content", text, "tokens", tokens, "id_slot", -1, "stop", 1, "model", j->S->model_name,
+                            "content", text, "tokens", tokens, "id_slot", j->lane, "stop", 1, "model", j->S->model_name,
                             "tokens_predicted", (json_int_t)generated, "tokens_evaluated",
                             (json_int_t)j->prompt_tokens, "generation_settings", settings, "prompt",
                             json_object_get(j->native, "prompt"), "has_new_line",
@@ -209,7 +209,7 @@ json_t *srv_native_chunk(srv_job *j, srv_choice *ch, size_t from_piece, size_t f
     if (!text)
         text = json_string("\xef\xbf\xbd");
     return json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", ch->index, "content", text, "tokens",
-                     tokens_of(ch, from_piece), "stop", 0, "id_slot", -1, "tokens_predicted",
+                     tokens_of(ch, from_piece), "stop", 0, "id_slot", j->lane, "tokens_predicted",
                      (json_int_t)ch->n_pieces, "tokens_evaluated", (json_int_t)j->prompt_tokens);
 }
 
@@ -306,41 +306,59 @@ enum MHD_Result srv_props(srv *S, struct MHD_Connection *c, int post, const char
     return srv_json(c, 200, props);
 }
 
-/* The requests running now, as llama-server's -np slots: slot i shows the
- * i-th running request (hetero has no fixed slots: the engine batches up
- * to -np requests at once). */
+/* One running answer as llama-server shows a busy slot. */
+static json_t *busy_slot(const srv *S, const srv_job *j, const srv_choice *ch, uint32_t id)
+{
+    const int nl = ch->text && memchr(ch->text, '\n', ch->text_len) != NULL;
+    json_t *next = json_pack("{s:b,s:b,s:I,s:s}", "has_next_token", 1, "has_new_line", nl, "n_decoded",
+                             (json_int_t)ch->n_pieces, "stopping_word", "");
+    json_t *np = json_object_get(json_object_get(j->native, "settings"), "n_predict");
+    if (np) /* a /completion's: its budget left */
+        json_object_set_new(next, "n_remain", json_integer(json_integer_value(np) - (json_int_t)ch->n_pieces));
+    return json_pack("{s:i,s:I,s:s,s:I,s:b,s:b,s:I,s:[o]}", "id", (int)id, "id_task", (json_int_t)ch->id, "request",
+                     j->id, "n_ctx", (json_int_t)S->info.n_ctx, "speculative", 0, "is_processing", 1,
+                     "n_prompt_tokens", (json_int_t)j->prompt_tokens, "next_token", next);
+}
+
+/* The requests running now, as llama-server's -np slots: a request that
+ * named a slot (id_slot, server_lanes.c) at that slot, the others in the
+ * free slots in turn (hetero has no fixed slots: the engine batches up to
+ * -np requests at once). */
 enum MHD_Result srv_slots(srv *S, struct MHD_Connection *c)
 {
     if (!S->native.slots)
         return srv_error(c, 501, "not_supported_error", "not_supported",
                          "This server does not support slots endpoint. Start it with `--slots`");
-    json_t *arr = json_array();
-    uint32_t i = 0;
+    const uint32_t n_slots = S->native.parallel;
+    json_t **at = calloc(n_slots, sizeof *at);
+    if (!at)
+        return srv_error(c, 500, "server_error", "out_of_memory", "out of memory");
+    uint32_t next_free = 0;
     pthread_mutex_lock(&S->jobs_lock);
-    for (srv_job *j = S->jobs; j && i < S->native.parallel; j = j->next) {
-        pthread_mutex_lock(&j->lock);
-        for (int k = 0; k < j->n && i < S->native.parallel; k++) {
-            srv_choice *ch = &j->ch[k];
-            if (ch->ended)
+    for (int named = 1; named >= 0; named--) { /* the named slots first */
+        for (srv_job *j = S->jobs; j; j = j->next) {
+            if ((j->lane >= 0) != named)
                 continue;
-            const int nl = ch->text && memchr(ch->text, '\n', ch->text_len) != NULL;
-            json_t *next = json_pack("{s:b,s:b,s:I,s:s}", "has_next_token", 1, "has_new_line", nl, "n_decoded",
-                                     (json_int_t)ch->n_pieces, "stopping_word", "");
-            json_t *np = json_object_get(json_object_get(j->native, "settings"), "n_predict");
-            if (np) /* a /completion's: its budget left */
-                json_object_set_new(next, "n_remain", json_integer(json_integer_value(np) - (json_int_t)ch->n_pieces));
-            json_array_append_new(arr, json_pack("{s:i,s:I,s:s,s:I,s:b,s:b,s:I,s:[o]}", "id", (int)i, "id_task",
-                                                 (json_int_t)ch->id, "request", j->id, "n_ctx",
-                                                 (json_int_t)S->info.n_ctx, "speculative", 0, "is_processing", 1,
-                                                 "n_prompt_tokens", (json_int_t)j->prompt_tokens, "next_token", next));
-            i++;
+            pthread_mutex_lock(&j->lock);
+            for (int k = 0; k < j->n; k++) {
+                if (j->ch[k].ended)
+                    continue;
+                while (!named && next_free < n_slots && at[next_free])
+                    next_free++;
+                const uint32_t id = named ? (uint32_t)j->lane : next_free;
+                if (id < n_slots)
+                    at[id] = busy_slot(S, j, &j->ch[k], id);
+            }
+            pthread_mutex_unlock(&j->lock);
         }
-        pthread_mutex_unlock(&j->lock);
     }
     pthread_mutex_unlock(&S->jobs_lock);
-    for (; i < S->native.parallel; i++)
-        json_array_append_new(arr, json_pack("{s:i,s:i,s:I,s:b,s:b}", "id", (int)i, "id_task", -1, "n_ctx",
-                                             (json_int_t)S->info.n_ctx, "speculative", 0, "is_processing", 0));
+    json_t *arr = json_array();
+    for (uint32_t i = 0; i < n_slots; i++)
+        json_array_append_new(arr, at[i] ? at[i]
+                                         : json_pack("{s:i,s:i,s:I,s:b,s:b}", "id", (int)i, "id_task", -1, "n_ctx",
+                                                     (json_int_t)S->info.n_ctx, "speculative", 0, "is_processing", 0));
+    free(at);
     return srv_json(c, 200, arr);
 }
 

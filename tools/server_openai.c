@@ -75,6 +75,7 @@ typedef struct {
     hx_request r;
     const char *stop[SRV_MAX_STOP];
     int n, stream, include_usage, logprobs;
+    int id_slot;               /* llama-server's: the slot it names (server_lanes.c), -1 none */
     char *prompt;              /* the text (chat: formatted), owned */
     int32_t *tokens;           /* or the ids, owned */
     size_t n_tokens;
@@ -130,6 +131,15 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     p->r.max_tokens = max_tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)max_tokens;
     p->r.priority = (int32_t)prio;
     p->n = (int)n;
+    long long slot = -1;
+    if (get_int(o, "id_slot", -1, INT32_MAX, &slot, b))
+        return -1;
+    if (slot >= (long long)S->native.parallel)
+        return fail(b, "invalid_value", "'id_slot' is %lld; the server has %u slots (-np), 0 to %u", slot,
+                    S->native.parallel, S->native.parallel - 1);
+    if (slot >= 0 && n > 1)
+        return fail(b, "invalid_value", "'id_slot' names one slot; %lld answers (n) take one each", n);
+    p->id_slot = (int)slot;
     json_t *stop = json_object_get(o, "stop");
     if (json_is_string(stop)) {
         p->stop[0] = json_string_value(stop);
@@ -744,7 +754,7 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     if (!o)
         return srv_error(c, 400, "invalid_request_error", "invalid_json", "The body is not valid JSON: %s (line %d, "
                          "column %d)", je.text, je.line, je.column);
-    parsed p = {.r = hx_request_default()};
+    parsed p = {.r = hx_request_default(), .id_slot = -1};
     bad b = {{0}, NULL};
     int rc = json_is_object(o) ? 0 : fail(&b, "invalid_type", "The body must be a JSON object");
     if (!rc && native) {
@@ -812,11 +822,16 @@ enum MHD_Result srv_completion(srv *S, struct MHD_Connection *c, const char *bod
     if (rc) {
         ret = srv_error(c, 400, "invalid_request_error", b.code, "%s", b.msg);
     } else if (srv_admit(S, c, tenant, (uint32_t)(p.n_tokens > UINT32_MAX ? UINT32_MAX : p.n_tokens), &ret)) {
-        srv_job *j = srv_job_new(S, chat, p.n);
-        if (!j) {
+        srv_job *j = NULL;
+        if (srv_lane_take(S, p.id_slot)) {
+            srv_request_end(S, tenant);
+            ret = srv_error(c, 503, "unavailable_error", "shutting_down", "The server is shutting down.");
+        } else if (!(j = srv_job_new(S, chat, p.n))) {
+            srv_lane_give(S, p.id_slot);
             srv_request_end(S, tenant);
             ret = srv_error(c, 500, "server_error", "out_of_memory", "out of memory");
         } else {
+            j->lane = p.id_slot; /* given back with the job */
             j->stream = p.stream;
             j->include_usage = p.include_usage;
             j->logprobs = p.logprobs;
@@ -940,7 +955,7 @@ enum MHD_Result srv_tokenize(srv *S, struct MHD_Connection *c, const char *body,
 
 char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap)
 {
-    parsed p = {.r = hx_request_default()};
+    parsed p = {.r = hx_request_default(), .id_slot = -1};
     bad b = {{0}, NULL};
     const int rc = parse_messages(S, body, &p, &b);
     srv_tools_free(p.tools);
@@ -954,7 +969,7 @@ char *srv_chat_prompt(srv *S, json_t *body, char *err, size_t cap)
 
 int srv_default_request(srv *S, hx_request *r)
 {
-    parsed p = {.r = hx_request_default()};
+    parsed p = {.r = hx_request_default(), .id_slot = -1};
     bad b = {{0}, NULL};
     json_t *o = json_object();
     if (o)

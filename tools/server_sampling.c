@@ -344,7 +344,6 @@ int srv_refused_field(json_t *o, int native, int chat, char *msg, size_t cap, co
         {"n_cache_reuse", NULL, "KV shifting reuse is not supported (the prefix cache reuses whole blocks)"},
         {"t_max_predict_ms", NULL, "time limits on prediction are not supported"},
         {"t_max_prompt_ms", NULL, "time limits on prompts are not supported"},
-        {"id_slot", "-1", "hetero-server has no slots"},
         {"return_tokens", NULL, "token ids are in /completion's answers only"},
         {"response_fields", NULL, "response_fields shapes /completion's answers only"},
         {"lora", NULL, "LoRA adapters are not supported"},

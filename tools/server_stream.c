@@ -28,6 +28,7 @@ srv_job *srv_job_new(srv *S, int chat, int n)
         j->ch[i].job = j;
         j->ch[i].index = i;
     }
+    j->lane = -1;
     j->created = (long)time(NULL);
     static unsigned long long serial;
     snprintf(j->id, sizeof j->id, "%s-%lx%llx", chat ? "chatcmpl" : "cmpl", (unsigned long)j->created,
@@ -85,6 +86,7 @@ void srv_job_free(srv_job *j)
     }
     if (j->owns_slot)
         srv_request_end(j->S, j->tenant);
+    srv_lane_give(j->S, j->lane);
     free(j->out);
     if (j->dialect && j->dialect_state)
         j->dialect->close(j->dialect_state);
