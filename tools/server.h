@@ -365,6 +365,13 @@ typedef struct srv_job {
     int lane;                  /* the slot its request named (id_slot), given back when freed; -1 none */
 } srv_job;
 
+/* The slot an answer says it ran in: a request's first answer the one it
+ * named, its others none (llama-server's child tasks take free slots). */
+static inline int srv_answer_slot(const srv_job *j, const srv_choice *ch)
+{
+    return ch->index ? -1 : j->lane;
+}
+
 /* llama-server's id_slot (server_lanes.c): requests naming slot k run one
  * after the other.  srv_lane_take waits until k is free and holds it (0),
  * or returns -1 when the server begins to drain; k < 0 takes nothing. */

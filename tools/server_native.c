@@ -175,7 +175,8 @@ static json_t *final_object(srv_job *j, srv_choice *ch, const char *content, siz
         text = json_string("\xef\xbf\xbd"); /* not UTF-8: checked by the OpenAI path too */
     const uint32_t generated = ch->res.stats.generated_tokens;
     json_t *res = json_pack("{s:i,s:o,s:o,s:i,s:b,s:s,s:I,s:I,s:O,s:O,s:b,s:b,s:s,s:s,s:I,s:o}", "index", ch->index,
-                            "content", text, "tokens", tokens, "id_slot", j->lane, "stop", 1, "model", j->S->model_name,
+                            "content", text, "tokens", tokens, "id_slot", srv_answer_slot(j, ch), "stop", 1, "model",
+                            j->S->model_name,
                             "tokens_predicted", (json_int_t)generated, "tokens_evaluated",
                             (json_int_t)j->prompt_tokens, "generation_settings", settings, "prompt",
                             json_object_get(j->native, "prompt"), "has_new_line",
@@ -209,7 +210,7 @@ json_t *srv_native_chunk(srv_job *j, srv_choice *ch, size_t from_piece, size_t f
     if (!text)
         text = json_string("\xef\xbf\xbd");
     return json_pack("{s:i,s:o,s:o,s:b,s:i,s:I,s:I}", "index", ch->index, "content", text, "tokens",
-                     tokens_of(ch, from_piece), "stop", 0, "id_slot", j->lane, "tokens_predicted",
+                     tokens_of(ch, from_piece), "stop", 0, "id_slot", srv_answer_slot(j, ch), "tokens_predicted",
                      (json_int_t)ch->n_pieces, "tokens_evaluated", (json_int_t)j->prompt_tokens);
 }
 
@@ -337,11 +338,11 @@ enum MHD_Result srv_slots(srv *S, struct MHD_Connection *c)
     pthread_mutex_lock(&S->jobs_lock);
     for (int named = 1; named >= 0; named--) { /* the named slots first */
         for (srv_job *j = S->jobs; j; j = j->next) {
-            if ((j->lane >= 0) != named)
-                continue;
             pthread_mutex_lock(&j->lock);
             for (int k = 0; k < j->n; k++) {
-                if (j->ch[k].ended)
+                /* A request's first answer runs in the slot it named, the
+                 * others in free ones, as llama-server's child tasks. */
+                if (j->ch[k].ended || (j->lane >= 0 && k == 0) != named)
                     continue;
                 while (!named && next_free < n_slots && at[next_free])
                     next_free++;

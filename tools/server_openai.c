@@ -137,8 +137,6 @@ static int parse_sampling(srv *S, json_t *o, parsed *p, int chat, bad *b)
     if (slot >= (long long)S->native.parallel)
         return fail(b, "invalid_value", "'id_slot' is %lld; the server has %u slots (-np), 0 to %u", slot,
                     S->native.parallel, S->native.parallel - 1);
-    if (slot >= 0 && n > 1)
-        return fail(b, "invalid_value", "'id_slot' names one slot; %lld answers (n) take one each", n);
     p->id_slot = (int)slot;
     json_t *stop = json_object_get(o, "stop");
     if (json_is_string(stop)) {

@@ -64,7 +64,8 @@ json_t *srv_native_token_event(srv_job *j, srv_choice *ch, size_t piece, size_t 
     if (!text)
         text = json_string("\xef\xbf\xbd"); /* part of a character: as the whole answer's check does */
     return json_pack("{s:i,s:o,s:[i],s:b,s:i,s:I,s:I,s:o}", "index", ch->index, "content", text, "tokens",
-                     ch->pieces[piece].token, "stop", 0, "id_slot", j->lane, "tokens_predicted", (json_int_t)(piece + 1),
+                     ch->pieces[piece].token, "stop", 0, "id_slot", srv_answer_slot(j, ch), "tokens_predicted",
+                     (json_int_t)(piece + 1),
                      "tokens_evaluated", (json_int_t)j->prompt_tokens, "completion_probabilities",
                      srv_native_probs(j, ch, piece, piece + 1));
 }

@@ -76,7 +76,8 @@ void srv_on_progress(void *user, const hx_engine_progress *p)
             ev = NULL;
         } else if (j->native_answer)
             ev = json_pack("{s:i,s:s,s:[],s:b,s:i,s:i,s:I}", "index", ch->index, "content", "", "tokens", "stop", 0,
-                           "id_slot", j->lane, "tokens_predicted", 0, "tokens_evaluated", (json_int_t)p->total);
+                           "id_slot", srv_answer_slot(j, ch), "tokens_predicted", 0, "tokens_evaluated",
+                           (json_int_t)p->total);
         else
             ev = srv_stream_chunk(j, json_pack("[{s:i,s:o,s:n,s:n}]", "index", ch->index, j->chat ? "delta" : "text",
                                                j->chat ? json_pack("{s:s,s:n}", "role", "assistant", "content")
