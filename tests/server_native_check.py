@@ -7,7 +7,8 @@ and /completions, /props (GET; POST with and without --props), /slots
 CORS (preflight and every answer; --cors-origins), --api-key with
 Authorization: Bearer and X-Api-Key on every route but /health, the error
 types and statuses, and llama-server's flags (-c with -np, --kv-unified,
--ngl, --alias list, --tags, --cache-ram), id_slot, --sleep-idle-seconds and the reasoning budget.  Prints one line per check; exits 1 at the
+-ngl, --alias list, --tags, --cache-ram), id_slot, --sleep-idle-seconds
+and the reasoning budget.  Prints one line per check; exits 1 at the
 first failure.
 
     server_native_check.py BUILD_DIR      (HX_TEST_SMOLLM2: SmolLM2-135M-Instruct, for its vocabulary)
@@ -353,7 +354,8 @@ def prompt_cache_room():
     check("(0 of them the prefix cache's" in got["0"][0], f"--cache-ram 0: {got['0'][0]}")
     check("64 MiB)" in got["64"][0], f"--cache-ram 64: {got['64'][0]}")
     again0, again64 = got["0"][1][2], got["64"][1][2]
-    check(again64["cache_n"] >= n - 16 and again64["prompt_n"] <= 16, f"--cache-ram 64, the first prompt again: {again64}")
+    check(again64["cache_n"] >= n - 16 and again64["prompt_n"] <= 16,
+          f"--cache-ram 64, the first prompt again: {again64}")
     check(again0["cache_n"] < n - 64, f"--cache-ram 0, the first prompt again: {again0} (its blocks were needed)")
     print(f"ok --cache-ram: a {n}-token prompt sent again after another: {again64['cache_n']} tokens from the cache "
           f"with 64 MiB of room, {again0['cache_n']} with none")

@@ -740,10 +740,11 @@ static int load(srv *S, const options *o)
     if (load_chat_template(S, o) || srv_embed_setup(S, o->embedding, o->reranking ? "rank" : o->pooling,
                                                     o->batch_given ? o->batch : 2048))
         return -1;
+    const uint64_t prefix_bytes = (uint64_t)S->info.kv_prefix_tokens * S->info.kv_bytes_per_token;
     fprintf(stderr, "hetero-server: %s (%s, %u layers), context %u, KV pool %u tokens (%u of them the prefix "
             "cache's, %llu MiB), %u parallel, chat template %s\n",
             S->model_name, S->info.ftype, S->info.n_layer, S->info.n_ctx, S->info.kv_tokens, S->info.kv_prefix_tokens,
-            (unsigned long long)(((uint64_t)S->info.kv_prefix_tokens * S->info.kv_bytes_per_token + (1u << 19)) >> 20), o->parallel,
+            (unsigned long long)((prefix_bytes + (1u << 19)) >> 20), o->parallel,
             S->jinja ? "(Jinja)" : S->chat_template);
     return 0;
 }
