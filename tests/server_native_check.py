@@ -292,7 +292,7 @@ def named_slots():
         done[name] = (time.time(), st, r)
 
     try:
-        a = threading.Thread(target=run, args=("a", 1, 96))
+        a = threading.Thread(target=run, args=("a", 1, 400))  # long enough to be seen running
         a.start()
         deadline = time.time() + 30
         while time.time() < deadline:
