@@ -351,12 +351,13 @@ static void plan(hx_engine *e, hx_engine_req **cand, size_t nc)
             e->running[i]->take = 1;
             n++;
         }
-    hx_model_stats ms;
     int64_t free_tokens = 0;
-    if (admitting && hx_model_stats_get(e->m, &ms) == HX_OK)
-        /* Room kept back for the running requests' next tokens. */
-        free_tokens = (int64_t)(ms.kv_blocks_total - ms.kv_blocks_used) * ms.kv_block_tokens -
-                      (int64_t)e->n_running - (int64_t)ms.kv_block_tokens;
+    if (admitting)
+        /* The pool's free and cached blocks (a count kept, not hx_model_stats'
+         * walk over every block), less room kept back for the running
+         * requests' next tokens. */
+        free_tokens = (int64_t)hx_kv_pool_free_tokens(e->m->kv) - (int64_t)e->n_running -
+                      (int64_t)e->m->kv->block_size;
     const uint32_t limit = step_limit(e, n, active);
     const uint32_t before = e->n_running;
     if (admitting)

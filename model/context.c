@@ -39,9 +39,9 @@ static uint64_t machine_memory(hx_runtime *rt)
 static void add_prefix_room(hx_model *m, uint64_t per_token, uint64_t room)
 {
     hx_model_options *o = &m->opts;
-    const uint64_t have = (uint64_t)o->kv_tokens * per_token, cap = room / 2 > have ? room / 2 - have : 0;
     if (o->kv_tokens >= UINT32_MAX - o->kv_block)
-        return; /* refused below */
+        return; /* refused by the caller */
+    const uint64_t have = (uint64_t)o->kv_tokens * per_token, cap = room / 2 > have ? room / 2 - have : 0;
     uint64_t extra = (o->kv_prefix_bytes < cap ? o->kv_prefix_bytes : cap) / per_token;
     const uint64_t most = (uint64_t)UINT32_MAX - o->kv_block - o->kv_tokens;
     if (extra > most)

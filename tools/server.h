@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "hetero.h"
 
@@ -148,8 +149,7 @@ typedef struct srv {
     struct {                    /* the -np slots that requests name (id_slot; server_lanes.c) */
         pthread_mutex_t lock;
         pthread_cond_t freed;
-        uint32_t n;
-        uint8_t *held;          /* [n]: a request that named the slot holds it */
+        uint8_t *held;          /* [-np]: a request that named the slot holds it */
     } lanes;
     srv_native native;          /* llama-server's own endpoints and CORS (server_native.c, server_cors.c) */
     /* Embeddings (server_embed.c): --embedding (completions refused), the
@@ -560,6 +560,8 @@ json_t *srv_usage_json(srv_job *j);
 const char *srv_finish_str(const srv_choice *ch);
 
 double srv_now(void);
+/* CLOCK_REALTIME ms from now: a deadline for pthread_cond_timedwait. */
+struct timespec srv_after_ms(long ms);
 
 /* server_native.c: llama-server's own endpoints.  srv_completion's mode
  * SRV_NATIVE is /completion (a prompt, llama-server's answer shape). */

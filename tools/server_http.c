@@ -15,6 +15,19 @@ double srv_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+struct timespec srv_after_ms(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += ms % 1000 * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 /* Set by srv_route, which every answer passes: the server, for the
  * status counts and the drain's Connection: close. */
 static srv *the_server;

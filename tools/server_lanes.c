@@ -9,7 +9,6 @@
  * it, and /slots shows it at k.  Requests that name none take no slot and
  * never wait for one. */
 #include <stdlib.h>
-#include <time.h>
 
 #include "tools/server.h"
 
@@ -17,7 +16,6 @@ int srv_lanes_init(srv *S, uint32_t n)
 {
     pthread_mutex_init(&S->lanes.lock, NULL);
     pthread_cond_init(&S->lanes.freed, NULL);
-    S->lanes.n = n;
     S->lanes.held = calloc(n ? n : 1, sizeof *S->lanes.held);
     return S->lanes.held ? 0 : -1;
 }
@@ -29,13 +27,7 @@ int srv_lane_take(srv *S, int k)
     pthread_mutex_lock(&S->lanes.lock);
     /* Woken by a slot given back; every 100 ms to see a drain begin. */
     while (S->lanes.held[k] && !S->draining) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += 100 * 1000 * 1000;
-        if (t.tv_nsec >= 1000000000L) {
-            t.tv_sec++;
-            t.tv_nsec -= 1000000000L;
-        }
+        const struct timespec t = srv_after_ms(100);
         pthread_cond_timedwait(&S->lanes.freed, &S->lanes.lock, &t);
     }
     const int ok = !S->lanes.held[k];

@@ -187,13 +187,7 @@ int srv_job_wait_client(srv_job *j, struct MHD_Connection *c)
     pthread_mutex_lock(&j->lock);
     for (int i = 0; i < j->n; i++)
         while (!j->ch[i].ended) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += SRV_CLIENT_CHECK_MS * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            const struct timespec until = srv_after_ms(SRV_CLIENT_CHECK_MS);
             pthread_cond_timedwait(&j->cond, &j->lock, &until);
             if (srv_now() - checked < SRV_CLIENT_CHECK_MS * 1e-3)
                 continue;
@@ -348,9 +342,7 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         /* Nothing new for a second (queued, or a long prefill): an SSE
          * comment keeps the connection alive and finds a client gone. */
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
+        const struct timespec until = srv_after_ms(1000);
         if (pthread_cond_timedwait(&j->cond, &j->lock, &until)) {
             format_events(j);
             if (!j->out_len) {

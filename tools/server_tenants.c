@@ -265,13 +265,7 @@ unsigned srv_tenant_enter(srv_tenants *T, srv_tenant *t, uint32_t prompt_tokens,
          * after (a tenant's queue is its own). */
         t->queued++;
         while (t->max_concurrent && t->in_flight >= t->max_concurrent) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 200 * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            const struct timespec until = srv_after_ms(200);
             pthread_cond_timedwait(&T->freed, &T->lock, &until);
             if (give_up && give_up(arg)) {
                 *gave_up = 1;
