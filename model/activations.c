@@ -6,7 +6,9 @@
 
 #include "model/model.h"
 #include "ops/ops.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/runtime.h"
 
 hx_status hx_model_act_alloc(hx_model *m);
 void hx_model_act_free(hx_model *m);
@@ -24,6 +26,19 @@ hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes)
     return hx_buffer_create(m->rt, want, b);
 }
 
+/* Experts in groups and a device with memory of its own: a plan may
+ * split a layer's groups between that memory and the host's, and the
+ * graph then runs them in two lanes (partitioner/llama_graph.c). */
+static int expert_lanes(const hx_model *m)
+{
+    int grouped = 0, other = 0;
+    for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++)
+        grouped |= m->layers[l].n_groups > 1;
+    for (int d = 0; d < m->rt->ndevices; d++)
+        other |= m->rt->devices[d]->info.memory_node != 0;
+    return grouped && other;
+}
+
 static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
 {
     const hx_model_info *in = &m->info;
@@ -35,6 +50,7 @@ static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
     const hx_model_hparams *hp = &m->hp;
     const size_t E = hp->n_expert, k = hp->n_expert_used;
     const int shexp = E && m->arch && hx_arch_presence(m->arch, HX_LW_DOWN_SHEXP, 1) == HX_TENSOR_REQUIRED;
+    const int lanes = E && expert_lanes(m);
     a->max_batch = (uint32_t)B;
     struct {
         hx_buffer **b;
@@ -49,6 +65,7 @@ static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)
         {&a->q0, norms ? B * Hd * f : 0}, {&a->k0, norms ? B * Dkv * f : 0},
         {&a->router, B * E * f}, {&a->route, E ? hx_moe_route_words((uint32_t)B, (uint32_t)k, (uint32_t)E) * 4 : 0},
         {&a->moe_h, B * k * hp->n_ff_exp * f}, {&a->moe_out, E ? B * D * f : 0},
+        {&a->moe_h1, lanes ? B * k * hp->n_ff_exp * f : 0}, {&a->moe_out1, lanes ? B * D * f : 0},
         {&a->sg, shexp ? B * hp->n_ff_shexp * f : 0}, {&a->su, shexp ? B * hp->n_ff_shexp * f : 0},
         {&a->sh, shexp ? B * hp->n_ff_shexp * f : 0}, {&a->sgate, shexp ? B * f : 0},
     };
@@ -126,7 +143,7 @@ void hx_model_act_free(hx_model *m)
                              &a->u, &a->h, &a->ids, &a->pos, &a->out_rows, &a->xo, &a->meta, &a->logits,
                              &a->att_part[0], &a->att_part[1], &a->att_stats[0], &a->att_stats[1],
                              &a->q0, &a->k0, &a->router, &a->route, &a->moe_h, &a->moe_out, &a->sg, &a->su,
-                             &a->sh, &a->sgate};
+                             &a->sh, &a->sgate, &a->moe_h1, &a->moe_out1};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
             hx_buffer_destroy(*all[i]);
             *all[i] = NULL;

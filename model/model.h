@@ -100,6 +100,12 @@ typedef struct hx_activations {
      * (ops/ops.h, "moe_route"), the experts' hidden rows and weighted
      * the expert FFN's sum; the shared expert's rows and gate. */
     hx_buffer *q0, *k0, *router, *route, *moe_h, *moe_out, *sg, *su, *sh, *sgate;
+    /* The experts' second lane (partitioner/llama_graph.c, experts), only
+     * where a device has memory of its own: the hidden rows and the sum of
+     * the groups a plan puts on another device than the layer's first
+     * group, so that the two devices' groups share no buffer and run at
+     * once. */
+    hx_buffer *moe_h1, *moe_out1;
     /* With hx_model_options.kv_split: the host's and the device's parts of
      * attention, outputs [T][Hq][Dh] and their maxima and sums [T][Hq][2]. */
     hx_buffer *att_part[2], *att_stats[2];

@@ -28,6 +28,21 @@ typedef struct {
     hx_status status;
 } graph;
 
+/* Hands task `d` (its buffers and their modes) to the sink or the runtime. */
+static void submit(graph *g, hx_task_class cls, hx_task_desc *d, hx_buffer *const *bufs, const hx_access *modes)
+{
+    /* An offloaded sub-batch's chain (its GEMMs wait for its attention
+     * elsewhere) is the step's critical path: its tasks go first in a
+     * device's queue. */
+    d->priority = g->b->kv_pinned;
+    memcpy(d->buffers, bufs, sizeof *bufs * (size_t)d->nbuffers);
+    memcpy(d->modes, modes, sizeof *modes * (size_t)d->nbuffers);
+    if (g->sink)
+        g->sink(g->user, g->layer, cls, d);
+    else
+        g->status = hx_task_submit(g->m->rt, d, NULL);
+}
+
 /* A task on `device` (-1: wherever the policy places it); `blocks`
  * (n_blocks of them) are the KV blocks it touches. */
 static void task_pinned_on_blocks(graph *g, int device, hx_task_class cls, hx_op op, const void *args, size_t size,
@@ -40,17 +55,8 @@ static void task_pinned_on_blocks(graph *g, int device, hx_task_class cls, hx_op
                       .args_size = size, .device = device, .blocks = blocks, .nblocks = blocks ? n_blocks : 0};
     if (g->plan && g->seq < g->plan->n)
         d.prefer = g->plan->e[g->seq].prefer;
-    /* An offloaded sub-batch's chain (its GEMMs wait for its attention
-     * elsewhere) is the step's critical path: its tasks go first in a
-     * device's queue. */
-    d.priority = g->b->kv_pinned;
     g->seq++;
-    memcpy(d.buffers, bufs, sizeof *bufs * (size_t)n);
-    memcpy(d.modes, modes, sizeof *modes * (size_t)n);
-    if (g->sink)
-        g->sink(g->user, g->layer, cls, &d);
-    else
-        g->status = hx_task_submit(g->m->rt, &d, NULL);
+    submit(g, cls, &d, bufs, modes);
 }
 
 static void task_on_blocks(graph *g, hx_task_class cls, hx_op op, const void *args, size_t size, int n,
@@ -247,6 +253,29 @@ static void observe_experts(graph *g, uint32_t l, hx_layer_slot slot, hx_buffer 
                                           m->hp.n_expert, cols, by_token);
 }
 
+/* Each group position's lane: 0 for the groups on the device of the
+ * layer's first group, 1 for those a plan puts elsewhere (its groups in
+ * host memory beside a GPU's), so that the two devices' groups share no
+ * buffer and run at once, as ktransformers runs the CPU's experts beside
+ * the GPU's.  Group pos's moe_gate_up is the plan's entry 2 pos from the
+ * current one (a group is a gate_up and a down).  One lane without the
+ * second lane's buffers (no device has memory of its own), without a
+ * plan, or with an expert observer (it reads moe_h's rows whole).
+ * Returns whether lane 1 has a group. */
+static int expert_lanes(const graph *g, uint32_t ng, unsigned char *lane)
+{
+    memset(lane, 0, ng);
+    const struct hx_plan *plan = g->plan;
+    if (!g->b->act->moe_h1 || !plan || g->m->expert_observer || g->seq + 2 * (size_t)ng > plan->n)
+        return 0;
+    int used = 0;
+    for (uint32_t pos = 1; pos < ng; pos++) {
+        lane[pos] = plan->e[g->seq + 2 * pos].device != plan->e[g->seq].device;
+        used |= lane[pos];
+    }
+    return used;
+}
+
 /* The experts (ops/ops.h, "moe_route"): the router's logits, the
  * routing, each expert's gate/up then down over its gathered tokens; the
  * weighted sum lands in A->moe_out.  Qwen2-MoE's shared expert is a dense
@@ -267,11 +296,15 @@ static void experts(graph *g, uint32_t l)
     /* With groups (model/model.h), each group's two halves in turn, the
      * most used first by the router's expected shares (the placement
      * planner keeps the first ones on a GPU), each down adding to the sums
-     * before it. */
+     * before it in its lane. */
     const uint32_t ng = L->n_groups ? L->n_groups : 1;
     uint32_t order[HX_GRAPH_MAX_GROUPS];
     float shares[HX_GRAPH_MAX_GROUPS], reads[HX_GRAPH_MAX_GROUPS];
     const uint32_t sorted = ng <= HX_GRAPH_MAX_GROUPS ? ng : 0;
+    unsigned char lane[HX_GRAPH_MAX_GROUPS];
+    const hx_plan_entry *first = g->plan && g->seq < g->plan->n ? &g->plan->e[g->seq] : NULL;
+    const int two_lanes = sorted && expert_lanes(g, ng, lane);
+    int in_lane[2] = {0, 0};
     for (uint32_t i = 0; i < sorted; i++) {
         const hx_expert_group *G = L->n_groups ? &L->groups[i] : NULL;
         expected_work(m, l, T, G ? G->e_lo : 0, G ? G->e_n : E, &shares[i], &reads[i]);
@@ -290,17 +323,28 @@ static void experts(graph *g, uint32_t l)
             share = shares[gi], e_read = reads[gi];
         else
             expected_work(m, l, T, G ? G->e_lo : 0, G ? G->e_n : E, &share, &e_read);
+        const int ln = two_lanes ? lane[pos] : 0, acc = in_lane[ln]++ > 0;
+        hx_buffer *h = ln ? A->moe_h1 : A->moe_h, *out = ln ? A->moe_out1 : A->moe_out;
         hx_op_moe_gate_up gu = {T, D, F, E, k, L->w[HX_LW_GATE_EXPS].type, L->w[HX_LW_UP_EXPS].type,
                                 m->arch->ffn_act == HX_FFN_GELU, G ? G->e_lo : 0, G ? G->e_n : 0, share, e_read};
         task(g, HX_CLASS_GEMM, HX_OP_MOE_GATE_UP, &gu, sizeof gu, 5,
              (hx_buffer *[]){A->xn, A->route, G ? G->gate : L->w[HX_LW_GATE_EXPS].buf,
-                             G ? G->up : L->w[HX_LW_UP_EXPS].buf, A->moe_h},
+                             G ? G->up : L->w[HX_LW_UP_EXPS].buf, h},
              (hx_access[]){HX_R, HX_R, HX_R, HX_R, HX_W});
-        hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type, G ? G->e_lo : 0, G ? G->e_n : 0, pos > 0,
-                             share, e_read};
+        hx_op_moe_down dn = {T, D, F, E, k, L->w[HX_LW_DOWN_EXPS].type, G ? G->e_lo : 0, G ? G->e_n : 0,
+                             (uint32_t)acc, share, e_read};
         task(g, HX_CLASS_GEMM, HX_OP_MOE_DOWN, &dn, sizeof dn, 4,
-             (hx_buffer *[]){A->moe_h, A->route, G ? G->down : L->w[HX_LW_DOWN_EXPS].buf, A->moe_out},
-             (hx_access[]){HX_R, HX_R, HX_R, pos ? HX_RW : HX_W});
+             (hx_buffer *[]){h, A->route, G ? G->down : L->w[HX_LW_DOWN_EXPS].buf, out},
+             (hx_access[]){HX_R, HX_R, HX_R, acc ? HX_RW : HX_W});
+    }
+    if (two_lanes && !g->status) {
+        /* The lanes' sums meet on the first lane's device.  The plan does
+         * not list this task (its dry run has one lane; its cost counts
+         * the sum's trip back), so it takes no entry of it. */
+        hx_op_add a = {(uint64_t)T * D};
+        hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_ADD), .nbuffers = 2, .args = &a, .args_size = sizeof a,
+                          .device = -1, .prefer = first ? first->prefer : 0};
+        submit(g, HX_CLASS_PREPROCESS, &d, (hx_buffer *[]){A->moe_out, A->moe_out1}, (hx_access[]){HX_RW, HX_R});
     }
     observe_experts(g, l, HX_LW_DOWN_EXPS, A->moe_h, F, 0);
     if (!L->w[HX_LW_DOWN_SHEXP].buf)

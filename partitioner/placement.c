@@ -236,6 +236,7 @@ typedef struct {
     double cap[HX_MAX_DEVICES];    /* bytes the planner may fill there */
     double slow[HX_MAX_DEVICES];
     int unknown;                   /* a cost could not be estimated */
+    int lanes;                     /* a layer's groups in host memory run beside its others (llama_graph.c) */
 } machine;
 
 static double link_s(machine *mc, int d, double bytes) { return mc->own[d] ? hx_sched_link_seconds(mc->rt, d, bytes) : 0; }
@@ -276,7 +277,10 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
         return INF; /* the same as all of them: weighed once */
     const int n_hot = mc->own[e] ? groups - cold : groups;
     int forced_in = 0;
-    double forced_out = 0;
+    /* The groups in host memory (their inputs' trip there, their times,
+     * the sum's trip back) and the other groups: two chains that run at
+     * once when the graph gives them lanes of their own, else in turn. */
+    double forced_out = 0, host_chain = 0, home_groups = 0, sum_n = 0;
     /* The KV store and attention move as one group (the cache stays with
      * them): their home cost against their best host-memory alternative. */
     double kv_home = 0, kv_in = 0, kv_out = 0;
@@ -321,12 +325,13 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             if (f < 0)
                 return INF;
             dev[i - a] = f;
-            total += fc;
+            host_chain += fc;
             if (!forced_in) {
                 forced_in = 1;
-                total += move_s(mc, e, f, t[i].in_bytes);
+                host_chain += move_s(mc, e, f, t[i].in_bytes);
             }
             forced_out = move_s(mc, f, e, t[i].out_bytes);
+            sum_n = t[i].out_bytes / sizeof(float);
             continue;
         }
         double home = cost(mc, &t[i], e);
@@ -350,9 +355,20 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             }
         }
         dev[i - a] = best;
-        total += bc;
+        if (t[i].group >= 0)
+            home_groups += bc;
+        else
+            total += bc;
         if (best == e)
             m += t[i].weight_bytes;
+    }
+    host_chain += forced_out;
+    total += mc->lanes ? fmax(home_groups, host_chain) : home_groups + host_chain;
+    if (mc->lanes && forced_in) {
+        /* The add that joins the lanes' sums at home (not in the dry run). */
+        double sec;
+        if (hx_sched_estimate(mc->rt, e, hx_op_codelet(HX_OP_ADD), HX_PREC_F32, sum_n, 12 * sum_n, &sec))
+            total += sec * mc->slow[e];
     }
     if (kv_best >= INF && a < b) {
         int any_kv = 0;
@@ -368,7 +384,6 @@ static double span_cost(machine *mc, const ptask *t, size_t a, size_t b, int e, 
             kv_mem = fmax(kv_mem, t[i].kv_bytes);
     m += kv_mem;
     total += kv_best < INF ? kv_best : 0;
-    total += forced_out;
     for (size_t i = a; i < b; i++)
         if (dev[i - a] == e && !t[i].kv && (!(t[i].capable >> e & 1) || t[i].group >= n_hot))
             return INF;
@@ -744,7 +759,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         free(g.t);
         return s;
     }
-    machine mc = {.rt = rt, .nd = hx_runtime_device_count(rt)};
+    machine mc = {.rt = rt, .nd = hx_runtime_device_count(rt), .lanes = m->act[0].moe_h1 && !m->expert_observer};
     mc.live = ~atomic_load(&rt->sched.retired) & (mc.nd >= 32 ? 0xffffffffu : (1u << mc.nd) - 1);
     for (int d = 0; d < mc.nd; d++) {
         hx_device_info info;

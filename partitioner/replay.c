@@ -135,10 +135,10 @@ static void record_task(void *user, int layer, hx_task_class cls, const hx_task_
 static struct hx_replay *record(hx_model *m, const hx_batch_shape *b, const struct hx_plan *plan,
                                 struct hx_replay *old)
 {
-    /* The plan has as many tasks as any evaluation's graph (its shape does
-     * not depend on the batch); without one, a dry run counts them. */
-    recorder rc = {.m = m, .b = b, .n = plan ? plan->n : 0};
-    if (!plan && (hx_llama_emit(m, b, plan, record_task, &rc) || rc.status)) {
+    /* A dry run counts the tasks (a plan's list lacks the tasks that join
+     * the experts' lanes, partitioner/llama_graph.c). */
+    recorder rc = {.m = m, .b = b};
+    if (hx_llama_emit(m, b, plan, record_task, &rc) || rc.status) {
         free(old);
         return NULL;
     }

@@ -11,7 +11,8 @@
  *     the step time recovers to the best placement for the slowed machine;
  *     when the slowdown passes, the plan comes back;
  *   - a mixture of experts larger than the GPU keeps the expert groups
- *     that do not fit in host memory and beats -ngl;
+ *     that do not fit in host memory and beats -ngl, and the CPU computes
+ *     its groups while the GPU computes its own;
  *   - an unknown policy name is refused with the list of known ones. */
 #include <math.h>
 #include <stdlib.h>
@@ -439,6 +440,59 @@ START_TEST(a_prompts_weights_leave_the_gpu_when_decoding_runs)
 }
 END_TEST
 
+/* Qwen3-30B-A3B's shapes (Q8_0, 32 GB) on the test box with a 24 GB GPU,
+ * decoding one sequence under plan: the layers whose expert groups the
+ * plan splits between the GPU and host memory run the CPU's groups while
+ * the GPU runs its own (the graph's two lanes), so the two devices are
+ * busy at once for much of a step; in turn, their busy times would add up
+ * to at most the step's. */
+START_TEST(moe_groups_in_host_memory_run_beside_the_gpus)
+{
+    char path[64];
+    write_machine(path, sizeof path, "24G", "");
+    hx_runtime *rt = open_on(path, "all", "plan");
+    hx_model *m;
+    hx_model_options mo = hx_model_options_default();
+    mo.n_ctx = 1024;
+    HX_ASSERT_OK(hx_model_load_shapes(rt, "qwen3-30b-a3b", "q8_0", &mo, &m));
+    hx_session *s;
+    HX_ASSERT_OK(hx_session_open(m, &s));
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 0; i < 2; i++)
+        HX_ASSERT_OK(hx_session_eval(s, ids + i, 1, 0));
+    hx_runtime_stats_reset(rt);
+    double t0 = hx_runtime_clock(rt);
+    for (int i = 0; i < 4; i++)
+        HX_ASSERT_OK(hx_session_eval(s, ids + i, 1, 0));
+    const double step = (hx_runtime_clock(rt) - t0) / 4;
+    hx_device_stats cpu, gpu;
+    HX_ASSERT_OK(hx_device_stats_get(rt, 0, &cpu));
+    HX_ASSERT_OK(hx_device_stats_get(rt, 1, &gpu));
+    /* Layers whose groups are on both devices. */
+    int on[64][2] = {{0}}, split = 0;
+    size_t n = hx_model_plan_size(m);
+    for (size_t i = 0; i < n; i++) {
+        hx_plan_task t;
+        HX_ASSERT_OK(hx_model_plan_get(m, i, &t));
+        if (!strcmp(t.op, "moe_gate_up") && t.layer >= 0 && t.layer < 64 && t.device >= 0 && t.device < 2)
+            on[t.layer][t.device]++;
+    }
+    for (int l = 0; l < 64; l++)
+        split += on[l][0] > 0 && on[l][1] > 0;
+    ck_assert_msg(split >= 8, "%d layers' groups split between the CPU and the GPU", split);
+    const double together = (cpu.busy_seconds + gpu.busy_seconds) / 4;
+    ck_assert_msg(together > 1.2 * step, "per step: CPU busy %.3g ms, GPU busy %.3g ms, the step %.3g ms",
+                  cpu.busy_seconds / 4 * 1e3, gpu.busy_seconds / 4 * 1e3, step * 1e3);
+    printf("plan, qwen3-30b-a3b q8_0 on a 24 GB GPU: %d layers' groups split, per decode step CPU busy %.2f ms + "
+           "GPU busy %.2f ms in a %.2f ms step\n",
+           split, cpu.busy_seconds / 4 * 1e3, gpu.busy_seconds / 4 * 1e3, step * 1e3);
+    hx_session_close(s);
+    hx_model_free(m);
+    hx_runtime_close(rt);
+    unlink(path);
+}
+END_TEST
+
 /* The declared router: a bad HX_MOE_ROUTING is refused by name. */
 START_TEST(moe_routing_declarations_are_checked)
 {
@@ -622,6 +676,7 @@ Suite *suite_plan(void)
     tcase_add_test(c, a_slowdown_mid_run_changes_the_plan);
     tcase_add_test(c, a_passing_slowdown_is_noticed);
     tcase_add_test(c, moe_experts_that_do_not_fit_stay_in_host_memory);
+    tcase_add_test(c, moe_groups_in_host_memory_run_beside_the_gpus);
     tcase_add_test(c, moe_routing_declarations_are_checked);
     tcase_add_test(c, a_prompts_weights_leave_the_gpu_when_decoding_runs);
     tcase_add_test(c, a_tally_file_puts_the_most_chosen_experts_on_the_gpu);
