@@ -57,8 +57,13 @@ hx_status hx_model_repack(hx_model *m)
     /* A pipeline's rank repacks what it multiplies by: its own layers, and
      * rank 0 the output head. */
     hx_status s = m->stage.rank == 0 ? repack_weight(m, dev, &m->output, mode) : HX_OK;
+    /* Not the experts' tensors ([experts][rows][row length]): the expert
+     * kernels read the mapped rows, so a copy would be memory spent for
+     * nothing, and releasing the rows' pages would only make them read
+     * again. */
     for (uint32_t l = hx_model_stage_l0(m); s == HX_OK && l < hx_model_stage_l1(m); l++)
         for (int i = 0; s == HX_OK && i < HX_LAYER_SLOTS; i++)
-            s = repack_weight(m, dev, &m->layers[l].w[i], mode);
+            if (hx_layer_slot_shapes[i].ne2 == HX_DIM_ONE)
+                s = repack_weight(m, dev, &m->layers[l].w[i], mode);
     return s ? hx_error_context(s, "repacking the weights for the CPU") : HX_OK;
 }
