@@ -6,7 +6,6 @@
 
 #include "model/model.h"
 #include "ops/ops.h"
-#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 
@@ -31,12 +30,10 @@ hx_status hx_model_act_ensure(hx_model *m, hx_buffer **b, size_t bytes)
  * graph then runs them in two lanes (partitioner/llama_graph.c). */
 static int expert_lanes(const hx_model *m)
 {
-    int grouped = 0, other = 0;
+    int grouped = 0;
     for (uint32_t l = 0; m->layers && l < m->info.n_layer; l++)
         grouped |= m->layers[l].n_groups > 1;
-    for (int d = 0; d < m->rt->ndevices; d++)
-        other |= m->rt->devices[d]->info.memory_node != 0;
-    return grouped && other;
+    return grouped && m->rt->n_memory_nodes > 1; /* node 0 is host memory */
 }
 
 static hx_status alloc_set(hx_model *m, hx_activations *a, uint32_t capacity)

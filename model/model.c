@@ -603,6 +603,8 @@ static hx_status model_load(hx_runtime *rt, const char *path, const hx_model_opt
         if (s == HX_OK)
             s = hx_model_read_named_templates(m);
         if (s == HX_OK)
+            s = hx_model_group_experts(m);
+        if (s == HX_OK)
             s = hx_model_prepare(m, opts);
         if (s == HX_OK)
             s = hx_model_repack(m);

@@ -35,8 +35,9 @@ typedef struct {
 } hx_expert_group;
 
 /* One layer's weights by role (model/arch.h); absent ones have buf NULL.
- * With n_groups, the experts' weights are the groups' (the slots' bufs
- * are NULL, their types stand), the most used group first. */
+ * With n_groups, the experts' weights are the groups' (a model of shapes'
+ * slots have buf NULL, their types stand; a file's keep the whole tensors,
+ * which no task names, model/expert_groups.c). */
 typedef struct {
     hx_weight w[HX_LAYER_SLOTS];
     hx_expert_group *groups;
@@ -280,6 +281,9 @@ hx_status hx_model_opened(hx_model *m, hx_model **out);
 /* Repacks the weight matrices for the CPU as opts.repack asks
  * (model/weights_repack.c). */
 hx_status hx_model_repack(hx_model *m);
+/* A loaded file's experts in groups where a device has memory of its own
+ * (model/expert_groups.c); before the activations are made. */
+hx_status hx_model_group_experts(hx_model *m);
 /* Frees everything the model owns; no handle check (a failed load). */
 void hx_model_destroy(hx_model *m);
 /* The GGUF's tokenizer.chat_template.NAME templates, copied at load, and freed (model_chat.c). */
