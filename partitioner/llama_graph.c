@@ -339,8 +339,8 @@ static void experts(graph *g, uint32_t l)
     }
     if (two_lanes && !g->status) {
         /* The lanes' sums meet on the first lane's device.  The plan does
-         * not list this task (its dry run has one lane; its cost counts
-         * the sum's trip back), so it takes no entry of it. */
+         * not list this task (its dry run has one lane; the planner adds
+         * its cost to a split layer's), so it takes no entry of it. */
         hx_op_add a = {(uint64_t)T * D};
         hx_task_desc d = {.codelet = hx_op_codelet(HX_OP_ADD), .nbuffers = 2, .args = &a, .args_size = sizeof a,
                           .device = -1, .prefer = first ? first->prefer : 0};
