@@ -22,24 +22,34 @@
  * more groups is a finer split for a longer plan. */
 #define HX_EXPERT_GROUPS 16
 
+hx_status hx_expert_groups_cut(hx_layer_weights *L, uint32_t E, uint32_t n_groups)
+{
+    if (!(L->groups = calloc(n_groups, sizeof *L->groups)))
+        return hx_error(HX_ERR_NO_MEMORY, "expert groups");
+    L->n_groups = n_groups;
+    for (uint32_t g = 0; g < n_groups; g++) {
+        L->groups[g].e_lo = (uint32_t)((uint64_t)E * g / n_groups);
+        L->groups[g].e_n = (uint32_t)((uint64_t)E * (g + 1) / n_groups) - L->groups[g].e_lo;
+    }
+    return HX_OK;
+}
+
 static hx_status group_layer(hx_model *m, hx_layer_weights *L, uint32_t n_groups)
 {
     const uint32_t E = m->hp.n_expert;
     for (int i = HX_LW_GATE_EXPS; i <= HX_LW_DOWN_EXPS; i++)
         if (!L->w[i].buf || hx_buffer_size(L->w[i].buf) % E)
             return HX_OK; /* not this rank's layer, or not whole experts: one group */
-    if (!(L->groups = calloc(n_groups, sizeof *L->groups)))
-        return hx_error(HX_ERR_NO_MEMORY, "expert groups");
-    L->n_groups = n_groups;
+    hx_status s = hx_expert_groups_cut(L, E, n_groups);
+    if (s)
+        return s;
     for (uint32_t g = 0; g < n_groups; g++) {
         hx_expert_group *G = &L->groups[g];
-        G->e_lo = (uint32_t)((uint64_t)E * g / n_groups);
-        G->e_n = (uint32_t)((uint64_t)E * (g + 1) / n_groups) - G->e_lo;
         hx_buffer **b[3] = {&G->gate, &G->up, &G->down};
         for (int i = 0; i < 3; i++) {
             const hx_buffer *whole = L->w[HX_LW_GATE_EXPS + i].buf;
             const size_t per_expert = hx_buffer_size(whole) / E;
-            hx_status s = hx_buffer_wrap(m->rt, (uint8_t *)whole->host + per_expert * G->e_lo,
+            s = hx_buffer_wrap(m->rt, (uint8_t *)whole->host + per_expert * G->e_lo,
                                          per_expert * G->e_n, 1, b[i]);
             if (s)
                 return hx_error_context(s, "expert group %u", g);

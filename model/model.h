@@ -284,6 +284,9 @@ hx_status hx_model_repack(hx_model *m);
 /* A loaded file's experts in groups where a device has memory of its own
  * (model/expert_groups.c); before the activations are made. */
 hx_status hx_model_group_experts(hx_model *m);
+/* L's E experts in n_groups groups as even as E allows (their ranges;
+ * no buffers yet). */
+hx_status hx_expert_groups_cut(hx_layer_weights *L, uint32_t E, uint32_t n_groups);
 /* Frees everything the model owns; no handle check (a failed load). */
 void hx_model_destroy(hx_model *m);
 /* The GGUF's tokenizer.chat_template.NAME templates, copied at load, and freed (model_chat.c). */

@@ -116,9 +116,9 @@ static int expert_slot(int i) { return i == HX_LW_GATE_EXPS || i == HX_LW_UP_EXP
 static hx_status expert_groups(hx_model *m, hx_layer_weights *L, uint32_t n_groups)
 {
     const uint32_t E = m->hp.n_expert;
-    if (!(L->groups = calloc(n_groups, sizeof *L->groups)))
-        return hx_error(HX_ERR_NO_MEMORY, "expert groups");
-    L->n_groups = n_groups;
+    hx_status s = hx_expert_groups_cut(L, E, n_groups);
+    if (s)
+        return s;
     for (int i = HX_LW_GATE_EXPS; i <= HX_LW_DOWN_EXPS; i++) {
         hx_weight *w = &L->w[i];
         m->info.n_params += w->ne0 * w->ne1 * E;
@@ -126,12 +126,10 @@ static hx_status expert_groups(hx_model *m, hx_layer_weights *L, uint32_t n_grou
     }
     for (uint32_t g = 0; g < n_groups; g++) {
         hx_expert_group *G = &L->groups[g];
-        G->e_lo = (uint32_t)((uint64_t)E * g / n_groups);
-        G->e_n = (uint32_t)((uint64_t)E * (g + 1) / n_groups) - G->e_lo;
         hx_buffer **b[3] = {&G->gate, &G->up, &G->down};
         for (int i = 0; i < 3; i++) {
             const hx_weight *w = &L->w[HX_LW_GATE_EXPS + i];
-            hx_status s = hx_buffer_create(m->rt, hx_type_row_size(w->type, w->ne0) * w->ne1 * G->e_n, b[i]);
+            s = hx_buffer_create(m->rt, hx_type_row_size(w->type, w->ne0) * w->ne1 * G->e_n, b[i]);
             if (s)
                 return s;
             hx_buffer_set_read_only(*b[i]);

@@ -76,6 +76,23 @@ static void run_model(hx_runtime *rt, const char *path, const char *partition, r
     HX_ASSERT_OK(hx_model_free(m));
 }
 
+/* PoCL's OpenCL device (not an emulated FPGA), on `devices`, under `sched`,
+ * with nothing from the environment (no saved models, injection, trace). */
+static hx_runtime *open_opencl(const char *devices, const char *sched)
+{
+    hx_runtime *rt = NULL;
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = devices;
+    o.fpga_emulation = "off";
+    o.cpu_threads = 2;
+    o.sched = sched;
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    return rt;
+}
+
 static double nmse(const float *x, const float *ref, uint32_t n)
 {
     double *r = malloc(8ull * n);
@@ -118,16 +135,7 @@ START_TEST(architecture_on_opencl_matches_cpu)
     }
     HX_ASSERT_OK(hx_runtime_close(cpu));
 
-    hx_runtime *rt = NULL;
-    hx_runtime_options o = hx_runtime_options_default();
-    o.devices = "opencl";
-    o.fpga_emulation = "off";
-    o.cpu_threads = 2;
-    o.sched = "static";
-    o.perfmodel_dir = "off";
-    o.inject = "";
-    o.trace = "";
-    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    hx_runtime *rt = open_opencl("opencl", "static");
     run_model(rt, path, NULL, &got);
     HX_ASSERT_OK(hx_runtime_close(rt));
 
@@ -138,7 +146,7 @@ START_TEST(architecture_on_opencl_matches_cpu)
     const uint64_t on_cl = got.device_tasks[got.cl_dev];
     const double e0 = nmse(got.prefill, ref.prefill, ref.n_vocab), e1 = nmse(got.decode, ref.decode, ref.n_vocab);
     printf("arch_devices: %s on %s: %llu of %llu tasks on OpenCL; logits nmse prefill %.3g, decode %.3g\n", name,
-           o.devices, (unsigned long long)on_cl, (unsigned long long)all, e0, e1);
+           "opencl", (unsigned long long)on_cl, (unsigned long long)all, e0, e1);
     ck_assert_uint_gt(on_cl, 0);
     ck_assert_uint_eq(on_cl, all);
     ck_assert_msg(e0 <= LOGITS_NMSE && e1 <= LOGITS_NMSE, "%s: logits nmse %g (prefill), %g (decode)", name, e0, e1);
@@ -252,16 +260,7 @@ START_TEST(experts_split_between_two_devices_give_the_same_logits)
     ck_assert_int_eq(lanes, 0); /* one memory: nothing to split */
     HX_ASSERT_OK(hx_runtime_close(cpu));
 
-    hx_runtime *rt = NULL;
-    hx_runtime_options o = hx_runtime_options_default();
-    o.devices = "cpu,opencl";
-    o.fpga_emulation = "off";
-    o.cpu_threads = 2;
-    o.sched = "plan";
-    o.perfmodel_dir = "off";
-    o.inject = "";
-    o.trace = "";
-    HX_ASSERT_OK(hx_runtime_open(&rt, &o));
+    hx_runtime *rt = open_opencl("cpu,opencl", "plan");
     const int cl = hx_cl_test_device(rt), c = hx_cl_test_cpu(rt);
     hx_device_info *info = &rt->devices[cl]->info;
     info->unified_memory = 0;
