@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/model.h"
@@ -24,6 +23,7 @@
 #include "runtime/runtime.h"
 #include "runtime/device.h"
 #include "tests/cl_test.h"
+#include "tests/expert_split.h"
 #include "tests/ref_ops.h"
 #include "tests/small_model.h"
 
@@ -203,98 +203,23 @@ START_TEST(a_files_experts_in_groups_give_the_same_logits)
 }
 END_TEST
 
-enum { L_STEPS = 12, L_MAXV = 512 };
-
-/* A prompt, then L_STEPS decode steps' logits, on `rt`; the plan's layers
- * whose expert groups are on two devices at the end in *split. */
-static void decode_logits(hx_runtime *rt, const char *path, float *logits, int *split, int *lanes)
-{
-    hx_model *m = NULL;
-    hx_model_options mo = hx_model_options_default();
-    mo.n_ctx = 128;
-    HX_ASSERT_OK(hx_model_load(rt, path, &mo, &m));
-    const uint32_t V = m->info.n_vocab;
-    ck_assert_uint_le(V, L_MAXV);
-    hx_session *s = NULL;
-    HX_ASSERT_OK(hx_session_open(m, &s));
-    int32_t prompt[16];
-    for (int i = 0; i < 16; i++)
-        prompt[i] = 1 + 7 * i;
-    HX_ASSERT_OK(hx_session_eval(s, prompt, 16, 0));
-    for (int i = 0; i < L_STEPS; i++) {
-        const int32_t t = 3 + 11 * i;
-        HX_ASSERT_OK(hx_session_eval(s, &t, 1, 0));
-        memcpy(logits + (size_t)i * L_MAXV, hx_session_logits(s, -1), 4ull * V);
-    }
-    int on[64][4] = {{0}};
-    const size_t n = hx_model_plan_size(m);
-    for (size_t i = 0; i < n; i++) {
-        hx_plan_task t;
-        HX_ASSERT_OK(hx_model_plan_get(m, i, &t));
-        if (!strcmp(t.op, "moe_gate_up") && t.layer >= 0 && t.layer < 64 && t.device >= 0 && t.device < 4)
-            on[t.layer][t.device]++;
-    }
-    *split = 0;
-    for (int l = 0; l < 64; l++)
-        *split += (on[l][0] > 0) + (on[l][1] > 0) + (on[l][2] > 0) + (on[l][3] > 0) > 1;
-    *lanes = m->act[0].moe_h1 != NULL; /* the graph gives split groups lanes of their own */
-    HX_ASSERT_OK(hx_session_close(s));
-    HX_ASSERT_OK(hx_model_free(m));
-}
-
-/* The experts' two lanes on real kernels: PoCL given a memory of its own
- * too small for every expert, the CPU slowed 30x, under plan: the plan
- * keeps layers on PoCL with the groups that do not fit in host memory,
- * computed by the (slowed) CPU in a lane of their own, and the logits of
- * every decode step are the CPU alone's within float tolerance. */
+/* The experts' two lanes on real kernels (tests/expert_split.h): PoCL
+ * given a memory of its own too small for every expert, the CPU slowed
+ * 30x, under plan: the plan keeps layers on PoCL with the groups that do
+ * not fit in host memory, computed by the (slowed) CPU in a lane of their
+ * own, and the logits of every decode step are the CPU alone's within
+ * float tolerance. */
 START_TEST(experts_split_between_two_devices_give_the_same_logits)
 {
-    char dir[64] = "/tmp/hx-lanes-XXXXXX", path[128];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/moe.gguf", dir);
-    HX_ASSERT_OK(hx_model_write_synthetic(path, "qwen3moe-tiny", "f32", 13));
-    float *ref = calloc((size_t)L_STEPS * L_MAXV, 4), *got = calloc((size_t)L_STEPS * L_MAXV, 4);
-    int split = 0, lanes = 0;
-    hx_runtime *cpu = hx_small_runtime(2, NULL);
-    decode_logits(cpu, path, ref, &split, &lanes);
-    ck_assert_int_eq(lanes, 0); /* one memory: nothing to split */
-    HX_ASSERT_OK(hx_runtime_close(cpu));
-
     hx_runtime *rt = open_opencl("cpu,opencl", "plan");
-    const int cl = hx_cl_test_device(rt), c = hx_cl_test_cpu(rt);
-    hx_device_info *info = &rt->devices[cl]->info;
-    info->unified_memory = 0;
-    info->memory_node = rt->n_memory_nodes++;
-    struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
-    /* The planner leaves 512 MiB of a device's memory free: room for
-     * about half the file beyond that. */
-    info->global_mem_bytes = (512ull << 20) + (uint64_t)st.st_size / 2;
-    hx_injection inj = {.slow = 30};
-    HX_ASSERT_OK(hx_device_inject(rt, c, &inj));
-    decode_logits(rt, path, got, &split, &lanes);
-    hx_device_stats cs, ls;
-    HX_ASSERT_OK(hx_device_stats_get(rt, c, &cs));
-    HX_ASSERT_OK(hx_device_stats_get(rt, cl, &ls));
+    hx_expert_split r;
+    hx_expert_split_run(rt, hx_cl_test_device(rt), 30, &r);
     HX_ASSERT_OK(hx_runtime_close(rt));
-    double worst = 0;
-    for (int i = 0; i < L_STEPS; i++) {
-        double num = 0, den = 0;
-        for (int v = 0; v < L_MAXV; v++) {
-            const double d = (double)got[i * L_MAXV + v] - ref[i * L_MAXV + v];
-            num += d * d;
-            den += (double)ref[i * L_MAXV + v] * ref[i * L_MAXV + v];
-        }
-        worst = fmax(worst, num / den);
-    }
     printf("arch_devices: qwen3moe-tiny under plan, the CPU slowed 30x, PoCL's memory for half the file: %d layers' "
            "groups on both devices, %llu tasks on the CPU, %llu on PoCL; decode logits nmse at most %.3g\n",
-           split, (unsigned long long)cs.tasks, (unsigned long long)ls.tasks, worst);
-    ck_assert_msg(split > 0 && lanes, "no layer's expert groups were split between the devices in two lanes");
-    ck_assert_msg(worst <= LOGITS_NMSE, "decode logits nmse %g", worst);
-    free(ref), free(got);
-    unlink(path);
-    rmdir(dir);
+           r.split, (unsigned long long)r.cpu_tasks, (unsigned long long)r.other_tasks, r.worst_nmse);
+    ck_assert_msg(r.split > 0, "no layer's expert groups were split between the devices");
+    ck_assert_msg(r.worst_nmse <= LOGITS_NMSE, "decode logits nmse %g", r.worst_nmse);
 }
 END_TEST
 

@@ -17,6 +17,7 @@
 #include "kernels_cpu/quant.h"
 #include "ops/op_list.h"
 #include "ops/types.h"
+#include "tests/expert_split.h"
 #include "tests/hx_test.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -745,6 +746,52 @@ START_TEST(coverage_follows_types_and_head_size)
 }
 END_TEST
 
+/* ---- the experts' two lanes ---------------------------------------- */
+
+/* The experts' two lanes on a GPU (tests/expert_split.h), with this
+ * build's plugin: the GPU's memory given room for half of qwen3moe-tiny,
+ * the CPU slowed 30x, under plan: layers on the GPU with the groups that
+ * do not fit computed by the CPU beside them, and the CPU alone's logits
+ * at every decode step.  Without a GPU it says so in one line, which
+ * bench/gpu-check fails on; the plugin's host emulation has no expert
+ * kernels, so it cannot stand in. */
+START_TEST(experts_split_between_the_cpu_and_the_gpu_give_the_cpus_logits)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/libhetero-cuda.so", hx_test_build_dir());
+    setenv("HX_CUDA_PLUGIN", path, 1);
+    hx_runtime_options o = hx_runtime_options_default();
+    o.devices = "cpu,cuda";
+    o.cpu_threads = 2;
+    o.sched = "plan";
+    o.perfmodel_dir = "off";
+    o.inject = "";
+    o.trace = "";
+    hx_runtime *rt = NULL;
+    if (access(path, R_OK) || hx_runtime_open(&rt, &o) != HX_OK) {
+        printf("cuda: CUDA absent: the experts' lanes on a GPU not checked (%s)\n",
+               access(path, R_OK) ? "no plugin built" : hx_last_error());
+        return;
+    }
+    int gpu = -1;
+    for (int d = 0; d < hx_runtime_device_count(rt) && gpu < 0; d++) {
+        hx_device_info info;
+        HX_ASSERT_OK(hx_runtime_device_info(rt, d, &info));
+        if (info.family == HX_FAMILY_CUDA)
+            gpu = d;
+    }
+    ck_assert_int_ge(gpu, 0);
+    hx_expert_split r;
+    hx_expert_split_run(rt, gpu, 30, &r);
+    HX_ASSERT_OK(hx_runtime_close(rt));
+    printf("cuda: qwen3moe-tiny under plan on the CPU (slowed 30x) and the GPU, its memory for half the file: %d "
+           "layers' groups on both devices, %llu tasks on the CPU, %llu on the GPU; decode logits nmse at most %.3g\n",
+           r.split, (unsigned long long)r.cpu_tasks, (unsigned long long)r.other_tasks, r.worst_nmse);
+    ck_assert_msg(r.split > 0, "no layer's expert groups were split between the CPU and the GPU");
+    ck_assert_msg(r.worst_nmse <= 1e-6, "decode logits nmse %g", r.worst_nmse);
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
     Suite *s = suite_create("cuda");
@@ -778,5 +825,9 @@ Suite *suite_cuda(void)
     tcase_add_test(checks, small_op_checks);
     tcase_add_test(checks, coverage_follows_types_and_head_size);
     suite_add_tcase(s, checks);
+    TCase *lanes = tcase_create("lanes");
+    tcase_set_timeout(lanes, 300);
+    tcase_add_test(lanes, experts_split_between_the_cpu_and_the_gpu_give_the_cpus_logits);
+    suite_add_tcase(s, lanes);
     return s;
 }
