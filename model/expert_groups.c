@@ -9,12 +9,17 @@
  * parameter counts and the pipeline's layer sizes read them); no task
  * names them once the layer has groups.
  *
- * Without such a device nothing is cut: every expert task would run on
- * the CPU anyway, and one task per layer is cheaper than 16. */
+ * Nothing is cut without such a device (every expert task would run on
+ * the CPU anyway), nor where one of them holds the whole file: the plan
+ * would keep every group there, and a layer's 16 groups are 32 launches
+ * where one group is 2 (a decode step of Qwen3-30B-A3B on a GPU would
+ * pay some 1,400 more). */
+#include <math.h>
 #include <stdlib.h>
 
 #include "model/model.h"
 #include "runtime/buffer.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/runtime.h"
 
@@ -58,10 +63,24 @@ static hx_status group_layer(hx_model *m, hx_layer_weights *L, uint32_t n_groups
     return HX_OK;
 }
 
+/* Whether some device with memory of its own holds the whole file, less
+ * what the placement planner leaves free there (partitioner/placement.c:
+ * the larger of 5 % and 512 MiB). */
+static int fits_one_device(const hx_model *m)
+{
+    for (int d = 0; d < m->rt->ndevices; d++) {
+        const hx_device_info *in = &m->rt->devices[d]->info;
+        const double mem = (double)in->global_mem_bytes;
+        if (in->memory_node && mem - fmax(512.0 * 1024 * 1024, 0.05 * mem) >= (double)m->info.file_bytes)
+            return 1;
+    }
+    return 0;
+}
+
 hx_status hx_model_group_experts(hx_model *m)
 {
     const uint32_t E = m->hp.n_expert;
-    if (E < 2 || m->rt->n_memory_nodes < 2) /* node 0 is host memory */
+    if (E < 2 || m->rt->n_memory_nodes < 2 || fits_one_device(m)) /* node 0 is host memory */
         return HX_OK;
     const uint32_t n_groups = E < HX_EXPERT_GROUPS ? E : HX_EXPERT_GROUPS;
     for (uint32_t l = 0; l < m->info.n_layer; l++) {

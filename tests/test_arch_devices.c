@@ -157,11 +157,12 @@ START_TEST(architecture_on_opencl_matches_cpu)
 END_TEST
 
 /* A file's experts cut into groups (model/expert_groups.c): a runtime
- * with a device of memory of its own (PoCL, given a memory node as a
- * card's) cuts each layer's experts into groups that wrap the mapped
- * rows; run on the CPU alone (colocated), the groups' sums give the
- * ungrouped run's logits within float tolerance (they add in another
- * order).  A group wrapping the wrong rows would not. */
+ * with a device of memory of its own too small for the file (PoCL, given
+ * a memory node as a card's) cuts each layer's experts into groups that
+ * wrap the mapped rows, and one large enough does not; run on the CPU
+ * alone (colocated), the groups' sums give the ungrouped run's logits
+ * within float tolerance (they add in another order).  A group wrapping
+ * the wrong rows would not. */
 START_TEST(a_files_experts_in_groups_give_the_same_logits)
 {
     static const char *const moe[] = {"mixtral-tiny", "qwen3moe-tiny"};
@@ -180,6 +181,7 @@ START_TEST(a_files_experts_in_groups_give_the_same_logits)
     hx_device_info *info = &rt->devices[cl]->info;
     info->unified_memory = 0;
     info->memory_node = rt->n_memory_nodes++;
+    info->global_mem_bytes = 600ull << 20; /* less the planner's 512 MiB: too small for the file */
     hx_model *m = NULL;
     hx_model_options mo = hx_model_options_default();
     HX_ASSERT_OK(hx_model_load(rt, path, &mo, &m));
@@ -190,6 +192,11 @@ START_TEST(a_files_experts_in_groups_give_the_same_logits)
         ck_assert_uint_eq(m->layers[l].groups[want - 1].e_lo + m->layers[l].groups[want - 1].e_n, E);
     }
     HX_ASSERT_OK(hx_model_free(m));
+    info->global_mem_bytes = 8ull << 30;
+    HX_ASSERT_OK(hx_model_load(rt, path, &mo, &m));
+    ck_assert_uint_eq(m->layers[0].n_groups, 0); /* it fits: one task per layer */
+    HX_ASSERT_OK(hx_model_free(m));
+    info->global_mem_bytes = 600ull << 20;
     run_model(rt, path, "colocated", &got);
     HX_ASSERT_OK(hx_runtime_close(rt));
     ck_assert_uint_eq(got.device_tasks[got.cl_dev], 0);
