@@ -1,6 +1,5 @@
 /* KV offload by sequences (engine/kv_offload.h): admission, and the step
  * of a batch whose sessions' caches live on two devices. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "partitioner/kv_offload.h"
 #include "runtime/block_space.h"
 #include "runtime/error.h"
+#include "runtime/runtime.h"
 
 static int first_of(hx_runtime *rt, int kind, int family)
 {
@@ -23,7 +23,7 @@ static int first_of(hx_runtime *rt, int kind, int family)
 
 /* A device with memory of its own keeps at most the KV slots its memory
  * has room for beside the model's weights (on the GPU) and a reserve for
- * activations, the placement planner's (partitioner/placement.c): a
+ * activations (hx_device_room, as the placement planner counts it): a
  * cache's slots otherwise grow by doubling, and the last doubling would
  * ask for more than the memory the sequences it admitted need. */
 static void bound_slots(hx_model *m, int d, uint64_t weights)
@@ -31,8 +31,7 @@ static void bound_slots(hx_model *m, int d, uint64_t weights)
     hx_device_info info;
     if (hx_runtime_device_info(m->rt, d, &info) || !info.memory_node || m->opts.kv_device_bytes)
         return;
-    const double mem = (double)info.global_mem_bytes;
-    const double room = mem - (double)weights - fmax(512.0 * 1024 * 1024, 0.05 * mem);
+    const double room = hx_device_room(&info) - (double)weights;
     const hx_kv_pool *kv = m->kv;
     const double per_slot = (double)(kv->l1 - kv->l0) * (double)(kv->block_bytes + kv->v_block_bytes);
     const double slots = room > per_slot ? room / per_slot : 1;

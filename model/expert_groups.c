@@ -14,7 +14,6 @@
  * would keep every group there, and a layer's 16 groups are 32 launches
  * where one group is 2 (a decode step of Qwen3-30B-A3B on a GPU would
  * pay some 1,400 more). */
-#include <math.h>
 #include <stdlib.h>
 
 #include "model/model.h"
@@ -63,15 +62,12 @@ static hx_status group_layer(hx_model *m, hx_layer_weights *L, uint32_t n_groups
     return HX_OK;
 }
 
-/* Whether some device with memory of its own holds the whole file, less
- * what the placement planner leaves free there (partitioner/placement.c:
- * the larger of 5 % and 512 MiB). */
+/* Whether some device with memory of its own has room for the whole file. */
 static int fits_one_device(const hx_model *m)
 {
     for (int d = 0; d < m->rt->ndevices; d++) {
         const hx_device_info *in = &m->rt->devices[d]->info;
-        const double mem = (double)in->global_mem_bytes;
-        if (in->memory_node && mem - fmax(512.0 * 1024 * 1024, 0.05 * mem) >= (double)m->info.file_bytes)
+        if (in->memory_node && hx_device_room(in) >= (double)m->info.file_bytes)
             return 1;
     }
     return 0;

@@ -67,10 +67,6 @@
  * leaves it again if it is still slow.  Without this a device abandoned
  * for a passing slowdown kept its last slowness for good. */
 #define HX_SLOWNESS_MAX_AGE 2.0
-/* Of a device's own memory, what the planner leaves for activations:
- * the larger of this fraction and HX_MEM_RESERVE bytes. */
-#define HX_MEM_RESERVE_FRACTION 0.05
-#define HX_MEM_RESERVE (512.0 * 1024 * 1024)
 #define INF 1e300
 /* Layers + the parts before and after them. */
 #define HX_PLACE_MAX_PARTS 1024
@@ -765,8 +761,7 @@ static hx_status plan_shape(hx_model *m, const hx_batch_shape *b, hx_place_mode 
         hx_device_info info;
         hx_runtime_device_info(rt, d, &info);
         mc.own[d] = info.memory_node != 0;
-        mc.cap[d] = (double)info.global_mem_bytes -
-                    fmax(HX_MEM_RESERVE, HX_MEM_RESERVE_FRACTION * (double)info.global_mem_bytes);
+        mc.cap[d] = hx_device_room(&info);
         mc.slow[d] = hx_sched_slowness_recent(&rt->sched, d, HX_SLOWNESS_MAX_AGE);
         sl->slowness[d] = mc.slow[d];
     }

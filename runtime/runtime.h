@@ -75,6 +75,15 @@ hx_status hx_runtime_perfmodels_open(hx_runtime *rt, const char *dir, struct hx_
 hx_status hx_runtime_drain(hx_runtime *rt);
 hx_status hx_trace_start(hx_runtime *rt, const char *path);
 hx_status hx_trace_stop(hx_runtime *rt);
+/* Of a device's own memory, the bytes placements may fill with weights
+ * and KV caches: the rest, the larger of 5 % and 512 MiB, is left for
+ * activations and scratch.  The placement planner, KV offload's slots and
+ * the experts' groups all count a device's room so. */
+static inline double hx_device_room(const hx_device_info *info)
+{
+    const double mem = (double)info->global_mem_bytes, reserve = 0.05 * mem;
+    return mem - (reserve > 512.0 * 1024 * 1024 ? reserve : 512.0 * 1024 * 1024);
+}
 /* Called by the worker when a task ends (runtime/task.c). */
 struct hx_task;
 void hx_task_complete(hx_runtime *rt, struct hx_task *t, hx_status s, const char *msg);

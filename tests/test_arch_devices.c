@@ -103,6 +103,15 @@ static double nmse(const float *x, const float *ref, uint32_t n)
     return e;
 }
 
+/* The NMSE of got's prefill and decode logits against ref's; both runs'
+ * logits freed. */
+static void compare_runs(run_out *got, run_out *ref, double *e0, double *e1)
+{
+    *e0 = nmse(got->prefill, ref->prefill, ref->n_vocab);
+    *e1 = nmse(got->decode, ref->decode, ref->n_vocab);
+    free(ref->prefill), free(ref->decode), free(got->prefill), free(got->decode);
+}
+
 static const char *const presets[] = {"qwen3-tiny", "mixtral-tiny", "qwen3moe-tiny", "gemma3-tiny"};
 
 START_TEST(architecture_on_opencl_matches_cpu)
@@ -144,13 +153,13 @@ START_TEST(architecture_on_opencl_matches_cpu)
     for (int d = 0; d < got.ndev; d++)
         all += got.device_tasks[d];
     const uint64_t on_cl = got.device_tasks[got.cl_dev];
-    const double e0 = nmse(got.prefill, ref.prefill, ref.n_vocab), e1 = nmse(got.decode, ref.decode, ref.n_vocab);
-    printf("arch_devices: %s on %s: %llu of %llu tasks on OpenCL; logits nmse prefill %.3g, decode %.3g\n", name,
-           "opencl", (unsigned long long)on_cl, (unsigned long long)all, e0, e1);
+    double e0, e1;
+    compare_runs(&got, &ref, &e0, &e1);
+    printf("arch_devices: %s on opencl: %llu of %llu tasks on OpenCL; logits nmse prefill %.3g, decode %.3g\n", name,
+           (unsigned long long)on_cl, (unsigned long long)all, e0, e1);
     ck_assert_uint_gt(on_cl, 0);
     ck_assert_uint_eq(on_cl, all);
     ck_assert_msg(e0 <= LOGITS_NMSE && e1 <= LOGITS_NMSE, "%s: logits nmse %g (prefill), %g (decode)", name, e0, e1);
-    free(ref.prefill), free(ref.decode), free(got.prefill), free(got.decode);
     unlink(path);
     rmdir(dir);
 }
@@ -200,11 +209,11 @@ START_TEST(a_files_experts_in_groups_give_the_same_logits)
     run_model(rt, path, "colocated", &got);
     HX_ASSERT_OK(hx_runtime_close(rt));
     ck_assert_uint_eq(got.device_tasks[got.cl_dev], 0);
-    const double e0 = nmse(got.prefill, ref.prefill, ref.n_vocab), e1 = nmse(got.decode, ref.decode, ref.n_vocab);
+    double e0, e1;
+    compare_runs(&got, &ref, &e0, &e1);
     printf("arch_devices: %s, %u experts in %u groups: logits nmse prefill %.3g, decode %.3g against one group\n",
            name, E, want, e0, e1);
     ck_assert_msg(e0 <= LOGITS_NMSE && e1 <= LOGITS_NMSE, "%s: logits nmse %g (prefill), %g (decode)", name, e0, e1);
-    free(ref.prefill), free(ref.decode), free(got.prefill), free(got.decode);
     unlink(path);
     rmdir(dir);
 }
